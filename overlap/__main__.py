@@ -1,0 +1,5 @@
+"""`python -m overlap` is the same as the `overlap` console script."""
+
+from overlap.cli import run
+
+run()

@@ -1,0 +1,1 @@
+"""CLI subcommands; see overlap/cli.py for the contract each module follows."""

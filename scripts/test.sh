@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set everything up (virtualenv, package, test extras, headless Chromium) and run the whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh --test
+. .venv/bin/activate
+# Screenshots and other artifacts of the browser tests land here.
+mkdir -p test-artifacts
+python -m pytest "$@"

@@ -1,0 +1,45 @@
+"""Shared fixtures: a real CPU capture made once per test session, and CLI runners."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE_TRACES = REPO / "sample_traces"
+
+
+@pytest.fixture(scope="session")
+def cpu_capture(tmp_path_factory) -> Path:
+    """A real jax.profiler capture of a tiny jitted function: 3 annotated steps on XLA:CPU."""
+    import jax
+    import jax.numpy as jnp
+
+    logdir = tmp_path_factory.mktemp("cpu_capture")
+
+    @jax.jit
+    def f(x):
+        return jnp.tanh(x @ x).sum()
+
+    x = jnp.ones((128, 128))
+    f(x).block_until_ready()  # compile outside the capture
+    with jax.profiler.trace(str(logdir)):
+        for i in range(3):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                f(x).block_until_ready()
+    return logdir
+
+
+def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run `python -m overlap ARGS` the way a user's shell would."""
+    full_env = dict(os.environ)
+    full_env.setdefault("PYTHONPATH", str(REPO))
+    if env:
+        full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "overlap", *args], capture_output=True,
+                          text=True, env=full_env, cwd=cwd or REPO, timeout=timeout)
