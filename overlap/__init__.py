@@ -13,5 +13,7 @@ __version__ = "0.1.0"
 
 from overlap.errors import InputError, OverlapError, UsageError  # noqa: E402
 from overlap.reader import Trace, read_trace  # noqa: E402
+from overlap.check import assert_hidden  # noqa: E402
 
-__all__ = ["__version__", "InputError", "OverlapError", "UsageError", "Trace", "read_trace"]
+__all__ = ["__version__", "InputError", "OverlapError", "UsageError", "Trace", "read_trace",
+           "assert_hidden"]

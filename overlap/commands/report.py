@@ -1,0 +1,86 @@
+"""`overlap report PATH`: how much of each device<->host transfer hides behind compute.
+
+Prints the verdict, then per-direction, per-device, per-step and per-HLO-op tables and the most
+exposed transfers. `--json` prints the full result object (`overlap.analysis.analyze`) instead;
+that JSON is also what `overlap check --baseline` reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from overlap import analysis
+from overlap.errors import UsageError
+
+
+def unit_fraction(text: str) -> float:
+    """argparse type: a float in [0, 1] (bad values exit 2 with one line)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= v <= 1.0:  # also rejects NaN
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return v
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
+def add_analysis_args(p: argparse.ArgumentParser) -> None:
+    """Arguments shared by `report` and `check`: what to read and how to classify."""
+    p.add_argument("path", help=".xplane.pb file, plugins/profile/<session> dir or run dir")
+    p.add_argument("--session", help="capture session (timestamp dir) to read; default newest")
+    p.add_argument("--top", type=non_negative_int, default=analysis.DEFAULT_TOP, metavar="N",
+                   help=f"rows in the HLO-op and most-exposed tables (default "
+                        f"{analysis.DEFAULT_TOP}; cut-offs are flagged)")
+    p.add_argument("--hidden-threshold", type=unit_fraction,
+                   default=analysis.DEFAULT_HIDDEN_THRESHOLD, metavar="R",
+                   help="overlap ratio at or above which a transfer counts as hidden "
+                        f"(default {analysis.DEFAULT_HIDDEN_THRESHOLD})")
+    p.add_argument("--exposed-threshold", type=unit_fraction,
+                   default=analysis.DEFAULT_EXPOSED_THRESHOLD, metavar="R",
+                   help="overlap ratio at or below which a transfer counts as exposed "
+                        f"(default {analysis.DEFAULT_EXPOSED_THRESHOLD})")
+
+
+def analyze_args(args: argparse.Namespace) -> dict:
+    """Read the capture named by `args` and analyze it; errors are OverlapErrors."""
+    if not args.exposed_threshold < args.hidden_threshold:
+        raise UsageError(f"--exposed-threshold ({args.exposed_threshold}) must be below "
+                         f"--hidden-threshold ({args.hidden_threshold})")
+    from overlap.reader import read_trace  # local: keeps `overlap --help` fast
+
+    trace = read_trace(args.path, session=args.session)
+    return analysis.analyze(trace, hidden_threshold=args.hidden_threshold,
+                            exposed_threshold=args.exposed_threshold, top=args.top)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="how much of each host transfer hides behind compute",
+                       description=__doc__.split("\n\n")[0])
+    add_analysis_args(p)
+    p.add_argument("--json", action="store_true", help="print the result object as JSON")
+    # Hook for the dashboard work: `--html FILE` will render the same `result` dict to a
+    # self-contained page (add the flag here and call its renderer in `run`, next to --json).
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from overlap import render
+
+    result = analyze_args(args)
+    if args.json:
+        sys.stdout.write(render.to_json(result))
+    else:
+        print(render.text(result))
+    # A report describes; only `overlap check` gates. Missing transfers are not an error here.
+    return 0
