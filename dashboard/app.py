@@ -1,0 +1,320 @@
+"""The overlap dashboard: Runs, Run and Compare views over the runs under some log directories.
+
+`create_app(logdirs)` builds a `dash.Dash` app (a factory, so tests and the CLI each get their
+own). Three tabs:
+
+* **Runs**: one row per complete run (backend, device, workload, policy, step time, peak memory,
+  D2H/H2D overlap, verdict); the baseline for comparisons is chosen here (default: the remat
+  run, policy `full`/`nothing_saveable`). Click a row to open it in the Run tab.
+* **Run**: one step's timeline (lanes per device stream, exposed transfer time in red), the
+  per-transfer overlap-ratio histogram, bandwidth per transfer, and the most exposed transfers.
+* **Compare**: memory curves of the chosen runs over the baseline's, step-time and peak-memory
+  bars, overlap per direction.
+
+Callbacks are thin: they look a run name up in the discovered-runs table (`data.find_run`; a
+name is never turned into a path), take its cached `RunData`, and call the pure builders in
+`dashboard.figures`. The browser only ever receives figures built from aggregated data and
+summary rows. The run list is re-discovered on page load and on the Refresh button, so new runs
+appear and half-written ones (no run.json yet) do not.
+
+Exports: every graph's modebar has plotly's PNG download; each view has a "Download HTML"
+button (one self-contained page, `overlap.html_report.page_html`); tables export CSV.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import dash
+from dash import Dash, Input, Output, State, dash_table, dcc, html
+
+from dashboard import data as rundata
+from dashboard import figures
+
+RUN_COLUMNS = [
+    ("run", "run"), ("backend", "backend"), ("device", "device"), ("workload", "workload"),
+    ("policy", "policy"), ("step_ms", "step (ms)"), ("peak_gib", "peak mem (GiB)"),
+    ("d2h_overlap", "D2H hidden %"), ("h2d_overlap", "H2D hidden %"), ("verdict", "verdict"),
+    ("synthetic", "data"),
+]
+TOP_COLUMNS = [
+    ("hlo_op", "HLO op"), ("direction", "dir"), ("device", "device"), ("start_ms", "start (ms)"),
+    ("span_ms", "span (ms)"), ("exposed_ms", "exposed (ms)"), ("hidden_pct", "hidden %"),
+    ("MiB", "MiB"), ("GB_s", "GB/s"),
+]
+COMPARE_COLUMNS = [("run", "run"), ("baseline", "baseline"), ("step_ms", "step (ms)"),
+                   ("peak_gib", "peak mem (GiB)"), ("peak_source", "peak from"),
+                   ("D2H", "D2H hidden %"), ("H2D", "H2D hidden %")]
+
+CARD = {"border": "1px solid #ddd", "borderRadius": "6px", "padding": "8px 12px",
+        "margin": "8px 0"}
+ERROR_CARD = {**CARD, "borderColor": "#E45756", "background": "#fdecea", "color": "#8a1c1c"}
+SYNTHETIC_CARD = {**CARD, "borderColor": "#F58518", "background": "#fff4e5"}
+TABLE_STYLE = dict(style_table={"overflowX": "auto"},
+                   style_cell={"fontFamily": "sans-serif", "fontSize": "13px",
+                               "textAlign": "left", "maxWidth": "520px",
+                               "whiteSpace": "normal", "height": "auto"},
+                   style_header={"fontWeight": "bold"})
+
+
+def _table(id_: str, columns: list[tuple[str, str]], **kw) -> dash_table.DataTable:
+    return dash_table.DataTable(id=id_, columns=[{"id": c, "name": n} for c, n in columns],
+                                data=[], export_format="csv", sort_action="native",
+                                page_size=25, **TABLE_STYLE, **kw)
+
+
+def _graph(id_: str, filename: str) -> dcc.Graph:
+    config = {**figures.GRAPH_CONFIG,
+              "toImageButtonOptions": {**figures.GRAPH_CONFIG["toImageButtonOptions"],
+                                       "filename": filename}}
+    return dcc.Graph(id=id_, config=config, figure=figures.empty_figure("Loading..."))
+
+
+class _RunTable:
+    """The latest discovery result, shared by the callbacks of one app."""
+
+    def __init__(self, logdirs: list[str]):
+        self.logdirs = logdirs
+        self._lock = threading.Lock()
+        self._runs: list[rundata.Run] = []
+
+    def refresh(self) -> list[rundata.Run]:
+        runs = rundata.discover_runs(self.logdirs)
+        with self._lock:
+            self._runs = runs
+        return runs
+
+    def runs(self) -> list[rundata.Run]:
+        with self._lock:
+            return list(self._runs)
+
+    def find(self, name: Any) -> rundata.Run | None:
+        return rundata.find_run(self.runs(), name)
+
+
+def create_app(logdirs: list[str | os.PathLike]) -> Dash:
+    """A Dash app serving the runs under `logdirs` (see the module docstring)."""
+    table = _RunTable([os.fspath(d) for d in logdirs])
+    app = Dash(__name__, title="overlap dashboard", suppress_callback_exceptions=True)
+
+    def layout() -> html.Div:
+        # Runs at every page load: a reload shows runs that appeared since.
+        runs = table.refresh()
+        options = [{"label": r.name, "value": r.name} for r in runs]
+        first = runs[0].name if runs else None
+        return html.Div(style={"fontFamily": "sans-serif", "margin": "0 16px"}, children=[
+            html.Div(style={"display": "flex", "alignItems": "center", "gap": "16px"}, children=[
+                html.H2("overlap: does host offloading pay off?"),
+                html.Button("Refresh runs", id="refresh"),
+                html.Span("logdirs: " + ", ".join(table.logdirs), style={"color": "#666"}),
+            ]),
+            dcc.Tabs(id="tabs", value="runs", children=[
+                dcc.Tab(label="Runs", value="runs", children=[
+                    html.Div(style={"display": "flex", "gap": "8px", "alignItems": "center",
+                                    "margin": "8px 0"}, children=[
+                        html.Label("Baseline run:", htmlFor="baseline"),
+                        dcc.Dropdown(id="baseline", options=options,
+                                     value=rundata.default_baseline(runs), clearable=False,
+                                     style={"width": "420px"}),
+                        html.Span(id="runs-count"),
+                    ]),
+                    _table("runs-table", RUN_COLUMNS, row_selectable=False,
+                           style_data_conditional=[
+                               {"if": {"filter_query": '{verdict} contains "ERROR"'},
+                                "backgroundColor": "#fdecea"}]),
+                    html.P("Click a row to open that run in the Run tab.",
+                           style={"color": "#666"}),
+                ]),
+                dcc.Tab(label="Run", value="run", children=[
+                    html.Div(style={"display": "flex", "gap": "8px", "alignItems": "center",
+                                    "margin": "8px 0"}, children=[
+                        html.Label("Run:", htmlFor="run-select"),
+                        dcc.Dropdown(id="run-select", options=options, value=first,
+                                     clearable=False, style={"width": "420px"}),
+                        html.Label("Step:", htmlFor="step-select"),
+                        dcc.Dropdown(id="step-select", clearable=False,
+                                     style={"width": "300px"}),
+                        html.Button("Download HTML", id="run-html-button"),
+                        dcc.Download(id="run-html"),
+                    ]),
+                    html.Div(id="run-status"),
+                    _graph("fig-timeline", "overlap-timeline"),
+                    html.Div(style={"display": "flex"}, children=[
+                        html.Div(_graph("fig-histogram", "overlap-ratios"), style={"flex": 1}),
+                        html.Div(_graph("fig-bandwidth", "overlap-bandwidth"),
+                                 style={"flex": 1}),
+                    ]),
+                    html.H4("Most exposed transfers (whole run)"),
+                    _table("top-exposed", TOP_COLUMNS),
+                ]),
+                dcc.Tab(label="Compare", value="compare", children=[
+                    html.Div(style={"display": "flex", "gap": "8px", "alignItems": "center",
+                                    "margin": "8px 0"}, children=[
+                        html.Label("Runs:", htmlFor="compare-select"),
+                        dcc.Dropdown(id="compare-select", options=options,
+                                     value=[r.name for r in runs], multi=True,
+                                     style={"minWidth": "520px"}),
+                        html.Button("Download HTML", id="compare-html-button"),
+                        dcc.Download(id="compare-html"),
+                    ]),
+                    html.Div(id="compare-status"),
+                    _graph("fig-memory", "overlap-memory"),
+                    html.Div(style={"display": "flex"}, children=[
+                        html.Div(_graph("fig-step-time", "overlap-step-time"),
+                                 style={"flex": 1}),
+                        html.Div(_graph("fig-peak-memory", "overlap-peak-memory"),
+                                 style={"flex": 1}),
+                        html.Div(_graph("fig-overlap", "overlap-per-direction"),
+                                 style={"flex": 1}),
+                    ]),
+                    _table("compare-table", COMPARE_COLUMNS),
+                ]),
+            ]),
+        ])
+
+    app.layout = layout
+
+    @app.callback(
+        Output("runs-table", "data"), Output("runs-count", "children"),
+        Output("run-select", "options"), Output("compare-select", "options"),
+        Output("baseline", "options"),
+        Input("refresh", "n_clicks"))
+    def refresh_runs(n_clicks):
+        runs = table.refresh() if n_clicks else table.runs()
+        options = [{"label": r.name, "value": r.name} for r in runs]
+        rows = [rundata.run_row(r) for r in runs]
+        return rows, f"{len(rows)} run(s)", options, options, options
+
+    @app.callback(Output("run-select", "value"), Output("tabs", "value"),
+                  Input("runs-table", "active_cell"), State("runs-table", "derived_viewport_data"),
+                  prevent_initial_call=True)
+    def open_run(cell, rows):
+        if not cell or not rows or cell.get("row") is None or cell["row"] >= len(rows):
+            return dash.no_update, dash.no_update
+        return rows[cell["row"]]["run"], "run"
+
+    @app.callback(Output("step-select", "options"), Output("step-select", "value"),
+                  Output("run-status", "children"), Input("run-select", "value"))
+    def choose_run(name):
+        run = table.find(name)
+        if run is None:
+            return [], None, _error_card(f"Unknown run {name!r}: pick one from the list."
+                                         if name else "No runs found under the logdirs.")
+        try:
+            d = rundata.load_run(run)
+        except rundata.RunLoadError as e:
+            return [], None, _error_card(f"This run could not be read: {e}")
+        step = rundata.default_step(d)
+        return (rundata.step_options(d), None if step is None else f"{step[0]}|{step[1]}",
+                _status_cards(d))
+
+    @app.callback(Output("fig-timeline", "figure"), Output("fig-histogram", "figure"),
+                  Output("fig-bandwidth", "figure"), Output("top-exposed", "data"),
+                  Input("run-select", "value"), Input("step-select", "value"))
+    def draw_run(name, step_value):
+        run = table.find(name)
+        msg = "No run selected." if run is None else None
+        if run is not None:
+            try:
+                d = rundata.load_run(run)
+            except rundata.RunLoadError:
+                msg = "Could not read this run (the error card above says why)."
+        if msg:
+            empty = figures.empty_figure(msg)
+            return empty, empty, empty, []
+        figs = figures.run_figures(d, rundata.parse_step(step_value, d))
+        return (figs["timeline"], figs["histogram"], figs["bandwidth"],
+                figures.top_exposed_rows(d.result))
+
+    @app.callback(Output("fig-memory", "figure"), Output("fig-step-time", "figure"),
+                  Output("fig-peak-memory", "figure"), Output("fig-overlap", "figure"),
+                  Output("compare-table", "data"), Output("compare-status", "children"),
+                  Input("compare-select", "value"), Input("baseline", "value"))
+    def draw_compare(names, baseline):
+        datas, errors = _load_many(table, names, baseline)
+        figs = figures.compare_figures(datas, baseline)
+        rows = [{**r, "baseline": "yes" if r["baseline"] else "",
+                 "step_ms": None if r["step_ps"] is None else round(r["step_ps"] / 1e9, 3),
+                 "peak_gib": None if r["peak_bytes"] is None else round(r["peak_bytes"] / 2**30, 3),
+                 **{k: None if r[k] is None else round(100 * r[k], 1) for k in ("D2H", "H2D")}}
+                for r in figures.compare_rows(datas, baseline)]
+        status = [_error_card(e) for e in errors]
+        if any(d.synthetic for _, d in datas):
+            status.append(html.Div("SYNTHETIC data in this comparison: written by "
+                                   "overlap.synthetic, not measured.", style=SYNTHETIC_CARD))
+        return (figs["memory"], figs["step_time"], figs["peak_memory"], figs["overlap"], rows,
+                status)
+
+    @app.callback(Output("run-html", "data"), Input("run-html-button", "n_clicks"),
+                  State("run-select", "value"), State("step-select", "value"),
+                  prevent_initial_call=True)
+    def download_run(_, name, step_value):
+        from overlap.html_report import page_html
+
+        run = table.find(name)
+        if run is None:
+            return dash.no_update
+        try:
+            d = rundata.load_run(run)
+        except rundata.RunLoadError:
+            return dash.no_update
+        figs = figures.run_figures(d, rundata.parse_step(step_value, d))
+        page = page_html(f"overlap: {run.name}", d.result, list(figs.values()),
+                         tables={"Most exposed transfers": figures.top_exposed_rows(d.result)})
+        return dict(content=page, filename=f"overlap-{_safe(run.name)}.html")
+
+    @app.callback(Output("compare-html", "data"), Input("compare-html-button", "n_clicks"),
+                  State("compare-select", "value"), State("baseline", "value"),
+                  prevent_initial_call=True)
+    def download_compare(_, names, baseline):
+        from overlap.html_report import page_html
+
+        datas, _errors = _load_many(table, names, baseline)
+        figs = figures.compare_figures(datas, baseline)
+        page = page_html("overlap: compare runs", None, list(figs.values()))
+        return dict(content=page, filename="overlap-compare.html")
+
+    return app
+
+
+def _safe(name: str) -> str:
+    """A download file name from a run name (which may contain slashes)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:100]
+
+
+def _load_many(table: _RunTable, names, baseline) -> tuple[list, list[str]]:
+    """(name, RunData) for the chosen runs, baseline first; load errors as messages."""
+    names = [n for n in (names or []) if isinstance(n, str)]
+    if isinstance(baseline, str) and baseline not in names:
+        names = [baseline, *names]
+    names.sort(key=lambda n: n != baseline)
+    datas, errors = [], []
+    for n in names[:20]:  # a comparison of more runs is unreadable anyway
+        run = table.find(n)
+        if run is None:
+            errors.append(f"Unknown run {n!r}.")
+            continue
+        try:
+            datas.append((n, rundata.load_run(run)))
+        except rundata.RunLoadError as e:
+            errors.append(f"Left out, could not be read: {e}")
+    return datas, errors
+
+
+def _error_card(message: str) -> html.Div:
+    return html.Div(message, className="error-card", style=ERROR_CARD)
+
+
+def _status_cards(d: rundata.RunData) -> list:
+    r = d.result
+    cards = []
+    if d.synthetic:
+        cards.append(html.Div("SYNTHETIC: this capture was written by overlap.synthetic, "
+                              "not measured.", style=SYNTHETIC_CARD, className="synthetic-card"))
+    cards.append(html.Div([html.B("Verdict: "), r.get("verdict", "")], id="run-verdict",
+                          style=CARD))
+    for note in r.get("notes", []):
+        cards.append(html.Div(note, style={**CARD, "color": "#555"}))
+    return cards

@@ -1,0 +1,554 @@
+"""Run discovery, loading and caching for the dashboard.
+
+Discovery (`discover_runs`) walks each log directory and lists *complete* runs only:
+
+* a run directory is one holding `run.json` (written last by `overlap capture`, so its presence
+  marks the capture as finished) and `plugins/profile/<ts>/<host>.xplane.pb`; a directory with
+  a capture but no parseable `run.json`, or any directory named `*.partial-*`, is half written
+  and never listed;
+* a bare `*.xplane.pb` outside any `plugins/` tree (how `sample_traces/` ships captures) is a
+  run of its own, named after the file.
+
+Security: run names that come back from the browser are only ever looked up in the table
+`discover_runs` returned (`find_run`), never joined into a path. Discovery itself refuses
+anything whose real path leaves the log directory (`..` in names cannot occur in a walk;
+symlinks pointing outside are dropped), so the table can only hold files under the logdirs.
+
+Loading (`load_run`) reads the capture, analyses it once, and keeps only compact columnar arrays
+(`RunData`); the reader's DataFrames are dropped. Results are cached in memory per run, keyed on
+the (path, mtime, size) of every file the run is made of, so a rewritten capture is re-read and
+an unchanged one never is. A run that fails to load caches its error the same way, and the app
+shows an error card for it.
+
+`prepare_run_view(run)` does every piece of server-side work the Run view needs for its first
+render (load, analyse, aggregate the default step, build and serialise the figures); the
+benchmarks time it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from overlap import analysis
+
+XPLANE_SUFFIX = ".xplane.pb"
+MANIFEST = "run.json"
+PARTIAL_MARK = ".partial-"
+MAX_DEPTH = 6  # log dirs are shallow; stops a walk into a huge unrelated tree
+CACHE_SIZE = 6  # loaded runs kept in memory (a 1M-event run holds ~100 MB of arrays)
+
+# Policies that are remat baselines (MaxText `full` recomputes everything; JAX's
+# `nothing_saveable` is the same thing under its JAX name).
+BASELINE_POLICIES = ("full", "nothing_saveable")
+
+
+class RunLoadError(Exception):
+    """A run that cannot be read or analysed; the message is shown on the run's error card."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A complete run found under a log directory. `name` is its id in the browser."""
+
+    name: str
+    path: Path  # the run directory, or the bare .xplane.pb file
+    files: tuple[Path, ...]  # the capture's host files (newest session)
+    manifest_path: Path | None
+    logdir: Path
+
+    def fingerprint(self) -> tuple:
+        """(path, mtime_ns, size) of every file the run is made of: the cache key."""
+        parts = []
+        for p in (*self.files, *([self.manifest_path] if self.manifest_path else [])):
+            try:
+                st = p.stat()
+                parts.append((str(p), st.st_mtime_ns, st.st_size))
+            except OSError:
+                parts.append((str(p), None, None))
+        return tuple(parts)
+
+    def manifest(self) -> dict[str, Any]:
+        if not self.manifest_path:
+            return {}
+        try:
+            m = json.loads(self.manifest_path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return m if isinstance(m, dict) else {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Discovery
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """Whether the real path of `path` lies under `root` (already a real path)."""
+    try:
+        real = Path(os.path.realpath(path))
+    except OSError:
+        return False
+    return real == root or root in real.parents
+
+
+def _session_files(run_dir: Path, root: Path) -> tuple[Path, ...]:
+    """Host files of the newest capture session of a run dir, all inside `root`."""
+    profile = run_dir / "plugins" / "profile"
+    if not _inside(profile, root) or not profile.is_dir():
+        return ()
+    sessions = sorted(
+        (s for s in profile.iterdir()
+         if s.is_dir() and PARTIAL_MARK not in s.name and _inside(s, root)),
+        key=lambda s: s.name)
+    for s in reversed(sessions):  # newest session that has host files
+        files = tuple(sorted(f for f in s.iterdir() if f.name.endswith(XPLANE_SUFFIX)
+                             and f.is_file() and _inside(f, root)))
+        if files:
+            return files
+    return ()
+
+
+def _manifest_ok(path: Path) -> bool:
+    """A run.json that parses to an object; a half-written one does not."""
+    try:
+        return isinstance(json.loads(path.read_text()), dict)
+    except (OSError, ValueError):
+        return False
+
+
+def discover_runs(logdirs: list[str | os.PathLike]) -> list[Run]:
+    """Complete runs under `logdirs` (see the module docstring), sorted by name.
+
+    With several logdirs, names are prefixed with the logdir's name (and its index when two
+    logdirs share a name) so they stay unique.
+    """
+    runs: list[Run] = []
+    roots = [Path(os.path.realpath(d)) for d in logdirs]
+    names = [r.name for r in roots]
+    for i, root in enumerate(roots):
+        if not root.is_dir():
+            if root.is_file() and root.name.endswith(XPLANE_SUFFIX):
+                runs.append(Run(root.name, root, (root,), None, root.parent))
+            continue
+        prefix = ""
+        if len(roots) > 1:
+            prefix = (f"{root.name}/" if names.count(root.name) == 1 else f"{root.name}#{i}/")
+        seen: set[Path] = set()
+        for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+            here = Path(dirpath)
+            real = Path(os.path.realpath(here))
+            rel = here.relative_to(root)
+            # Symlinked dirs are followed only while they stay inside the logdir, once each.
+            if real in seen or not _inside(here, root) or len(rel.parts) > MAX_DEPTH:
+                dirnames[:] = []
+                continue
+            seen.add(real)
+            # Real dirs before symlinks, so a run reachable both ways is listed under its own
+            # name and the alias is skipped as already seen.
+            dirnames[:] = sorted((d for d in dirnames
+                                  if not d.startswith(".") and PARTIAL_MARK not in d
+                                  and d != "plugins"),  # a capture tree belongs to its run dir
+                                 key=lambda d: ((here / d).is_symlink(), d))
+            manifest = here / MANIFEST
+            if MANIFEST in filenames and _inside(manifest, root) and _manifest_ok(manifest):
+                files = _session_files(here, root)
+                if files:
+                    name = prefix + (rel.as_posix() if rel.parts else root.name)
+                    runs.append(Run(name, here, files, manifest, root))
+                continue
+            for f in sorted(filenames):
+                p = here / f
+                if f.endswith(XPLANE_SUFFIX) and _inside(p, root) and p.is_file():
+                    name = prefix + (rel / f).as_posix()[: -len(XPLANE_SUFFIX)]
+                    runs.append(Run(name, p, (p,), None, root))
+    runs.sort(key=lambda r: r.name)
+    return runs
+
+
+def find_run(runs: list[Run], name: Any) -> Run | None:
+    """The run called `name` (a string from the browser) in the discovered table, else None."""
+    if not isinstance(name, str):
+        return None
+    return next((r for r in runs if r.name == name), None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Loaded data
+
+
+@dataclass
+class RunData:
+    """What the dashboard keeps of a run: the result and compact columnar arrays.
+
+    `compute` arrays: host, device, stream, start_ps, end_ps. `transfers`: the analysis's
+    per-transfer table (host, device, direction, stream, start/end/span/hidden/exposed ps,
+    overlap_ratio, bytes, bandwidth_Bps, hlo_op). `memory`: allocator events (time_ps,
+    bytes_allocated, device, allocator). `program_memory`: program-order live bytes from the
+    HLO (`index`, `bytes`) when the capture carries HLO protos and `overlap.hlo` is available.
+    """
+
+    result: dict[str, Any]
+    backend: str
+    synthetic: bool
+    compute: dict[str, np.ndarray]
+    transfers: dict[str, np.ndarray]
+    memory: dict[str, np.ndarray]
+    program_memory: dict[str, np.ndarray] | None
+    device_names: list[str]
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+def _program_memory(trace) -> dict[str, np.ndarray] | None:
+    """Program-order live bytes of the largest HLO module, via overlap.hlo when it exists."""
+    if trace.modules is None or not len(trace.modules):
+        return None
+    try:
+        from overlap import hlo  # written alongside; optional until it lands
+    except ImportError:
+        return None
+    protos = [p for p in trace.modules["hlo_proto"].tolist() if p]
+    if not protos:
+        return None
+    best = None
+    for proto in protos:  # one per compiled program, a handful
+        try:
+            tl = hlo.memory_timeline(proto)
+        except Exception:  # noqa: BLE001 - one unparseable module must not hide the run
+            continue
+        df = getattr(tl, "frame", tl)  # overlap.hlo.MemoryTimeline: .frame has live_bytes
+        col = next((c for c in ("live_bytes", "bytes", "bytes_live") if c in df.columns), None)
+        if col is None or not len(df):
+            continue
+        y = df[col].to_numpy(dtype=np.int64)
+        if best is None or y.max() > best["bytes"].max():
+            best = {"index": np.arange(y.size, dtype=np.int64), "bytes": y}
+    return best
+
+
+def run_data(trace, result: dict[str, Any], manifest: dict[str, Any] | None = None) -> RunData:
+    """Compact RunData from a reader Trace and its analysis result (pure; no I/O)."""
+    th = result.get("thresholds", {})
+    table, _ = analysis.transfer_table(
+        trace, hidden_threshold=th.get("hidden", analysis.DEFAULT_HIDDEN_THRESHOLD),
+        exposed_threshold=th.get("exposed", analysis.DEFAULT_EXPOSED_THRESHOLD))
+    co = trace.compute
+    compute = {
+        "host": co["host"].to_numpy(dtype=object), "device": co["device"].to_numpy(dtype=object),
+        "stream": co["stream"].to_numpy(dtype=np.int64),
+        "start_ps": co["start_ps"].to_numpy(dtype=np.int64),
+        "end_ps": co["end_ps"].to_numpy(dtype=np.int64),
+    }
+    transfers = {c: table[c].to_numpy() for c in (
+        "host", "device", "direction", "start_ps", "end_ps", "span_ps", "hidden_ps",
+        "exposed_ps", "overlap_ratio", "bytes", "bandwidth_Bps", "hlo_op")}
+    # transfer_table keeps the reader's row order, so the stream column lines up.
+    transfers["stream"] = trace.transfers["stream"].to_numpy(dtype=np.int64)
+    mem = trace.memory
+    memory = {
+        "time_ps": mem["time_ps"].to_numpy(dtype=np.int64),
+        "bytes_allocated": mem["bytes_allocated"].to_numpy(dtype=np.int64),
+        "device": mem["device"].to_numpy(dtype=object),
+        "allocator": mem["allocator"].to_numpy(dtype=object),
+    }
+    names = []
+    if trace.devices is not None and len(trace.devices):
+        names = sorted({str(n) for n in trace.devices["name"].dropna().tolist() if n})
+    return RunData(result=result, backend=trace.backend, synthetic=bool(trace.synthetic),
+                   compute=compute, transfers=transfers, memory=memory,
+                   program_memory=_program_memory(trace), device_names=names,
+                   manifest=manifest or {})
+
+
+_cache: OrderedDict[str, tuple[tuple, RunData | RunLoadError]] = OrderedDict()
+_cache_lock = threading.Lock()
+_load_locks: dict[str, threading.Lock] = {}
+
+
+def load_run(run: Run) -> RunData:
+    """RunData of `run`, cached on its files' fingerprint. Raises RunLoadError."""
+    key = f"{run.logdir}::{run.name}"
+    with _cache_lock:
+        lock = _load_locks.setdefault(key, threading.Lock())
+    with lock:  # two callbacks asking for the same run read it once
+        fp = run.fingerprint()
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit and hit[0] == fp:
+                _cache.move_to_end(key)
+                value = hit[1]
+                if isinstance(value, RunLoadError):
+                    raise value
+                return value
+        value = _load_uncached(run)
+        with _cache_lock:
+            _cache[key] = (fp, value)
+            _cache.move_to_end(key)
+            while len(_cache) > CACHE_SIZE:
+                _cache.popitem(last=False)
+    if isinstance(value, RunLoadError):
+        raise value
+    return value
+
+
+def _load_uncached(run: Run) -> RunData | RunLoadError:
+    from overlap.reader import read_trace
+
+    fp = run.fingerprint()
+    cached = _disk_get(fp)
+    if cached is not None:
+        cached.manifest = run.manifest()
+        return cached
+    try:
+        trace = read_trace(run.path)
+        result = analysis.analyze(trace)
+        value = run_data(trace, result, run.manifest())
+    except Exception as e:  # noqa: BLE001 - any failure becomes this run's error card
+        # The problem without the absolute path: the card names the run, and the page may be
+        # shown to people who need not see the server's directory layout.
+        problem = getattr(e, "problem", None) or f"{type(e).__name__}: {e}"
+        return RunLoadError(f"{run.name}: {problem}")
+    _disk_put(fp, value)
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# On-disk cache: parsing a 1M-event capture takes ~10 s in the reader, reopening its RunData
+# from here well under one. Plain .npz (strings as code + table columns) and JSON, loaded with
+# allow_pickle=False, so a tampered cache file cannot run code. Keyed on the files' fingerprint
+# plus the overlap version and this format's number; a stale entry is simply never looked up.
+
+CACHE_FORMAT = 1
+_GROUPS = ("compute", "transfers", "memory", "program_memory")
+
+
+def cache_dir() -> Path | None:
+    """`$OVERLAP_CACHE_DIR`, else ~/.cache/overlap/dashboard; `OVERLAP_CACHE_DIR=` disables."""
+    env = os.environ.get("OVERLAP_CACHE_DIR")
+    if env is not None:
+        return Path(env) if env else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "overlap" / "dashboard"
+
+
+def _cache_file(fp: tuple) -> Path | None:
+    import hashlib
+
+    from overlap import __version__
+
+    d = cache_dir()
+    if d is None:
+        return None
+    key = hashlib.sha256(repr((CACHE_FORMAT, __version__, fp)).encode()).hexdigest()[:32]
+    return d / f"{key}.npz"
+
+
+def _disk_put(fp: tuple, value: RunData) -> None:
+    path = _cache_file(fp)
+    if path is None:
+        return
+    arrays: dict[str, np.ndarray] = {}
+    for g in _GROUPS:
+        cols = getattr(value, g) or {}
+        for c, a in cols.items():
+            if a.dtype == object:  # strings (and None) -> codes + a table of unique strings
+                codes, uniq = pd.factorize(pd.Series(a, dtype=object), use_na_sentinel=True)
+                arrays[f"{g}.{c}.codes"] = codes.astype(np.int32)
+                arrays[f"{g}.{c}.uniq"] = np.asarray([str(u) for u in uniq], dtype=str)
+            else:
+                arrays[f"{g}.{c}"] = a
+    meta = {"result": value.result, "backend": value.backend, "synthetic": value.synthetic,
+            "device_names": value.device_names, "has_program_memory":
+            value.program_memory is not None}
+    arrays["meta"] = np.asarray(json.dumps(meta))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}.npz")
+        np.savez(tmp, **arrays)
+        os.replace(tmp, path)  # readers never see a half-written entry
+    except OSError:
+        pass  # a read-only home only costs speed
+
+
+def _disk_get(fp: tuple) -> RunData | None:
+    path = _cache_file(fp)
+    if path is None or not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            groups: dict[str, dict[str, np.ndarray]] = {g: {} for g in _GROUPS}
+            for k in z.files:
+                if k == "meta" or k.endswith(".uniq"):
+                    continue
+                g, c = k.split(".", 1)
+                if c.endswith(".codes"):
+                    c = c[: -len(".codes")]
+                    codes = z[k]
+                    uniq = np.append(z[f"{g}.{c}.uniq"].astype(object), None)
+                    groups[g][c] = uniq[codes]  # code -1 (missing) picks the trailing None
+                else:
+                    groups[g][c] = z[k]
+    except (OSError, ValueError, KeyError):
+        return None
+    return RunData(result=meta["result"], backend=meta["backend"],
+                   synthetic=bool(meta["synthetic"]), compute=groups["compute"],
+                   transfers=groups["transfers"], memory=groups["memory"],
+                   program_memory=groups["program_memory"] if meta["has_program_memory"]
+                   else None, device_names=list(meta["device_names"]))
+
+
+def clear_cache() -> None:
+    with _cache_lock:
+        _cache.clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-run facts for the tables
+
+
+def _find_number(d: dict[str, Any], keys: tuple[str, ...]) -> float | None:
+    """First numeric value under any of `keys`, at the top level or one level down."""
+    for k in keys:
+        v = d.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+    for v in d.values():
+        if isinstance(v, dict):
+            found = _find_number(v, keys)
+            if found is not None:
+                return found
+    return None
+
+
+def manifest_step_time_ps(manifest: dict[str, Any]) -> int | None:
+    """Step time measured without the profiler, if the manifest recorded one."""
+    for keys, scale in ((("step_time_ps", "step_ps", "mean_step_ps"), 1),
+                        (("step_time_ns", "mean_step_ns"), 1_000),
+                        (("step_time_us", "mean_step_us"), 1_000_000),
+                        (("step_time_ms", "mean_step_ms", "unprofiled_step_ms"), 1_000_000_000),
+                        (("step_time_s", "mean_step_s"), 1_000_000_000_000)):
+        v = _find_number(manifest, keys)
+        if v is not None:
+            return int(round(v * scale))
+    return None
+
+
+def peak_memory_bytes(data: RunData) -> tuple[int | None, str]:
+    """Peak device memory and where it came from: allocator events, HLO program order, or the
+    manifest's compile-time memory analysis."""
+    if data.memory["bytes_allocated"].size:
+        return int(data.memory["bytes_allocated"].max()), "allocator"
+    if data.program_memory is not None and data.program_memory["bytes"].size:
+        return int(data.program_memory["bytes"].max()), "hlo"
+    ma = data.manifest.get("memory_analysis")
+    if isinstance(ma, dict):
+        peak = _find_number(ma, ("peak_memory_in_bytes", "peak_bytes"))
+        if peak is None:
+            parts = [_find_number(ma, (k,)) for k in (
+                "argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes")]
+            alias = _find_number(ma, ("alias_size_in_bytes",)) or 0
+            if any(p is not None for p in parts):
+                peak = sum(p or 0 for p in parts) - alias
+        if peak is not None:
+            return int(peak), "compile"
+    return None, ""
+
+
+def run_row(run: Run) -> dict[str, Any]:
+    """One Runs-table row (display units); a broken run gets its error in `verdict`."""
+    m = run.manifest()
+    row: dict[str, Any] = {
+        "run": run.name, "label": str(m.get("label") or ""),
+        "workload": str(m.get("workload") or ""), "policy": str(m.get("policy") or ""),
+        "backend": "", "device": "", "step_ms": None, "peak_gib": None,
+        "d2h_overlap": None, "h2d_overlap": None, "verdict": "", "synthetic": "",
+        "error": "",
+    }
+    try:
+        data = load_run(run)
+    except RunLoadError as e:
+        row.update(verdict=f"ERROR: {e}", error=str(e))
+        return row
+    r = data.result
+    step_ps = r.get("step_summary", {}).get("mean_duration_ps")
+    peak, _ = peak_memory_bytes(data)
+    bd = r.get("by_direction", {})
+    row.update(
+        backend=data.backend, device=", ".join(data.device_names) or data.backend,
+        step_ms=None if step_ps is None else round(step_ps / 1e9, 3),
+        peak_gib=None if peak is None else round(peak / 2**30, 3),
+        d2h_overlap=_pct(bd.get("D2H", {}).get("overlap_ratio")),
+        h2d_overlap=_pct(bd.get("H2D", {}).get("overlap_ratio")),
+        verdict=r.get("verdict", ""), synthetic="SYNTHETIC" if data.synthetic else "")
+    return row
+
+
+def _pct(ratio: float | None) -> float | None:
+    return None if ratio is None else round(100.0 * ratio, 1)
+
+
+def default_baseline(runs: list[Run]) -> str | None:
+    """The remat run (policy `full` or `nothing_saveable`) if there is one, else the first."""
+    for run in runs:
+        m = run.manifest()
+        if str(m.get("policy", "")) in BASELINE_POLICIES or m.get("category") == "remat":
+            return run.name
+    return runs[0].name if runs else None
+
+
+def step_options(data: RunData) -> list[dict[str, Any]]:
+    """Dropdown options for the steps of a run: value `host|step`."""
+    return [{"label": f"step {s['step']} ({s['duration_ps'] / 1e9:.3f} ms)"
+             + (f" on {s['host']}" if len(data.result.get("hosts", [])) > 1 else ""),
+             "value": f"{s['host']}|{s['step']}"} for s in data.result.get("steps", [])]
+
+
+def default_step(data: RunData) -> tuple[str, int] | None:
+    """The step with the most exposed wall time (ties: the earliest), else None."""
+    steps = data.result.get("steps", [])
+    if not steps:
+        return None
+    worst = max(steps, key=lambda s: (s["exposed_wall_ps"], -s["start_ps"]))
+    return worst["host"], int(worst["step"])
+
+
+def parse_step(value: Any, data: RunData) -> tuple[str, int] | None:
+    """A `host|step` dropdown value, checked against the run's steps (else the default)."""
+    if isinstance(value, str) and "|" in value:
+        host, _, step = value.rpartition("|")
+        for s in data.result.get("steps", []):
+            if s["host"] == host and str(s["step"]) == step:
+                return host, int(s["step"])
+    return default_step(data)
+
+
+def prepare_run_view(run: Run, step: tuple[str, int] | None = None) -> dict[str, Any]:
+    """All server-side work for the Run view's first render; returns its parts.
+
+    Loads (or takes from the cache) the run, aggregates the chosen (default: worst) step, and
+    builds and serialises every figure of the view. Keys: `data`, `step`, `figures` (name ->
+    plotly Figure), `payload_bytes` (size of the JSON sent to the browser), `top_exposed`.
+    """
+    import plotly.io as pio
+
+    from dashboard import figures
+
+    data = load_run(run)
+    step = step or default_step(data)
+    figs = figures.run_figures(data, step)
+    payload = sum(len(pio.to_json(f, validate=False)) for f in figs.values())
+    return {"data": data, "step": step, "figures": figs, "payload_bytes": payload,
+            "top_exposed": figures.top_exposed_rows(data.result)}
+
+
+def runs_frame(runs: list[Run]) -> pd.DataFrame:
+    """The Runs table as a DataFrame (for tests and CSV)."""
+    return pd.DataFrame([run_row(r) for r in runs])

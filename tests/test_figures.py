@@ -1,0 +1,173 @@
+"""Dashboard aggregation and figure builders on known SYNTHETIC traces, without a browser.
+
+The offload scenario (tests/dashboard_support.py): per step 4 layers forward then 4 backward;
+each layer is one 400 us kernel, and its 200 us copy starts 100 us before the kernel ends
+(hidden_fraction 0.5), so each copy is exposed for exactly 200 - 100 = 100 us.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dashboard import aggregate, data, figures
+from overlap import analysis
+from overlap.reader import read_trace
+from tests.dashboard_support import COPY_PS, KERNEL_PS, OFFLOAD_HIDDEN_FRACTION, write_run
+
+
+@pytest.fixture(scope="module")
+def offload(tmp_path_factory) -> data.RunData:
+    run = write_run(tmp_path_factory.mktemp("fig"), "offload", {"policy": "qkv_proj_offloaded"},
+                    hidden_fraction=OFFLOAD_HIDDEN_FRACTION, peak_gib=4)
+    trace = read_trace(run)
+    return data.run_data(trace, analysis.analyze(trace))
+
+
+def test_fig001_timeline_exposed_segments(offload):
+    tl = aggregate.step_timeline(offload, "synthetic-host", 1)
+    assert tl.lanes == ["GPU:0 compute s7", "GPU:0 D2H s20", "GPU:0 H2D s20"]
+    seg = tl.segments
+    kinds = seg["kind"].value_counts().to_dict()
+    assert kinds == {"compute": 8, "D2H": 4, "H2D": 4, "exposed": 8}
+    exposed = seg[seg["kind"] == "exposed"]
+    # Each copy's exposed part is its tail after its kernel ends: 200 us - 100 us = 100 us.
+    expected = COPY_PS - int(COPY_PS * OFFLOAD_HIDDEN_FRACTION)
+    assert (exposed["end_ps"] - exposed["start_ps"]).tolist() == [expected] * 8
+    # ...and starts exactly where a kernel ends.
+    kernel_ends = set(seg.loc[seg["kind"] == "compute", "end_ps"])
+    assert set(exposed["start_ps"]) <= kernel_ends
+    # Summed exposed time drawn = the analysis's exposed wall time of that step.
+    step = next(s for s in offload.result["steps"] if s["step"] == 1)
+    assert int((exposed["end_ps"] - exposed["start_ps"]).sum()) == step["exposed_wall_ps"] == 8 * expected
+    # Every segment lies inside the step window.
+    assert (seg["start_ps"] >= tl.start_ps).all() and (seg["end_ps"] <= tl.end_ps).all()
+    d2h = seg[seg["kind"] == "D2H"]
+    assert d2h["ratio"].tolist() == [OFFLOAD_HIDDEN_FRACTION] * 4
+    assert d2h["hlo_op"].tolist() == [f"copy-start.{i}" for i in range(4)]
+
+
+def test_fig002_timeline_figure_traces_and_units(offload):
+    tl = aggregate.step_timeline(offload, "synthetic-host", 0)
+    fig = figures.timeline_figure(tl, synthetic=True)
+    assert [t.name for t in fig.data] == ["compute", "D2H", "H2D", "exposed (no compute)"]
+    assert fig.layout.title.text.startswith("SYNTHETIC")
+    exposed = fig.data[3]
+    # Display unit is ms since the step start: 100 us = 0.1 ms.
+    assert np.allclose(np.asarray(exposed.x), 0.1)
+    first_kernel = tl.segments[tl.segments["kind"] == "compute"].iloc[0]
+    assert fig.data[0].base[0] == pytest.approx((first_kernel["start_ps"] - tl.start_ps) / 1e9)
+    assert fig.data[0].x[0] == pytest.approx(KERNEL_PS / 1e9)
+
+
+def test_fig003_timeline_caps_segments_for_big_lanes():
+    # 20,000 back-to-back 1 us kernels with 0.1 us gaps, and 1,000 copies over them.
+    n = 20_000
+    starts = np.arange(n, dtype=np.int64) * 1_100_000
+    ends = starts + 1_000_000
+    tstart = np.arange(1000, dtype=np.int64) * 22_000_000
+    rd = data.RunData(
+        result={"steps": [{"host": "h", "step": 0, "start_ps": 0, "end_ps": int(ends[-1])}]},
+        backend="gpu", synthetic=True,
+        compute={"host": np.full(n, "h", object), "device": np.full(n, "GPU:0", object),
+                 "stream": np.full(n, 7), "start_ps": starts, "end_ps": ends},
+        transfers={"host": np.full(1000, "h", object), "device": np.full(1000, "GPU:0", object),
+                   "direction": np.full(1000, "D2H", object), "stream": np.full(1000, 20),
+                   "start_ps": tstart, "end_ps": tstart + 5_000_000,
+                   "span_ps": np.full(1000, 5_000_000), "hidden_ps": np.zeros(1000, np.int64),
+                   "exposed_ps": np.zeros(1000, np.int64), "overlap_ratio": np.zeros(1000),
+                   "bytes": np.full(1000, 1 << 20), "bandwidth_Bps": np.ones(1000),
+                   "hlo_op": np.full(1000, "copy-start.1", object)},
+        memory={"time_ps": np.zeros(0, np.int64)}, program_memory=None, device_names=[])
+    tl = aggregate.step_timeline(rd, "h", 0, cap=600)
+    per_lane = tl.segments.groupby(["lane", "kind"]).size()
+    assert per_lane.max() <= 201  # cap 600 over 3 lanes, +1 for the last group
+    assert "GPU:0 compute s7" in tl.merged_lanes
+    # Merging never loses covered time: compute is one long busy stretch once gaps close.
+    comp = tl.segments[tl.segments["kind"] == "compute"]
+    assert comp["count"].sum() == n
+    assert comp["start_ps"].min() == 0 and comp["end_ps"].max() == ends[-1]
+    # 1,000 transfers fit under their lane budget? No (200): merged, counts add up.
+    assert tl.segments.loc[tl.segments["kind"] == "D2H", "count"].sum() == 1000
+
+
+def test_fig004_histogram(offload):
+    hist = aggregate.overlap_histogram(offload.transfers)
+    # 3 steps x 4 copies per direction, all at ratio 0.5 -> bin [0.5, 0.6).
+    for d in ("D2H", "H2D"):
+        h = hist[hist["direction"] == d]
+        assert h["count"].tolist() == [0] * 5 + [12] + [0] * 4
+        assert int(h["exposed_ps"].sum()) == 12 * (COPY_PS // 2)
+    fig = figures.overlap_histogram_figure(hist)
+    assert [t.name for t in fig.data] == ["D2H", "H2D"]
+
+
+def test_fig005_bandwidth_points_and_cap(offload):
+    pts, total = aggregate.step_transfers(offload, "synthetic-host", 0)
+    assert total == 8 and len(pts) == 8
+    # 64 MiB in 200 us.
+    assert pts["bandwidth_Bps"].iloc[0] == pytest.approx((64 << 20) * 1e12 / COPY_PS)
+    pts2, total2 = aggregate.step_transfers(offload, "synthetic-host", 0, cap=3)
+    assert total2 == 8 and len(pts2) == 3  # every 3rd: ceil(8 / 3)
+    fig = figures.bandwidth_figure(pts2, total2, offload.result["by_direction"])
+    assert "3 of 8" in fig.layout.title.text
+
+
+def test_fig006_downsample_keeps_extremes():
+    rng = np.random.default_rng(0)
+    x = np.arange(100_000)
+    y = rng.integers(0, 1000, x.size)
+    y[54_321] = 5000  # a spike must survive
+    y[12_345] = -7
+    xs, ys = aggregate.downsample_minmax(x, y, buckets=100)
+    assert len(xs) <= 200
+    assert ys.max() == 5000 and ys.min() == -7
+    assert np.all(np.diff(xs) > 0)  # still in x order
+
+
+def test_fig007_compare_figures(offload, tmp_path):
+    base_run = write_run(tmp_path, "base", {"policy": "full"}, hidden_fraction=1.0, peak_gib=6)
+    tr = read_trace(base_run)
+    base = data.run_data(tr, analysis.analyze(tr))
+    figs = figures.compare_figures([("base", base), ("offload", offload)], "base")
+    mem = figs["memory"]
+    assert [t.name for t in mem.data] == ["base GPU:0 (baseline)", "offload GPU:0"]
+    assert max(mem.data[0].y) == 6 and max(mem.data[1].y) == 4  # GiB
+    assert list(figs["peak_memory"].data[0].y) == [6, 4]
+    assert [t.name for t in figs["overlap"].data] == ["D2H", "H2D"]
+    assert list(figs["overlap"].data[0].y) == [100, 50]
+    rows = figures.compare_rows([("base", base), ("offload", offload)], "base")
+    assert rows[0]["baseline"] and not rows[1]["baseline"]
+
+
+def test_fig008_empty_inputs_give_messages_not_blank_figures():
+    fig = figures.compare_figures([], None)["memory"]
+    assert not fig.data and fig.layout.annotations[0].text.startswith("No allocator")
+    empty = pd.DataFrame(columns=["direction", "start_ps", "bandwidth_Bps"])
+    fig = figures.bandwidth_figure(empty, 0, {})
+    assert not fig.data and "No transfers" in fig.layout.annotations[0].text
+
+
+def test_fig009_html_report(offload, tmp_path):
+    from overlap.html_report import write_html
+
+    run = write_run(tmp_path, "r", {"policy": "x"}, hidden_fraction=0.5)
+    trace = read_trace(run)
+    result = analysis.analyze(trace)
+    out = write_html(result, trace, tmp_path / "report.html", baseline=offload.result)
+    page = out.read_text()
+    assert page.count('class="plotly-graph-div"') == 6  # 3 run + memory + 2 baseline bars
+    assert page.count("<script type=\"text/javascript\">/**") <= 1  # plotly.js inlined once
+    assert "SYNTHETIC" in page and result["verdict"] in page
+    assert "copy-start.0" in page  # the top-exposed table
+
+
+def test_fig010_prepare_run_view(tmp_path):
+    write_run(tmp_path, "r", {"policy": "x"}, hidden_fraction=0.5)
+    run = data.discover_runs([tmp_path])[0]
+    view = data.prepare_run_view(run)
+    assert view["step"] == ("synthetic-host", 0)  # all steps tie; the earliest
+    assert set(view["figures"]) == {"timeline", "histogram", "bandwidth"}
+    assert 0 < view["payload_bytes"] < 200_000
+    assert len(view["top_exposed"]) == 10
