@@ -173,3 +173,23 @@ def test_cpu_capture_no_transfers(cli, cpu_capture):
     r = cli("check", str(cpu_capture))
     assert r.returncode == 1 and "FAIL (no_transfers)" in r.stdout
     assert cli("check", str(cpu_capture), "--allow-no-transfers").returncode == 0
+
+
+def test_report_html_writes_a_self_contained_page(tmp_path):
+    from overlap.synthetic import gpu_offload_scenario
+    from tests.conftest import run_cli
+
+    f = gpu_offload_scenario(steps=2, layers=2, hidden_fraction=0.5).write(tmp_path / "g.xplane.pb")
+    base = tmp_path / "base.json"
+    r = run_cli("report", str(f), "--json")
+    base.write_text(r.stdout)
+    out = tmp_path / "report.html"
+    r = run_cli("report", str(f), "--html", str(out), "--baseline", str(base))
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "SYNTHETIC" in page
+    assert page.count("Plotly.newPlot") >= 3  # the figures are embedded, not linked
+    assert "<script src=\"http" not in page.replace("https://plot.ly", "")
+    # never over a capture
+    r = run_cli("report", str(f), "--html", str(f))
+    assert r.returncode == 2 and f.stat().st_size > 0

@@ -54,14 +54,19 @@ def add_analysis_args(p: argparse.ArgumentParser) -> None:
 
 def analyze_args(args: argparse.Namespace) -> dict:
     """Read the capture named by `args` and analyze it; errors are OverlapErrors."""
+    return read_and_analyze(args)[1]
+
+
+def read_and_analyze(args: argparse.Namespace):
+    """(trace, result) for the capture named by `args`."""
     if not args.exposed_threshold < args.hidden_threshold:
         raise UsageError(f"--exposed-threshold ({args.exposed_threshold}) must be below "
                          f"--hidden-threshold ({args.hidden_threshold})")
     from overlap.reader import read_trace  # local: keeps `overlap --help` fast
 
     trace = read_trace(args.path, session=args.session)
-    return analysis.analyze(trace, hidden_threshold=args.hidden_threshold,
-                            exposed_threshold=args.exposed_threshold, top=args.top)
+    return trace, analysis.analyze(trace, hidden_threshold=args.hidden_threshold,
+                                   exposed_threshold=args.exposed_threshold, top=args.top)
 
 
 def register(sub) -> None:
@@ -69,18 +74,40 @@ def register(sub) -> None:
                        description=__doc__.split("\n\n")[0])
     add_analysis_args(p)
     p.add_argument("--json", action="store_true", help="print the result object as JSON")
-    # Hook for the dashboard work: `--html FILE` will render the same `result` dict to a
-    # self-contained page (add the flag here and call its renderer in `run`, next to --json).
+    p.add_argument("--html", metavar="FILE",
+                   help="also write one self-contained HTML page with the dashboard's figures "
+                        "(verdict, step timeline, overlap per transfer) for CI artifacts")
+    p.add_argument("--baseline", metavar="REPORT.json",
+                   help="with --html: a saved `overlap report --json` to draw bars against")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from overlap import render
 
-    result = analyze_args(args)
+    if args.baseline and not args.html:
+        raise UsageError("--baseline goes with --html (overlap check takes its own --baseline)")
+    baseline = None
+    if args.baseline:
+        from overlap.check import load_baseline
+
+        baseline = load_baseline(args.baseline)
+    trace, result = read_and_analyze(args)
+    if args.html:
+        from overlap.html_report import write_html
+
+        _refuse_overwrite_of_capture(args.html)
+        write_html(result, trace, args.html, baseline=baseline)
+        print(f"wrote {args.html}", file=sys.stderr)
     if args.json:
         sys.stdout.write(render.to_json(result))
     else:
         print(render.text(result))
     # A report describes; only `overlap check` gates. Missing transfers are not an error here.
     return 0
+
+
+def _refuse_overwrite_of_capture(path: str) -> None:
+    # Writing an HTML page over a user's capture would lose it silently.
+    if str(path).endswith((".xplane.pb", "run.json")):
+        raise UsageError(f"{path}: refusing to overwrite a capture file with an HTML report")
