@@ -82,8 +82,8 @@ UNKNOWN_OP = "(unknown)"  # transfers whose hlo_op the capture did not record
 
 CPU_REASON = (
     "CPU capture: XLA:CPU compiles host offload away (host and device memory are the same), so "
-    "a CPU trace never has device<->host transfers. Analyze a GPU or TPU capture; "
-    "sample_traces/ has small ones to try."
+    "a CPU trace never has device<->host transfers. Analyze a GPU or TPU capture "
+    "(sample_traces/README.md lists the captures that ship with overlap)."
 )
 NO_TRANSFERS_REASON = (
     "The capture has device compute but no device<->host transfers: host offload is not "

@@ -93,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
 
         baseline = load_baseline(args.baseline)
     trace, result = read_and_analyze(args)
+    offload = offload_section(args.path, result)
+    if offload is not None:
+        result["offload"] = offload
     if args.html:
         from overlap.html_report import write_html
 
@@ -103,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(render.to_json(result))
     else:
         print(render.text(result))
+        if offload is not None:
+            print()
+            print(f"did offload happen? {OFFLOAD_ANSWERS[offload['status']]}")
+            for line in offload["lines"]:
+                print(f"  {line}")
     # A report describes; only `overlap check` gates. Missing transfers are not an error here.
     return 0
 
@@ -111,3 +119,35 @@ def _refuse_overwrite_of_capture(path: str) -> None:
     # Writing an HTML page over a user's capture would lose it silently.
     if str(path).endswith((".xplane.pb", "run.json")):
         raise UsageError(f"{path}: refusing to overwrite a capture file with an HTML report")
+
+
+OFFLOAD_ANSWERS = {"ok": "yes, as the compiled HLO plans", "differ": "partly: plan and trace differ",
+                   "no_offload": "no"}
+
+
+def offload_section(path: str, result: dict) -> dict | None:
+    """For a run directory: the compiled HLO's planned copies per step against the trace's.
+
+    This answers the first question users ask ("did offload happen at all?"). A bare capture has
+    no manifest, hence no plan, and gets no section.
+    """
+    from pathlib import Path
+
+    from overlap.compare import offload_check
+    from overlap.rundir import load_manifest
+
+    p = Path(path)
+    manifest = load_manifest(p) if p.is_dir() else None
+    if not manifest:
+        return None
+    inv = manifest.get("offload_inventory") or {}
+    planned = {d: inv.get(d) or {} for d in ("D2H", "H2D")} if isinstance(inv, dict) else {}
+    n_steps = max(len(result.get("steps") or []), 1)
+    by_dir = result.get("by_direction", {})
+    executed = {d: {"count_per_step": by_dir.get(d, {}).get("count", 0) / n_steps,
+                    "bytes_per_step": by_dir.get(d, {}).get("bytes", 0) / n_steps}
+                for d in ("D2H", "H2D")}
+    policy = manifest.get("policy") or {}
+    out = offload_check(planned, executed, bool(policy.get("offloaded")))
+    out["policy"] = policy.get("name")
+    return out
