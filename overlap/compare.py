@@ -88,11 +88,8 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         peak_source = "allocator peak_bytes_in_use (trace)"
 
     by_dir = result.get("by_direction", {})
-    inv = (manifest or {}).get("offload_inventory") or {}
-    planned = {d: (inv.get(d) or {}) for d in ("D2H", "H2D")} if isinstance(inv, dict) else {}
-    executed = {d: {"count_per_step": by_dir.get(d, {}).get("count", 0) / n_steps,
-                    "bytes_per_step": by_dir.get(d, {}).get("bytes", 0) / n_steps}
-                for d in ("D2H", "H2D")}
+    planned = planned_copies(manifest)
+    executed = executed_copies(result)
     summ = result.get("summary", {})
     step_summary = result.get("step_summary") or {}
     return {
@@ -117,6 +114,21 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "planned": planned, "executed": executed,
         "offload_happened": offload_check(planned, executed, bool(policy.get("offloaded"))),
     }
+
+
+def planned_copies(manifest: dict | None) -> dict[str, dict]:
+    """Per direction, the compiled HLO's offload inventory from a run manifest ({} if none)."""
+    inv = (manifest or {}).get("offload_inventory") or {}
+    return {d: (inv.get(d) or {}) for d in ("D2H", "H2D")} if isinstance(inv, dict) else {}
+
+
+def executed_copies(result: dict) -> dict[str, dict]:
+    """Per direction, the transfers the trace shows per step (steps from the step annotations)."""
+    n_steps = max(len(result.get("steps") or []), 1)
+    by_dir = result.get("by_direction", {})
+    return {d: {"count_per_step": by_dir.get(d, {}).get("count", 0) / n_steps,
+                "bytes_per_step": by_dir.get(d, {}).get("bytes", 0) / n_steps}
+            for d in ("D2H", "H2D")}
 
 
 def offload_check(planned: dict, executed: dict, policy_offloads: bool) -> dict[str, Any]:

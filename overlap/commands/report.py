@@ -133,20 +133,14 @@ def offload_section(path: str, result: dict) -> dict | None:
     """
     from pathlib import Path
 
-    from overlap.compare import offload_check
+    from overlap.compare import executed_copies, offload_check, planned_copies
     from overlap.rundir import load_manifest
 
     p = Path(path)
     manifest = load_manifest(p) if p.is_dir() else None
     if not manifest:
         return None
-    inv = manifest.get("offload_inventory") or {}
-    planned = {d: inv.get(d) or {} for d in ("D2H", "H2D")} if isinstance(inv, dict) else {}
-    n_steps = max(len(result.get("steps") or []), 1)
-    by_dir = result.get("by_direction", {})
-    executed = {d: {"count_per_step": by_dir.get(d, {}).get("count", 0) / n_steps,
-                    "bytes_per_step": by_dir.get(d, {}).get("bytes", 0) / n_steps}
-                for d in ("D2H", "H2D")}
+    planned, executed = planned_copies(manifest), executed_copies(result)
     policy = manifest.get("policy") or {}
     out = offload_check(planned, executed, bool(policy.get("offloaded")))
     out["policy"] = policy.get("name")
