@@ -437,7 +437,7 @@ def _max_end_ps(xs) -> int:
 
 def gpu_offload_scenario(steps: int = 3, layers: int = 4, *, hidden_fraction: float = 1.0,
                          host: str = "synthetic-host", kernel_ps: int = 400_000_000,
-                         copy_ps: int = 200_000_000, nbytes: int = 64 << 20) -> SyntheticTrace:
+                         copy_ps: int = 200_000_000, nbytes: int = 8 << 20) -> SyntheticTrace:
     """A GPU step loop with one D2H per layer forward and one H2D per layer backward.
 
     Each layer is one kernel of `kernel_ps` on stream 7; its copy of `copy_ps` on stream 20

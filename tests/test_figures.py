@@ -106,8 +106,8 @@ def test_fig004_histogram(offload):
 def test_fig005_bandwidth_points_and_cap(offload):
     pts, total = aggregate.step_transfers(offload, "synthetic-host", 0)
     assert total == 8 and len(pts) == 8
-    # 64 MiB in 200 us.
-    assert pts["bandwidth_Bps"].iloc[0] == pytest.approx((64 << 20) * 1e12 / COPY_PS)
+    # 8 MiB in 200 us.
+    assert pts["bandwidth_Bps"].iloc[0] == pytest.approx((8 << 20) * 1e12 / COPY_PS)
     pts2, total2 = aggregate.step_transfers(offload, "synthetic-host", 0, cap=3)
     assert total2 == 8 and len(pts2) == 3  # every 3rd: ceil(8 / 3)
     fig = figures.bandwidth_figure(pts2, total2, offload.result["by_direction"])
