@@ -14,6 +14,8 @@ from pathlib import Path
 from overlap.errors import InputError
 
 XPLANE_SUFFIX = ".xplane.pb"
+# A capture still being written (or interrupted) lives in `<run>.partial-<random>`; see rundir.
+PARTIAL_MARK = ".partial-"
 
 
 def _hosts(session_dir: Path) -> list[Path]:
@@ -30,7 +32,16 @@ def list_sessions(logdir: Path) -> list[Path]:
 
 
 def find_xplane_files(path: str | os.PathLike, session: str | None = None) -> list[Path]:
+    """The `.xplane.pb` files `path` means (see the module docstring), sorted by name.
+
+    Raises `InputError` for a missing path, a directory without captures, an unknown session,
+    or an unfinished (`.partial-`) capture.
+    """
     p = Path(path)
+    for part in (p, *p.parents):
+        if PARTIAL_MARK in part.name:
+            raise InputError(p, "unfinished capture (a .partial- directory): it was interrupted "
+                                "or is still being written")
     if not p.exists():
         raise InputError(p, "no such file or directory")
     if p.is_file():

@@ -39,7 +39,7 @@ from overlap.errors import InputError
 
 SCHEMA_VERSION = 1
 MANIFEST = "run.json"
-PARTIAL_MARK = ".partial-"
+PARTIAL_MARK = _paths.PARTIAL_MARK
 
 
 class RunExistsError(FileExistsError):
@@ -51,20 +51,8 @@ class RunExistsError(FileExistsError):
                          "--out, or delete it first (overlap never overwrites a run)")
 
 
-def find_xplane_files(path: str | os.PathLike, session: str | None = None) -> list[Path]:
-    """The ``.xplane.pb`` files `path` means, sorted by name.
-
-    `path` is one file, a session directory (``plugins/profile/<timestamp>``), or a run/log
-    directory holding ``plugins/profile``; the newest session by default, or `session` by name.
-    Every host file of the session is returned. Raises :class:`overlap.errors.InputError`
-    for a missing path, a directory without captures, an unknown session, or an unfinished
-    (``.partial-``) capture."""
-    p = Path(path)
-    for part in (p, *p.parents):
-        if PARTIAL_MARK in part.name:
-            raise InputError(p, "unfinished capture (a .partial- directory): it was interrupted "
-                                "or is still being written")
-    return _paths.find_xplane_files(p, session)
+# One implementation for every reader of captures: it refuses unfinished `.partial-` captures.
+find_xplane_files = _paths.find_xplane_files
 
 
 def partial_dir_for(final: str | os.PathLike) -> Path:
