@@ -31,6 +31,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 CACHE = HERE / ".cache"
+if str(REPO) not in sys.path:  # `python benchmarks/bench.py`: the repo's dashboard/ package
+    sys.path.insert(1, str(REPO))
 SIZES = {"10k": 10_000, "100k": 100_000, "1M": 1_000_000, "5M": 5_000_000}
 
 
@@ -86,10 +88,33 @@ def xprof_async_overlap(path: str):
     return len(analyze_async_overlap(path, bypass_cache=True))
 
 
-def dashboard_first_render(path: str):
-    from dashboard.data import prepare_run_view  # type: ignore[import-not-found]
+def _dashboard_render(path: str, cache_dir: str) -> bool:
+    """`prepare_run_view` of the run that is this file, in-memory cache cleared first."""
+    from dashboard.data import (  # type: ignore[import-not-found]
+        clear_cache, discover_runs, prepare_run_view)
 
-    return prepare_run_view(path) is not None
+    old = os.environ.get("OVERLAP_CACHE_DIR")
+    os.environ["OVERLAP_CACHE_DIR"] = cache_dir
+    try:
+        clear_cache()
+        run = discover_runs([path])[0]
+        return prepare_run_view(run) is not None
+    finally:
+        if old is None:
+            del os.environ["OVERLAP_CACHE_DIR"]
+        else:
+            os.environ["OVERLAP_CACHE_DIR"] = old
+
+
+def dashboard_first_render(path: str):
+    """Dashboard first render of a run never seen before: on-disk cache disabled."""
+    return _dashboard_render(path, "")
+
+
+def dashboard_cached(path: str):
+    """Dashboard first render (fresh process state) when the on-disk cache holds the run: the
+    warm-up round fills it (a cache of our own under benchmarks/.cache, not ~/.cache)."""
+    return _dashboard_render(path, str(CACHE / "dashboard"))
 
 
 def _has_dashboard() -> bool:
@@ -107,6 +132,7 @@ READERS = {
     "jaxlib_ProfileData": jaxlib_profile_data,
     "xprof_async_overlap": xprof_async_overlap,
     "dashboard": dashboard_first_render,
+    "dashboard_cached": dashboard_cached,
 }
 
 
@@ -115,7 +141,7 @@ def readers_for(kind: str) -> list[str]:
     if kind in ("tpu", "real"):
         names.append("xprof_async_overlap")  # xprof's tool only reads TPU-style XLA Ops lines
     if _has_dashboard():
-        names.append("dashboard")
+        names += ["dashboard", "dashboard_cached"]
     return names
 
 
@@ -210,8 +236,10 @@ def warm_imports(name: str) -> None:
         from jax._src.lib import _profile_data  # noqa: F401
     if name == "xprof_async_overlap":
         from xprof.cli.tools import analyze_async_overlap_tool  # noqa: F401
-    if name == "dashboard":
+    if name in ("dashboard", "dashboard_cached"):
         import dashboard.data  # noqa: F401
+        import dashboard.figures  # noqa: F401
+        import plotly.io  # noqa: F401
 
 
 def peak_rss_mib(path: str, name: str) -> float | None:

@@ -31,11 +31,12 @@ Classification (see docs/xspace.md for the evidence behind each rule):
 * CPU: XLA:CPU thunks (host events carrying `hlo_op`) are compute. XLA:CPU compiles host
   offload away, so a CPU capture has no transfers; that is reported, not raised.
 
-Speed: `read_trace` parses files with a lite schema in which `XLine.events` stays raw bytes, and
-decodes every line's XEvent/XStat fields at once with numpy (see "Fast path" below). The rules
-above are still applied per event; nothing is decided per line or per metadata id alone. The
-decoder checks wire types and lengths (a damaged event is an `InputError`, as a parse failure is)
-but does not validate UTF-8 inside event string stats (they are decoded with replacement).
+Speed: `read_trace` walks the XSpace wire format itself down to the lines, lets upb parse only
+the rest (names, metadata, plane stats), locates every line's events in the file buffer, and
+decodes their XEvent/XStat fields for whole lines at once with numpy (see "Fast path" below).
+The rules above are still applied per event; nothing is decided per line or per metadata id
+alone. The decoder checks wire types and lengths (a damaged event is an `InputError`, as a parse
+failure is) but does not validate UTF-8 inside event string stats (decoded with replacement).
 
 Blind spots: events aggregated with `num_occurrences` have no position and are skipped; GPU time
 is CUPTI time shifted once onto wall time (no drift correction); a memcpy that XLA issues outside
@@ -245,68 +246,337 @@ def parse_details(text: str | None) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Fast path: events as raw wire bytes, decoded with numpy
+# Fast path: events decoded straight from the file's bytes with numpy
 #
 # Building a Python object per event and per stat costs ~250 ns each through upb (that was 95% of
-# the reader's time). So files are parsed with a *lite* schema, identical to XSpace except that
-# `XLine.events` is `repeated bytes`: upb then only slices each event's bytes, and the XEvent and
-# XStat fields are decoded here for whole lines at once with vectorized varint reads.
-
-
-def _lite_xspace_class():
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
-    from overlap.protos import _HERE
-
-    fds = descriptor_pb2.FileDescriptorSet.FromString((_HERE / "xplane.desc").read_bytes())
-    fd = fds.file[0]
-    old = "." + fd.package + "."
-    fd.name, fd.package = "overlap_xplane_lite.proto", "overlap.xspace_lite"
-
-    def fix(msg):
-        for f in msg.field:
-            if f.type_name.startswith(old):
-                f.type_name = ".overlap.xspace_lite." + f.type_name[len(old):]
-        for m in msg.nested_type:
-            fix(m)
-
-    for m in fd.message_type:
-        fix(m)
-        if m.name == "XLine":
-            for f in m.field:
-                if f.name == "events":  # same field number 4, kept as raw bytes
-                    f.type = descriptor_pb2.FieldDescriptorProto.TYPE_BYTES
-                    f.ClearField("type_name")
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fd)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("overlap.xspace_lite.XSpace"))
-
-
-XSpaceLite = _lite_xspace_class()
+# the reader's time), and even one Python bytes object per event costs more than upb's whole
+# parse. So `read_trace` walks the XSpace wire format itself down to the lines: upb parses only a
+# *skeleton* (every plane without its lines: names, metadata, plane stats), line headers are
+# decoded here, each line's event records are located in the file buffer itself (vectorized, see
+# `_event_run`; no copy, no per-event object), and their XEvent/XStat fields are decoded for
+# whole lines at once with vectorized varint reads.
 
 
 class _Corrupt(ValueError):
-    """An event's bytes are not a valid XEvent."""
+    """The bytes are not a valid XSpace (a damaged event, line or plane)."""
 
 
-_PAD = bytes(16)  # zero padding: a varint read never runs past the buffer
+_PAD = 16  # zero bytes after the data: a varint read never runs past the buffer
+
+
+def _uvarint(b, p: int) -> tuple[int, int]:
+    """One varint at `p` of bytes-like `b`: (value, position after it)."""
+    try:
+        x = b[p]
+        if x < 0x80:
+            return x, p + 1
+        v, s = x & 0x7F, 7
+        p += 1
+        while True:
+            x = b[p]
+            p += 1
+            v |= (x & 0x7F) << s
+            if x < 0x80:
+                return v, p
+            s += 7
+            if s > 63:
+                raise _Corrupt("varint longer than 10 bytes")
+    except IndexError:
+        raise _Corrupt("truncated varint") from None
+
+
+def _field(b, p: int, end: int) -> tuple[int, int, int, int, int]:
+    """The field at `p`: (number, wire type, varint value or length, value position, next)."""
+    tag, p = _uvarint(b, p)
+    wt, fn = tag & 7, tag >> 3
+    if fn == 0:
+        raise _Corrupt("field number 0")
+    if wt == 0:
+        v, q = _uvarint(b, p)
+    elif wt == 2:
+        v, p = _uvarint(b, p)
+        q = p + v
+    elif wt == 1:
+        v, q = 0, p + 8
+    elif wt == 5:
+        v, q = 0, p + 4
+    else:
+        raise _Corrupt("unsupported wire type")
+    if q > end:
+        raise _Corrupt("field runs past its message")
+    return fn, wt, v, p, q
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _text(b, p: int, q: int) -> str:
+    try:
+        return bytes(b[p:q]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Corrupt("invalid UTF-8 in a string field") from None
+
+
+def _enc_varint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+class _Line:
+    """One XLine: its header fields, and where its events' payloads lie in the buffer."""
+
+    __slots__ = ("id", "display_id", "name", "display_name", "timestamp_ns", "duration_ps",
+                 "buf", "ev_start", "ev_end")
+
+    @property
+    def n_events(self) -> int:
+        return len(self.ev_start)
+
+
+class _PlaneView:
+    """A skeleton XPlane message (no lines) plus its `_Line`s."""
+
+    def __init__(self, msg, lines: list[_Line]):
+        self.msg = msg
+        self.lines = lines
+
+    def __getattr__(self, name):
+        return getattr(self.msg, name)
+
+
+_CHUNK = 1 << 20  # line bytes per vectorized step of `_event_run` (bounds its temporaries)
+
+
+def _len_varints(a: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varints of at most 5 bytes at `pos` (lengths): (values, sizes); longer ones get a huge
+    value (never raises: most positions here are only candidates)."""
+    b = a[pos]
+    val = (b & 0x7F).astype(np.int64)
+    n = np.ones(len(pos), np.int64)
+    cont = np.flatnonzero(b >= 0x80)
+    shift = 7
+    while cont.size:
+        if shift > 28:
+            val[cont] = 1 << 60
+            break
+        bb = a[pos[cont] + n[cont]]
+        val[cont] |= (bb & 0x7F).astype(np.int64) << shift
+        n[cont] += 1
+        cont = cont[bb >= 0x80]
+        shift += 7
+    return val, n
+
+
+def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list) -> int:
+    """Locate a run of consecutive event records (`0x22 len payload`) that starts at `p`.
+
+    The chain is sequential, but it need not be walked per event: take every 0x22 byte of a
+    chunk as a candidate record and compute where each would end. Keep candidates whose payload
+    starts like an XEvent's (`0x08`) and whose record ends on another 0x22 byte or at the line's
+    end (true records do, but for the run's last one), then those that no earlier kept candidate's record covers (a running max): stat
+    records nested in an event (also tag 0x22) are covered by their event. What remains is then
+    *verified*: a prefix of it is the true chain exactly as far as each kept record ends where
+    the next kept one starts (the chain from `p` is deterministic). Where a stray 0x22 byte
+    breaks that, a few records are walked in Python and the vectorized step resumes. Appends
+    payload (start, end) arrays; returns the position after the run.
+    """
+    while p < e and a[p] == 0x22:
+        ce = min(e, p + _CHUNK)
+        c = np.flatnonzero(a[p:ce] == 0x22)
+        c += p
+        ln, hl = _len_varints(a, c + 1)
+        ps = c + 1 + hl
+        nx = ps + ln
+        del ln, hl
+        # Plausible records: the payload starts with field 1 (an XEvent's metadata_id; writers
+        # never omit it, ids start at 1) and the record ends on a 0x22 byte or the line's end.
+        land = (nx <= e) & (a[ps] == 0x08)
+        land[land] = a[nx[land]] == 0x22
+        land |= nx == e
+        land[0] = True
+        if not land.all():
+            k = np.flatnonzero(land)
+            c, ps, nx = c[k], ps[k], nx[k]
+        del land
+        unc = np.empty(len(c), bool)
+        unc[0] = True
+        if len(c) > 1:
+            pm = np.maximum.accumulate(nx[:-1])
+            np.less_equal(pm, c[1:], out=unc[1:])
+            del pm
+        s = np.flatnonzero(unc)
+        del unc
+        ok = nx[s[:-1]] == c[s[1:]]
+        k = len(s) - 1 if ok.all() else int(np.argmin(ok))
+        sel = s[:k + 1]
+        t = int(nx[sel[-1]])
+        if t > e:
+            raise _Corrupt("field runs past its message")
+        starts.append(ps[sel])
+        ends.append(nx[sel])
+        del c, ps, nx, s, ok, sel
+        p = t
+        if p < ce and a[p] == 0x22:
+            # a stray 0x22 (or the run's last record) broke the chain: a few records in Python
+            one_s, one_e = [], []
+            for _ in range(16):
+                if p >= e or b[p] != 0x22:
+                    break
+                ln1, q = _uvarint(b, p + 1)
+                t = q + ln1
+                if t > e:
+                    raise _Corrupt("field runs past its message")
+                one_s.append(q)
+                one_e.append(t)
+                p = t
+            starts.append(np.array(one_s, np.int64))
+            ends.append(np.array(one_e, np.int64))
+    return p
+
+
+def _read_line(a: np.ndarray, b, s: int, e: int) -> _Line:
+    ln = _Line()
+    ln.buf = a
+    ln.id = ln.display_id = ln.timestamp_ns = ln.duration_ps = 0
+    ln.name = ln.display_name = ""
+    starts: list = []
+    ends: list = []
+    p = s
+    while p < e:
+        if b[p] == 0x22:  # events (field 4, length-delimited)
+            p = _event_run(a, b, p, e, starts, ends)
+            continue
+        fn, wt, v, vp, q = _field(b, p, e)
+        if wt == 0:
+            if fn == 1:
+                ln.id = _signed(v)
+            elif fn == 3:
+                ln.timestamp_ns = _signed(v)
+            elif fn == 9:
+                ln.duration_ps = _signed(v)
+            elif fn == 10:
+                ln.display_id = _signed(v)
+        elif wt == 2:
+            if fn == 2:
+                ln.name = _text(b, vp, q)
+            elif fn == 11:
+                ln.display_name = _text(b, vp, q)
+            elif fn == 4:  # an event with a non-canonical tag encoding
+                starts.append(np.array([vp], np.int64))
+                ends.append(np.array([q], np.int64))
+        p = q
+    if len(starts) == 1:
+        ln.ev_start, ln.ev_end = starts[0], ends[0]
+    elif starts:
+        ln.ev_start, ln.ev_end = np.concatenate(starts), np.concatenate(ends)
+    else:
+        ln.ev_start = ln.ev_end = np.zeros(0, np.int64)
+    return ln
+
+
+def _split_plane(a: np.ndarray, b, s: int, e: int) -> tuple[bytes, list[_Line]]:
+    """An XPlane's bytes without its lines (for upb), and its lines decoded here."""
+    parts = []
+    lines = []
+    run = p = s
+    while p < e:
+        fs = p
+        fn, wt, v, vp, q = _field(b, p, e)
+        if fn == 3 and wt == 2:
+            if fs > run:
+                parts.append(bytes(b[run:fs]))
+            lines.append(_read_line(a, b, vp, q))
+            run = q
+        p = q
+    if e > run:
+        parts.append(bytes(b[run:e]))
+    return b"".join(parts), lines
+
+
+def _parse_space(data, n: int) -> tuple[Any, list[_PlaneView], np.ndarray]:
+    """Parse XSpace bytes `data[:n]` (followed by >= `_PAD` zero bytes).
+
+    Returns (skeleton XSpace message, planes with their lines, the buffer as uint8 array).
+    Raises `_Corrupt` or DecodeError on damaged input.
+    """
+    a = np.frombuffer(data, np.uint8)
+    skel = []
+    plines = []
+    run = p = 0
+    while p < n:
+        fs = p
+        fn, wt, v, vp, q = _field(data, p, n)
+        if fn == 1 and wt == 2:
+            if fs > run:
+                skel.append(bytes(data[run:fs]))
+            body, lines = _split_plane(a, data, vp, q)
+            skel.append(b"\x0a" + _enc_varint(len(body)) + body)
+            plines.append(lines)
+            run = q
+        p = q
+    if n > run:
+        skel.append(bytes(data[run:n]))
+    xs = XSpace.FromString(b"".join(skel))
+    if len(xs.planes) != len(plines):
+        raise _Corrupt("plane count mismatch")
+    return xs, [_PlaneView(m, ls) for m, ls in zip(xs.planes, plines)], a
+
+
+def _padded(raw: bytes) -> bytearray:
+    buf = bytearray(len(raw) + _PAD)
+    buf[: len(raw)] = raw
+    return buf
+
+
+_M7 = np.uint64(0x7F)
 
 
 def _varint_at(buf: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Varints starting at byte positions `p`: (values as uint64, lengths)."""
-    b = buf[p].astype(np.uint64)
-    val = b & np.uint64(0x7F)
+    """Varints starting at byte positions `p`: (values as uint64, lengths).
+
+    One-byte varints (tags, ids, short lengths) take one gather; longer ones are decoded from
+    one unaligned 8-byte little-endian word each (bit masks, no loop per byte), and the rare
+    varints longer than 8 bytes byte by byte. `buf` must be followed by >= 16 readable bytes.
+    """
+    b = buf[p]
+    val = b.astype(np.uint64)
     n = np.ones(len(p), np.int64)
-    cont = np.flatnonzero(b & np.uint64(0x80))
-    shift = 7
-    while cont.size:
-        if shift > 63:
-            raise _Corrupt("varint longer than 10 bytes")
-        bb = buf[p[cont] + n[cont]].astype(np.uint64)
-        val[cont] |= (bb & np.uint64(0x7F)) << np.uint64(shift)
-        n[cont] += 1
-        cont = cont[(bb & np.uint64(0x80)) != 0]
-        shift += 7
+    cont = np.flatnonzero(b >= 0x80)
+    if not cont.size:
+        return val, n
+    pc = p[cont]
+    words = np.ndarray((len(buf) - 7,), "<u8", buffer=buf, strides=(1,))
+    w = words[pc]
+    term = ~w & np.uint64(0x8080808080808080)  # high bits of bytes that end the varint
+    long_ = term == 0
+    lb = term & (~term + np.uint64(1))  # lowest terminating byte's high bit
+    mask = (lb << np.uint64(1)) - np.uint64(1)  # the varint's bytes
+    w &= mask
+    v = w & _M7
+    for k in range(1, 8):
+        v |= (w >> np.uint64(k)) & (_M7 << np.uint64(7 * k))
+    val[cont] = v
+    n[cont] = ((mask & np.uint64(0x0101010101010101)) * np.uint64(0x0101010101010101)
+               >> np.uint64(56)).astype(np.int64)
+    if long_.any():  # more than 8 bytes: finish byte by byte
+        li = cont[long_]
+        val[li] = v[long_] & np.uint64((1 << 56) - 1)
+        n[li] = 8
+        c2 = li
+        shift = 56
+        while c2.size:
+            if shift > 63:
+                raise _Corrupt("varint longer than 10 bytes")
+            bb = buf[p[c2] + n[c2]].astype(np.uint64)
+            val[c2] |= (bb & _M7) << np.uint64(shift)
+            n[c2] += 1
+            c2 = c2[(bb & np.uint64(0x80)) != 0]
+            shift += 7
     return val, n
 
 
@@ -354,13 +624,9 @@ class _LineEvents:
     """One line's positioned events as arrays, plus lazy access to their stats."""
 
     def __init__(self, line, base_ps: int):
-        raw = list(line.events)  # bytes objects: one cheap slice each, no XEvent objects
-        n = len(raw)
-        lens = np.fromiter(map(len, raw), np.int64, n)
-        self.buf = np.frombuffer(b"".join(raw) + _PAD, np.uint8)
-        del raw
-        end = np.cumsum(lens)
-        start = end - lens
+        self.buf = line.buf  # the whole file's bytes; events are located in place
+        start, end = line.ev_start, line.ev_end
+        n = len(start)
         mid = np.zeros(n, np.int64)
         off = np.zeros(n, np.int64)
         dur = np.zeros(n, np.int64)
@@ -392,16 +658,22 @@ class _LineEvents:
         # Old index -> new index (aggregated events dropped), for the stat records.
         self._remap = np.cumsum(keep) - 1
         self._keep = keep
-        self.mids = mid[keep]
-        self.starts = off[keep] + base_ps
-        self.durs = dur[keep]
+        if self.all_positioned:
+            self.mids, self.starts, self.durs = mid, off + base_ps, dur
+        else:
+            self.mids = mid[keep]
+            self.starts = off[keep] + base_ps
+            self.durs = dur[keep]
         self.n = len(self.mids)
         if st_ev:
             ev = np.concatenate(st_ev)
             sp = np.concatenate(st_pos)
             se = np.concatenate(st_end)
-            k = keep[ev]
-            self._st_ev, self._st_pos, self._st_end = self._remap[ev[k]], sp[k], se[k]
+            if self.all_positioned:
+                self._st_ev, self._st_pos, self._st_end = ev, sp, se
+            else:
+                k = keep[ev]
+                self._st_ev, self._st_pos, self._st_end = self._remap[ev[k]], sp[k], se[k]
         else:
             self._st_ev = self._st_pos = self._st_end = np.zeros(0, np.int64)
         self._sids: np.ndarray | None = None
@@ -519,6 +791,19 @@ def _stat_column(P: "_Plane", ev: _LineEvents, idx: np.ndarray, name: str) -> np
         mv = np.array([P.meta_stats(int(u)).get(name) for u in uniq] + [None], object)[:-1]
         out[missing] = mv[inv]
     return out
+
+
+def _map_unique(values: np.ndarray, fn) -> np.ndarray:
+    """`fn(v)` for each value of an object column, computed once per distinct value."""
+    if not len(values):
+        return np.zeros(0, object)
+    try:
+        codes, uniq = pd.factorize(pd.Series(values, dtype=object))
+    except TypeError:  # unhashable values (never for stat values, but be safe)
+        return np.array([fn(v) for v in values.tolist()] + [None], object)[:-1]
+    # missing values (None, NaN) get code -1: the trailing entry, fn(None)
+    out = np.array([fn(u) for u in uniq.tolist()] + [fn(None), None], object)[:-1]
+    return out[codes]
 
 
 def _per_mid(mids: np.ndarray, fn) -> np.ndarray:
@@ -645,31 +930,62 @@ def load_xspace(path: str | os.PathLike) -> Any:
     return _load(path, XSpace)
 
 
-def _load(path: str | os.PathLike, cls) -> Any:
-    p = Path(path)
+def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
+    """The file's bytes followed by `pad` zero bytes (read in place, one copy), and its size."""
     try:
-        data = p.read_bytes()
+        with open(p, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            buf = bytearray(size + pad)
+            mv = memoryview(buf)
+            n = 0
+            while n < size:
+                got = fh.readinto(mv[n:size])
+                if not got:
+                    break
+                n += got
+            del mv
+            if n < size:  # the file shrank while we read it
+                del buf[n:size]
+            elif fh.read(1):  # ...or grew: read it whole
+                fh.seek(0)
+                raw = fh.read()
+                n = len(raw)
+                buf = bytearray(raw) + bytearray(pad)
     except FileNotFoundError:
         raise InputError(p, "no such file") from None
     except IsADirectoryError:
         raise InputError(p, "is a directory, expected an .xplane.pb file") from None
     except OSError as e:
         raise InputError(p, f"cannot read: {e.strerror or e}") from None
-    if not data:
+    if not n:
         raise InputError(p, "empty file (a capture that was cut off before it was written?)")
-    if data[:2] == b"\x1f\x8b":
+    if buf[:2] == b"\x1f\x8b":
         raise InputError(p, "gzip-compressed; decompress it first (gunzip)")
-    xs = cls()
-    try:
-        xs.ParseFromString(data)
-    except (DecodeError, RuntimeError, ValueError) as e:
-        raise InputError(p, f"not a readable XSpace protobuf (truncated or corrupt): {e}") from None
+    return buf, n
+
+
+def _corrupt(p: Path, e: Exception) -> InputError:
+    return InputError(p, f"not a readable XSpace protobuf (truncated or corrupt): {e}")
+
+
+def _check_space(p: Path, xs) -> None:
     if not xs.planes or not any(pl.name for pl in xs.planes):
         raise InputError(p, "not an XSpace capture: it holds no named planes")
     # Random bytes can parse as a protobuf full of unknown fields; a real XSpace names its planes
     # with the profiler's prefixes.
     if not any(pl.name.startswith(("/host:", "/device:", TASK_ENV_PLANE, "#")) for pl in xs.planes):
         raise InputError(p, "not an XSpace capture: no /host: or /device: planes")
+
+
+def _load(path: str | os.PathLike, cls) -> Any:
+    p = Path(path)
+    data, n = _read_file(p)
+    xs = cls()
+    try:
+        xs.ParseFromString(bytes(data))
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise _corrupt(p, e) from None
+    _check_space(p, xs)
     return xs
 
 
@@ -684,15 +1000,21 @@ def read_trace(path: str | os.PathLike, session: str | None = None) -> Trace:
     files = _find_files(path, session)
     parts = []
     for f in files:
-        # The lite schema leaves events as bytes (decoded in bulk below); a damaged event then
-        # surfaces in the decoder instead of the parser, with the same message.
-        xs = _load(f, XSpaceLite)
+        # Our own wire walk down to the lines, upb for the rest (see "Fast path"); a damaged
+        # event surfaces in the decoder instead of the parser, with the same message.
+        f = Path(f)
+        data, n = _read_file(f, _PAD)
+        try:
+            xs, planes, _ = _parse_space(data, n)
+        except (_Corrupt, DecodeError, RuntimeError, ValueError) as e:
+            raise _corrupt(f, e) from None
+        _check_space(f, xs)
         host = _host_name(xs, f)
         try:
-            parts.append(read_xspace(xs, host=host, source=f))
+            parts.append(_read_space(xs, planes, host=host, source=f))
         except _Corrupt as e:
-            raise InputError(f, f"not a readable XSpace protobuf (truncated or corrupt): {e}"
-                             ) from None
+            raise _corrupt(f, e) from None
+        del data, planes, xs
     return _concat(parts, files)
 
 
@@ -760,11 +1082,16 @@ def _concat(parts: list[dict], files: list[Path]) -> Trace:
 def read_xspace(xs, host: str = "host", source: Path | None = None) -> dict[str, Any]:
     """Extract the tables of one host's XSpace. Returns a dict of DataFrames and facts.
 
-    `xs` is a parsed XSpace (any schema with the same field numbers) or an `XSpaceLite`, which
-    `read_trace` parses directly; other messages are re-read as lite (serialize + parse).
+    `xs` is a parsed XSpace message (any schema with the same field numbers); it is serialized
+    and read the way `read_trace` reads files.
     """
-    if type(xs) is not XSpaceLite:
-        xs = XSpaceLite.FromString(xs.SerializeToString())
+    raw = xs.SerializeToString()
+    xs, planes, _ = _parse_space(_padded(raw), len(raw))
+    return _read_space(xs, planes, host, source)
+
+
+def _read_space(xs, planes: list[_PlaneView], host: str = "host",
+                source: Path | None = None) -> dict[str, Any]:
     task = next((pl for pl in xs.planes if pl.name == TASK_ENV_PLANE), None)
     start_ns = stop_ns = None
     if task is not None:
@@ -797,14 +1124,14 @@ def read_xspace(xs, host: str = "host", source: Path | None = None) -> dict[str,
     backend = "cpu"
     cpu_compute_seen = False
 
-    for plane in xs.planes:
+    for plane in planes:
         P = _Plane(plane)
         for line in plane.lines:
             lines["host"].append(host)
             lines["plane"].append(plane.name)
             lines["line_id"].append(line.id)
             lines["line"].append(line.name)
-            lines["events"].append(len(line.events))
+            lines["events"].append(line.n_events)
 
         if m := GPU_PLANE_RE.match(plane.name):
             backend = "gpu"
@@ -884,7 +1211,7 @@ def _read_gpu_plane(P: _Plane, device, host, line_base_ps, tr: _Cols, co: _Cols)
     kd_sids = P.stat_ids.get("kernel_details", [])
     details_cache: dict[Any, dict[str, str]] = {}
     for line in P.plane.lines:
-        if not len(line.events):
+        if not line.n_events:
             continue
         ev = _LineEvents(line, line_base_ps(line))
         if not ev.n:
@@ -896,28 +1223,33 @@ def _read_gpu_plane(P: _Plane, device, host, line_base_ps, tr: _Cols, co: _Cols)
         idx = np.flatnonzero(is_mc)
         if idx.size:
             det_raw = _stat_column(P, ev, idx, "memcpy_details")
-            dets = []
-            for d in det_raw.tolist():
-                key = d if isinstance(d, (str, bytes)) or d is None else str(d)
-                got = details_cache.get(key)
+            # (bytes, src kind, dst kind, async) once per distinct details value
+            keys = [d if isinstance(d, (str, bytes)) or d is None else str(d)
+                    for d in det_raw.tolist()]
+            codes, uniq = pd.factorize(pd.Series(keys, dtype=object))  # None -> -1
+            facts = []
+            for d in uniq.tolist() + [None]:
+                got = details_cache.get(d)
                 if got is None:
-                    got = details_cache[key] = parse_details(d)
-                dets.append(got)
-            asyn = [det.get("async") for det in dets]
+                    det = parse_details(d)
+                    a = det.get("async")
+                    got = details_cache[d] = (_as_int(det.get("size")) or 0,
+                                              det.get("kind_src", "unknown"),
+                                              det.get("kind_dst", "unknown"),
+                                              None if a is None else a == "1")
+                facts.append(got)
+            fcols = [np.array([f[j] for f in facts] + [None], object)[:-1] for j in range(4)]
+            codes = np.where(codes < 0, len(facts) - 1, codes)
             tr.add(len(idx), host=host, device=device,
                    direction=_per_mid(mids[idx], memcpy_mids.get),
                    start_ps=ev.starts[idx], end_ps=ev.starts[idx] + ev.durs[idx],
-                   bytes=np.array([_as_int(det.get("size")) or 0 for det in dets], np.int64),
-                   src_kind=np.array([det.get("kind_src", "unknown") for det in dets], object),
-                   dst_kind=np.array([det.get("kind_dst", "unknown") for det in dets], object),
-                   **{"async": np.array([None if a is None else a == "1" for a in asyn],
-                                        object)},
+                   bytes=fcols[0][codes].astype(np.int64),
+                   src_kind=fcols[1][codes], dst_kind=fcols[2][codes],
+                   **{"async": fcols[3][codes]},
                    stream=line.id, line=line.name,
                    hlo_op=_clean_column(_stat_column(P, ev, idx, "hlo_op")),
                    hlo_module=_stat_column(P, ev, idx, "hlo_module"),
-                   program_id=np.array([_as_int(v) for v in
-                                        _stat_column(P, ev, idx, "program_id").tolist()],
-                                       object))
+                   program_id=_map_unique(_stat_column(P, ev, idx, "program_id"), _as_int))
         idx = np.flatnonzero(is_k)
         if idx.size:
             co.add(len(idx), host=host, device=device, start_ps=ev.starts[idx],
@@ -965,7 +1297,7 @@ def _read_tpu_plane(P: _Plane, device, host, line_base_ps, tr: _Cols, co: _Cols)
 
     starts_done: list[tuple[int, int, int, str]] = []  # (start, end, mid, instr)
     for line in op_lines:
-        if not len(line.events):
+        if not line.n_events:
             continue
         ev = _LineEvents(line, line_base_ps(line))
         mids = ev.mids
@@ -1014,7 +1346,7 @@ def _read_tpu_plane(P: _Plane, device, host, line_base_ps, tr: _Cols, co: _Cols)
                hlo_module=np.array([f[3] for f in facts] + [None], object)[:-1],
                program_id=np.array([f[4] for f in facts] + [None], object)[:-1])
 
-    if async_line is not None and len(async_line.events):
+    if async_line is not None and async_line.n_events:
         ev = _LineEvents(async_line, line_base_ps(async_line))
 
         def facts_for(mid: int):
@@ -1068,7 +1400,7 @@ def _read_host_plane(P: _Plane, host, line_base_ps, co: _Cols, st, mem: _Cols) -
     saw_compute = False
     step_rows = []
     for line in P.plane.lines:
-        if not len(line.events):
+        if not line.n_events:
             continue
         ev = _LineEvents(line, line_base_ps(line))
         if not ev.n:
@@ -1093,9 +1425,9 @@ def _read_host_plane(P: _Plane, host, line_base_ps, co: _Cols, st, mem: _Cols) -
                 alloc.append(a)
             mem.add(len(idx), host=host, time_ps=ev.starts[idx],
                     allocator=np.array(alloc + [None], object)[:-1],
-                    device=np.array([_allocator_device(a) for a in alloc] + [None], object)[:-1],
+                    device=_map_unique(np.array(alloc + [None], object)[:-1], _allocator_device),
                     kind=_per_mid(mids[idx], mem_mids.get),
-                    **{c: np.array([_as_int(v) or 0 for v in col[c].tolist()], np.int64)
+                    **{c: _map_unique(col[c], lambda v: _as_int(v) or 0).astype(np.int64)
                        for c in ("bytes_allocated", "bytes_reserved", "peak_bytes_in_use",
                                  "requested_bytes", "allocation_bytes")})
         rest = np.flatnonzero(ok & ~is_mem)
