@@ -405,6 +405,13 @@ def offload_inventory(hlo: str | bytes | Any) -> OffloadInventory:
     # Instructions inside an async-wrapped computation are counted at their async-start.
     wrapped = {m.group(1) for instrs in comps.values() for i in instrs if i.opcode == "async-start"
                for m in [re.search(r"calls=%?([\w.\-]+)", i.attrs)] if m}
+    return OffloadInventory(_collect_ops(comps, by_name, wrapped, lambda c: mult.get(c, 1),
+                                         lambda c: known.get(c, True)))
+
+
+def _collect_ops(comps, by_name, wrapped, multiplier, trip_known) -> list[OffloadOp]:
+    """Every host copy in `comps` (skipping computations wrapped by an async-start, which are
+    counted at the async-start), with its per-run multiplier and whether that is known."""
     ops = []
     for cname, instrs in comps.items():
         if cname in wrapped:
@@ -414,10 +421,10 @@ def offload_inventory(hlo: str | bytes | Any) -> OffloadInventory:
             if c is None:
                 continue
             opcode, direction, nbytes, is_async = c
-            ops.append(OffloadOp(ins.name, cname, opcode, direction, nbytes, mult.get(cname, 1),
-                                 known.get(cname, True), is_async,
+            ops.append(OffloadOp(ins.name, cname, opcode, direction, nbytes, multiplier(cname),
+                                 trip_known(cname), is_async,
                                  ", ".join(str(a) for a in _flatten(ins.shape))))
-    return OffloadInventory(ops)
+    return ops
 
 
 def _proto_shape(sp) -> Any:
@@ -466,19 +473,9 @@ def _inventory_from_proto(hlo) -> OffloadInventory:
         mark(b)
     by_name = {i.name: i for i in by_id.values()}
     wrapped = {i.attrs[6:] for i in by_id.values() if i.opcode == "async-start"}
-    ops = []
-    for cname, instrs in comps.items():
-        if cname in wrapped:
-            continue
-        for ins in instrs:
-            c = _classify(ins, by_name, comps)
-            if c is None:
-                continue
-            opcode, direction, nbytes, is_async = c
-            ops.append(OffloadOp(ins.name, cname, opcode, direction, nbytes, 1,
-                                 cname not in reach_unknown, is_async,
-                                 ", ".join(str(a) for a in _flatten(ins.shape))))
-    return OffloadInventory(ops)
+    # Protos carry no backend_config, hence no trip counts: multiplier 1, known only outside loops.
+    return OffloadInventory(_collect_ops(comps, by_name, wrapped, lambda c: 1,
+                                         lambda c: c not in reach_unknown))
 
 
 # ---------------------------------------------------------------------------------------------
