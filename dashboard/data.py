@@ -462,12 +462,30 @@ def peak_memory_bytes(data: RunData) -> tuple[int | None, str]:
     return None, ""
 
 
+def manifest_policy(m: dict[str, Any]) -> tuple[str, str]:
+    """(policy name, category) from a run.json, whose `policy` is a dict written by
+    overlap.capture (older or hand-written manifests may hold a bare name)."""
+    pol = m.get("policy")
+    if isinstance(pol, dict):
+        return str(pol.get("name") or ""), str(pol.get("category") or "")
+    return str(pol or ""), str(m.get("category") or "")
+
+
+def manifest_workload(m: dict[str, Any]) -> str:
+    """`name:size` of a run.json's workload (a dict from overlap.capture, or a bare string)."""
+    wl = m.get("workload")
+    if isinstance(wl, dict):
+        name, size = wl.get("name") or "", wl.get("size")
+        return f"{name}:{size}" if size else str(name)
+    return str(wl or "")
+
+
 def run_row(run: Run) -> dict[str, Any]:
     """One Runs-table row (display units); a broken run gets its error in `verdict`."""
     m = run.manifest()
     row: dict[str, Any] = {
         "run": run.name, "label": str(m.get("label") or ""),
-        "workload": str(m.get("workload") or ""), "policy": str(m.get("policy") or ""),
+        "workload": manifest_workload(m), "policy": manifest_policy(m)[0],
         "backend": "", "device": "", "step_ms": None, "peak_gib": None,
         "d2h_overlap": None, "h2d_overlap": None, "verdict": "", "synthetic": "",
         "error": "",
@@ -479,6 +497,9 @@ def run_row(run: Run) -> dict[str, Any]:
         return row
     r = data.result
     step_ps = r.get("step_summary", {}).get("mean_duration_ps")
+    unprofiled = [int(x) for x in m.get("step_ns") or []]
+    if unprofiled:  # wall clock without the profiler, as `overlap compare` reports it
+        step_ps = int(np.median(unprofiled)) * 1000
     peak, _ = peak_memory_bytes(data)
     bd = r.get("by_direction", {})
     row.update(
@@ -487,8 +508,17 @@ def run_row(run: Run) -> dict[str, Any]:
         peak_gib=None if peak is None else round(peak / 2**30, 3),
         d2h_overlap=_pct(bd.get("D2H", {}).get("overlap_ratio")),
         h2d_overlap=_pct(bd.get("H2D", {}).get("overlap_ratio")),
-        verdict=r.get("verdict", ""), synthetic="SYNTHETIC" if data.synthetic else "")
+        verdict=_short_verdict(r, data.backend),
+        synthetic="SYNTHETIC" if data.synthetic else "")
     return row
+
+
+def _short_verdict(r: dict[str, Any], backend: str) -> str:
+    # The long reason repeats on every CPU row; the table needs the gist (the Run view has it all).
+    if r.get("status") == "NO_TRANSFERS":
+        return ("no transfers: XLA:CPU compiles offload away" if backend == "cpu"
+                else "no transfers in this capture")
+    return str(r.get("verdict", ""))
 
 
 def _pct(ratio: float | None) -> float | None:
@@ -497,10 +527,13 @@ def _pct(ratio: float | None) -> float | None:
 
 def default_baseline(runs: list[Run]) -> str | None:
     """The remat run (policy `full` or `nothing_saveable`) if there is one, else the first."""
-    for run in runs:
-        m = run.manifest()
-        if str(m.get("policy", "")) in BASELINE_POLICIES or m.get("category") == "remat":
-            return run.name
+    policies = [(run.name, *manifest_policy(run.manifest())) for run in runs]
+    for run_name, name, _ in policies:  # full remat first, whatever the run order
+        if name in BASELINE_POLICIES:
+            return run_name
+    for run_name, _, category in policies:
+        if category == "remat":
+            return run_name
     return runs[0].name if runs else None
 
 

@@ -171,3 +171,18 @@ def test_fig010_prepare_run_view(tmp_path):
     assert set(view["figures"]) == {"timeline", "histogram", "bandwidth"}
     assert 0 < view["payload_bytes"] < 200_000
     assert len(view["top_exposed"]) == 10
+
+
+def test_runs_table_reads_real_manifests_from_sample_traces():
+    """run.json written by overlap.capture holds policy/workload as dicts: show their names."""
+    from dashboard.data import default_baseline, discover_runs, run_row
+    from tests.conftest import SAMPLE_TRACES
+
+    runs = discover_runs([SAMPLE_TRACES / "cpu-transformer-tiny"])
+    rows = {r["policy"]: r for r in map(run_row, runs)}
+    assert sorted(rows) == ["everything_saveable", "full", "qkv_proj_offloaded"]
+    row = rows["qkv_proj_offloaded"]
+    assert row["workload"] == "transformer:tiny" and row["backend"] == "cpu"
+    assert row["verdict"] == "no transfers: XLA:CPU compiles offload away"
+    assert row["step_ms"] > 0 and row["peak_gib"] > 0
+    assert default_baseline(runs) == next(r.name for r in runs if r.name.endswith("full"))
