@@ -37,6 +37,10 @@ decodes their XEvent/XStat fields for whole lines at once with numpy (see "Fast 
 The rules above are still applied per event; nothing is decided per line or per metadata id
 alone. The decoder checks wire types and lengths (a damaged event is an `InputError`, as a parse
 failure is) but does not validate UTF-8 inside event string stats (decoded with replacement).
+Events whose metadata id can never give a row (host-plane Python-tracer `$...`, `end: ...` and
+`ThreadpoolListener::*` events, the `Async XLA Ops` line where only metadata decides, and host
+events of non-memory metadata on a plane with no `_r`/`hlo_op` stat at all) have only their
+`metadata_id`/`offset_ps`/`duration_ps` decoded: damage inside their stats goes unnoticed.
 
 Blind spots: events aggregated with `num_occurrences` have no position and are skipped; GPU time
 is CUPTI time shifted once onto wall time (no drift correction); a memcpy that XLA issues outside
@@ -121,9 +125,10 @@ def _frame(rows: dict[str, list] | None, schema: dict[str, str]) -> pd.DataFrame
     data = {}
     for col, dtype in schema.items():
         values = rows.get(col, [])
-        data[col] = pd.array(values, dtype=dtype) if dtype != "object" else pd.Series(
-            values, dtype=object)
-    return pd.DataFrame(data)
+        # copy=False: the column arrays are ours alone (built for this frame)
+        data[col] = pd.array(values, dtype=dtype, copy=False) if dtype != "object" else pd.Series(
+            values, dtype=object, copy=False)
+    return pd.DataFrame(data, copy=False)
 
 
 @dataclasses.dataclass
@@ -331,11 +336,7 @@ class _Line:
     """One XLine: its header fields, and where its events' payloads lie in the buffer."""
 
     __slots__ = ("id", "display_id", "name", "display_name", "timestamp_ns", "duration_ps",
-                 "buf", "ev_start", "ev_end")
-
-    @property
-    def n_events(self) -> int:
-        return len(self.ev_start)
+                 "buf", "ev_start", "ev_end", "n_events")
 
 
 class _PlaneView:
@@ -350,6 +351,11 @@ class _PlaneView:
 
 
 _CHUNK = 1 << 20  # line bytes per vectorized step of `_event_run` (bounds its temporaries)
+
+
+def _pos_dtype(a: np.ndarray):
+    """Byte positions (and event/stat counts, never larger) as int32 where the buffer allows."""
+    return np.int32 if len(a) < (1 << 31) - 64 else np.int64
 
 
 def _len_varints(a: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -417,8 +423,9 @@ def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list) -> in
         t = int(nx[sel[-1]])
         if t > e:
             raise _Corrupt("field runs past its message")
-        starts.append(ps[sel])
-        ends.append(nx[sel])
+        dt = _pos_dtype(a)
+        starts.append(ps[sel].astype(dt))
+        ends.append(nx[sel].astype(dt))
         del c, ps, nx, s, ok, sel
         p = t
         if p < ce and a[p] == 0x22:
@@ -434,8 +441,8 @@ def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list) -> in
                 one_s.append(q)
                 one_e.append(t)
                 p = t
-            starts.append(np.array(one_s, np.int64))
-            ends.append(np.array(one_e, np.int64))
+            starts.append(np.array(one_s, _pos_dtype(a)))
+            ends.append(np.array(one_e, _pos_dtype(a)))
     return p
 
 
@@ -467,15 +474,16 @@ def _read_line(a: np.ndarray, b, s: int, e: int) -> _Line:
             elif fn == 11:
                 ln.display_name = _text(b, vp, q)
             elif fn == 4:  # an event with a non-canonical tag encoding
-                starts.append(np.array([vp], np.int64))
-                ends.append(np.array([q], np.int64))
+                starts.append(np.array([vp], _pos_dtype(a)))
+                ends.append(np.array([q], _pos_dtype(a)))
         p = q
     if len(starts) == 1:
         ln.ev_start, ln.ev_end = starts[0], ends[0]
     elif starts:
         ln.ev_start, ln.ev_end = np.concatenate(starts), np.concatenate(ends)
     else:
-        ln.ev_start = ln.ev_end = np.zeros(0, np.int64)
+        ln.ev_start = ln.ev_end = np.zeros(0, _pos_dtype(a))
+    ln.n_events = len(ln.ev_start)
     return ln
 
 
@@ -620,18 +628,106 @@ def _walk(buf: np.ndarray, start: np.ndarray, end: np.ndarray, on_field) -> None
         act = act[nxt < lim]
 
 
-class _LineEvents:
-    """One line's positioned events as arrays, plus lazy access to their stats."""
+def _canonical_header(buf: np.ndarray, s: np.ndarray, e: np.ndarray):
+    """One check-and-decode pass over event headers in the layout every writer uses:
+    `08 metadata_id [10 offset_ps] [18 duration_ps]`, then only stat records (`_stat_chains`).
 
-    def __init__(self, line, base_ps: int):
+    Returns (metadata ids, offsets, durations, canonical mask, position after the header);
+    events outside the mask must go through the generic `_walk` (their values here are
+    meaningless).
+    """
+    n = len(s)
+    good = buf[s] == 0x08
+    p = s.astype(np.int64) + 1
+    if good.all():
+        v, ln = _varint_at(buf, p)
+        mid = v.view(np.int64)
+        p += ln
+    else:  # decode only what is a varint: garbage could raise as an over-long one
+        mid = np.zeros(n, np.int64)
+        gi = np.flatnonzero(good)
+        v, ln = _varint_at(buf, p[gi])
+        mid[gi] = v.view(np.int64)
+        p[gi] += ln
+    good &= p <= e
+    vals = []
+    for tag in (0x10, 0x18):  # offset_ps, duration_ps (omitted when zero)
+        out = np.zeros(n, np.int64)
+        p[~good] = s[~good]  # keep reads inside the buffer
+        idx = np.flatnonzero(good & (p < e) & (buf[p] == tag))
+        if idx.size:
+            v, ln = _varint_at(buf, p[idx] + 1)
+            out[idx] = v.view(np.int64)
+            p[idx] += 1 + ln
+            good[idx] &= p[idx] <= e[idx]
+        vals.append(out)
+    return mid, vals[0], vals[1], good, p
+
+
+def _stat_chains(buf: np.ndarray, act: np.ndarray, pos: np.ndarray, e: np.ndarray,
+                 good: np.ndarray):
+    """Stat records (`22 len payload`) from `pos` to the end of events `act` (indices into `e`
+    and `good`), one vectorized pass per record index. An event whose tail is anything else is
+    cleared in `good` (and its records dropped). Returns (event indices, payload starts, ends)."""
+    dt = _pos_dtype(buf)
+    st_ev, st_pos, st_end = [], [], []
+    end = e[act].astype(np.int64)
+    live = pos < end
+    act, pos, end = act[live], pos[live], end[live]
+    while act.size:  # pass k: every event's k-th stat record
+        ok = buf[pos] == 0x22
+        if not ok.all():
+            good[act[~ok]] = False
+            act, pos, end = act[ok], pos[ok], end[ok]
+        v, ln = _varint_at(buf, pos + 1)
+        ok = v <= np.uint64(1 << 40)
+        sp = pos + 1 + ln
+        nx = sp + np.where(ok, v, 0).astype(np.int64)
+        ok &= nx <= end
+        if not ok.all():
+            good[act[~ok]] = False
+            act, sp, nx, end = act[ok], sp[ok], nx[ok], end[ok]
+        st_ev.append(act.astype(dt))
+        st_pos.append(sp.astype(dt))
+        st_end.append(nx.astype(dt))
+        live = nx < end
+        act, pos, end = act[live], nx[live], end[live]
+    del pos, end
+    if st_ev:
+        ev, sp, se = np.concatenate(st_ev), np.concatenate(st_pos), np.concatenate(st_end)
+        del st_ev, st_pos, st_end
+        if not good.all():  # records of events that failed at a later record
+            k = good[ev]
+            ev, sp, se = ev[k], sp[k], se[k]
+    else:
+        ev = sp = se = np.zeros(0, dt)
+    return ev, sp, se
+
+
+class _LineEvents:
+    """One line's positioned events as arrays, plus lazy access to their stats.
+
+    `skip_mids`: metadata ids whose events' stats can never matter. Those events get their
+    header fields only (their stats are neither located nor checked); the caller must never
+    ask for their stats.
+    """
+
+    def __init__(self, line, base_ps: int, skip_mids=None):
         self.buf = line.buf  # the whole file's bytes; events are located in place
         start, end = line.ev_start, line.ev_end
+        line.ev_start = line.ev_end = None  # each line is read once: free them with this
+        dt = _pos_dtype(self.buf)
         n = len(start)
-        mid = np.zeros(n, np.int64)
-        off = np.zeros(n, np.int64)
-        dur = np.zeros(n, np.int64)
+        mid, off, dur, good, p = _canonical_header(self.buf, start, end)
+        if skip_mids:
+            act = np.flatnonzero(good & ~np.isin(mid, np.fromiter(skip_mids, np.int64)))
+        else:
+            act = np.flatnonzero(good)
+        cev, csp, cse = _stat_chains(self.buf, act, p[act], end, good)
+        del act, p
         agg = np.zeros(n, bool)
-        st_ev, st_pos, st_end = [], [], []
+        st_ev, st_pos, st_end = [cev], [csp], [cse]
+        del cev, csp, cse
 
         def on_field(rows, fld, wt, val, vp, nxt):
             v = val.view(np.int64)
@@ -648,34 +744,38 @@ class _LineEvents:
                 agg[rows[m]] = False
             m = (fld == 4) & (wt == 2)
             if m.any():
-                st_ev.append(rows[m])
-                st_pos.append(vp[m])
-                st_end.append(nxt[m])
+                st_ev.append(rows[m].astype(dt))
+                st_pos.append(vp[m].astype(dt))
+                st_end.append(nxt[m].astype(dt))
 
-        _walk(self.buf, start, end, on_field)
+        bad = np.flatnonzero(~good)
+        if bad.size:  # anything else: the generic walk, field by field
+            mid[bad] = off[bad] = dur[bad] = 0
+
+            def on_bad(rows, *rest):
+                on_field(bad[rows], *rest)
+
+            _walk(self.buf, start[bad], end[bad], on_bad)
+        del start, end, good, bad
         keep = ~agg
         self.all_positioned = bool(keep.all())
-        # Old index -> new index (aggregated events dropped), for the stat records.
-        self._remap = np.cumsum(keep) - 1
-        self._keep = keep
         if self.all_positioned:
             self.mids, self.starts, self.durs = mid, off + base_ps, dur
         else:
             self.mids = mid[keep]
             self.starts = off[keep] + base_ps
             self.durs = dur[keep]
+        del mid, off, dur
         self.n = len(self.mids)
-        if st_ev:
-            ev = np.concatenate(st_ev)
-            sp = np.concatenate(st_pos)
-            se = np.concatenate(st_end)
-            if self.all_positioned:
-                self._st_ev, self._st_pos, self._st_end = ev, sp, se
-            else:
-                k = keep[ev]
-                self._st_ev, self._st_pos, self._st_end = self._remap[ev[k]], sp[k], se[k]
-        else:
-            self._st_ev = self._st_pos = self._st_end = np.zeros(0, np.int64)
+        ev = np.concatenate(st_ev) if len(st_ev) > 1 else st_ev[0]
+        sp = np.concatenate(st_pos) if len(st_pos) > 1 else st_pos[0]
+        se = np.concatenate(st_end) if len(st_end) > 1 else st_end[0]
+        del st_ev, st_pos, st_end
+        if not self.all_positioned:
+            k = keep[ev]
+            remap = (np.cumsum(keep) - 1).astype(dt)  # old index -> new (aggregated dropped)
+            ev, sp, se = remap[ev[k]], sp[k], se[k]
+        self._st_ev, self._st_pos, self._st_end = ev, sp, se
         self._sids: np.ndarray | None = None
         self._decoded: dict | None = None
 
@@ -721,14 +821,61 @@ class _LineEvents:
 _K_NONE, _K_DOUBLE, _K_U64, _K_I64, _K_STR, _K_BYTES, _K_REF = 0, 2, 3, 4, 5, 6, 7
 
 
+# XStat value fields (2..7) and the wire type each is written with.
+_STAT_TAGS = np.zeros(256, np.int8)
+for _f, _w in ((2, 1), (3, 0), (4, 0), (5, 2), (6, 2), (7, 0)):
+    _STAT_TAGS[_f << 3 | _w] = _f
+del _f, _w
+
+
 def _decode_stats(buf, sp, se) -> dict:
     n = len(sp)
     sid = np.zeros(n, np.int64)
     kind = np.zeros(n, np.int64)
     ival = np.zeros(n, np.uint64)
     vpos = np.zeros(n, np.int64)
+    # The layout every writer uses, in one pass: `08 metadata_id`, then at most one value
+    # field ending exactly at the record's end. Anything else: the generic walk below.
+    good = buf[sp] == 0x08
+    gi = np.flatnonzero(good)
+    v, ln = _varint_at(buf, sp[gi] + 1)
+    p = sp[gi] + 1 + ln
+    e = se[gi].astype(np.int64)
+    ok = p <= e
+    p[~ok] = e[~ok]
+    sid[gi] = v.view(np.int64)
+    val = p < e  # has a value field
+    f = np.zeros(len(gi), np.int64)
+    f[val] = _STAT_TAGS[buf[p[val]]]
+    ok &= ~val | (f > 0)
+    nxt = p.copy()
+    vp = p + 1
+    fixed = f == 2
+    nxt[fixed] = p[fixed] + 9
+    vi = np.flatnonzero(ok & val & ~fixed)
+    if vi.size:
+        v, ln = _varint_at(buf, vp[vi])
+        vp[vi] += ln
+        nxt[vi] = vp[vi] + np.where(f[vi] >= 5, np.where(f[vi] == 7, 0, v), 0).astype(np.int64)
+        ok[vi] &= (f[vi] < 5) | (f[vi] == 7) | (v <= np.uint64(1 << 40))
+        iv = np.zeros(len(gi), np.uint64)
+        iv[vi] = v
+    else:
+        iv = np.zeros(len(gi), np.uint64)
+    ok &= nxt == e
+    k = np.flatnonzero(ok & val)
+    kind[gi[k]] = f[k]
+    ival[gi[k]] = iv[k]
+    vpos[gi[k]] = vp[k]
+    good[gi[~ok]] = False
+    del gi, p, e, f, nxt, vp, iv, ok, val
+    bad = np.flatnonzero(~good)
+    if not bad.size:
+        return {"sid": sid, "kind": kind, "ival": ival, "vpos": vpos}
+    sid[bad] = kind[bad] = ival[bad] = vpos[bad] = 0
 
     def on_field(rows, fld, wt, val, vp, nxt):
+        rows = bad[rows]
         m = (fld == 1) & (wt == 0)
         sid[rows[m]] = val[m].view(np.int64)
         m = (fld >= 2) & (fld <= 7)  # the value oneof; the last one written wins
@@ -737,7 +884,7 @@ def _decode_stats(buf, sp, se) -> dict:
         ival[r] = val[m]
         vpos[r] = vp[m]
 
-    _walk(buf, sp, se, on_field)
+    _walk(buf, sp[bad], se[bad], on_field)
     return {"sid": sid, "kind": kind, "ival": ival, "vpos": vpos}
 
 
@@ -762,10 +909,13 @@ def _stat_objects(buf, d, stat_names: dict[int, str]) -> np.ndarray:
         out[m] = buf[idx].copy().view("<f8").ravel().tolist()
     for k in (_K_STR, _K_BYTES):
         m = np.flatnonzero(kind == k)
-        for i in m.tolist():
-            p, ln = int(vpos[i]), int(ival[i])
+        seen: dict[bytes, Any] = {}  # one object per distinct value, not per event
+        for i, p, ln in zip(m.tolist(), vpos[m].tolist(), ival[m].tolist()):
             b = buf[p:p + ln].tobytes()
-            out[i] = b.decode("utf-8", "replace") if k == _K_STR else b
+            v = seen.get(b)
+            if v is None:
+                v = seen[b] = b.decode("utf-8", "replace") if k == _K_STR else b
+            out[i] = v
     return out
 
 
@@ -835,7 +985,8 @@ class _Cols:
                 else:
                     parts.append(np.full(n, v, dtype=object if dtype == "object" or v is None
                                          else np.int64))
-            out[col] = np.concatenate(parts) if parts else []
+            out[col] = (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else []
+        self.chunks = []  # the frame owns the columns now
         return out
 
 
@@ -1257,6 +1408,7 @@ def _read_gpu_plane(P: _Plane, device, host, line_base_ps, tr: _Cols, co: _Cols)
                    hlo_op=_clean_column(_stat_column(P, ev, idx, "hlo_op")),
                    hlo_module=_stat_column(P, ev, idx, "hlo_module"),
                    stream=line.id, line=line.name)
+        del ev, mids, is_mc, is_k, idx  # before the next line's arrays exist
 
 
 def _clean_hlo_op(v: Any) -> str | None:
@@ -1347,7 +1499,8 @@ def _read_tpu_plane(P: _Plane, device, host, line_base_ps, tr: _Cols, co: _Cols)
                program_id=np.array([f[4] for f in facts] + [None], object)[:-1])
 
     if async_line is not None and async_line.n_events:
-        ev = _LineEvents(async_line, line_base_ps(async_line))
+        # Only metadata (names, metadata stats) decides here: no event stat is ever read.
+        ev = _LineEvents(async_line, line_base_ps(async_line), skip_mids=P.meta.keys())
 
         def facts_for(mid: int):
             text = P.name(mid)
@@ -1396,13 +1549,17 @@ def _read_host_plane(P: _Plane, host, line_base_ps, co: _Cols, st, mem: _Cols) -
     # Python-tracer frames ("$file.py:12 fn") are most of a host plane and never steps/compute.
     skip = {k for k, md in P.meta.items() if md.name.startswith("$")
             or md.name.startswith("end: ") or md.name.startswith("ThreadpoolListener::")}
+    if not (P.stat_ids.get("_r") or P.stat_ids.get("hlo_op")):
+        # No event can carry `_r` or `hlo_op` (nor can metadata: same stat ids), so only
+        # memory events can give a row.
+        skip |= {k for k in P.meta.keys() if k not in mem_mids}
     meta_nonempty = {k for k in P.meta.keys() if k not in skip and P.meta_stats(k)}
     saw_compute = False
     step_rows = []
     for line in P.plane.lines:
         if not line.n_events:
             continue
-        ev = _LineEvents(line, line_base_ps(line))
+        ev = _LineEvents(line, line_base_ps(line), skip_mids=skip)
         if not ev.n:
             continue
         mids = ev.mids
@@ -1461,6 +1618,7 @@ def _read_host_plane(P: _Plane, host, line_base_ps, co: _Cols, st, mem: _Cols) -
                        name=_per_mid(mids[cidx], P.name), hlo_op=_clean_column(hlo),
                        hlo_module=_stat_column(P, ev, cidx, "hlo_module"),
                        stream=line.id, line=line.name)
+        del ev, mids, cand, ok, is_mem, idx, rest  # before the next line's arrays exist
     step_rows.sort(key=lambda r: (r[0], r[1], r[2] if r[2] is not None else -1, r[3]))
     for k, (start, end, num, name) in enumerate(step_rows):
         st["host"].append(host)
