@@ -429,7 +429,14 @@ def _find_number(d: dict[str, Any], keys: tuple[str, ...]) -> float | None:
 
 
 def manifest_step_time_ps(manifest: dict[str, Any]) -> int | None:
-    """Step time measured without the profiler, if the manifest recorded one."""
+    """Step time measured without the profiler, if the manifest recorded one.
+
+    overlap.capture writes `step_ns`, the list of unprofiled step times (median taken, as
+    `overlap compare` does); other keys cover hand-written manifests.
+    """
+    step_ns = manifest.get("step_ns")
+    if isinstance(step_ns, list) and step_ns:
+        return int(np.median(np.asarray(step_ns, dtype=np.int64))) * 1000
     for keys, scale in ((("step_time_ps", "step_ps", "mean_step_ps"), 1),
                         (("step_time_ns", "mean_step_ns"), 1_000),
                         (("step_time_us", "mean_step_us"), 1_000_000),
@@ -496,10 +503,8 @@ def run_row(run: Run) -> dict[str, Any]:
         row.update(verdict=f"ERROR: {e}", error=str(e))
         return row
     r = data.result
-    step_ps = r.get("step_summary", {}).get("mean_duration_ps")
-    unprofiled = [int(x) for x in m.get("step_ns") or []]
-    if unprofiled:  # wall clock without the profiler, as `overlap compare` reports it
-        step_ps = int(np.median(unprofiled)) * 1000
+    # Wall clock without the profiler when the manifest has it, as `overlap compare` reports.
+    step_ps = manifest_step_time_ps(m) or r.get("step_summary", {}).get("mean_duration_ps")
     peak, _ = peak_memory_bytes(data)
     bd = r.get("by_direction", {})
     row.update(
