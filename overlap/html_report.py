@@ -67,7 +67,8 @@ def _result_row(name: str, result: dict[str, Any], baseline: bool) -> dict[str, 
 
 
 def write_html(result: dict[str, Any], trace, path: str | os.PathLike,
-               baseline: dict[str, Any] | None = None) -> Path:
+               baseline: dict[str, Any] | None = None, *, manifest: dict | None = None,
+               baseline_trace=None, baseline_manifest: dict | None = None) -> Path:
     """Write the report page for `result` (from `analyze(trace)`) to `path`.
 
     Args:
@@ -76,20 +77,29 @@ def write_html(result: dict[str, Any], trace, path: str | os.PathLike,
       path: the HTML file to write.
       baseline: optionally a baseline's analysis result (e.g. `overlap report --json` of the
         remat run); adds step-time and per-direction overlap bars against it.
+      manifest: this run's run.json, when the capture is a run directory.
+      baseline_trace, baseline_manifest: the baseline's capture itself (a run directory given
+        as the baseline); then device memory is drawn against the baseline's too (over time
+        where both have allocator events, over program order otherwise) with peak-memory bars.
 
     Returns the path written.
     """
     from dashboard import aggregate, data, figures
 
-    d = data.run_data(trace, result)
+    d = data.run_data(trace, result, manifest)
     step = data.default_step(d)
     figs = figures.run_figures(d, step)
     page_figs = [figs["timeline"], figs["histogram"], figs["bandwidth"]]
-    curves = [{"run": "this run", "device": dev, "x": x, "y": y, "baseline": False}
-              for dev, (x, y) in aggregate.memory_curves(d.memory).items()]
-    if curves:
-        page_figs.append(figures.memory_figure(curves, "time", synthetic=d.synthetic))
-    if baseline is not None:
+    if baseline_trace is not None and baseline is not None:
+        bd = data.run_data(baseline_trace, baseline, baseline_manifest)
+        cmp = figures.compare_figures([("baseline", bd), ("this run", d)], "baseline")
+        page_figs += [cmp["memory"], cmp["step_time"], cmp["peak_memory"], cmp["overlap"]]
+    else:
+        curves = [{"run": "this run", "device": dev, "x": x, "y": y, "baseline": False}
+                  for dev, (x, y) in aggregate.memory_curves(d.memory).items()]
+        if curves:
+            page_figs.append(figures.memory_figure(curves, "time", synthetic=d.synthetic))
+    if baseline is not None and baseline_trace is None:
         rows = [_result_row("baseline", baseline, True), _result_row("this run", result, False)]
         syn = d.synthetic or bool(baseline.get("synthetic"))
         page_figs += [figures.step_time_figure(rows, syn),

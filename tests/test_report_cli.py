@@ -193,3 +193,17 @@ def test_report_html_writes_a_self_contained_page(tmp_path):
     # never over a capture
     r = run_cli("report", str(f), "--html", str(f))
     assert r.returncode == 2 and f.stat().st_size > 0
+
+
+def test_report_html_with_a_baseline_run_draws_memory_against_it(tmp_path):
+    from tests.conftest import SAMPLE_TRACES, run_cli
+
+    out = tmp_path / "r.html"
+    base = SAMPLE_TRACES / "cpu-transformer-tiny" / "full"
+    r = run_cli("report", str(SAMPLE_TRACES / "cpu-transformer-tiny" / "qkv_proj_offloaded"),
+                "--html", str(out), "--baseline", str(base))
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+    # CPU captures have no allocator events: memory is drawn over HLO program order
+    assert "program order" in page.lower() and "baseline" in page
+    assert page.count("Plotly.newPlot") >= 6

@@ -77,8 +77,9 @@ def register(sub) -> None:
     p.add_argument("--html", metavar="FILE",
                    help="also write one self-contained HTML page with the dashboard's figures "
                         "(verdict, step timeline, overlap per transfer) for CI artifacts")
-    p.add_argument("--baseline", metavar="REPORT.json",
-                   help="with --html: a saved `overlap report --json` to draw bars against")
+    p.add_argument("--baseline", metavar="REPORT.json|RUN",
+                   help="with --html: a saved `overlap report --json` to draw bars against, or "
+                        "the baseline's run directory/capture (adds device memory against it)")
     p.set_defaults(func=run)
 
 
@@ -87,11 +88,23 @@ def run(args: argparse.Namespace) -> int:
 
     if args.baseline and not args.html:
         raise UsageError("--baseline goes with --html (overlap check takes its own --baseline)")
-    baseline = None
+    baseline = baseline_trace = baseline_manifest = None
     if args.baseline:
-        from overlap.check import load_baseline
+        from pathlib import Path
 
-        baseline = load_baseline(args.baseline)
+        if Path(args.baseline).is_dir() or args.baseline.endswith(".xplane.pb"):
+            from overlap.reader import read_trace
+            from overlap.rundir import load_manifest
+
+            baseline_trace = read_trace(args.baseline)
+            baseline = analysis.analyze(baseline_trace, hidden_threshold=args.hidden_threshold,
+                                        exposed_threshold=args.exposed_threshold, top=args.top)
+            if Path(args.baseline).is_dir():
+                baseline_manifest = load_manifest(args.baseline)
+        else:
+            from overlap.check import load_baseline
+
+            baseline = load_baseline(args.baseline)
     trace, result = read_and_analyze(args)
     offload = offload_section(args.path, result)
     if offload is not None:
@@ -99,8 +112,14 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from overlap.html_report import write_html
 
+        from pathlib import Path
+
+        from overlap.rundir import load_manifest
+
         _refuse_overwrite_of_capture(args.html)
-        write_html(result, trace, args.html, baseline=baseline)
+        manifest = load_manifest(args.path) if Path(args.path).is_dir() else None
+        write_html(result, trace, args.html, baseline=baseline, manifest=manifest,
+                   baseline_trace=baseline_trace, baseline_manifest=baseline_manifest)
         print(f"wrote {args.html}", file=sys.stderr)
     if args.json:
         sys.stdout.write(render.to_json(result))
