@@ -1204,15 +1204,8 @@ def _concat(parts: list[dict], files: list[Path]) -> Trace:
     backends = {p["backend"] for p in parts}
     backend = next(iter(backends)) if len(backends) == 1 else (
         "gpu" if "gpu" in backends else "tpu" if "tpu" in backends else "cpu")
-    hosts_seen: dict[str, int] = {}
-    capture = {}
-    for p in parts:
-        h = p["host"]
-        if h in hosts_seen:  # two files naming the same host: keep both, apart
-            hosts_seen[h] += 1
-        else:
-            hosts_seen[h] = 0
-        capture[h] = p["capture"]
+    # Host names come from file names, which are unique within a session directory.
+    capture = {p["host"]: p["capture"] for p in parts}
     transfers = cat("transfers", TRANSFER_COLUMNS)
     compute = cat("compute", COMPUTE_COLUMNS)
     transfers = _sort_by_device_start(transfers)
