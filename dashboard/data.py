@@ -459,11 +459,9 @@ def peak_memory_bytes(data: RunData) -> tuple[int | None, str]:
     if isinstance(ma, dict):
         peak = _find_number(ma, ("peak_memory_in_bytes", "peak_bytes"))
         if peak is None:
-            parts = [_find_number(ma, (k,)) for k in (
-                "argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes")]
-            alias = _find_number(ma, ("alias_size_in_bytes",)) or 0
-            if any(p is not None for p in parts):
-                peak = sum(p or 0 for p in parts) - alias
+            from overlap.compare import memory_analysis_peak
+
+            peak = memory_analysis_peak(ma)
         if peak is not None:
             return int(peak), "compile"
     return None, ""

@@ -80,8 +80,7 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
     if isinstance(heap, dict) and heap.get("peak_bytes") is not None:
         peak, peak_source = int(heap["peak_bytes"]), "heap simulator (program order)"
     elif mem and "temp_size_in_bytes" in mem:
-        peak = int(mem.get("temp_size_in_bytes", 0) + mem.get("argument_size_in_bytes", 0)
-                   + mem.get("output_size_in_bytes", 0) - mem.get("alias_size_in_bytes", 0))
+        peak = memory_analysis_peak(mem)
         peak_source = "memory_analysis (temp + arguments + outputs - aliases)"
     elif len(trace.memory):
         peak = int(trace.memory["peak_bytes_in_use"].max())
@@ -129,6 +128,16 @@ def executed_copies(result: dict) -> dict[str, dict]:
     return {d: {"count_per_step": by_dir.get(d, {}).get("count", 0) / n_steps,
                 "bytes_per_step": by_dir.get(d, {}).get("bytes", 0) / n_steps}
             for d in ("D2H", "H2D")}
+
+
+def memory_analysis_peak(mem: dict[str, Any]) -> int | None:
+    """Device bytes a program holds at once by `compiled.memory_analysis()`: temp + arguments +
+    outputs - aliases (donated buffers counted once); None when none of the sizes is known."""
+    parts = [mem.get(k) for k in ("temp_size_in_bytes", "argument_size_in_bytes",
+                                  "output_size_in_bytes")]
+    if all(p is None for p in parts):
+        return None
+    return int(sum(p or 0 for p in parts) - (mem.get("alias_size_in_bytes") or 0))
 
 
 def offload_check(planned: dict, executed: dict, policy_offloads: bool) -> dict[str, Any]:
