@@ -10,7 +10,7 @@ every reader per round, medians over rounds), so machine noise hits all readers 
 memory is measured separately: each reader runs once in a fresh subprocess, which reports its
 own peak RSS (`VmHWM`, import baseline subtracted), so readers do not inherit each other's heap.
 
-Inputs are SYNTHETIC files from `overlap.synthetic_bulk`, cached in `benchmarks/.cache/`, plus
+Inputs are SYNTHETIC files from `overlap.trace.synthetic_bulk`, cached in `benchmarks/.cache/`, plus
 the largest real captures in `sample_traces/` if that folder exists.
 """
 
@@ -41,7 +41,7 @@ SIZES = {"10k": 10_000, "100k": 100_000, "1M": 1_000_000, "5M": 5_000_000}
 
 
 def bare_decode(path: str):
-    from overlap.protos import XSpace
+    from overlap.trace.protos import XSpace
 
     xs = XSpace()
     with open(path, "rb") as f:
@@ -50,7 +50,7 @@ def bare_decode(path: str):
 
 
 def overlap_read(path: str):
-    from overlap.reader import read_trace
+    from overlap.trace.reader import read_trace
 
     t = read_trace(path)
     return len(t.transfers)
@@ -58,10 +58,10 @@ def overlap_read(path: str):
 
 def overlap_report(path: str):
     """File to the `overlap report --json` text: read, analyze, serialize."""
-    from overlap.reader import read_trace
+    from overlap.trace.reader import read_trace
 
     try:
-        from overlap.analysis import analyze
+        from overlap.analysis.overlap import analyze
     except ImportError:  # analysis not there yet: time the reader alone
         return overlap_read(path)
     return len(json.dumps(analyze(read_trace(path))))
@@ -150,7 +150,7 @@ def readers_for(kind: str) -> list[str]:
 
 
 def synthetic_inputs(sizes: list[str], cache: Path) -> list[dict]:
-    from overlap import synthetic_bulk
+    from overlap.trace import synthetic_bulk
 
     out = []
     cache.mkdir(parents=True, exist_ok=True)
@@ -228,17 +228,17 @@ def warm_imports(name: str) -> None:
     import numpy  # noqa: F401
     import pandas  # noqa: F401
 
-    import overlap.reader  # noqa: F401
-    from overlap.protos import XSpace  # noqa: F401
+    import overlap.trace.reader  # noqa: F401
+    from overlap.trace.protos import XSpace  # noqa: F401
     if name == "overlap_report":
-        import overlap.analysis  # noqa: F401
+        import overlap.analysis.overlap  # noqa: F401
     if name == "jaxlib_ProfileData":
         from jax._src.lib import _profile_data  # noqa: F401
     if name == "xprof_async_overlap":
         from xprof.cli.tools import analyze_async_overlap_tool  # noqa: F401
     if name in ("dashboard", "dashboard_cached"):
         import dashboard.data  # noqa: F401
-        import dashboard.figures  # noqa: F401
+        import overlap.report.figures  # noqa: F401
         import plotly.io  # noqa: F401
 
 

@@ -18,7 +18,7 @@ summary rows. The run list is re-discovered on page load and on the Refresh butt
 appear and half-written ones (no run.json yet) do not.
 
 Exports: every graph's modebar has plotly's PNG download; each view has a "Download HTML"
-button (one self-contained page, `overlap.html_report.page_html`); tables export CSV.
+button (one self-contained page, `overlap.report.html.page_html`); tables export CSV.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import dash
 from dash import Dash, Input, Output, State, dash_table, dcc, html
 
 from dashboard import data as rundata
-from dashboard import figures
+from overlap.report import figures
 
 RUN_COLUMNS = [
     ("run", "run"), ("backend", "backend"), ("device", "device"), ("workload", "workload"),
@@ -243,7 +243,7 @@ def create_app(logdirs: list[str | os.PathLike]) -> Dash:
         status = [_error_card(e) for e in errors]
         if any(d.synthetic for _, d in datas):
             status.append(html.Div("SYNTHETIC data in this comparison: written by "
-                                   "overlap.synthetic, not measured.", style=SYNTHETIC_CARD))
+                                   "overlap.trace.synthetic, not measured.", style=SYNTHETIC_CARD))
         return (figs["memory"], figs["step_time"], figs["peak_memory"], figs["overlap"], rows,
                 status)
 
@@ -251,7 +251,7 @@ def create_app(logdirs: list[str | os.PathLike]) -> Dash:
                   State("run-select", "value"), State("step-select", "value"),
                   prevent_initial_call=True)
     def download_run(_, name, step_value):
-        from overlap.html_report import page_html
+        from overlap.report.html import page_html
 
         run = table.find(name)
         if run is None:
@@ -269,7 +269,7 @@ def create_app(logdirs: list[str | os.PathLike]) -> Dash:
                   State("compare-select", "value"), State("baseline", "value"),
                   prevent_initial_call=True)
     def download_compare(_, names, baseline):
-        from overlap.html_report import page_html
+        from overlap.report.html import page_html
 
         datas, _errors = _load_many(table, names, baseline)
         figs = figures.compare_figures(datas, baseline)
@@ -311,7 +311,7 @@ def _status_cards(d: rundata.RunData) -> list:
     r = d.result
     cards = []
     if d.synthetic:
-        cards.append(html.Div("SYNTHETIC: this capture was written by overlap.synthetic, "
+        cards.append(html.Div("SYNTHETIC: this capture was written by overlap.trace.synthetic, "
                               "not measured.", style=SYNTHETIC_CARD, className="synthetic-card"))
     cards.append(html.Div([html.B("Verdict: "), r.get("verdict", "")], id="run-verdict",
                           style=CARD))

@@ -31,14 +31,18 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from overlap import analysis
+from overlap.analysis import overlap as analysis
+from overlap.analysis.memory import peak_memory_bytes
+from overlap.report.rundata import (RunData, default_step, manifest_policy,  # noqa: F401 (re-exported)
+                                    manifest_step_time_ps, manifest_workload, parse_step,
+                                    run_data, step_options)
 
 XPLANE_SUFFIX = ".xplane.pb"
 MANIFEST = "run.json"
@@ -184,89 +188,6 @@ def find_run(runs: list[Run], name: Any) -> Run | None:
 # Loaded data
 
 
-@dataclass
-class RunData:
-    """What the dashboard keeps of a run: the result and compact columnar arrays.
-
-    `compute` arrays: host, device, stream, start_ps, end_ps. `transfers`: the analysis's
-    per-transfer table (host, device, direction, stream, start/end/span/hidden/exposed ps,
-    overlap_ratio, bytes, bandwidth_Bps, hlo_op). `memory`: allocator events (time_ps,
-    bytes_allocated, device, allocator). `program_memory`: program-order live bytes from the
-    HLO (`index`, `bytes`) when the capture carries HLO protos and `overlap.hlo` is available.
-    """
-
-    result: dict[str, Any]
-    backend: str
-    synthetic: bool
-    compute: dict[str, np.ndarray]
-    transfers: dict[str, np.ndarray]
-    memory: dict[str, np.ndarray]
-    program_memory: dict[str, np.ndarray] | None
-    device_names: list[str]
-    manifest: dict[str, Any] = field(default_factory=dict)
-
-
-def _program_memory(trace) -> dict[str, np.ndarray] | None:
-    """Program-order live bytes of the largest HLO module, via overlap.hlo when it exists."""
-    if trace.modules is None or not len(trace.modules):
-        return None
-    try:
-        from overlap import hlo  # written alongside; optional until it lands
-    except ImportError:
-        return None
-    protos = [p for p in trace.modules["hlo_proto"].tolist() if p]
-    if not protos:
-        return None
-    best = None
-    for proto in protos:  # one per compiled program, a handful
-        try:
-            tl = hlo.memory_timeline(proto)
-        except Exception:  # noqa: BLE001 - one unparseable module must not hide the run
-            continue
-        df = getattr(tl, "frame", tl)  # overlap.hlo.MemoryTimeline: .frame has live_bytes
-        col = next((c for c in ("live_bytes", "bytes", "bytes_live") if c in df.columns), None)
-        if col is None or not len(df):
-            continue
-        y = df[col].to_numpy(dtype=np.int64)
-        if best is None or y.max() > best["bytes"].max():
-            best = {"index": np.arange(y.size, dtype=np.int64), "bytes": y}
-    return best
-
-
-def run_data(trace, result: dict[str, Any], manifest: dict[str, Any] | None = None) -> RunData:
-    """Compact RunData from a reader Trace and its analysis result (pure; no I/O)."""
-    th = result.get("thresholds", {})
-    table, _ = analysis.transfer_table(
-        trace, hidden_threshold=th.get("hidden", analysis.DEFAULT_HIDDEN_THRESHOLD),
-        exposed_threshold=th.get("exposed", analysis.DEFAULT_EXPOSED_THRESHOLD))
-    co = trace.compute
-    compute = {
-        "host": co["host"].to_numpy(dtype=object), "device": co["device"].to_numpy(dtype=object),
-        "stream": co["stream"].to_numpy(dtype=np.int64),
-        "start_ps": co["start_ps"].to_numpy(dtype=np.int64),
-        "end_ps": co["end_ps"].to_numpy(dtype=np.int64),
-    }
-    transfers = {c: table[c].to_numpy() for c in (
-        "host", "device", "direction", "start_ps", "end_ps", "span_ps", "hidden_ps",
-        "exposed_ps", "overlap_ratio", "bytes", "bandwidth_Bps", "hlo_op")}
-    # transfer_table keeps the reader's row order, so the stream column lines up.
-    transfers["stream"] = trace.transfers["stream"].to_numpy(dtype=np.int64)
-    mem = trace.memory
-    memory = {
-        "time_ps": mem["time_ps"].to_numpy(dtype=np.int64),
-        "bytes_allocated": mem["bytes_allocated"].to_numpy(dtype=np.int64),
-        "device": mem["device"].to_numpy(dtype=object),
-        "allocator": mem["allocator"].to_numpy(dtype=object),
-    }
-    names = []
-    if trace.devices is not None and len(trace.devices):
-        names = sorted({str(n) for n in trace.devices["name"].dropna().tolist() if n})
-    return RunData(result=result, backend=trace.backend, synthetic=bool(trace.synthetic),
-                   compute=compute, transfers=transfers, memory=memory,
-                   program_memory=_program_memory(trace), device_names=names,
-                   manifest=manifest or {})
-
-
 _cache: OrderedDict[str, tuple[tuple, RunData | RunLoadError]] = OrderedDict()
 _cache_lock = threading.Lock()
 _load_locks: dict[str, threading.Lock] = {}
@@ -299,7 +220,7 @@ def load_run(run: Run) -> RunData:
 
 
 def _load_uncached(run: Run) -> RunData | RunLoadError:
-    from overlap.reader import read_trace
+    from overlap.trace.reader import read_trace
 
     fp = run.fingerprint()
     cached = _disk_get(fp)
@@ -414,77 +335,6 @@ def clear_cache() -> None:
 # Per-run facts for the tables
 
 
-def _find_number(d: dict[str, Any], keys: tuple[str, ...]) -> float | None:
-    """First numeric value under any of `keys`, at the top level or one level down."""
-    for k in keys:
-        v = d.get(k)
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return float(v)
-    for v in d.values():
-        if isinstance(v, dict):
-            found = _find_number(v, keys)
-            if found is not None:
-                return found
-    return None
-
-
-def manifest_step_time_ps(manifest: dict[str, Any]) -> int | None:
-    """Step time measured without the profiler, if the manifest recorded one.
-
-    overlap.capture writes `step_ns`, the list of unprofiled step times (median taken, as
-    `overlap compare` does); other keys cover hand-written manifests.
-    """
-    step_ns = manifest.get("step_ns")
-    if isinstance(step_ns, list) and step_ns:
-        return int(np.median(np.asarray(step_ns, dtype=np.int64))) * 1000
-    for keys, scale in ((("step_time_ps", "step_ps", "mean_step_ps"), 1),
-                        (("step_time_ns", "mean_step_ns"), 1_000),
-                        (("step_time_us", "mean_step_us"), 1_000_000),
-                        (("step_time_ms", "mean_step_ms", "unprofiled_step_ms"), 1_000_000_000),
-                        (("step_time_s", "mean_step_s"), 1_000_000_000_000)):
-        v = _find_number(manifest, keys)
-        if v is not None:
-            return int(round(v * scale))
-    return None
-
-
-def peak_memory_bytes(data: RunData) -> tuple[int | None, str]:
-    """Peak device memory and where it came from: allocator events, HLO program order, or the
-    manifest's compile-time memory analysis."""
-    if data.memory["bytes_allocated"].size:
-        return int(data.memory["bytes_allocated"].max()), "allocator"
-    if data.program_memory is not None and data.program_memory["bytes"].size:
-        return int(data.program_memory["bytes"].max()), "hlo"
-    ma = data.manifest.get("memory_analysis")
-    if isinstance(ma, dict):
-        peak = _find_number(ma, ("peak_memory_in_bytes", "peak_bytes"))
-        if peak is None:
-            from overlap.compare import memory_analysis_peak
-
-            peak = memory_analysis_peak(ma)
-        if peak is not None:
-            return int(peak), "compile"
-    return None, ""
-
-
-def manifest_policy(m: dict[str, Any]) -> tuple[str, str]:
-    """(policy name, category) from a run.json, whose `policy` is a dict written by
-    overlap.capture (older or hand-written manifests may hold a bare name)."""
-    pol = m.get("policy")
-    if isinstance(pol, dict):
-        return str(pol.get("name") or ""), str(pol.get("category") or "")
-    return str(pol or ""), str(m.get("category") or "")
-
-
-def manifest_workload(m: dict[str, Any]) -> str:
-    """`name:size` of a run.json's workload (a dict from overlap.capture, or a bare string)."""
-    wl = m.get("workload")
-    if isinstance(wl, dict):
-        name, size = wl.get("name") or "", wl.get("size")
-        return f"{name}:{size}" if size else str(name)
-    return str(wl or "")
-
-
 def run_row(run: Run) -> dict[str, Any]:
     """One Runs-table row (display units); a broken run gets its error in `verdict`."""
     m = run.manifest()
@@ -540,32 +390,6 @@ def default_baseline(runs: list[Run]) -> str | None:
     return runs[0].name if runs else None
 
 
-def step_options(data: RunData) -> list[dict[str, Any]]:
-    """Dropdown options for the steps of a run: value `host|step`."""
-    return [{"label": f"step {s['step']} ({s['duration_ps'] / 1e9:.3f} ms)"
-             + (f" on {s['host']}" if len(data.result.get("hosts", [])) > 1 else ""),
-             "value": f"{s['host']}|{s['step']}"} for s in data.result.get("steps", [])]
-
-
-def default_step(data: RunData) -> tuple[str, int] | None:
-    """The step with the most exposed wall time (ties: the earliest), else None."""
-    steps = data.result.get("steps", [])
-    if not steps:
-        return None
-    worst = max(steps, key=lambda s: (s["exposed_wall_ps"], -s["start_ps"]))
-    return worst["host"], int(worst["step"])
-
-
-def parse_step(value: Any, data: RunData) -> tuple[str, int] | None:
-    """A `host|step` dropdown value, checked against the run's steps (else the default)."""
-    if isinstance(value, str) and "|" in value:
-        host, _, step = value.rpartition("|")
-        for s in data.result.get("steps", []):
-            if s["host"] == host and str(s["step"]) == step:
-                return host, int(s["step"])
-    return default_step(data)
-
-
 def prepare_run_view(run: Run, step: tuple[str, int] | None = None) -> dict[str, Any]:
     """All server-side work for the Run view's first render; returns its parts.
 
@@ -575,7 +399,7 @@ def prepare_run_view(run: Run, step: tuple[str, int] | None = None) -> dict[str,
     """
     import plotly.io as pio
 
-    from dashboard import figures
+    from overlap.report import figures
 
     data = load_run(run)
     step = step or default_step(data)

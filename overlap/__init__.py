@@ -12,8 +12,20 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from overlap.errors import InputError, OverlapError, UsageError  # noqa: E402
-from overlap.reader import Trace, read_trace  # noqa: E402
-from overlap.check import assert_hidden  # noqa: E402
+from overlap.trace.reader import Trace, read_trace  # noqa: E402
+from overlap.report.gate import assert_hidden  # noqa: E402
 
 __all__ = ["__version__", "InputError", "OverlapError", "UsageError", "Trace", "read_trace",
            "assert_hidden"]
+
+# Subpackages load on first use (`import overlap; overlap.capture.profile_steps(...)`): capture
+# and plan import jax, which `overlap report` never needs.
+_SUBPACKAGES = ("analysis", "capture", "cli", "hlo", "plan", "report", "runs", "trace")
+
+
+def __getattr__(name: str):
+    if name in _SUBPACKAGES:
+        import importlib
+
+        return importlib.import_module(f"overlap.{name}")
+    raise AttributeError(f"module 'overlap' has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """`python -m overlap` is the same as the `overlap` console script."""
 
-from overlap.cli import run
+from overlap.cli.main import run
 
 run()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from overlap.synthetic import gpu_offload_scenario
+from overlap.trace.synthetic import gpu_offload_scenario
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts"

@@ -1,4 +1,4 @@
-"""Golden, cross-check and property tests for `overlap.analysis`.
+"""Golden, cross-check and property tests for `overlap.analysis.overlap`.
 
 Golden traces are tiny SYNTHETIC captures whose answers are known by construction; expected
 values are written as the arithmetic that produces them. The TPU traces are also analyzed by
@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from overlap import analysis
-from overlap.analysis import Coverage, analyze, merge_intervals, subtract_intervals
-from overlap.protos import XSpace
-from overlap.reader import (COMPUTE_COLUMNS, STEP_COLUMNS, TRANSFER_COLUMNS, Trace, _concat,
+from overlap.analysis import overlap as analysis
+from overlap.analysis.overlap import Coverage, analyze, merge_intervals, subtract_intervals
+from overlap.trace.protos import XSpace
+from overlap.trace.reader import (COMPUTE_COLUMNS, STEP_COLUMNS, TRANSFER_COLUMNS, Trace, _concat,
                             _frame, load_xspace, read_xspace)
-from overlap.synthetic import SyntheticTrace, gpu_offload_scenario
+from overlap.trace.synthetic import SyntheticTrace, gpu_offload_scenario
 
 US = 1_000_000  # picoseconds per microsecond
 
@@ -256,7 +256,7 @@ def test_exposed_wall_counts_concurrent_copies_once_and_clips_to_step():
 
 
 def xprof_events(path: Path):
-    """Our own raw plane walker: XSpace -> xprof TimelineEvents, no overlap.reader involved."""
+    """Our own raw plane walker: XSpace -> xprof TimelineEvents, no overlap.trace.reader involved."""
     from xprof.cli.internal.async_overlap import TimelineEvent
 
     xs = XSpace()

@@ -14,11 +14,12 @@ from pathlib import Path
 import jax
 import pytest
 
-from overlap import capture as cap_mod
-from overlap import hlo, rundir
-from overlap.protos import XSpace
-from overlap.sweep import label_for, sweep
-from overlap.workloads import load_workload
+from overlap.capture import api as cap_mod
+from overlap.hlo import program as hlo
+from overlap.runs import rundir
+from overlap.trace.protos import XSpace
+from overlap.capture.sweep import label_for, sweep
+from overlap.capture.workloads import load_workload
 
 pytestmark = pytest.mark.slow  # real JAX captures
 
@@ -27,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def step_events(run_dir, step_name="train") -> list[int]:
     """step_num of every `step_name` root event (stat _r) in the run's host planes, read from
-    the raw XSpace (independent of overlap.reader)."""
+    the raw XSpace (independent of overlap.trace.reader)."""
     nums = []
     for f in rundir.find_xplane_files(run_dir):
         xs = XSpace.FromString(f.read_bytes())
@@ -178,7 +179,7 @@ def test_attach_to_nothing_fails_cleanly(tmp_path):
 def test_prepare_xla_flags_before_and_after_backend_init():
     code = textwrap.dedent("""
         import os, jax
-        from overlap.capture import prepare_xla_flags
+        from overlap.capture.api import prepare_xla_flags
         a = prepare_xla_flags()
         jax.devices()
         print(a["command_buffer_flag"], os.environ["XLA_FLAGS"])

@@ -1,4 +1,4 @@
-"""The CI gate's logic (`overlap.check`): each check passes and fails where it should."""
+"""The CI gate's logic (`overlap.report.gate`): each check passes and fails where it should."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import pytest
 
 import overlap
-from overlap.analysis import analyze
-from overlap.check import CheckConfig, load_baseline, run_checks
+from overlap.analysis.overlap import analyze
+from overlap.report.gate import CheckConfig, load_baseline, run_checks
 from overlap.errors import InputError, UsageError
-from overlap.synthetic import gpu_offload_scenario
+from overlap.trace.synthetic import gpu_offload_scenario
 from tests.test_analysis import US, make_trace, read_bytes
 
 COPY_PS = 200_000_000  # gpu_offload_scenario's copy length

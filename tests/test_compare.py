@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from overlap.compare import compare, offload_check
+from overlap.analysis.compare import compare, offload_check
 from tests.conftest import SAMPLE_TRACES, run_cli
 
 MS = 1_000_000  # ns

@@ -96,7 +96,7 @@ def test_sec006_no_static_file_route_into_logdir(logdir):
 
 
 def test_sec007_cli_binds_localhost_by_default():
-    from overlap.cli import build_parser
+    from overlap.cli.main import build_parser
 
     args = build_parser().parse_args(["dashboard", "runs"])
     assert args.host == "127.0.0.1" and args.port == 8050

@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard import aggregate, data, figures
-from overlap import analysis
-from overlap.reader import read_trace
+from dashboard import data
+from overlap.report import aggregate, figures
+from overlap.analysis import overlap as analysis
+from overlap.trace.reader import read_trace
 from tests.dashboard_support import COPY_PS, KERNEL_PS, OFFLOAD_HIDDEN_FRACTION, write_run
 
 
@@ -150,7 +151,7 @@ def test_fig008_empty_inputs_give_messages_not_blank_figures():
 
 
 def test_fig009_html_report(offload, tmp_path):
-    from overlap.html_report import write_html
+    from overlap.report.html import write_html
 
     run = write_run(tmp_path, "r", {"policy": "x"}, hidden_fraction=0.5)
     trace = read_trace(run)
@@ -174,7 +175,7 @@ def test_fig010_prepare_run_view(tmp_path):
 
 
 def test_runs_table_reads_real_manifests_from_sample_traces():
-    """run.json written by overlap.capture holds policy/workload as dicts: show their names."""
+    """run.json written by overlap.capture.api holds policy/workload as dicts: show their names."""
     from dashboard.data import default_baseline, discover_runs, run_row
     from tests.conftest import SAMPLE_TRACES
 

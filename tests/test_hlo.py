@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from overlap import hlo
-from overlap.protos import HloProto
+from overlap.hlo import program as hlo
+from overlap.trace.protos import HloProto
 
 B, S, D = 2, 2048, 4096
 ACT = f"bf16[{B},{S},{D}]"
@@ -248,7 +248,7 @@ def test_heap_simulator_peak_matches_temp_size(policy):
     heap simulator places buffers at 64-byte-aligned offsets, so a few hundred bytes on a
     27-49 MB heap. A difference of more than 1% would mean we replayed the wrong trace or
     miscounted shared buffers."""
-    from overlap.workloads import load_workload
+    from overlap.capture.workloads import load_workload
 
     w = load_workload("scan", policy)
     compiled = w.step_fn.lower(w.init_state, w.batch).compile()
@@ -263,7 +263,7 @@ def test_heap_simulator_peak_matches_temp_size(policy):
 
 
 def test_hlo_protos_from_profile(cpu_capture):
-    from overlap.paths import find_xplane_files
+    from overlap.trace.paths import find_xplane_files
 
     protos = hlo.hlo_protos_from_xspace(find_xplane_files(cpu_capture)[0])
     name, proto = hlo.pick_module(protos, "jit_f")
@@ -282,7 +282,7 @@ def test_hlo_protos_from_profile(cpu_capture):
 def test_real_compiled_text_parses_completely():
     """Every instruction of a real compiled scan program parses (tuple shapes with /*index=N*/
     comments included), and both the forward and the backward while bodies run 10 times."""
-    from overlap.workloads import load_workload
+    from overlap.capture.workloads import load_workload
 
     w = load_workload("scan", "offload:x")
     text = w.step_fn.lower(w.init_state, w.batch).compile().as_text()

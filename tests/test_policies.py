@@ -9,9 +9,9 @@ import jax.numpy as jnp
 import pytest
 from jax._src.ad_checkpoint import saved_residuals  # public print_saved_residuals prints only
 
-from overlap import policies
-from overlap.policies import get_policy
-from overlap.workloads import TRANSFORMER_SIZES, _decoder_layer, _init_params, load_workload, parse_spec
+from overlap.capture import policies
+from overlap.capture.policies import get_policy
+from overlap.capture.workloads import TRANSFORMER_SIZES, _decoder_layer, _init_params, load_workload, parse_spec
 
 MAXTEXT = ["full", "minimal", "minimal_with_context", "save_dot_except_mlp", "save_dot_except_mlpwi",
            "save_dot_with_context_except_mlp", "save_qkv_proj", "save_out_proj",
@@ -104,9 +104,9 @@ def test_none_saves_more_than_everything_remat(layer_args):
 def test_workload_spec_parsing():
     assert parse_spec("transformer")[1:] == ("transformer", "tiny")
     assert parse_spec("scan:small")[1:] == ("scan", "small")
-    maker, name, size = parse_spec("overlap.workloads:make_scan:tiny")
-    assert name == "overlap.workloads:make_scan" and size == "tiny"
-    for bad in ("nope", "transformer:tiny:x", "overlap.workloads:missing", "no_such_module_xyz:f"):
+    maker, name, size = parse_spec("overlap.capture.workloads:make_scan:tiny")
+    assert name == "overlap.capture.workloads:make_scan" and size == "tiny"
+    for bad in ("nope", "transformer:tiny:x", "overlap.capture.workloads:missing", "no_such_module_xyz:f"):
         with pytest.raises(ValueError):
             parse_spec(bad)
     with pytest.raises(ValueError, match="valid: tiny"):
@@ -130,7 +130,7 @@ def test_user_workload_tuple_protocol(monkeypatch, tmp_path):
 def test_params_variant_places_state_on_pinned_host():
     w = load_workload("params", "full")
     kinds = {a.sharding.memory_kind for a in jax.tree.leaves(w.init_state)}
-    from overlap.workloads import pinned_host_support
+    from overlap.capture.workloads import pinned_host_support
 
     ok, why = pinned_host_support()
     if ok:

@@ -21,7 +21,7 @@ def test_our_schema_coexists_with_xprof_in_one_process():
     pytest.importorskip("xprof")
     from xprof.convert import raw_to_tool_data  # noqa: F401  (registers xprof's protos)
 
-    from overlap.protos import XSpace
+    from overlap.trace.protos import XSpace
 
     xs = XSpace()
     xs.planes.add().name = "/host:CPU"

@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
-from overlap.protos import XSpace
-from overlap.reader import (copy_start_direction, load_xspace, parse_details, read_trace,
+from overlap.trace.protos import XSpace
+from overlap.trace.reader import (copy_start_direction, load_xspace, parse_details, read_trace,
                             read_xspace, shape_bytes)
-from overlap.synthetic import LINE_TIMESTAMP_NS, SyntheticTrace, U64, gpu_offload_scenario
+from overlap.trace.synthetic import LINE_TIMESTAMP_NS, SyntheticTrace, U64, gpu_offload_scenario
 
 US = 1_000_000  # picoseconds per microsecond
 

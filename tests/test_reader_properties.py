@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from overlap.protos import XSpace
-from overlap.reader import read_xspace
-from overlap.synthetic import SyntheticTrace
+from overlap.trace.protos import XSpace
+from overlap.trace.reader import read_xspace
+from overlap.trace.synthetic import SyntheticTrace
 
 US = 1_000_000
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from overlap.synthetic import gpu_offload_scenario
+from overlap.trace.synthetic import gpu_offload_scenario
 from tests.conftest import REPO
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "overlap"
@@ -176,7 +176,7 @@ def test_cpu_capture_no_transfers(cli, cpu_capture):
 
 
 def test_report_html_writes_a_self_contained_page(tmp_path):
-    from overlap.synthetic import gpu_offload_scenario
+    from overlap.trace.synthetic import gpu_offload_scenario
     from tests.conftest import run_cli
 
     f = gpu_offload_scenario(steps=2, layers=2, hidden_fraction=0.5).write(tmp_path / "g.xplane.pb")

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from overlap import rundir
-from overlap.capture import profile_steps
+from overlap.runs import rundir
+from overlap.capture.api import profile_steps
 from overlap.errors import InputError
 
 pytestmark = pytest.mark.slow  # real JAX captures

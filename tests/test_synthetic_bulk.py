@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from overlap import synthetic_bulk
-from overlap.protos import XSpace
-from overlap.reader import read_trace
+from overlap.trace import synthetic_bulk
+from overlap.trace.protos import XSpace
+from overlap.trace.reader import read_trace
 
 
 def _varint_ref(v: int) -> bytes:
@@ -57,7 +57,7 @@ def test_bulk_file_parses_and_reads_back_truth(tmp_path, backend):
 
 @pytest.mark.parametrize("backend", ["gpu", "tpu"])
 def test_bulk_hidden_time_matches_construction(tmp_path, backend):
-    analysis = pytest.importorskip("overlap.analysis")
+    analysis = pytest.importorskip("overlap.analysis.overlap")
     p = tmp_path / f"{backend}.xplane.pb"
     truth = synthetic_bulk.write(p, backend, 2000)
     r = analysis.analyze(read_trace(p))

@@ -1,4 +1,4 @@
-"""Regenerate overlap/protos/*.desc from the .proto files beside them.
+"""Regenerate overlap/trace/protos/*.desc from the .proto files beside them.
 
 The package loads its schemas from these serialized FileDescriptorSets into a private descriptor
 pool instead of shipping protoc's generated *_pb2.py: generated code pins the protobuf runtime to
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-PROTO_DIR = Path(__file__).resolve().parent.parent / "overlap" / "protos"
+PROTO_DIR = Path(__file__).resolve().parent.parent / "overlap" / "trace" / "protos"
 NAMES = ("xplane", "hlo")
 
 

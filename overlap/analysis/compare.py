@@ -1,0 +1,335 @@
+"""Compare runs of the same step under different remat/offload policies.
+
+`summarize_run(dir)` reads one run directory (its `run.json` manifest when present, and its
+capture) into a flat summary; `compare(summaries, baseline=None)` is pure and returns one
+JSON-ready result: a row per run, deltas against a baseline, and a verdict per offload run.
+
+Metrics per run:
+
+* step time: median and spread (min, max) of the wall-clock step times measured **without the
+  profiler** (`run.json` `step_ns`); a bare capture without a manifest falls back to the step
+  annotations in the trace, which include the profiler's own overhead (flagged `step_source`).
+* peak device memory: the heap-simulator peak of the step's HLO program (`heap_simulator`, what
+  xprof's memory viewer shows, program order) when the manifest has it, else
+  `memory_analysis` temp + argument + output - alias, else the allocator's `peak_bytes_in_use`
+  from the trace. `peak_source` says which; only like-for-like sources are compared.
+* bytes moved per step D2H/H2D, overlap ratio per direction and exposed time per step: from the
+  trace (`overlap.analysis.overlap`).
+* planned vs executed copies: the compiled HLO's offload inventory (copies to/from host memory
+  space S(5) per program run) against the transfers the trace shows per step.
+
+Baseline: `--baseline` names a run; by default the full-remat run (policy `full` or
+`nothing_saveable`), else any remat run. The memory reference for offload runs is the no-remat
+run (`everything_saveable`/`none`) when present: offload exists to save that memory.
+
+Break-even: offload pays when moving the bytes costs less than recomputing them. Both sides are
+shown from measurements: recompute cost per step = step(full remat) - step(no remat); transfer
+cost per step = the offload run's exposed transfer time per step (what the step actually waited)
+next to its total in-flight time (what it would cost if nothing hid). Blind spot: the no-remat
+run may not fit in memory at the sizes where offload matters; then recompute cost is unknown.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from overlap.analysis.memory import memory_analysis_peak
+from overlap.errors import InputError, UsageError
+
+FULL_REMAT = ("full", "nothing_saveable")
+
+
+def _median_spread(values: list[int]) -> tuple[int | None, int | None, int | None]:
+    if not values:
+        return None, None, None
+    arr = np.asarray(values, dtype=np.int64)
+    return int(np.median(arr)), int(arr.min()), int(arr.max())
+
+
+def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
+                  trace=None) -> dict[str, Any]:
+    """One run's summary (reads the manifest and the capture)."""
+    from overlap.analysis import overlap as analysis
+    from overlap.trace.reader import read_trace
+    from overlap.runs.rundir import load_manifest
+
+    p = Path(run_dir)
+    manifest = load_manifest(p) if p.is_dir() else None
+    if trace is None:
+        trace = read_trace(p)
+    if result is None:
+        result = analysis.analyze(trace)
+    policy = (manifest or {}).get("policy") or {}
+    label = (manifest or {}).get("label") or p.name
+    n_steps = max(len(result.get("steps") or []), 1)
+
+    step_ns = list((manifest or {}).get("step_ns") or [])
+    step_source = "unprofiled wall clock (run.json)"
+    if not step_ns:
+        st = trace.steps
+        step_ns = [int(d) // 1000 for d in (st["end_ps"] - st["start_ps"]).tolist()]
+        step_source = "step annotations in the trace (includes profiler overhead)"
+    med, lo, hi = _median_spread(step_ns)
+
+    peak, peak_source = None, None
+    heap = (manifest or {}).get("heap_simulator") or {}
+    mem = (manifest or {}).get("memory_analysis") or {}
+    if isinstance(heap, dict) and heap.get("peak_bytes") is not None:
+        peak, peak_source = int(heap["peak_bytes"]), "heap simulator (program order)"
+    elif mem and "temp_size_in_bytes" in mem:
+        peak = memory_analysis_peak(mem)
+        peak_source = "memory_analysis (temp + arguments + outputs - aliases)"
+    elif len(trace.memory):
+        peak = int(trace.memory["peak_bytes_in_use"].max())
+        peak_source = "allocator peak_bytes_in_use (trace)"
+
+    by_dir = result.get("by_direction", {})
+    planned = planned_copies(manifest)
+    executed = executed_copies(result)
+    summ = result.get("summary", {})
+    step_summary = result.get("step_summary") or {}
+    return {
+        "run": str(p), "label": label, "policy": policy.get("name") or label,
+        "category": policy.get("category"), "offloads": bool(policy.get("offloaded")),
+        "backend": result.get("backend"), "synthetic": bool(result.get("synthetic")),
+        "device": ((manifest or {}).get("backend") or {}).get("device_kind"),
+        "workload": ((manifest or {}).get("workload") or {}).get("description"),
+        "step_ns_median": med, "step_ns_min": lo, "step_ns_max": hi, "steps": len(step_ns),
+        "step_source": step_source,
+        "peak_bytes": peak, "peak_source": peak_source,
+        "memory_analysis": mem or None,
+        "d2h_bytes_per_step": executed["D2H"]["bytes_per_step"],
+        "h2d_bytes_per_step": executed["H2D"]["bytes_per_step"],
+        "d2h_overlap": by_dir.get("D2H", {}).get("overlap_ratio"),
+        "h2d_overlap": by_dir.get("H2D", {}).get("overlap_ratio"),
+        "overlap_ratio": summ.get("overlap_ratio"),
+        "exposed_ps_per_step": step_summary.get("mean_exposed_wall_ps"),
+        "in_flight_ps_per_step": (summ.get("span_ps") or 0) // n_steps,
+        "transfers": summ.get("transfers", 0), "status": result.get("status"),
+        "verdict_overlap": result.get("verdict"),
+        "planned": planned, "executed": executed,
+        "offload_happened": offload_check(planned, executed, bool(policy.get("offloaded"))),
+    }
+
+
+def planned_copies(manifest: dict | None) -> dict[str, dict]:
+    """Per direction, the compiled HLO's offload inventory from a run manifest ({} if none)."""
+    inv = (manifest or {}).get("offload_inventory") or {}
+    return {d: (inv.get(d) or {}) for d in ("D2H", "H2D")} if isinstance(inv, dict) else {}
+
+
+def executed_copies(result: dict) -> dict[str, dict]:
+    """Per direction, the transfers the trace shows per step (steps from the step annotations)."""
+    n_steps = max(len(result.get("steps") or []), 1)
+    by_dir = result.get("by_direction", {})
+    return {d: {"count_per_step": by_dir.get(d, {}).get("count", 0) / n_steps,
+                "bytes_per_step": by_dir.get(d, {}).get("bytes", 0) / n_steps}
+            for d in ("D2H", "H2D")}
+
+
+def offload_check(planned: dict, executed: dict, policy_offloads: bool) -> dict[str, Any]:
+    """Did offload happen? The compiled HLO's copies per step against the trace's transfers."""
+    lines = []
+    status = "ok"
+    for d in ("D2H", "H2D"):
+        plan = planned.get(d) or {}
+        want = plan.get("executed_count", plan.get("count"))
+        want_bytes = plan.get("executed_bytes", plan.get("bytes"))
+        got = executed.get(d, {}).get("count_per_step", 0)
+        got_bytes = executed.get(d, {}).get("bytes_per_step", 0)
+        if want is None:
+            lines.append(f"{d}: no compiled-HLO inventory; trace shows {got:g} copies per step")
+            continue
+        if want == 0 and got == 0:
+            lines.append(f"{d}: no copies planned, none executed")
+            continue
+        same = abs(got - want) < 0.5 and (not want_bytes or abs(got_bytes - want_bytes)
+                                         <= 0.01 * want_bytes)
+        lines.append(f"{d}: HLO plans {want} copies ({_mib(want_bytes)}) per step, trace shows "
+                     f"{got:g} ({_mib(got_bytes)})" + ("" if same else "  <- differ"))
+        if not same:
+            status = "differ"
+    planned_any = any((planned.get(d) or {}).get("executed_count", (planned.get(d) or {}).get(
+        "count", 0)) for d in ("D2H", "H2D"))
+    executed_any = any(executed.get(d, {}).get("count_per_step", 0) for d in ("D2H", "H2D"))
+    if policy_offloads and not planned_any and not executed_any:
+        status = "no_offload"
+        lines.append("the policy asks for offload, but the compiled program has no host copies "
+                     "(XLA:CPU compiles offload away; on GPU/TPU check the names exist)")
+    return {"status": status, "lines": lines}
+
+
+def _mib(n) -> str:
+    return "?" if n is None else f"{n / (1 << 20):.1f} MiB"
+
+
+def _pick_baseline(rows: list[dict], baseline: str | None) -> dict | None:
+    if baseline:
+        for r in rows:
+            if baseline in (r["label"], r["run"], Path(r["run"]).name, r["policy"]):
+                return r
+        names = ", ".join(r["label"] for r in rows)
+        raise UsageError(f"--baseline {baseline!r} is none of the runs ({names})")
+    for want in FULL_REMAT:
+        for r in rows:
+            if r["policy"] == want:
+                return r
+    return next((r for r in rows if r["category"] == "remat"), None)
+
+
+def _frac(a, b) -> float | None:
+    if a is None or b in (None, 0):
+        return None
+    return (a - b) / b
+
+
+def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
+    """Deltas and verdicts for run summaries (pure)."""
+    if not rows:
+        raise UsageError("compare needs at least one run")
+    base = _pick_baseline(rows, baseline)
+    no_remat = next((r for r in rows if r["category"] == "no-remat"), None)
+    out_rows = []
+    for r in rows:
+        row = dict(r)
+        row["is_baseline"] = base is not None and r is base
+        row["step_delta"] = _frac(r["step_ns_median"], base["step_ns_median"]) if base else None
+        same_src = base is not None and r["peak_source"] == base["peak_source"]
+        row["peak_delta"] = _frac(r["peak_bytes"], base["peak_bytes"]) if same_src else None
+        row["peak_delta_vs_no_remat"] = (
+            _frac(r["peak_bytes"], no_remat["peak_bytes"])
+            if no_remat is not None and r["peak_source"] == no_remat["peak_source"] else None)
+        row["verdict"] = None if row["is_baseline"] else _verdict(row, base, no_remat)
+        out_rows.append(row)
+    breakeven = None
+    if base is not None and no_remat is not None and base["step_ns_median"] is not None \
+            and no_remat["step_ns_median"] is not None:
+        recompute = base["step_ns_median"] - no_remat["step_ns_median"]
+        breakeven = {
+            "recompute_ns_per_step": recompute,
+            "from": f"{base['label']} - {no_remat['label']}",
+            "offload": [{"label": r["label"],
+                         "exposed_ns_per_step": None if r["exposed_ps_per_step"] is None
+                         else r["exposed_ps_per_step"] // 1000,
+                         "in_flight_ns_per_step": r["in_flight_ps_per_step"] // 1000,
+                         # No transfers means no offload happened: nothing to weigh.
+                         "pays": None if r["exposed_ps_per_step"] is None or not r["transfers"]
+                         else r["exposed_ps_per_step"] // 1000 < recompute}
+                        for r in rows if r["offloads"]],
+        }
+    return {
+        "baseline": base["label"] if base else None,
+        "no_remat": no_remat["label"] if no_remat else None,
+        "synthetic": any(r["synthetic"] for r in rows),
+        "runs": out_rows,
+        "breakeven": breakeven,
+        "verdicts": [r["verdict"] for r in out_rows if r["verdict"]],
+    }
+
+
+def _pct(x: float) -> str:
+    return f"{abs(x) * 100:.1f}%"
+
+
+def _verdict(row: dict, base: dict | None, no_remat: dict | None) -> str | None:
+    parts = []
+    if row["step_delta"] is not None and base is not None:
+        word = "faster" if row["step_delta"] < 0 else "slower"
+        parts.append(f"{_pct(row['step_delta'])} {word} than {base['label']}")
+    ref = no_remat if row["peak_delta_vs_no_remat"] is not None else None
+    if ref is not None and row["run"] != ref["run"]:
+        d = row["peak_delta_vs_no_remat"]
+        parts.append(f"{_pct(d)} {'less' if d < 0 else 'more'} peak memory than {ref['label']}")
+    elif row["peak_delta"] is not None and base is not None:
+        d = row["peak_delta"]
+        parts.append(f"{_pct(d)} {'less' if d < 0 else 'more'} peak memory than {base['label']}")
+    if row["transfers"]:
+        parts.append(f"{(row['overlap_ratio'] or 0) * 100:.0f}% of transfer time hidden")
+    elif row["offloads"]:
+        parts.append("no transfers in the trace")
+    if not parts:
+        return None
+    return f"{row['label']}: " + ", ".join(parts)
+
+
+def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None) -> dict[str, Any]:
+    """Expand log directories into runs, summarize each, compare."""
+    from overlap.runs.rundir import is_complete, list_runs
+
+    runs: list[Path] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise InputError(p, "no such file or directory")
+        if p.is_dir() and not is_complete(p) and not (p / "plugins").is_dir():
+            found = list_runs(p)
+            if not found:
+                raise InputError(p, "no complete runs here (a run has run.json and a capture)")
+            runs.extend(found)
+        else:
+            runs.append(p)
+    return compare([summarize_run(r) for r in runs], baseline)
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def _ms(ns) -> str:
+    return "-" if ns is None else f"{ns / 1e6:.2f} ms"
+
+
+def _ratio(x) -> str:
+    return "-" if x is None else f"{x * 100:.0f}%"
+
+
+def _delta(x) -> str:
+    return "" if x is None else f" ({'+' if x >= 0 else '-'}{abs(x) * 100:.1f}%)"
+
+
+def render_text(res: dict[str, Any]) -> str:
+    out = []
+    if res["synthetic"]:
+        out.append("SYNTHETIC data in this comparison (written by overlap.trace.synthetic)")
+    out.append(f"baseline: {res['baseline'] or '(none: no remat run)'}"
+               + (f"   no-remat reference: {res['no_remat']}" if res["no_remat"] else ""))
+    head = (f"{'run':<22}{'step (median)':>22}{'spread':>18}{'peak memory':>24}"
+            f"{'D2H/step':>11}{'H2D/step':>11}{'D2H hid':>8}{'H2D hid':>8}{'exposed/step':>13}")
+    out.append(head)
+    for r in res["runs"]:
+        spread = "-" if r["step_ns_min"] is None else \
+            f"{r['step_ns_min'] / 1e6:.2f}-{r['step_ns_max'] / 1e6:.2f}"
+        peak = "-" if r["peak_bytes"] is None else f"{r['peak_bytes'] / (1 << 20):.1f} MiB"
+        exp = "-" if r["exposed_ps_per_step"] is None else _ms(r["exposed_ps_per_step"] / 1000)
+        name = r["label"] + (" *" if r["is_baseline"] else "")
+        out.append(f"{name:<22}{_ms(r['step_ns_median']) + _delta(r['step_delta']):>22}"
+                   f"{spread:>18}{peak + _delta(r['peak_delta']):>24}"
+                   f"{_mib(r['d2h_bytes_per_step']):>11}{_mib(r['h2d_bytes_per_step']):>11}"
+                   f"{_ratio(r['d2h_overlap']):>8}{_ratio(r['h2d_overlap']):>8}{exp:>13}")
+    out.append("(* baseline; deltas in parentheses are against it; step times are "
+               + ", ".join(sorted({r['step_source'] for r in res['runs']})) + ")")
+    out.append("")
+    for v in res["verdicts"]:
+        out.append(v)
+    be = res["breakeven"]
+    if be:
+        out.append("")
+        out.append(f"break-even: recomputing costs {_ms(be['recompute_ns_per_step'])} per step "
+                   f"({be['from']})")
+        for o in be["offload"]:
+            pays = {True: "offload pays", False: "offload does not pay",
+                    None: "unknown (no transfers measured)"}[o["pays"]]
+            out.append(f"  {o['label']}: transfers wait {_ms(o['exposed_ns_per_step'])} per step "
+                       f"of {_ms(o['in_flight_ns_per_step'])} in flight -> {pays}")
+    for r in res["runs"]:
+        chk = r["offload_happened"]
+        if r["offloads"] or chk["status"] != "ok":
+            out.append("")
+            out.append(f"did offload happen in {r['label']}? "
+                       + {"ok": "yes", "differ": "partly: plan and trace differ",
+                          "no_offload": "no"}[chk["status"]])
+            out.extend("  " + line for line in chk["lines"])
+    return "\n".join(out)

@@ -1,0 +1,584 @@
+"""How much of each device<->host transfer hides behind compute.
+
+`analyze(trace)` turns the reader's tables into one JSON-serializable dict that every renderer
+(terminal, JSON, JUnit, Markdown), the CI gate (`overlap.report.gate`) and the dashboard consume.
+`verdict(result)` condenses it into one sentence. All times are integer picoseconds on the
+capture's per-host clock; nothing here converts units (renderers do).
+
+Metrics (per transfer, then aggregated):
+
+* A transfer occupies `[start_ps, end_ps)`; `span_ps = end_ps - start_ps`. On GPU that is the
+  `MemcpyD2H`/`MemcpyH2D` activity on its stream; on TPU the `copy-start` begin to `copy-done`
+  end (the `Async XLA Ops` span when the capture has that line).
+* Compute coverage of a device is the union of all its compute intervals: every stream of a
+  GPU, the `XLA Ops` and `Sparse Core Ops` lines of a TPU chip (async start/done ops excluded,
+  as in xprof's `async_overlap`). Overlapping kernels on two streams count once.
+* `hidden_ps = |[start, end) ∩ coverage|`, `exposed_ps = span_ps - hidden_ps`,
+  `overlap_ratio = hidden_ps / span_ps`. A transfer is *hidden* at ratio >= `hidden_threshold`
+  (default 0.9), *exposed* at <= `exposed_threshold` (0.1), else *partial*.
+* Zero-length transfers (`span_ps == 0`; CUPTI does emit them for tiny copies) have no ratio.
+  They are counted in `summary.transfers`, `summary.zero_length` and in bytes, but in no class
+  and add nothing to span/hidden/exposed, so `hidden + partial + exposed + zero_length ==
+  transfers`. (xprof skips such windows the same way.)
+* Aggregates are duration-weighted: `sum(hidden_ps) / sum(span_ps)` over the group (overall,
+  per direction, per device, per HLO op, per step), so one long exposed copy outweighs many
+  tiny hidden ones, as it does in step time.
+* Steps are the windows of the `steps` table (`jax.profiler.StepTraceAnnotation`). A transfer
+  belongs to the step that contains its *start* (its own hidden/exposed time is not clipped);
+  transfers starting outside every step are counted in `step_summary.unassigned_transfers`.
+  `exposed_wall_ps` of a step is the wall time, inside the step window, during which the device
+  has at least one transfer in flight and no compute: `|(∪ transfers ∩ window) \\ coverage|`.
+  Unlike summed `exposed_ps` it does not double-count concurrent copies. With several devices on
+  a host it is the worst device's value (SPMD steps wait for the slowest device);
+  `exposed_frac = exposed_wall_ps / duration_ps`.
+* Achieved bandwidth is `bytes / span` in bytes per second, per transfer and per group
+  (`sum(bytes) / sum(span_ps)`: the mean rate while a copy is in flight; concurrent copies share
+  the link, so it is not link utilisation).
+* Pageable host memory: a GPU copy to or from pageable memory is staged synchronously by the
+  driver and cannot overlap compute; `summary.pageable_share` is the share of bytes that went
+  that way, and `notes` says so when it is non-zero.
+
+Blind spots:
+
+* "Covered" only means the device was busy with *some* compute at the same time. A transfer
+  overlapped by a kernel that waits for it is counted hidden; whether the copy is on the
+  critical path needs dependency information the trace does not have.
+* Compute on other devices or on the host never hides a transfer; copies never hide copies.
+* Bandwidth contention (a copy slowing a kernel down) is invisible: a hidden copy that
+  lengthens the kernel beneath it still counts as hidden.
+* GPU copy spans are CUPTI activity times; a copy queued behind another on the same stream
+  starts late, and the wait before it is not part of its span.
+* Hosts are never merged: every interval operation runs per (host, device) on that host's clock.
+
+Vectorisation: intervals are merged with a sort and a running maximum, and coverage of any
+`[lo, hi)` is answered with prefix sums plus `np.searchsorted`, so the cost is
+O((compute + transfers) log n) with no Python loop per event.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+SCHEMA_VERSION = 1
+
+HIDDEN = "hidden"
+PARTIAL = "partial"
+EXPOSED = "exposed"
+
+DEFAULT_HIDDEN_THRESHOLD = 0.9
+DEFAULT_EXPOSED_THRESHOLD = 0.1
+DEFAULT_TOP = 10
+
+STATUS_OK = "OK"
+STATUS_NO_TRANSFERS = "NO_TRANSFERS"
+STATUS_NO_DEVICE_EVENTS = "NO_DEVICE_EVENTS"
+
+DIRECTIONS = ("D2H", "H2D")
+UNKNOWN_OP = "(unknown)"  # transfers whose hlo_op the capture did not record
+
+CPU_REASON = (
+    "CPU capture: XLA:CPU compiles host offload away (host and device memory are the same), so "
+    "a CPU trace never has device<->host transfers. Analyze a GPU or TPU capture "
+    "(sample_traces/README.md lists the captures that ship with overlap)."
+)
+NO_TRANSFERS_REASON = (
+    "The capture has device compute but no device<->host transfers: host offload is not "
+    "happening in the captured steps (check the offload policy / memory kinds, and that the "
+    "profile covers steps that offload)."
+)
+NO_DEVICE_EVENTS_REASON = (
+    "The capture has no device compute and no device<->host transfers (no /device:GPU or "
+    "/device:TPU events were recorded; was the profiler started after the device backend?)."
+)
+PAGEABLE_NOTE = (
+    "{share} of transferred bytes went through pageable host memory: the driver stages pageable "
+    "copies synchronously, so they cannot overlap compute. Use pinned host memory "
+    "(memory_kind='pinned_host')."
+)
+NO_COMPUTE_NOTE = "No device compute was recorded, so every transfer counts as exposed."
+NO_STEPS_NOTE = (
+    "No step annotations: per-step exposed time is unavailable. Wrap each training step in "
+    "jax.profiler.StepTraceAnnotation('train', step_num=i)."
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Interval primitives (vectorized; all arrays int64 picoseconds)
+
+
+def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union of `[starts[i], ends[i])` as sorted, disjoint, non-empty intervals.
+
+    Touching intervals are merged; empty ones dropped. Cost: one sort.
+    """
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    keep = e > s
+    if not keep.all():
+        s, e = s[keep], e[keep]
+    if s.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)  # furthest end seen so far
+    # A new merged interval begins where an interval starts after everything before it ended.
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    np.greater(s[1:], reach[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], reach[last]
+
+
+class Coverage:
+    """Answers "how much of [lo, hi) is covered" for many windows at once.
+
+    Built over sorted disjoint intervals (e.g. from `merge_intervals`); each query is two
+    `searchsorted` lookups into the starts plus prefix sums of the lengths.
+    """
+
+    def __init__(self, starts: np.ndarray, ends: np.ndarray):
+        self.starts = np.asarray(starts, dtype=np.int64)
+        self.ends = np.asarray(ends, dtype=np.int64)
+        self.prefix = np.zeros(self.starts.size + 1, dtype=np.int64)
+        np.cumsum(self.ends - self.starts, out=self.prefix[1:])
+
+    @property
+    def total(self) -> int:
+        return int(self.prefix[-1])
+
+    def before(self, x: np.ndarray) -> np.ndarray:
+        """Covered length in (-inf, x) for each x."""
+        x = np.asarray(x, dtype=np.int64)
+        if self.starts.size == 0:
+            return np.zeros(x.shape, np.int64)
+        i = np.searchsorted(self.starts, x, side="right") - 1  # last interval starting <= x
+        ic = np.maximum(i, 0)
+        inside = np.clip(np.minimum(x, self.ends[ic]) - self.starts[ic], 0, None)
+        return np.where(i >= 0, self.prefix[ic] + inside, 0)
+
+    def covered(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        lo = np.asarray(lo, dtype=np.int64)
+        hi = np.maximum(np.asarray(hi, dtype=np.int64), lo)
+        return self.before(hi) - self.before(lo)
+
+
+def subtract_intervals(a_starts, a_ends, b_starts, b_ends) -> tuple[np.ndarray, np.ndarray]:
+    """Parts of merged intervals `a` not covered by merged intervals `b` (sorted, disjoint).
+
+    Sweep line: +1/-1 at a's edges, +2/-2 at b's; where the running level is exactly 1 only
+    `a` is active. Ties at one instant only create zero-length pieces, which are dropped.
+    """
+    times = np.concatenate([a_starts, a_ends, b_starts, b_ends]).astype(np.int64, copy=False)
+    if times.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    na, nb = len(a_starts), len(b_starts)
+    delta = np.concatenate([np.full(na, 1, np.int8), np.full(na, -1, np.int8),
+                            np.full(nb, 2, np.int8), np.full(nb, -2, np.int8)])
+    order = np.argsort(times, kind="stable")
+    t = times[order]
+    level = np.cumsum(delta[order], dtype=np.int32)
+    only_a = level[:-1] == 1
+    lo, hi = t[:-1][only_a], t[1:][only_a]
+    keep = hi > lo
+    return lo[keep], hi[keep]
+
+
+def classify(ratio: np.ndarray, hidden_threshold: float, exposed_threshold: float) -> np.ndarray:
+    """Class labels for ratios; NaN (zero-length transfer) gets the empty label ''."""
+    ratio = np.asarray(ratio, dtype=float)
+    return np.select([np.isnan(ratio), ratio >= hidden_threshold, ratio <= exposed_threshold],
+                     ["", HIDDEN, EXPOSED], PARTIAL).astype(object)
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-transfer table
+
+
+def _group_codes(*frames: pd.DataFrame) -> tuple[list[np.ndarray], list[tuple[str, str]]]:
+    """One integer code per (host, device) shared by all frames, and the key of each code."""
+    hosts = np.concatenate([f["host"].to_numpy(dtype=object) for f in frames])
+    devs = np.concatenate([f["device"].to_numpy(dtype=object) for f in frames])
+    hc, hu = pd.factorize(hosts)
+    dc, du = pd.factorize(devs)
+    combined = hc.astype(np.int64) * max(len(du), 1) + dc
+    codes, uniq = pd.factorize(combined)
+    keys = [(str(hu[c // max(len(du), 1)]), str(du[c % max(len(du), 1)])) for c in uniq]
+    out, pos = [], 0
+    for f in frames:
+        out.append(codes[pos:pos + len(f)])
+        pos += len(f)
+    return out, keys
+
+
+def _slices(codes: np.ndarray, n_groups: int) -> list[np.ndarray]:
+    """Row indices of each code, in one stable sort instead of a mask per group."""
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(n_groups + 1))
+    return [order[bounds[g]:bounds[g + 1]] for g in range(n_groups)]
+
+
+def _host_kind_pageable(tr: pd.DataFrame) -> np.ndarray:
+    src = tr["src_kind"].to_numpy(dtype=object)
+    dst = tr["dst_kind"].to_numpy(dtype=object)
+    return (src == "pageable") | (dst == "pageable")
+
+
+def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
+                   exposed_threshold: float = DEFAULT_EXPOSED_THRESHOLD,
+                   ) -> tuple[pd.DataFrame, dict[tuple[str, str], tuple[Coverage, Coverage]]]:
+    """Per-transfer metrics, and per (host, device) the compute and exposed-time coverages.
+
+    Returns `(table, coverages)`. `table` has one row per transfer with `host, device,
+    direction, start_ps, end_ps, span_ps, hidden_ps, exposed_ps, overlap_ratio (NaN when
+    span is 0), class, bytes, bandwidth_Bps, pageable, hlo_op`. `coverages[(host, device)]` is
+    `(compute, exposed)`: the device's compute union and the wall-clock set where a transfer is
+    in flight with no compute (for per-step exposed wall time).
+    """
+    tr = trace.transfers
+    co = trace.compute
+    start = tr["start_ps"].to_numpy(dtype=np.int64)
+    end = np.maximum(tr["end_ps"].to_numpy(dtype=np.int64), start)
+    span = end - start
+    hidden = np.zeros(len(tr), np.int64)
+    coverages: dict[tuple[str, str], tuple[Coverage, Coverage]] = {}
+    if len(tr):
+        (tcode, ccode), keys = _group_codes(tr, co)
+        cstart = co["start_ps"].to_numpy(dtype=np.int64)
+        cend = co["end_ps"].to_numpy(dtype=np.int64)
+        t_groups = _slices(tcode, len(keys))
+        c_groups = _slices(ccode, len(keys))
+        for g, key in enumerate(keys):  # one iteration per device, never per event
+            ti, ci = t_groups[g], c_groups[g]
+            if ti.size == 0:
+                continue
+            cov = Coverage(*merge_intervals(cstart[ci], cend[ci]))
+            hidden[ti] = cov.covered(start[ti], end[ti])
+            tm = merge_intervals(start[ti], end[ti])
+            coverages[key] = (cov, Coverage(*subtract_intervals(*tm, cov.starts, cov.ends)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(span > 0, hidden / np.where(span > 0, span, 1), np.nan)
+        nbytes = tr["bytes"].to_numpy(dtype=np.int64)
+        bw = np.where(span > 0, nbytes * 1e12 / np.where(span > 0, span, 1), np.nan)
+    hlo = tr["hlo_op"].astype(object).to_numpy(dtype=object)
+    hlo = np.where(pd.isna(hlo), UNKNOWN_OP, hlo)
+    table = pd.DataFrame({
+        "host": tr["host"].to_numpy(dtype=object),
+        "device": tr["device"].to_numpy(dtype=object),
+        "direction": tr["direction"].to_numpy(dtype=object),
+        "start_ps": start, "end_ps": end, "span_ps": span, "hidden_ps": hidden,
+        "exposed_ps": span - hidden, "overlap_ratio": ratio,
+        "class": classify(ratio, hidden_threshold, exposed_threshold),
+        "bytes": nbytes, "bandwidth_Bps": bw, "pageable": _host_kind_pageable(tr),
+        "hlo_op": hlo,
+    })
+    return table, coverages
+
+
+# ---------------------------------------------------------------------------------------------
+# Aggregation
+
+
+def _ratio(num: int, den: int) -> float | None:
+    return num / den if den > 0 else None
+
+
+def _bucket(count: int, nbytes: int, span: int, hidden: int) -> dict[str, Any]:
+    """The common aggregate fields; duration-weighted ratio, mean in-flight bandwidth."""
+    return {
+        "count": int(count), "bytes": int(nbytes), "span_ps": int(span),
+        "hidden_ps": int(hidden), "exposed_ps": int(span - hidden),
+        "overlap_ratio": _ratio(hidden, span),
+        "bandwidth_Bps": nbytes * 1e12 / span if span > 0 else None,
+    }
+
+
+def _grouped(t: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    # One-hot class columns so the class counts are plain vectorized sums per group.
+    cls = t["class"].to_numpy(dtype=object)
+    t = t.assign(**{label: (cls == label).astype(np.int64) for label in (HIDDEN, PARTIAL, EXPOSED)})
+    g = t.groupby(by, sort=True, dropna=False)
+    out = g.agg(count=("span_ps", "size"), bytes=("bytes", "sum"), span_ps=("span_ps", "sum"),
+                hidden_ps=("hidden_ps", "sum"), hidden=(HIDDEN, "sum"),
+                partial=(PARTIAL, "sum"), exposed=(EXPOSED, "sum"))
+    return out.reset_index()
+
+
+def _class_counts(t: pd.DataFrame) -> dict[str, int]:
+    cls = t["class"].to_numpy(dtype=object)
+    return {label: int((cls == label).sum()) for label in (HIDDEN, PARTIAL, EXPOSED)}
+
+
+def _records(df: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for r in df.itertuples(index=False):  # one row per group (devices, ops), not per event
+        d = r._asdict()
+        row = {k: d[k] for k in keys}
+        row.update(_bucket(d["count"], d["bytes"], d["span_ps"], d["hidden_ps"]))
+        row.update({label: int(d[label]) for label in (HIDDEN, PARTIAL, EXPOSED)})
+        rows.append(row)
+    return rows
+
+
+def _truncated(rows: list[dict[str, Any]], top: int) -> dict[str, Any]:
+    keep = rows[: max(top, 0)]
+    return {"records": keep, "truncated": len(keep) < len(rows), "total_records": len(rows),
+            "returned_records": len(keep)}
+
+
+def _steps(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], dict[str, Any]]:
+    steps = trace.steps
+    rows: list[dict[str, Any]] = []
+    assigned = np.zeros(len(table), bool)
+    t_host = table["host"].to_numpy(dtype=object)
+    t_start = table["start_ps"].to_numpy(dtype=np.int64)
+    for host, st in steps.groupby("host", sort=True):  # one iteration per host
+        st = st.sort_values("start_ps", kind="stable")
+        s0 = st["start_ps"].to_numpy(dtype=np.int64)
+        s1 = np.maximum(st["end_ps"].to_numpy(dtype=np.int64), s0)
+        n = len(st)
+        mask = t_host == host
+        ti = np.flatnonzero(mask)
+        idx = np.searchsorted(s0, t_start[ti], side="right") - 1  # latest step starting <= t
+        ok = idx >= 0
+        ok[ok] &= t_start[ti][ok] < s1[idx[ok]]
+        ti, idx = ti[ok], idx[ok]
+        assigned[ti] = True
+
+        def per_step(col: str, _ti=ti, _idx=idx) -> np.ndarray:
+            # Integer sums (not bincount's float64 weights): picosecond totals pass 2**53.
+            out = np.zeros(n, np.int64)
+            np.add.at(out, _idx, table[col].to_numpy(dtype=np.int64)[_ti])
+            return out
+
+        counts = np.bincount(idx, minlength=n)
+        span = per_step("span_ps")
+        hidden = per_step("hidden_ps")
+        nbytes = per_step("bytes")
+        wall = np.zeros(n, np.int64)
+        worst = np.full(n, None, dtype=object)
+        for (h, dev), (_, exposed_cov) in sorted(coverages.items()):  # per device
+            if h != host:
+                continue
+            w = exposed_cov.covered(s0, s1)
+            better = w > wall
+            worst[better] = dev
+            wall = np.maximum(wall, w)
+        dur = s1 - s0
+        for k, r in enumerate(st.itertuples(index=False)):  # one row per step
+            rows.append({
+                "host": host, "step": int(r.step), "name": r.name,
+                "start_ps": int(s0[k]), "end_ps": int(s1[k]), "duration_ps": int(dur[k]),
+                "transfers": int(counts[k]), "bytes": int(nbytes[k]), "span_ps": int(span[k]),
+                "hidden_ps": int(hidden[k]), "exposed_ps": int(span[k] - hidden[k]),
+                "overlap_ratio": _ratio(int(hidden[k]), int(span[k])),
+                "exposed_wall_ps": int(wall[k]),
+                "exposed_frac": float(wall[k] / dur[k]) if dur[k] > 0 else None,
+                "worst_device": worst[k],
+            })
+    walls = [r["exposed_wall_ps"] for r in rows]
+    fracs = [r["exposed_frac"] for r in rows if r["exposed_frac"] is not None]
+    worst_row = max(rows, key=lambda r: (r["exposed_wall_ps"], -r["start_ps"]), default=None)
+    summary = {
+        "count": len(rows),
+        "mean_exposed_wall_ps": int(round(sum(walls) / len(walls))) if walls else None,
+        "max_exposed_wall_ps": max(walls) if walls else None,
+        "max_exposed_frac": max(fracs) if fracs else None,
+        "worst_step": None if worst_row is None else {
+            "host": worst_row["host"], "step": worst_row["step"]},
+        "mean_duration_ps": int(round(sum(r["duration_ps"] for r in rows) / len(rows)))
+        if rows else None,
+        "unassigned_transfers": int((~assigned).sum()) if rows else int(len(table)),
+    }
+    return rows, summary
+
+
+def _status(trace, n_transfers: int) -> tuple[str, str]:
+    if n_transfers:
+        return STATUS_OK, "Transfers found and measured."
+    if trace.backend == "cpu":
+        return STATUS_NO_TRANSFERS, CPU_REASON
+    if len(trace.compute):
+        return STATUS_NO_TRANSFERS, NO_TRANSFERS_REASON
+    return STATUS_NO_DEVICE_EVENTS, NO_DEVICE_EVENTS_REASON
+
+
+def _pct(share: float) -> str:
+    """Percent, floored so that 99.6% never reads as 100% (and 0.4% not as 0% unless zero)."""
+    if share >= 1.0:
+        return "100%"
+    if share <= 0.0:
+        return "0%"
+    p = math.floor(share * 100)
+    return f"{p}%" if p >= 1 else "<1%"
+
+
+def analyze(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
+            exposed_threshold: float = DEFAULT_EXPOSED_THRESHOLD,
+            top: int = DEFAULT_TOP) -> dict[str, Any]:
+    """Measure transfer/compute overlap in `trace` (an `overlap.trace.reader.Trace`).
+
+    Args:
+      trace: tables from `overlap.read_trace`.
+      hidden_threshold: ratio at or above which a transfer is `hidden`.
+      exposed_threshold: ratio at or below which a transfer is `exposed`.
+      top: rows kept in `top_exposed` and `by_hlo_op` (truncation is flagged, never silent).
+
+    Returns:
+      A JSON-serializable dict; see the module docstring for the metrics and
+      `RESULT_KEYS` for the top-level keys.
+
+    Raises:
+      ValueError: if not `0 <= exposed_threshold < hidden_threshold <= 1`.
+    """
+    if not 0.0 <= exposed_threshold < hidden_threshold <= 1.0:
+        raise ValueError(
+            "thresholds must satisfy 0 <= exposed < hidden <= 1, got "
+            f"exposed={exposed_threshold}, hidden={hidden_threshold}")
+    table, coverages = transfer_table(trace, hidden_threshold=hidden_threshold,
+                                      exposed_threshold=exposed_threshold)
+    status, reason = _status(trace, len(table))
+    n = len(table)
+    span = int(table["span_ps"].sum())
+    hidden = int(table["hidden_ps"].sum())
+    nbytes = int(table["bytes"].sum())
+    pageable = table["pageable"].to_numpy(dtype=bool)
+    pageable_bytes = int(table["bytes"].to_numpy()[pageable].sum())
+
+    summary = {"transfers": n, **_bucket(n, nbytes, span, hidden)}
+    del summary["count"]
+    summary.update(_class_counts(table))
+    summary["zero_length"] = int((table["span_ps"] == 0).sum())
+    summary["pageable_transfers"] = int(pageable.sum())
+    summary["pageable_bytes"] = pageable_bytes
+    summary["pageable_share"] = pageable_bytes / nbytes if nbytes else 0.0
+    summary["devices"] = int(table.groupby(["host", "device"]).ngroups) if n else 0
+
+    by_direction = {}
+    for d in DIRECTIONS:
+        sub = table[table["direction"] == d]
+        b = _bucket(len(sub), int(sub["bytes"].sum()), int(sub["span_ps"].sum()),
+                    int(sub["hidden_ps"].sum()))
+        b.update(_class_counts(sub))
+        by_direction[d] = b
+
+    dev = _grouped(table, ["host", "device"])
+    by_device = _records(dev, ["host", "device"])
+    ops = _grouped(table, ["hlo_op", "direction"])
+    op_rows = _records(ops, ["hlo_op", "direction"])
+    op_rows.sort(key=lambda r: (-r["exposed_ps"], r["hlo_op"], r["direction"]))
+
+    order = np.lexsort((table["start_ps"].to_numpy(), -table["exposed_ps"].to_numpy()))
+    worst = table.iloc[order[: max(top, 0)]]
+    top_rows = [{
+        "host": r["host"], "device": r["device"], "direction": r["direction"],
+        "hlo_op": r["hlo_op"], "start_ps": int(r["start_ps"]), "span_ps": int(r["span_ps"]),
+        "hidden_ps": int(r["hidden_ps"]), "exposed_ps": int(r["exposed_ps"]),
+        "ratio": None if np.isnan(r["overlap_ratio"]) else float(r["overlap_ratio"]),
+        "class": r["class"] or None, "bytes": int(r["bytes"]),
+        "bandwidth_Bps": None if np.isnan(r["bandwidth_Bps"]) else float(r["bandwidth_Bps"]),
+        "pageable": bool(r["pageable"]),
+    } for r in worst.to_dict("records")]  # at most `top` rows
+    top_exposed = {"records": top_rows, "truncated": len(top_rows) < n, "total_records": n,
+                   "returned_records": len(top_rows)}
+
+    steps, step_summary = _steps(trace, table, coverages)
+
+    notes = []
+    if pageable_bytes:
+        notes.append(PAGEABLE_NOTE.format(share=_pct(summary["pageable_share"])))
+    if n and not len(trace.compute):
+        notes.append(NO_COMPUTE_NOTE)
+    if n and not steps:
+        notes.append(NO_STEPS_NOTE)
+    elif n and step_summary["unassigned_transfers"]:
+        notes.append(f"{step_summary['unassigned_transfers']} transfer(s) started outside every "
+                     "step window; they count in the totals but in no step.")
+    if summary["zero_length"]:
+        notes.append(f"{summary['zero_length']} zero-length transfer(s): counted, but in no "
+                     "hidden/partial/exposed class.")
+
+    result = {
+        "schema_version": SCHEMA_VERSION,
+        "status": status, "reason": reason,
+        "backend": trace.backend, "synthetic": bool(trace.synthetic),
+        "sources": [str(s) for s in trace.sources],
+        "hosts": sorted(trace.capture) if trace.capture else sorted(set(table["host"])),
+        "summary": summary,
+        "by_direction": by_direction,
+        "by_device": by_device,
+        "by_hlo_op": _truncated(op_rows, top),
+        "steps": steps,
+        "step_summary": step_summary,
+        "top_exposed": top_exposed,
+        "thresholds": {"hidden": hidden_threshold, "exposed": exposed_threshold, "top": top},
+        "method": {
+            "coverage": "union of compute ops on the same (host, device), all streams/lines",
+            "step_assignment": "a transfer belongs to the step containing its start",
+            "exposed_wall": "worst device's in-flight-without-compute time inside the step",
+        },
+        "notes": notes,
+    }
+    result["verdict"] = verdict(result)
+    return result
+
+
+RESULT_KEYS = (
+    "schema_version", "status", "reason", "backend", "synthetic", "sources", "hosts", "summary",
+    "by_direction", "by_device", "by_hlo_op", "steps", "step_summary", "top_exposed",
+    "thresholds", "method", "notes", "verdict",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdict
+
+
+def format_ps(ps: int | float | None) -> str:
+    """Human time for a picosecond count: `3.1 ms`, `420 us`, `85 ns`."""
+    if ps is None:
+        return "-"
+    ps = float(ps)
+    for unit, scale in (("s", 1e12), ("ms", 1e9), ("us", 1e6), ("ns", 1e3)):
+        if abs(ps) >= scale:
+            v = ps / scale
+            return f"{v:.3g} {unit}" if v < 100 else f"{v:.0f} {unit}"
+    return f"{ps:.0f} ps"
+
+
+def verdict(result: dict[str, Any]) -> str:
+    """One sentence: e.g. `D2H 97% hidden, H2D 71% hidden: 3.1 ms exposed per step (worst 4 ms),
+    mostly copy-start.12`."""
+    if result["status"] != STATUS_OK:
+        return f"{result['status']}: {result['reason']}"
+    parts = []
+    for d in DIRECTIONS:
+        b = result["by_direction"][d]
+        if b["count"]:
+            ratio = b["overlap_ratio"]
+            parts.append(f"{d} {_pct(ratio) if ratio is not None else 'n/a'} hidden")
+    head = ", ".join(parts) or "no timed transfers"
+    s = result["summary"]
+    ss = result["step_summary"]
+    if ss["count"]:
+        tail = (f"{format_ps(ss['mean_exposed_wall_ps'])} exposed per step "
+                f"(worst {format_ps(ss['max_exposed_wall_ps'])}")
+        if ss["max_exposed_frac"] is not None:
+            tail += f", {_pct(ss['max_exposed_frac'])} of that step"
+        tail += ")"
+    else:
+        tail = f"{format_ps(s['exposed_ps'])} exposed in total"
+    ops = result["by_hlo_op"]["records"]
+    if s["exposed_ps"] > 0 and ops and ops[0]["exposed_ps"] > 0:
+        top = ops[0]
+        share = top["exposed_ps"] / s["exposed_ps"]
+        # "mostly" only when one op really dominates; otherwise just name the largest.
+        tail += f", {'mostly' if share > 0.5 else 'largest'} {top['hlo_op']} ({_pct(share)})"
+    text = f"{head}: {tail}"
+    if s["pageable_bytes"]:
+        text += f"; {_pct(s['pageable_share'])} of bytes via pageable host memory"
+    return text

@@ -1,0 +1,113 @@
+"""`overlap check PATH`: the CI gate. Exit 0 when every check passes, 1 when one fails.
+
+By default two checks run: transfers exist (a capture without them fails: offload silently
+stopped happening; `--allow-no-transfers` to accept that) and the duration-weighted overlap
+ratio is at least `--min-overlap` (0.9). Per-direction, per-step and baseline checks are opt-in;
+see `overlap.report.gate` for their exact definitions. `--json FILE|-` and `--junit FILE` write
+machine-readable results; when `$GITHUB_STEP_SUMMARY` is set a Markdown summary is appended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from overlap.cli.report import add_analysis_args, analyze_args, unit_fraction
+from overlap.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not v >= 0.0:  # also rejects NaN
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
+def register(sub) -> None:
+    from overlap.report import gate as check
+
+    p = sub.add_parser("check", help="CI gate: fail when transfers stop hiding behind compute",
+                       description=__doc__.split("\n\n")[0])
+    add_analysis_args(p)
+    g = p.add_argument_group("checks")
+    g.add_argument("--min-overlap", type=unit_fraction, default=check.DEFAULT_MIN_OVERLAP,
+                   metavar="R", help="minimum duration-weighted overlap ratio over all "
+                   f"transfers (default {check.DEFAULT_MIN_OVERLAP})")
+    g.add_argument("--min-overlap-d2h", type=unit_fraction, metavar="R",
+                   help="minimum overlap ratio of D2H transfers")
+    g.add_argument("--min-overlap-h2d", type=unit_fraction, metavar="R",
+                   help="minimum overlap ratio of H2D transfers")
+    g.add_argument("--max-exposed-ms", type=non_negative_float, metavar="MS",
+                   help="maximum exposed transfer wall time in the worst step, ms")
+    g.add_argument("--max-exposed-frac", type=unit_fraction, metavar="F",
+                   help="maximum exposed transfer wall time as a fraction of the worst step")
+    g.add_argument("--allow-no-transfers", action="store_true",
+                   help="pass captures without device<->host transfers (default: fail)")
+    b = p.add_argument_group("baseline regression")
+    b.add_argument("--baseline", metavar="REPORT.json",
+                   help="a previous `overlap report --json` (or `check --json`) output")
+    b.add_argument("--max-ratio-drop", type=unit_fraction, default=check.DEFAULT_MAX_RATIO_DROP,
+                   metavar="D", help="overlap ratio may fall by at most D (absolute ratio "
+                   f"points, default {check.DEFAULT_MAX_RATIO_DROP})")
+    b.add_argument("--max-exposed-growth", type=non_negative_float,
+                   default=check.DEFAULT_MAX_EXPOSED_GROWTH, metavar="G",
+                   help="mean exposed time per step may grow by at most this fraction "
+                   f"(default {check.DEFAULT_MAX_EXPOSED_GROWTH})")
+    b.add_argument("--exposed-slack-ms", type=non_negative_float,
+                   default=check.DEFAULT_EXPOSED_SLACK_MS, metavar="MS",
+                   help="absolute allowance on top of --max-exposed-growth, ms (default "
+                   f"{check.DEFAULT_EXPOSED_SLACK_MS})")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", metavar="FILE|-", help="write {check, analysis} JSON to FILE "
+                   "or stdout ('-'; the text report then goes to stderr)")
+    o.add_argument("--junit", metavar="FILE", help="write JUnit XML, one testcase per check")
+    p.set_defaults(func=run)
+
+
+def _write(path: str, text: str, what: str) -> None:
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        raise InputError(path, f"cannot write {what}: {e.strerror or e}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from overlap.report import gate as check, text as render
+
+    baseline = check.load_baseline(args.baseline) if args.baseline else None
+    config = check.CheckConfig(
+        min_overlap=args.min_overlap, min_overlap_d2h=args.min_overlap_d2h,
+        min_overlap_h2d=args.min_overlap_h2d, max_exposed_ms=args.max_exposed_ms,
+        max_exposed_frac=args.max_exposed_frac, baseline=baseline, baseline_path=args.baseline,
+        max_ratio_drop=args.max_ratio_drop, max_exposed_growth=args.max_exposed_growth,
+        exposed_slack_ms=args.exposed_slack_ms, allow_no_transfers=args.allow_no_transfers)
+    config.validate()
+    result = analyze_args(args)
+    outcome = check.run_checks(result, config)
+
+    human = render.text(result, outcome)
+    if args.json == "-":
+        sys.stdout.write(render.to_json(result, outcome))
+        print(human, file=sys.stderr)
+    else:
+        print(human)
+        if args.json:
+            _write(args.json, render.to_json(result, outcome), "JSON report")
+    if args.junit:
+        _write(args.junit, render.junit(result, outcome), "JUnit XML")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as f:
+                # Leading blank line: earlier steps may not have ended their Markdown block.
+                f.write("\n" + render.markdown(result, outcome))
+        except OSError as e:
+            # The gate's answer matters more than the summary; say so and keep the exit code.
+            print(f"overlap check: warning: cannot append to $GITHUB_STEP_SUMMARY "
+                  f"({summary}): {e.strerror or e}", file=sys.stderr)
+    return EXIT_OK if outcome["passed"] else EXIT_CHECK_FAILED

@@ -1,0 +1,35 @@
+"""`overlap compare RUN RUN ...`: offload against the remat baseline, side by side.
+
+Per run: step time (median, spread), peak device memory, bytes moved D2H/H2D per step, overlap
+per direction and exposed time per step, with deltas against the baseline (default: the full
+remat run), a verdict line per offload run, and the break-even between moving and recomputing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("compare", help="compare runs against the remat baseline",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+", metavar="RUN",
+                   help="run directories (or a log directory holding several)")
+    p.add_argument("--baseline", metavar="RUN",
+                   help="label/path of the baseline run (default: the full-remat run)")
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from overlap.analysis.compare import compare_dirs, render_text
+
+    res = compare_dirs(args.runs, baseline=args.baseline)
+    if args.json:
+        json.dump(res, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(render_text(res))
+    return 0

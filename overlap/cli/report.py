@@ -1,0 +1,166 @@
+"""`overlap report PATH`: how much of each device<->host transfer hides behind compute.
+
+Prints the verdict, then per-direction, per-device, per-step and per-HLO-op tables and the most
+exposed transfers. `--json` prints the full result object (`overlap.analysis.overlap.analyze`) instead;
+that JSON is also what `overlap check --baseline` reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from overlap.analysis import overlap as analysis
+from overlap.errors import UsageError
+
+
+def unit_fraction(text: str) -> float:
+    """argparse type: a float in [0, 1] (bad values exit 2 with one line)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 <= v <= 1.0:  # also rejects NaN
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return v
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
+def add_analysis_args(p: argparse.ArgumentParser) -> None:
+    """Arguments shared by `report` and `check`: what to read and how to classify."""
+    p.add_argument("path", help=".xplane.pb file, plugins/profile/<session> dir or run dir")
+    p.add_argument("--session", help="capture session (timestamp dir) to read; default newest")
+    p.add_argument("--top", type=non_negative_int, default=analysis.DEFAULT_TOP, metavar="N",
+                   help=f"rows in the HLO-op and most-exposed tables (default "
+                        f"{analysis.DEFAULT_TOP}; cut-offs are flagged)")
+    p.add_argument("--hidden-threshold", type=unit_fraction,
+                   default=analysis.DEFAULT_HIDDEN_THRESHOLD, metavar="R",
+                   help="overlap ratio at or above which a transfer counts as hidden "
+                        f"(default {analysis.DEFAULT_HIDDEN_THRESHOLD})")
+    p.add_argument("--exposed-threshold", type=unit_fraction,
+                   default=analysis.DEFAULT_EXPOSED_THRESHOLD, metavar="R",
+                   help="overlap ratio at or below which a transfer counts as exposed "
+                        f"(default {analysis.DEFAULT_EXPOSED_THRESHOLD})")
+
+
+def analyze_args(args: argparse.Namespace) -> dict:
+    """Read the capture named by `args` and analyze it; errors are OverlapErrors."""
+    return read_and_analyze(args)[1]
+
+
+def read_and_analyze(args: argparse.Namespace):
+    """(trace, result) for the capture named by `args`."""
+    if not args.exposed_threshold < args.hidden_threshold:
+        raise UsageError(f"--exposed-threshold ({args.exposed_threshold}) must be below "
+                         f"--hidden-threshold ({args.hidden_threshold})")
+    from overlap.trace.reader import read_trace  # local: keeps `overlap --help` fast
+
+    trace = read_trace(args.path, session=args.session)
+    return trace, analysis.analyze(trace, hidden_threshold=args.hidden_threshold,
+                                   exposed_threshold=args.exposed_threshold, top=args.top)
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="how much of each host transfer hides behind compute",
+                       description=__doc__.split("\n\n")[0])
+    add_analysis_args(p)
+    p.add_argument("--json", action="store_true", help="print the result object as JSON")
+    p.add_argument("--html", metavar="FILE",
+                   help="also write one self-contained HTML page with the dashboard's figures "
+                        "(verdict, step timeline, overlap per transfer) for CI artifacts")
+    p.add_argument("--baseline", metavar="REPORT.json|RUN",
+                   help="with --html: a saved `overlap report --json` to draw bars against, or "
+                        "the baseline's run directory/capture (adds device memory against it)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from overlap.report import text as render
+
+    if args.baseline and not args.html:
+        raise UsageError("--baseline goes with --html (overlap check takes its own --baseline)")
+    baseline = baseline_trace = baseline_manifest = None
+    if args.baseline:
+        from pathlib import Path
+
+        if Path(args.baseline).is_dir() or args.baseline.endswith(".xplane.pb"):
+            from overlap.trace.reader import read_trace
+            from overlap.runs.rundir import load_manifest
+
+            baseline_trace = read_trace(args.baseline)
+            baseline = analysis.analyze(baseline_trace, hidden_threshold=args.hidden_threshold,
+                                        exposed_threshold=args.exposed_threshold, top=args.top)
+            if Path(args.baseline).is_dir():
+                baseline_manifest = load_manifest(args.baseline)
+        else:
+            from overlap.report.gate import load_baseline
+
+            baseline = load_baseline(args.baseline)
+    trace, result = read_and_analyze(args)
+    offload = offload_section(args.path, result)
+    if offload is not None:
+        result["offload"] = offload
+    if args.html:
+        from overlap.report.html import write_html
+
+        from pathlib import Path
+
+        from overlap.runs.rundir import load_manifest
+
+        _refuse_overwrite_of_capture(args.html)
+        manifest = load_manifest(args.path) if Path(args.path).is_dir() else None
+        write_html(result, trace, args.html, baseline=baseline, manifest=manifest,
+                   baseline_trace=baseline_trace, baseline_manifest=baseline_manifest)
+        print(f"wrote {args.html}", file=sys.stderr)
+    if args.json:
+        sys.stdout.write(render.to_json(result))
+    else:
+        print(render.text(result))
+        if offload is not None:
+            print()
+            print(f"did offload happen? {OFFLOAD_ANSWERS[offload['status']]}")
+            for line in offload["lines"]:
+                print(f"  {line}")
+    # A report describes; only `overlap check` gates. Missing transfers are not an error here.
+    return 0
+
+
+def _refuse_overwrite_of_capture(path: str) -> None:
+    # Writing an HTML page over a user's capture would lose it silently.
+    if str(path).endswith((".xplane.pb", "run.json")):
+        raise UsageError(f"{path}: refusing to overwrite a capture file with an HTML report")
+
+
+OFFLOAD_ANSWERS = {"ok": "yes, as the compiled HLO plans", "differ": "partly: plan and trace differ",
+                   "no_offload": "no"}
+
+
+def offload_section(path: str, result: dict) -> dict | None:
+    """For a run directory: the compiled HLO's planned copies per step against the trace's.
+
+    This answers the first question users ask ("did offload happen at all?"). A bare capture has
+    no manifest, hence no plan, and gets no section.
+    """
+    from pathlib import Path
+
+    from overlap.analysis.compare import executed_copies, offload_check, planned_copies
+    from overlap.runs.rundir import load_manifest
+
+    p = Path(path)
+    manifest = load_manifest(p) if p.is_dir() else None
+    if not manifest:
+        return None
+    planned, executed = planned_copies(manifest), executed_copies(result)
+    policy = manifest.get("policy") or {}
+    out = offload_check(planned, executed, bool(policy.get("offloaded")))
+    out["policy"] = policy.get("name")
+    return out

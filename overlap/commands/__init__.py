@@ -1,1 +1,0 @@
-"""CLI subcommands; see overlap/cli.py for the contract each module follows."""

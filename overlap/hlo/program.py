@@ -1,0 +1,647 @@
+"""What the compiled program moves to and from host memory, and how device memory evolves.
+
+Pure functions over compiled HLO text (``compiled.as_text()``) or serialized ``xla.HloProto``.
+
+Offload inventory (:func:`offload_inventory`)
+    Every instruction that moves data between device memory and host memory space ``S(5)``
+    (``stream_executor::MemoryType::kHost``), by direction:
+
+    * ``copy-start`` (async copy; XLA:GPU's ``HostMemoryTransferAsyncifier`` output): its shape
+      is the tuple ``(dest, src, u32[] context)``; ``S(5)`` on ``dest`` is D2H, on ``src`` H2D.
+      Bytes = size of ``dest``.
+    * a plain ``copy`` whose result or operand is in ``S(5)`` (not asyncified: synchronous).
+    * ``dynamic-update-slice`` into an ``S(5)`` buffer (D2H; bytes = the update operand) and
+      ``dynamic-slice`` out of one (H2D; bytes = the result), whether bare, fused, or wrapped in
+      ``async-start`` / ``dynamic-(update-)slice-start``. This is how a ``lax.scan`` offloads one
+      layer's residual per iteration into a stacked host buffer.
+
+    ``count``/``bytes`` are per *static* instruction. ``executed_count``/``executed_bytes``
+    multiply each instruction by the trip counts of the while loops around it (``scan`` lowers to
+    ``while``), read from ``backend_config={..."known_trip_count":{"n":"10"}}``. When a loop's trip
+    count is not in the text, the multiplier is taken as 1 and ``trip_counts_known`` is False:
+    the executed figures are then lower bounds. Both figures are per execution of the program
+    (one training step when the step is one jitted function).
+
+    Blind spots: XLA:CPU compiles offload away, so CPU programs show none; transfers the
+    runtime does outside the program (``device_put`` of arguments between steps) are not HLO
+    and are not counted; HloProto input has no backend_config in our schema, so trip counts
+    from a proto are always unknown (use the text when you can).
+
+Memory timeline (:func:`memory_timeline`)
+    The heap-simulator view xprof's memory viewer draws: among the buffer assignment's
+    heap-simulator traces pick the one with the most events on buffers of the chosen color
+    (0 = device memory, 5 = host), replay its ALLOC / FREE / SHARE_WITH events in program
+    order with xprof's reference counting (a SHARE_WITH group's bytes count once, from the first
+    ALLOC until its last member is freed), and report live bytes after each event, the peak and
+    the buffers live at the peak. Sizes are logical-buffer sizes (no padding, no fragmentation),
+    so the peak is at most the temp allocation's size: ``memory_analysis().temp_size_in_bytes``
+    is the heap *after* placement, including fragmentation and alignment. Parameters and outputs
+    live in their own allocations and appear only if the chosen trace covers them.
+
+Getting an HloProto with buffer assignment (jax 0.10.2, verified on XLA:CPU)
+    * A profile already carries one per module: the ``/host:metadata`` plane has an event
+      metadata per module named ``"<module>(<program_id>)"`` with stat ``"Hlo Proto"`` (bytes),
+      including heap-simulator traces. :func:`hlo_protos_from_xspace` extracts them.
+    * Without running: :func:`hlo_proto_from_jitted` compiles once more with
+      ``compiler_options={"xla_dump_to": tmp, "xla_dump_hlo_as_proto": True}`` and reads the
+      ``*after_optimizations.hlo.pb`` dump (an ``HloProto`` with buffer assignment and traces).
+    * Not sufficient: ``compiled.memory_analysis().serialized_buffer_assignment_proto`` has
+      buffers and allocations but **no** heap-simulator traces; ``compiled.runtime_executable()
+      .hlo_modules()[0].as_serialized_hlo_module_proto()`` is the module without buffer assignment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import re
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from overlap.trace.protos import HloProto, XSpace
+
+HOST_MEMORY_SPACE = 5
+
+# Bits per element for HLO primitive types (xla_data.proto); sub-byte types pack.
+_BITS = {
+    "pred": 8, "s2": 2, "u2": 2, "s4": 4, "u4": 4, "s8": 8, "u8": 8, "s16": 16, "u16": 16,
+    "s32": 32, "u32": 32, "s64": 64, "u64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64,
+    "c64": 64, "c128": 128, "f8e5m2": 8, "f8e4m3fn": 8, "f8e4m3b11fnuz": 8, "f8e5m2fnuz": 8,
+    "f8e4m3fnuz": 8, "f8e4m3": 8, "f8e3m4": 8, "f8e8m0fnu": 8, "f4e2m1fn": 4, "token": 0,
+}
+# PrimitiveType enum -> bits, for ShapeProto.element_type.
+_ENUM_BITS = {1: 8, 2: 8, 3: 16, 4: 32, 5: 64, 6: 8, 7: 16, 8: 32, 9: 64, 10: 16, 11: 32,
+              12: 64, 15: 64, 16: 16, 18: 128, 19: 8, 20: 8, 21: 4, 22: 4, 23: 8, 24: 8,
+              25: 8, 26: 2, 27: 2, 28: 8, 29: 8, 30: 4, 31: 8, 13: 0, 17: 0}
+
+_ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?")
+_MEMSPACE_RE = re.compile(r"S\((\d+)\)")
+_TRIP_RE = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
+_CALLS_RE = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation|"
+                       r"async_execution_thread_computation)=%?([\w.\-]+)")
+_BRANCHES_RE = re.compile(r"branch_computations=\{([^}]*)\}")
+_COMMENT_RE = re.compile(r"/\*.*?\*/")
+_HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*)?\{\s*$")
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ArrayShape:
+    dtype: str
+    dims: tuple[int, ...]
+    memory_space: int = 0
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for d in self.dims:
+            n *= d
+        return (n * _BITS.get(self.dtype, 0) + 7) // 8
+
+    def __str__(self) -> str:
+        s = f"{self.dtype}[{','.join(map(str, self.dims))}]"
+        return s + (f"S({self.memory_space})" if self.memory_space else "")
+
+
+def _split_top(s: str, sep: str = ",") -> list[str]:
+    """Split at `sep` outside (), [], {} — HLO shapes and operand lists nest all three."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(s):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            out.append(s[start:i])
+            start = i + 1
+    tail = s[start:]
+    if tail.strip():
+        out.append(tail)
+    return [p.strip() for p in out]
+
+
+def parse_shape(text: str) -> ArrayShape | list:
+    """One HLO shape string -> ArrayShape, or a (nested) list of them for a tuple."""
+    text = text.strip()
+    if text.startswith("("):
+        inner = text[1:_matching(text, 0)]
+        return [parse_shape(p) for p in _split_top(inner)]
+    m = _ARRAY_RE.match(text)
+    if not m:
+        raise ValueError(f"not an HLO shape: {text[:80]!r}")
+    dims = tuple(int(d.replace("<=", "")) for d in m.group(2).split(",") if d.strip())
+    ms = _MEMSPACE_RE.search(m.group(3) or "")
+    return ArrayShape(m.group(1), dims, int(ms.group(1)) if ms else 0)
+
+
+def _matching(s: str, i: int) -> int:
+    """Index of the bracket closing the one at s[i]."""
+    pairs = {"(": ")", "[": "]", "{": "}"}
+    depth = 0
+    for j in range(i, len(s)):
+        if s[j] in pairs:
+            depth += 1
+        elif s[j] in ")]}":
+            depth -= 1
+            if depth == 0:
+                return j
+    raise ValueError(f"unbalanced brackets in {s[:80]!r}")
+
+
+def _flatten(shape) -> list[ArrayShape]:
+    if isinstance(shape, ArrayShape):
+        return [shape]
+    return [a for s in shape for a in _flatten(s)]
+
+
+def _on_host(shape) -> bool:
+    return any(a.memory_space == HOST_MEMORY_SPACE for a in _flatten(shape))
+
+
+def _bytes(shape) -> int:
+    return sum(a.nbytes for a in _flatten(shape))
+
+
+# ---------------------------------------------------------------------------------------------
+# HLO text -> instructions
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Instr:
+    name: str
+    computation: str
+    shape: Any
+    opcode: str
+    operands: list[str]  # operand names
+    operand_shapes: list[Any]  # inline shapes where printed, else None
+    attrs: str
+
+
+def _parse_instruction(line: str, computation: str) -> _Instr | None:
+    body = line.strip()
+    if body.startswith("ROOT "):
+        body = body[5:]
+    name, eq, rest = body.partition(" = ")
+    if not eq:
+        return None
+    rest = rest.lstrip()
+    if rest.startswith("("):
+        end = _matching(rest, 0)
+        shape_txt, rest = rest[:end + 1], rest[end + 1:]
+    else:
+        m = re.match(r"\S+", rest)
+        shape_txt, rest = m.group(0), rest[m.end():]
+    m = re.match(r"\s*([\w\-.]+)\(", rest)
+    if not m:
+        return None
+    opcode = m.group(1)
+    open_at = m.end() - 1
+    close = _matching(rest, open_at)
+    operand_txt, attrs = rest[open_at + 1:close], rest[close + 1:]
+    operands, op_shapes = [], []
+    for op in _split_top(operand_txt):
+        parts = op.rsplit(None, 1)
+        operands.append(parts[-1].lstrip("%"))
+        try:
+            op_shapes.append(parse_shape(parts[0]) if len(parts) == 2 else None)
+        except ValueError:
+            op_shapes.append(None)
+    try:
+        shape = parse_shape(shape_txt)
+    except ValueError:
+        return None
+    return _Instr(name.strip().lstrip("%"), computation, shape, opcode, operands, op_shapes, attrs)
+
+
+def _parse_module(text: str) -> tuple[dict[str, list[_Instr]], str | None]:
+    comps: dict[str, list[_Instr]] = {}
+    entry = None
+    current = None
+    for line in text.splitlines():
+        # Long tuples carry /*index=N*/ comments between elements; they are not part of shapes.
+        s = _COMMENT_RE.sub("", line).strip()
+        if not s or s.startswith(("HloModule", "//", "#")):
+            continue
+        if current is None:
+            m = _HEADER_RE.match(s)
+            if m:
+                current = m.group(2)
+                comps[current] = []
+                if m.group(1):
+                    entry = current
+            continue
+        if s == "}":
+            current = None
+            continue
+        try:
+            ins = _parse_instruction(s, current)
+        except ValueError:  # a line we cannot parse is not a transfer we can count; keep going
+            ins = None
+        if ins is not None:
+            comps[current].append(ins)
+    return comps, entry
+
+
+def _multipliers(comps: dict[str, list[_Instr]], entry: str | None) -> tuple[dict[str, int], dict[str, bool]]:
+    """Executions of each computation per program run, and whether every loop count was known.
+
+    A while body runs `known_trip_count` times per execution of its caller; other calls
+    (fusions, async wrappers, to_apply, branches) run at most once per caller execution —
+    conditional branches are counted as taken, an upper bound."""
+    edges: dict[str, list[tuple[str, int, bool]]] = defaultdict(list)  # caller -> (callee, n, known)
+    for cname, instrs in comps.items():
+        for ins in instrs:
+            trip = _TRIP_RE.search(ins.attrs)
+            for kind, callee in _CALLS_RE.findall(ins.attrs):
+                if ins.opcode == "while" and kind == "body":
+                    edges[cname].append((callee, int(trip.group(1)) if trip else 1, bool(trip)))
+                else:
+                    edges[cname].append((callee, 1, True))
+            for group in _BRANCHES_RE.findall(ins.attrs):
+                for callee in group.split(","):
+                    edges[cname].append((callee.strip().lstrip("%"), 1, True))
+    mult: dict[str, int] = {}
+    known: dict[str, bool] = {}
+    roots = [entry] if entry in comps else [c for c in comps if not any(c == e[0] for es in edges.values() for e in es)]
+
+    def visit(c: str, m: int, k: bool, depth: int = 0):
+        if depth > 64:  # HLO call graphs are DAGs; this only guards malformed input
+            return
+        mult[c] = mult.get(c, 0) + m
+        known[c] = known.get(c, True) and k
+        for callee, n, kn in edges.get(c, ()):
+            visit(callee, m * n, k and kn, depth + 1)
+
+    for r in roots:
+        visit(r, 1, True)
+    return mult, known
+
+
+# ---------------------------------------------------------------------------------------------
+# Offload inventory
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class OffloadOp:
+    name: str
+    computation: str
+    opcode: str        # copy-start | copy | dynamic-update-slice | dynamic-slice (+ "-start" if async)
+    direction: str     # "D2H" | "H2D"
+    bytes: int         # per execution of the instruction
+    executions: int    # per execution of the program (trip-count product; 1 if unknown)
+    trip_count_known: bool
+    is_async: bool
+    shape: str
+
+
+@dataclasses.dataclass
+class OffloadInventory:
+    ops: list[OffloadOp]
+
+    def summary(self, direction: str) -> dict[str, int]:
+        sel = [o for o in self.ops if o.direction == direction]
+        return {"count": len(sel), "bytes": sum(o.bytes for o in sel),
+                "executed_count": sum(o.executions for o in sel),
+                "executed_bytes": sum(o.bytes * o.executions for o in sel)}
+
+    @property
+    def in_loops(self) -> bool:
+        return any(o.executions != 1 or not o.trip_count_known for o in self.ops)
+
+    @property
+    def trip_counts_known(self) -> bool:
+        return all(o.trip_count_known for o in self.ops)
+
+    def to_dict(self) -> dict:
+        return {
+            "D2H": self.summary("D2H"), "H2D": self.summary("H2D"),
+            "in_loops": self.in_loops, "trip_counts_known": self.trip_counts_known,
+            "note": ("count/bytes are per static instruction; executed_* multiply by loop trip "
+                     "counts, per program execution"
+                     + ("" if self.trip_counts_known else "; some trip counts unknown: executed_* "
+                        "are lower bounds")),
+            "ops": [dataclasses.asdict(o) for o in self.ops],
+        }
+
+
+def _classify(ins: _Instr, by_name: dict[str, _Instr], comps: dict[str, list[_Instr]]):
+    """(opcode, direction, bytes, is_async) if `ins` moves data across S(5), else None."""
+    op = ins.opcode
+
+    def operand_shape(i):
+        if i < len(ins.operand_shapes) and ins.operand_shapes[i] is not None:
+            return ins.operand_shapes[i]
+        src = by_name.get(ins.operands[i]) if i < len(ins.operands) else None
+        return src.shape if src else None
+
+    if op == "copy-start":
+        parts = ins.shape if isinstance(ins.shape, list) else [ins.shape]
+        if len(parts) < 2:
+            return None
+        dest, src = parts[0], parts[1]
+        if _on_host(dest) and not _on_host(src):
+            return op, "D2H", _bytes(dest), True
+        if _on_host(src) and not _on_host(dest):
+            return op, "H2D", _bytes(dest), True
+        return None
+    if op == "copy":
+        src = operand_shape(0)
+        if src is None:
+            return None
+        if _on_host(ins.shape) and not _on_host(src):
+            return op, "D2H", _bytes(ins.shape), False
+        if _on_host(src) and not _on_host(ins.shape):
+            return op, "H2D", _bytes(ins.shape), False
+        return None
+    base, is_async = op, False
+    if op.endswith("-start") and op[:-6] in ("dynamic-slice", "dynamic-update-slice"):
+        base, is_async = op[:-6], True
+    elif op == "async-start":
+        m = re.search(r"calls=%?([\w.\-]+)", ins.attrs)
+        wrapped = comps.get(m.group(1), []) if m else []
+        root = wrapped[-1] if wrapped else None
+        if root is None or root.opcode not in ("dynamic-slice", "dynamic-update-slice"):
+            return None
+        inner = _classify(root, by_name, comps)
+        return (root.opcode + "-start", inner[1], inner[2], True) if inner else None
+    if base == "dynamic-update-slice":
+        # result aliases operand 0 (the big buffer); the update (operand 1) is what moves.
+        result = ins.shape[1] if is_async and isinstance(ins.shape, list) else ins.shape
+        upd = operand_shape(1)
+        if _on_host(result) and upd is not None and not _on_host(upd):
+            return op, "D2H", _bytes(upd), is_async
+        return None
+    if base == "dynamic-slice":
+        result = ins.shape[1] if is_async and isinstance(ins.shape, list) else ins.shape
+        src = operand_shape(0)
+        if src is not None and _on_host(src) and not _on_host(result):
+            return op, "H2D", _bytes(result), is_async
+        return None
+    return None
+
+
+def offload_inventory(hlo: str | bytes | Any) -> OffloadInventory:
+    """Transfers to/from host memory space S(5) in one compiled program.
+
+    `hlo` is HLO text (``compiled.as_text()``), serialized ``HloProto`` bytes, or an HloProto
+    message. See the module docstring for what is counted and how loops are handled."""
+    if isinstance(hlo, (bytes, bytearray)) or hasattr(hlo, "hlo_module"):
+        return _inventory_from_proto(hlo)
+    comps, entry = _parse_module(hlo)
+    mult, known = _multipliers(comps, entry)
+    by_name = {i.name: i for instrs in comps.values() for i in instrs}
+    # Instructions inside an async-wrapped computation are counted at their async-start.
+    wrapped = {m.group(1) for instrs in comps.values() for i in instrs if i.opcode == "async-start"
+               for m in [re.search(r"calls=%?([\w.\-]+)", i.attrs)] if m}
+    return OffloadInventory(_collect_ops(comps, by_name, wrapped, lambda c: mult.get(c, 1),
+                                         lambda c: known.get(c, True)))
+
+
+def _collect_ops(comps, by_name, wrapped, multiplier, trip_known) -> list[OffloadOp]:
+    """Every host copy in `comps` (skipping computations wrapped by an async-start, which are
+    counted at the async-start), with its per-run multiplier and whether that is known."""
+    ops = []
+    for cname, instrs in comps.items():
+        if cname in wrapped:
+            continue
+        for ins in instrs:
+            c = _classify(ins, by_name, comps)
+            if c is None:
+                continue
+            opcode, direction, nbytes, is_async = c
+            ops.append(OffloadOp(ins.name, cname, opcode, direction, nbytes, multiplier(cname),
+                                 trip_known(cname), is_async,
+                                 ", ".join(str(a) for a in _flatten(ins.shape))))
+    return ops
+
+
+def _proto_shape(sp) -> Any:
+    if sp.tuple_shapes:
+        return [_proto_shape(t) for t in sp.tuple_shapes]
+    # element_type -> a dtype string only for byte counting
+    bits = _ENUM_BITS.get(sp.element_type, 0)
+    dtype = {0: "token", 2: "u2", 4: "u4", 8: "u8", 16: "u16", 32: "u32", 64: "u64", 128: "c128"}[bits]
+    return ArrayShape(dtype, tuple(sp.dimensions), sp.layout.memory_space)
+
+
+def _inventory_from_proto(hlo) -> OffloadInventory:
+    proto = HloProto.FromString(bytes(hlo)) if isinstance(hlo, (bytes, bytearray)) else hlo
+    mod = proto.hlo_module
+    id_to_comp = {c.id: c.name for c in mod.computations}
+    comps: dict[str, list[_Instr]] = {}
+    by_id = {}
+    calls: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for c in mod.computations:
+        lst = []
+        for i in c.instructions:
+            ins = _Instr(i.name, c.name, _proto_shape(i.shape), i.opcode, [], [], "")
+            by_id[i.id] = ins
+            lst.append(ins)
+            for k, cid in enumerate(i.called_computation_ids):
+                calls[c.name].append((id_to_comp.get(cid, ""), i.opcode if k == 0 else ""))
+        comps[c.name] = lst
+    for c in mod.computations:
+        for i in c.instructions:
+            by_id[i.id].operands = [by_id[o].name for o in i.operand_ids if o in by_id]
+            if i.opcode == "async-start" and i.called_computation_ids:
+                by_id[i.id].attrs = f"calls={id_to_comp.get(i.called_computation_ids[0], '')}"
+    # While trip counts live in backend_config, which our proto subset does not carry: a
+    # computation reached through a while body gets multiplier 1 and known=False.
+    loop_bodies = {callee for es in calls.values() for callee, opc in es if opc == "while"}
+    reach_unknown: set[str] = set()
+
+    def mark(c, depth=0):
+        if c in reach_unknown or depth > 64:
+            return
+        reach_unknown.add(c)
+        for callee, _ in calls.get(c, ()):
+            mark(callee, depth + 1)
+
+    for b in loop_bodies:
+        mark(b)
+    by_name = {i.name: i for i in by_id.values()}
+    wrapped = {i.attrs[6:] for i in by_id.values() if i.opcode == "async-start"}
+    # Protos carry no backend_config, hence no trip counts: multiplier 1, known only outside loops.
+    return OffloadInventory(_collect_ops(comps, by_name, wrapped, lambda c: 1,
+                                         lambda c: c not in reach_unknown))
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory timeline
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class MemoryTimeline:
+    frame: pd.DataFrame           # index = event order; instruction_name, live_bytes
+    peak_bytes: int
+    peak_index: int               # event index at which live bytes first reach the peak
+    peak_buffers: list[tuple[str, int]]  # (defining instruction[shape index], bytes), largest first
+    trace_index: int              # which heap-simulator trace was replayed
+    color: int
+
+    def to_dict(self, top: int = 10) -> dict:
+        return {"peak_bytes": self.peak_bytes, "peak_index": self.peak_index,
+                "peak_instruction": (self.frame["instruction_name"].iat[self.peak_index]
+                                     if len(self.frame) else None),
+                "peak_buffers": [list(b) for b in self.peak_buffers[:top]],
+                "trace_index": self.trace_index, "color": self.color, "events": len(self.frame)}
+
+
+def memory_timeline(hlo_proto: bytes | Any, color: int = 0, top: int = 20) -> MemoryTimeline:
+    """Replay the heap-simulator trace of `color` (see the module docstring)."""
+    proto = HloProto.FromString(bytes(hlo_proto)) if isinstance(hlo_proto, (bytes, bytearray)) else hlo_proto
+    ba = proto.buffer_assignment
+    lb = ba.logical_buffers
+    ids = np.fromiter((b.id for b in lb), np.int64, len(lb))
+    if len(ids) == 0 or not ba.heap_simulator_traces:
+        raise ValueError("HloProto has no buffer assignment / heap-simulator traces "
+                         "(memory_analysis().serialized_buffer_assignment_proto lacks them; "
+                         "use a profile's Hlo Proto or hlo_proto_from_jitted)")
+    # Dense lookup tables indexed by buffer id: ids are small non-negative ints.
+    n = int(ids.max()) + 1
+    size = np.zeros(n, np.int64)
+    size[ids] = np.fromiter((b.size for b in lb), np.int64, len(lb))
+    col = np.full(n, -1, np.int64)
+    col[ids] = np.fromiter((b.color for b in lb), np.int64, len(lb))
+    # Newer XLA fills only defined_at.instruction_id; resolve names through the module.
+    id_to_name = {i.id: i.name for c in proto.hlo_module.computations for i in c.instructions}
+    names = {b.id: (b.defined_at.instruction_name or id_to_name.get(b.defined_at.instruction_id, "?")) + (
+        "{" + ",".join(map(str, b.defined_at.shape_index)) + "}" if b.defined_at.shape_index else "")
+        for b in lb}
+
+    best, best_n = -1, -1
+    for t, tr in enumerate(ba.heap_simulator_traces):
+        buf = np.fromiter((e.buffer_id for e in tr.events), np.int64, len(tr.events))
+        cnt = int(np.count_nonzero(col[buf[(buf >= 0) & (buf < n)]] == color)) if len(buf) else 0
+        if cnt > best_n:
+            best, best_n = t, cnt
+    if best_n <= 0:
+        raise ValueError(f"no heap-simulator trace has buffers of color {color}")
+    tr = ba.heap_simulator_traces[best]
+    m = len(tr.events)
+    kind = np.fromiter((e.kind for e in tr.events), np.int64, m)
+    buf = np.fromiter((e.buffer_id for e in tr.events), np.int64, m)
+    canon_of = np.fromiter((e.share_with_canonical_id for e in tr.events), np.int64, m)
+    instr = [e.instruction_name for e in tr.events]
+
+    # xprof's reference counting (hlo_proto_to_memory_visualization_utils.cc): the loop is
+    # inherently sequential (each delta depends on the group's refcount); it only emits integer
+    # deltas, everything after is numpy.
+    delta = np.zeros(m, np.int64)
+    group_of_event = np.full(m, -1, np.int64)
+    canonical: dict[int, int] = {}
+    refs: dict[int, int] = {}
+    for i in range(m):
+        b = int(buf[i])
+        k = kind[i]
+        if k == 0:  # ALLOC
+            canonical[b] = b
+            refs[b] = 1
+            delta[i] = size[b]
+            group_of_event[i] = b
+        elif k == 2:  # SHARE_WITH
+            c = canonical.get(int(canon_of[i]), int(canon_of[i]))
+            canonical[b] = c
+            refs[c] = refs.get(c, 0) + 1
+            if refs[c] == 1:  # the canonical buffer was already freed: bytes come back
+                delta[i] = size[c]
+                group_of_event[i] = c
+        else:  # FREE
+            c = canonical.get(b, b)
+            refs[c] = refs.get(c, 1) - 1
+            if refs[c] == 0:
+                delta[i] = -size[c]
+                group_of_event[i] = c
+    live = np.cumsum(delta)
+    peak_index = int(np.argmax(live)) if m else 0
+    peak = int(live[peak_index]) if m else 0
+    # Buffers live at the peak: groups whose deltas up to the peak sum to a positive size.
+    upto = group_of_event[:peak_index + 1]
+    mask = upto >= 0
+    net = np.zeros(n, np.int64)
+    np.add.at(net, upto[mask], delta[:peak_index + 1][mask])
+    live_ids = np.nonzero(net > 0)[0]
+    order = live_ids[np.argsort(-net[live_ids], kind="stable")][:top]
+    peak_buffers = [(names.get(int(b), str(b)), int(net[b])) for b in order]
+    frame = pd.DataFrame({"instruction_name": instr, "live_bytes": live})
+    return MemoryTimeline(frame, peak, peak_index, peak_buffers, best, color)
+
+
+# ---------------------------------------------------------------------------------------------
+# Getting HloProtos
+# ---------------------------------------------------------------------------------------------
+
+
+def hlo_protos_from_xspace(xspace: str | os.PathLike | bytes | Any) -> dict[str, bytes]:
+    """``{"<module>(<program_id>)": HloProto bytes}`` from a capture's ``/host:metadata`` plane.
+
+    `xspace` is an ``.xplane.pb`` path, its bytes, or a parsed XSpace."""
+    if isinstance(xspace, (str, os.PathLike)):
+        xspace = Path(xspace).read_bytes()
+    if isinstance(xspace, (bytes, bytearray)):
+        xspace = XSpace.FromString(bytes(xspace))
+    out: dict[str, bytes] = {}
+    for plane in xspace.planes:
+        if plane.name != "/host:metadata":
+            continue
+        stat_ids = [k for k, v in plane.stat_metadata.items() if v.name == "Hlo Proto"]
+        for em in plane.event_metadata.values():
+            for s in em.stats:
+                if s.metadata_id in stat_ids and s.bytes_value:
+                    out[em.name] = bytes(s.bytes_value)
+    return out
+
+
+def pick_module(protos: dict[str, bytes], hint: str | None = None) -> tuple[str, bytes]:
+    """The module a capture is about: the one whose name contains `hint`, else the largest
+    (jax also compiles little helper programs – broadcasts, RNG seeding – that a capture
+    records alongside the training step)."""
+    if not protos:
+        raise ValueError("no HLO protos in this capture (profile_options.enable_hlo_proto off?)")
+    cands = [k for k in protos if hint and hint in k] or list(protos)
+    name = max(cands, key=lambda k: len(protos[k]))
+    return name, protos[name]
+
+
+def hlo_proto_from_jitted(jitted, *args, **kwargs) -> bytes:
+    """Serialized ``HloProto`` (with buffer assignment and heap-simulator traces) of
+    ``jitted(*args, **kwargs)``, by compiling once more with an XLA dump to a temp dir.
+
+    Costs one extra compilation; nothing runs. The dump file is ``*after_optimizations.hlo.pb``
+    (prefixed ``cpu_``/``gpu_`` by backend)."""
+    with tempfile.TemporaryDirectory(prefix="overlap-hlo-") as d:
+        jitted.lower(*args, **kwargs).compile(compiler_options={
+            "xla_dump_to": d, "xla_dump_hlo_as_proto": True, "xla_dump_hlo_as_text": False})
+        files = sorted(glob.glob(os.path.join(d, "*after_optimizations.hlo.pb")),
+                       key=os.path.getsize)
+        if not files:
+            raise RuntimeError(f"XLA wrote no *after_optimizations.hlo.pb (got {os.listdir(d)})")
+        return Path(files[-1]).read_bytes()
+
+
+def memory_analysis_dict(compiled) -> dict[str, int] | None:
+    """``compiled.memory_analysis()`` as plain ints (None when the backend gives none)."""
+    try:
+        ma = compiled.memory_analysis()
+    except Exception:
+        return None
+    if ma is None:
+        return None
+    fields = ("generated_code_size_in_bytes", "argument_size_in_bytes", "output_size_in_bytes",
+              "alias_size_in_bytes", "temp_size_in_bytes", "peak_memory_in_bytes",
+              "host_generated_code_size_in_bytes", "host_argument_size_in_bytes",
+              "host_output_size_in_bytes", "host_alias_size_in_bytes", "host_temp_size_in_bytes")
+    return {f: int(getattr(ma, f)) for f in fields if hasattr(ma, f)}

@@ -1,0 +1,290 @@
+"""The CI gate: pass/fail checks over an `overlap.analysis.overlap.analyze` result.
+
+Checks (each is one JUnit testcase and one line of output):
+
+* `no_transfers` (always on): a capture without device<->host transfers fails, because in CI
+  that almost always means offload silently stopped happening (a policy or memory-kind change,
+  or a backend that compiles it away). `allow_no_transfers=True` turns it into a pass, and then
+  the ratio checks are skipped.
+* `min_overlap` (on by default, 0.9): the duration-weighted overlap ratio over all transfers.
+* `min_overlap_d2h` / `min_overlap_h2d`: the same per direction (skipped when that direction
+  has no transfers: there is nothing to hide).
+* `max_exposed_ms`: exposed wall time of the worst step, in milliseconds.
+* `max_exposed_frac`: exposed wall time of the worst step as a fraction of that step.
+* Against a baseline report (`overlap report --json` or `overlap check --json` output):
+  `max_ratio_drop` (default 0.02 when a baseline is given): the overlap ratio may not fall by
+  more than this many ratio points (absolute, 0.02 = 2 points), overall and per direction
+  present in both; `max_exposed_growth` (default 0.05): mean exposed wall time per step may not
+  grow by more than this fraction, plus `exposed_slack_ms` (default 0.01 ms) absolute so that a
+  zero baseline does not fail on picoseconds of jitter. Without steps in both reports the
+  growth check compares exposed time per transfer instead, and says so.
+
+A step check asked for on a capture without step annotations fails (fail closed): a gate that
+cannot be evaluated must not pass silently.
+
+Times in the result stay integer picoseconds; limits given in ms are converted once here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from overlap.analysis import overlap as analysis
+from overlap.errors import InputError, UsageError
+
+PS_PER_MS = 1_000_000_000
+
+DEFAULT_MIN_OVERLAP = 0.9
+DEFAULT_MAX_RATIO_DROP = 0.02
+DEFAULT_MAX_EXPOSED_GROWTH = 0.05
+DEFAULT_EXPOSED_SLACK_MS = 0.01
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckConfig:
+    """Which checks run and their limits. `None` turns a check off."""
+
+    min_overlap: float | None = DEFAULT_MIN_OVERLAP
+    min_overlap_d2h: float | None = None
+    min_overlap_h2d: float | None = None
+    max_exposed_ms: float | None = None
+    max_exposed_frac: float | None = None
+    # A parsed baseline report (dict); the ratio/growth limits apply only when it is set.
+    baseline: dict[str, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
+    baseline_path: str | None = None
+    max_ratio_drop: float | None = DEFAULT_MAX_RATIO_DROP
+    max_exposed_growth: float | None = DEFAULT_MAX_EXPOSED_GROWTH
+    exposed_slack_ms: float = DEFAULT_EXPOSED_SLACK_MS
+    allow_no_transfers: bool = False
+
+    def validate(self) -> None:
+        """Raise UsageError for values no gate can mean (negative times, ratios out of [0, 1])."""
+        for name in ("min_overlap", "min_overlap_d2h", "min_overlap_h2d", "max_exposed_frac",
+                     "max_ratio_drop"):
+            v = getattr(self, name)
+            if v is not None and not 0.0 <= v <= 1.0:
+                raise UsageError(f"--{name.replace('_', '-')} must be in [0, 1], got {v}")
+        for name in ("max_exposed_ms", "max_exposed_growth", "exposed_slack_ms"):
+            v = getattr(self, name)
+            if v is not None and not v >= 0.0:  # also rejects NaN
+                raise UsageError(f"--{name.replace('_', '-')} must be >= 0, got {v}")
+
+
+def load_baseline(path: str | os.PathLike) -> dict[str, Any]:
+    """Read a baseline report; any problem is an InputError naming the file (exit 3)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise InputError(p, "baseline report not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(p, f"cannot read baseline report: {e}") from None
+    except json.JSONDecodeError as e:
+        raise InputError(p, f"baseline is not JSON ({e.msg} at line {e.lineno})") from None
+    # `overlap check --json` nests the analysis under "analysis"; `overlap report --json` is it.
+    if isinstance(data, dict) and isinstance(data.get("analysis"), dict):
+        data = data["analysis"]
+    if not isinstance(data, dict) or "summary" not in data or "status" not in data:
+        raise InputError(p, "not an overlap report (expected `overlap report --json` output)")
+    return data
+
+
+def _check(name: str, status: str, message: str, value=None, limit=None) -> dict[str, Any]:
+    return {"name": name, "status": status, "passed": status != FAIL, "value": value,
+            "limit": limit, "message": message}
+
+
+def _fmt_ratio(r: float | None) -> str:
+    return "n/a" if r is None else f"{r:.3f}"
+
+
+def _mean_exposed_basis(result: dict[str, Any]) -> tuple[str, float | None]:
+    ss = result.get("step_summary") or {}
+    if ss.get("count"):
+        return "step", ss.get("mean_exposed_wall_ps")
+    s = result["summary"]
+    return "transfer", (s["exposed_ps"] / s["transfers"]) if s.get("transfers") else None
+
+
+def run_checks(result: dict[str, Any], config: CheckConfig | None = None) -> dict[str, Any]:
+    """Evaluate `config` against an analysis result.
+
+    Returns a JSON-serializable dict: `passed` (bool), `checks` (list of `{name, status
+    (pass/fail/skip), passed, value, limit, message}`), `failed` (names), `verdict` (one line).
+    """
+    config = config or CheckConfig()
+    config.validate()
+    checks: list[dict[str, Any]] = []
+    ok = result["status"] == analysis.STATUS_OK
+
+    if ok:
+        checks.append(_check("no_transfers", PASS,
+                             f"{result['summary']['transfers']} transfer(s) found"))
+    elif config.allow_no_transfers:
+        checks.append(_check("no_transfers", PASS,
+                             f"{result['status']} allowed (--allow-no-transfers)"))
+    else:
+        checks.append(_check("no_transfers", FAIL,
+                             f"offload silently stopped happening? {result['reason']}"))
+
+    def skip_all(name: str) -> None:
+        checks.append(_check(name, SKIP, f"skipped: {result['status']}"))
+
+    def ratio_check(name: str, ratio: float | None, limit: float, what: str) -> None:
+        if ratio is None:
+            checks.append(_check(name, SKIP, f"{what}: no timed transfers", None, limit))
+        else:
+            checks.append(_check(name, PASS if ratio >= limit else FAIL,
+                                 f"{what} overlap {_fmt_ratio(ratio)} (min {limit:.3f})",
+                                 ratio, limit))
+
+    if config.min_overlap is not None:
+        if ok:
+            ratio_check("min_overlap", result["summary"]["overlap_ratio"], config.min_overlap,
+                        "all transfers")
+        else:
+            skip_all("min_overlap")
+    for d, limit in (("D2H", config.min_overlap_d2h), ("H2D", config.min_overlap_h2d)):
+        if limit is None:
+            continue
+        name = f"min_overlap_{d.lower()}"
+        if ok:
+            ratio_check(name, result["by_direction"][d]["overlap_ratio"], limit, d)
+        else:
+            skip_all(name)
+
+    steps_ok = ok and bool(result["step_summary"]["count"])
+    no_steps = "capture has no step annotations (jax.profiler.StepTraceAnnotation), so it " \
+               "cannot be evaluated"
+    if config.max_exposed_ms is not None:
+        limit_ps = round(config.max_exposed_ms * PS_PER_MS)
+        if not ok:
+            skip_all("max_exposed_ms")
+        elif not steps_ok:
+            checks.append(_check("max_exposed_ms", FAIL, no_steps, None, limit_ps))
+        else:
+            worst = result["step_summary"]["max_exposed_wall_ps"]
+            ws = result["step_summary"]["worst_step"]
+            checks.append(_check(
+                "max_exposed_ms", PASS if worst <= limit_ps else FAIL,
+                f"worst step ({ws['step']}) exposed {analysis.format_ps(worst)} "
+                f"(max {analysis.format_ps(limit_ps)})", worst, limit_ps))
+    if config.max_exposed_frac is not None:
+        if not ok:
+            skip_all("max_exposed_frac")
+        elif not steps_ok:
+            checks.append(_check("max_exposed_frac", FAIL, no_steps, None,
+                                 config.max_exposed_frac))
+        else:
+            frac = result["step_summary"]["max_exposed_frac"] or 0.0
+            checks.append(_check(
+                "max_exposed_frac", PASS if frac <= config.max_exposed_frac else FAIL,
+                f"worst step exposed {frac:.1%} of the step (max {config.max_exposed_frac:.1%})",
+                frac, config.max_exposed_frac))
+
+    base = config.baseline
+    if base is not None:
+        bname = config.baseline_path or "baseline"
+        base_ok = base.get("status") == analysis.STATUS_OK
+        if config.max_ratio_drop is not None:
+            pairs = [("max_ratio_drop", result["summary"]["overlap_ratio"] if ok else None,
+                      base["summary"].get("overlap_ratio") if base_ok else None, "overall")]
+            for d in analysis.DIRECTIONS:
+                cur = result["by_direction"][d]["overlap_ratio"] if ok else None
+                old = (base.get("by_direction") or {}).get(d, {}).get("overlap_ratio") \
+                    if base_ok else None
+                if cur is not None and old is not None:
+                    pairs.append((f"max_ratio_drop_{d.lower()}", cur, old, d))
+            for name, cur, old, what in pairs:
+                if cur is None or old is None:
+                    checks.append(_check(name, SKIP, f"{what}: no overlap ratio in "
+                                         f"{'this capture' if cur is None else bname}"))
+                    continue
+                drop = old - cur
+                checks.append(_check(
+                    name, PASS if drop <= config.max_ratio_drop + 1e-12 else FAIL,
+                    f"{what} overlap {_fmt_ratio(old)} -> {_fmt_ratio(cur)} "
+                    f"(drop {drop:+.3f}, max {config.max_ratio_drop:.3f})",
+                    drop, config.max_ratio_drop))
+        if config.max_exposed_growth is not None:
+            if not (ok and base_ok):
+                checks.append(_check("max_exposed_growth", SKIP,
+                                     "skipped: no transfers in this capture or the baseline"))
+            else:
+                basis_cur, cur = _mean_exposed_basis(result)
+                basis_old, old = _mean_exposed_basis(base)
+                if basis_cur != basis_old:
+                    checks.append(_check(
+                        "max_exposed_growth", FAIL,
+                        f"cannot compare: exposed time is per {basis_cur} here but per "
+                        f"{basis_old} in {bname} (step annotations added or removed)"))
+                else:
+                    slack = config.exposed_slack_ms * PS_PER_MS
+                    limit = old * (1 + config.max_exposed_growth) + slack
+                    growth = (cur - old) / old if old else None
+                    checks.append(_check(
+                        "max_exposed_growth", PASS if cur <= limit else FAIL,
+                        f"exposed per {basis_cur} {analysis.format_ps(old)} -> "
+                        f"{analysis.format_ps(cur)}"
+                        + (f" ({growth:+.1%}" if growth is not None else " (")
+                        + f", max +{config.max_exposed_growth:.0%} + "
+                        f"{analysis.format_ps(slack)})", int(round(cur)), int(round(limit))))
+
+    failed = [c["name"] for c in checks if c["status"] == FAIL]
+    passed = not failed
+    head = "PASS" if passed else "FAIL (" + ", ".join(failed) + ")"
+    return {"passed": passed, "checks": checks, "failed": failed,
+            "verdict": f"{head}: {analysis.verdict(result)}"}
+
+
+def assert_hidden(path_or_trace, min_overlap: float | None = DEFAULT_MIN_OVERLAP, *,
+                  baseline: str | os.PathLike | dict | None = None,
+                  hidden_threshold: float = analysis.DEFAULT_HIDDEN_THRESHOLD,
+                  exposed_threshold: float = analysis.DEFAULT_EXPOSED_THRESHOLD,
+                  **checks: Any) -> dict[str, Any]:
+    """Assert that a capture's transfers hide behind compute; for tests and notebooks.
+
+        >>> overlap.assert_hidden("runs/offload", min_overlap=0.95,
+        ...                       max_exposed_ms=2.0)  # doctest: +SKIP
+
+    Args:
+      path_or_trace: a path `overlap.read_trace` accepts, or a `Trace`.
+      min_overlap: minimum duration-weighted overlap ratio (None: off).
+      baseline: a baseline report (path or parsed dict) for the regression checks.
+      **checks: any other `CheckConfig` field (`max_exposed_ms=`, `min_overlap_h2d=`, ...).
+
+    Returns:
+      The analysis result, when every check passes.
+
+    Raises:
+      AssertionError: with the verdict (and failing checks) as its message.
+    """
+    if isinstance(path_or_trace, (str, os.PathLike)):
+        from overlap.trace.reader import read_trace
+
+        trace = read_trace(path_or_trace)
+    else:
+        trace = path_or_trace
+    base_path = None
+    if isinstance(baseline, (str, os.PathLike)):
+        base_path = os.fspath(baseline)
+        baseline = load_baseline(baseline)
+    fields = {f.name for f in dataclasses.fields(CheckConfig)}
+    unknown = set(checks) - fields
+    if unknown:
+        raise TypeError(f"unknown check(s): {', '.join(sorted(unknown))}")
+    config = CheckConfig(min_overlap=min_overlap, baseline=baseline, baseline_path=base_path,
+                         **checks)
+    result = analysis.analyze(trace, hidden_threshold=hidden_threshold,
+                              exposed_threshold=exposed_threshold)
+    outcome = run_checks(result, config)
+    if not outcome["passed"]:
+        details = "; ".join(c["message"] for c in outcome["checks"] if c["status"] == FAIL)
+        raise AssertionError(f"{outcome['verdict']} [{details}]")
+    return result

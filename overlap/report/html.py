@@ -1,0 +1,114 @@
+"""`overlap report PATH --html FILE`: one self-contained HTML page with the dashboard's figures.
+
+The figures come from the same pure builders as the dashboard (`dashboard.figures`) on the same
+compact data (`dashboard.data.run_data`), so the page and the Run view always agree. plotly.js
+is inlined once, so the file opens offline and can be attached to a CI run. SYNTHETIC captures
+are labelled in the page header and in every figure title.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from typing import Any
+
+PAGE_STYLE = """
+body { font-family: sans-serif; margin: 16px 24px; color: #222; }
+.card { border: 1px solid #ddd; border-radius: 6px; padding: 8px 12px; margin: 8px 0; }
+.synthetic { border-color: #F58518; background: #fff4e5; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; }
+"""
+
+
+def _table_html(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "<p>(none)</p>"
+    cols = list(rows[0])
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(
+        f"<td>{html.escape('' if r.get(c) is None else str(r.get(c)))}</td>" for c in cols)
+        + "</tr>" for r in rows)  # rows are summary rows (top-k), never events
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def page_html(title: str, result: dict[str, Any] | None, figs: list,
+              tables: dict[str, list[dict[str, Any]]] | None = None) -> str:
+    """A complete HTML page: header (verdict, SYNTHETIC warning), figures, tables."""
+    import plotly.io as pio
+
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+             f"</title><style>{PAGE_STYLE}</style></head><body><h1>{html.escape(title)}</h1>"]
+    if result is not None:
+        if result.get("synthetic"):
+            parts.append("<div class='card synthetic'><b>SYNTHETIC</b>: this capture was "
+                         "written by overlap.trace.synthetic, not measured.</div>")
+        parts.append(f"<div class='card'><b>Verdict:</b> "
+                     f"{html.escape(str(result.get('verdict', '')))}</div>")
+        for note in result.get("notes", []):
+            parts.append(f"<div class='card'>{html.escape(note)}</div>")
+    for i, fig in enumerate(figs):
+        parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=(i == 0),
+                                 config={"displaylogo": False}))
+    for name, rows in (tables or {}).items():
+        parts.append(f"<h3>{html.escape(name)}</h3>{_table_html(rows)}")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _result_row(name: str, result: dict[str, Any], baseline: bool) -> dict[str, Any]:
+    bd = result.get("by_direction", {})
+    return {"run": name, "baseline": baseline,
+            "step_ps": result.get("step_summary", {}).get("mean_duration_ps"),
+            "peak_bytes": None,
+            "D2H": bd.get("D2H", {}).get("overlap_ratio"),
+            "H2D": bd.get("H2D", {}).get("overlap_ratio")}
+
+
+def write_html(result: dict[str, Any], trace, path: str | os.PathLike,
+               baseline: dict[str, Any] | None = None, *, manifest: dict | None = None,
+               baseline_trace=None, baseline_manifest: dict | None = None) -> Path:
+    """Write the report page for `result` (from `analyze(trace)`) to `path`.
+
+    Args:
+      result: the analysis result of `trace`.
+      trace: the `overlap.trace.reader.Trace` it came from (the timeline needs its events).
+      path: the HTML file to write.
+      baseline: optionally a baseline's analysis result (e.g. `overlap report --json` of the
+        remat run); adds step-time and per-direction overlap bars against it.
+      manifest: this run's run.json, when the capture is a run directory.
+      baseline_trace, baseline_manifest: the baseline's capture itself (a run directory given
+        as the baseline); then device memory is drawn against the baseline's too (over time
+        where both have allocator events, over program order otherwise) with peak-memory bars.
+
+    Returns the path written.
+    """
+    from overlap.report import aggregate, figures
+    from overlap.report import rundata as data
+
+    d = data.run_data(trace, result, manifest)
+    step = data.default_step(d)
+    figs = figures.run_figures(d, step)
+    page_figs = [figs["timeline"], figs["histogram"], figs["bandwidth"]]
+    if baseline_trace is not None and baseline is not None:
+        bd = data.run_data(baseline_trace, baseline, baseline_manifest)
+        cmp = figures.compare_figures([("baseline", bd), ("this run", d)], "baseline")
+        page_figs += [cmp["memory"], cmp["step_time"], cmp["peak_memory"], cmp["overlap"]]
+    else:
+        curves = [{"run": "this run", "device": dev, "x": x, "y": y, "baseline": False}
+                  for dev, (x, y) in aggregate.memory_curves(d.memory).items()]
+        if curves:
+            page_figs.append(figures.memory_figure(curves, "time", synthetic=d.synthetic))
+    if baseline is not None and baseline_trace is None:
+        rows = [_result_row("baseline", baseline, True), _result_row("this run", result, False)]
+        syn = d.synthetic or bool(baseline.get("synthetic"))
+        page_figs += [figures.step_time_figure(rows, syn),
+                      figures.direction_overlap_figure(rows, syn)]
+    title = "overlap report" + (f": {Path(str(result['sources'][0])).name}"
+                                if result.get("sources") else "")
+    page = page_html(title, result, page_figs,
+                     tables={"Most exposed transfers": figures.top_exposed_rows(result)})
+    out = Path(path)
+    out.write_text(page, encoding="utf-8")
+    return out

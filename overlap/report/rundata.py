@@ -1,0 +1,163 @@
+"""What the views keep of a run: the analysis result plus compact columnar arrays (`RunData`),
+and the per-run facts the HTML report and the dashboard both show (steps, policy, workload,
+unprofiled step time). Pure: no file I/O, no cache (the dashboard's `data.py` adds those).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from overlap.analysis import overlap as analysis
+from overlap.analysis.memory import find_number
+
+
+@dataclass
+class RunData:
+    """What the dashboard keeps of a run: the result and compact columnar arrays.
+
+    `compute` arrays: host, device, stream, start_ps, end_ps. `transfers`: the analysis's
+    per-transfer table (host, device, direction, stream, start/end/span/hidden/exposed ps,
+    overlap_ratio, bytes, bandwidth_Bps, hlo_op). `memory`: allocator events (time_ps,
+    bytes_allocated, device, allocator). `program_memory`: program-order live bytes from the
+    HLO (`index`, `bytes`) when the capture carries HLO protos and `overlap.hlo.program` is available.
+    """
+
+    result: dict[str, Any]
+    backend: str
+    synthetic: bool
+    compute: dict[str, np.ndarray]
+    transfers: dict[str, np.ndarray]
+    memory: dict[str, np.ndarray]
+    program_memory: dict[str, np.ndarray] | None
+    device_names: list[str]
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+def _program_memory(trace) -> dict[str, np.ndarray] | None:
+    """Program-order live bytes of the largest HLO module, via overlap.hlo.program when it exists."""
+    if trace.modules is None or not len(trace.modules):
+        return None
+    try:
+        from overlap.hlo import program as hlo  # written alongside; optional until it lands
+    except ImportError:
+        return None
+    protos = [p for p in trace.modules["hlo_proto"].tolist() if p]
+    if not protos:
+        return None
+    best = None
+    for proto in protos:  # one per compiled program, a handful
+        try:
+            tl = hlo.memory_timeline(proto)
+        except Exception:  # noqa: BLE001 - one unparseable module must not hide the run
+            continue
+        df = getattr(tl, "frame", tl)  # overlap.hlo.program.MemoryTimeline: .frame has live_bytes
+        col = next((c for c in ("live_bytes", "bytes", "bytes_live") if c in df.columns), None)
+        if col is None or not len(df):
+            continue
+        y = df[col].to_numpy(dtype=np.int64)
+        if best is None or y.max() > best["bytes"].max():
+            best = {"index": np.arange(y.size, dtype=np.int64), "bytes": y}
+    return best
+
+
+def run_data(trace, result: dict[str, Any], manifest: dict[str, Any] | None = None) -> RunData:
+    """Compact RunData from a reader Trace and its analysis result (pure; no I/O)."""
+    th = result.get("thresholds", {})
+    table, _ = analysis.transfer_table(
+        trace, hidden_threshold=th.get("hidden", analysis.DEFAULT_HIDDEN_THRESHOLD),
+        exposed_threshold=th.get("exposed", analysis.DEFAULT_EXPOSED_THRESHOLD))
+    co = trace.compute
+    compute = {
+        "host": co["host"].to_numpy(dtype=object), "device": co["device"].to_numpy(dtype=object),
+        "stream": co["stream"].to_numpy(dtype=np.int64),
+        "start_ps": co["start_ps"].to_numpy(dtype=np.int64),
+        "end_ps": co["end_ps"].to_numpy(dtype=np.int64),
+    }
+    transfers = {c: table[c].to_numpy() for c in (
+        "host", "device", "direction", "start_ps", "end_ps", "span_ps", "hidden_ps",
+        "exposed_ps", "overlap_ratio", "bytes", "bandwidth_Bps", "hlo_op")}
+    # transfer_table keeps the reader's row order, so the stream column lines up.
+    transfers["stream"] = trace.transfers["stream"].to_numpy(dtype=np.int64)
+    mem = trace.memory
+    memory = {
+        "time_ps": mem["time_ps"].to_numpy(dtype=np.int64),
+        "bytes_allocated": mem["bytes_allocated"].to_numpy(dtype=np.int64),
+        "device": mem["device"].to_numpy(dtype=object),
+        "allocator": mem["allocator"].to_numpy(dtype=object),
+    }
+    names = []
+    if trace.devices is not None and len(trace.devices):
+        names = sorted({str(n) for n in trace.devices["name"].dropna().tolist() if n})
+    return RunData(result=result, backend=trace.backend, synthetic=bool(trace.synthetic),
+                   compute=compute, transfers=transfers, memory=memory,
+                   program_memory=_program_memory(trace), device_names=names,
+                   manifest=manifest or {})
+
+
+def manifest_step_time_ps(manifest: dict[str, Any]) -> int | None:
+    """Step time measured without the profiler, if the manifest recorded one.
+
+    overlap.capture.api writes `step_ns`, the list of unprofiled step times (median taken, as
+    `overlap compare` does); other keys cover hand-written manifests.
+    """
+    step_ns = manifest.get("step_ns")
+    if isinstance(step_ns, list) and step_ns:
+        return int(np.median(np.asarray(step_ns, dtype=np.int64))) * 1000
+    for keys, scale in ((("step_time_ps", "step_ps", "mean_step_ps"), 1),
+                        (("step_time_ns", "mean_step_ns"), 1_000),
+                        (("step_time_us", "mean_step_us"), 1_000_000),
+                        (("step_time_ms", "mean_step_ms", "unprofiled_step_ms"), 1_000_000_000),
+                        (("step_time_s", "mean_step_s"), 1_000_000_000_000)):
+        v = find_number(manifest, keys)
+        if v is not None:
+            return int(round(v * scale))
+    return None
+
+
+def manifest_policy(m: dict[str, Any]) -> tuple[str, str]:
+    """(policy name, category) from a run.json, whose `policy` is a dict written by
+    overlap.capture.api (older or hand-written manifests may hold a bare name)."""
+    pol = m.get("policy")
+    if isinstance(pol, dict):
+        return str(pol.get("name") or ""), str(pol.get("category") or "")
+    return str(pol or ""), str(m.get("category") or "")
+
+
+def manifest_workload(m: dict[str, Any]) -> str:
+    """`name:size` of a run.json's workload (a dict from overlap.capture.api, or a bare string)."""
+    wl = m.get("workload")
+    if isinstance(wl, dict):
+        name, size = wl.get("name") or "", wl.get("size")
+        return f"{name}:{size}" if size else str(name)
+    return str(wl or "")
+
+
+def step_options(data: RunData) -> list[dict[str, Any]]:
+    """Dropdown options for the steps of a run: value `host|step`."""
+    return [{"label": f"step {s['step']} ({s['duration_ps'] / 1e9:.3f} ms)"
+             + (f" on {s['host']}" if len(data.result.get("hosts", [])) > 1 else ""),
+             "value": f"{s['host']}|{s['step']}"} for s in data.result.get("steps", [])]
+
+
+def default_step(data: RunData) -> tuple[str, int] | None:
+    """The step with the most exposed wall time (ties: the earliest), else None."""
+    steps = data.result.get("steps", [])
+    if not steps:
+        return None
+    worst = max(steps, key=lambda s: (s["exposed_wall_ps"], -s["start_ps"]))
+    return worst["host"], int(worst["step"])
+
+
+def parse_step(value: Any, data: RunData) -> tuple[str, int] | None:
+    """A `host|step` dropdown value, checked against the run's steps (else the default)."""
+    if isinstance(value, str) and "|" in value:
+        host, _, step = value.rpartition("|")
+        for s in data.result.get("steps", []):
+            if s["host"] == host and str(s["step"]) == step:
+                return host, int(s["step"])
+    return default_step(data)
+
+

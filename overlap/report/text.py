@@ -1,0 +1,189 @@
+"""Renderers: the analysis result (and check outcome) as terminal text, JSON, JUnit XML and
+GitHub step-summary Markdown.
+
+Every renderer takes the dict from `overlap.analysis.overlap.analyze` (and, for the gate, the dict from
+`overlap.report.gate.run_checks`) and computes nothing new: unit conversion from integer picoseconds
+happens here and only here. Results from SYNTHETIC traces say so in every format.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from overlap.analysis.overlap import DIRECTIONS, format_ps
+
+SYNTHETIC_BANNER = "SYNTHETIC trace (written by overlap.trace.synthetic, not a real capture)"
+
+
+def _ratio(r: float | None) -> str:
+    return "-" if r is None else f"{r * 100:.1f}%"
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} B"
+
+
+def _bw(bps: float | None) -> str:
+    return "-" if bps is None else f"{bps / 1e9:.1f} GB/s"
+
+
+def _table(headers: list[str], rows: list[list[str]], align: str) -> list[str]:
+    """Aligned columns; `align` has one `<` or `>` per column."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+
+    def line(cells):
+        return "  ".join(f"{c:{a}{w}}" for c, a, w in zip(cells, align, widths)).rstrip()
+
+    return [line(headers)] + [line(r) for r in rows]
+
+
+def _group_rows(rows: list[dict], label) -> list[list[str]]:
+    return [[label(r), str(r["count"]), _bytes(r["bytes"]), format_ps(r["span_ps"]),
+             format_ps(r["exposed_ps"]), _ratio(r["overlap_ratio"]),
+             f"{r['hidden']}/{r['partial']}/{r['exposed']}", _bw(r["bandwidth_Bps"])]
+            for r in rows]
+
+
+GROUP_HEADERS = ["", "n", "bytes", "in flight", "exposed", "hidden", "H/P/E", "bandwidth"]
+
+
+def _truncation(table: dict, what: str) -> list[str]:
+    if table["truncated"]:
+        return [f"  ({table['returned_records']} of {table['total_records']} {what}; "
+                "--top N for more)"]
+    return []
+
+
+def text(result: dict[str, Any], outcome: dict[str, Any] | None = None) -> str:
+    """Terminal report: verdict first, then compact aligned tables."""
+    out: list[str] = []
+    if result["synthetic"]:
+        out.append(SYNTHETIC_BANNER)
+    out.append(outcome["verdict"] if outcome else result["verdict"])
+    if outcome:
+        for c in outcome["checks"]:
+            out.append(f"  {c['status'].upper():<4}  {c['name']}: {c['message']}")
+    if result["status"] != "OK":
+        return "\n".join(out)
+    s = result["summary"]
+    th = result["thresholds"]
+    out.append("")
+    out.append(f"{s['transfers']} transfers, {_bytes(s['bytes'])}, {format_ps(s['span_ps'])} in "
+               f"flight, {format_ps(s['exposed_ps'])} exposed ({_ratio(s['overlap_ratio'])} "
+               f"hidden); classes H/P/E = {s['hidden']}/{s['partial']}/{s['exposed']} "
+               f"(hidden >= {th['hidden']:g}, exposed <= {th['exposed']:g})")
+    out.append("")
+    rows = [dict(result["by_direction"][d], label=d) for d in DIRECTIONS
+            if result["by_direction"][d]["count"]]
+    out += _table(["direction"] + GROUP_HEADERS[1:], _group_rows(rows, lambda r: r["label"]),
+                  "<>>>>>>>")
+    if len(result["by_device"]) > 1:
+        out.append("")
+        multi = len({r["host"] for r in result["by_device"]}) > 1
+        out += _table(["device"] + GROUP_HEADERS[1:], _group_rows(
+            result["by_device"],
+            lambda r: f"{r['host']}/{r['device']}" if multi else r["device"]), "<>>>>>>>")
+    if result["steps"]:
+        out.append("")
+        multi = len({r["host"] for r in result["steps"]}) > 1
+        rows = [[(f"{r['host']}/" if multi else "") + str(r["step"]),
+                 format_ps(r["duration_ps"]), str(r["transfers"]),
+                 format_ps(r["exposed_wall_ps"]), _ratio(r["exposed_frac"]),
+                 _ratio(r["overlap_ratio"])] for r in result["steps"]]
+        out += _table(["step", "duration", "transfers", "exposed wall", "of step", "hidden"],
+                      rows, "<>>>>>")
+    ops = result["by_hlo_op"]
+    if ops["records"]:
+        out.append("")
+        out += _table(["hlo op", "dir"] + GROUP_HEADERS[1:], [
+            [r["hlo_op"], r["direction"]] + row[1:]
+            for r, row in zip(ops["records"], _group_rows(ops["records"], lambda r: ""))],
+            "<<>>>>>>>")
+        out += _truncation(ops, "HLO ops")
+    top = result["top_exposed"]
+    if top["records"] and top["records"][0]["exposed_ps"] > 0:
+        out.append("")
+        out.append("most exposed transfers:")
+        out += _table(["hlo op", "dir", "device", "start", "in flight", "exposed", "hidden"], [
+            [r["hlo_op"], r["direction"], r["device"], format_ps(r["start_ps"]),
+             format_ps(r["span_ps"]), format_ps(r["exposed_ps"]), _ratio(r["ratio"])]
+            for r in top["records"]], "<<<>>>>")
+        out += _truncation(top, "transfers")
+    if result["notes"]:
+        out.append("")
+        out += [f"note: {n}" for n in result["notes"]]
+    return "\n".join(out)
+
+
+def to_json(result: dict[str, Any], outcome: dict[str, Any] | None = None) -> str:
+    """The result as JSON; with a check outcome, `{"check": outcome, "analysis": result}`."""
+    payload = result if outcome is None else {"check": outcome, "analysis": result}
+    return json.dumps(payload, indent=2, allow_nan=False) + "\n"
+
+
+def junit(result: dict[str, Any], outcome: dict[str, Any]) -> str:
+    """JUnit XML: one testcase per check, so CI systems list each gate separately."""
+    checks = outcome["checks"]
+    suite = ET.Element("testsuite", {
+        "name": "overlap check", "tests": str(len(checks)),
+        "failures": str(sum(c["status"] == "fail" for c in checks)),
+        "skipped": str(sum(c["status"] == "skip" for c in checks)), "errors": "0"})
+    props = ET.SubElement(suite, "properties")
+    for k, v in (("verdict", outcome["verdict"]), ("synthetic", str(result["synthetic"])),
+                 ("sources", ", ".join(result["sources"]))):
+        ET.SubElement(props, "property", {"name": k, "value": v})
+    for c in checks:
+        case = ET.SubElement(suite, "testcase", {"classname": "overlap.report.gate", "name": c["name"]})
+        if c["status"] == "fail":
+            ET.SubElement(case, "failure", {"message": c["message"]}).text = outcome["verdict"]
+        elif c["status"] == "skip":
+            ET.SubElement(case, "skipped", {"message": c["message"]})
+        else:
+            ET.SubElement(case, "system-out").text = c["message"]
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, "unicode") + "\n"
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def markdown(result: dict[str, Any], outcome: dict[str, Any] | None = None) -> str:
+    """GitHub step-summary Markdown (`$GITHUB_STEP_SUMMARY`)."""
+    out = ["### overlap: host-offload transfer overlap", ""]
+    if result["synthetic"]:
+        out += [f"> **{SYNTHETIC_BANNER}**", ""]
+    if outcome:
+        mark = ":white_check_mark:" if outcome["passed"] else ":x:"
+        out += [f"{mark} **{_md_escape(outcome['verdict'])}**", "",
+                "| check | result | detail |", "|---|---|---|"]
+        out += [f"| `{c['name']}` | {c['status'].upper()} | {_md_escape(c['message'])} |"
+                for c in outcome["checks"]]
+    else:
+        out.append(f"**{_md_escape(result['verdict'])}**")
+    if result["status"] == "OK":
+        out += ["", "| direction | transfers | bytes | in flight | exposed | hidden |",
+                "|---|---:|---:|---:|---:|---:|"]
+        for d in DIRECTIONS:
+            b = result["by_direction"][d]
+            if b["count"]:
+                out.append(f"| {d} | {b['count']} | {_bytes(b['bytes'])} | "
+                           f"{format_ps(b['span_ps'])} | {format_ps(b['exposed_ps'])} | "
+                           f"{_ratio(b['overlap_ratio'])} |")
+        ss = result["step_summary"]
+        if ss["count"]:
+            out += ["", f"Steps: {ss['count']}, exposed per step mean "
+                    f"{format_ps(ss['mean_exposed_wall_ps'])}, worst "
+                    f"{format_ps(ss['max_exposed_wall_ps'])} ({_ratio(ss['max_exposed_frac'])} "
+                    "of its step)."]
+    if result["notes"]:
+        out += [""] + [f"- {_md_escape(n)}" for n in result["notes"]]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,140 @@
+"""Run directories: where a capture lives on disk, and its manifest.
+
+Layout (TensorBoard/xprof-compatible: point ``xprof --logdir DIR`` at it)::
+
+    DIR/
+      plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.xplane.pb   # exactly what jax.profiler.trace writes
+      hlo/<module>.hlo.txt                                      # compiled HLO of the step (optional)
+      run.json                                                  # the manifest, written last
+
+``run.json`` (``schema_version`` 1) holds: ``label``, ``workload`` (name/size/description/notes
+or null), ``policy`` (name/category/saved/offloaded or null), ``backend`` (platform,
+device_kind, device_count, process_count), ``versions`` (jax, jaxlib, python), ``xla_flags``
+(the ``XLA_FLAGS`` the process ran with, and whether overlap set the command-buffer flag),
+``steps``/``warmup``, ``step_ns`` (wall-clock per step without the profiler, blocked, integer
+nanoseconds) and ``step_ns_profiled`` (the same steps under the profiler), ``memory_analysis``
+(``compiled.memory_analysis()`` fields as ints, device and host_*), ``offload_inventory``
+(:func:`overlap.hlo.program.offload_inventory` of the compiled HLO), ``heap_simulator`` (the
+:func:`overlap.hlo.program.memory_timeline` peak from the capture's HloProto), ``profile_options``,
+``created_unix_ns`` and ``session`` (the ``plugins/profile`` directory name).
+
+Atomicity: a capture is written into a sibling ``DIR.partial-<random>`` directory, ``run.json``
+goes in last (temp file + ``os.replace``), then the directory is renamed to ``DIR``. A run is
+*complete* iff its name is not a ``.partial-`` name, ``run.json`` parses with a
+``schema_version``, and an ``.xplane.pb`` exists – so a crash at any point leaves either nothing
+at ``DIR`` or a complete run. An existing ``DIR`` is never overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+from overlap.trace import paths as _paths
+from overlap.errors import InputError
+
+SCHEMA_VERSION = 1
+MANIFEST = "run.json"
+PARTIAL_MARK = _paths.PARTIAL_MARK
+
+
+class RunExistsError(FileExistsError):
+    """The target run directory already exists; overlap never overwrites a run."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        super().__init__(f"{self.path}: run directory already exists; choose another --label or "
+                         "--out, or delete it first (overlap never overwrites a run)")
+
+
+# One implementation for every reader of captures: it refuses unfinished `.partial-` captures.
+find_xplane_files = _paths.find_xplane_files
+
+
+def partial_dir_for(final: str | os.PathLike) -> Path:
+    """Create and return a fresh ``<final>.partial-<random>`` beside `final`.
+
+    Raises :class:`RunExistsError` if `final` exists already (checked up front so that a long
+    capture does not run only to fail at the rename)."""
+    final = Path(final)
+    if final.exists():
+        raise RunExistsError(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.parent / f"{final.name}{PARTIAL_MARK}{secrets.token_hex(4)}"
+    tmp.mkdir()
+    return tmp
+
+
+def _json_default(o: Any):
+    # numpy ints and Paths are the usual strays in a manifest.
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, os.PathLike):
+        return os.fspath(o)
+    raise TypeError(f"not JSON-serializable: {type(o).__name__}")
+
+
+def write_run(partial: str | os.PathLike, final: str | os.PathLike, manifest: dict) -> Path:
+    """Finish a capture: write ``run.json`` into `partial`, then rename `partial` to `final`.
+
+    ``schema_version`` and ``session`` are filled in. Raises :class:`RunExistsError` (leaving
+    `partial` in place, so nothing is lost) if `final` appeared meanwhile."""
+    partial, final = Path(partial), Path(final)
+    files = _paths.list_sessions(partial)
+    if not files:
+        raise InputError(partial, "capture wrote no .xplane.pb; nothing to finish")
+    data = {"schema_version": SCHEMA_VERSION, **manifest, "session": files[-1].name}
+    tmp = partial / f".{MANIFEST}.tmp-{secrets.token_hex(4)}"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True, default=_json_default)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, partial / MANIFEST)
+    # rename(2) onto an existing *empty* directory succeeds on POSIX, so check first; the
+    # remaining window (another writer creating `final` between check and rename) only matters
+    # for two captures racing for one label.
+    if final.exists():
+        raise RunExistsError(final)
+    os.rename(partial, final)
+    return final
+
+
+def discard_partial(partial: str | os.PathLike) -> None:
+    """Remove an unfinished capture directory (after a failure)."""
+    p = Path(partial)
+    if PARTIAL_MARK in p.name and p.is_dir():
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def load_manifest(run_dir: str | os.PathLike) -> dict | None:
+    """The parsed ``run.json`` of `run_dir`, or None if absent or not a manifest."""
+    p = Path(run_dir) / MANIFEST
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        return None
+    return data
+
+
+def is_complete(run_dir: str | os.PathLike) -> bool:
+    """True iff `run_dir` is a finished capture (see the module docstring)."""
+    p = Path(run_dir)
+    if PARTIAL_MARK in p.name or not p.is_dir():
+        return False
+    return load_manifest(p) is not None and bool(_paths.list_sessions(p))
+
+
+def list_runs(logdir: str | os.PathLike) -> list[Path]:
+    """Complete runs directly under `logdir` (and `logdir` itself if it is one), sorted by name."""
+    root = Path(logdir)
+    if not root.is_dir():
+        raise InputError(root, "no such directory")
+    runs = [root] if is_complete(root) else []
+    runs += sorted(p for p in root.iterdir() if p.is_dir() and is_complete(p))
+    return runs

@@ -1,0 +1,846 @@
+"""XSpace wire decoding with numpy: protobuf varints, field walks, XEvent/XStat records.
+
+This module knows the protobuf encoding and the field numbers of the XSpace schema (XPlane,
+XLine, XEvent, XStat; see `protos/xplane.proto`) and nothing about what events mean: which
+event is a transfer, which line is compute, how clocks line up is `reader.py`'s business.
+
+What goes in: a file's bytes (padded with `PAD` zero bytes). What comes out: an upb-parsed
+plane skeleton (names, metadata, plane stats) plus, per line, arrays of event headers
+(`metadata_id`, `offset_ps`, `duration_ps`) and lazily decoded stats.
+
+Invariant: every varint read stays inside the buffer (the zero padding); a record whose
+lengths or wire types do not add up raises `Corrupt`, which the reader turns into one line
+naming the file.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+from google.protobuf.message import DecodeError
+
+from overlap.trace.protos import XSpace
+
+# ---------------------------------------------------------------------------------------------
+# Stats
+
+
+class Plane:
+    """Per-plane lookups: stat names by id, metadata names, and metadata-level stats."""
+
+    def __init__(self, plane):
+        self.plane = plane
+        self.stat_names: dict[int, str] = {k: v.name for k, v in plane.stat_metadata.items()}
+        self.stat_ids: dict[str, list[int]] = defaultdict(list)
+        for k, name in self.stat_names.items():
+            self.stat_ids[name].append(k)
+        self.meta = plane.event_metadata
+        self._meta_stats: dict[int, dict[str, Any]] = {}
+
+    def ids(self, *names: str) -> dict[int, str]:
+        """Stat-metadata ids whose name is one of `names` (several ids may share a name)."""
+        out = {}
+        for n in names:
+            for k in self.stat_ids.get(n, ()):
+                out[k] = n
+        return out
+
+    def value(self, stat) -> Any:
+        kind = stat.WhichOneof("value")
+        if kind == "ref_value":
+            # Interned strings: the value is the *name* of another stat metadata entry.
+            return self.stat_names.get(stat.ref_value, "")
+        if kind is None:
+            return None
+        return getattr(stat, kind)
+
+    def stats(self, stats: Iterable, wanted: dict[int, str] | None = None) -> dict[str, Any]:
+        """Stats as a dict; the first occurrence of a repeated key wins."""
+        out: dict[str, Any] = {}
+        for s in stats:
+            k = s.metadata_id
+            if wanted is not None and k not in wanted:
+                continue
+            name = self.stat_names.get(k)
+            if name is not None and name not in out:
+                out[name] = self.value(s)
+        return out
+
+    def meta_stats(self, metadata_id: int) -> dict[str, Any]:
+        cached = self._meta_stats.get(metadata_id)
+        if cached is None:
+            md = self.meta.get(metadata_id)
+            cached = self.stats(md.stats) if md is not None else {}
+            self._meta_stats[metadata_id] = cached
+        return cached
+
+    def name(self, metadata_id: int) -> str:
+        md = self.meta.get(metadata_id)
+        return md.name if md is not None else ""
+
+    def display_name(self, metadata_id: int) -> str:
+        md = self.meta.get(metadata_id)
+        return md.display_name if md is not None else ""
+
+    def plane_stats(self) -> dict[str, Any]:
+        return self.stats(self.plane.stats)
+
+
+def as_int(v: Any) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, float):
+        return int(v)
+    if isinstance(v, (str, bytes)):
+        try:
+            return int(v)
+        except ValueError:
+            return None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Fast path: events decoded straight from the file's bytes with numpy
+#
+# Building a Python object per event and per stat costs ~250 ns each through upb (that was 95% of
+# the reader's time), and even one Python bytes object per event costs more than upb's whole
+# parse. So `read_trace` walks the XSpace wire format itself down to the lines: upb parses only a
+# *skeleton* (every plane without its lines: names, metadata, plane stats), line headers are
+# decoded here, each line's event records are located in the file buffer itself (vectorized, see
+# `_event_run`; no copy, no per-event object), and their XEvent/XStat fields are decoded for
+# whole lines at once with vectorized varint reads.
+
+
+class Corrupt(ValueError):
+    """The bytes are not a valid XSpace (a damaged event, line or plane)."""
+
+
+PAD = 16  # zero bytes after the data: a varint read never runs past the buffer
+
+
+def _uvarint(b, p: int) -> tuple[int, int]:
+    """One varint at `p` of bytes-like `b`: (value, position after it)."""
+    try:
+        x = b[p]
+        if x < 0x80:
+            return x, p + 1
+        v, s = x & 0x7F, 7
+        p += 1
+        while True:
+            x = b[p]
+            p += 1
+            v |= (x & 0x7F) << s
+            if x < 0x80:
+                return v, p
+            s += 7
+            if s > 63:
+                raise Corrupt("varint longer than 10 bytes")
+    except IndexError:
+        raise Corrupt("truncated varint") from None
+
+
+def _field(b, p: int, end: int) -> tuple[int, int, int, int, int]:
+    """The field at `p`: (number, wire type, varint value or length, value position, next)."""
+    tag, p = _uvarint(b, p)
+    wt, fn = tag & 7, tag >> 3
+    if fn == 0:
+        raise Corrupt("field number 0")
+    if wt == 0:
+        v, q = _uvarint(b, p)
+    elif wt == 2:
+        v, p = _uvarint(b, p)
+        q = p + v
+    elif wt == 1:
+        v, q = 0, p + 8
+    elif wt == 5:
+        v, q = 0, p + 4
+    else:
+        raise Corrupt("unsupported wire type")
+    if q > end:
+        raise Corrupt("field runs past its message")
+    return fn, wt, v, p, q
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _text(b, p: int, q: int) -> str:
+    try:
+        return bytes(b[p:q]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise Corrupt("invalid UTF-8 in a string field") from None
+
+
+def _enc_varint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+class _Line:
+    """One XLine: its header fields, and where its events' payloads lie in the buffer."""
+
+    __slots__ = ("id", "display_id", "name", "display_name", "timestamp_ns", "duration_ps",
+                 "buf", "ev_start", "ev_end", "n_events")
+
+
+class PlaneView:
+    """A skeleton XPlane message (no lines) plus its `_Line`s."""
+
+    def __init__(self, msg, lines: list[_Line]):
+        self.msg = msg
+        self.lines = lines
+
+    def __getattr__(self, name):
+        return getattr(self.msg, name)
+
+
+_CHUNK = 1 << 20  # line bytes per vectorized step of `_event_run` (bounds its temporaries)
+
+
+def _pos_dtype(a: np.ndarray):
+    """Byte positions (and event/stat counts, never larger) as int32 where the buffer allows."""
+    return np.int32 if len(a) < (1 << 31) - 64 else np.int64
+
+
+def _len_varints(a: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varints of at most 5 bytes at `pos` (lengths): (values, sizes); longer ones get a huge
+    value (never raises: most positions here are only candidates)."""
+    b = a[pos]
+    val = (b & 0x7F).astype(np.int64)
+    n = np.ones(len(pos), np.int64)
+    cont = np.flatnonzero(b >= 0x80)
+    shift = 7
+    while cont.size:
+        if shift > 28:
+            val[cont] = 1 << 60
+            break
+        bb = a[pos[cont] + n[cont]]
+        val[cont] |= (bb & 0x7F).astype(np.int64) << shift
+        n[cont] += 1
+        cont = cont[bb >= 0x80]
+        shift += 7
+    return val, n
+
+
+def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list) -> int:
+    """Locate a run of consecutive event records (`0x22 len payload`) that starts at `p`.
+
+    The chain is sequential, but it need not be walked per event: take every 0x22 byte of a
+    chunk as a candidate record and compute where each would end. Keep candidates whose payload
+    starts like an XEvent's (`0x08`) and whose record ends on another 0x22 byte or at the line's
+    end (true records do, but for the run's last one), then those that no earlier kept candidate's record covers (a running max): stat
+    records nested in an event (also tag 0x22) are covered by their event. What remains is then
+    *verified*: a prefix of it is the true chain exactly as far as each kept record ends where
+    the next kept one starts (the chain from `p` is deterministic). Where a stray 0x22 byte
+    breaks that, a few records are walked in Python and the vectorized step resumes. Appends
+    payload (start, end) arrays; returns the position after the run.
+    """
+    while p < e and a[p] == 0x22:
+        ce = min(e, p + _CHUNK)
+        c = np.flatnonzero(a[p:ce] == 0x22)
+        c += p
+        ln, hl = _len_varints(a, c + 1)
+        ps = c + 1 + hl
+        nx = ps + ln
+        del ln, hl
+        # Plausible records: the payload starts with field 1 (an XEvent's metadata_id; writers
+        # never omit it, ids start at 1) and the record ends on a 0x22 byte or the line's end.
+        land = (nx <= e) & (a[ps] == 0x08)
+        land[land] = a[nx[land]] == 0x22
+        land |= nx == e
+        land[0] = True
+        if not land.all():
+            k = np.flatnonzero(land)
+            c, ps, nx = c[k], ps[k], nx[k]
+        del land
+        unc = np.empty(len(c), bool)
+        unc[0] = True
+        if len(c) > 1:
+            pm = np.maximum.accumulate(nx[:-1])
+            np.less_equal(pm, c[1:], out=unc[1:])
+            del pm
+        s = np.flatnonzero(unc)
+        del unc
+        ok = nx[s[:-1]] == c[s[1:]]
+        k = len(s) - 1 if ok.all() else int(np.argmin(ok))
+        sel = s[:k + 1]
+        t = int(nx[sel[-1]])
+        if t > e:
+            raise Corrupt("field runs past its message")
+        dt = _pos_dtype(a)
+        starts.append(ps[sel].astype(dt))
+        ends.append(nx[sel].astype(dt))
+        del c, ps, nx, s, ok, sel
+        p = t
+        if p < ce and a[p] == 0x22:
+            # a stray 0x22 (or the run's last record) broke the chain: a few records in Python
+            one_s, one_e = [], []
+            for _ in range(16):
+                if p >= e or b[p] != 0x22:
+                    break
+                ln1, q = _uvarint(b, p + 1)
+                t = q + ln1
+                if t > e:
+                    raise Corrupt("field runs past its message")
+                one_s.append(q)
+                one_e.append(t)
+                p = t
+            starts.append(np.array(one_s, _pos_dtype(a)))
+            ends.append(np.array(one_e, _pos_dtype(a)))
+    return p
+
+
+def _read_line(a: np.ndarray, b, s: int, e: int) -> _Line:
+    ln = _Line()
+    ln.buf = a
+    ln.id = ln.display_id = ln.timestamp_ns = ln.duration_ps = 0
+    ln.name = ln.display_name = ""
+    starts: list = []
+    ends: list = []
+    p = s
+    while p < e:
+        if b[p] == 0x22:  # events (field 4, length-delimited)
+            p = _event_run(a, b, p, e, starts, ends)
+            continue
+        fn, wt, v, vp, q = _field(b, p, e)
+        if wt == 0:
+            if fn == 1:
+                ln.id = _signed(v)
+            elif fn == 3:
+                ln.timestamp_ns = _signed(v)
+            elif fn == 9:
+                ln.duration_ps = _signed(v)
+            elif fn == 10:
+                ln.display_id = _signed(v)
+        elif wt == 2:
+            if fn == 2:
+                ln.name = _text(b, vp, q)
+            elif fn == 11:
+                ln.display_name = _text(b, vp, q)
+            elif fn == 4:  # an event with a non-canonical tag encoding
+                starts.append(np.array([vp], _pos_dtype(a)))
+                ends.append(np.array([q], _pos_dtype(a)))
+        p = q
+    if len(starts) == 1:
+        ln.ev_start, ln.ev_end = starts[0], ends[0]
+    elif starts:
+        ln.ev_start, ln.ev_end = np.concatenate(starts), np.concatenate(ends)
+    else:
+        ln.ev_start = ln.ev_end = np.zeros(0, _pos_dtype(a))
+    ln.n_events = len(ln.ev_start)
+    return ln
+
+
+def _split_plane(a: np.ndarray, b, s: int, e: int) -> tuple[bytes, list[_Line]]:
+    """An XPlane's bytes without its lines (for upb), and its lines decoded here."""
+    parts = []
+    lines = []
+    run = p = s
+    while p < e:
+        fs = p
+        fn, wt, v, vp, q = _field(b, p, e)
+        if fn == 3 and wt == 2:
+            if fs > run:
+                parts.append(bytes(b[run:fs]))
+            lines.append(_read_line(a, b, vp, q))
+            run = q
+        p = q
+    if e > run:
+        parts.append(bytes(b[run:e]))
+    return b"".join(parts), lines
+
+
+def parse_space(data, n: int) -> tuple[Any, list[PlaneView], np.ndarray]:
+    """Parse XSpace bytes `data[:n]` (followed by >= `PAD` zero bytes).
+
+    Returns (skeleton XSpace message, planes with their lines, the buffer as uint8 array).
+    Raises `Corrupt` or DecodeError on damaged input.
+    """
+    a = np.frombuffer(data, np.uint8)
+    skel = []
+    plines = []
+    run = p = 0
+    while p < n:
+        fs = p
+        fn, wt, v, vp, q = _field(data, p, n)
+        if fn == 1 and wt == 2:
+            if fs > run:
+                skel.append(bytes(data[run:fs]))
+            body, lines = _split_plane(a, data, vp, q)
+            skel.append(b"\x0a" + _enc_varint(len(body)) + body)
+            plines.append(lines)
+            run = q
+        p = q
+    if n > run:
+        skel.append(bytes(data[run:n]))
+    xs = XSpace.FromString(b"".join(skel))
+    if len(xs.planes) != len(plines):
+        raise Corrupt("plane count mismatch")
+    return xs, [PlaneView(m, ls) for m, ls in zip(xs.planes, plines)], a
+
+
+def padded(raw: bytes) -> bytearray:
+    buf = bytearray(len(raw) + PAD)
+    buf[: len(raw)] = raw
+    return buf
+
+
+_M7 = np.uint64(0x7F)
+
+
+def _varint_at(buf: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Varints starting at byte positions `p`: (values as uint64, lengths).
+
+    One-byte varints (tags, ids, short lengths) take one gather; longer ones are decoded from
+    one unaligned 8-byte little-endian word each (bit masks, no loop per byte), and the rare
+    varints longer than 8 bytes byte by byte. `buf` must be followed by >= 16 readable bytes.
+    """
+    b = buf[p]
+    val = b.astype(np.uint64)
+    n = np.ones(len(p), np.int64)
+    cont = np.flatnonzero(b >= 0x80)
+    if not cont.size:
+        return val, n
+    pc = p[cont]
+    words = np.ndarray((len(buf) - 7,), "<u8", buffer=buf, strides=(1,))
+    w = words[pc]
+    term = ~w & np.uint64(0x8080808080808080)  # high bits of bytes that end the varint
+    long_ = term == 0
+    lb = term & (~term + np.uint64(1))  # lowest terminating byte's high bit
+    mask = (lb << np.uint64(1)) - np.uint64(1)  # the varint's bytes
+    w &= mask
+    v = w & _M7
+    for k in range(1, 8):
+        v |= (w >> np.uint64(k)) & (_M7 << np.uint64(7 * k))
+    val[cont] = v
+    n[cont] = ((mask & np.uint64(0x0101010101010101)) * np.uint64(0x0101010101010101)
+               >> np.uint64(56)).astype(np.int64)
+    if long_.any():  # more than 8 bytes: finish byte by byte
+        li = cont[long_]
+        val[li] = v[long_] & np.uint64((1 << 56) - 1)
+        n[li] = 8
+        c2 = li
+        shift = 56
+        while c2.size:
+            if shift > 63:
+                raise Corrupt("varint longer than 10 bytes")
+            bb = buf[p[c2] + n[c2]].astype(np.uint64)
+            val[c2] |= (bb & _M7) << np.uint64(shift)
+            n[c2] += 1
+            c2 = c2[(bb & np.uint64(0x80)) != 0]
+            shift += 7
+    return val, n
+
+
+def _walk(buf: np.ndarray, start: np.ndarray, end: np.ndarray, on_field) -> None:
+    """Walk the fields of many messages at once: pass k handles every message's k-th field.
+
+    `on_field(rows, field, wire_type, value, value_pos, next_pos)` gets the message indices of
+    this pass; `value` is the varint (wire type 0) or length (2), `value_pos` where the value or
+    payload starts. Messages are done when their position reaches `end`.
+    """
+    pos = start.copy()
+    act = np.flatnonzero(pos < end)
+    while act.size:
+        p = pos[act]
+        tag, tl = _varint_at(buf, p)
+        vp = p + tl
+        wt = (tag & np.uint64(7)).astype(np.int64)
+        fld = (tag >> np.uint64(3)).astype(np.int64)
+        val = np.zeros(len(act), np.uint64)
+        nxt = np.empty(len(act), np.int64)
+        vi = np.flatnonzero((wt == 0) | (wt == 2))
+        if vi.size:
+            v, vl = _varint_at(buf, vp[vi])
+            val[vi] = v
+            lim = end[act[vi]]
+            isl = wt[vi] == 2
+            if (v[isl] > np.uint64(1 << 40)).any():
+                raise Corrupt("length out of range")
+            nxt[vi] = vp[vi] + vl + np.where(isl, v, 0).astype(np.int64)
+            vp[vi] += vl  # payload / value start after the length varint
+            del lim
+        fixed = np.flatnonzero((wt == 1) | (wt == 5))
+        nxt[fixed] = vp[fixed] + np.where(wt[fixed] == 1, 8, 4)
+        if ((wt == 3) | (wt == 4) | (wt > 5)).any():
+            raise Corrupt("unsupported wire type")
+        lim = end[act]
+        if (nxt > lim).any():
+            raise Corrupt("field runs past its message")
+        on_field(act, fld, wt, val, vp, nxt)
+        pos[act] = nxt
+        act = act[nxt < lim]
+
+
+def _canonical_header(buf: np.ndarray, s: np.ndarray, e: np.ndarray):
+    """One check-and-decode pass over event headers in the layout every writer uses:
+    `08 metadata_id [10 offset_ps] [18 duration_ps]`, then only stat records (`_stat_chains`).
+
+    Returns (metadata ids, offsets, durations, canonical mask, position after the header);
+    events outside the mask must go through the generic `_walk` (their values here are
+    meaningless).
+    """
+    n = len(s)
+    good = buf[s] == 0x08
+    p = s.astype(np.int64) + 1
+    if good.all():
+        v, ln = _varint_at(buf, p)
+        mid = v.view(np.int64)
+        p += ln
+    else:  # decode only what is a varint: garbage could raise as an over-long one
+        mid = np.zeros(n, np.int64)
+        gi = np.flatnonzero(good)
+        v, ln = _varint_at(buf, p[gi])
+        mid[gi] = v.view(np.int64)
+        p[gi] += ln
+    good &= p <= e
+    vals = []
+    for tag in (0x10, 0x18):  # offset_ps, duration_ps (omitted when zero)
+        out = np.zeros(n, np.int64)
+        p[~good] = s[~good]  # keep reads inside the buffer
+        idx = np.flatnonzero(good & (p < e) & (buf[p] == tag))
+        if idx.size:
+            v, ln = _varint_at(buf, p[idx] + 1)
+            out[idx] = v.view(np.int64)
+            p[idx] += 1 + ln
+            good[idx] &= p[idx] <= e[idx]
+        vals.append(out)
+    return mid, vals[0], vals[1], good, p
+
+
+def _stat_chains(buf: np.ndarray, act: np.ndarray, pos: np.ndarray, e: np.ndarray,
+                 good: np.ndarray):
+    """Stat records (`22 len payload`) from `pos` to the end of events `act` (indices into `e`
+    and `good`), one vectorized pass per record index. An event whose tail is anything else is
+    cleared in `good` (and its records dropped). Returns (event indices, payload starts, ends)."""
+    dt = _pos_dtype(buf)
+    st_ev, st_pos, st_end = [], [], []
+    end = e[act].astype(np.int64)
+    live = pos < end
+    act, pos, end = act[live], pos[live], end[live]
+    while act.size:  # pass k: every event's k-th stat record
+        ok = buf[pos] == 0x22
+        if not ok.all():
+            good[act[~ok]] = False
+            act, pos, end = act[ok], pos[ok], end[ok]
+        v, ln = _varint_at(buf, pos + 1)
+        ok = v <= np.uint64(1 << 40)
+        sp = pos + 1 + ln
+        nx = sp + np.where(ok, v, 0).astype(np.int64)
+        ok &= nx <= end
+        if not ok.all():
+            good[act[~ok]] = False
+            act, sp, nx, end = act[ok], sp[ok], nx[ok], end[ok]
+        st_ev.append(act.astype(dt))
+        st_pos.append(sp.astype(dt))
+        st_end.append(nx.astype(dt))
+        live = nx < end
+        act, pos, end = act[live], nx[live], end[live]
+    del pos, end
+    if st_ev:
+        ev, sp, se = np.concatenate(st_ev), np.concatenate(st_pos), np.concatenate(st_end)
+        del st_ev, st_pos, st_end
+        if not good.all():  # records of events that failed at a later record
+            k = good[ev]
+            ev, sp, se = ev[k], sp[k], se[k]
+    else:
+        ev = sp = se = np.zeros(0, dt)
+    return ev, sp, se
+
+
+class LineEvents:
+    """One line's positioned events as arrays, plus lazy access to their stats.
+
+    `skip_mids`: metadata ids whose events' stats can never matter. Those events get their
+    header fields only (their stats are neither located nor checked); the caller must never
+    ask for their stats.
+    """
+
+    def __init__(self, line, base_ps: int, skip_mids=None):
+        self.buf = line.buf  # the whole file's bytes; events are located in place
+        start, end = line.ev_start, line.ev_end
+        line.ev_start = line.ev_end = None  # each line is read once: free them with this
+        dt = _pos_dtype(self.buf)
+        n = len(start)
+        mid, off, dur, good, p = _canonical_header(self.buf, start, end)
+        if skip_mids:
+            act = np.flatnonzero(good & ~np.isin(mid, np.fromiter(skip_mids, np.int64)))
+        else:
+            act = np.flatnonzero(good)
+        cev, csp, cse = _stat_chains(self.buf, act, p[act], end, good)
+        del act, p
+        agg = np.zeros(n, bool)
+        st_ev, st_pos, st_end = [cev], [csp], [cse]
+        del cev, csp, cse
+
+        def on_field(rows, fld, wt, val, vp, nxt):
+            v = val.view(np.int64)
+            for f, arr in ((1, mid), (2, off), (3, dur)):
+                m = (fld == f) & (wt == 0)
+                if m.any():
+                    arr[rows[m]] = v[m]
+            m = (fld == 5) & (wt == 0)  # num_occurrences: aggregated, no position
+            if m.any():
+                agg[rows[m]] = True
+                off[rows[m]] = 0
+            m = (fld == 2) & (wt == 0)  # the oneof's last field wins
+            if m.any():
+                agg[rows[m]] = False
+            m = (fld == 4) & (wt == 2)
+            if m.any():
+                st_ev.append(rows[m].astype(dt))
+                st_pos.append(vp[m].astype(dt))
+                st_end.append(nxt[m].astype(dt))
+
+        bad = np.flatnonzero(~good)
+        if bad.size:  # anything else: the generic walk, field by field
+            mid[bad] = off[bad] = dur[bad] = 0
+
+            def on_bad(rows, *rest):
+                on_field(bad[rows], *rest)
+
+            _walk(self.buf, start[bad], end[bad], on_bad)
+        del start, end, good, bad
+        keep = ~agg
+        self.all_positioned = bool(keep.all())
+        if self.all_positioned:
+            self.mids, self.starts, self.durs = mid, off + base_ps, dur
+        else:
+            self.mids = mid[keep]
+            self.starts = off[keep] + base_ps
+            self.durs = dur[keep]
+        del mid, off, dur
+        self.n = len(self.mids)
+        ev = np.concatenate(st_ev) if len(st_ev) > 1 else st_ev[0]
+        sp = np.concatenate(st_pos) if len(st_pos) > 1 else st_pos[0]
+        se = np.concatenate(st_end) if len(st_end) > 1 else st_end[0]
+        del st_ev, st_pos, st_end
+        if not self.all_positioned:
+            k = keep[ev]
+            remap = (np.cumsum(keep) - 1).astype(dt)  # old index -> new (aggregated dropped)
+            ev, sp, se = remap[ev[k]], sp[k], se[k]
+        self._st_ev, self._st_pos, self._st_end = ev, sp, se
+        self._sids: np.ndarray | None = None
+        self._decoded: dict | None = None
+
+    def _stat_sids(self) -> np.ndarray:
+        """Each stat record's metadata_id (canonical writers put it first: `0x08 varint`)."""
+        if self._sids is None:
+            sp = self._st_pos
+            first = self.buf[sp] == 0x08
+            sids = np.zeros(len(sp), np.int64)
+            if first.all():
+                v, _ = _varint_at(self.buf, sp + 1)
+                sids[:] = v.view(np.int64)
+            else:
+                sids[:] = self._decode_all()["sid"]
+            self._sids = sids
+        return self._sids
+
+    def _decode_all(self) -> dict:
+        if self._decoded is None:
+            self._decoded = _decode_stats(self.buf, self._st_pos, self._st_end)
+        return self._decoded
+
+    def has_stat(self, sids) -> np.ndarray:
+        """Per event: does it carry a stat with one of these metadata ids?"""
+        out = np.zeros(self.n, bool)
+        if len(self._st_ev) and sids:
+            sel = np.isin(self._stat_sids(), np.fromiter(sids, np.int64))
+            out[self._st_ev[sel]] = True
+        return out
+
+    def first_stat(self, sids, stat_names: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
+        """(event indices, values as objects) of the first stat with one of `sids` per event."""
+        if not len(self._st_ev) or not sids:
+            return np.zeros(0, np.int64), np.zeros(0, object)
+        sel = np.flatnonzero(np.isin(self._stat_sids(), np.fromiter(sids, np.int64)))
+        # records are stored pass by pass, so the first record of an event is its earliest stat
+        evs, first = np.unique(self._st_ev[sel], return_index=True)
+        rec = sel[first]
+        d = _decode_stats(self.buf, self._st_pos[rec], self._st_end[rec])
+        return evs, _stat_objects(self.buf, d, stat_names)
+
+
+_K_NONE, _K_DOUBLE, _K_U64, _K_I64, _K_STR, _K_BYTES, _K_REF = 0, 2, 3, 4, 5, 6, 7
+
+
+# XStat value fields (2..7) and the wire type each is written with.
+_STAT_TAGS = np.zeros(256, np.int8)
+for _f, _w in ((2, 1), (3, 0), (4, 0), (5, 2), (6, 2), (7, 0)):
+    _STAT_TAGS[_f << 3 | _w] = _f
+del _f, _w
+
+
+def _decode_stats(buf, sp, se) -> dict:
+    n = len(sp)
+    sid = np.zeros(n, np.int64)
+    kind = np.zeros(n, np.int64)
+    ival = np.zeros(n, np.uint64)
+    vpos = np.zeros(n, np.int64)
+    # The layout every writer uses, in one pass: `08 metadata_id`, then at most one value
+    # field ending exactly at the record's end. Anything else: the generic walk below.
+    good = buf[sp] == 0x08
+    gi = np.flatnonzero(good)
+    v, ln = _varint_at(buf, sp[gi] + 1)
+    p = sp[gi] + 1 + ln
+    e = se[gi].astype(np.int64)
+    ok = p <= e
+    p[~ok] = e[~ok]
+    sid[gi] = v.view(np.int64)
+    val = p < e  # has a value field
+    f = np.zeros(len(gi), np.int64)
+    f[val] = _STAT_TAGS[buf[p[val]]]
+    ok &= ~val | (f > 0)
+    nxt = p.copy()
+    vp = p + 1
+    fixed = f == 2
+    nxt[fixed] = p[fixed] + 9
+    vi = np.flatnonzero(ok & val & ~fixed)
+    if vi.size:
+        v, ln = _varint_at(buf, vp[vi])
+        vp[vi] += ln
+        nxt[vi] = vp[vi] + np.where(f[vi] >= 5, np.where(f[vi] == 7, 0, v), 0).astype(np.int64)
+        ok[vi] &= (f[vi] < 5) | (f[vi] == 7) | (v <= np.uint64(1 << 40))
+        iv = np.zeros(len(gi), np.uint64)
+        iv[vi] = v
+    else:
+        iv = np.zeros(len(gi), np.uint64)
+    ok &= nxt == e
+    k = np.flatnonzero(ok & val)
+    kind[gi[k]] = f[k]
+    ival[gi[k]] = iv[k]
+    vpos[gi[k]] = vp[k]
+    good[gi[~ok]] = False
+    del gi, p, e, f, nxt, vp, iv, ok, val
+    bad = np.flatnonzero(~good)
+    if not bad.size:
+        return {"sid": sid, "kind": kind, "ival": ival, "vpos": vpos}
+    sid[bad] = kind[bad] = ival[bad] = vpos[bad] = 0
+
+    def on_field(rows, fld, wt, val, vp, nxt):
+        rows = bad[rows]
+        m = (fld == 1) & (wt == 0)
+        sid[rows[m]] = val[m].view(np.int64)
+        m = (fld >= 2) & (fld <= 7)  # the value oneof; the last one written wins
+        r = rows[m]
+        kind[r] = fld[m]
+        ival[r] = val[m]
+        vpos[r] = vp[m]
+
+    _walk(buf, sp[bad], se[bad], on_field)
+    return {"sid": sid, "kind": kind, "ival": ival, "vpos": vpos}
+
+
+def _stat_objects(buf, d, stat_names: dict[int, str]) -> np.ndarray:
+    """Python values of decoded stats, as `Plane.value` gives them (refs resolved to names)."""
+    kind, ival, vpos = d["kind"], d["ival"], d["vpos"]
+    out = np.full(len(kind), None, object)
+    m = np.flatnonzero(kind == _K_REF)
+    if m.size:
+        uniq, inv = np.unique(ival[m], return_inverse=True)
+        names = np.array([stat_names.get(int(u), "") for u in uniq] + [None], object)[:-1]
+        out[m] = names[inv]
+    m = np.flatnonzero(kind == _K_I64)
+    if m.size:
+        out[m] = ival[m].view(np.int64).tolist()
+    m = np.flatnonzero(kind == _K_U64)
+    if m.size:
+        out[m] = ival[m].tolist()
+    m = np.flatnonzero(kind == _K_DOUBLE)
+    if m.size:
+        idx = vpos[m][:, None] + np.arange(8)
+        out[m] = buf[idx].copy().view("<f8").ravel().tolist()
+    for k in (_K_STR, _K_BYTES):
+        m = np.flatnonzero(kind == k)
+        seen: dict[bytes, Any] = {}  # one object per distinct value, not per event
+        for i, p, ln in zip(m.tolist(), vpos[m].tolist(), ival[m].tolist()):
+            b = buf[p:p + ln].tobytes()
+            v = seen.get(b)
+            if v is None:
+                v = seen[b] = b.decode("utf-8", "replace") if k == _K_STR else b
+            out[i] = v
+    return out
+
+
+def stat_column(P: "Plane", ev: LineEvents, idx: np.ndarray, name: str) -> np.ndarray:
+    """Values of stat `name` for events `idx`: the event's first such stat, else its metadata's."""
+    out = np.full(len(idx), None, object)
+    if not len(idx):
+        return out
+    pos = np.full(ev.n, -1, np.int64)
+    pos[idx] = np.arange(len(idx))
+    have = np.zeros(len(idx), bool)
+    sids = P.stat_ids.get(name)
+    if sids:
+        evs, vals = ev.first_stat(sids, P.stat_names)
+        where = pos[evs]
+        ok = where >= 0
+        out[where[ok]] = vals[ok]
+        have[where[ok]] = True
+    missing = np.flatnonzero(~have)
+    if missing.size:  # fall back to the metadata's stats, once per metadata id
+        mids = ev.mids[idx[missing]]
+        uniq, inv = np.unique(mids, return_inverse=True)
+        mv = np.array([P.meta_stats(int(u)).get(name) for u in uniq] + [None], object)[:-1]
+        out[missing] = mv[inv]
+    return out
+
+
+def map_unique(values: np.ndarray, fn) -> np.ndarray:
+    """`fn(v)` for each value of an object column, computed once per distinct value."""
+    if not len(values):
+        return np.zeros(0, object)
+    try:
+        codes, uniq = pd.factorize(pd.Series(values, dtype=object))
+    except TypeError:  # unhashable values (never for stat values, but be safe)
+        return np.array([fn(v) for v in values.tolist()] + [None], object)[:-1]
+    # missing values (None, NaN) get code -1: the trailing entry, fn(None)
+    out = np.array([fn(u) for u in uniq.tolist()] + [fn(None), None], object)[:-1]
+    return out[codes]
+
+
+def per_mid(mids: np.ndarray, fn) -> np.ndarray:
+    """`fn(mid)` for each event, computed once per distinct metadata id."""
+    uniq, inv = np.unique(mids, return_inverse=True)
+    vals = np.array([fn(int(u)) for u in uniq] + [None], object)[:-1]
+    return vals[inv]
+
+
+class Cols:
+    """Column chunks (arrays or one scalar per chunk), concatenated once at the end."""
+
+    def __init__(self):
+        self.chunks: list[tuple[int, dict[str, Any]]] = []
+
+    def add(self, n: int, **cols) -> None:
+        if n:
+            self.chunks.append((n, cols))
+
+    def rows(self, schema: dict[str, str], keep=None) -> dict[str, Any]:
+        chunks = [c for c in self.chunks if keep is None or keep(c[1])]
+        out: dict[str, Any] = {}
+        for col, dtype in schema.items():
+            parts = []
+            for n, cols in chunks:
+                v = cols.get(col)
+                if isinstance(v, np.ndarray):
+                    parts.append(v if dtype != "object" else v.astype(object, copy=False))
+                else:
+                    parts.append(np.full(n, v, dtype=object if dtype == "object" or v is None
+                                         else np.int64))
+            out[col] = (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else []
+        self.chunks = []  # the frame owns the columns now
+        return out
+
+
