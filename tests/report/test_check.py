@@ -11,7 +11,7 @@ from overlap.analysis.overlap import analyze
 from overlap.report.gate import CheckConfig, load_baseline, run_checks
 from overlap.errors import InputError, UsageError
 from overlap.trace.synthetic import gpu_offload_scenario
-from tests.test_analysis import US, make_trace, read_bytes
+from tests.analysis.test_analysis import US, make_trace, read_bytes
 
 COPY_PS = 200_000_000  # gpu_offload_scenario's copy length
 # Per step: 2 directions x 4 layers, each copy exposed for copy_ps * (1 - f).

@@ -15,7 +15,7 @@ from dashboard import data
 from overlap.report import aggregate, figures
 from overlap.analysis import overlap as analysis
 from overlap.trace.reader import read_trace
-from tests.dashboard_support import COPY_PS, KERNEL_PS, OFFLOAD_HIDDEN_FRACTION, write_run
+from tests.dashboard.dashboard_support import COPY_PS, KERNEL_PS, OFFLOAD_HIDDEN_FRACTION, write_run
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.dashboard_support import (ARTIFACTS, chrome_available, duo, make_logdir,  # noqa: F401
+from tests.dashboard.dashboard_support import (ARTIFACTS, chrome_available, duo, make_logdir,  # noqa: F401
                                      write_run)
 
 pytestmark = [pytest.mark.browser,

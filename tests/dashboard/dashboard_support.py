@@ -21,7 +21,7 @@ import pytest
 
 from overlap.trace.synthetic import gpu_offload_scenario
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "test-artifacts"
 CHROME_FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu",
                 "--disable-background-networking", "--disable-component-update",

@@ -12,7 +12,7 @@ import pytest
 
 from dashboard import data
 from dashboard.app import create_app
-from tests.dashboard_support import make_logdir, write_run
+from tests.dashboard.dashboard_support import make_logdir, write_run
 
 
 @pytest.fixture

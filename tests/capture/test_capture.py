@@ -23,7 +23,7 @@ from overlap.capture.workloads import load_workload
 
 pytestmark = pytest.mark.slow  # real JAX captures
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def step_events(run_dir, step_name="train") -> list[int]:
