@@ -17,9 +17,13 @@ Offload inventory (:func:`offload_inventory`)
 
     ``count``/``bytes`` are per *static* instruction. ``executed_count``/``executed_bytes``
     multiply each instruction by the trip counts of the while loops around it (``scan`` lowers to
-    ``while``), read from ``backend_config={..."known_trip_count":{"n":"10"}}``. When a loop's trip
-    count is not in the text, the multiplier is taken as 1 and ``trip_counts_known`` is False:
-    the executed figures are then lower bounds. Both figures are per execution of the program
+    ``while``), read from ``backend_config={..."known_trip_count":{"n":"10"}}`` (XLA:GPU, XLA:CPU)
+    or, where the compiler does not print it (XLA:TPU's optimized modules), derived from the
+    loop's induction variable: constant init, ``add`` of a constant step in the body, compare
+    against a constant bound in the condition (:func:`derived_trip_count`). When neither works,
+    the multiplier is taken as 1 and ``trip_counts_known`` is False: the executed figures are
+    then lower bounds. XLA:GPU wraps a dynamic-(update-)slice to or from ``S(5)`` in an async
+    ``fusion-start``/``fusion-done`` pair; it is counted once, at the ``fusion-start``, as async. Both figures are per execution of the program
     (one training step when the step is one jitted function).
 
     Blind spots: XLA:CPU compiles offload away, so CPU programs show none; transfers the
@@ -186,11 +190,13 @@ class _Instr:
     operands: list[str]  # operand names
     operand_shapes: list[Any]  # inline shapes where printed, else None
     attrs: str
+    root: bool = False  # the computation's ROOT (its result)
 
 
 def _parse_instruction(line: str, computation: str) -> _Instr | None:
     body = line.strip()
-    if body.startswith("ROOT "):
+    root = body.startswith("ROOT ")
+    if root:
         body = body[5:]
     name, eq, rest = body.partition(" = ")
     if not eq:
@@ -221,7 +227,8 @@ def _parse_instruction(line: str, computation: str) -> _Instr | None:
         shape = parse_shape(shape_txt)
     except ValueError:
         return None
-    return _Instr(name.strip().lstrip("%"), computation, shape, opcode, operands, op_shapes, attrs)
+    return _Instr(name.strip().lstrip("%"), computation, shape, opcode, operands, op_shapes, attrs,
+                  root)
 
 
 def _parse_module(text: str) -> tuple[dict[str, list[_Instr]], str | None]:
@@ -253,6 +260,94 @@ def _parse_module(text: str) -> tuple[dict[str, list[_Instr]], str | None]:
     return comps, entry
 
 
+_INDEX_RE = re.compile(r"\bindex=(\d+)")
+_DIRECTION_RE = re.compile(r"\bdirection=(\w+)")
+_COND_RE = re.compile(r"\bcondition=%?([\w.\-]+)")
+_BODY_RE = re.compile(r"\bbody=%?([\w.\-]+)")
+_PASS_THROUGH = ("copy", "convert", "bitcast")
+
+
+def _int_constant(ins: _Instr | None, by_name: dict[str, _Instr], depth: int = 0) -> int | None:
+    """The value of a scalar integer constant, looking through copies and converts."""
+    while ins is not None and ins.opcode in _PASS_THROUGH and ins.operands and depth < 8:
+        ins, depth = by_name.get(ins.operands[0]), depth + 1
+    if ins is None or ins.opcode != "constant" or not ins.operands:
+        return None
+    try:
+        return int(ins.operands[0])
+    except ValueError:
+        return None
+
+
+def _tuple_index_of_param(ins: _Instr | None, by_name: dict[str, _Instr]) -> int | None:
+    """k when `ins` is get-tuple-element(parameter, index=k), through copies."""
+    depth = 0
+    while ins is not None and ins.opcode in _PASS_THROUGH and ins.operands and depth < 8:
+        ins, depth = by_name.get(ins.operands[0]), depth + 1
+    if ins is None or ins.opcode != "get-tuple-element" or not ins.operands:
+        return None
+    src = by_name.get(ins.operands[0])
+    m = _INDEX_RE.search(ins.attrs)
+    if src is None or src.opcode != "parameter" or not m:
+        return None
+    return int(m.group(1))
+
+
+def derived_trip_count(while_ins: _Instr, comps: dict[str, list[_Instr]],
+                       by_name: dict[str, _Instr]) -> int | None:
+    """A while loop's trip count from its induction variable, when the compiler did not print
+    `known_trip_count` (XLA:TPU's optimized modules do not).
+
+    Recognises the counted loop `lax.scan`/`fori_loop` lower to: the condition's ROOT is
+    `compare(get-tuple-element(param, index=k), constant C)` (either operand order), the init
+    tuple's element k is a constant, and the body's ROOT tuple sets element k to
+    `add(get-tuple-element(param, index=k), constant s)`. Anything else -> None (unknown).
+    """
+    cm, bm = _COND_RE.search(while_ins.attrs), _BODY_RE.search(while_ins.attrs)
+    if not cm or not bm or not while_ins.operands:
+        return None
+    cond = next((i for i in comps.get(cm.group(1), []) if i.root), None)
+    body = next((i for i in comps.get(bm.group(1), []) if i.root), None)
+    if cond is None or body is None or cond.opcode != "compare" or len(cond.operands) != 2:
+        return None
+    dm = _DIRECTION_RE.search(cond.attrs)
+    if not dm:
+        return None
+    direction = dm.group(1)
+    a, b = (by_name.get(o) for o in cond.operands)
+    k, bound = _tuple_index_of_param(a, by_name), _int_constant(b, by_name)
+    if k is None or bound is None:  # `C > i` is `i < C`
+        k, bound = _tuple_index_of_param(b, by_name), _int_constant(a, by_name)
+        direction = {"GT": "LT", "GE": "LE", "LT": "GT", "LE": "GE"}.get(direction, direction)
+    if k is None or bound is None:
+        return None
+    init_tuple = by_name.get(while_ins.operands[0])
+    if init_tuple is None or init_tuple.opcode != "tuple" or k >= len(init_tuple.operands):
+        return None
+    start = _int_constant(by_name.get(init_tuple.operands[k]), by_name)
+    if start is None or body.opcode != "tuple" or k >= len(body.operands):
+        return None
+    upd = by_name.get(body.operands[k])
+    if upd is None or upd.opcode != "add" or len(upd.operands) != 2:
+        return None
+    x, y = (by_name.get(o) for o in upd.operands)
+    step = _int_constant(y, by_name) if _tuple_index_of_param(x, by_name) == k else (
+        _int_constant(x, by_name) if _tuple_index_of_param(y, by_name) == k else None)
+    if not step:
+        return None
+    if direction == "LT" and step > 0:
+        return max(0, -(-(bound - start) // step))
+    if direction == "LE" and step > 0:
+        return max(0, (bound - start) // step + 1)
+    if direction == "GT" and step < 0:
+        return max(0, -(-(start - bound) // -step))
+    if direction == "GE" and step < 0:
+        return max(0, (start - bound) // -step + 1)
+    if direction == "NE" and (bound - start) % step == 0 and (bound - start) // step >= 0:
+        return (bound - start) // step
+    return None
+
+
 def _multipliers(comps: dict[str, list[_Instr]], entry: str | None) -> tuple[dict[str, int], dict[str, bool]]:
     """Executions of each computation per program run, and whether every loop count was known.
 
@@ -260,12 +355,16 @@ def _multipliers(comps: dict[str, list[_Instr]], entry: str | None) -> tuple[dic
     (fusions, async wrappers, to_apply, branches) run at most once per caller execution —
     conditional branches are counted as taken, an upper bound."""
     edges: dict[str, list[tuple[str, int, bool]]] = defaultdict(list)  # caller -> (callee, n, known)
+    by_name = {i.name: i for instrs in comps.values() for i in instrs}
     for cname, instrs in comps.items():
         for ins in instrs:
             trip = _TRIP_RE.search(ins.attrs)
+            n = int(trip.group(1)) if trip else None
+            if n is None and ins.opcode == "while":
+                n = derived_trip_count(ins, comps, by_name)
             for kind, callee in _CALLS_RE.findall(ins.attrs):
                 if ins.opcode == "while" and kind == "body":
-                    edges[cname].append((callee, int(trip.group(1)) if trip else 1, bool(trip)))
+                    edges[cname].append((callee, 1 if n is None else n, n is not None))
                 else:
                     edges[cname].append((callee, 1, True))
             for group in _BRANCHES_RE.findall(ins.attrs):
@@ -336,6 +435,12 @@ class OffloadInventory:
         }
 
 
+# Async wrappers around a whole computation: XLA:TPU's `async-start`, and XLA:GPU's
+# `fusion-start`/`fusion-done` pair that wraps a dynamic-(update-)slice into or out of S(5)
+# (named `dynamic-update-slice-start.N` / `dynamic-slice-start.N` in the optimized module).
+_WRAPPERS = ("async-start", "fusion-start")
+
+
 def _classify(ins: _Instr, by_name: dict[str, _Instr], comps: dict[str, list[_Instr]]):
     """(opcode, direction, bytes, is_async) if `ins` moves data across S(5), else None."""
     op = ins.opcode
@@ -368,14 +473,31 @@ def _classify(ins: _Instr, by_name: dict[str, _Instr], comps: dict[str, list[_In
     base, is_async = op, False
     if op.endswith("-start") and op[:-6] in ("dynamic-slice", "dynamic-update-slice"):
         base, is_async = op[:-6], True
-    elif op == "async-start":
+    elif op in _WRAPPERS:
         m = re.search(r"calls=%?([\w.\-]+)", ins.attrs)
         wrapped = comps.get(m.group(1), []) if m else []
-        root = wrapped[-1] if wrapped else None
-        if root is None or root.opcode not in ("dynamic-slice", "dynamic-update-slice"):
+        inner = next((i for i in wrapped if i.root), wrapped[-1] if wrapped else None)
+        inner_by_name = {i.name: i for i in wrapped}
+        depth = 0  # XLA:GPU's wrapped dynamic-slice computation ends in a copy of the slice
+        while inner is not None and inner.opcode in _PASS_THROUGH and inner.operands and depth < 8:
+            inner, depth = inner_by_name.get(inner.operands[0]), depth + 1
+        if inner is None or inner.opcode not in ("dynamic-slice", "dynamic-update-slice"):
             return None
-        inner = _classify(root, by_name, comps)
-        return (root.opcode + "-start", inner[1], inner[2], True) if inner else None
+        # The wrapped computation's parameters carry no memory space; the wrapper's own shape
+        # `((operands...), result, context)` does.
+        if isinstance(ins.shape, list) and len(ins.shape) >= 2:
+            operands, result = ins.shape[0], ins.shape[1]
+            operands = operands if isinstance(operands, list) else [operands]
+            if inner.opcode == "dynamic-update-slice" and len(operands) > 1:
+                if _on_host(result) and not _on_host(operands[1]):
+                    return inner.opcode + "-start", "D2H", _bytes(operands[1]), True
+                return None
+            if inner.opcode == "dynamic-slice" and operands:
+                if _on_host(operands[0]) and not _on_host(result):
+                    return inner.opcode + "-start", "H2D", _bytes(result), True
+                return None
+        c = _classify(inner, by_name, comps)
+        return (inner.opcode + "-start", c[1], c[2], True) if c else None
     if base == "dynamic-update-slice":
         # result aliases operand 0 (the big buffer); the update (operand 1) is what moves.
         result = ins.shape[1] if is_async and isinstance(ins.shape, list) else ins.shape
@@ -403,7 +525,7 @@ def offload_inventory(hlo: str | bytes | Any) -> OffloadInventory:
     mult, known = _multipliers(comps, entry)
     by_name = {i.name: i for instrs in comps.values() for i in instrs}
     # Instructions inside an async-wrapped computation are counted at their async-start.
-    wrapped = {m.group(1) for instrs in comps.values() for i in instrs if i.opcode == "async-start"
+    wrapped = {m.group(1) for instrs in comps.values() for i in instrs if i.opcode in _WRAPPERS
                for m in [re.search(r"calls=%?([\w.\-]+)", i.attrs)] if m}
     return OffloadInventory(_collect_ops(comps, by_name, wrapped, lambda c: mult.get(c, 1),
                                          lambda c: known.get(c, True)))
