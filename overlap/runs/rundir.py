@@ -18,6 +18,10 @@ nanoseconds) and ``step_ns_profiled`` (the same steps under the profiler), ``mem
 :func:`overlap.hlo.program.memory_timeline` peak from the capture's HloProto), ``profile_options``,
 ``created_unix_ns`` and ``session`` (the ``plugins/profile`` directory name).
 
+A *plan run* (``"kind": "plan"``, written by :mod:`overlap.plan`) was compiled for a target and
+never run: it has ``run.json``, ``hlo/`` (optimized HLO text and HloProto) and
+``program_memory.json`` (heap-simulator live bytes over program order), and no capture.
+
 Atomicity: a capture is written into a sibling ``DIR.partial-<random>`` directory, ``run.json``
 goes in last (temp file + ``os.replace``), then the directory is renamed to ``DIR``. A run is
 *complete* iff its name is not a ``.partial-`` name, ``run.json`` parses with a
@@ -103,6 +107,28 @@ def write_run(partial: str | os.PathLike, final: str | os.PathLike, manifest: di
     return final
 
 
+def write_plan_run(partial: str | os.PathLike, final: str | os.PathLike, manifest: dict) -> Path:
+    """Finish a *plan* run (``"kind": "plan"``: compiled for a target, never run, so it has no
+    ``.xplane.pb``): ``run.json`` last, then the rename, as :func:`write_run` does."""
+    partial, final = Path(partial), Path(final)
+    data = {"schema_version": SCHEMA_VERSION, **manifest, "kind": "plan"}
+    tmp = partial / f".{MANIFEST}.tmp-{secrets.token_hex(4)}"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True, default=_json_default)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, partial / MANIFEST)
+    if final.exists():
+        raise RunExistsError(final)
+    os.rename(partial, final)
+    return final
+
+
+def is_plan(manifest: dict | None) -> bool:
+    """A plan run: compiled for a target without running (see overlap.plan)."""
+    return isinstance(manifest, dict) and manifest.get("kind") == "plan"
+
+
 def discard_partial(partial: str | os.PathLike) -> None:
     """Remove an unfinished capture directory (after a failure)."""
     p = Path(partial)
@@ -127,7 +153,10 @@ def is_complete(run_dir: str | os.PathLike) -> bool:
     p = Path(run_dir)
     if PARTIAL_MARK in p.name or not p.is_dir():
         return False
-    return load_manifest(p) is not None and bool(_paths.list_sessions(p))
+    m = load_manifest(p)
+    if m is None:
+        return False
+    return is_plan(m) or bool(_paths.list_sessions(p))
 
 
 def list_runs(logdir: str | os.PathLike) -> list[Path]:

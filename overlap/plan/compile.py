@@ -1,0 +1,353 @@
+"""Compile a training step for a target without the hardware, and write plan runs.
+
+`plan_step(step_fn, state, batch, target=..., policies=...)` lowers the jitted step on abstract
+shapes (`jax.ShapeDtypeStruct`s placed on a compile-only device of the target), compiles it with
+the target's real XLA compiler (XLA:GPU through the CUDA PJRT plugin and a written device spec,
+XLA:TPU through libtpu), and keeps what the compiler says:
+
+* `memory_analysis`: every field of `compiled.memory_analysis()`, device and host (`host_*`);
+* the optimized HLO text (schedule order) and an HloProto with buffer assignment;
+* the heap-simulator live-bytes timeline over program order (device memory);
+* the offload inventory (copies to/from host memory space S(5), executions per step);
+* the roofline overlap estimate (`overlap.hlo.schedule`), labelled as an estimate.
+
+A plan is compiled, never run: nothing here measures time, and every view labels a plan
+"compiled for TARGET, not run". A step that does not fit is a finding: the compiler's
+out-of-memory message is kept in the plan (`status: "does_not_fit"`), never raised.
+
+Parameters or other state meant to live in host memory: give their `ShapeDtypeStruct` a
+`sharding` whose `memory_kind` is `"pinned_host"` (any device; the plan moves it onto the
+target's device with the same memory kind), and move them inside the step with
+`jax.device_put(x, jax.memory.Space.Device)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.util
+import json
+import os
+import platform as _platform
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from overlap.errors import UsageError
+from overlap.plan.targets import Target, get_target
+
+EXTRA_HINT = "plan mode needs the compilers: pip install 'overlap[plan]'"
+
+
+class PlanUnavailable(UsageError):
+    """The target's compiler is not installed (exit 2, naming the extra)."""
+
+
+def require_compiler(target: Target) -> None:
+    if target.platform == "tpu":
+        ok = importlib.util.find_spec("libtpu") is not None
+        what = "libtpu"
+    else:
+        ok = importlib.util.find_spec("jax_plugins.xla_cuda12") is not None
+        what = "the jax CUDA plugin (jax-cuda12-plugin)"
+    if not ok:
+        raise PlanUnavailable(f"{target.name}: {what} is not installed; {EXTRA_HINT}")
+
+
+@contextlib.contextmanager
+def quiet_native_stderr(log: list[str] | None = None):
+    """Silence what libtpu and the CUDA plugin print on file descriptor 2 while they load and
+    compile with no device (cuInit errors, TPU metadata-server warnings); keep it in `log`."""
+    import sys
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            if log is not None:
+                tmp.seek(0)
+                log.append(tmp.read().decode("utf-8", "replace"))
+
+
+_DEVICES: dict[tuple[str, str], list] = {}
+
+
+def target_devices(target: Target, topology: str | None = None) -> list:
+    """Compile-only devices of `target` (cached per target and topology)."""
+    require_compiler(target)
+    topo = topology or target.topology
+    key = (target.name, topo)
+    if key not in _DEVICES:
+        from jax.experimental import topologies
+
+        try:
+            with quiet_native_stderr():
+                if target.platform == "tpu":
+                    # No metadata server off-cloud: without this libtpu waits for one.
+                    os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+                    desc = topologies.get_topology_desc(platform="tpu", topology_name=topo)
+                else:
+                    desc = topologies.get_topology_desc(
+                        "", platform="cuda", target_config=target.gpu_spec, topology=topo)
+        except Exception as e:  # noqa: BLE001 - the plugin's message is the useful part
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UsageError(f"{target.name}: no compile-only device for topology {topo!r}: "
+                             f"{msg}") from None
+        _DEVICES[key] = list(desc.devices)
+    return _DEVICES[key]
+
+
+def _placed(tree, device) -> Any:
+    """Abstract copies of `tree`'s leaves on `device`, keeping each leaf's memory kind."""
+    import jax
+
+    def one(x):
+        kind = getattr(getattr(x, "sharding", None), "memory_kind", None)
+        sh = jax.sharding.SingleDeviceSharding(device, memory_kind=kind if kind in (
+            "pinned_host", "unpinned_host") else "device")
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh)
+
+    return jax.tree.map(one, tree)
+
+
+def versions() -> dict[str, str]:
+    import jax
+    import jaxlib
+    from importlib import metadata
+
+    out = {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
+           "python": _platform.python_version()}
+    for dist in ("libtpu", "jax-cuda12-plugin", "jax-cuda12-pjrt"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+_OOM_RE = re.compile(r"RESOURCE_EXHAUSTED|[Oo]ut of memory|exceeds the memory|Ran out of memory")
+
+
+@dataclasses.dataclass
+class Plan:
+    """One compiled policy: what the compiler said, and where it was written."""
+
+    policy: str
+    target: str
+    status: str                    # "ok" | "does_not_fit" | "compile_error"
+    manifest: dict[str, Any]
+    hlo_text: str = ""
+    hlo_proto: bytes = b""
+    path: Path | None = None
+    error: str = ""
+
+
+def _module_name(hlo_text: str) -> str:
+    m = re.match(r"\s*HloModule\s+([\w.\-]+)", hlo_text)
+    return m.group(1) if m else "module"
+
+
+def compile_one(jitted, state, batch, target: Target, *, topology: str | None = None,
+                host_link_Bps: float | None = None, policy: str = "as given",
+                policy_info: dict | None = None, workload: dict | None = None) -> Plan:
+    """Compile `jitted(state, batch)` for `target`; never raises for a step that does not fit."""
+    import jax
+
+    from overlap.hlo.program import (hlo_protos_from_xspace, memory_analysis_dict,  # noqa: F401
+                                     memory_timeline, offload_inventory)
+    from overlap.hlo.schedule import Roofline, estimate_overlap
+
+    dev = target_devices(target, topology)[0]
+    args = (_placed(state, dev), _placed(batch, dev))
+    log: list[str] = []
+    t0 = time.perf_counter()
+    manifest: dict[str, Any] = {
+        "kind": "plan", "label": None,
+        "target": {"name": target.name, "description": target.description,
+                   "platform": target.platform, "topology": topology or target.topology,
+                   "device": str(dev), "device_memory_bytes": target.device_memory_bytes},
+        "policy": policy_info or {"name": policy}, "workload": workload,
+        "versions": versions(), "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "note": f"compiled for {target.name}, not run",
+    }
+    try:
+        with quiet_native_stderr(log):
+            lowered = jitted.lower(*args)
+            compiled = lowered.compile()
+            # A second compile with a dump gives the HloProto with buffer assignment and the
+            # heap-simulator traces (compiled.as_text() has neither).
+            with tempfile.TemporaryDirectory(prefix="overlap-plan-") as d:
+                lowered.compile(compiler_options={
+                    "xla_dump_to": d, "xla_dump_hlo_as_proto": True,
+                    "xla_dump_hlo_as_text": False})
+                pbs = sorted(Path(d).glob("*after_optimizations.hlo.pb"),
+                             key=lambda p: p.stat().st_size)
+                proto = pbs[-1].read_bytes() if pbs else b""
+    except Exception as e:  # noqa: BLE001 - compiler errors are findings, not crashes
+        msg = " ".join(str(e).split())[:2000] or type(e).__name__
+        status = "does_not_fit" if _OOM_RE.search(msg) else "compile_error"
+        manifest.update(status=status, error=msg, compile_s=round(time.perf_counter() - t0, 3))
+        return Plan(policy, target.name, status, manifest, error=msg)
+    compile_s = time.perf_counter() - t0
+    text = compiled.as_text()
+    mem = memory_analysis_dict(compiled) or {}
+    inv = offload_inventory(text)
+    model = Roofline(target.hbm_Bps, target.peak_flops_bf16, target.peak_flops_f32,
+                     host_link_Bps or target.host_link_Bps)
+    est = estimate_overlap(text, model)
+    est["model"].update(target.model())
+    if host_link_Bps:
+        est["model"]["host_link_Bps"] = host_link_Bps
+        est["model"]["host_link"] = "given with --host-bandwidth"
+    heap = None
+    timeline = None
+    if proto:
+        try:
+            tl = memory_timeline(proto)
+            heap = {"peak_bytes": int(tl.peak_bytes), "module": _module_name(text)}
+            df = tl.frame
+            col = next((c for c in ("live_bytes", "bytes") if c in df.columns), None)
+            if col is not None:
+                timeline = [int(v) for v in df[col].to_numpy()]
+        except Exception as e:  # noqa: BLE001 - the timeline is extra; the plan stands
+            heap = {"error": f"{type(e).__name__}: {e}"}
+    from overlap.analysis.memory import memory_analysis_peak
+
+    manifest.update(
+        status="ok", compile_s=round(compile_s, 3), module=_module_name(text),
+        memory_analysis=mem,
+        device_peak_bytes=memory_analysis_peak(mem),
+        fits=(None if memory_analysis_peak(mem) is None
+              else memory_analysis_peak(mem) <= target.device_memory_bytes),
+        offload_inventory=inv.to_dict(), heap_simulator=heap, estimate=est,
+        program_memory_points=len(timeline) if timeline else 0,
+    )
+    plan = Plan(policy, target.name, "ok", manifest, hlo_text=text, hlo_proto=proto)
+    plan.manifest["_timeline"] = timeline
+    return plan
+
+
+def write_plan(plan: Plan, out: str | os.PathLike, label: str) -> Path:
+    """Write one plan run directory `out/label` (atomically; never over an existing run)."""
+    from overlap.runs import rundir
+
+    final = Path(out) / label
+    if final.exists():
+        raise rundir.RunExistsError(final)
+    partial = rundir.partial_dir_for(final)  # created, empty
+    try:
+        m = dict(plan.manifest)
+        timeline = m.pop("_timeline", None)
+        m["label"] = label
+        if plan.hlo_text:
+            (partial / "hlo").mkdir()
+            name = m.get("module") or "module"
+            (partial / "hlo" / f"{name}.after_optimizations.hlo.txt").write_text(plan.hlo_text)
+            if plan.hlo_proto:
+                (partial / "hlo" / f"{name}.after_optimizations.hlo.pb").write_bytes(plan.hlo_proto)
+        if timeline:
+            (partial / "program_memory.json").write_text(json.dumps(
+                {"axis": "program order (heap-simulator events)", "live_bytes": timeline}))
+        path = rundir.write_plan_run(partial, final, m)
+    except BaseException:
+        rundir.discard_partial(partial)
+        raise
+    plan.path = path
+    return path
+
+
+def plan_step(step_fn: Callable, state: Any, batch: Any, *, target: str | Target,
+              policies: Iterable[Any] | None = None, out: str | os.PathLike | None = None,
+              topology: str | None = None, host_link_Bps: float | None = None,
+              label_prefix: str = "") -> list[Plan]:
+    """Compile a user's step for `target`, once per policy; write plan runs under `out`.
+
+    `state`/`batch`: pytrees of arrays or `jax.ShapeDtypeStruct`s (e.g. from `jax.eval_shape`);
+    only shapes, dtypes and memory kinds are used. Without `policies`, `step_fn(state, batch)`
+    is compiled as given. With `policies` (names such as "nothing_saveable", "offload:x", or
+    `overlap.capture.policies.Policy` objects), `step_fn` is a factory: `step_fn(policy)`
+    returns the step for that policy (apply it with `policy.wrap(layer_fn)`).
+    """
+    import jax
+
+    from overlap.capture.policies import get_policy
+
+    tgt = target if isinstance(target, Target) else get_target(target)
+    state = jax.eval_shape(lambda t: t, state)  # arrays -> ShapeDtypeStructs, keeping shardings
+    batch = jax.eval_shape(lambda t: t, batch)
+    state = _keep_kinds(state)
+    plans = []
+    items = list(policies) if policies is not None else [None]
+    for pol in items:
+        if pol is None:
+            fn, name, info = step_fn, "as given", {"name": "as given"}
+        else:
+            p = get_policy(pol)
+            fn, name, info = step_fn(p), p.name, _policy_info(p)
+        jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+        plan = compile_one(jitted, state, batch, tgt, topology=topology,
+                           host_link_Bps=host_link_Bps, policy=name, policy_info=info)
+        if out is not None:
+            write_plan(plan, out, _safe_label(f"{label_prefix}{tgt.name}-{name}"))
+        plans.append(plan)
+    return plans
+
+
+def _keep_kinds(tree):
+    return tree
+
+
+def _policy_info(p) -> dict:
+    d = p.to_dict() if hasattr(p, "to_dict") else {"name": getattr(p, "name", str(p))}
+    return d
+
+
+def _safe_label(s: str) -> str:
+    return re.sub(r"[^\w.\-]+", "_", s).strip("._") or "plan"
+
+
+def plan_workload(spec: str, policies: list[str], target: str | Target, *,
+                  out: str | os.PathLike | None = None, topology: str | None = None,
+                  host_link_Bps: float | None = None) -> list[Plan]:
+    """Plan a built-in (or `module:function`) workload under each policy.
+
+    The workload is built abstractly (`jax.eval_shape`), so no parameter is materialised on
+    this machine: sizes far beyond its memory plan fine.
+    """
+    import jax
+
+    from overlap.capture.workloads import load_workload, parse_spec
+
+    tgt = target if isinstance(target, Target) else get_target(target)
+    _, wname, size = parse_spec(spec)
+    plans = []
+    for pol in policies:
+        holder: dict[str, Any] = {}
+
+        def build(pol=pol):
+            w = load_workload(spec, pol)
+            holder["w"] = w
+            return w.init_state, w.batch
+
+        state, batch = jax.eval_shape(build)
+        w = holder["w"]
+        info = {"name": w.name, "size": w.size, "description": w.description,
+                "notes": list(getattr(w, "notes", []) or [])}
+        from overlap.capture.policies import get_policy
+
+        p = get_policy(pol)
+        plan = compile_one(w.step_fn, state, batch, tgt, topology=topology,
+                           host_link_Bps=host_link_Bps, policy=p.name,
+                           policy_info=_policy_info(p), workload=info)
+        if out is not None:
+            write_plan(plan, out, _safe_label(f"{tgt.name}-{wname}-{p.name}"))
+        plans.append(plan)
+    return plans
