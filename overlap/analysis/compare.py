@@ -271,65 +271,24 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None) ->
             runs.extend(found)
         else:
             runs.append(p)
-    return compare([summarize_run(r) for r in runs], baseline)
+    from overlap.analysis.plans import plan_row
+    from overlap.runs.rundir import is_plan, load_manifest
+
+    plans, captures = [], []
+    for r in runs:
+        m = load_manifest(r) if r.is_dir() else None
+        if is_plan(m):
+            plans.append({**m, "label": m.get("label") or r.name})
+        else:
+            captures.append(r)
+    if captures:
+        res = compare([summarize_run(r) for r in captures], baseline)
+    else:
+        res = {"baseline": None, "no_remat": None, "synthetic": False, "runs": [],
+               "breakeven": None, "verdicts": []}
+    # Plans are compiled, never run: they sit beside the measurements, never mixed into them.
+    res["plans"] = [plan_row(m) for m in plans]
+    res["plan_manifests"] = plans
+    return res
 
 
-# ---------------------------------------------------------------------------------------------
-# Rendering
-
-
-def _ms(ns) -> str:
-    return "-" if ns is None else f"{ns / 1e6:.2f} ms"
-
-
-def _ratio(x) -> str:
-    return "-" if x is None else f"{x * 100:.0f}%"
-
-
-def _delta(x) -> str:
-    return "" if x is None else f" ({'+' if x >= 0 else '-'}{abs(x) * 100:.1f}%)"
-
-
-def render_text(res: dict[str, Any]) -> str:
-    out = []
-    if res["synthetic"]:
-        out.append("SYNTHETIC data in this comparison (written by overlap.trace.synthetic)")
-    out.append(f"baseline: {res['baseline'] or '(none: no remat run)'}"
-               + (f"   no-remat reference: {res['no_remat']}" if res["no_remat"] else ""))
-    head = (f"{'run':<22}{'step (median)':>22}{'spread':>18}{'peak memory':>24}"
-            f"{'D2H/step':>11}{'H2D/step':>11}{'D2H hid':>8}{'H2D hid':>8}{'exposed/step':>13}")
-    out.append(head)
-    for r in res["runs"]:
-        spread = "-" if r["step_ns_min"] is None else \
-            f"{r['step_ns_min'] / 1e6:.2f}-{r['step_ns_max'] / 1e6:.2f}"
-        peak = "-" if r["peak_bytes"] is None else f"{r['peak_bytes'] / (1 << 20):.1f} MiB"
-        exp = "-" if r["exposed_ps_per_step"] is None else _ms(r["exposed_ps_per_step"] / 1000)
-        name = r["label"] + (" *" if r["is_baseline"] else "")
-        out.append(f"{name:<22}{_ms(r['step_ns_median']) + _delta(r['step_delta']):>22}"
-                   f"{spread:>18}{peak + _delta(r['peak_delta']):>24}"
-                   f"{_mib(r['d2h_bytes_per_step']):>11}{_mib(r['h2d_bytes_per_step']):>11}"
-                   f"{_ratio(r['d2h_overlap']):>8}{_ratio(r['h2d_overlap']):>8}{exp:>13}")
-    out.append("(* baseline; deltas in parentheses are against it; step times are "
-               + ", ".join(sorted({r['step_source'] for r in res['runs']})) + ")")
-    out.append("")
-    for v in res["verdicts"]:
-        out.append(v)
-    be = res["breakeven"]
-    if be:
-        out.append("")
-        out.append(f"break-even: recomputing costs {_ms(be['recompute_ns_per_step'])} per step "
-                   f"({be['from']})")
-        for o in be["offload"]:
-            pays = {True: "offload pays", False: "offload does not pay",
-                    None: "unknown (no transfers measured)"}[o["pays"]]
-            out.append(f"  {o['label']}: transfers wait {_ms(o['exposed_ns_per_step'])} per step "
-                       f"of {_ms(o['in_flight_ns_per_step'])} in flight -> {pays}")
-    for r in res["runs"]:
-        chk = r["offload_happened"]
-        if r["offloads"] or chk["status"] != "ok":
-            out.append("")
-            out.append(f"did offload happen in {r['label']}? "
-                       + {"ok": "yes", "differ": "partly: plan and trace differ",
-                          "no_offload": "no"}[chk["status"]])
-            out.extend("  " + line for line in chk["lines"])
-    return "\n".join(out)

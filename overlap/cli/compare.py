@@ -24,7 +24,8 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from overlap.analysis.compare import compare_dirs, render_text
+    from overlap.analysis.compare import compare_dirs
+    from overlap.report.compare_text import render_text
 
     res = compare_dirs(args.runs, baseline=args.baseline)
     if args.json:

@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     prepare_xla_flags(False)  # before JAX brings its backend up
     import jax
 
-    from overlap.analysis.compare import compare_dirs, render_text
+    from overlap.analysis.compare import compare_dirs
+    from overlap.report.compare_text import render_text
     from overlap.capture.sweep import sweep
 
     platform = jax.default_backend()

@@ -18,7 +18,7 @@ from overlap import __version__
 from overlap.errors import EXIT_USAGE, OverlapError
 
 # Order is the order `overlap --help` lists them in.
-COMMANDS = ("inspect", "report", "check", "capture", "compare", "demo", "dashboard")
+COMMANDS = ("inspect", "report", "check", "capture", "plan", "compare", "demo", "dashboard")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -34,8 +34,7 @@ import json
 import re
 from typing import Any
 
-from overlap.hlo.program import (_BODY_RE, _COMMENT_RE, _PASS_THROUGH, _TRIP_RE, _Instr,  # noqa: F401
-                                 _bytes, _flatten, _parse_module, derived_trip_count,
+from overlap.hlo.program import (_BODY_RE, _COMMENT_RE, _TRIP_RE, _Instr, _bytes, _flatten, _parse_module, derived_trip_count,
                                  offload_inventory)
 
 PS_PER_S = 10**12

@@ -159,10 +159,7 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
                 host_link_Bps: float | None = None, policy: str = "as given",
                 policy_info: dict | None = None, workload: dict | None = None) -> Plan:
     """Compile `jitted(state, batch)` for `target`; never raises for a step that does not fit."""
-    import jax
-
-    from overlap.hlo.program import (hlo_protos_from_xspace, memory_analysis_dict,  # noqa: F401
-                                     memory_timeline, offload_inventory)
+    from overlap.hlo.program import memory_analysis_dict, memory_timeline, offload_inventory
     from overlap.hlo.schedule import Roofline, estimate_overlap
 
     dev = target_devices(target, topology)[0]

@@ -1,0 +1,66 @@
+"""Plan runs (compiled for a target, never run) as rows the views show.
+
+Definitions: device peak = `memory_analysis` temp + arguments + outputs - aliases
+(`overlap.analysis.memory`); D2H/H2D per step = the offload inventory's executed bytes (each
+host copy times the trip counts of the loops around it); predicted hidden fraction and exposed
+time per step = the roofline estimate of `overlap.hlo.schedule` (an estimate, not a
+measurement). The remat baseline of a plan is the `full` (else `nothing_saveable`) plan of the
+same target.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from overlap.analysis.memory import memory_analysis_peak
+
+REMAT_BASELINES = ("full", "nothing_saveable")
+
+
+def _policy(m: dict) -> str:
+    p = m.get("policy")
+    return str(p.get("name")) if isinstance(p, dict) else str(p or "?")
+
+
+def _target(m: dict) -> str:
+    t = m.get("target")
+    return str(t.get("name")) if isinstance(t, dict) else str(t or "?")
+
+
+def baseline_for(plans: list[dict], target: str) -> dict | None:
+    """The full-remat plan on the same target (full first, then nothing_saveable)."""
+    for name in REMAT_BASELINES:
+        for m in plans:
+            if _target(m) == target and _policy(m) == name and m.get("status") == "ok":
+                return m
+    return None
+
+
+def plan_row(m: dict) -> dict[str, Any]:
+    """The numbers one plan shows (JSON-safe)."""
+    mem = m.get("memory_analysis") or {}
+    inv = m.get("offload_inventory") or {}
+    est = (m.get("estimate") or {}).get("per_step") or {}
+    return {
+        "label": m.get("label"), "target": _target(m), "policy": _policy(m),
+        "status": m.get("status"), "error": m.get("error"),
+        "device_peak_bytes": memory_analysis_peak(mem) if mem else None,
+        "device_peak_source": "memory_analysis (temp + arguments + outputs - aliases)",
+        "temp_bytes": mem.get("temp_size_in_bytes"),
+        "argument_bytes": mem.get("argument_size_in_bytes"),
+        "host_temp_bytes": mem.get("host_temp_size_in_bytes"),
+        "host_argument_bytes": mem.get("host_argument_size_in_bytes"),
+        "d2h_per_step": (inv.get("D2H") or {}).get("executed_bytes"),
+        "h2d_per_step": (inv.get("H2D") or {}).get("executed_bytes"),
+        "d2h_count": (inv.get("D2H") or {}).get("executed_count"),
+        "h2d_count": (inv.get("H2D") or {}).get("executed_count"),
+        "trip_counts_known": inv.get("trip_counts_known"),
+        "predicted_hidden_fraction": (est.get("all") or {}).get("hidden_fraction"),
+        "predicted_exposed_ps": (est.get("all") or {}).get("exposed_ps"),
+        "break_even_Bps": (m.get("estimate") or {}).get("break_even_Bps"),
+        "fits": m.get("fits"),
+        "device_memory_bytes": (m.get("target") or {}).get("device_memory_bytes")
+        if isinstance(m.get("target"), dict) else None,
+    }
+
+

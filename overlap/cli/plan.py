@@ -1,0 +1,78 @@
+"""`overlap plan --target T --workload W --policy P ...`: compile for an H100 or a TPU without one.
+
+Compiles the step with the target's real XLA compiler (deviceless), once per policy, and writes
+one plan run per policy under `--out`: memory analysis (device and host), the optimized HLO,
+the offload inventory and a roofline estimate of how much of each planned transfer can hide.
+Compiled, not run: nothing is measured. Compare plans with `overlap compare OUT`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="compile for a target (h100, v5e, ...) without the hardware",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--target", metavar="TARGET", help="h100, h200, b200, v4, v5e, v5p, v6e")
+    p.add_argument("--list-targets", action="store_true", help="list targets and their numbers")
+    p.add_argument("--workload", default="scan", metavar="W",
+                   help="NAME[:SIZE] or module:function[:SIZE] (default: scan)")
+    p.add_argument("--policy", action="append", metavar="P",
+                   help="remat/offload policy; repeat to plan several (default: offload:x and "
+                        "nothing_saveable for scan, qkv_proj_offloaded and full otherwise)")
+    p.add_argument("--out", metavar="DIR", help="directory to write the plan runs into")
+    p.add_argument("--topology", metavar="TOPO",
+                   help="TPU topology (default per target, e.g. v5e:2x2) or GPU 1x1x1")
+    p.add_argument("--host-bandwidth", type=float, metavar="GB/s",
+                   help="host link bandwidth for the estimate (default: the target's nominal)")
+    p.add_argument("--json", action="store_true", help="print the plans' manifests as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from overlap.errors import UsageError
+    from overlap.plan.targets import get_target, list_targets_text
+
+    if args.list_targets:
+        print(list_targets_text())
+        return 0
+    if not args.target:
+        raise UsageError("--target is required (see --list-targets)")
+    target = get_target(args.target)
+    if not args.out:
+        raise UsageError("--out DIR is required: each policy's plan is written there as a run")
+    if args.host_bandwidth is not None and not (0 < args.host_bandwidth < 1e6):
+        raise UsageError("--host-bandwidth must be a positive number of GB/s")
+    # The plan needs no accelerator of its own: keep jax on the CPU for host work, whatever
+    # plugins are installed (they would otherwise try, and loudly fail, to find a GPU/TPU).
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from overlap.plan.compile import plan_workload, require_compiler
+    from overlap.report.plan_text import render_plans
+
+    require_compiler(target)
+    policies = args.policy or (["offload:x", "nothing_saveable"]
+                               if args.workload.split(":")[0] == "scan"
+                               else ["qkv_proj_offloaded", "full"])
+    try:
+        plans = plan_workload(args.workload, policies, target, out=args.out,
+                              topology=args.topology,
+                              host_link_Bps=None if args.host_bandwidth is None
+                              else args.host_bandwidth * 1e9)
+    except ValueError as e:  # unknown workload or policy
+        raise UsageError(str(e)) from None
+    except FileExistsError as e:
+        raise UsageError(f"{e}: a run with that name exists; choose another --out") from None
+    if args.json:
+        json.dump([{k: v for k, v in p.manifest.items() if not k.startswith("_")}
+                   for p in plans], sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(render_plans([p.manifest | {"label": p.path.name if p.path else p.policy}
+                            for p in plans]))
+        print(f"\nwrote {len(plans)} plan run(s) under {args.out}; "
+              f"compare them with: overlap compare {args.out}")
+    return 0
