@@ -162,9 +162,31 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
     from overlap.hlo.program import memory_analysis_dict, memory_timeline, offload_inventory
     from overlap.hlo.schedule import Roofline, estimate_overlap
 
+    import jax
+
     dev = target_devices(target, topology)[0]
     args = (_placed(state, dev), _placed(batch, dev))
     log: list[str] = []
+    notes: list[str] = []
+    try:
+        kinds = {m.kind for m in dev.addressable_memories()}
+    except Exception:  # noqa: BLE001 - a plugin without the memories API
+        kinds = set()
+    # What the caller asked for (the placed copies may have lost the kind already).
+    host_leaves = [x for x in jax.tree.leaves((state, batch))
+                   if getattr(getattr(x, "sharding", None), "memory_kind", None)
+                   in ("pinned_host", "unpinned_host")]
+    unseen = sum(int(x.size) * x.dtype.itemsize for x in host_leaves) if (
+        host_leaves and "pinned_host" not in kinds) else 0
+    if unseen:
+        # Measured with jax 0.10.2: the CUDA compile-only device lists no memories, so jax lowers
+        # without the `mhlo.memory_kind` annotation and XLA:GPU places those arguments in device
+        # memory. On a real GPU they would be host arguments.
+        notes.append(
+            f"{len(host_leaves)} argument(s) ({unseen} bytes) were given memory kind pinned_host, "
+            f"but {target.name}'s compile-only device exposes no host memory, so the compiler saw "
+            "them as device arguments: argument_size_in_bytes includes them and "
+            "host_argument_size_in_bytes does not (on the real device they live in host memory)")
     t0 = time.perf_counter()
     manifest: dict[str, Any] = {
         "kind": "plan", "label": None,
@@ -174,6 +196,7 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
         "policy": policy_info or {"name": policy}, "workload": workload,
         "versions": versions(), "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "note": f"compiled for {target.name}, not run",
+        "notes": notes, "pinned_host_arguments_unseen_bytes": unseen,
     }
     try:
         with quiet_native_stderr(log):
@@ -278,9 +301,7 @@ def plan_step(step_fn: Callable, state: Any, batch: Any, *, target: str | Target
     from overlap.capture.policies import get_policy
 
     tgt = target if isinstance(target, Target) else get_target(target)
-    state = jax.eval_shape(lambda t: t, state)  # arrays -> ShapeDtypeStructs, keeping shardings
-    batch = jax.eval_shape(lambda t: t, batch)
-    state = _keep_kinds(state)
+    state, batch = _abstract(state), _abstract(batch)
     plans = []
     items = list(policies) if policies is not None else [None]
     for pol in items:
@@ -298,8 +319,16 @@ def plan_step(step_fn: Callable, state: Any, batch: Any, *, target: str | Target
     return plans
 
 
-def _keep_kinds(tree):
-    return tree
+def _abstract(tree):
+    """Arrays -> ShapeDtypeStructs; each leaf keeps its sharding (and so its memory kind)."""
+    import jax
+
+    def one(a):
+        if isinstance(a, jax.ShapeDtypeStruct):
+            return a
+        return jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=getattr(a, "sharding", None))
+
+    return jax.tree.map(one, tree)
 
 
 def _policy_info(p) -> dict:

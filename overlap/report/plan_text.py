@@ -68,6 +68,8 @@ def render_plans(plans: list[dict]) -> str:
                 parts.append(f"device peak {format_bytes(r['device_peak_bytes'])} exceeds the "
                              f"target's {format_bytes(r['device_memory_bytes'])}")
             out.append(line + "; ".join(parts))
+            for n in m.get("notes") or []:
+                out.append(f"  note: {n}")
     seen = set()
     for m in plans:
         model = (m.get("estimate") or {}).get("model")
