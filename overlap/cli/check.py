@@ -62,6 +62,13 @@ def register(sub) -> None:
                    default=check.DEFAULT_EXPOSED_SLACK_MS, metavar="MS",
                    help="absolute allowance on top of --max-exposed-growth, ms (default "
                    f"{check.DEFAULT_EXPOSED_SLACK_MS})")
+    pl = p.add_argument_group("plan checks (PATH is a plan run from `overlap plan`)")
+    pl.add_argument("--min-offload-bytes", type=non_negative_float, metavar="B",
+                    help="the plan must still move at least B bytes D2H per step")
+    pl.add_argument("--max-device-gib", type=non_negative_float, metavar="GIB",
+                    help="device peak must fit in GIB (default: the target's memory)")
+    pl.add_argument("--max-predicted-exposed-ms", type=non_negative_float, metavar="MS",
+                    help="estimated exposed transfer time per step must stay under MS")
     o = p.add_argument_group("output")
     o.add_argument("--json", metavar="FILE|-", help="write {check, analysis} JSON to FILE "
                    "or stdout ('-'; the text report then goes to stderr)")
@@ -76,8 +83,46 @@ def _write(path: str, text: str, what: str) -> None:
         raise InputError(path, f"cannot write {what}: {e.strerror or e}") from None
 
 
+def _plan_manifest(path: str) -> dict | None:
+    from overlap.runs.rundir import is_plan, load_manifest
+
+    p = Path(path)
+    m = load_manifest(p) if p.is_dir() else None
+    return {**m, "label": m.get("label") or p.name} if is_plan(m) else None
+
+
+def run_plan(args: argparse.Namespace, manifest: dict) -> int:
+    """The gate on a plan run (compiled, not run): see overlap.report.plan_gate."""
+    import json
+
+    from overlap.report import plan_gate
+    from overlap.report.text import junit
+
+    outcome = plan_gate.run_plan_checks(
+        manifest, min_offload_bytes=None if args.min_offload_bytes is None
+        else int(args.min_offload_bytes), max_device_gib=args.max_device_gib,
+        max_predicted_exposed_ms=args.max_predicted_exposed_ms)
+    human = plan_gate.text(outcome)
+    doc = json.dumps({"check": outcome, "plan": manifest}, indent=2, default=str) + "\n"
+    if args.json == "-":
+        sys.stdout.write(doc)
+        print(human, file=sys.stderr)
+    else:
+        print(human)
+        if args.json:
+            _write(args.json, doc, "JSON report")
+    if args.junit:
+        _write(args.junit, junit({"synthetic": False, "sources": [args.path]}, outcome),
+               "JUnit XML")
+    return EXIT_OK if outcome["passed"] else EXIT_CHECK_FAILED
+
+
 def run(args: argparse.Namespace) -> int:
     from overlap.report import gate as check, text as render
+
+    plan = _plan_manifest(args.path)
+    if plan is not None:
+        return run_plan(args, plan)
 
     baseline = check.load_baseline(args.baseline) if args.baseline else None
     config = check.CheckConfig(

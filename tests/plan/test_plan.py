@@ -151,3 +151,25 @@ def test_cli_plan_then_compare_shows_both_plans(tmp_path):
     assert r.returncode == 0 and "v5p" in r.stdout and "h100" in r.stdout
     r = run_cli("plan", "--target", "nope", "--out", str(tmp_path))
     assert r.returncode == 2 and "targets:" in r.stderr
+
+
+def test_check_gates_on_a_plan(h100_plans, tmp_path):
+    _, (off, none) = h100_plans
+    r = run_cli("check", str(off.path), "--min-offload-bytes", str(LAYERS * LAYER_BYTES),
+                "--junit", str(tmp_path / "j.xml"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "not run" in r.stdout and "[PASS] fits" in r.stdout
+    assert 'name="min_offload_bytes"' in (tmp_path / "j.xml").read_text()
+    r = run_cli("check", str(none.path), "--min-offload-bytes", "1")
+    assert r.returncode == 1 and "[FAIL] min_offload_bytes" in r.stdout
+    r = run_cli("check", str(off.path), "--max-device-gib", "0.001")
+    assert r.returncode == 1 and "[FAIL] fits" in r.stdout
+
+
+def test_plan_gate_on_a_plan_that_does_not_fit():
+    from overlap.report.plan_gate import run_plan_checks
+
+    m = {"kind": "plan", "label": "x", "status": "does_not_fit", "target": {"name": "v5e"},
+         "error": "RESOURCE_EXHAUSTED: Ran out of memory on HBM"}
+    out = run_plan_checks(m, min_offload_bytes=1)
+    assert not out["passed"] and set(out["failed"]) == {"fits", "min_offload_bytes"}
