@@ -51,6 +51,7 @@ COMPARE_COLUMNS = [("run", "run"), ("baseline", "baseline"), ("step_ms", "step (
 CARD = {"border": "1px solid #ddd", "borderRadius": "6px", "padding": "8px 12px",
         "margin": "8px 0"}
 ERROR_CARD = {**CARD, "borderColor": "#E45756", "background": "#fdecea", "color": "#8a1c1c"}
+PLAN_CARD = {**CARD, "borderColor": "#4C78A8", "background": "#eef4fb", "fontStyle": "italic"}
 SYNTHETIC_CARD = {**CARD, "borderColor": "#F58518", "background": "#fff4e5"}
 TABLE_STYLE = dict(style_table={"overflowX": "auto"},
                    style_cell={"fontFamily": "sans-serif", "fontSize": "13px",
@@ -310,6 +311,10 @@ def _error_card(message: str) -> html.Div:
 def _status_cards(d: rundata.RunData) -> list:
     r = d.result
     cards = []
+    if r.get("status") == "PLAN":
+        cards.append(html.Div("PLAN: compiled for a target by its real compiler, never run. "
+                              "Memory is the compiler's; transfer hiding is a roofline estimate.",
+                              style=PLAN_CARD, className="plan-card"))
     if d.synthetic:
         cards.append(html.Div("SYNTHETIC: this capture was written by overlap.trace.synthetic, "
                               "not measured.", style=SYNTHETIC_CARD, className="synthetic-card"))

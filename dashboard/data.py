@@ -80,6 +80,10 @@ class Run:
                 parts.append((str(p), None, None))
         return tuple(parts)
 
+    @property
+    def is_plan(self) -> bool:
+        return not self.files and self.manifest().get("kind") == "plan"
+
     def manifest(self) -> dict[str, Any]:
         if not self.manifest_path:
             return {}
@@ -118,6 +122,15 @@ def _session_files(run_dir: Path, root: Path) -> tuple[Path, ...]:
         if files:
             return files
     return ()
+
+
+def _is_plan_manifest(path: Path) -> bool:
+    """A plan run (compiled for a target, never run): listed without a capture."""
+    try:
+        m = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and m.get("kind") == "plan"
 
 
 def _manifest_ok(path: Path) -> bool:
@@ -164,7 +177,7 @@ def discover_runs(logdirs: list[str | os.PathLike]) -> list[Run]:
             manifest = here / MANIFEST
             if MANIFEST in filenames and _inside(manifest, root) and _manifest_ok(manifest):
                 files = _session_files(here, root)
-                if files:
+                if files or _is_plan_manifest(manifest):
                     name = prefix + (rel.as_posix() if rel.parts else root.name)
                     runs.append(Run(name, here, files, manifest, root))
                 continue
@@ -219,8 +232,52 @@ def load_run(run: Run) -> RunData:
     return value
 
 
+def _load_plan(run: Run) -> RunData | RunLoadError:
+    """A plan run as RunData: no timeline (nothing ran), program-order memory from the
+    compiler's heap simulation, and a result that says compiled, not run."""
+    from overlap.analysis.plans import plan_row
+
+    m = run.manifest()
+    row = plan_row({**m, "label": m.get("label") or run.name})
+    target = row["target"]
+    pm = None
+    try:
+        live = json.loads((run.path / "program_memory.json").read_text())["live_bytes"]
+        y = np.asarray([int(v) for v in live], dtype=np.int64)
+        if y.size and (y >= 0).all():
+            pm = {"index": np.arange(y.size, dtype=np.int64), "bytes": y}
+    except (OSError, ValueError, KeyError, TypeError):
+        pm = None
+    hf = row["predicted_hidden_fraction"]
+    verdict = (f"PLAN: compiled for {target}, not run; " + (
+        "does not fit: " + str(row["error"] or "")[:200] if row["status"] == "does_not_fit" else
+        "compile error" if row["status"] != "ok" else
+        "plans no host transfers" if hf is None else
+        f"estimated {100 * hf:.0f}% of planned transfer time hidden (roofline estimate)"))
+    empty = np.zeros(0, np.int64)
+    eo = np.zeros(0, object)
+    result = {"status": "PLAN", "verdict": verdict, "plan": row, "steps": [], "hosts": [],
+              "by_direction": {}, "summary": {"transfers": 0}, "sources": [str(run.path)],
+              "notes": list(m.get("notes") or [])}
+    return RunData(
+        result=result, backend=str((m.get("target") or {}).get("platform", "plan"))
+        if isinstance(m.get("target"), dict) else "plan", synthetic=False,
+        compute={"host": eo, "device": eo, "stream": empty, "start_ps": empty, "end_ps": empty},
+        transfers={c: (eo if c in ("host", "device", "direction", "hlo_op") else empty)
+                   for c in ("host", "device", "direction", "start_ps", "end_ps", "span_ps",
+                             "hidden_ps", "exposed_ps", "overlap_ratio", "bytes",
+                             "bandwidth_Bps", "hlo_op", "stream")},
+        memory={"time_ps": empty, "bytes_allocated": empty, "device": eo, "allocator": eo},
+        program_memory=pm, device_names=[str((m.get("target") or {}).get("description", target))
+                                         if isinstance(m.get("target"), dict) else target],
+        manifest=m)
+
+
 def _load_uncached(run: Run) -> RunData | RunLoadError:
     from overlap.trace.reader import read_trace
+
+    if run.is_plan:
+        return _load_plan(run)
 
     fp = run.fingerprint()
     cached = _disk_get(fp)
@@ -363,6 +420,10 @@ def run_row(run: Run) -> dict[str, Any]:
         h2d_overlap=_pct(bd.get("H2D", {}).get("overlap_ratio")),
         verdict=_short_verdict(r, data.backend),
         synthetic="SYNTHETIC" if data.synthetic else "")
+    if r.get("status") == "PLAN":  # compiled, never run: say so where the data kind is shown
+        dp = (r.get("plan") or {}).get("device_peak_bytes")
+        row.update(synthetic="PLAN (compiled, not run)",
+                   peak_gib=None if dp is None else round(dp / 2**30, 3))
     return row
 
 

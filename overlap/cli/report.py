@@ -88,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.baseline and not args.html:
         raise UsageError("--baseline goes with --html (overlap check takes its own --baseline)")
+    plan = _plan(args.path)
+    if plan is not None:
+        return report_plan(args, plan)
     baseline = baseline_trace = baseline_manifest = None
     if args.baseline:
         from pathlib import Path
@@ -131,6 +134,50 @@ def run(args: argparse.Namespace) -> int:
             for line in offload["lines"]:
                 print(f"  {line}")
     # A report describes; only `overlap check` gates. Missing transfers are not an error here.
+    return 0
+
+
+def _plan(path: str) -> dict | None:
+    """The manifest of a plan run (compiled, never run), with its program-order memory."""
+    import json
+    from pathlib import Path
+
+    from overlap.runs.rundir import is_plan, load_manifest
+
+    p = Path(path)
+    m = load_manifest(p) if p.is_dir() else None
+    if not is_plan(m):
+        return None
+    m = {**m, "label": m.get("label") or p.name}
+    try:
+        m["_program_memory"] = json.loads((p / "program_memory.json").read_text())["live_bytes"]
+    except (OSError, ValueError, KeyError, TypeError):
+        m["_program_memory"] = None
+    return m
+
+
+def report_plan(args: argparse.Namespace, plan: dict) -> int:
+    """`overlap report PLAN_RUN`: what the compiler said (a plan has no trace to analyse)."""
+    import json
+
+    from overlap.report.plan_text import render_plans
+
+    baseline = _plan(args.baseline) if args.baseline else None
+    if args.baseline and baseline is None:
+        raise UsageError(f"{args.baseline}: the baseline of a plan must be a plan run "
+                         "(overlap plan --out DIR writes them)")
+    if args.html:
+        from overlap.report.html import write_plan_html
+
+        _refuse_overwrite_of_capture(args.html)
+        write_plan_html([plan], args.html, baseline=baseline)
+        print(f"wrote {args.html}", file=sys.stderr)
+    clean = {k: v for k, v in plan.items() if not k.startswith("_")}
+    if args.json:
+        json.dump(clean, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(render_plans(([baseline] if baseline else []) + [plan]))
     return 0
 
 

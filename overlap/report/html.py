@@ -112,3 +112,48 @@ def write_html(result: dict[str, Any], trace, path: str | os.PathLike,
     out = Path(path)
     out.write_text(page, encoding="utf-8")
     return out
+
+
+def write_plan_html(plans: list[dict[str, Any]], path: str | os.PathLike,
+                    baseline: dict[str, Any] | None = None) -> Path:
+    """One page for a plan run (compiled for a target, never run): verdict, device memory over
+    program order against the remat baseline plan, and the planned transfers with the
+    estimate. Every heading says it is compiled, not measured."""
+    import numpy as np
+
+    from overlap.analysis.plans import plan_row
+    from overlap.report import figures
+    from overlap.report.units import format_bytes, format_ps
+
+    curves = []
+    for m in ([baseline] if baseline else []) + plans:
+        live = m.get("_program_memory")
+        if live:
+            y = np.asarray(live, dtype=np.int64)
+            curves.append({"run": str(m.get("label")), "device": "", "x": np.arange(y.size),
+                           "y": y, "baseline": m is baseline})
+    figs = [figures.memory_figure(curves, "program")] if curves else []
+    main = plan_row(plans[0])
+    hf = main["predicted_hidden_fraction"]
+    verdict = (f"PLAN, compiled for {main['target']}, not run: device peak "
+               f"{format_bytes(main['device_peak_bytes'])} (memory_analysis); "
+               + ("no planned host transfers" if hf is None else
+                  f"moves {format_bytes(main['d2h_per_step'])} D2H and "
+                  f"{format_bytes(main['h2d_per_step'])} H2D per step; estimated "
+                  f"{100 * hf:.0f}% hidden (roofline estimate)"))
+    ops = [{"op": o["op"], "direction": o["direction"], "bytes": format_bytes(o["bytes"]),
+            "per step": o["executions"], "transfer (est.)": format_ps(o["transfer_ps"]),
+            "compute beside it (est.)": format_ps(o["compute_ps"]),
+            "hidden (est.)": f"{100 * o['hidden_fraction']:.0f}%"}
+           for o in ((plans[0].get("estimate") or {}).get("ops") or [])]
+    rows = [{k: (format_bytes(v) if k.endswith("bytes") or k.endswith("per_step") and
+                 isinstance(v, int) else v)
+             for k, v in plan_row(m).items() if k not in ("error", "device_peak_source")}
+            for m in ([baseline] if baseline else []) + plans]
+    page = page_html(f"overlap plan: {plans[0].get('label')} (compiled for {main['target']}, "
+                     "not run)", {"verdict": verdict, "notes": plans[0].get("notes") or []},
+                     figs, tables={"Plans (compiled, not run)": rows,
+                                   "Planned transfers (roofline estimate)": ops})
+    out = Path(path)
+    out.write_text(page, encoding="utf-8")
+    return out

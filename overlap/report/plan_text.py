@@ -56,12 +56,14 @@ def render_plans(plans: list[dict]) -> str:
                              f"{format_bytes(r['h2d_per_step'])} H2D per step"
                              + ("" if r["trip_counts_known"] else " (at least: a loop count is unknown)"))
                 be = r["break_even_Bps"]
+                hf = r["predicted_hidden_fraction"]
+                link = format_rate(((m.get("estimate") or {}).get("model") or {}).get("host_link_Bps"))
                 if be is None or be > 1e13:  # beyond any host link: nothing real beside it
                     parts.append("estimated NOT to hide: the compiler scheduled (almost) no work "
                                  "between the copies' start and done")
                 else:
-                    parts.append(f"estimated to hide while the host link gives at least "
-                                 f"{format_rate(be)}")
+                    parts.append(f"estimated {100 * (hf or 0):.0f}% hidden at {link}; every copy "
+                                 f"hides only if the host link gives at least {format_rate(be)}")
             else:
                 parts.append("plans no host transfers")
             if r["fits"] is False:

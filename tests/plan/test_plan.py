@@ -173,3 +173,33 @@ def test_plan_gate_on_a_plan_that_does_not_fit():
          "error": "RESOURCE_EXHAUSTED: Ran out of memory on HBM"}
     out = run_plan_checks(m, min_offload_bytes=1)
     assert not out["passed"] and set(out["failed"]) == {"fits", "min_offload_bytes"}
+
+
+def test_report_on_a_plan_text_json_html(h100_plans, tmp_path):
+    _, (off, none) = h100_plans
+    r = run_cli("report", str(off.path), "--json")
+    assert r.returncode == 0, r.stderr
+    m = json.loads(r.stdout)
+    assert m["kind"] == "plan" and m["offload_inventory"]["D2H"]["executed_bytes"] == 2621440
+    page = tmp_path / "plan.html"
+    r = run_cli("report", str(off.path), "--html", str(page), "--baseline", str(none.path))
+    assert r.returncode == 0, r.stderr
+    html = page.read_text()
+    assert "compiled for h100, not run" in html and "roofline estimate" in html
+    assert "Device memory over program order" in html and "nothing_saveable" in html
+    assert "PLAN (compiled for h100, not run" in r.stdout
+
+
+def test_dashboard_lists_plans_as_plans(h100_plans):
+    from dashboard import data
+
+    out, _ = h100_plans
+    runs = data.discover_runs([str(out)])
+    assert sorted(r.name for r in runs) == ["h100-scan-nothing_saveable", "h100-scan-offload_x"]
+    frame = data.runs_frame(runs)
+    assert (frame["synthetic"] == "PLAN (compiled, not run)").all()
+    off = frame.set_index("run").loc["h100-scan-offload_x"]
+    assert off["verdict"].startswith("PLAN: compiled for h100, not run")
+    assert off["step_ms"] is None or off["step_ms"] != off["step_ms"]  # nothing was timed
+    view = data.prepare_run_view(data.find_run(runs, "h100-scan-offload_x"))
+    assert view["data"].program_memory is not None and view["data"].program_memory["bytes"].max() > 0
