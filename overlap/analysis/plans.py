@@ -27,11 +27,22 @@ def _target(m: dict) -> str:
     return str(t.get("name")) if isinstance(t, dict) else str(t or "?")
 
 
-def baseline_for(plans: list[dict], target: str) -> dict | None:
-    """The full-remat plan on the same target (full first, then nothing_saveable)."""
+def workload(m: dict) -> str:
+    """`name:size` of the plan's workload ('' for a user's own step)."""
+    w = m.get("workload")
+    if isinstance(w, dict):
+        return f"{w.get('name') or ''}:{w.get('size') or ''}".strip(":")
+    return str(w or "")
+
+
+def baseline_for(plans: list[dict], target: str, of: dict | None = None) -> dict | None:
+    """The full-remat plan of the same workload on the same target (full first, then
+    nothing_saveable); `of` is the plan to find a baseline for."""
+    want = workload(of) if of is not None else None
     for name in REMAT_BASELINES:
         for m in plans:
-            if _target(m) == target and _policy(m) == name and m.get("status") == "ok":
+            if (_target(m) == target and _policy(m) == name and m.get("status") == "ok"
+                    and (want is None or workload(m) == want)):
                 return m
     return None
 

@@ -42,6 +42,9 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from overlap.env import choose_platforms
+
+    choose_platforms()  # before jax is imported: no failing probes of absent GPUs/TPUs
     if args.list_policies:
         from overlap.capture.policies import get_policy, policy_names
 

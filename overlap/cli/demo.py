@@ -50,6 +50,9 @@ def _default_size(platform: str, device) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from overlap.env import choose_platforms
+
+    choose_platforms()  # before jax is imported: no failing probes of absent GPUs/TPUs
     from overlap.capture.api import prepare_xla_flags
 
     prepare_xla_flags(False)  # before JAX brings its backend up

@@ -35,8 +35,8 @@ def render_plans(plans: list[dict]) -> str:
             f"{('-' if hf is None else f'{100 * hf:.0f}%'):>9}"
             f"{format_ps(r['predicted_exposed_ps'] if hf is not None else None):>11}")
     for t in targets:
-        base = baseline_for(plans, t)
         for m in plans:
+            base = baseline_for(plans, t, m)
             if _target(m) != t or m.get("status") != "ok" or (
                     base is not None and _policy(m) == _policy(base)):
                 continue

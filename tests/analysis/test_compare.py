@@ -127,5 +127,13 @@ def test_demo_no_serve_on_cpu(tmp_path):
     demo_dirs = list(tmp_path.iterdir())
     assert len(demo_dirs) == 1
     assert sorted(p.name for p in demo_dirs[0].iterdir()) == [
-        "everything_saveable", "full", "qkv_proj_offloaded"]
+        "everything_saveable", "full", "plans", "qkv_proj_offloaded"]
+    # A newcomer with no accelerator still sees real planned copies, labelled as compiled.
+    assert "MEASURED here on cpu" in r.stdout and "COMPILED, NOT RUN" in r.stdout
+    plans = sorted(p.name for p in (demo_dirs[0] / "plans").iterdir())
+    assert plans == sorted(f"{t}-{w}-{p}" for t in ("h100", "v5e")
+                           for w, ps in (("scan", ("offload_x", "nothing_saveable")),
+                                         ("transformer", ("qkv_proj_offloaded", "full")))
+                           for p in ps)
+    assert "h100 offload:x: device temp" in r.stdout and "D2H" in r.stdout
     shutil.rmtree(tmp_path)
