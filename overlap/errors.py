@@ -1,6 +1,7 @@
 """Errors that the command line turns into one-line messages and exit codes.
 
-Exit codes (shared by every command): 0 pass, 1 a check failed, 2 usage error, 3 unreadable input.
+Exit codes (shared by every command): 0 pass, 1 a check failed, 2 usage error, 3 unreadable input,
+4 internal error (a bug: any exception that is not one of these classes).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INPUT = 3
+EXIT_INTERNAL = 4
 
 
 class OverlapError(Exception):

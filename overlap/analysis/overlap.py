@@ -82,8 +82,8 @@ UNKNOWN_OP = "(unknown)"  # transfers whose hlo_op the capture did not record
 
 CPU_REASON = (
     "CPU capture: XLA:CPU compiles host offload away (host and device memory are the same), so "
-    "a CPU trace never has device<->host transfers. Analyze a GPU or TPU capture "
-    "(sample_traces/README.md lists the captures that ship with overlap)."
+    "a CPU trace never has device<->host transfers. Analyze a GPU or TPU capture, or see what "
+    "the real GPU/TPU compilers plan for this step without the hardware: overlap plan."
 )
 NO_TRANSFERS_REASON = (
     "The capture has device compute but no device<->host transfers: host offload is not "
@@ -91,8 +91,9 @@ NO_TRANSFERS_REASON = (
     "profile covers steps that offload)."
 )
 NO_DEVICE_EVENTS_REASON = (
-    "The capture has no device compute and no device<->host transfers (no /device:GPU or "
-    "/device:TPU events were recorded; was the profiler started after the device backend?)."
+    "The capture has no device compute and no device<->host transfers: no /device:GPU or "
+    "/device:TPU events and no XLA:CPU ops were recorded (host planes only: did the device "
+    "tracer run, and was the profiler started after the device backend?)."
 )
 PAGEABLE_NOTE = (
     "{share} of transferred bytes went through pageable host memory: the driver stages pageable "

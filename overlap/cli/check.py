@@ -10,6 +10,7 @@ machine-readable results; when `$GITHUB_STEP_SUMMARY` is set a Markdown summary 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -25,6 +26,8 @@ def non_negative_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not v >= 0.0:  # also rejects NaN
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    if not math.isfinite(v) or v > 1e15:  # a limit must be a number the gate can compare
+        raise argparse.ArgumentTypeError(f"must be a finite number below 1e15, got {text}")
     return v
 
 

@@ -101,7 +101,7 @@ def render_text(info: dict) -> str:
     if not any(d["D2H"]["count"] or d["H2D"]["count"] for d in info["devices"]):
         if info["backend"] == "cpu":
             out.append("no host transfers: XLA:CPU compiles host offload away, so CPU captures "
-                       "never have them (see sample_traces/ for GPU captures)")
+                       "never have them (overlap plan shows what the GPU/TPU compilers do)")
         else:
             out.append("no host transfers in this capture")
     return "\n".join(out)

@@ -4,18 +4,23 @@ Each command module defines `register(subparsers)` (adds its parser and sets `fu
 its imports inside the handler, so `overlap --help` starts fast and JAX is imported only by the
 commands that capture.
 
-Exit codes: 0 pass, 1 a check failed, 2 usage, 3 unreadable input. Errors raised on purpose
-(`overlap.errors.OverlapError`) print one line on stderr, never a traceback.
+Exit codes: 0 pass, 1 a check failed, 2 usage, 3 unreadable input, 4 internal error (a bug in
+overlap: one line on stderr; the traceback with `--debug` or `OVERLAP_DEBUG=1`). Errors raised
+on purpose (`overlap.errors.OverlapError`) print one line on stderr, never a traceback, so CI
+can always tell a crash (4) from a failed gate (1).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import traceback
+from pathlib import Path
 
 from overlap import __version__
-from overlap.errors import EXIT_USAGE, OverlapError
+from overlap.errors import EXIT_INTERNAL, EXIT_USAGE, OverlapError
 
 # Order is the order `overlap --help` lists them in.
 COMMANDS = ("inspect", "report", "check", "capture", "plan", "compare", "demo", "dashboard")
@@ -35,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         "measures how much of each device<->host transfer hides behind compute.",
     )
     parser.add_argument("--version", action="version", version=f"overlap {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="print the traceback of an internal error (also OVERLAP_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMANDS:
         try:
@@ -44,12 +51,18 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # a command not built yet in this checkout
             raise
         module.register(sub)
+    parser.set_defaults(_subparsers=sub.choices)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # an unknown flag belongs to the subcommand's usage, not the top level's
+        subs = getattr(args, "_subparsers", {}) or {}
+        (subs.get(args.command) or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+    debug = bool(getattr(args, "debug", False)) or os.environ.get("OVERLAP_DEBUG", "") not in (
+        "", "0")
     if not getattr(args, "func", None):
         parser.print_help()
         return EXIT_USAGE
@@ -63,6 +76,26 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except RecursionError:
+        print(f"overlap {args.command}: error: input nested too deeply to read", file=sys.stderr)
+        return 3
+    except MemoryError:
+        print(f"overlap {args.command}: error: out of memory reading the input", file=sys.stderr)
+        return 3
+    except Exception as e:  # noqa: BLE001 - the last line of defence: never a bare traceback
+        if debug:
+            traceback.print_exc()
+        where = ""
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None:
+            where = f" at {Path(tb.tb_frame.f_code.co_filename).name}:{tb.tb_lineno}"
+        msg = " ".join(str(e).split())[:300]
+        print(f"overlap {args.command}: internal error ({type(e).__name__}{where}): {msg}"
+              + ("" if debug else " [--debug or OVERLAP_DEBUG=1 for the traceback; please "
+                 "report it]"), file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def run() -> None:

@@ -137,7 +137,12 @@ def run_checks(result: dict[str, Any], config: CheckConfig | None = None) -> dic
         checks.append(_check(name, SKIP, f"skipped: {result['status']}"))
 
     def ratio_check(name: str, ratio: float | None, limit: float, what: str) -> None:
-        if ratio is None:
+        if ratio is None and what == "all transfers" and not config.allow_no_transfers:
+            # A gate that measured nothing must not pass: every transfer lasted 0 ps.
+            checks.append(_check(name, FAIL, f"{what}: no transfer has a measurable duration "
+                                 "(all 0 ps), so overlap cannot be checked; "
+                                 "--allow-no-transfers to accept", None, limit))
+        elif ratio is None:
             checks.append(_check(name, SKIP, f"{what}: no timed transfers", None, limit))
         else:
             checks.append(_check(name, PASS if ratio >= limit else FAIL,

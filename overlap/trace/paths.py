@@ -19,8 +19,11 @@ PARTIAL_MARK = ".partial-"
 
 
 def _hosts(session_dir: Path) -> list[Path]:
-    return sorted(p for p in session_dir.iterdir() if p.name.endswith(XPLANE_SUFFIX)
-                  and p.is_file())
+    try:
+        return sorted(p for p in session_dir.iterdir() if p.name.endswith(XPLANE_SUFFIX)
+                      and p.is_file())
+    except OSError as e:
+        raise InputError(session_dir, f"cannot list: {e.strerror or e}") from None
 
 
 def list_sessions(logdir: Path) -> list[Path]:
@@ -37,6 +40,8 @@ def find_xplane_files(path: str | os.PathLike, session: str | None = None) -> li
     Raises `InputError` for a missing path, a directory without captures, an unknown session,
     or an unfinished (`.partial-`) capture.
     """
+    if not str(path).strip():
+        raise InputError(None, "empty path: name a capture file or directory")
     p = Path(path)
     for part in (p, *p.parents):
         if PARTIAL_MARK in part.name:
@@ -44,6 +49,8 @@ def find_xplane_files(path: str | os.PathLike, session: str | None = None) -> li
                                 "or is still being written")
     if not p.exists():
         raise InputError(p, "no such file or directory")
+    if not p.is_file() and not p.is_dir():  # /dev/null, a FIFO, a socket: never a capture
+        raise InputError(p, "not a regular file or directory (a device, FIFO or socket)")
     if p.is_file():
         if session:
             raise InputError(p, "--session applies to a run directory, not to a single file")

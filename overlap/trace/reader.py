@@ -61,7 +61,7 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from overlap.errors import InputError
-from overlap.trace.wire import (PAD, Cols, Corrupt, LineEvents, Plane, PlaneView, as_int, map_unique,
+from overlap.trace.wire import (INVALID_EVENTS, PAD, TIME_LIMIT_PS, Cols, Corrupt, as_id, LineEvents, Plane, PlaneView, as_int, map_unique,
                                  padded, parse_space, per_mid, stat_column)
 from overlap.trace.protos import XSpace
 
@@ -222,8 +222,11 @@ def shape_bytes(shape: str) -> int | None:
     if not m or m.group(1) not in _DTYPE_BYTES:
         return None
     dims = [int(d) for d in m.group(2).replace(" ", "").split(",") if d]
-    n = int(np.prod(dims, dtype=np.int64)) if dims else 1
-    return int(n * _DTYPE_BYTES[m.group(1)])
+    n = 1
+    for d in dims:  # Python ints: a huge shape must not wrap to a small byte count
+        n *= d
+    nbytes = n * _DTYPE_BYTES[m.group(1)]
+    return nbytes if nbytes < (1 << 53) else None
 
 
 def copy_start_direction(hlo_text: str) -> tuple[str | None, int | None]:
@@ -264,11 +267,30 @@ def load_xspace(path: str | os.PathLike) -> Any:
     return _load(path, XSpace)
 
 
+def _available_memory() -> int | None:
+    """Bytes of memory available to this process (Linux MemAvailable), else None."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
     """The file's bytes followed by `pad` zero bytes (read in place, one copy), and its size."""
     try:
         with open(p, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
+            avail = _available_memory()
+            # The reader holds the file plus its tables (about 4-5x the file): refuse up front
+            # what cannot fit, instead of dying of MemoryError half way.
+            if avail is not None and size * 4 > avail:
+                raise InputError(p, f"{size / 2**30:.1f} GiB file; reading it needs about "
+                                    f"{4 * size / 2**30:.0f} GiB of memory and "
+                                    f"{avail / 2**30:.1f} GiB is available")
             buf = bytearray(size + pad)
             mv = memoryview(buf)
             n = 0
@@ -285,6 +307,8 @@ def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
                 raw = fh.read()
                 n = len(raw)
                 buf = bytearray(raw) + bytearray(pad)
+    except MemoryError:
+        raise InputError(p, "not enough memory to read this file") from None
     except FileNotFoundError:
         raise InputError(p, "no such file") from None
     except IsADirectoryError:
@@ -345,9 +369,15 @@ def read_trace(path: str | os.PathLike, session: str | None = None) -> Trace:
         _check_space(f, xs)
         host = _host_name(xs, f)
         try:
-            parts.append(_read_space(xs, planes, host=host, source=f))
+            with np.errstate(over="raise", invalid="ignore"):
+                parts.append(_read_space(xs, planes, host=host, source=f))
         except Corrupt as e:
             raise _corrupt(f, e) from None
+        except (OverflowError, FloatingPointError, ValueError, TypeError) as e:
+            # Valid protobuf, values no profiler writes (what the rules above do not cover):
+            # refuse the file with one line rather than report numbers built on them.
+            raise InputError(f, f"unsupported value in the capture: {type(e).__name__}: "
+                                f"{' '.join(str(e).split())[:200]}") from None
         del data, planes, xs
     return _concat(parts, files)
 
@@ -419,13 +449,22 @@ def read_xspace(xs, host: str = "host", source: Path | None = None) -> dict[str,
 
 def _read_space(xs, planes: list[PlaneView], host: str = "host",
                 source: Path | None = None) -> dict[str, Any]:
+    invalid_before = INVALID_EVENTS[0]
     task = next((pl for pl in xs.planes if pl.name == TASK_ENV_PLANE), None)
     start_ns = stop_ns = None
     if task is not None:
         ts = Plane(task).plane_stats()
         start_ns = as_int(ts.get("profile_start_time"))
         stop_ns = as_int(ts.get("profile_stop_time"))
+    if start_ns is not None and not 0 <= start_ns < TIME_LIMIT_PS:
+        start_ns = None
     origin_ns = start_ns or 0
+    if not origin_ns:
+        # No Task Environment plane (another producer): absolute line timestamps, if any, are
+        # put on a zero of their own, the earliest of them.
+        absolute = [ln.timestamp_ns for pl in planes for ln in pl.lines
+                    if ln.timestamp_ns * 1000 >= TIME_LIMIT_PS]
+        origin_ns = min(absolute) if absolute else 0
 
     def line_base_ps(line) -> int:
         ts = line.timestamp_ns
@@ -433,6 +472,9 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
         # keep absolute ones.
         if origin_ns and ts >= origin_ns:
             ts -= origin_ns
+        if not -TIME_LIMIT_PS < ts * 1000 < TIME_LIMIT_PS:
+            raise Corrupt(f"line {line.name!r} has timestamp_ns {line.timestamp_ns}, "
+                          "out of range for this capture's clock")
         return ts * 1000
 
     tr, co = Cols(), Cols()
@@ -485,7 +527,7 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
                 if proto is None:
                     continue
                 mods["host"].append(host)
-                pid = as_int(s.get("program_id"))
+                pid = as_id(s.get("program_id"))
                 mods["program_id"].append(pid)
                 mods["name"].append(md.name)
                 mods["hlo_proto"].append(bytes(proto) if proto is not None else None)
@@ -497,11 +539,14 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
         # XLA:CPU thunks on the host of a GPU/TPU program are host work, not device compute.
         def keep_compute(cols):
             return not cols.get("_cpu")
-    elif not cpu_compute_seen and not any(pl.name == HOST_PLANE for pl in xs.planes):
+    elif not cpu_compute_seen:
+        # Host planes without XLA:CPU ops are not a CPU run: a GPU/TPU job whose device planes
+        # are missing looks the same. Say what is missing rather than blame XLA:CPU.
         backend = "unknown"
 
     facts["backend"] = backend
     facts["synthetic"] = synthetic
+    facts["events_dropped_invalid"] = INVALID_EVENTS[0] - invalid_before
     return {
         "host": host, "backend": backend, "capture": facts, "synthetic": synthetic,
         "transfers": _frame(tr.rows(TRANSFER_COLUMNS), TRANSFER_COLUMNS),
@@ -560,7 +605,10 @@ def _read_gpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
                 if got is None:
                     det = parse_details(d)
                     a = det.get("async")
-                    got = details_cache[d] = (as_int(det.get("size")) or 0,
+                    size = as_int(det.get("size"))
+                    if size is not None and not 0 <= size < (1 << 53):
+                        size = None  # no byte count a copy can have: unknown, never negative
+                    got = details_cache[d] = (size or 0,
                                               det.get("kind_src", "unknown"),
                                               det.get("kind_dst", "unknown"),
                                               None if a is None else a == "1")
@@ -576,7 +624,7 @@ def _read_gpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
                    stream=line.id, line=line.name,
                    hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
                    hlo_module=stat_column(P, ev, idx, "hlo_module"),
-                   program_id=map_unique(stat_column(P, ev, idx, "program_id"), as_int))
+                   program_id=map_unique(stat_column(P, ev, idx, "program_id"), as_id))
         idx = np.flatnonzero(is_k)
         if idx.size:
             co.add(len(idx), host=host, device=device, start_ps=ev.starts[idx],
@@ -655,7 +703,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
                     nbytes = (as_int(ms.get("raw_bytes_accessed"))
                               or as_int(ms.get("bytes_accessed")) or 0)
                 got = (direction, nbytes, instruction_name(text), ms.get("hlo_module"),
-                       as_int(ms.get("program_id")))
+                       as_id(ms.get("program_id")))
             transfer_of[mid] = got
         return got
 
@@ -810,7 +858,7 @@ _ALLOCATOR_RE = re.compile(r"^GPU_(\d+)_bfc$")
 
 def _allocator_device(name: str | None) -> str | None:
     """PjRt GPU names device allocators `GPU_<ordinal>_bfc`; the host staging one is not a device."""
-    if not name:
+    if not name or not isinstance(name, str):
         return None
     m = _ALLOCATOR_RE.match(name)
     return f"GPU:{m.group(1)}" if m else None

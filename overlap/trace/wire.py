@@ -89,19 +89,44 @@ class Plane:
         return self.stats(self.plane.stats)
 
 
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+# Event offsets, durations and line origins are accepted below 2**61 ps (26 days): sums of two
+# or three of them can never wrap int64. Anything beyond is not a time a profiler wrote.
+TIME_LIMIT_PS = 1 << 61
+
+# Events dropped because a time field is out of range (negative duration, offset beyond
+# TIME_LIMIT_PS); the reader resets and reads this per file and reports the count.
+INVALID_EVENTS = [0]
+
+
+def as_id(v: Any) -> int | None:
+    """An identifier stat (program_id, a uint64): a value in [0, 2**64), else None."""
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        v = int(v)
+    else:
+        v = as_int(v)
+    return v if v is not None and 0 <= v < (1 << 64) else None
+
+
 def as_int(v: Any) -> int | None:
-    if v is None:
+    """An integer stat value, or None when there is none that fits int64 (NaN, inf, 1e300,
+    uint64 max, text that is not a number, a value of another type)."""
+    if v is None or isinstance(v, bool):
         return None
     if isinstance(v, (int, np.integer)):
-        return int(v)
-    if isinstance(v, float):
-        return int(v)
-    if isinstance(v, (str, bytes)):
+        v = int(v)
+    elif isinstance(v, (float, np.floating)):
+        if not np.isfinite(v):
+            return None
+        v = int(v)
+    elif isinstance(v, (str, bytes)):
         try:
-            return int(v)
+            v = int(v)
         except ValueError:
             return None
-    return None
+    else:
+        return None
+    return v if INT64_MIN <= v <= INT64_MAX else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -611,6 +636,13 @@ class LineEvents:
 
             _walk(self.buf, start[bad], end[bad], on_bad)
         del start, end, good, bad
+        # Times a profiler cannot have written (negative durations, offsets beyond 26 days,
+        # wrapped uint64s) are dropped and counted, never passed on to become impossible spans.
+        invalid = (off < 0) | (off >= TIME_LIMIT_PS) | (dur < 0) | (dur >= TIME_LIMIT_PS)
+        invalid &= ~agg
+        if invalid.any():
+            INVALID_EVENTS[0] += int(invalid.sum())
+            agg |= invalid
         keep = ~agg
         self.all_positioned = bool(keep.all())
         if self.all_positioned:

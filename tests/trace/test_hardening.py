@@ -1,0 +1,141 @@
+"""Regression tests for values no profiler writes, each found by the fuzz campaign (issue 11):
+the file is read with sane numbers (the event dropped and counted) or refused with one line."""
+
+from __future__ import annotations
+
+import pytest
+
+from overlap.analysis import overlap as analysis
+from overlap.errors import InputError
+from overlap.trace.protos import XSpace
+from overlap.trace.reader import read_trace, shape_bytes
+from overlap.trace.synthetic import SyntheticTrace
+from overlap.trace.wire import as_int
+from tests.conftest import run_cli
+
+US = 1_000_000
+
+
+def _gpu(tmp_path, edit=None, nbytes=4096):
+    t = SyntheticTrace()
+    g = t.gpu(0)
+    g.kernel(10 * US, 50 * US)
+    g.memcpy("D2H", 20 * US, 10 * US, nbytes)
+    t.step(0, 5 * US, 100 * US)
+    xs = XSpace.FromString(t.to_bytes())
+    if edit:
+        edit(xs)
+    p = tmp_path / "h.xplane.pb"
+    p.write_bytes(xs.SerializeToString())
+    return p
+
+
+def _memcpy_event(xs):
+    pl = next(p for p in xs.planes if p.name.startswith("/device:GPU"))
+    mid = next(k for k, m in pl.event_metadata.items() if m.name == "MemcpyD2H")
+    return next(e for ln in pl.lines for e in ln.events if e.metadata_id == mid)
+
+
+def test_absolute_timestamps_without_task_environment(tmp_path):
+    def edit(xs):
+        task = [i for i, p in enumerate(xs.planes) if p.name == "Task Environment"]
+        for i in reversed(task):
+            del xs.planes[i]
+        for pl in xs.planes:
+            for ln in pl.lines:
+                ln.timestamp_ns += 1_795_000_000_000_000_000
+    r = analysis.analyze(read_trace(_gpu(tmp_path, edit)))
+    assert r["summary"]["transfers"] == 1 and r["summary"]["hidden_ps"] == 10 * US
+
+
+@pytest.mark.parametrize("off,dur", [(2**63 - 1, -(2**62)), (0, 2**63 - 1), (0, -5)])
+def test_wrapping_times_are_dropped_and_counted(tmp_path, off, dur):
+    def edit(xs):
+        ev = _memcpy_event(xs)
+        ev.offset_ps, ev.duration_ps = off, dur
+    trace = read_trace(_gpu(tmp_path, edit))
+    assert len(trace.transfers) == 0
+    assert sum(c["events_dropped_invalid"] for c in trace.capture.values()) == 1
+    r = analysis.analyze(trace)
+    assert r["summary"]["transfers"] == 0
+
+
+@pytest.mark.parametrize("size", ["-4096", "10000000000000000000", "nan"])
+def test_impossible_memcpy_sizes_never_give_negative_bytes(tmp_path, size):
+    def edit(xs):
+        pl = next(p for p in xs.planes if p.name.startswith("/device:GPU"))
+        for ev in (e for ln in pl.lines for e in ln.events):
+            for st in ev.stats:
+                if pl.stat_metadata[st.metadata_id].name == "memcpy_details":
+                    st.str_value = f"kind_src:device kind_dst:pinned size:{size} async:1"
+    r = analysis.analyze(read_trace(_gpu(tmp_path, edit)))
+    assert r["summary"]["transfers"] == 1 and r["summary"]["bytes"] == 0
+
+
+def test_int_stats_beyond_int64_nan_inf_and_wrong_types():
+    assert as_int(2**64 - 1) is None and as_int(float("nan")) is None
+    assert as_int(float("inf")) is None and as_int(1e300) is None and as_int(True) is None
+    assert as_int("12") == 12 and as_int(-3) == -3
+    assert shape_bytes("f32[3037000500,3037000500]") is None  # 2**65 bytes: no real buffer
+    assert shape_bytes("f32[2,3]") == 24
+
+
+def test_allocator_name_of_the_wrong_type(tmp_path):
+    t = SyntheticTrace()
+    t.gpu(0).kernel(10 * US, 5 * US)
+    t.allocation(12 * US, bytes_allocated=4096)
+    xs = XSpace.FromString(t.to_bytes())
+    host = next(p for p in xs.planes if p.name == "/host:CPU")
+    for ln in host.lines:
+        for ev in ln.events:
+            for st in ev.stats:
+                if host.stat_metadata[st.metadata_id].name == "allocator_name":
+                    st.int64_value = 7
+    p = tmp_path / "a.xplane.pb"
+    p.write_bytes(xs.SerializeToString())
+    analysis.analyze(read_trace(p))  # no TypeError
+
+
+def test_host_planes_only_is_not_called_a_cpu_run(tmp_path):
+    def edit(xs):
+        for i in reversed([i for i, p in enumerate(xs.planes) if p.name.startswith("/device:")]):
+            del xs.planes[i]
+    trace = read_trace(_gpu(tmp_path, edit))
+    r = analysis.analyze(trace)
+    assert trace.backend == "unknown" and "XLA:CPU compiles" not in r["reason"]
+    assert "host planes only" in r["reason"]
+
+
+def test_non_files_and_empty_paths_are_one_line_exit_3(tmp_path):
+    for path in ("/dev/null", ""):
+        with pytest.raises(InputError):
+            read_trace(path)
+        r = run_cli("report", path)
+        assert r.returncode == 3 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_zero_length_only_transfers_fail_the_gate(tmp_path):
+    p = _gpu(tmp_path, lambda xs: setattr(_memcpy_event(xs), "duration_ps", 0))
+    r = run_cli("check", str(p))
+    assert r.returncode == 1 and "no transfer has a measurable duration" in r.stdout
+    assert run_cli("check", str(p), "--allow-no-transfers").returncode == 0
+
+
+def test_cli_crash_is_exit_4_and_one_line(tmp_path, monkeypatch, capsys):
+    r = run_cli("check", str(_gpu(tmp_path)), "--max-exposed-ms", "inf")
+    assert r.returncode == 2 and "finite" in r.stderr
+    r = run_cli("report", str(_gpu(tmp_path)), "--no-such-flag")
+    assert r.returncode == 2 and "usage: overlap report" in r.stderr
+    # An unforeseen exception (a bug) is exit 4 with one line, never 1 ("a check failed").
+    from overlap.cli.main import main
+
+    def boom(*a, **k):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(analysis, "analyze", boom)
+    monkeypatch.delenv("OVERLAP_DEBUG", raising=False)
+    assert main(["check", str(_gpu(tmp_path))]) == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "internal error (RuntimeError" in err[0] and "--debug" in err[0]
+    assert main(["--debug", "check", str(_gpu(tmp_path))]) == 4
+    assert "Traceback" in capsys.readouterr().err
