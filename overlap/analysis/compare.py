@@ -261,6 +261,7 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None) ->
     from overlap.runs.rundir import is_complete, list_runs
 
     runs: list[Path] = []
+    listed: set[Path] = set()  # found in a directory, not named by the user
     for p in map(Path, paths):
         if not p.exists():
             raise InputError(p, "no such file or directory")
@@ -269,6 +270,7 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None) ->
             if not found:
                 raise InputError(p, "no complete runs here (a run has run.json and a capture)")
             runs.extend(found)
+            listed.update(found)
         else:
             runs.append(p)
     from overlap.analysis.plans import plan_row
@@ -281,12 +283,23 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None) ->
             plans.append({**m, "label": m.get("label") or r.name})
         else:
             captures.append(r)
-    if captures:
-        res = compare([summarize_run(r) for r in captures], baseline)
+    rows, left_out = [], []
+    for r in captures:
+        try:
+            rows.append(summarize_run(r))
+        except InputError as e:
+            if r not in listed:  # a run the user named must be readable
+                raise
+            left_out.append(f"left out {r.name}: {e.problem}")  # one bad run, not the others
+    if captures and not rows:
+        raise InputError(None, "no readable runs: " + "; ".join(left_out))
+    if rows:
+        res = compare(rows, baseline)
     else:
         res = {"baseline": None, "no_remat": None, "synthetic": False, "runs": [],
                "breakeven": None, "verdicts": []}
     # Plans are compiled, never run: they sit beside the measurements, never mixed into them.
+    res["left_out"] = left_out
     res["plans"] = [plan_row(m) for m in plans]
     res["plan_manifests"] = plans
     return res

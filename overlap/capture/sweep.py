@@ -54,6 +54,10 @@ def sweep(workload: str, policies: Sequence[str], out: str | os.PathLike, steps:
         raise ValueError(f"{len(labels)} labels for {len(resolved)} policies")
     if len(set(labels)) != len(labels):
         raise ValueError(f"duplicate run labels: {labels}")
+    from overlap.runs.rundir import check_label
+
+    for lab in labels:
+        check_label(lab)  # a name, never a path: nothing is written outside `out`
     root = Path(out)
     for lab in labels:
         if (root / lab).exists():

@@ -373,7 +373,11 @@ def load_workload(spec: str, policy: str | Policy) -> Workload:
     """Build the workload `spec` under `policy` (see the module docstring)."""
     maker, name, size = parse_spec(spec)
     pol = get_policy(policy)
-    out = maker(pol, size)
+    try:
+        out = maker(pol, size)
+    except TypeError as e:  # e.g. `os:getcwd`: a callable that is not a workload maker
+        raise ValueError(f"workload {spec!r}: calling {name}(policy, size) failed ({e}); a "
+                         "maker takes (policy, size) and returns a Workload") from None
     if isinstance(out, tuple):
         if len(out) not in (3, 4):
             raise ValueError(f"workload {spec!r} returned a {len(out)}-tuple; expected a Workload "

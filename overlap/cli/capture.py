@@ -30,7 +30,7 @@ def register(sub) -> None:
                    help="run directory name per --policy, in the same order")
     p.add_argument("--steps", type=int, default=3, help="profiled steps (default 3)")
     p.add_argument("--warmup", type=int, default=2, help="unprofiled warm-up steps (default 2)")
-    p.add_argument("--out", required=True, metavar="DIR", help="where run directories go")
+    p.add_argument("--out", metavar="DIR", help="where run directories go (required to capture)")
     p.add_argument("--command-buffers", action="store_true",
                    help="keep XLA:GPU command buffers on (by default they are turned off for the "
                         "capture, since they hide per-op detail)")
@@ -52,6 +52,12 @@ def run(args: argparse.Namespace) -> int:
             pol = get_policy(name)
             print(f"{name:<36}{pol.category:<10}{pol.description}")
         return 0
+    if not args.out:
+        raise UsageError("--out DIR is required: each run directory is written there")
+    for lab in args.label or []:
+        from overlap.runs.rundir import check_label
+
+        check_label(lab)
     if args.steps < 1 or args.warmup < 0:
         raise UsageError("--steps must be >= 1 and --warmup >= 0")
     if args.attach:

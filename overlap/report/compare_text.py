@@ -71,4 +71,6 @@ def render_text(res: dict[str, Any]) -> str:
     if plans:
         out.append("")
         out.append(render_plans(plans))
+    for note in res.get("left_out") or []:
+        out.append(f"note: {note}")
     return "\n".join(out)

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from overlap.trace import paths as _paths
-from overlap.errors import InputError
+from overlap.errors import InputError, UsageError
 
 SCHEMA_VERSION = 1
 MANIFEST = "run.json"
@@ -59,17 +59,65 @@ class RunExistsError(FileExistsError):
 find_xplane_files = _paths.find_xplane_files
 
 
+def check_label(label: str) -> str:
+    """A run label is a directory *name*, never a path: no separators, no `..`, no dot files."""
+    if not isinstance(label, str) or not label or label in (".", "..") or label.startswith(".") \
+            or any(c in label for c in ("/", "\\", "\0")) or PARTIAL_MARK in label:
+        raise UsageError(f"run label {label!r} must be a plain name (no '/', '\\', '..' or "
+                         "leading '.')")
+    return label
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # someone else's live process: not ours to judge
+    return True
+
+
+def clean_stale_partials(parent: Path) -> list[Path]:
+    """Remove `<name>.partial-<pid>-<token>` directories (only this format, which only overlap
+    writes) whose writing process is gone; returns what was removed. A killed capture leaves
+    one behind; a capture still running keeps its own."""
+    removed = []
+    try:
+        entries = list(parent.iterdir())
+    except OSError:
+        return removed
+    for d in entries:
+        name = d.name
+        if PARTIAL_MARK not in name or not d.is_dir() or d.is_symlink():
+            continue
+        tail = name.rsplit(PARTIAL_MARK, 1)[1]
+        pid_txt, sep, token = tail.partition("-")
+        if not sep or not pid_txt.isdigit() or len(token) != 8:
+            continue
+        if int(pid_txt) != os.getpid() and not _pid_alive(int(pid_txt)):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+    return removed
+
+
 def partial_dir_for(final: str | os.PathLike) -> Path:
-    """Create and return a fresh ``<final>.partial-<random>`` beside `final`.
+    """Create and return a fresh ``<final>.partial-<pid>-<random>`` beside `final`.
 
     Raises :class:`RunExistsError` if `final` exists already (checked up front so that a long
-    capture does not run only to fail at the rename)."""
+    capture does not run only to fail at the rename), and UsageError when the output directory
+    cannot be created (under a file, read-only, /proc)."""
     final = Path(final)
     if final.exists():
         raise RunExistsError(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f"{final.name}{PARTIAL_MARK}{secrets.token_hex(4)}"
-    tmp.mkdir()
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale_partials(final.parent)
+        tmp = final.parent / f"{final.name}{PARTIAL_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+        tmp.mkdir()
+    except OSError as e:
+        raise UsageError(f"{final.parent}: cannot create a run directory there: "
+                         f"{e.strerror or e}") from None
     return tmp
 
 
