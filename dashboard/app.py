@@ -95,10 +95,32 @@ class _RunTable:
         return rundata.find_run(self.runs(), name)
 
 
-def create_app(logdirs: list[str | os.PathLike]) -> Dash:
-    """A Dash app serving the runs under `logdirs` (see the module docstring)."""
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def _host_name(header: str) -> str:
+    """`Host` header -> host name without the port (`[::1]:8050` -> `[::1]`)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[: header.find("]") + 1] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def create_app(logdirs: list[str | os.PathLike], host: str = "127.0.0.1") -> Dash:
+    """A Dash app serving the runs under `logdirs` (see the module docstring).
+
+    Bound to a loopback address (the default), it answers only requests whose `Host` header
+    names a loopback host: a web page the user visits cannot reach the traces through DNS
+    rebinding (its requests carry the attacker's host name)."""
     table = _RunTable([os.fspath(d) for d in logdirs])
     app = Dash(__name__, title="overlap dashboard", suppress_callback_exceptions=True)
+    if host in LOOPBACK_HOSTS:
+        from flask import abort, request
+
+        @app.server.before_request
+        def _loopback_only():
+            if _host_name(request.headers.get("Host", "")) not in LOOPBACK_HOSTS:
+                abort(403)
 
     def layout() -> html.Div:
         # Runs at every page load: a reload shows runs that appeared since.
@@ -185,16 +207,21 @@ def create_app(logdirs: list[str | os.PathLike]) -> Dash:
     def refresh_runs(n_clicks):
         runs = table.refresh() if n_clicks else table.runs()
         options = [{"label": r.name, "value": r.name} for r in runs]
-        rows = [rundata.run_row(r) for r in runs]
+        rows = [rundata.safe_run_row(r) for r in runs]
         return rows, f"{len(rows)} run(s)", options, options, options
 
     @app.callback(Output("run-select", "value"), Output("tabs", "value"),
                   Input("runs-table", "active_cell"), State("runs-table", "derived_viewport_data"),
                   prevent_initial_call=True)
     def open_run(cell, rows):
-        if not cell or not rows or cell.get("row") is None or cell["row"] >= len(rows):
+        # Payloads come from the browser: anything malformed is answered like no selection.
+        if not isinstance(cell, dict) or not isinstance(rows, list):
             return dash.no_update, dash.no_update
-        return rows[cell["row"]]["run"], "run"
+        i = cell.get("row")
+        if not isinstance(i, int) or not 0 <= i < len(rows) or not isinstance(rows[i], dict) \
+                or not isinstance(rows[i].get("run"), str):
+            return dash.no_update, dash.no_update
+        return rows[i]["run"], "run"
 
     @app.callback(Output("step-select", "options"), Output("step-select", "value"),
                   Output("run-status", "children"), Input("run-select", "value"))
@@ -287,7 +314,7 @@ def _safe(name: str) -> str:
 
 def _load_many(table: _RunTable, names, baseline) -> tuple[list, list[str]]:
     """(name, RunData) for the chosen runs, baseline first; load errors as messages."""
-    names = [n for n in (names or []) if isinstance(n, str)]
+    names = [n for n in (names if isinstance(names, list) else []) if isinstance(n, str)]
     if isinstance(baseline, str) and baseline not in names:
         names = [baseline, *names]
     names.sort(key=lambda n: n != baseline)

@@ -89,7 +89,7 @@ class Run:
             return {}
         try:
             m = json.loads(self.manifest_path.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # `[` x 100000 is valid-looking JSON
             return {}
         return m if isinstance(m, dict) else {}
 
@@ -128,7 +128,7 @@ def _is_plan_manifest(path: Path) -> bool:
     """A plan run (compiled for a target, never run): listed without a capture."""
     try:
         m = json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return isinstance(m, dict) and m.get("kind") == "plan"
 
@@ -137,7 +137,7 @@ def _manifest_ok(path: Path) -> bool:
     """A run.json that parses to an object; a half-written one does not."""
     try:
         return isinstance(json.loads(path.read_text()), dict)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
 
 
@@ -279,7 +279,7 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
     if run.is_plan:
         return _load_plan(run)
 
-    fp = run.fingerprint()
+    fp = _content_fp(run)
     cached = _disk_get(fp)
     if cached is not None:
         cached.manifest = run.manifest()
@@ -328,6 +328,54 @@ def _cache_file(fp: tuple) -> Path | None:
     return d / f"{key}.npz"
 
 
+def _content_fp(run: Run) -> tuple:
+    """The run's file fingerprint plus a hash of each capture file's head and tail: a cache
+    entry is bound to the content it was computed from, not only to names and times."""
+    import hashlib
+
+    parts = []
+    for p in run.files:
+        h = hashlib.sha256()
+        try:
+            with open(p, "rb") as f:
+                h.update(f.read(1 << 16))
+                size = os.fstat(f.fileno()).st_size
+                if size > 1 << 17:
+                    f.seek(size - (1 << 16))
+                h.update(f.read(1 << 16))
+        except OSError:
+            pass
+        parts.append(h.hexdigest())
+    return (run.fingerprint(), tuple(parts))
+
+
+def _mac_key(d: Path) -> bytes | None:
+    """This user's secret for cache-entry checksums (created once, mode 0600)."""
+    key_file = d / "key"
+    try:
+        data = key_file.read_bytes()
+        if len(data) == 32:
+            return data
+    except OSError:
+        pass
+    try:
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32))
+        return key_file.read_bytes()
+    except OSError:
+        return None
+
+
+def _mac(d: Path, data: bytes) -> str | None:
+    import hashlib
+    import hmac
+
+    key = _mac_key(d)
+    return None if key is None else hmac.new(key, data, hashlib.sha256).hexdigest()
+
+
 def _disk_put(fp: tuple, value: RunData) -> None:
     path = _cache_file(fp)
     if path is None:
@@ -350,7 +398,15 @@ def _disk_put(fp: tuple, value: RunData) -> None:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         tmp = path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}.npz")
         np.savez(tmp, **arrays)
+        # A keyed checksum: an entry edited by hand (a forged verdict) does not verify.
+        mac = _mac(path.parent, tmp.read_bytes())
+        if mac is None:
+            tmp.unlink()
+            return
+        mtmp = path.with_suffix(f".mac-tmp-{os.getpid()}-{threading.get_ident()}")
+        mtmp.write_text(mac)
         os.replace(tmp, path)  # readers never see a half-written entry
+        os.replace(mtmp, path.with_suffix(".mac"))
     except OSError:
         pass  # a read-only home only costs speed
 
@@ -360,7 +416,19 @@ def _disk_get(fp: tuple) -> RunData | None:
     if path is None or not path.is_file():
         return None
     try:
-        with np.load(path, allow_pickle=False) as z:
+        import hmac as _hmac
+
+        raw = path.read_bytes()
+        want = _mac(path.parent, raw)
+        got = path.with_suffix(".mac").read_text().strip()
+        if want is None or not _hmac.compare_digest(want, got):
+            return None  # not written by us, or edited since: a miss, rewritten on load
+    except OSError:
+        return None
+    try:
+        import io
+
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             groups: dict[str, dict[str, np.ndarray]] = {g: {} for g in _GROUPS}
             for k in z.files:
@@ -374,13 +442,19 @@ def _disk_get(fp: tuple) -> RunData | None:
                     groups[g][c] = uniq[codes]  # code -1 (missing) picks the trailing None
                 else:
                     groups[g][c] = z[k]
-    except (OSError, ValueError, KeyError):
+        return RunData(result=meta["result"], backend=meta["backend"],
+                       synthetic=bool(meta["synthetic"]), compute=groups["compute"],
+                       transfers=groups["transfers"], memory=groups["memory"],
+                       program_memory=groups["program_memory"] if meta["has_program_memory"]
+                       else None, device_names=list(meta["device_names"]))
+    except Exception:  # noqa: BLE001 - any damage (truncated, bad codes, no result) is a miss
         return None
-    return RunData(result=meta["result"], backend=meta["backend"],
-                   synthetic=bool(meta["synthetic"]), compute=groups["compute"],
-                   transfers=groups["transfers"], memory=groups["memory"],
-                   program_memory=groups["program_memory"] if meta["has_program_memory"]
-                   else None, device_names=list(meta["device_names"]))
+
+
+def clear_cache_memory() -> None:
+    """Forget loaded runs in this process (the disk cache stays)."""
+    with _cache_lock:
+        _cache.clear()
 
 
 def clear_cache() -> None:
@@ -425,6 +499,18 @@ def run_row(run: Run) -> dict[str, Any]:
         row.update(synthetic="PLAN (compiled, not run)",
                    peak_gib=None if dp is None else round(dp / 2**30, 3))
     return row
+
+
+def safe_run_row(run: Run) -> dict[str, Any]:
+    """`run_row`, but a run whose manifest or data breaks it becomes an error row: one bad run
+    never empties the table for the others."""
+    try:
+        return run_row(run)
+    except Exception as e:  # noqa: BLE001 - shown on this run's row, the others keep working
+        return {"run": run.name, "label": "", "workload": "", "policy": "", "backend": "",
+                "device": "", "step_ms": None, "peak_gib": None, "d2h_overlap": None,
+                "h2d_overlap": None, "verdict": f"ERROR: {run.name}: unreadable run.json or "
+                f"data ({type(e).__name__})", "synthetic": "", "error": str(e)[:200]}
 
 
 def _short_verdict(r: dict[str, Any], backend: str) -> str:
@@ -472,4 +558,4 @@ def prepare_run_view(run: Run, step: tuple[str, int] | None = None) -> dict[str,
 
 def runs_frame(runs: list[Run]) -> pd.DataFrame:
     """The Runs table as a DataFrame (for tests and CSV)."""
-    return pd.DataFrame([run_row(r) for r in runs])
+    return pd.DataFrame([safe_run_row(r) for r in runs])

@@ -27,6 +27,19 @@ def default_logdirs(cwd: Path | None = None) -> list[Path]:
                            "pass a log directory: overlap dashboard runs/")
 
 
+def check_port_free(host: str, port: int) -> None:
+    """UsageError (exit 2) when `host:port` cannot be bound, before anything slow runs."""
+    import socket
+
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(fam, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise UsageError(f"cannot serve on {host}:{port}: {e.strerror or e} (pick another "
+                             "--port)") from None
+
+
 def register(sub) -> None:
     p = sub.add_parser("dashboard", help="browse runs and compare policies in a browser",
                        description=__doc__.split("\n\n")[0])
@@ -46,9 +59,16 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(d, "no such file or directory")
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be 1-65535, got {args.port}")
+    loopback = args.host in ("127.0.0.1", "localhost", "::1")
+    if args.debug and not loopback:
+        # Debug mode serves Werkzeug's interactive console: code execution for anyone who
+        # can reach the port.
+        raise UsageError("--debug is only allowed with a loopback --host (it serves an "
+                         "interactive console)")
+    check_port_free(args.host, args.port)
     from dashboard.app import create_app  # local: Dash is slow to import
 
-    app = create_app(logdirs)
+    app = create_app(logdirs, host=args.host)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"overlap dashboard: serving on {args.host}: anyone who can reach this address "
               "can read the runs under " + ", ".join(map(str, logdirs)), file=sys.stderr)

@@ -53,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
     from overlap.env import choose_platforms
 
     choose_platforms()  # before jax is imported: no failing probes of absent GPUs/TPUs
+    if not args.no_serve:  # before minutes of capturing, not after
+        from overlap.cli.dashboard import check_port_free
+
+        check_port_free("127.0.0.1", args.port)
     from overlap.capture.api import prepare_xla_flags
 
     prepare_xla_flags(False)  # before JAX brings its backend up

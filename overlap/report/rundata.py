@@ -105,7 +105,12 @@ def manifest_step_time_ps(manifest: dict[str, Any]) -> int | None:
     """
     step_ns = manifest.get("step_ns")
     if isinstance(step_ns, list) and step_ns:
-        return int(np.median(np.asarray(step_ns, dtype=np.int64))) * 1000
+        # Hand-edited or foreign manifests: only integer nanoseconds a clock can give count.
+        good = [v for v in step_ns if isinstance(v, int) and not isinstance(v, bool)
+                and 0 <= v < (1 << 53)]
+        if not good:
+            return None
+        return int(np.median(np.asarray(good, dtype=np.int64))) * 1000
     for keys, scale in ((("step_time_ps", "step_ps", "mean_step_ps"), 1),
                         (("step_time_ns", "mean_step_ns"), 1_000),
                         (("step_time_us", "mean_step_us"), 1_000_000),

@@ -1,0 +1,99 @@
+"""Dashboard findings of the fuzz campaign (issue 11): no outage from one bad run, a cache that
+cannot be forged, no DNS rebinding, no debug console off loopback, malformed payloads."""
+
+from __future__ import annotations
+
+import socket
+
+import numpy as np
+import pytest
+
+from dashboard import data
+from dashboard.app import create_app
+from overlap.cli.main import main as cli_main
+from tests.dashboard.dashboard_support import write_run
+from tests.dashboard.test_dashboard_security import _post
+
+
+@pytest.fixture
+def logdir(tmp_path, monkeypatch):
+    monkeypatch.setenv("OVERLAP_CACHE_DIR", str(tmp_path / "cache"))
+    data.clear_cache()
+    d = tmp_path / "runs"
+    write_run(d, "good", {"policy": {"name": "full", "category": "remat"}})
+    return d
+
+
+@pytest.mark.parametrize("bad", ["[" * 100000, '{"step_ns": ["a", 1e400]}',
+                                 '{"step_ns": [1e30, -5], "label": [1], "policy": 7}'])
+def test_one_bad_run_json_is_an_error_row_not_an_outage(logdir, bad):
+    write_run(logdir, "bad", {"policy": "full"})
+    (logdir / "bad" / "run.json").write_text(bad)
+    client = create_app([logdir]).server.test_client()
+    assert client.get("/").status_code == 200
+    assert client.get("/_dash-layout").status_code == 200
+    frame = data.runs_frame(data.discover_runs([logdir]))
+    good = frame[frame["run"] == "good"]
+    assert len(good) == 1 and good["verdict"].iloc[0] and "ERROR" not in good["verdict"].iloc[0]
+
+
+def test_damaged_or_forged_cache_entries_are_misses(logdir):
+    run = data.discover_runs([logdir])[0]
+    first = data.load_run(run)
+    entry = next((logdir.parent / "cache").glob("*.npz"))
+    # Truncated: a miss, rewritten.
+    entry.write_bytes(entry.read_bytes()[:100])
+    data.clear_cache_memory()
+    assert data.load_run(run).result["verdict"] == first.result["verdict"]
+    assert np.load(entry, allow_pickle=False)  # rewritten whole
+    # Forged: a valid entry with another verdict, written without our key.
+    with np.load(entry, allow_pickle=False) as z:
+        arrays = {k: z[k] for k in z.files}
+    import json
+
+    meta = json.loads(str(arrays["meta"]))
+    meta["result"]["verdict"] = "FORGED"
+    arrays["meta"] = np.asarray(json.dumps(meta))
+    np.savez(entry, **arrays)
+    data.clear_cache_memory()
+    assert data.load_run(run).result["verdict"] != "FORGED"
+
+
+def test_foreign_host_header_is_refused_on_loopback(logdir):
+    client = create_app([logdir]).server.test_client()
+    assert client.get("/", headers={"Host": "evil.example.com"}).status_code == 403
+    assert client.get("/", headers={"Host": "evil.example.com:8050"}).status_code == 403
+    assert client.get("/", headers={"Host": "127.0.0.1:8050"}).status_code == 200
+    assert client.get("/", headers={"Host": "[::1]:8050"}).status_code == 200
+    # Served on purpose to the network: the header is the user's business.
+    open_client = create_app([logdir], host="0.0.0.0").server.test_client()
+    assert open_client.get("/", headers={"Host": "box.lan:8050"}).status_code == 200
+
+
+def test_debug_off_loopback_and_taken_port_are_usage_errors(logdir, capsys):
+    assert cli_main(["dashboard", str(logdir), "--host", "0.0.0.0", "--debug"]) == 2
+    assert "--debug" in capsys.readouterr().err
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert cli_main(["dashboard", str(logdir), "--port", str(port)]) == 2
+        err = capsys.readouterr().err
+        assert f"127.0.0.1:{port}" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("cell,rows", [(5, [{"run": "good"}]), ({"row": 0}, 3),
+                                       ({"row": "x"}, []), ({"row": 0}, [{"no_run": 1}]),
+                                       ({"row": 0}, [7])])
+def test_malformed_callback_payloads_are_answered(logdir, cell, rows):
+    client = create_app([logdir]).server.test_client()
+    client.get("/")
+    r = _post(client, "..run-select.value...tabs.value..",
+              [{"id": "runs-table", "property": "active_cell", "value": cell}],
+              [{"id": "runs-table", "property": "derived_viewport_data", "value": rows}])
+    assert r.status_code in (200, 204)
+    out = "..fig-memory.figure...fig-step-time.figure...fig-peak-memory.figure...fig-overlap" \
+          ".figure...compare-table.data...compare-status.children.."
+    r = _post(client, out, [{"id": "compare-select", "property": "value", "value": 5},
+                            {"id": "baseline", "property": "value", "value": ["x"]}])
+    assert r.status_code == 200
