@@ -52,8 +52,9 @@ def register(sub) -> None:
     g.add_argument("--allow-no-transfers", action="store_true",
                    help="pass captures without device<->host transfers (default: fail)")
     b = p.add_argument_group("baseline regression")
-    b.add_argument("--baseline", metavar="REPORT.json",
-                   help="a previous `overlap report --json` (or `check --json`) output")
+    b.add_argument("--baseline", metavar="REPORT.json|RUN",
+                   help="a previous `overlap report --json` (or `check --json`) output, or the "
+                        "baseline's run directory / capture")
     b.add_argument("--max-ratio-drop", type=unit_fraction, default=check.DEFAULT_MAX_RATIO_DROP,
                    metavar="D", help="overlap ratio may fall by at most D (absolute ratio "
                    f"points, default {check.DEFAULT_MAX_RATIO_DROP})")
@@ -127,7 +128,18 @@ def run(args: argparse.Namespace) -> int:
     if plan is not None:
         return run_plan(args, plan)
 
-    baseline = check.load_baseline(args.baseline) if args.baseline else None
+    baseline = None
+    if args.baseline:
+        if Path(args.baseline).is_dir() or args.baseline.endswith(".xplane.pb"):
+            # A run or capture as the baseline: analysed the same way as PATH.
+            from overlap.analysis import overlap as analysis
+            from overlap.trace.reader import read_trace
+
+            baseline = analysis.analyze(read_trace(args.baseline),
+                                        hidden_threshold=args.hidden_threshold,
+                                        exposed_threshold=args.exposed_threshold, top=args.top)
+        else:
+            baseline = check.load_baseline(args.baseline)
     config = check.CheckConfig(
         min_overlap=args.min_overlap, min_overlap_d2h=args.min_overlap_d2h,
         min_overlap_h2d=args.min_overlap_h2d, max_exposed_ms=args.max_exposed_ms,

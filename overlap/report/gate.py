@@ -79,6 +79,9 @@ class CheckConfig:
 def load_baseline(path: str | os.PathLike) -> dict[str, Any]:
     """Read a baseline report; any problem is an InputError naming the file (exit 3)."""
     p = Path(path)
+    if p.is_dir():
+        raise InputError(p, "a directory; --baseline takes a saved `overlap report --json` "
+                            "(or, for `report --html`, a run)")
     try:
         data = json.loads(p.read_text())
     except FileNotFoundError:
@@ -87,6 +90,8 @@ def load_baseline(path: str | os.PathLike) -> dict[str, Any]:
         raise InputError(p, f"cannot read baseline report: {e}") from None
     except json.JSONDecodeError as e:
         raise InputError(p, f"baseline is not JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise InputError(p, "baseline JSON is nested too deeply to be a report") from None
     # `overlap check --json` nests the analysis under "analysis"; `overlap report --json` is it.
     if isinstance(data, dict) and isinstance(data.get("analysis"), dict):
         data = data["analysis"]

@@ -66,6 +66,20 @@ def _result_row(name: str, result: dict[str, Any], baseline: bool) -> dict[str, 
             "H2D": bd.get("H2D", {}).get("overlap_ratio")}
 
 
+def _write_page(path: str | os.PathLike, page: str) -> Path:
+    """Write the page; a path that cannot take it is one line (exit 2), never a traceback."""
+    from overlap.errors import UsageError
+
+    out = Path(path)
+    if out.is_dir():
+        raise UsageError(f"--html {out}: is a directory; give a file name")
+    try:
+        out.write_text(page, encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"--html {out}: cannot write: {e.strerror or e}") from None
+    return out
+
+
 def write_html(result: dict[str, Any], trace, path: str | os.PathLike,
                baseline: dict[str, Any] | None = None, *, manifest: dict | None = None,
                baseline_trace=None, baseline_manifest: dict | None = None) -> Path:
@@ -109,9 +123,7 @@ def write_html(result: dict[str, Any], trace, path: str | os.PathLike,
                                 if result.get("sources") else "")
     page = page_html(title, result, page_figs,
                      tables={"Most exposed transfers": figures.top_exposed_rows(result)})
-    out = Path(path)
-    out.write_text(page, encoding="utf-8")
-    return out
+    return _write_page(path, page)
 
 
 def write_plan_html(plans: list[dict[str, Any]], path: str | os.PathLike,
@@ -154,6 +166,4 @@ def write_plan_html(plans: list[dict[str, Any]], path: str | os.PathLike,
                      "not run)", {"verdict": verdict, "notes": plans[0].get("notes") or []},
                      figs, tables={"Plans (compiled, not run)": rows,
                                    "Planned transfers (roofline estimate)": ops})
-    out = Path(path)
-    out.write_text(page, encoding="utf-8")
-    return out
+    return _write_page(path, page)

@@ -184,16 +184,71 @@ def discard_partial(partial: str | os.PathLike) -> None:
         shutil.rmtree(p, ignore_errors=True)
 
 
+def _count(v) -> int | None:
+    """A byte count or nanosecond time from JSON: a non-negative int below 2**53, else None."""
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < (1 << 53):
+        return None
+    return v
+
+
+def _counts(d) -> dict:
+    return {k: c for k, v in d.items() if isinstance(k, str) and (c := _count(v)) is not None} \
+        if isinstance(d, dict) else {}
+
+
+def normalize_manifest(data: dict) -> dict:
+    """The fields every view reads, with the types they expect; anything else is dropped
+    (a hand-edited or foreign run.json must not crash report, compare or the dashboard).
+
+    `label` str; `policy` {name, category, offloaded...} (a bare string is its name);
+    `workload` dict (a bare string is its name); `step_ns` the valid integer times only;
+    `memory_analysis`, `offload_inventory.D2H/H2D` and `heap_simulator` byte counts only."""
+    out = dict(data)
+    label = data.get("label")
+    out["label"] = label if isinstance(label, str) and label else None
+    pol = data.get("policy")
+    if isinstance(pol, str):
+        pol = {"name": pol}
+    if isinstance(pol, dict):
+        pol = {k: v for k, v in pol.items() if isinstance(v, (str, bool, type(None)))
+               or (k in ("saved", "offloaded") and isinstance(v, list)
+                   and all(isinstance(x, str) for x in v))}
+    out["policy"] = pol if isinstance(pol, dict) else None
+    wl = data.get("workload")
+    out["workload"] = {"name": wl} if isinstance(wl, str) else (wl if isinstance(wl, dict)
+                                                                 else None)
+    steps = data.get("step_ns")
+    out["step_ns"] = [v for v in steps if _count(v) is not None] if isinstance(steps, list) else []
+    if "memory_analysis" in data:
+        out["memory_analysis"] = _counts(data.get("memory_analysis")) or None
+    inv = data.get("offload_inventory")
+    if inv is not None:
+        if isinstance(inv, dict):
+            inv = {**inv, **{d: _counts(inv.get(d)) for d in ("D2H", "H2D")}}
+            out["offload_inventory"] = inv
+        else:
+            out["offload_inventory"] = None
+    heap = data.get("heap_simulator")
+    if heap is not None:
+        out["heap_simulator"] = ({**heap, "peak_bytes": _count(heap.get("peak_bytes"))}
+                                 if isinstance(heap, dict) else None)
+    be = data.get("backend")
+    out["backend"] = be if isinstance(be, dict) else ({"platform": be} if isinstance(be, str)
+                                                      else {})
+    return out
+
+
 def load_manifest(run_dir: str | os.PathLike) -> dict | None:
-    """The parsed ``run.json`` of `run_dir`, or None if absent or not a manifest."""
+    """The parsed, type-checked ``run.json`` of `run_dir` (see `normalize_manifest`), or None
+    if absent or not a manifest."""
     p = Path(run_dir) / MANIFEST
     try:
         data = json.loads(p.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(data, dict) or "schema_version" not in data:
         return None
-    return data
+    return normalize_manifest(data)
 
 
 def is_complete(run_dir: str | os.PathLike) -> bool:
