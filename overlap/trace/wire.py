@@ -257,6 +257,13 @@ def _len_varints(a: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return val, n
 
 
+# First bytes an XEvent payload can start with: tags of fields 1, 2, 3 (varints), 4 (stats,
+# length-delimited) and 5 (num_occurrences). Accepting all of them keeps events whose zero
+# metadata_id proto3 omitted on the vectorized path (they used to break the chain every time).
+_EVENT_FIRST = np.zeros(256, bool)
+_EVENT_FIRST[[0x08, 0x10, 0x18, 0x22, 0x28]] = True
+
+
 def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list) -> int:
     """Locate a run of consecutive event records (`0x22 len payload`) that starts at `p`.
 
@@ -270,17 +277,19 @@ def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list) -> in
     breaks that, a few records are walked in Python and the vectorized step resumes. Appends
     payload (start, end) arrays; returns the position after the run.
     """
+    chunk = _CHUNK
     while p < e and a[p] == 0x22:
-        ce = min(e, p + _CHUNK)
+        ce = min(e, p + chunk)
         c = np.flatnonzero(a[p:ce] == 0x22)
         c += p
         ln, hl = _len_varints(a, c + 1)
         ps = c + 1 + hl
         nx = ps + ln
         del ln, hl
-        # Plausible records: the payload starts with field 1 (an XEvent's metadata_id; writers
-        # never omit it, ids start at 1) and the record ends on a 0x22 byte or the line's end.
-        land = (nx <= e) & (a[ps] == 0x08)
+        # Plausible records: the payload starts with an XEvent field tag (metadata_id, or,
+        # when proto3 omits a zero metadata_id, offset/duration/stats/num_occurrences) and the
+        # record ends on a 0x22 byte or the line's end.
+        land = (nx <= e) & _EVENT_FIRST[a[ps]]
         land[land] = a[nx[land]] == 0x22
         land |= nx == e
         land[0] = True
@@ -306,6 +315,9 @@ def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list) -> in
         starts.append(ps[sel].astype(dt))
         ends.append(nx[sel].astype(dt))
         del c, ps, nx, s, ok, sel
+        # A chain that breaks early would make every pass rescan a whole chunk for a few
+        # records (quadratic): size the next chunk to what this pass verified.
+        chunk = _CHUNK if t >= ce else max(1 << 12, min(_CHUNK, 4 * (t - p)))
         p = t
         if p < ce and a[p] == 0x22:
             # a stray 0x22 (or the run's last record) broke the chain: a few records in Python
