@@ -32,10 +32,12 @@ from dash import Dash, Input, Output, State, dash_table, dcc, html
 
 from dashboard import data as rundata
 from overlap.report import figures
+from overlap.report.units import format_bytes
 
 RUN_COLUMNS = [
     ("run", "run"), ("backend", "backend"), ("device", "device"), ("workload", "workload"),
-    ("policy", "policy"), ("step_ms", "step (ms)"), ("peak_gib", "peak mem (GiB)"),
+    ("policy", "policy"), ("step_ms", "step (ms)"), ("peak", "peak memory"),
+    ("peak_source", "peak from"),
     ("d2h_overlap", "D2H hidden %"), ("h2d_overlap", "H2D hidden %"), ("verdict", "verdict"),
     ("synthetic", "data"),
 ]
@@ -45,7 +47,7 @@ TOP_COLUMNS = [
     ("MiB", "MiB"), ("GB_s", "GB/s"),
 ]
 COMPARE_COLUMNS = [("run", "run"), ("baseline", "baseline"), ("step_ms", "step (ms)"),
-                   ("peak_gib", "peak mem (GiB)"), ("peak_source", "peak from"),
+                   ("peak", "peak memory"), ("peak_source", "peak from"),
                    ("D2H", "D2H hidden %"), ("H2D", "H2D hidden %")]
 
 CARD = {"border": "1px solid #ddd", "borderRadius": "6px", "padding": "8px 12px",
@@ -265,7 +267,7 @@ def create_app(logdirs: list[str | os.PathLike], host: str = "127.0.0.1") -> Das
         figs = figures.compare_figures(datas, baseline)
         rows = [{**r, "baseline": "yes" if r["baseline"] else "",
                  "step_ms": None if r["step_ps"] is None else round(r["step_ps"] / 1e9, 3),
-                 "peak_gib": None if r["peak_bytes"] is None else round(r["peak_bytes"] / 2**30, 3),
+                 "peak": None if r["peak_bytes"] is None else format_bytes(r["peak_bytes"]),
                  **{k: None if r[k] is None else round(100 * r[k], 1) for k in ("D2H", "H2D")}}
                 for r in figures.compare_rows(datas, baseline)]
         status = [_error_card(e) for e in errors]

@@ -40,6 +40,7 @@ import pandas as pd
 
 from overlap.analysis import overlap as analysis
 from overlap.analysis.memory import peak_memory_bytes
+from overlap.report.units import format_bytes
 from overlap.report.rundata import (RunData, default_step, manifest_policy,  # noqa: F401 (re-exported)
                                     manifest_step_time_ps, manifest_workload, parse_step,
                                     run_data, step_options)
@@ -303,7 +304,7 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
 # allow_pickle=False, so a tampered cache file cannot run code. Keyed on the files' fingerprint
 # plus the overlap version and this format's number; a stale entry is simply never looked up.
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: result carries peak_memory
 _GROUPS = ("compute", "transfers", "memory", "program_memory")
 
 
@@ -472,7 +473,7 @@ def run_row(run: Run) -> dict[str, Any]:
     row: dict[str, Any] = {
         "run": run.name, "label": str(m.get("label") or ""),
         "workload": manifest_workload(m), "policy": manifest_policy(m)[0],
-        "backend": "", "device": "", "step_ms": None, "peak_gib": None,
+        "backend": "", "device": "", "step_ms": None, "peak": None, "peak_source": "",
         "d2h_overlap": None, "h2d_overlap": None, "verdict": "", "synthetic": "",
         "error": "",
     }
@@ -484,12 +485,12 @@ def run_row(run: Run) -> dict[str, Any]:
     r = data.result
     # Wall clock without the profiler when the manifest has it, as `overlap compare` reports.
     step_ps = manifest_step_time_ps(m) or r.get("step_summary", {}).get("mean_duration_ps")
-    peak, _ = peak_memory_bytes(data)
+    peak, peak_src = peak_memory_bytes(data)
     bd = r.get("by_direction", {})
     row.update(
         backend=data.backend, device=", ".join(data.device_names) or data.backend,
         step_ms=None if step_ps is None else round(step_ps / 1e9, 3),
-        peak_gib=None if peak is None else round(peak / 2**30, 3),
+        peak=format_bytes(peak) if peak is not None else None, peak_source=peak_src,
         d2h_overlap=_pct(bd.get("D2H", {}).get("overlap_ratio")),
         h2d_overlap=_pct(bd.get("H2D", {}).get("overlap_ratio")),
         verdict=_short_verdict(r, data.backend),
@@ -497,7 +498,8 @@ def run_row(run: Run) -> dict[str, Any]:
     if r.get("status") == "PLAN":  # compiled, never run: say so where the data kind is shown
         dp = (r.get("plan") or {}).get("device_peak_bytes")
         row.update(synthetic="PLAN (compiled, not run)",
-                   peak_gib=None if dp is None else round(dp / 2**30, 3))
+                   peak=None if dp is None else format_bytes(dp),
+                   peak_source="memory_analysis (compiled plan)")
     return row
 
 
@@ -508,7 +510,8 @@ def safe_run_row(run: Run) -> dict[str, Any]:
         return run_row(run)
     except Exception as e:  # noqa: BLE001 - shown on this run's row, the others keep working
         return {"run": run.name, "label": "", "workload": "", "policy": "", "backend": "",
-                "device": "", "step_ms": None, "peak_gib": None, "d2h_overlap": None,
+                "device": "", "step_ms": None, "peak": None, "peak_source": "",
+                "d2h_overlap": None,
                 "h2d_overlap": None, "verdict": f"ERROR: {run.name}: unreadable run.json or "
                 f"data ({type(e).__name__})", "synthetic": "", "error": str(e)[:200]}
 

@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from overlap.analysis.memory import memory_analysis_peak
 from overlap.errors import InputError, UsageError
 
 FULL_REMAT = ("full", "nothing_saveable")
@@ -75,17 +74,11 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         step_source = "step annotations in the trace (includes profiler overhead)"
     med, lo, hi = _median_spread(step_ns)
 
-    peak, peak_source = None, None
-    heap = (manifest or {}).get("heap_simulator") or {}
+    from overlap.analysis.memory import peak_memory
+
+    pm = peak_memory(manifest, trace)
+    peak, peak_source = pm["bytes"], pm["source"]
     mem = (manifest or {}).get("memory_analysis") or {}
-    if isinstance(heap, dict) and heap.get("peak_bytes") is not None:
-        peak, peak_source = int(heap["peak_bytes"]), "heap simulator (program order)"
-    elif mem and "temp_size_in_bytes" in mem:
-        peak = memory_analysis_peak(mem)
-        peak_source = "memory_analysis (temp + arguments + outputs - aliases)"
-    elif len(trace.memory):
-        peak = int(trace.memory["peak_bytes_in_use"].max())
-        peak_source = "allocator peak_bytes_in_use (trace)"
 
     by_dir = result.get("by_direction", {})
     planned = planned_copies(manifest)
@@ -100,7 +93,8 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "workload": ((manifest or {}).get("workload") or {}).get("description"),
         "step_ns_median": med, "step_ns_min": lo, "step_ns_max": hi, "steps": len(step_ns),
         "step_source": step_source,
-        "peak_bytes": peak, "peak_source": peak_source,
+        "peak_bytes": peak, "peak_source": peak_source, "peak_module": pm["module"],
+        "peak_others": pm["others"],
         "memory_analysis": mem or None,
         "d2h_bytes_per_step": executed["D2H"]["bytes_per_step"],
         "h2d_bytes_per_step": executed["H2D"]["bytes_per_step"],

@@ -130,7 +130,7 @@ def _hlo_facts(out_dir: Path, compiled, module_hint: str | None) -> dict:
         protos: dict[str, bytes] = {}
         for f in files:
             protos.update(hlo_protos_from_xspace(f))
-        name, proto = pick_module(protos, module_hint)
+        name, proto = pick_module(protos, module_hint or _ran_module(files))
         tl = memory_timeline(proto)
         facts["heap_simulator"] = {"module": name, **tl.to_dict()}
         if facts["offload_inventory"] is None:
@@ -143,6 +143,28 @@ def _hlo_facts(out_dir: Path, compiled, module_hint: str | None) -> dict:
         if facts["offload_inventory"] is None:
             facts["offload_inventory"] = {"error": f"no compiled program or HloProto: {e}"}
     return facts
+
+
+def _ran_module(files) -> str | None:
+    """The module with the most compute time in the capture (the step that ran), for captures
+    made without a compiled object to name it (capture(), attach())."""
+    from overlap.analysis.memory import executed_module
+    from overlap.trace.protos import XSpace
+    from overlap.trace.reader import read_xspace
+
+    best: dict[str, int] = {}
+    for f in files:
+        tables = read_xspace(XSpace.FromString(Path(f).read_bytes()), host="h", source=Path(f))
+
+        class _T:  # the attributes executed_module reads
+            compute = tables["compute"]
+
+        name = executed_module(_T)
+        if name:
+            co = tables["compute"]
+            sel = co[co["hlo_module"] == name]
+            best[name] = best.get(name, 0) + int((sel["end_ps"] - sel["start_ps"]).sum())
+    return max(best, key=best.get) if best else None
 
 
 def _module_name(compiled) -> str | None:

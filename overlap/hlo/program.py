@@ -728,13 +728,29 @@ def hlo_protos_from_xspace(xspace: str | os.PathLike | bytes | Any) -> dict[str,
 
 
 def pick_module(protos: dict[str, bytes], hint: str | None = None) -> tuple[str, bytes]:
-    """The module a capture is about: the one whose name contains `hint`, else the largest
-    (jax also compiles little helper programs – broadcasts, RNG seeding – that a capture
-    records alongside the training step)."""
+    """The module a capture is about: `hint` is the module that ran (its name, as the trace's
+    `hlo_module` stats give it, or `<name>(<program_id>)`). jax also compiles helper programs
+    (RNG seeding, `jit__normal`, broadcasts) that the capture records alongside the step and
+    that can be larger, so without a hint the only safe answer is the single module there is.
+    Several modules of that name: the latest compile (highest program id)."""
     if not protos:
         raise ValueError("no HLO protos in this capture (profile_options.enable_hlo_proto off?)")
-    cands = [k for k in protos if hint and hint in k] or list(protos)
-    name = max(cands, key=lambda k: len(protos[k]))
+    if hint:
+        cands = [k for k in protos if k == hint or k.startswith(hint + "(")] or \
+                [k for k in protos if hint in k]
+    else:
+        cands = list(protos)
+    if not cands:
+        raise ValueError(f"no HLO proto for module {hint!r} (have {', '.join(sorted(protos))})")
+    if len({k.split("(")[0] for k in cands}) > 1:
+        raise ValueError("several programs in this capture and no way to tell which one ran "
+                         f"({', '.join(sorted(cands))}); name the module")
+
+    def pid(k: str) -> int:
+        tail = k.rsplit("(", 1)[-1].rstrip(")")
+        return int(tail) if tail.isdigit() else -1
+
+    name = max(cands, key=pid)
     return name, protos[name]
 
 
@@ -767,3 +783,31 @@ def memory_analysis_dict(compiled) -> dict[str, int] | None:
               "host_generated_code_size_in_bytes", "host_argument_size_in_bytes",
               "host_output_size_in_bytes", "host_alias_size_in_bytes", "host_temp_size_in_bytes")
     return {f: int(getattr(ma, f)) for f in fields if hasattr(ma, f)}
+
+
+def buffer_assignment_sizes(hlo_proto: bytes | Any, color: int = 0) -> dict[str, int] | None:
+    """`memory_analysis`-style sizes from an HloProto's buffer assignment (device memory,
+    `color` 0): arguments (entry parameters), outputs (maybe-live-out), aliases (both: donated
+    buffers), temp (every other allocation but constants and thread-local ones). A capture
+    carries this proto for every program, so a capture without a manifest still gets the same
+    definition of peak memory. None when the proto has no buffer assignment."""
+    if isinstance(hlo_proto, (bytes, bytearray)):
+        hlo_proto = HloProto.FromString(bytes(hlo_proto))
+    allocs = list(hlo_proto.buffer_assignment.buffer_allocations)
+    if not allocs:
+        return None
+    arg = out = alias = temp = 0
+    for a in allocs:
+        if a.color != color or a.is_thread_local or a.is_constant:
+            continue
+        if a.is_entry_computation_parameter:
+            arg += a.size
+            if a.maybe_live_out:
+                alias += a.size
+        elif a.maybe_live_out:
+            out += a.size
+        else:
+            temp += a.size
+    # A donated parameter is also an output: count it once, as memory_analysis does.
+    return {"argument_size_in_bytes": arg, "output_size_in_bytes": out + alias,
+            "alias_size_in_bytes": alias, "temp_size_in_bytes": temp}

@@ -47,6 +47,8 @@ def render_text(res: dict[str, Any]) -> str:
                    f"{_ratio(r['d2h_overlap']):>8}{_ratio(r['h2d_overlap']):>8}{exp:>13}")
     out.append("(* baseline; deltas in parentheses are against it; step times are "
                + ", ".join(sorted({r['step_source'] for r in res['runs']})) + ")")
+    out.append("(peak memory: " + "; ".join(sorted({str(r.get('peak_source'))
+                                                     for r in res['runs']})) + ")")
     out.append("")
     for v in res["verdicts"]:
         out.append(v)

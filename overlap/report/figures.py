@@ -202,12 +202,16 @@ def memory_figure(curves: list[dict[str, Any]], axis: str, missing: list[str] | 
     if not curves:
         return empty_figure("No allocator events or HLO memory data in these runs.", title,
                             synthetic)
+    from overlap.report.units import byte_unit
+
+    unit, scale = byte_unit(max((float(np.max(c["y"])) for c in curves if len(c["y"])),
+                                default=0))
     fig = go.Figure()
     for c in sorted(curves, key=lambda c: not c["baseline"]):  # baseline drawn first, under
         x = np.asarray(c["x"])
         fig.add_trace(go.Scatter(
             name=f"{c['run']} {c['device']}" + (" (baseline)" if c["baseline"] else ""),
-            x=x / PS_PER_MS if axis == "time" else x, y=np.asarray(c["y"]) / GIB,
+            x=x / PS_PER_MS if axis == "time" else x, y=np.asarray(c["y"]) / scale,
             mode="lines", line=dict(shape="hv", width=3 if c["baseline"] else 1.5,
                                     dash="dash" if c["baseline"] else "solid",
                                     **({"color": COLORS["baseline"]} if c["baseline"] else {}))))
@@ -216,7 +220,7 @@ def memory_figure(curves: list[dict[str, Any]], axis: str, missing: list[str] | 
                            x=0, y=1.05, xref="paper", yref="paper", xanchor="left")
     return _layout(fig, title, synthetic, height=380,
                    xaxis_title="ms since capture start" if axis == "time" else "HLO position",
-                   yaxis_title="GiB in use")
+                   yaxis_title=f"{unit} in use")
 
 
 def _bars(rows: list[dict[str, Any]], key: str, title: str, ytitle: str, synthetic: bool,
@@ -238,7 +242,14 @@ def step_time_figure(rows: list[dict[str, Any]], synthetic: bool = False) -> go.
 
 def peak_memory_figure(rows: list[dict[str, Any]], synthetic: bool = False) -> go.Figure:
     """Peak device memory per run (bytes in `peak_bytes`); the baseline bar is dark."""
-    return _bars(rows, "peak_bytes", "Peak device memory (baseline dark)", "GiB", synthetic, GIB)
+    from overlap.report.units import byte_unit
+
+    unit, scale = byte_unit(max((r["peak_bytes"] for r in rows if r.get("peak_bytes")),
+                                default=0))
+    sources = sorted({str(r.get("peak_source")) for r in rows if r.get("peak_bytes")})
+    title = "Peak device memory (baseline dark)" + (
+        f"<br><sup>{'; '.join(sources)}</sup>" if sources else "")
+    return _bars(rows, "peak_bytes", title, unit, synthetic, scale)
 
 
 def direction_overlap_figure(rows: list[dict[str, Any]], synthetic: bool = False) -> go.Figure:

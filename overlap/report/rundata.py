@@ -37,34 +37,29 @@ class RunData:
 
 
 def _program_memory(trace) -> dict[str, np.ndarray] | None:
-    """Program-order live bytes of the largest HLO module, via overlap.hlo.program when it exists."""
-    if trace.modules is None or not len(trace.modules):
+    """Program-order live bytes (heap simulator) of the module that ran in the profiled steps
+    (`overlap.analysis.memory.executed_module`), not of whichever helper program is largest."""
+    from overlap.analysis.memory import executed_module, module_proto
+    from overlap.hlo.program import memory_timeline
+
+    proto = module_proto(trace, executed_module(trace))
+    if proto is None:
         return None
     try:
-        from overlap.hlo import program as hlo  # written alongside; optional until it lands
-    except ImportError:
+        tl = memory_timeline(proto)
+    except Exception:  # noqa: BLE001 - one unparseable module must not hide the run
         return None
-    protos = [p for p in trace.modules["hlo_proto"].tolist() if p]
-    if not protos:
+    y = tl.frame["live_bytes"].to_numpy(dtype=np.int64) if len(tl.frame) else None
+    if y is None or not y.size:
         return None
-    best = None
-    for proto in protos:  # one per compiled program, a handful
-        try:
-            tl = hlo.memory_timeline(proto)
-        except Exception:  # noqa: BLE001 - one unparseable module must not hide the run
-            continue
-        df = getattr(tl, "frame", tl)  # overlap.hlo.program.MemoryTimeline: .frame has live_bytes
-        col = next((c for c in ("live_bytes", "bytes", "bytes_live") if c in df.columns), None)
-        if col is None or not len(df):
-            continue
-        y = df[col].to_numpy(dtype=np.int64)
-        if best is None or y.max() > best["bytes"].max():
-            best = {"index": np.arange(y.size, dtype=np.int64), "bytes": y}
-    return best
+    return {"index": np.arange(y.size, dtype=np.int64), "bytes": y}
 
 
 def run_data(trace, result: dict[str, Any], manifest: dict[str, Any] | None = None) -> RunData:
     """Compact RunData from a reader Trace and its analysis result (pure; no I/O)."""
+    from overlap.analysis.memory import peak_memory
+
+    result = {**result, "peak_memory": peak_memory(manifest, trace)}
     th = result.get("thresholds", {})
     table, _ = analysis.transfer_table(
         trace, hidden_threshold=th.get("hidden", analysis.DEFAULT_HIDDEN_THRESHOLD),

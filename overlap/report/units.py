@@ -34,3 +34,12 @@ def format_rate(bps: float | None) -> str:
         return "-"
     v = bps / 1e9
     return f"{v:.0f} GB/s" if v >= 100 else f"{v:.3g} GB/s"
+
+
+def byte_unit(largest: float | int | None) -> tuple[str, int]:
+    """(unit, scale) for an axis or column whose largest value is `largest` bytes."""
+    v = abs(float(largest or 0))
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if v >= scale:
+            return unit, scale
+    return "B", 1

@@ -201,7 +201,8 @@ def normalize_manifest(data: dict) -> dict:
     (a hand-edited or foreign run.json must not crash report, compare or the dashboard).
 
     `label` str; `policy` {name, category, offloaded...} (a bare string is its name);
-    `workload` dict (a bare string is its name); `step_ns` the valid integer times only;
+    `workload` dict (a bare string is its name); `step_ns` the valid integer times only
+    (None when not measured);
     `memory_analysis`, `offload_inventory.D2H/H2D` and `heap_simulator` byte counts only."""
     out = dict(data)
     label = data.get("label")
@@ -218,7 +219,9 @@ def normalize_manifest(data: dict) -> dict:
     out["workload"] = {"name": wl} if isinstance(wl, str) else (wl if isinstance(wl, dict)
                                                                  else None)
     steps = data.get("step_ns")
-    out["step_ns"] = [v for v in steps if _count(v) is not None] if isinstance(steps, list) else []
+    # None (not measured, e.g. capture()) stays None; a list keeps its valid times only.
+    out["step_ns"] = [v for v in steps if _count(v) is not None] if isinstance(steps, list) \
+        else None
     if "memory_analysis" in data:
         out["memory_analysis"] = _counts(data.get("memory_analysis")) or None
     inv = data.get("offload_inventory")

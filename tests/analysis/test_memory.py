@@ -1,0 +1,78 @@
+"""Peak device memory: one definition, from the program that ran, the same in every view
+(issue 12). The scan samples hold helper programs (`jit__normal`, 31,457,348 B of heap) next
+to the step (`jit_step`): the headline is temp + arguments + outputs - aliases of jit_step."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from overlap.analysis.memory import executed_module, memory_analysis_peak, peak_memory
+from overlap.hlo.program import buffer_assignment_sizes, pick_module
+from overlap.trace.reader import read_trace
+from tests.conftest import SAMPLE_TRACES, run_cli
+
+SCAN = SAMPLE_TRACES / "cpu-scan"
+
+
+def _expected(run) -> int:
+    return memory_analysis_peak(json.loads((run / "run.json").read_text())["memory_analysis"])
+
+
+def test_the_executed_module_is_the_step_not_the_largest_helper():
+    trace = read_trace(SCAN / "offload_x")
+    assert executed_module(trace) == "jit_step"
+
+
+def test_capture_without_manifest_gets_the_same_number_from_its_hlo(tmp_path):
+    run = SCAN / "offload_x"
+    bare = tmp_path / "bare"
+    shutil.copytree(run / "plugins", bare / "plugins")  # a plain jax.profiler logdir
+    trace = read_trace(bare)
+    pm = peak_memory(None, trace)
+    assert pm["bytes"] == _expected(run) == 48_759_060
+    assert "buffer assignment" in pm["source"] and "jit_step" in pm["source"]
+    with_manifest = peak_memory(json.loads((run / "run.json").read_text()), read_trace(run))
+    assert with_manifest["bytes"] == pm["bytes"]
+    assert with_manifest["source"].startswith("memory_analysis")
+
+
+def test_buffer_assignment_matches_memory_analysis_on_both_samples():
+    for name in ("offload_x", "nothing_saveable"):
+        run = SCAN / name
+        trace = read_trace(run)
+        proto = trace.modules[trace.modules["name"].str.startswith("jit_step(")]["hlo_proto"].iloc[0]
+        assert memory_analysis_peak(buffer_assignment_sizes(proto)) == _expected(run)
+
+
+def test_pick_module_never_guesses_the_largest():
+    protos = {"jit__normal(8)": b"x" * 100, "jit_step(18)": b"y"}
+    assert pick_module(protos, "jit_step")[0] == "jit_step(18)"
+    with pytest.raises(ValueError, match="which one ran"):
+        pick_module(protos)
+    assert pick_module({"jit_f(1)": b"a", "jit_f(3)": b"b"})[0] == "jit_f(3)"
+
+
+def test_one_peak_in_compare_dashboard_and_html(tmp_path):
+    from dashboard import data
+    from overlap.report import figures
+
+    want = _expected(SCAN / "offload_x")
+    r = run_cli("compare", "--json", str(SCAN))
+    assert r.returncode == 0, r.stderr
+    rows = {x["label"]: x for x in json.loads(r.stdout)["runs"]}
+    assert rows["offload_x"]["peak_bytes"] == want
+    runs = data.discover_runs([SCAN])
+    loaded = [(x.name, data.load_run(x)) for x in runs]
+    assert {x["run"]: x["peak_bytes"] for x in figures.compare_rows(loaded, None)}[
+        "offload_x"] == want
+    assert data.run_row(data.find_run(runs, "offload_x"))["peak"] == "46.5 MiB"
+    page = tmp_path / "r.html"
+    r = run_cli("report", str(SCAN / "offload_x"), "--html", str(page), "--baseline",
+                str(SCAN / "nothing_saveable"))
+    assert r.returncode == 0, r.stderr
+    html = page.read_text()
+    assert "memory_analysis (temp + arguments + outputs - aliases)" in html
+    assert "31457348" not in html and "31.457348" not in html
