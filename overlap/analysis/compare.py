@@ -125,10 +125,23 @@ def executed_copies(result: dict) -> dict[str, dict]:
             for d in ("D2H", "H2D")}
 
 
+OFFLOAD_ANSWERS = {
+    "yes": "yes: the compiled HLO plans host copies and the trace shows them",
+    "partly": "partly: the compiled HLO's copies and the trace's differ",
+    "no": "no",
+    "unknown": "unknown: no compiled-HLO inventory for this run (nothing says what should move)",
+}
+
+
 def offload_check(planned: dict, executed: dict, policy_offloads: bool) -> dict[str, Any]:
-    """Did offload happen? The compiled HLO's copies per step against the trace's transfers."""
+    """Did offload happen? The compiled HLO's copies per step against the trace's transfers.
+
+    `status`: "yes" only when copies were planned and the trace executed them as planned;
+    "partly" when both exist but differ; "no" when the inventory is known and nothing was
+    planned or nothing executed; "unknown" without an inventory (a bare capture, attach())."""
     lines = []
-    status = "ok"
+    known = any((planned.get(d) or {}) for d in ("D2H", "H2D"))
+    differ = False
     for d in ("D2H", "H2D"):
         plan = planned.get(d) or {}
         want = plan.get("executed_count", plan.get("count"))
@@ -145,16 +158,20 @@ def offload_check(planned: dict, executed: dict, policy_offloads: bool) -> dict[
                                          <= 0.01 * want_bytes)
         lines.append(f"{d}: HLO plans {want} copies ({_mib(want_bytes)}) per step, trace shows "
                      f"{got:g} ({_mib(got_bytes)})" + ("" if same else "  <- differ"))
-        if not same:
-            status = "differ"
+        differ |= not same
     planned_any = any((planned.get(d) or {}).get("executed_count", (planned.get(d) or {}).get(
         "count", 0)) for d in ("D2H", "H2D"))
     executed_any = any(executed.get(d, {}).get("count_per_step", 0) for d in ("D2H", "H2D"))
-    if policy_offloads and not planned_any and not executed_any:
-        status = "no_offload"
+    if not known:
+        status = "unknown"
+    elif planned_any and executed_any:
+        status = "partly" if differ else "yes"
+    else:
+        status = "no"
+    if policy_offloads and known and not planned_any and not executed_any:
         lines.append("the policy asks for offload, but the compiled program has no host copies "
                      "(XLA:CPU compiles offload away; on GPU/TPU check the names exist)")
-    return {"status": status, "lines": lines}
+    return {"status": status, "answer": OFFLOAD_ANSWERS[status], "lines": lines}
 
 
 def _mib(n) -> str:

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         print(render.text(result))
         if offload is not None:
             print()
-            print(f"did offload happen? {OFFLOAD_ANSWERS[offload['status']]}")
+            print(f"did offload happen? {offload['answer']}")
             for line in offload["lines"]:
                 print(f"  {line}")
     # A report describes; only `overlap check` gates. Missing transfers are not an error here.
@@ -187,8 +187,6 @@ def _refuse_overwrite_of_capture(path: str) -> None:
         raise UsageError(f"{path}: refusing to overwrite a capture file with an HTML report")
 
 
-OFFLOAD_ANSWERS = {"ok": "yes, as the compiled HLO plans", "differ": "partly: plan and trace differ",
-                   "no_offload": "no"}
 
 
 def offload_section(path: str, result: dict) -> dict | None:
