@@ -35,18 +35,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from overlap.errors import InputError, UsageError
 
 FULL_REMAT = ("full", "nothing_saveable")
-
-
-def _median_spread(values: list[int]) -> tuple[int | None, int | None, int | None]:
-    if not values:
-        return None, None, None
-    arr = np.asarray(values, dtype=np.int64)
-    return int(np.median(arr)), int(arr.min()), int(arr.max())
 
 
 def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
@@ -72,7 +64,10 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         st = trace.steps
         step_ns = [int(d) // 1000 for d in (st["end_ps"] - st["start_ps"]).tolist()]
         step_source = "step annotations in the trace (includes profiler overhead)"
-    med, lo, hi = _median_spread(step_ns)
+    from overlap.analysis import steps as step_stats
+
+    st_sum = step_stats.summary(step_ns)
+    med, lo, hi = st_sum["median"], st_sum["min"], st_sum["max"]
 
     from overlap.analysis.memory import peak_memory
 
@@ -91,7 +86,8 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "backend": result.get("backend"), "synthetic": bool(result.get("synthetic")),
         "device": ((manifest or {}).get("backend") or {}).get("device_kind"),
         "workload": ((manifest or {}).get("workload") or {}).get("description"),
-        "step_ns_median": med, "step_ns_min": lo, "step_ns_max": hi, "steps": len(step_ns),
+        "step_ns_median": med, "step_ns_min": lo, "step_ns_max": hi, "steps": st_sum["n"],
+        "step_ns_samples": [int(v) for v in step_stats.valid_samples(step_ns)],
         "step_source": step_source,
         "peak_bytes": peak, "peak_source": peak_source, "peak_module": pm["module"],
         "peak_others": pm["others"],
@@ -208,7 +204,11 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
     for r in rows:
         row = dict(r)
         row["is_baseline"] = base is not None and r is base
-        row["step_delta"] = _frac(r["step_ns_median"], base["step_ns_median"]) if base else None
+        diff = step_difference(r, base) if base else None
+        row["step_delta"] = diff["delta"] if diff else None
+        row["step_delta_ci"] = diff["ci"] if diff else None
+        row["step_called"] = bool(diff and diff["called"])
+        row["step_noise"] = None if not diff or diff["called"] else diff.get("reason")
         same_src = base is not None and r["peak_source"] == base["peak_source"]
         row["peak_delta"] = _frac(r["peak_bytes"], base["peak_bytes"]) if same_src else None
         row["peak_delta_vs_no_remat"] = (
@@ -217,7 +217,12 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
         row["verdict"] = None if row["is_baseline"] else _verdict(row, base, no_remat)
         out_rows.append(row)
     breakeven = None
-    if base is not None and no_remat is not None and base["step_ns_median"] is not None \
+    rc = step_difference(base, no_remat) if base is not None and no_remat is not None else None
+    if rc is not None and not rc["called"] and base is not no_remat:
+        breakeven = {"recompute_ns_per_step": None, "from": f"{base['label']} - "
+                     f"{no_remat['label']}", "note": "recomputing costs nothing measurable: "
+                     + str(rc.get("reason")), "offload": []}
+    elif rc is not None and base is not no_remat and base["step_ns_median"] is not None \
             and no_remat["step_ns_median"] is not None:
         recompute = base["step_ns_median"] - no_remat["step_ns_median"]
         breakeven = {
@@ -232,7 +237,17 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
                          else r["exposed_ps_per_step"] // 1000 < recompute}
                         for r in rows if r["offloads"]],
         }
+    modules = sorted({str(r.get("peak_module")) for r in rows if r.get("peak_module")})
+    mixed = len(modules) > 1
+    if mixed:  # different programs: deltas would compare different work, so none are called
+        for row in out_rows:
+            row["verdict"] = None if row["is_baseline"] else (
+                f"{row['label']}: not compared: a different program from the baseline "
+                f"({row.get('peak_module')} vs {base.get('peak_module') if base else '?'})")
+            row["step_called"] = False
+        breakeven = None
     return {
+        "mixed_programs": modules if mixed else None,
         "baseline": base["label"] if base else None,
         "no_remat": no_remat["label"] if no_remat else None,
         "synthetic": any(r["synthetic"] for r in rows),
@@ -242,6 +257,13 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
     }
 
 
+def step_difference(a: dict, b: dict) -> dict[str, Any]:
+    """`overlap.analysis.steps.difference` of two run summaries (a against b)."""
+    from overlap.analysis import steps as step_stats
+
+    return step_stats.difference(a.get("step_ns_samples"), b.get("step_ns_samples"))
+
+
 def _pct(x: float) -> str:
     return f"{abs(x) * 100:.1f}%"
 
@@ -249,8 +271,12 @@ def _pct(x: float) -> str:
 def _verdict(row: dict, base: dict | None, no_remat: dict | None) -> str | None:
     parts = []
     if row["step_delta"] is not None and base is not None:
-        word = "faster" if row["step_delta"] < 0 else "slower"
-        parts.append(f"{_pct(row['step_delta'])} {word} than {base['label']}")
+        if row.get("step_called"):
+            word = "faster" if row["step_delta"] < 0 else "slower"
+            parts.append(f"{_pct(row['step_delta'])} {word} than {base['label']}")
+        else:
+            parts.append(f"step time vs {base['label']}: "
+                         f"{row.get('step_noise') or 'within noise'}")
     ref = no_remat if row["peak_delta_vs_no_remat"] is not None else None
     if ref is not None and row["run"] != ref["run"]:
         d = row["peak_delta_vs_no_remat"]

@@ -188,7 +188,7 @@ def _meta(workload, policy) -> tuple[Any, Any]:
 
 
 def profile_steps(step_fn: Callable, state: Any, batch: Any, *, out: str | os.PathLike,
-                  steps: int = 3, warmup: int = 2, label: str | None = None,
+                  steps: int = 10, warmup: int = 3, label: str | None = None,
                   workload: Any = None, policy: Any = None, step_name: str = "train",
                   python_tracer: bool = False, host_tracer_level: int = 2,
                   extra: dict | None = None) -> Path:

@@ -29,8 +29,8 @@ def label_for(policy: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", policy).strip("_") or "policy"
 
 
-def sweep(workload: str, policies: Sequence[str], out: str | os.PathLike, steps: int = 3,
-          warmup: int = 2, labels: Sequence[str] | None = None,
+def sweep(workload: str, policies: Sequence[str], out: str | os.PathLike, steps: int = 10,
+          warmup: int = 3, labels: Sequence[str] | None = None,
           command_buffers: bool = False) -> list[Path]:
     """Capture `workload` (``NAME[:SIZE]`` or ``module:function[:SIZE]``) once per policy into
     ``out/<label>``; returns the run directories in policy order.

@@ -28,8 +28,10 @@ def register(sub) -> None:
                         "minimal_offloaded, everything_saveable, offload:A,B, save:A,B, ...)")
     p.add_argument("--label", action="append", default=None, metavar="L",
                    help="run directory name per --policy, in the same order")
-    p.add_argument("--steps", type=int, default=3, help="profiled steps (default 3)")
-    p.add_argument("--warmup", type=int, default=2, help="unprofiled warm-up steps (default 2)")
+    p.add_argument("--steps", type=int, default=10,
+                   help="timed and profiled steps (default 10: enough to tell step-time "
+                        "differences from noise)")
+    p.add_argument("--warmup", type=int, default=3, help="unprofiled warm-up steps (default 3)")
     p.add_argument("--out", metavar="DIR", help="where run directories go (required to capture)")
     p.add_argument("--command-buffers", action="store_true",
                    help="keep XLA:GPU command buffers on (by default they are turned off for the "

@@ -32,8 +32,9 @@ def register(sub) -> None:
                    help="transformer size (default: h100 on a GPU with >= 70 GiB, small on other "
                         "GPUs/TPUs, tiny on CPU)")
     p.add_argument("--out", default="runs", help="parent directory for the demo runs (./runs)")
-    p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--steps", type=int, default=10,
+                   help="timed and profiled steps per policy (default 10)")
+    p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--no-serve", action="store_true", help="do not start the dashboard")
     p.add_argument("--port", type=int, default=8050)
     p.add_argument("--no-plan", action="store_true",

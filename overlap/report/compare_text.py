@@ -30,7 +30,10 @@ def render_text(res: dict[str, Any]) -> str:
         return render_plans(plans) if plans else "no runs"
     if res["synthetic"]:
         out.append("SYNTHETIC data in this comparison (written by overlap.trace.synthetic)")
-    out.append(f"baseline: {res['baseline'] or '(none: no remat run)'}"
+    if res.get("mixed_programs"):
+        out.append("WARNING: these runs are different programs (" + ", ".join(
+            res["mixed_programs"]) + "): step time and memory are not comparable, no verdicts")
+    out.append(f"baseline: {res['baseline'] or '(none: no run is known to be a remat run; give --baseline)'}"
                + (f"   no-remat reference: {res['no_remat']}" if res["no_remat"] else ""))
     head = (f"{'run':<22}{'step (median)':>22}{'spread':>18}{'peak memory':>24}"
             f"{'D2H/step':>11}{'H2D/step':>11}{'D2H hid':>8}{'H2D hid':>8}{'exposed/step':>13}")
@@ -41,11 +44,14 @@ def render_text(res: dict[str, Any]) -> str:
         peak = _mib(r["peak_bytes"])
         exp = "-" if r["exposed_ps_per_step"] is None else _ms(r["exposed_ps_per_step"] / 1000)
         name = r["label"] + (" *" if r["is_baseline"] else "")
-        out.append(f"{name:<22}{_ms(r['step_ns_median']) + _delta(r['step_delta']):>22}"
+        sd = _delta(r['step_delta']) if r.get("step_called") or r.get("is_baseline") else (
+            " (~noise)" if r.get("step_delta") is not None else "")
+        out.append(f"{name:<22}{_ms(r['step_ns_median']) + sd:>22}"
                    f"{spread:>18}{peak + _delta(r['peak_delta']):>24}"
                    f"{_mib(r['d2h_bytes_per_step']):>11}{_mib(r['h2d_bytes_per_step']):>11}"
                    f"{_ratio(r['d2h_overlap']):>8}{_ratio(r['h2d_overlap']):>8}{exp:>13}")
-    out.append("(* baseline; deltas in parentheses are against it; step times are "
+    out.append("(* baseline; deltas in parentheses are against it, '~noise' where the 99% CI "
+               "includes 0, the change is < 2% or a run has < 5 steps; step times are "
                + ", ".join(sorted({r['step_source'] for r in res['runs']})) + ")")
     out.append("(peak memory: " + "; ".join(sorted({str(r.get('peak_source'))
                                                      for r in res['runs']})) + ")")
@@ -53,7 +59,10 @@ def render_text(res: dict[str, Any]) -> str:
     for v in res["verdicts"]:
         out.append(v)
     be = res["breakeven"]
-    if be:
+    if be and be.get("recompute_ns_per_step") is None:
+        out.append("")
+        out.append(f"break-even: {be.get('note')} ({be['from']})")
+    elif be:
         out.append("")
         out.append(f"break-even: recomputing costs {_ms(be['recompute_ns_per_step'])} per step "
                    f"({be['from']})")
