@@ -182,6 +182,14 @@ def discover_runs(logdirs: list[str | os.PathLike]) -> list[Run]:
                     name = prefix + (rel.as_posix() if rel.parts else root.name)
                     runs.append(Run(name, here, files, manifest, root))
                 continue
+            # A plain jax.profiler / TensorBoard log directory (no run.json) is a run too,
+            # named after its directory; the newest capture session is read. A run.json that
+            # does not parse is being written: not listed yet.
+            files = () if MANIFEST in filenames else _session_files(here, root)
+            if files:
+                name = prefix + (rel.as_posix() if rel.parts else root.name)
+                runs.append(Run(name, here, files, None, root))
+                continue
             for f in sorted(filenames):
                 p = here / f
                 if f.endswith(XPLANE_SUFFIX) and _inside(p, root) and p.is_file():

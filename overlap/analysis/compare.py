@@ -54,8 +54,17 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         trace = read_trace(p)
     if result is None:
         result = analysis.analyze(trace)
-    policy = (manifest or {}).get("policy") or {}
-    label = (manifest or {}).get("label") or p.name
+    # A plain jax.profiler log directory has no manifest: named after its directory, policy
+    # unknown (never guessed from the name).
+    policy = (manifest or {}).get("policy") or {"name": "unknown"}
+    label = (manifest or {}).get("label") or (p.name[: -len(".xplane.pb")]
+                                              if p.name.endswith(".xplane.pb") else p.name)
+    from overlap.trace.paths import list_sessions
+
+    sessions = list_sessions(p) if p.is_dir() else []
+    session_note = (f"{len(sessions)} capture sessions in {p.name}; read the newest, "
+                    f"{sessions[-1].name} (overlap report --session picks another)"
+                    if len(sessions) > 1 else None)
     n_steps = max(len(result.get("steps") or []), 1)
 
     step_ns = list((manifest or {}).get("step_ns") or [])
@@ -89,6 +98,8 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "step_ns_median": med, "step_ns_min": lo, "step_ns_max": hi, "steps": st_sum["n"],
         "step_ns_samples": [int(v) for v in step_stats.valid_samples(step_ns)],
         "step_source": step_source,
+        "session": Path(str(trace.sources[0])).parent.name if trace.sources else None,
+        "session_note": session_note,
         "peak_bytes": peak, "peak_source": peak_source, "peak_module": pm["module"],
         "peak_others": pm["others"],
         "memory_analysis": mem or None,
@@ -245,6 +256,8 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
                 f"{row['label']}: not compared: a different program from the baseline "
                 f"({row.get('peak_module')} vs {base.get('peak_module') if base else '?'})")
             row["step_called"] = False
+            if base is None or row.get("peak_module") != base.get("peak_module"):
+                row["step_delta"] = row["peak_delta"] = row["peak_delta_vs_no_remat"] = None
         breakeven = None
     return {
         "mixed_programs": modules if mixed else None,
@@ -295,17 +308,19 @@ def _verdict(row: dict, base: dict | None, no_remat: dict | None) -> str | None:
 
 def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None) -> dict[str, Any]:
     """Expand log directories into runs, summarize each, compare."""
-    from overlap.runs.rundir import is_complete, list_runs
+    from overlap.runs.rundir import find_runs, is_complete, is_logdir_run
 
     runs: list[Path] = []
     listed: set[Path] = set()  # found in a directory, not named by the user
     for p in map(Path, paths):
         if not p.exists():
             raise InputError(p, "no such file or directory")
-        if p.is_dir() and not is_complete(p) and not (p / "plugins").is_dir():
-            found = list_runs(p)
+        if p.is_dir() and not is_complete(p) and not is_logdir_run(p) \
+                and not list(p.glob("*" + ".xplane.pb")):
+            found = find_runs(p)  # a directory of runs, at any depth
             if not found:
-                raise InputError(p, "no complete runs here (a run has run.json and a capture)")
+                raise InputError(p, "no runs here (a run is a run directory with run.json, a "
+                                    "jax.profiler log directory, or an .xplane.pb file)")
             runs.extend(found)
             listed.update(found)
         else:

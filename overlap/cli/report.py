@@ -109,6 +109,16 @@ def run(args: argparse.Namespace) -> int:
 
             baseline = load_baseline(args.baseline)
     trace, result = read_and_analyze(args)
+    from pathlib import Path as _P
+
+    from overlap.trace.paths import list_sessions
+
+    sessions = list_sessions(_P(args.path)) if _P(args.path).is_dir() else []
+    if len(sessions) > 1:
+        used = args.session or sessions[-1].name
+        result.setdefault("notes", []).append(
+            f"{len(sessions)} capture sessions here; this report reads {used}"
+            + ("" if args.session else " (the newest; --session picks another)"))
     offload = offload_section(args.path, result)
     if offload is not None:
         result["offload"] = offload

@@ -82,4 +82,7 @@ def render_text(res: dict[str, Any]) -> str:
         out.append(render_plans(plans))
     for note in res.get("left_out") or []:
         out.append(f"note: {note}")
+    for r in res.get("runs") or []:
+        if r.get("session_note"):
+            out.append(f"note: {r['session_note']}")
     return "\n".join(out)

@@ -273,3 +273,48 @@ def list_runs(logdir: str | os.PathLike) -> list[Path]:
     runs = [root] if is_complete(root) else []
     runs += sorted(p for p in root.iterdir() if p.is_dir() and is_complete(p))
     return runs
+
+
+MAX_DEPTH = 6  # log dirs are shallow; stops a walk into a huge unrelated tree
+
+
+def is_logdir_run(d: Path) -> bool:
+    """A plain `jax.profiler`/TensorBoard log directory: captures, no run.json."""
+    return d.is_dir() and bool(_paths.list_sessions(d))
+
+
+def find_runs(path: str | os.PathLike) -> list[Path]:
+    """Every run at or below `path`, sorted: run directories (run.json; plans too), plain
+    profile log directories (`plugins/profile/<session>/` without run.json) and bare
+    `.xplane.pb` files outside any `plugins/` tree. Unfinished (`.partial-`) and hidden
+    directories are skipped; a run's own tree is not searched for more runs."""
+    root = Path(path)
+    if root.is_file():
+        return [root] if root.name.endswith(_paths.XPLANE_SUFFIX) else []
+    out: list[Path] = []
+    seen: set[str] = set()
+
+    def walk(d: Path, depth: int) -> None:
+        real = os.path.realpath(d)
+        if real in seen or depth > MAX_DEPTH:
+            return
+        seen.add(real)
+        if is_complete(d) or is_logdir_run(d):
+            out.append(d)
+            return
+        if d.parent.name == "profile" and d.parent.parent.name == "plugins":
+            return  # a session directory: its log directory is the run
+        try:
+            entries = sorted(d.iterdir())
+        except OSError:
+            return
+        for e in entries:
+            if e.name.startswith(".") or PARTIAL_MARK in e.name or e.name == "plugins":
+                continue
+            if e.is_dir():
+                walk(e, depth + 1)
+            elif e.name.endswith(_paths.XPLANE_SUFFIX) and e.is_file():
+                out.append(e)
+
+    walk(root, 0)
+    return sorted(out)

@@ -67,7 +67,7 @@ def make_logdir(root: Path) -> Path:
     f.parent.mkdir(parents=True)
     f.write_bytes(b"\x0a\xff\xff\xff\xff garbage, not an XSpace")
     (broken / "run.json").write_text(json.dumps({"policy": "minimal_offloaded"}))
-    write_run(logdir, "half_written", None)  # capture done, run.json not yet
+    write_run(logdir, "half_written", None)  # a capture without run.json: a plain logdir
     write_run(logdir, "late.partial-1234", {"policy": "full"})
     outside = write_run(root / "elsewhere", "secret_run", {"policy": "full"})
     (logdir / "link_out").symlink_to(outside, target_is_directory=True)

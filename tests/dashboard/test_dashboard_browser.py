@@ -65,12 +65,13 @@ def test_dash001_views_render_with_data(duo, tmp_path):
     logdir = make_logdir(tmp_path)
     duo.start_server(create_app([logdir]))
 
-    # Runs: the three complete runs, never the half-written, partial or outside ones.
-    duo.wait_for_text_to_equal("#runs-count", "3 run(s)", timeout=30)
+    # Runs: the complete runs and the plain logdir (half_written: a capture, no run.json),
+    # never the partial or outside ones.
+    duo.wait_for_text_to_equal("#runs-count", "4 run(s)", timeout=30)
     table = duo.find_element("#runs-table").text
-    for name in ("remat_full", "qkv_offloaded", "broken_capture"):
+    for name in ("remat_full", "qkv_offloaded", "broken_capture", "half_written"):
         assert name in table
-    for name in ("half_written", "partial", "secret_run", "link_out"):
+    for name in ("partial", "secret_run", "link_out"):
         assert name not in table
     assert "ERROR" in table and "SYNTHETIC" in table
     assert " 50 50 D2H 50% hidden" in table  # qkv_offloaded: D2H and H2D each 50% hidden
@@ -108,7 +109,7 @@ def test_dash001_views_render_with_data(duo, tmp_path):
 
     # Compare: memory curves of all runs over the baseline, and the bars.
     duo.find_element("#tabs .tab:nth-child(3)").click()
-    assert wait_traces(duo, "fig-memory", 2) == 2  # one GPU:0 curve per readable run
+    assert wait_traces(duo, "fig-memory", 3) == 3  # one GPU:0 curve per readable run
     assert wait_traces(duo, "fig-step-time") == 1
     assert wait_traces(duo, "fig-peak-memory") == 1
     assert wait_traces(duo, "fig-overlap", 2) == 2
@@ -136,7 +137,7 @@ def test_dash001_views_render_with_data(duo, tmp_path):
     write_run(logdir, "new_run", {"policy": "minimal_offloaded"}, hidden_fraction=0.25)
     duo.find_element("#tabs .tab:nth-child(1)").click()
     duo.find_element("#refresh").click()
-    duo.wait_for_text_to_equal("#runs-count", "4 run(s)", timeout=30)
+    duo.wait_for_text_to_equal("#runs-count", "5 run(s)", timeout=30)
     assert "new_run" in duo.find_element("#runs-table").text
     assert duo.get_logs() in ([], None)  # no JS errors in the browser console
 

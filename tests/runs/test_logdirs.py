@@ -1,0 +1,70 @@
+"""Plain jax.profiler log directories are first-class runs in every command (issue 12)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from overlap.runs.rundir import find_runs
+from tests.conftest import SAMPLE_TRACES, run_cli
+
+
+@pytest.fixture(scope="module")
+def profiler_logdir(tmp_path_factory):
+    """What a user has: `jax.profiler.trace(logdir)` around a few annotated steps, no run.json."""
+    import jax
+    import jax.numpy as jnp
+
+    root = tmp_path_factory.mktemp("tb")
+    logdir = root / "my_experiment"
+
+    @jax.jit
+    def step(x):
+        return jnp.tanh(x @ x) * 0.5
+
+    x = jnp.ones((64, 64))
+    step(x).block_until_ready()
+    with jax.profiler.trace(str(logdir)):
+        for i in range(3):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                x = step(x).block_until_ready()
+    return root
+
+
+def test_find_runs_sees_logdirs_and_nested_runs(profiler_logdir):
+    assert [p.name for p in find_runs(profiler_logdir)] == ["my_experiment"]
+    names = sorted(p.name for p in find_runs(SAMPLE_TRACES))
+    assert names == ["everything_saveable", "full", "nothing_saveable", "offload_x",
+                     "qkv_proj_offloaded"]
+
+
+def test_compare_and_report_open_a_plain_logdir(profiler_logdir):
+    r = run_cli("compare", "--json", str(profiler_logdir))
+    assert r.returncode == 0, r.stderr
+    (row,) = json.loads(r.stdout)["runs"]
+    assert row["label"] == "my_experiment" and row["policy"] == "unknown"
+    assert row["steps"] == 3 and row["peak_bytes"] and "buffer assignment" in row["peak_source"]
+    r = run_cli("compare", str(SAMPLE_TRACES))  # runs two levels down
+    assert r.returncode == 0 and "offload_x" in r.stdout and "qkv_proj_offloaded" in r.stdout
+    assert "different programs" in r.stdout
+
+
+def test_dashboard_lists_a_plain_logdir(profiler_logdir):
+    from dashboard import data
+
+    runs = data.discover_runs([profiler_logdir])
+    assert [r.name for r in runs] == ["my_experiment"]
+    row = data.run_row(runs[0])
+    assert row["policy"] == "" and row["peak"] and "ERROR" not in row["verdict"]
+
+
+def test_several_sessions_say_which_one_is_read(profiler_logdir, tmp_path):
+    import shutil
+
+    d = tmp_path / "two"
+    shutil.copytree(profiler_logdir / "my_experiment", d)
+    (s,) = list((d / "plugins" / "profile").iterdir())
+    shutil.copytree(s, s.parent / "2099_01_01_00_00_00")
+    r = run_cli("compare", str(d))
+    assert r.returncode == 0 and "2 capture sessions" in r.stdout and "2099_01_01" in r.stdout
