@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# The suite runs on the CPU backend (plan tests compile for GPU/TPU targets explicitly): with
+# the [plan] extra installed, jax would otherwise probe CUDA and libtpu and fail loudly.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 SAMPLE_TRACES = REPO / "sample_traces"
 
 

@@ -98,6 +98,7 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "step_ns_median": med, "step_ns_min": lo, "step_ns_max": hi, "steps": st_sum["n"],
         "step_ns_samples": [int(v) for v in step_stats.valid_samples(step_ns)],
         "step_source": step_source,
+        "program": _program(manifest, pm["module"]),
         "session": Path(str(trace.sources[0])).parent.name if trace.sources else None,
         "session_note": session_note,
         "peak_bytes": peak, "peak_source": peak_source, "peak_module": pm["module"],
@@ -248,15 +249,18 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
                          else r["exposed_ps_per_step"] // 1000 < recompute}
                         for r in rows if r["offloads"]],
         }
-    modules = sorted({str(r.get("peak_module")) for r in rows if r.get("peak_module")})
-    mixed = len(modules) > 1
+    # Different programs: different module names, or the same name over different input shapes.
+    mods = {(r.get("program") or {}).get("module") or r.get("peak_module") for r in rows} - {None}
+    inputs = {(r.get("program") or {}).get("inputs") for r in rows} - {None}
+    mixed = len(mods) > 1 or len(inputs) > 1
+    modules = sorted({_program_key(r) for r in rows}) if mixed else []
     if mixed:  # different programs: deltas would compare different work, so none are called
         for row in out_rows:
             row["verdict"] = None if row["is_baseline"] else (
                 f"{row['label']}: not compared: a different program from the baseline "
-                f"({row.get('peak_module')} vs {base.get('peak_module') if base else '?'})")
+                f"({_program_key(row)} vs {_program_key(base) if base else '?'})")
             row["step_called"] = False
-            if base is None or row.get("peak_module") != base.get("peak_module"):
+            if base is None or _program_key(row) != _program_key(base):
                 row["step_delta"] = row["peak_delta"] = row["peak_delta_vs_no_remat"] = None
         breakeven = None
     return {
@@ -268,6 +272,21 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
         "breakeven": breakeven,
         "verdicts": [r["verdict"] for r in out_rows if r["verdict"]],
     }
+
+
+def _program(manifest: dict | None, module: str | None) -> dict:
+    """The run's program fingerprint: the capture's (module + input shapes) when recorded,
+    else the module that ran in the trace."""
+    prog = (manifest or {}).get("program")
+    if isinstance(prog, dict) and prog.get("module"):
+        return {"module": str(prog["module"]), "inputs": prog.get("inputs")}
+    return {"module": module, "inputs": None}
+
+
+def _program_key(row: dict) -> str:
+    prog = row.get("program") or {"module": row.get("peak_module")}
+    mod = prog.get("module")
+    return str(mod) + (f" [inputs {prog['inputs']}]" if prog.get("inputs") else "")
 
 
 def step_difference(a: dict, b: dict) -> dict[str, Any]:

@@ -565,12 +565,16 @@ def verdict(result: dict[str, Any]) -> str:
     head = ", ".join(parts) or "no timed transfers"
     s = result["summary"]
     ss = result["step_summary"]
-    if ss["count"]:
+    if ss["count"] and not ss["max_exposed_wall_ps"]:
+        tail = "nothing exposed in any step"
+    elif ss["count"]:
         tail = (f"{format_ps(ss['mean_exposed_wall_ps'])} exposed per step "
                 f"(worst {format_ps(ss['max_exposed_wall_ps'])}")
         if ss["max_exposed_frac"] is not None:
             tail += f", {_pct(ss['max_exposed_frac'])} of that step"
         tail += ")"
+    elif not s["exposed_ps"]:
+        tail = "nothing exposed"
     else:
         tail = f"{format_ps(s['exposed_ps'])} exposed in total"
     ops = result["by_hlo_op"]["records"]

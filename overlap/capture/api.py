@@ -145,6 +145,22 @@ def _hlo_facts(out_dir: Path, compiled, module_hint: str | None) -> dict:
     return facts
 
 
+def _fingerprint(module: str | None, state, batch) -> dict:
+    """What makes two runs the same program: the module name and the shapes and dtypes of the
+    step's inputs (`overlap compare` refuses to judge runs whose fingerprints differ)."""
+    import hashlib
+
+    def sig(x):
+        return (tuple(getattr(x, "shape", ())), str(getattr(x, "dtype", type(x).__name__)))
+
+    try:
+        leaves = [sig(x) for x in jax.tree.leaves((state, batch))]
+    except Exception:  # noqa: BLE001 - donated buffers: shapes are still readable on jax arrays
+        leaves = []
+    return {"module": module,
+            "inputs": hashlib.sha256(repr(leaves).encode()).hexdigest()[:16]}
+
+
 def _ran_module(files) -> str | None:
     """The module with the most compute time in the capture (the step that ran), for captures
     made without a compiled object to name it (capture(), attach())."""
@@ -176,8 +192,15 @@ def _module_name(compiled) -> str | None:
 
 def _meta(workload, policy) -> tuple[Any, Any]:
     w = workload.manifest() if hasattr(workload, "manifest") else workload
-    if policy is not None and not isinstance(policy, (str, dict)):
+    if policy is not None and hasattr(policy, "to_dict"):
         policy = policy.to_dict()
+    elif policy is not None and callable(policy):
+        # A real JAX policy (jax.checkpoint_policies.*): a function, not one of ours. Its
+        # name is all it can tell; what it saves/offloads is in the compiled HLO inventory.
+        policy = {"name": getattr(policy, "__name__", None) or type(policy).__name__,
+                  "category": "unknown", "description": f"JAX policy object {policy!r}"[:200]}
+    elif policy is not None and not isinstance(policy, (str, dict)):
+        policy = {"name": str(policy)[:100], "category": "unknown"}
     elif isinstance(policy, str):
         try:
             from overlap.capture.policies import get_policy
@@ -233,19 +256,28 @@ def profile_steps(step_fn: Callable, state: Any, batch: Any, *, out: str | os.Pa
                     state, aux = run(state, batch)
                     _block((state, aux))
                     profiled_ns.append(time.perf_counter_ns() - t0)
-        wl, pol = _meta(workload, policy)
-        module = _module_name(compiled) if compiled is not None else None
-        manifest = {
-            "label": label or final.name, "workload": wl, "policy": pol, "mode": "profile_steps",
-            "steps": steps, "warmup": warmup, "step_name": step_name,
-            "step_ns": step_ns, "step_ns_profiled": profiled_ns, "compile_ns": compile_ns,
-            "profile_options": _po_dict(po), "created_unix_ns": time.time_ns(),
-            **environment(), **_hlo_facts(partial, compiled, module), **(extra or {}),
-        }
+        base = {"label": label or final.name, "mode": "profile_steps", "steps": steps,
+                "warmup": warmup, "step_name": step_name, "step_ns": step_ns,
+                "step_ns_profiled": profiled_ns, "compile_ns": compile_ns,
+                "created_unix_ns": time.time_ns()}
+        try:
+            wl, pol = _meta(workload, policy)
+            module = _module_name(compiled) if compiled is not None else None
+            manifest = {
+                **base, "workload": wl, "policy": pol, "profile_options": _po_dict(po),
+                "program": _fingerprint(module, state, batch),
+                **environment(), **_hlo_facts(partial, compiled, module), **(extra or {}),
+            }
+        except Exception as e:  # noqa: BLE001 - the capture is written; never lose it
+            manifest = {**base, "workload": None, "policy": None,
+                        "incomplete": f"metadata could not be recorded ({type(e).__name__}: "
+                                      f"{e}); the capture and step times are complete"}
         return rundir.write_run(partial, final, manifest)
     except BaseException:
-        # Leave nothing that looks like a run; the partial directory is the only thing written.
-        rundir.discard_partial(partial)
+        # A capture that was written is kept (a .partial- directory a later run cleans only
+        # when its process is gone); before that, nothing that looks like a run is left.
+        if not list(Path(partial).glob("plugins/profile/*/*.xplane.pb")):
+            rundir.discard_partial(partial)
         raise
 
 

@@ -369,10 +369,29 @@ def parse_spec(spec: str) -> tuple[Callable[..., Any], str, str]:
     return fn, f"{module_name}:{fn_name}", size
 
 
+# Names each built-in tags with `checkpoint_name`: what a policy can save or offload there.
+CHECKPOINT_NAMES = {
+    "scan": ("x",),
+    "transformer": ("query_proj", "key_proj", "value_proj", "context", "out_proj", "mlpwi",
+                    "mlpwo"),
+    "params": ("query_proj", "key_proj", "value_proj", "context", "out_proj", "mlpwi",
+               "mlpwo"),
+}
+
+
 def load_workload(spec: str, policy: str | Policy) -> Workload:
     """Build the workload `spec` under `policy` (see the module docstring)."""
     maker, name, size = parse_spec(spec)
     pol = get_policy(policy)
+    known = CHECKPOINT_NAMES.get(name)
+    # Presets (MaxText's) name aliases on purpose; a user's own offload:/save: list must match.
+    if known is not None and pol.name.startswith(("offload:", "save:")):
+        # A name the workload never tags would be a silent no-op policy: refuse it.
+        unknown = sorted((set(pol.saved) | set(pol.offloaded)) - set(known))
+        if unknown:
+            raise ValueError(f"policy {pol.name!r} names {', '.join(map(repr, unknown))}, which "
+                             f"workload {name!r} never tags; its checkpoint names: "
+                             f"{', '.join(known)}")
     try:
         out = maker(pol, size)
     except TypeError as e:  # e.g. `os:getcwd`: a callable that is not a workload maker

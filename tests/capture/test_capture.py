@@ -209,3 +209,33 @@ def test_sweep_one_dir_per_policy(tmp_path):
     with pytest.raises(ValueError, match="duplicate"):
         sweep("transformer", ["full", "full"], tmp_path / "d")
     assert label_for("save:context+offload:x") == "save_context_offload_x"
+
+
+def test_real_jax_policy_objects_and_metadata_failures_never_lose_a_capture(tmp_path,
+                                                                           monkeypatch):
+    import jax
+    import jax.numpy as jnp
+
+    from overlap.capture import api
+
+    @jax.jit
+    def step(s, b):
+        return s + b, (s * b).sum()
+
+    pol = jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=["x"],
+        offload_src="device", offload_dst="pinned_host")
+    out = api.profile_steps(step, jnp.ones(8), jnp.ones(8), out=tmp_path / "a", steps=2,
+                            warmup=1, policy=pol)
+    m = json.loads((out / "run.json").read_text())
+    assert m["policy"]["category"] == "unknown" and m["program"]["module"]
+
+    def broken(*a, **k):
+        raise RuntimeError("disk hiccup while describing the run")
+
+    monkeypatch.setattr(api, "environment", broken)
+    out = api.profile_steps(step, jnp.ones(8), jnp.ones(8), out=tmp_path / "b", steps=2,
+                            warmup=1)
+    m = json.loads((out / "run.json").read_text())
+    assert "metadata could not be recorded" in m["incomplete"] and len(m["step_ns"]) == 2
+    assert list(out.rglob("*.xplane.pb"))

@@ -142,3 +142,11 @@ def test_params_variant_places_state_on_pinned_host():
             assert any("compiles" in n for n in w.notes)
     else:
         assert any(why in n for n in w.notes)
+
+
+def test_offload_of_a_name_the_workload_never_tags_is_refused():
+    from overlap.capture.workloads import load_workload
+
+    with pytest.raises(ValueError, match="never tags"):
+        load_workload("scan", "offload:doesnotexist")
+    assert load_workload("scan", "offload:x").name == "scan"
