@@ -357,6 +357,15 @@ def _steps(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], dict[str,
             return out
 
         counts = np.bincount(idx, minlength=n)
+        t_dir = table["direction"].to_numpy(dtype=object)[ti]
+        t_bytes = table["bytes"].to_numpy(dtype=np.int64)[ti]
+        dir_counts, dir_bytes = {}, {}
+        for d in DIRECTIONS:  # per direction: the transfer gates count copies per step
+            m = t_dir == d
+            dir_counts[d] = np.bincount(idx[m], minlength=n)
+            b = np.zeros(n, np.int64)
+            np.add.at(b, idx[m], t_bytes[m])
+            dir_bytes[d] = b
         span = per_step("span_ps")
         hidden = per_step("hidden_ps")
         nbytes = per_step("bytes")
@@ -375,6 +384,8 @@ def _steps(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], dict[str,
                 "host": host, "step": int(r.step), "name": r.name,
                 "start_ps": int(s0[k]), "end_ps": int(s1[k]), "duration_ps": int(dur[k]),
                 "transfers": int(counts[k]), "bytes": int(nbytes[k]), "span_ps": int(span[k]),
+                **{f"{d.lower()}_transfers": int(dir_counts[d][k]) for d in DIRECTIONS},
+                **{f"{d.lower()}_bytes": int(dir_bytes[d][k]) for d in DIRECTIONS},
                 "hidden_ps": int(hidden[k]), "exposed_ps": int(span[k] - hidden[k]),
                 "overlap_ratio": _ratio(int(hidden[k]), int(span[k])),
                 "exposed_wall_ps": int(wall[k]),

@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from overlap.cli.report import add_analysis_args, analyze_args, unit_fraction
+from overlap.cli.report import add_analysis_args, unit_fraction
 from overlap.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
 
 
@@ -31,6 +31,16 @@ def non_negative_float(text: str) -> float:
     return v
 
 
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 <= v < (1 << 62):
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
+    return v
+
+
 def register(sub) -> None:
     from overlap.report import gate as check
 
@@ -38,9 +48,10 @@ def register(sub) -> None:
                        description=__doc__.split("\n\n")[0])
     add_analysis_args(p)
     g = p.add_argument_group("checks")
-    g.add_argument("--min-overlap", type=unit_fraction, default=check.DEFAULT_MIN_OVERLAP,
+    g.add_argument("--min-overlap", type=unit_fraction, default=None,
                    metavar="R", help="minimum duration-weighted overlap ratio over all "
-                   f"transfers (default {check.DEFAULT_MIN_OVERLAP})")
+                   f"transfers (default {check.DEFAULT_MIN_OVERLAP}; off with the transfer "
+                   "gates unless given)")
     g.add_argument("--min-overlap-d2h", type=unit_fraction, metavar="R",
                    help="minimum overlap ratio of D2H transfers")
     g.add_argument("--min-overlap-h2d", type=unit_fraction, metavar="R",
@@ -51,6 +62,13 @@ def register(sub) -> None:
                    help="maximum exposed transfer wall time as a fraction of the worst step")
     g.add_argument("--allow-no-transfers", action="store_true",
                    help="pass captures without device<->host transfers (default: fail)")
+    t = p.add_argument_group("transfers that should not be there (hot loops)")
+    t.add_argument("--max-transfers", type=_count, metavar="N",
+                   help="at most N host<->device copies per step; offenders are named")
+    t.add_argument("--max-transfer-bytes", type=_count, metavar="B",
+                   help="at most B bytes copied per step")
+    t.add_argument("--transfer-direction", choices=("both", "D2H", "H2D"), default="both",
+                   help="which copies the two gates above count (default both)")
     b = p.add_argument_group("baseline regression")
     b.add_argument("--baseline", metavar="REPORT.json|RUN",
                    help="a previous `overlap report --json` (or `check --json`) output, or the "
@@ -140,15 +158,22 @@ def run(args: argparse.Namespace) -> int:
                                         exposed_threshold=args.exposed_threshold, top=args.top)
         else:
             baseline = check.load_baseline(args.baseline)
+    gates = args.max_transfers is not None or args.max_transfer_bytes is not None
+    min_overlap = args.min_overlap if args.min_overlap is not None else (
+        None if gates else check.DEFAULT_MIN_OVERLAP)
     config = check.CheckConfig(
-        min_overlap=args.min_overlap, min_overlap_d2h=args.min_overlap_d2h,
+        max_transfers=args.max_transfers, max_transfer_bytes=args.max_transfer_bytes,
+        transfer_direction=args.transfer_direction,
+        min_overlap=min_overlap, min_overlap_d2h=args.min_overlap_d2h,
         min_overlap_h2d=args.min_overlap_h2d, max_exposed_ms=args.max_exposed_ms,
         max_exposed_frac=args.max_exposed_frac, baseline=baseline, baseline_path=args.baseline,
         max_ratio_drop=args.max_ratio_drop, max_exposed_growth=args.max_exposed_growth,
         exposed_slack_ms=args.exposed_slack_ms, allow_no_transfers=args.allow_no_transfers)
     config.validate()
-    result = analyze_args(args)
-    outcome = check.run_checks(result, config)
+    from overlap.cli.report import read_and_analyze
+
+    trace, result = read_and_analyze(args)
+    outcome = check.run_checks(result, config, trace)
 
     human = render.text(result, outcome)
     if args.json == "-":

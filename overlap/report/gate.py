@@ -19,6 +19,13 @@ Checks (each is one JUnit testcase and one line of output):
   zero baseline does not fail on picoseconds of jitter. Without steps in both reports the
   growth check compares exposed time per transfer instead, and says so.
 
+* The opposite gate, for hot loops that must not move data at all (an implicit `device_get`,
+  a Python scalar uploaded every step): `max_transfers` / `max_transfer_bytes`, per step (per
+  capture without step annotations), over `transfer_direction` ("both", "D2H" or "H2D"). A
+  failure names the offending copies (HLO op, direction, bytes, step). With either set, a
+  capture without transfers passes `no_transfers` (that is what was asked for) and the default
+  `min_overlap` is not applied.
+
 A step check asked for on a capture without step annotations fails (fail closed): a gate that
 cannot be evaluated must not pass silently.
 
@@ -62,6 +69,9 @@ class CheckConfig:
     max_exposed_growth: float | None = DEFAULT_MAX_EXPOSED_GROWTH
     exposed_slack_ms: float = DEFAULT_EXPOSED_SLACK_MS
     allow_no_transfers: bool = False
+    max_transfers: int | None = None
+    max_transfer_bytes: int | None = None
+    transfer_direction: str = "both"
 
     def validate(self) -> None:
         """Raise UsageError for values no gate can mean (negative times, ratios out of [0, 1])."""
@@ -70,6 +80,13 @@ class CheckConfig:
             v = getattr(self, name)
             if v is not None and not 0.0 <= v <= 1.0:
                 raise UsageError(f"--{name.replace('_', '-')} must be in [0, 1], got {v}")
+        if self.transfer_direction not in ("both", "D2H", "H2D"):
+            raise UsageError(f"--transfer-direction must be both, D2H or H2D, got "
+                             f"{self.transfer_direction!r}")
+        for name in ("max_transfers", "max_transfer_bytes"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, int) and v >= 0):
+                raise UsageError(f"--{name.replace('_', '-')} must be an integer >= 0, got {v}")
         for name in ("max_exposed_ms", "max_exposed_growth", "exposed_slack_ms"):
             v = getattr(self, name)
             if v is not None and not v >= 0.0:  # also rejects NaN
@@ -117,7 +134,62 @@ def _mean_exposed_basis(result: dict[str, Any]) -> tuple[str, float | None]:
     return "transfer", (s["exposed_ps"] / s["transfers"]) if s.get("transfers") else None
 
 
-def run_checks(result: dict[str, Any], config: CheckConfig | None = None) -> dict[str, Any]:
+def _transfer_gates(result: dict[str, Any], config: CheckConfig, trace) -> list[dict]:
+    """`max_transfers` / `max_transfer_bytes`: copies per step, with the offenders named."""
+    dirs = ("D2H", "H2D") if config.transfer_direction == "both" else (config.transfer_direction,)
+    where = "" if config.transfer_direction == "both" else f" {config.transfer_direction}"
+    steps = result.get("steps") or []
+    if steps:
+        units = [(f"step {s['step']}" + (f" on {s['host']}" if len(result.get('hosts', [])) > 1
+                                          else ""),
+                  sum(s.get(f"{d.lower()}_transfers", 0) for d in dirs),
+                  sum(s.get(f"{d.lower()}_bytes", 0) for d in dirs), s) for s in steps]
+    else:
+        bd = result.get("by_direction", {})
+        units = [("the capture (no step annotations)", sum(bd.get(d, {}).get("count", 0)
+                                                          for d in dirs),
+                  sum(bd.get(d, {}).get("bytes", 0) for d in dirs), None)]
+    out = []
+    for name, idx, limit in (("max_transfers", 1, config.max_transfers),
+                             ("max_transfer_bytes", 2, config.max_transfer_bytes)):
+        if limit is None:
+            continue
+        worst = max(units, key=lambda u: u[idx])
+        value = worst[idx]
+        what = "transfer(s)" if idx == 1 else "bytes"
+        msg = (f"worst: {worst[0]} has {value}{where} {what} (limit {limit} per "
+               f"{'step' if steps else 'capture'})")
+        offenders = _offenders(trace, worst[3], dirs) if value > limit else []
+        if offenders:
+            msg += ": " + ", ".join(f"{o['hlo_op']} {o['direction']} {o['bytes']} B"
+                                    for o in offenders[:5])
+            if len(offenders) > 5:
+                msg += f" (+{len(offenders) - 5} more)"
+        c = _check(name, PASS if value <= limit else FAIL, msg, value, limit)
+        c["offenders"] = offenders
+        out.append(c)
+    return out
+
+
+def _offenders(trace, step: dict | None, dirs) -> list[dict[str, Any]]:
+    """The copies of one step (or the capture): HLO op, direction, bytes, step."""
+    if trace is None or not len(trace.transfers):
+        return []
+    tr = trace.transfers
+    m = tr["direction"].isin(list(dirs))
+    if step is not None:
+        m &= (tr["host"] == step["host"]) & (tr["start_ps"] >= step["start_ps"]) & \
+             (tr["start_ps"] < step["end_ps"])
+    sel = tr[m]
+    ops = sel["hlo_op"].astype(object).where(sel["hlo_op"].notna(), analysis.UNKNOWN_OP)
+    return [{"hlo_op": str(op), "direction": str(d), "bytes": int(b),
+             "step": None if step is None else step["step"], "start_ps": int(t)}
+            for op, d, b, t in zip(ops.tolist(), sel["direction"].tolist(),
+                                   sel["bytes"].tolist(), sel["start_ps"].tolist())][:100]
+
+
+def run_checks(result: dict[str, Any], config: CheckConfig | None = None,
+               trace=None) -> dict[str, Any]:
     """Evaluate `config` against an analysis result.
 
     Returns a JSON-serializable dict: `passed` (bool), `checks` (list of `{name, status
@@ -127,10 +199,15 @@ def run_checks(result: dict[str, Any], config: CheckConfig | None = None) -> dic
     config.validate()
     checks: list[dict[str, Any]] = []
     ok = result["status"] == analysis.STATUS_OK
+    no_transfers_wanted = config.max_transfers is not None or \
+        config.max_transfer_bytes is not None
 
     if ok:
         checks.append(_check("no_transfers", PASS,
                              f"{result['summary']['transfers']} transfer(s) found"))
+    elif no_transfers_wanted:
+        checks.append(_check("no_transfers", PASS,
+                             f"{result['status']}: none found, as the transfer gates ask"))
     elif config.allow_no_transfers:
         checks.append(_check("no_transfers", PASS,
                              f"{result['status']} allowed (--allow-no-transfers)"))
@@ -246,6 +323,8 @@ def run_checks(result: dict[str, Any], config: CheckConfig | None = None) -> dic
                         + f", max +{config.max_exposed_growth:.0%} + "
                         f"{analysis.format_ps(slack)})", int(round(cur)), int(round(limit))))
 
+    checks.extend(_transfer_gates(result, config, trace))
+
     failed = [c["name"] for c in checks if c["status"] == FAIL]
     passed = not failed
     head = "PASS" if passed else "FAIL (" + ", ".join(failed) + ")"
@@ -293,8 +372,23 @@ def assert_hidden(path_or_trace, min_overlap: float | None = DEFAULT_MIN_OVERLAP
                          **checks)
     result = analysis.analyze(trace, hidden_threshold=hidden_threshold,
                               exposed_threshold=exposed_threshold)
-    outcome = run_checks(result, config)
+    outcome = run_checks(result, config, trace)
     if not outcome["passed"]:
         details = "; ".join(c["message"] for c in outcome["checks"] if c["status"] == FAIL)
-        raise AssertionError(f"{outcome['verdict']} [{details}]")
+        # The verdict already carries the analysis; add the failing checks once.
+        raise AssertionError(f"{outcome['verdict'].split(':', 1)[0]}: {details}")
     return result
+
+
+def assert_no_transfers(path_or_trace, max_transfers: int = 0, *,
+                        max_bytes: int | None = None, direction: str = "both") -> dict[str, Any]:
+    """Assert that a hot loop moves (almost) nothing between host and device, per step.
+
+        >>> overlap.assert_no_transfers("runs/train", max_transfers=0)  # doctest: +SKIP
+
+    Counts `MemcpyD2H`/`MemcpyH2D` copies per annotated step (their bytes from
+    `memcpy_details`), so `size:8` scalar uploads count. Raises AssertionError naming the
+    offending copies (HLO op, direction, bytes, step); returns the analysis result otherwise.
+    """
+    return assert_hidden(path_or_trace, min_overlap=None, max_transfers=max_transfers,
+                         max_transfer_bytes=max_bytes, transfer_direction=direction)
