@@ -374,9 +374,12 @@ def assert_hidden(path_or_trace, min_overlap: float | None = DEFAULT_MIN_OVERLAP
                               exposed_threshold=exposed_threshold)
     outcome = run_checks(result, config, trace)
     if not outcome["passed"]:
-        details = "; ".join(c["message"] for c in outcome["checks"] if c["status"] == FAIL)
-        # The verdict already carries the analysis; add the failing checks once.
-        raise AssertionError(f"{outcome['verdict'].split(':', 1)[0]}: {details}")
+        # The verdict carries the analysis (and, without transfers, the reason); add each
+        # failing check's message unless it only repeats that reason.
+        reason = str(result.get("reason") or "")
+        details = "; ".join(c["message"] for c in outcome["checks"]
+                            if c["status"] == FAIL and not (reason and reason in c["message"]))
+        raise AssertionError(outcome["verdict"] + (f" [{details}]" if details else ""))
     return result
 
 

@@ -65,3 +65,13 @@ def test_assert_no_transfers(tmp_path):
         overlap.assert_no_transfers(_loop(tmp_path / "b", per_step=3), max_transfers=1)
     msg = str(e.value)
     assert "scalar-upload.0 H2D 8 B" in msg and msg.count("max_transfers") == 1
+
+
+def test_assert_hidden_states_the_reason_once(tmp_path):
+    t = SyntheticTrace()
+    t.gpu(0).kernel(10 * US, 5 * US)
+    p = t.write(tmp_path / "none.xplane.pb")
+    with pytest.raises(AssertionError) as e:
+        overlap.assert_hidden(p)
+    reason = "host offload is not happening"
+    assert str(e.value).count(reason) == 1
