@@ -145,6 +145,27 @@ def _hlo_facts(out_dir: Path, compiled, module_hint: str | None) -> dict:
     return facts
 
 
+@contextlib.contextmanager
+def _native_output_to(path: Path):
+    """Send what native code prints on fds 1 and 2 (xprof's retry advice for flags overlap does
+    not have) to `path`; Python's own output is unaffected once restored."""
+    import sys
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (*saved, fd):
+            os.close(f)
+
+
 def _fingerprint(module: str | None, state, batch) -> dict:
     """What makes two runs the same program: the module name and the shapes and dtypes of the
     step's inputs (`overlap compare` refuses to judge runs whose fingerprints differ)."""
@@ -364,10 +385,16 @@ def attach(host_port: str, duration_ms: int, out: str | os.PathLike, *, label: s
     try:
         try:
             # (service_addr, logdir, worker_list, include_dataset_ops, duration_ms, attempts, options)
-            _pywrap_profiler_plugin.trace(addr, str(partial), "", True, int(duration_ms),
-                                          int(attempts), opts)
+            with _native_output_to(partial / ".attach.log"):
+                _pywrap_profiler_plugin.trace(addr, str(partial), "", True, int(duration_ms),
+                                              int(attempts), opts)
         except Exception as e:
-            raise RuntimeError(f"attach to {addr} failed: {e}") from e
+            # xprof's message ends with advice about its own --num_tracing_attempts flag,
+            # which `overlap capture` does not have: keep only the first sentence.
+            msg = " ".join(str(e).split())
+            msg = msg.split("num_tracing_attempts")[0].rsplit(".", 1)[0] or msg[:200]
+            raise RuntimeError(f"attach to {addr} failed: {msg[:300]} (is the job running "
+                               "jax.profiler.start_server(PORT) there?)") from e
         if not list(partial.glob("plugins/profile/*/*.xplane.pb")):
             raise RuntimeError(f"attach to {addr}: the server returned no trace")
         wl, pol = _meta(workload, policy)

@@ -72,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
                           label=(args.label or [None])[0])
         except FileExistsError as e:
             raise UsageError(str(e)) from None
-        except RuntimeError as e:
-            raise UsageError(str(e)) from None
+        except RuntimeError as e:  # nothing answered: the job is the unreadable input (3)
+            from overlap.errors import InputError
+
+            raise InputError(None, str(e)) from None
         print(path)
         return 0
     if not args.workload or not args.policy:

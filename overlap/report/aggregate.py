@@ -140,8 +140,13 @@ def step_timeline(data, host: str, step: int, *, cap: int = DEFAULT_TIMELINE_CAP
         dc = cidx[c["device"][cidx] == dev]
         cs, ce = _clip(c["start_ps"][dc], c["end_ps"][dc], lo, hi)
         cover = merge_intervals(cs, ce)  # all streams: what hides a transfer
-        for d_kind, d_stream in [(k, s) for (dv, k, s) in lane_keys if dv == dev]:
-            name = f"{dev} {d_kind} s{d_stream}"
+        keys = [(k, s) for (dv, k, s) in lane_keys if dv == dev]
+        for i, (d_kind, d_stream) in enumerate(keys):
+            # GPU stream ids are small; XLA:CPU "streams" are thread-id hashes (-6249150751...)
+            # that mean nothing to a reader: number those lanes instead.
+            label = f"stream {d_stream}" if 0 <= d_stream < 1_000_000 else \
+                f"thread {sum(1 for k, _ in keys[:i] if k == d_kind) + 1}"
+            name = f"{dev} {d_kind} {label}"
             lanes.append(name)
             if d_kind == "compute":
                 sel = dc[c["stream"][dc] == d_stream]

@@ -66,6 +66,18 @@ def _result_row(name: str, result: dict[str, Any], baseline: bool) -> dict[str, 
             "H2D": bd.get("H2D", {}).get("overlap_ratio")}
 
 
+def _run_name(trace, manifest: dict | None, fallback: str) -> str:
+    """What a person calls the run: its label, else its run/log directory, else the file."""
+    if manifest and manifest.get("label"):
+        return str(manifest["label"])
+    src = Path(str(trace.sources[0])) if getattr(trace, "sources", None) else None
+    if src is None:
+        return fallback
+    if src.parent.parent.name == "profile" and src.parent.parent.parent.name == "plugins":
+        return src.parents[3].name
+    return src.name[: -len(".xplane.pb")] if src.name.endswith(".xplane.pb") else src.name
+
+
 def _write_page(path: str | os.PathLike, page: str) -> Path:
     """Write the page; a path that cannot take it is one line (exit 2), never a traceback."""
     from overlap.errors import UsageError
@@ -101,26 +113,29 @@ def write_html(result: dict[str, Any], trace, path: str | os.PathLike,
     from overlap.report import aggregate, figures
     from overlap.report import rundata as data
 
+    name = _run_name(trace, manifest, "this run")
     d = data.run_data(trace, result, manifest)
     step = data.default_step(d)
     figs = figures.run_figures(d, step)
     page_figs = [figs["timeline"], figs["histogram"], figs["bandwidth"]]
     if baseline_trace is not None and baseline is not None:
         bd = data.run_data(baseline_trace, baseline, baseline_manifest)
-        cmp = figures.compare_figures([("baseline", bd), ("this run", d)], "baseline")
+        bname = _run_name(baseline_trace, baseline_manifest, "baseline")
+        if bname == name:
+            bname = f"{bname} (baseline)"
+        cmp = figures.compare_figures([(bname, bd), (name, d)], bname)
         page_figs += [cmp["memory"], cmp["step_time"], cmp["peak_memory"], cmp["overlap"]]
     else:
-        curves = [{"run": "this run", "device": dev, "x": x, "y": y, "baseline": False}
+        curves = [{"run": name, "device": dev, "x": x, "y": y, "baseline": False}
                   for dev, (x, y) in aggregate.memory_curves(d.memory).items()]
         if curves:
             page_figs.append(figures.memory_figure(curves, "time", synthetic=d.synthetic))
     if baseline is not None and baseline_trace is None:
-        rows = [_result_row("baseline", baseline, True), _result_row("this run", result, False)]
+        rows = [_result_row("baseline", baseline, True), _result_row(name, result, False)]
         syn = d.synthetic or bool(baseline.get("synthetic"))
         page_figs += [figures.step_time_figure(rows, syn),
                       figures.direction_overlap_figure(rows, syn)]
-    title = "overlap report" + (f": {Path(str(result['sources'][0])).name}"
-                                if result.get("sources") else "")
+    title = f"overlap report: {name}"
     page = page_html(title, result, page_figs,
                      tables={"Most exposed transfers": figures.top_exposed_rows(result)})
     return _write_page(path, page)

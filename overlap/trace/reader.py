@@ -317,6 +317,12 @@ def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
         raise InputError(p, f"cannot read: {e.strerror or e}") from None
     if not n:
         raise InputError(p, "empty file (a capture that was cut off before it was written?)")
+    head = bytes(buf[:64]).lstrip()
+    if p.name.endswith((".trace.json.gz", ".trace.json", ".json.gz")) or head[:1] in (b"{", b"["):
+        sib = sorted(p.parent.glob("*.xplane.pb"))
+        raise InputError(p, "a Chrome-trace JSON (jax writes it beside the capture); overlap "
+                            "reads the XSpace capture: "
+                            + (f"use {sib[0]}" if sib else "use the .xplane.pb next to it"))
     if buf[:2] == b"\x1f\x8b":
         raise InputError(p, "gzip-compressed; decompress it first (gunzip)")
     return buf, n

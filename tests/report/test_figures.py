@@ -28,7 +28,7 @@ def offload(tmp_path_factory) -> data.RunData:
 
 def test_fig001_timeline_exposed_segments(offload):
     tl = aggregate.step_timeline(offload, "synthetic-host", 1)
-    assert tl.lanes == ["GPU:0 compute s7", "GPU:0 D2H s20", "GPU:0 H2D s20"]
+    assert tl.lanes == ["GPU:0 compute stream 7", "GPU:0 D2H stream 20", "GPU:0 H2D stream 20"]
     seg = tl.segments
     kinds = seg["kind"].value_counts().to_dict()
     assert kinds == {"compute": 8, "D2H": 4, "H2D": 4, "exposed": 8}
@@ -84,7 +84,7 @@ def test_fig003_timeline_caps_segments_for_big_lanes():
     tl = aggregate.step_timeline(rd, "h", 0, cap=600)
     per_lane = tl.segments.groupby(["lane", "kind"]).size()
     assert per_lane.max() <= 201  # cap 600 over 3 lanes, +1 for the last group
-    assert "GPU:0 compute s7" in tl.merged_lanes
+    assert "GPU:0 compute stream 7" in tl.merged_lanes
     # Merging never loses covered time: compute is one long busy stretch once gaps close.
     comp = tl.segments[tl.segments["kind"] == "compute"]
     assert comp["count"].sum() == n
@@ -187,3 +187,15 @@ def test_runs_table_reads_real_manifests_from_sample_traces():
     assert row["verdict"] == "no transfers: XLA:CPU compiles offload away"
     assert row["step_ms"] > 0 and row["peak"] and row["peak_source"]
     assert default_baseline(runs) == next(r.name for r in runs if r.name.endswith("full"))
+
+
+def test_cpu_thread_lanes_are_numbered_not_hashed():
+    from tests.conftest import SAMPLE_TRACES
+
+    runs = data.discover_runs([SAMPLE_TRACES / "cpu-scan"])
+    d = data.load_run(runs[0])
+    step = data.default_step(d)
+    tl = aggregate.step_timeline(d, *step)
+    assert tl.lanes and all("thread" in n or "stream" in n for n in tl.lanes)
+    assert not any(any(ch.isdigit() for ch in n.split()[-1]) and len(n.split()[-1]) > 7
+                   for n in tl.lanes)

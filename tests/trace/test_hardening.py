@@ -172,3 +172,14 @@ def test_events_with_omitted_zero_metadata_id_stay_on_the_fast_path(tmp_path):
         assert time.perf_counter() - t0 < 5  # was minutes at 640k events; seconds is the bound
         cols = ["start_ps", "end_ps", "name", "stream"]
         assert got[cols].reset_index(drop=True).equals(base[cols].reset_index(drop=True))
+
+
+def test_chrome_trace_json_points_to_the_xplane(tmp_path):
+    import gzip
+
+    (tmp_path / "vm.xplane.pb").write_bytes(b"x")
+    for name, data in (("vm.trace.json.gz", gzip.compress(b'{"traceEvents": []}')),
+                       ("vm.trace.json", b' {"traceEvents": []}')):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(InputError, match="Chrome-trace JSON.*vm.xplane.pb"):
+            read_trace(tmp_path / name)
