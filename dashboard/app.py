@@ -171,6 +171,7 @@ def create_app(logdirs: list[str | os.PathLike], host: str = "127.0.0.1") -> Das
                         html.Div(_graph("fig-bandwidth", "overlap-bandwidth"),
                                  style={"flex": 1}),
                     ]),
+                    _graph("fig-hosts", "overlap-hosts"),
                     html.H4("Most exposed transfers (whole run)"),
                     _table("top-exposed", TOP_COLUMNS),
                 ]),
@@ -242,6 +243,7 @@ def create_app(logdirs: list[str | os.PathLike], host: str = "127.0.0.1") -> Das
 
     @app.callback(Output("fig-timeline", "figure"), Output("fig-histogram", "figure"),
                   Output("fig-bandwidth", "figure"), Output("top-exposed", "data"),
+                  Output("fig-hosts", "figure"),
                   Input("run-select", "value"), Input("step-select", "value"))
     def draw_run(name, step_value):
         run = table.find(name)
@@ -253,10 +255,10 @@ def create_app(logdirs: list[str | os.PathLike], host: str = "127.0.0.1") -> Das
                 msg = "Could not read this run (the error card above says why)."
         if msg:
             empty = figures.empty_figure(msg)
-            return empty, empty, empty, []
+            return empty, empty, empty, [], empty
         figs = figures.run_figures(d, rundata.parse_step(step_value, d))
         return (figs["timeline"], figs["histogram"], figs["bandwidth"],
-                figures.top_exposed_rows(d.result))
+                figures.top_exposed_rows(d.result), figures.hosts_figure(d.result, d.synthetic))
 
     @app.callback(Output("fig-memory", "figure"), Output("fig-step-time", "figure"),
                   Output("fig-peak-memory", "figure"), Output("fig-overlap", "figure"),

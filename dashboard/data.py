@@ -312,7 +312,7 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
 # allow_pickle=False, so a tampered cache file cannot run code. Keyed on the files' fingerprint
 # plus the overlap version and this format's number; a stale entry is simply never looked up.
 
-CACHE_FORMAT = 2  # 2: result carries peak_memory
+CACHE_FORMAT = 3  # 2: result carries peak_memory; 3: stragglers
 _GROUPS = ("compute", "transfers", "memory", "program_memory")
 
 

@@ -480,6 +480,7 @@ def analyze(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
 
     dev = _grouped(table, ["host", "device"])
     by_device = _records(dev, ["host", "device"])
+    by_host_direction = _records(_grouped(table, ["host", "direction"]), ["host", "direction"])
     ops = _grouped(table, ["hlo_op", "direction"])
     op_rows = _records(ops, ["hlo_op", "direction"])
     op_rows.sort(key=lambda r: (-r["exposed_ps"], r["hlo_op"], r["direction"]))
@@ -523,6 +524,7 @@ def analyze(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
         "summary": summary,
         "by_direction": by_direction,
         "by_device": by_device,
+        "by_host_direction": by_host_direction,
         "by_hlo_op": _truncated(op_rows, top),
         "steps": steps,
         "step_summary": step_summary,
@@ -536,13 +538,16 @@ def analyze(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
         "notes": notes,
     }
     result["verdict"] = verdict(result)
+    from overlap.analysis.hosts import straggler_view
+
+    result["stragglers"] = straggler_view(result)
     return result
 
 
 RESULT_KEYS = (
     "schema_version", "status", "reason", "backend", "synthetic", "sources", "hosts", "summary",
-    "by_direction", "by_device", "by_hlo_op", "steps", "step_summary", "top_exposed",
-    "thresholds", "method", "notes", "verdict",
+    "by_direction", "by_device", "by_host_direction", "by_hlo_op", "steps", "step_summary", "top_exposed",
+    "thresholds", "method", "notes", "verdict", "stragglers",
 )
 
 

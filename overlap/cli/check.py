@@ -62,6 +62,9 @@ def register(sub) -> None:
                    help="maximum exposed transfer wall time as a fraction of the worst step")
     g.add_argument("--allow-no-transfers", action="store_true",
                    help="pass captures without device<->host transfers (default: fail)")
+    g.add_argument("--max-host-skew", type=non_negative_float, metavar="X",
+                   help="multi-host captures: the worst host may expose at most X times the "
+                        "median host's transfer time per step")
     t = p.add_argument_group("transfers that should not be there (hot loops)")
     t.add_argument("--max-transfers", type=_count, metavar="N",
                    help="at most N host<->device copies per step; offenders are named")
@@ -162,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     min_overlap = args.min_overlap if args.min_overlap is not None else (
         None if gates else check.DEFAULT_MIN_OVERLAP)
     config = check.CheckConfig(
+        max_host_skew=args.max_host_skew,
         max_transfers=args.max_transfers, max_transfer_bytes=args.max_transfer_bytes,
         transfer_direction=args.transfer_direction,
         min_overlap=min_overlap, min_overlap_d2h=args.min_overlap_d2h,

@@ -313,3 +313,27 @@ def compare_figures(datas: list[tuple[str, Any]], baseline: str | None) -> dict[
             "step_time": step_time_figure(rows, syn),
             "peak_memory": peak_memory_figure(rows, syn),
             "overlap": direction_overlap_figure(rows, syn)}
+
+
+def hosts_figure(result: dict[str, Any], synthetic: bool = False) -> go.Figure:
+    """Exposed transfer time per step, one bar per host, the median dashed: the straggler."""
+    title = "Exposed transfer time per step, by host (straggler view)"
+    sv = result.get("stragglers")
+    if not sv:
+        return empty_figure("Single-host capture: no other host to compare with.", title,
+                            synthetic)
+    rows = [r for r in sv["hosts"] if r["exposed_per_step_ps"] is not None]
+    if not rows:
+        return empty_figure("No host has transfers.", title, synthetic)
+    worst = sv.get("worst_host")
+    fig = go.Figure(go.Bar(
+        x=[r["host"] for r in rows], y=[r["exposed_per_step_ps"] / PS_PER_MS for r in rows],
+        marker_color=[COLORS["exposed"] if r["host"] == worst else COLORS["compute"]
+                      for r in rows],
+        hovertemplate="%{x}: %{y:.3f} ms exposed per step<extra></extra>"))
+    med = sv.get("median_exposed_per_step_ps")
+    if med is not None:
+        fig.add_hline(y=med / PS_PER_MS, line_dash="dash",
+                      annotation_text="median host", annotation_position="top left")
+    return _layout(fig, f"{title}<br><sup>{sv['verdict']}</sup>", synthetic,
+                   yaxis_title="ms exposed per step", height=320, showlegend=False)

@@ -19,6 +19,8 @@ Checks (each is one JUnit testcase and one line of output):
   zero baseline does not fail on picoseconds of jitter. Without steps in both reports the
   growth check compares exposed time per transfer instead, and says so.
 
+* `max_host_skew` (opt-in): the most-exposing host's exposed transfer time per step may be
+  at most this multiple of the median host's (`overlap.analysis.hosts`).
 * The opposite gate, for hot loops that must not move data at all (an implicit `device_get`,
   a Python scalar uploaded every step): `max_transfers` / `max_transfer_bytes`, per step (per
   capture without step annotations), over `transfer_direction` ("both", "D2H" or "H2D"). A
@@ -69,6 +71,7 @@ class CheckConfig:
     max_exposed_growth: float | None = DEFAULT_MAX_EXPOSED_GROWTH
     exposed_slack_ms: float = DEFAULT_EXPOSED_SLACK_MS
     allow_no_transfers: bool = False
+    max_host_skew: float | None = None
     max_transfers: int | None = None
     max_transfer_bytes: int | None = None
     transfer_direction: str = "both"
@@ -324,6 +327,17 @@ def run_checks(result: dict[str, Any], config: CheckConfig | None = None,
                         f"{analysis.format_ps(slack)})", int(round(cur)), int(round(limit))))
 
     checks.extend(_transfer_gates(result, config, trace))
+    if config.max_host_skew is not None:
+        sv = result.get("stragglers")
+        if not sv or sv.get("max_skew") is None:
+            checks.append(_check("max_host_skew", SKIP if not sv else PASS,
+                                 "single-host capture: no skew to check" if not sv else
+                                 sv["verdict"], None, config.max_host_skew))
+        else:
+            checks.append(_check(
+                "max_host_skew", PASS if sv["max_skew"] <= config.max_host_skew else FAIL,
+                f"{sv['verdict']} (limit {config.max_host_skew:g}x)", sv["max_skew"],
+                config.max_host_skew))
 
     failed = [c["name"] for c in checks if c["status"] == FAIL]
     passed = not failed

@@ -118,6 +118,8 @@ def write_html(result: dict[str, Any], trace, path: str | os.PathLike,
     step = data.default_step(d)
     figs = figures.run_figures(d, step)
     page_figs = [figs["timeline"], figs["histogram"], figs["bandwidth"]]
+    if result.get("stragglers"):
+        page_figs.append(figures.hosts_figure(result, d.synthetic))
     if baseline_trace is not None and baseline is not None:
         bd = data.run_data(baseline_trace, baseline, baseline_manifest)
         bname = _run_name(baseline_trace, baseline_manifest, "baseline")

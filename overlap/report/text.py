@@ -100,6 +100,18 @@ def text(result: dict[str, Any], outcome: dict[str, Any] | None = None) -> str:
                  _ratio(r["overlap_ratio"])] for r in result["steps"]]
         out += _table(["step", "duration", "transfers", "exposed wall", "of step", "hidden"],
                       rows, "<>>>>>")
+    sv = result.get("stragglers")
+    if sv:
+        out.append("")
+        out.append(f"hosts: {sv['verdict']}")
+        out += _table(["host", "exposed/step", "x median", "step", "D2H hidden", "H2D hidden"], [
+            [r["host"], format_ps(r["exposed_per_step_ps"]),
+             "-" if r["gap_to_median"] is None else f"{r['gap_to_median']:.2f}",
+             format_ps(r["step_ps"]), _ratio(r["overlap_d2h"]), _ratio(r["overlap_h2d"])]
+            for r in sorted(sv["hosts"], key=lambda r: -(r["exposed_per_step_ps"] or 0))[:16]],
+            "<>>>>>")
+        if len(sv["hosts"]) > 16:
+            out.append(f"({len(sv['hosts']) - 16} more hosts in --json)")
     ops = result["by_hlo_op"]
     if ops["records"]:
         out.append("")
