@@ -8,6 +8,7 @@ that JSON is also what `overlap check --baseline` reads.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from overlap.analysis import overlap as analysis
@@ -39,6 +40,12 @@ def add_analysis_args(p: argparse.ArgumentParser) -> None:
     """Arguments shared by `report` and `check`: what to read and how to classify."""
     p.add_argument("path", help=".xplane.pb file, plugins/profile/<session> dir or run dir")
     p.add_argument("--session", help="capture session (timestamp dir) to read; default newest")
+    p.add_argument("--jobs", type=non_negative_int, default=None, metavar="N",
+                   help="read host files in N worker processes (default: the machine's cores; "
+                        "1 reads serially)")
+    p.add_argument("--scheduler", default=os.environ.get("OVERLAP_DASK_SCHEDULER"),
+                   metavar="ADDRESS", help="read host files on a Dask distributed cluster "
+                   "(also OVERLAP_DASK_SCHEDULER; needs overlap[dask])")
     p.add_argument("--top", type=non_negative_int, default=analysis.DEFAULT_TOP, metavar="N",
                    help=f"rows in the HLO-op and most-exposed tables (default "
                         f"{analysis.DEFAULT_TOP}; cut-offs are flagged)")
@@ -64,7 +71,12 @@ def read_and_analyze(args: argparse.Namespace):
                          f"--hidden-threshold ({args.hidden_threshold})")
     from overlap.trace.reader import read_trace  # local: keeps `overlap --help` fast
 
-    trace = read_trace(args.path, session=args.session)
+    from overlap.trace.distributed import default_jobs
+
+    jobs = getattr(args, "jobs", None)
+    trace = read_trace(args.path, session=args.session,
+                       jobs=default_jobs() if jobs is None else max(jobs, 1),
+                       scheduler=getattr(args, "scheduler", None))
     return trace, analysis.analyze(trace, hidden_threshold=args.hidden_threshold,
                                    exposed_threshold=args.exposed_threshold, top=args.top)
 

@@ -359,33 +359,52 @@ def _find_files(path: str | os.PathLike, session: str | None) -> list[Path]:
     return find_xplane_files(path, session)
 
 
-def read_trace(path: str | os.PathLike, session: str | None = None) -> Trace:
-    """Read a capture into trace tables. See the module docstring for what `path` may be."""
-    files = _find_files(path, session)
-    parts = []
-    for f in files:
-        # Our own wire walk down to the lines, upb for the rest (see "Fast path"); a damaged
-        # event surfaces in the decoder instead of the parser, with the same message.
-        f = Path(f)
-        data, n = _read_file(f, PAD)
-        try:
-            xs, planes, _ = parse_space(data, n)
-        except (Corrupt, DecodeError, RuntimeError, ValueError) as e:
-            raise _corrupt(f, e) from None
-        _check_space(f, xs)
-        host = _host_name(xs, f)
-        try:
-            with np.errstate(over="raise", invalid="ignore"):
-                parts.append(_read_space(xs, planes, host=host, source=f))
-        except Corrupt as e:
-            raise _corrupt(f, e) from None
-        except (OverflowError, FloatingPointError, ValueError, TypeError) as e:
-            # Valid protobuf, values no profiler writes (what the rules above do not cover):
-            # refuse the file with one line rather than report numbers built on them.
-            raise InputError(f, f"unsupported value in the capture: {type(e).__name__}: "
-                                f"{' '.join(str(e).split())[:200]}") from None
-        del data, planes, xs
+def read_trace(path: str | os.PathLike, session: str | None = None, *, jobs: int = 1,
+               scheduler: str | None = None) -> Trace:
+    """Read a capture into trace tables. See the module docstring for what `path` may be.
+
+    A session holds one file per host. `jobs` > 1 reads host files in that many worker
+    processes (spawned, not forked: jax warns against fork); `scheduler` (a Dask distributed
+    address) reads them on a cluster instead. Either way each host file is read on its own
+    (`read_host_file`) and the tables are combined here, so the result is the same as a serial
+    read and a worker's memory is bounded by the largest host file, not the capture's total.
+    """
+    files = [Path(f) for f in _find_files(path, session)]
+    if scheduler:
+        from overlap.trace.distributed import map_hosts_dask
+
+        parts = map_hosts_dask(files, scheduler)
+    elif jobs > 1 and len(files) > 1:
+        from overlap.trace.distributed import map_hosts_local
+
+        parts = map_hosts_local(files, jobs)
+    else:
+        parts = [read_host_file(f) for f in files]
     return _concat(parts, files)
+
+
+def read_host_file(f: str | os.PathLike) -> dict[str, Any]:
+    """One host's `.xplane.pb` -> its tables and facts (the map step of `read_trace`)."""
+    f = Path(f)
+    # Our own wire walk down to the lines, upb for the rest (see "Fast path"); a damaged
+    # event surfaces in the decoder instead of the parser, with the same message.
+    data, n = _read_file(f, PAD)
+    try:
+        xs, planes, _ = parse_space(data, n)
+    except (Corrupt, DecodeError, RuntimeError, ValueError) as e:
+        raise _corrupt(f, e) from None
+    _check_space(f, xs)
+    host = _host_name(xs, f)
+    try:
+        with np.errstate(over="raise", invalid="ignore"):
+            return _read_space(xs, planes, host=host, source=f)
+    except Corrupt as e:
+        raise _corrupt(f, e) from None
+    except (OverflowError, FloatingPointError, ValueError, TypeError) as e:
+        # Valid protobuf, values no profiler writes (what the rules above do not cover):
+        # refuse the file with one line rather than report numbers built on them.
+        raise InputError(f, f"unsupported value in the capture: {type(e).__name__}: "
+                            f"{' '.join(str(e).split())[:200]}") from None
 
 
 def _host_name(xs, f: Path) -> str:
