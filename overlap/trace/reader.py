@@ -50,6 +50,7 @@ an annotated thunk has no `hlo_op`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from collections import defaultdict, deque
@@ -229,12 +230,32 @@ def shape_bytes(shape: str) -> int | None:
     return nbytes if nbytes < (1 << 53) else None
 
 
+_TUPLE_HEAD_RE = re.compile(
+    r" = \((?P<a>[a-z][a-z0-9]*\[[0-9,\s]*\](?:\{[^{}]*\})?), "
+    r"(?P<b>[a-z][a-z0-9]*\[[0-9,\s]*\](?:\{[^{}]*\})?)[,)]")
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def copy_start_direction(hlo_text: str) -> tuple[str | None, int | None]:
-    """Direction and bytes of a `copy-start` from its HLO text.
+    """Direction and bytes of a `copy-start` from its HLO text (parsed once per distinct text).
 
     The result tuple is `(destination, source, u32[] context)`: `S(5)` on element 0 means the
     copy writes host memory (D2H), on element 1 that it reads host memory (H2D).
     """
+    # Fast path: the first two tuple elements are plain array shapes (every copy-start XLA
+    # writes); one regex match instead of a bracket walk over the whole text.
+    m = _TUPLE_HEAD_RE.search(hlo_text)
+    if m is not None and m.start() == hlo_text.find(" = "):
+        a, b = m.group("a"), m.group("b")
+        if HOST_MEMORY_SPACE in a:
+            return "D2H", shape_bytes(a)
+        if HOST_MEMORY_SPACE in b:
+            return "H2D", shape_bytes(b)
+        return None, None
+    return _copy_start_direction_slow(hlo_text)
+
+
+def _copy_start_direction_slow(hlo_text: str) -> tuple[str | None, int | None]:
     _, _, rhs = hlo_text.partition(" = ")
     rhs = rhs.strip()
     if not rhs.startswith("("):
