@@ -704,6 +704,10 @@ def _clean_column(values: np.ndarray) -> np.ndarray:
     return out
 
 
+_MODULE = ("hlo_module",)
+_COPY_FACTS = ("hlo_module", "program_id", "raw_bytes_accessed", "bytes_accessed")
+
+
 def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) -> None:
     by_name = {line.name: line for line in P.plane.lines}
     async_line = by_name.get(TPU_ASYNC_LINE)
@@ -733,7 +737,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
         idx = np.flatnonzero(keep & ~bnd)
         co.add(len(idx), host=host, device=device, start_ps=ev.starts[idx],
                end_ps=ev.starts[idx] + ev.durs[idx], name=names[idx], hlo_op=names[idx],
-               hlo_module=per_mid(mids[idx], lambda m: P.meta_stats(m).get("hlo_module")),
+               hlo_module=per_mid(mids[idx], lambda m: P.meta_some(m, _MODULE).get("hlo_module")),
                stream=line.id, line=line.name)
 
     transfer_of: dict[int, tuple | None] = {}
@@ -744,7 +748,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
             direction, nbytes = copy_start_direction(text)
             got = None
             if direction is not None:
-                ms = P.meta_stats(mid)
+                ms = P.meta_some(mid, _COPY_FACTS)
                 if nbytes is None:
                     nbytes = (as_int(ms.get("raw_bytes_accessed"))
                               or as_int(ms.get("bytes_accessed")) or 0)

@@ -39,6 +39,7 @@ class Plane:
             self.stat_ids[name].append(k)
         self.meta = plane.event_metadata
         self._meta_stats: dict[int, dict[str, Any]] = {}
+        self._wanted: dict[tuple, dict[int, str]] = {}
 
     def ids(self, *names: str) -> dict[int, str]:
         """Stat-metadata ids whose name is one of `names` (several ids may share a name)."""
@@ -76,6 +77,18 @@ class Plane:
             cached = self.stats(md.stats) if md is not None else {}
             self._meta_stats[metadata_id] = cached
         return cached
+
+    def meta_some(self, metadata_id: int, names: tuple[str, ...]) -> dict[str, Any]:
+        """Only the metadata stats named `names` (decoding the others costs, per metadata)."""
+        if metadata_id in self._meta_stats:
+            full = self._meta_stats[metadata_id]
+            return {k: full[k] for k in names if k in full}
+        key = names
+        wanted = self._wanted.get(key)
+        if wanted is None:
+            wanted = self._wanted[key] = self.ids(*names)
+        md = self.meta.get(metadata_id)
+        return self.stats(md.stats, wanted) if md is not None and wanted else {}
 
     def name(self, metadata_id: int) -> str:
         md = self.meta.get(metadata_id)
