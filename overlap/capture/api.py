@@ -295,10 +295,10 @@ def profile_steps(step_fn: Callable, state: Any, batch: Any, *, out: str | os.Pa
                                       f"{e}); the capture and step times are complete"}
         return rundir.write_run(partial, final, manifest)
     except BaseException:
-        # A capture that was written is kept (a .partial- directory a later run cleans only
-        # when its process is gone); before that, nothing that looks like a run is left.
-        if not list(Path(partial).glob("plugins/profile/*/*.xplane.pb")):
-            rundir.discard_partial(partial)
+        # Interrupted while stepping or profiling: the capture is incomplete, so nothing that
+        # looks like a run is left. (Metadata failures after a complete capture never get
+        # here: the run is written with `incomplete` instead.)
+        rundir.discard_partial(partial)
         raise
 
 

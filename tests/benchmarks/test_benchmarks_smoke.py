@@ -15,3 +15,11 @@ def test_bench_quick_prints_table(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "ratio to bare decode" in r.stdout
     assert "| synthetic gpu 10k |" in r.stdout and "| synthetic tpu 10k |" in r.stdout
+
+
+def test_bench_shapes_quick_prints_every_shape():
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_shapes.py"), "--quick"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    for shape in ("many-ops tpu", "id-0 events", "many planes", "pod 2 hosts"):
+        assert f"| {shape} |" in r.stdout
