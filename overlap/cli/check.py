@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from overlap.cli.report import add_analysis_args, unit_fraction
+from overlap.cli.report import add_analysis_args, non_negative_int, unit_fraction
 from overlap.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
 
 
@@ -28,16 +28,6 @@ def non_negative_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
     if not math.isfinite(v) or v > 1e15:  # a limit must be a number the gate can compare
         raise argparse.ArgumentTypeError(f"must be a finite number below 1e15, got {text}")
-    return v
-
-
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if not 0 <= v < (1 << 62):
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
     return v
 
 
@@ -66,9 +56,9 @@ def register(sub) -> None:
                    help="multi-host captures: the worst host may expose at most X times the "
                         "median host's transfer time per step")
     t = p.add_argument_group("transfers that should not be there (hot loops)")
-    t.add_argument("--max-transfers", type=_count, metavar="N",
+    t.add_argument("--max-transfers", type=non_negative_int, metavar="N",
                    help="at most N host<->device copies per step; offenders are named")
-    t.add_argument("--max-transfer-bytes", type=_count, metavar="B",
+    t.add_argument("--max-transfer-bytes", type=non_negative_int, metavar="B",
                    help="at most B bytes copied per step")
     t.add_argument("--transfer-direction", choices=("both", "D2H", "H2D"), default="both",
                    help="which copies the two gates above count (default both)")

@@ -31,8 +31,8 @@ def non_negative_int(text: str) -> int:
         v = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    if not 0 <= v < (1 << 62):
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text}")
     return v
 
 

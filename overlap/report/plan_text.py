@@ -33,7 +33,7 @@ def render_plans(plans: list[dict]) -> str:
             f"{format_bytes(r['host_temp_bytes']):>12}{format_bytes(r['d2h_per_step']):>12}"
             f"{format_bytes(r['h2d_per_step']):>12}"
             f"{('-' if hf is None else f'{100 * hf:.0f}%'):>9}"
-            f"{format_ps(r['predicted_exposed_ps'] if hf is not None else None):>11}")
+            f"{('none' if hf is not None and not r['predicted_exposed_ps'] else format_ps(r['predicted_exposed_ps'] if hf is not None else None)):>11}")
     for t in targets:
         for m in plans:
             base = baseline_for(plans, t, m)

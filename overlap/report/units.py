@@ -18,14 +18,10 @@ def format_bytes(n: float | int | None) -> str:
 
 
 def format_ps(ps: float | int | None) -> str:
-    """Picoseconds as s/ms/us/ns, scaled to the value; '-' for None."""
-    if ps is None:
-        return "-"
-    v = float(ps)
-    for unit, scale in (("s", 1e12), ("ms", 1e9), ("us", 1e6), ("ns", 1e3)):
-        if abs(v) >= scale:
-            return f"{v / scale:.3g} {unit}"
-    return "0 s" if v == 0 else f"{v:.0f} ps"
+    """Picoseconds as s/ms/us/ns: the analysis' own formatter (one definition)."""
+    from overlap.analysis.overlap import format_ps as _fmt
+
+    return _fmt(ps)
 
 
 def format_rate(bps: float | None) -> str:

@@ -139,7 +139,12 @@ def write_run(partial: str | os.PathLike, final: str | os.PathLike, manifest: di
     files = _paths.list_sessions(partial)
     if not files:
         raise InputError(partial, "capture wrote no .xplane.pb; nothing to finish")
-    data = {"schema_version": SCHEMA_VERSION, **manifest, "session": files[-1].name}
+    return _finish(partial, final, {"schema_version": SCHEMA_VERSION, **manifest,
+                                    "session": files[-1].name})
+
+
+def _finish(partial: Path, final: Path, data: dict) -> Path:
+    """run.json last (temp file, fsync, replace), then the rename that makes the run exist."""
     tmp = partial / f".{MANIFEST}.tmp-{secrets.token_hex(4)}"
     with open(tmp, "w") as f:
         json.dump(data, f, indent=2, sort_keys=True, default=_json_default)
@@ -158,18 +163,8 @@ def write_run(partial: str | os.PathLike, final: str | os.PathLike, manifest: di
 def write_plan_run(partial: str | os.PathLike, final: str | os.PathLike, manifest: dict) -> Path:
     """Finish a *plan* run (``"kind": "plan"``: compiled for a target, never run, so it has no
     ``.xplane.pb``): ``run.json`` last, then the rename, as :func:`write_run` does."""
-    partial, final = Path(partial), Path(final)
-    data = {"schema_version": SCHEMA_VERSION, **manifest, "kind": "plan"}
-    tmp = partial / f".{MANIFEST}.tmp-{secrets.token_hex(4)}"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True, default=_json_default)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, partial / MANIFEST)
-    if final.exists():
-        raise RunExistsError(final)
-    os.rename(partial, final)
-    return final
+    return _finish(Path(partial), Path(final),
+                   {"schema_version": SCHEMA_VERSION, **manifest, "kind": "plan"})
 
 
 def is_plan(manifest: dict | None) -> bool:
