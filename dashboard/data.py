@@ -108,21 +108,34 @@ def _inside(path: Path, root: Path) -> bool:
     return real == root or root in real.parents
 
 
-def _session_files(run_dir: Path, root: Path) -> tuple[Path, ...]:
-    """Host files of the newest capture session of a run dir, all inside `root`."""
+def _sessions(run_dir: Path, root: Path) -> list[tuple[str, tuple[Path, ...]]]:
+    """(session name, host files) of every capture session of a run dir with host files,
+    oldest first, all inside `root`."""
     profile = run_dir / "plugins" / "profile"
     if not _inside(profile, root) or not profile.is_dir():
-        return ()
-    sessions = sorted(
-        (s for s in profile.iterdir()
-         if s.is_dir() and PARTIAL_MARK not in s.name and _inside(s, root)),
-        key=lambda s: s.name)
-    for s in reversed(sessions):  # newest session that has host files
+        return []
+    out = []
+    for s in sorted((s for s in profile.iterdir()
+                     if s.is_dir() and PARTIAL_MARK not in s.name and _inside(s, root)),
+                    key=lambda s: s.name):
         files = tuple(sorted(f for f in s.iterdir() if f.name.endswith(XPLANE_SUFFIX)
                              and f.is_file() and _inside(f, root)))
         if files:
-            return files
-    return ()
+            out.append((s.name, files))
+    return out
+
+
+def _session_files(run_dir: Path, root: Path) -> tuple[Path, ...]:
+    """Host files of the newest capture session of a run dir, all inside `root`."""
+    sessions = _sessions(run_dir, root)
+    return sessions[-1][1] if sessions else ()
+
+
+def _older_sessions(runs: list, name: str, here: Path, root: Path, manifest) -> None:
+    """A log directory with several capture sessions: the newest is the run `name`; each older
+    one is listed as `name@<session>`, so the user can pick it."""
+    for sess, files in _sessions(here, root)[:-1]:
+        runs.append(Run(f"{name}@{sess}", here, files, manifest, root))
 
 
 def _is_plan_manifest(path: Path) -> bool:
@@ -181,6 +194,7 @@ def discover_runs(logdirs: list[str | os.PathLike]) -> list[Run]:
                 if files or _is_plan_manifest(manifest):
                     name = prefix + (rel.as_posix() if rel.parts else root.name)
                     runs.append(Run(name, here, files, manifest, root))
+                    _older_sessions(runs, name, here, root, manifest)
                 continue
             # A plain jax.profiler / TensorBoard log directory (no run.json) is a run too,
             # named after its directory; the newest capture session is read. A run.json that
@@ -189,6 +203,7 @@ def discover_runs(logdirs: list[str | os.PathLike]) -> list[Run]:
             if files:
                 name = prefix + (rel.as_posix() if rel.parts else root.name)
                 runs.append(Run(name, here, files, None, root))
+                _older_sessions(runs, name, here, root, None)
                 continue
             for f in sorted(filenames):
                 p = here / f
@@ -294,7 +309,8 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
         cached.manifest = run.manifest()
         return cached
     try:
-        trace = read_trace(run.path)
+        # The run's own session (a log directory may hold several; see _older_sessions).
+        trace = read_trace(run.files[0].parent if run.path.is_dir() and run.files else run.path)
         result = analysis.analyze(trace)
         value = run_data(trace, result, run.manifest())
     except Exception as e:  # noqa: BLE001 - any failure becomes this run's error card

@@ -68,3 +68,18 @@ def test_several_sessions_say_which_one_is_read(profiler_logdir, tmp_path):
     shutil.copytree(s, s.parent / "2099_01_01_00_00_00")
     r = run_cli("compare", str(d))
     assert r.returncode == 0 and "2 capture sessions" in r.stdout and "2099_01_01" in r.stdout
+
+
+def test_dashboard_lists_each_session_of_a_logdir(profiler_logdir, tmp_path):
+    import shutil
+
+    from dashboard import data
+
+    d = tmp_path / "logs" / "exp"
+    shutil.copytree(profiler_logdir / "my_experiment", d)
+    (s,) = list((d / "plugins" / "profile").iterdir())
+    shutil.copytree(s, s.parent / "2000_01_01_00_00_00")  # an older session
+    runs = data.discover_runs([tmp_path / "logs"])
+    assert [r.name for r in runs] == ["exp", "exp@2000_01_01_00_00_00"]
+    old = data.load_run(runs[1])
+    assert "2000_01_01_00_00_00" in old.result["sources"][0]
