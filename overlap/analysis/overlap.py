@@ -331,7 +331,8 @@ def _truncated(rows: list[dict[str, Any]], top: int) -> dict[str, Any]:
             "returned_records": len(keep)}
 
 
-def _steps(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], dict[str, Any]]:
+def _step_rows(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], int]:
+    """Per-step rows of every host in `trace`, and how many transfers started in no step."""
     steps = trace.steps
     rows: list[dict[str, Any]] = []
     assigned = np.zeros(len(table), bool)
@@ -392,6 +393,11 @@ def _steps(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], dict[str,
                 "exposed_frac": float(wall[k] / dur[k]) if dur[k] > 0 else None,
                 "worst_device": worst[k],
             })
+    return rows, int((~assigned).sum())
+
+
+def _step_summary(rows: list[dict], unassigned: int) -> dict[str, Any]:
+    """Aggregates over step rows (of one host or of many; pure sums and maxima)."""
     walls = [r["exposed_wall_ps"] for r in rows]
     fracs = [r["exposed_frac"] for r in rows if r["exposed_frac"] is not None]
     worst_row = max(rows, key=lambda r: (r["exposed_wall_ps"], -r["start_ps"]), default=None)
@@ -404,17 +410,17 @@ def _steps(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], dict[str,
             "host": worst_row["host"], "step": worst_row["step"]},
         "mean_duration_ps": int(round(sum(r["duration_ps"] for r in rows) / len(rows)))
         if rows else None,
-        "unassigned_transfers": int((~assigned).sum()) if rows else int(len(table)),
+        "unassigned_transfers": int(unassigned),
     }
-    return rows, summary
+    return summary
 
 
-def _status(trace, n_transfers: int) -> tuple[str, str]:
+def _status(backend: str, compute_events: int, n_transfers: int) -> tuple[str, str]:
     if n_transfers:
         return STATUS_OK, "Transfers found and measured."
-    if trace.backend == "cpu":
+    if backend == "cpu":
         return STATUS_NO_TRANSFERS, CPU_REASON
-    if len(trace.compute):
+    if compute_events:
         return STATUS_NO_TRANSFERS, NO_TRANSFERS_REASON
     return STATUS_NO_DEVICE_EVENTS, NO_DEVICE_EVENTS_REASON
 
@@ -427,6 +433,13 @@ def _pct(share: float) -> str:
         return "0%"
     p = math.floor(share * 100)
     return f"{p}%" if p >= 1 else "<1%"
+
+
+def _check_thresholds(hidden_threshold: float, exposed_threshold: float) -> None:
+    if not 0.0 <= exposed_threshold < hidden_threshold <= 1.0:
+        raise ValueError(
+            "thresholds must satisfy 0 <= exposed < hidden <= 1, got "
+            f"exposed={exposed_threshold}, hidden={hidden_threshold}")
 
 
 def analyze(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
@@ -447,13 +460,69 @@ def analyze(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
     Raises:
       ValueError: if not `0 <= exposed_threshold < hidden_threshold <= 1`.
     """
-    if not 0.0 <= exposed_threshold < hidden_threshold <= 1.0:
-        raise ValueError(
-            "thresholds must satisfy 0 <= exposed < hidden <= 1, got "
-            f"exposed={exposed_threshold}, hidden={hidden_threshold}")
+    part = host_part(trace, hidden_threshold=hidden_threshold,
+                     exposed_threshold=exposed_threshold)
+    return reduce_parts([part], top=top)
+
+
+def host_part(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
+              exposed_threshold: float = DEFAULT_EXPOSED_THRESHOLD) -> dict[str, Any]:
+    """The map step: everything `reduce_parts` needs from one host's trace (or several).
+
+    Every interval operation (coverage, hidden time, per-step exposed wall time) runs per
+    (host, device) on that host's clock, so it happens here, where the host's compute events
+    are; what is left is one row per transfer and one per step, which the reducer only sums,
+    sorts and counts. The part holds no compute events: a pod's parts together stay far
+    smaller than its traces (see `overlap.analysis.pod`).
+    """
+    _check_thresholds(hidden_threshold, exposed_threshold)
     table, coverages = transfer_table(trace, hidden_threshold=hidden_threshold,
                                       exposed_threshold=exposed_threshold)
-    status, reason = _status(trace, len(table))
+    rows, unassigned = _step_rows(trace, table, coverages)
+    return {
+        "table": table, "steps": rows, "unassigned": unassigned,
+        "backend": trace.backend, "synthetic": bool(trace.synthetic),
+        "sources": [str(s) for s in trace.sources],
+        "capture_hosts": sorted(trace.capture or ()),
+        "compute_events": int(len(trace.compute)),
+        "thresholds": (hidden_threshold, exposed_threshold),
+    }
+
+
+def _sorted_table(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Parts' tables in the order one read of all files gives: stable by (host, device, start)."""
+    if len(tables) == 1:
+        return tables[0]
+    t = pd.concat(tables, ignore_index=True)
+    if len(t) < 2:
+        return t
+    h, _ = pd.factorize(t["host"], sort=True)
+    d, _ = pd.factorize(t["device"], sort=True)
+    order = np.lexsort((t["start_ps"].to_numpy(np.int64), d, h))
+    return t.take(order).reset_index(drop=True)
+
+
+def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict[str, Any]:
+    """The reduce step: one result from the parts of disjoint hosts (`host_part`).
+
+    Exact: the same numbers as `analyze` on one trace holding all the hosts, because every
+    cross-host number is a sum, a count, a maximum or a sort of per-transfer and per-step rows.
+    """
+    if not parts:
+        raise ValueError("reduce_parts needs at least one part")
+    thresholds = {p["thresholds"] for p in parts}
+    if len(thresholds) != 1:
+        raise ValueError(f"parts analysed with different thresholds: {sorted(thresholds)}")
+    hidden_threshold, exposed_threshold = thresholds.pop()
+    table = _sorted_table([p["table"] for p in parts])
+    from overlap.trace.reader import combined_backend
+
+    backend = combined_backend([p["backend"] for p in parts])
+    compute_events = sum(p["compute_events"] for p in parts)
+    step_rows = [r for p in parts for r in p["steps"]]
+    step_rows.sort(key=lambda r: r["host"])  # stable: each host's steps keep their order
+    capture_hosts = sorted({h for p in parts for h in p["capture_hosts"]})
+    status, reason = _status(backend, compute_events, len(table))
     n = len(table)
     span = int(table["span_ps"].sum())
     hidden = int(table["hidden_ps"].sum())
@@ -499,12 +568,13 @@ def analyze(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
     top_exposed = {"records": top_rows, "truncated": len(top_rows) < n, "total_records": n,
                    "returned_records": len(top_rows)}
 
-    steps, step_summary = _steps(trace, table, coverages)
+    steps = step_rows
+    step_summary = _step_summary(steps, sum(p["unassigned"] for p in parts))
 
     notes = []
     if pageable_bytes:
         notes.append(PAGEABLE_NOTE.format(share=_pct(summary["pageable_share"])))
-    if n and not len(trace.compute):
+    if n and not compute_events:
         notes.append(NO_COMPUTE_NOTE)
     if n and not steps:
         notes.append(NO_STEPS_NOTE)
@@ -518,9 +588,9 @@ def analyze(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
     result = {
         "schema_version": SCHEMA_VERSION,
         "status": status, "reason": reason,
-        "backend": trace.backend, "synthetic": bool(trace.synthetic),
-        "sources": [str(s) for s in trace.sources],
-        "hosts": sorted(trace.capture) if trace.capture else sorted(set(table["host"])),
+        "backend": backend, "synthetic": any(p["synthetic"] for p in parts),
+        "sources": [s for p in parts for s in p["sources"]],
+        "hosts": capture_hosts or sorted(set(table["host"])),
         "summary": summary,
         "by_direction": by_direction,
         "by_device": by_device,

@@ -69,16 +69,15 @@ def read_and_analyze(args: argparse.Namespace):
     if not args.exposed_threshold < args.hidden_threshold:
         raise UsageError(f"--exposed-threshold ({args.exposed_threshold}) must be below "
                          f"--hidden-threshold ({args.hidden_threshold})")
-    from overlap.trace.reader import read_trace  # local: keeps `overlap --help` fast
-
+    # local imports: keep `overlap --help` fast
+    from overlap.analysis.pod import read_and_analyze as pod_read_and_analyze
     from overlap.trace.distributed import default_jobs
 
     jobs = getattr(args, "jobs", None)
-    trace = read_trace(args.path, session=args.session,
-                       jobs=default_jobs() if jobs is None else max(jobs, 1),
-                       scheduler=getattr(args, "scheduler", None))
-    return trace, analysis.analyze(trace, hidden_threshold=args.hidden_threshold,
-                                   exposed_threshold=args.exposed_threshold, top=args.top)
+    return pod_read_and_analyze(
+        args.path, session=args.session, jobs=default_jobs() if jobs is None else max(jobs, 1),
+        scheduler=getattr(args, "scheduler", None), hidden_threshold=args.hidden_threshold,
+        exposed_threshold=args.exposed_threshold, top=args.top)
 
 
 def register(sub) -> None:

@@ -17,7 +17,7 @@ import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from overlap.errors import UsageError
 
@@ -29,29 +29,37 @@ def default_jobs() -> int:
                else (os.cpu_count() or 1))
 
 
-def map_hosts_local(files: list[Path], jobs: int) -> list[dict[str, Any]]:
-    """`read_host_file` over `files` in `jobs` spawned worker processes, in file order."""
-    from overlap.trace.reader import read_host_file
+def map_hosts_local(files: list[Path], jobs: int, fn: Callable[[str], Any] | None = None
+                    ) -> list[Any]:
+    """`fn` (default `read_host_file`) over `files` in `jobs` spawned processes, in file order.
+
+    `fn` must be picklable (a module-level function or a `functools.partial` of one).
+    """
+    if fn is None:
+        from overlap.trace.reader import read_host_file as fn
 
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=ctx) as pool:
-        return list(pool.map(read_host_file, [str(f) for f in files]))
+        return list(pool.map(fn, [str(f) for f in files]))
 
 
-def map_hosts_dask(files: list[Path], scheduler: str) -> list[dict[str, Any]]:
-    """`read_host_file` over `files` on a Dask distributed cluster; the combine runs here."""
+def map_hosts_dask(files: list[Path], scheduler: str, fn: Callable[[str], Any] | None = None
+                   ) -> list[Any]:
+    """`fn` (default `read_host_file`) over `files` on a Dask distributed cluster, in file
+    order; whatever combines the results runs here, on the client."""
     try:
         from dask.distributed import Client
     except ImportError:
         raise UsageError(f"--scheduler needs Dask distributed: {DASK_EXTRA}") from None
-    from overlap.trace.reader import read_host_file
+    if fn is None:
+        from overlap.trace.reader import read_host_file as fn
 
     try:
         client = Client(scheduler, timeout="10s")
     except (OSError, TimeoutError) as e:
         raise UsageError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
     try:
-        futures = client.map(read_host_file, [str(f) for f in files], pure=False)
+        futures = client.map(fn, [str(f) for f in files], pure=False)
         return client.gather(futures)
     finally:
         client.close()

@@ -149,6 +149,12 @@ class Trace:
     lines: pd.DataFrame
     capture: dict[str, dict[str, Any]]  # per host: start/stop time, versions, warnings
     synthetic: bool = False
+    # "all", or a sentence saying which compute events a multi-host read kept (see
+    # overlap.analysis.pod): the analysis always used every event, on its host's worker.
+    compute_scope: str = "all"
+    # Set by that multi-host read: the per-transfer analysis table (overlap.analysis.overlap.
+    # transfer_table) computed on each host's worker from all its compute, with its thresholds.
+    analysed_transfers: Any = None
 
     @property
     def hosts(self) -> list[str]:
@@ -401,7 +407,7 @@ def read_trace(path: str | os.PathLike, session: str | None = None, *, jobs: int
         parts = map_hosts_local(files, jobs)
     else:
         parts = [read_host_file(f) for f in files]
-    return _concat(parts, files)
+    return combine_parts(parts, files)
 
 
 def read_host_file(f: str | os.PathLike) -> dict[str, Any]:
@@ -453,16 +459,24 @@ def _sort_by_device_start(df: pd.DataFrame) -> pd.DataFrame:
     return df.take(order).reset_index(drop=True)
 
 
-def _concat(parts: list[dict], files: list[Path]) -> Trace:
+def combined_backend(backends: list[str]) -> str:
+    """One backend name for a capture whose host files may disagree (GPU wins, then TPU)."""
+    kinds = set(backends)
+    if len(kinds) == 1:
+        return next(iter(kinds))
+    return "gpu" if "gpu" in kinds else "tpu" if "tpu" in kinds else "cpu"
+
+
+def combine_parts(parts: list[dict], files: list[Path]) -> Trace:
+    """One Trace from the `read_host_file` parts of `files` (same order), as one read gives."""
+
     def cat(key, schema):
         frames = [p[key] for p in parts if len(p[key])]
         if not frames:
             return _frame(None, schema)
         return pd.concat(frames, ignore_index=True)
 
-    backends = {p["backend"] for p in parts}
-    backend = next(iter(backends)) if len(backends) == 1 else (
-        "gpu" if "gpu" in backends else "tpu" if "tpu" in backends else "cpu")
+    backend = combined_backend([p["backend"] for p in parts])
     # Host names come from file names, which are unique within a session directory.
     capture = {p["host"]: p["capture"] for p in parts}
     transfers = cat("transfers", TRANSFER_COLUMNS)

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from overlap.analysis import overlap as analysis
 from overlap.analysis.overlap import Coverage, analyze, merge_intervals, subtract_intervals
 from overlap.trace.protos import XSpace
-from overlap.trace.reader import (COMPUTE_COLUMNS, STEP_COLUMNS, TRANSFER_COLUMNS, Trace, _concat,
+from overlap.trace.reader import (COMPUTE_COLUMNS, STEP_COLUMNS, TRANSFER_COLUMNS, Trace, combine_parts,
                             _frame, load_xspace, read_xspace)
 from overlap.trace.synthetic import SyntheticTrace, gpu_offload_scenario
 
@@ -29,7 +29,7 @@ US = 1_000_000  # picoseconds per microsecond
 
 def read(path: Path) -> Trace:
     """The reader's tables for one file (what `read_trace` returns for it)."""
-    return _concat([read_xspace(load_xspace(path), host="h", source=path)], [path])
+    return combine_parts([read_xspace(load_xspace(path), host="h", source=path)], [path])
 
 
 def make_trace(transfers=(), compute=(), steps=(), backend="gpu") -> Trace:
@@ -191,7 +191,7 @@ def test_gpu_scenario_fractions():
 def read_bytes(t: SyntheticTrace) -> Trace:
     xs = XSpace()
     xs.ParseFromString(t.to_bytes())
-    return _concat([read_xspace(xs, host="h")], [])
+    return combine_parts([read_xspace(xs, host="h")], [])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,114 @@
+"""Map each host file to a compact part, reduce to one result: equal to analysing one trace of
+every host (issue 14)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from overlap.analysis import overlap as analysis
+from overlap.analysis import pod
+from overlap.trace.reader import read_trace
+from overlap.trace.synthetic import SyntheticTrace
+from tests.analysis.test_hosts import pod as gpu_pod
+from tests.conftest import run_cli
+
+US = 1_000_000
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+
+
+def _tpu_pod(root: Path, hosts: int = 3) -> Path:
+    """TPU hosts with two chips each, steps, copies both ways, some not hidden (SYNTHETIC)."""
+    for h in range(hosts):
+        t = SyntheticTrace(host=f"tpu-{h}")
+        for chip in range(2):
+            d = t.tpu(chip, async_line=(chip == 0))
+            for s in range(4):
+                t0 = (5 + 500 * s) * US
+                d.op(t0, (200 + 30 * h) * US)
+                d.async_copy("D2H", t0 + 10 * US, t0 + (150 + 40 * h) * US)
+                d.async_copy("H2D", t0 + 260 * US, t0 + 300 * US, dims=(8, 128))
+        for s in range(4):
+            t.step(s, (5 + 500 * s) * US, (5 + 500 * s + 480) * US)
+        t.write_session(root)
+    return root
+
+
+def _no_steps_pod(root: Path) -> Path:
+    """Two GPU hosts, no step annotations, one with no transfers at all (SYNTHETIC)."""
+    for h in range(2):
+        t = SyntheticTrace(host=f"n{h}")
+        g = t.gpu(0)
+        g.kernel(10 * US, 100 * US)
+        if h == 0:
+            g.memcpy("H2D", 50 * US, 200 * US, 1 << 20)
+        t.write_session(root)
+    return root
+
+
+def _canon(result: dict) -> str:
+    return json.dumps(result, sort_keys=True, default=str)
+
+
+@pytest.fixture(scope="module")
+def captures(tmp_path_factory):
+    base = tmp_path_factory.mktemp("pods")
+    return {
+        "gpu pod": gpu_pod(base / "gpu", n=5, slow="host-2"),
+        "tpu pod": _tpu_pod(base / "tpu"),
+        "no steps": _no_steps_pod(base / "nosteps"),
+        **{str(p.relative_to(SAMPLES).parents[2]): p for p in SAMPLES.rglob("*.xplane.pb")},
+    }
+
+
+def test_reduce_equals_one_analysis_of_every_host(captures):
+    for name, path in captures.items():
+        whole = analysis.analyze(read_trace(path))
+        trace, mapped = pod.read_and_analyze(path)
+        assert _canon(mapped) == _canon(whole), name
+        assert len(trace.transfers) == whole["summary"]["transfers"], name
+
+
+def test_thresholds_and_top_reach_the_workers(captures):
+    path = captures["tpu pod"]
+    whole = analysis.analyze(read_trace(path), hidden_threshold=0.5, exposed_threshold=0.3, top=2)
+    _, mapped = pod.read_and_analyze(path, hidden_threshold=0.5, exposed_threshold=0.3, top=2)
+    assert _canon(mapped) == _canon(whole)
+    with pytest.raises(ValueError):
+        pod.read_and_analyze(path, hidden_threshold=0.2, exposed_threshold=0.3)
+
+
+def test_parent_keeps_only_the_worst_steps_compute(captures):
+    path = captures["gpu pod"]
+    full = read_trace(path)
+    trace, result = pod.read_and_analyze(path)
+    assert trace.compute_scope != "all" and 0 < len(trace.compute) < len(full.compute)
+    # Every kept kernel lies in its host's worst step; every host keeps some.
+    for host, rows in trace.compute.groupby("host"):
+        mine = [s for s in result["steps"] if s["host"] == host]
+        worst = max(mine, key=lambda s: (s["exposed_wall_ps"], -s["start_ps"]))
+        assert ((rows["end_ps"] > worst["start_ps"]) & (rows["start_ps"] < worst["end_ps"])).all()
+    assert set(trace.compute["host"]) == set(result["hosts"])
+    # The per-transfer table the figures use was computed from all the compute, per host.
+    table, _ = analysis.transfer_table(full)
+    assert trace.analysed_transfers[0].equals(table)
+    one = next(iter(SAMPLES.rglob("*.xplane.pb")))
+    single, _ = pod.read_and_analyze(one)
+    assert single.compute_scope == "all" and single.compute.equals(read_trace(one).compute)
+
+
+def test_workers_give_the_serial_answer(captures):
+    path = captures["tpu pod"]
+    _, serial = pod.read_and_analyze(path, jobs=1)
+    _, pooled = pod.read_and_analyze(path, jobs=2)
+    assert _canon(serial) == _canon(pooled)
+
+
+def test_html_of_a_pod_report(captures, tmp_path):
+    out = tmp_path / "pod.html"
+    r = run_cli("report", str(captures["gpu pod"]), "--html", str(out), "--jobs", "1")
+    assert r.returncode == 0, r.stderr
+    page = out.read_text()
+    assert "host-2" in page and "Step" in page
