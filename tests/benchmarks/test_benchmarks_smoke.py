@@ -23,3 +23,13 @@ def test_bench_shapes_quick_prints_every_shape():
     assert r.returncode == 0, r.stderr
     for shape in ("many-ops tpu", "id-0 events", "many planes", "pod 2 hosts"):
         assert f"| {shape} |" in r.stdout
+
+
+def test_bench_pod_quick_measures_every_reader():
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_pod.py"), "--quick"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "| gpu 3 hosts x 2,000 device events |" in r.stdout
+    row = next(line for line in r.stdout.splitlines() if line.startswith("| tpu 3 hosts"))
+    # Two spawned workers were seen by the sampler; the single process had none.
+    assert "worker 0 /" not in row.split("|")[5] and "worker 0 /" in row.split("|")[4]
