@@ -45,6 +45,9 @@ def executed_module(trace) -> str | None:
     """The program that ran in the profiled steps: the HLO module with the most device (or
     XLA:CPU) compute time in the capture. Helper programs compiled alongside (RNG seeding,
     `jit__normal`, broadcasts) run before profiling or take no time, so they never win."""
+    times = getattr(trace, "module_time_ps", None)
+    if times:
+        return max(sorted(times), key=lambda k: times[k])
     co = getattr(trace, "compute", None)
     if co is None or not len(co) or "hlo_module" not in co:
         return None

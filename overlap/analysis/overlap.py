@@ -301,17 +301,19 @@ def _bucket(count: int, nbytes: int, span: int, hidden: int) -> dict[str, Any]:
 def _grouped(t: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     # One-hot class columns so the class counts are plain vectorized sums per group.
     cls = t["class"].to_numpy(dtype=object)
-    t = t.assign(**{label: (cls == label).astype(np.int64) for label in (HIDDEN, PARTIAL, EXPOSED)})
+    pageable = t["pageable"].to_numpy(dtype=bool)
+    t = t.assign(**{label: (cls == label).astype(np.int64) for label in (HIDDEN, PARTIAL, EXPOSED)},
+                 zero_length=(t["span_ps"].to_numpy() == 0).astype(np.int64),
+                 pageable_transfers=pageable.astype(np.int64),
+                 pageable_bytes=np.where(pageable, t["bytes"].to_numpy(np.int64), 0))
     g = t.groupby(by, sort=True, dropna=False)
     out = g.agg(count=("span_ps", "size"), bytes=("bytes", "sum"), span_ps=("span_ps", "sum"),
                 hidden_ps=("hidden_ps", "sum"), hidden=(HIDDEN, "sum"),
-                partial=(PARTIAL, "sum"), exposed=(EXPOSED, "sum"))
+                partial=(PARTIAL, "sum"), exposed=(EXPOSED, "sum"),
+                zero_length=("zero_length", "sum"),
+                pageable_transfers=("pageable_transfers", "sum"),
+                pageable_bytes=("pageable_bytes", "sum"))
     return out.reset_index()
-
-
-def _class_counts(t: pd.DataFrame) -> dict[str, int]:
-    cls = t["class"].to_numpy(dtype=object)
-    return {label: int((cls == label).sum()) for label in (HIDDEN, PARTIAL, EXPOSED)}
 
 
 def _records(df: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
@@ -461,60 +463,84 @@ def analyze(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
       ValueError: if not `0 <= exposed_threshold < hidden_threshold <= 1`.
     """
     part = host_part(trace, hidden_threshold=hidden_threshold,
-                     exposed_threshold=exposed_threshold)
+                     exposed_threshold=exposed_threshold, top=top)
     return reduce_parts([part], top=top)
 
 
 def host_part(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
-              exposed_threshold: float = DEFAULT_EXPOSED_THRESHOLD) -> dict[str, Any]:
+              exposed_threshold: float = DEFAULT_EXPOSED_THRESHOLD,
+              top: int = DEFAULT_TOP) -> dict[str, Any]:
     """The map step: everything `reduce_parts` needs from one host's trace (or several).
 
     Every interval operation (coverage, hidden time, per-step exposed wall time) runs per
     (host, device) on that host's clock, so it happens here, where the host's compute events
-    are; what is left is one row per transfer and one per step, which the reducer only sums,
-    sorts and counts. The part holds no compute events: a pod's parts together stay far
-    smaller than its traces (see `overlap.analysis.pod`).
+    are. What leaves is compact: transfer sums per (host, device, direction, HLO op), the
+    `top` most exposed transfers, one row per step and a few counts; no event of any kind.
     """
+    return host_part_and_table(trace, hidden_threshold=hidden_threshold,
+                               exposed_threshold=exposed_threshold, top=top)[0]
+
+
+def host_part_and_table(trace, *, hidden_threshold: float, exposed_threshold: float,
+                        top: int) -> tuple[dict[str, Any], pd.DataFrame]:
+    """`host_part`, and the per-transfer table it was built from (`transfer_table`)."""
     _check_thresholds(hidden_threshold, exposed_threshold)
     table, coverages = transfer_table(trace, hidden_threshold=hidden_threshold,
                                       exposed_threshold=exposed_threshold)
     rows, unassigned = _step_rows(trace, table, coverages)
+    order = np.lexsort((table["start_ps"].to_numpy(), -table["exposed_ps"].to_numpy()))
+    # `pos` keeps this part's row order, which the reducer needs to break ties as one sort
+    # over all hosts would.
+    worst = table.iloc[order[: max(top, 0)]].assign(pos=order[: max(top, 0)])
     return {
-        "table": table, "steps": rows, "unassigned": unassigned,
+        "groups": _grouped(table, list(GROUP_KEYS)), "top": worst, "top_n": top,
+        "steps": rows, "unassigned": unassigned,
         "backend": trace.backend, "synthetic": bool(trace.synthetic),
         "sources": [str(s) for s in trace.sources],
         "capture_hosts": sorted(trace.capture or ()),
         "compute_events": int(len(trace.compute)),
         "thresholds": (hidden_threshold, exposed_threshold),
-    }
+    }, table
 
 
-def _sorted_table(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    """Parts' tables in the order one read of all files gives: stable by (host, device, start)."""
-    if len(tables) == 1:
-        return tables[0]
-    t = pd.concat(tables, ignore_index=True)
+# The finest grouping a part keeps; every aggregate of the result is a sum over these groups.
+GROUP_KEYS = ("host", "device", "direction", "hlo_op")
+_SUMS = ("count", "bytes", "span_ps", "hidden_ps", HIDDEN, PARTIAL, EXPOSED, "zero_length",
+         "pageable_transfers", "pageable_bytes")
+
+
+def _regroup(groups: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    return groups.groupby(by, sort=True, dropna=False)[list(_SUMS)].sum().reset_index()
+
+
+def _top_rows(parts: list[dict[str, Any]], top: int) -> pd.DataFrame:
+    """The `top` most exposed transfers over all parts, ties broken as one global sort would
+    (by start, then host, then the row's place in its host's table)."""
+    t = pd.concat([p["top"] for p in parts], ignore_index=True)
     if len(t) < 2:
         return t
     h, _ = pd.factorize(t["host"], sort=True)
-    d, _ = pd.factorize(t["device"], sort=True)
-    order = np.lexsort((t["start_ps"].to_numpy(np.int64), d, h))
-    return t.take(order).reset_index(drop=True)
+    order = np.lexsort((t["pos"].to_numpy(), h, t["start_ps"].to_numpy(),
+                        -t["exposed_ps"].to_numpy()))
+    return t.take(order[: max(top, 0)])
 
 
 def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict[str, Any]:
     """The reduce step: one result from the parts of disjoint hosts (`host_part`).
 
     Exact: the same numbers as `analyze` on one trace holding all the hosts, because every
-    cross-host number is a sum, a count, a maximum or a sort of per-transfer and per-step rows.
+    cross-host number is a sum or count over the parts' groups, a maximum over step rows, or a
+    merge of per-part top lists (a global top `top` is inside the union of per-part tops).
     """
     if not parts:
         raise ValueError("reduce_parts needs at least one part")
     thresholds = {p["thresholds"] for p in parts}
     if len(thresholds) != 1:
         raise ValueError(f"parts analysed with different thresholds: {sorted(thresholds)}")
+    if any(p["top_n"] < top for p in parts):
+        raise ValueError(f"parts kept fewer than top={top} transfers")
     hidden_threshold, exposed_threshold = thresholds.pop()
-    table = _sorted_table([p["table"] for p in parts])
+    groups = pd.concat([p["groups"] for p in parts], ignore_index=True)
     from overlap.trace.reader import combined_backend
 
     backend = combined_backend([p["backend"] for p in parts])
@@ -522,40 +548,36 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     step_rows = [r for p in parts for r in p["steps"]]
     step_rows.sort(key=lambda r: r["host"])  # stable: each host's steps keep their order
     capture_hosts = sorted({h for p in parts for h in p["capture_hosts"]})
-    status, reason = _status(backend, compute_events, len(table))
-    n = len(table)
-    span = int(table["span_ps"].sum())
-    hidden = int(table["hidden_ps"].sum())
-    nbytes = int(table["bytes"].sum())
-    pageable = table["pageable"].to_numpy(dtype=bool)
-    pageable_bytes = int(table["bytes"].to_numpy()[pageable].sum())
+    n = int(groups["count"].sum())
+    status, reason = _status(backend, compute_events, n)
+    span = int(groups["span_ps"].sum())
+    hidden = int(groups["hidden_ps"].sum())
+    nbytes = int(groups["bytes"].sum())
+    pageable_bytes = int(groups["pageable_bytes"].sum())
 
     summary = {"transfers": n, **_bucket(n, nbytes, span, hidden)}
     del summary["count"]
-    summary.update(_class_counts(table))
-    summary["zero_length"] = int((table["span_ps"] == 0).sum())
-    summary["pageable_transfers"] = int(pageable.sum())
+    summary.update({c: int(groups[c].sum()) for c in (HIDDEN, PARTIAL, EXPOSED)})
+    summary["zero_length"] = int(groups["zero_length"].sum())
+    summary["pageable_transfers"] = int(groups["pageable_transfers"].sum())
     summary["pageable_bytes"] = pageable_bytes
     summary["pageable_share"] = pageable_bytes / nbytes if nbytes else 0.0
-    summary["devices"] = int(table.groupby(["host", "device"]).ngroups) if n else 0
+    summary["devices"] = int(groups.groupby(["host", "device"], dropna=False).ngroups) if n else 0
 
     by_direction = {}
     for d in DIRECTIONS:
-        sub = table[table["direction"] == d]
-        b = _bucket(len(sub), int(sub["bytes"].sum()), int(sub["span_ps"].sum()),
+        sub = groups[groups["direction"] == d]
+        b = _bucket(int(sub["count"].sum()), int(sub["bytes"].sum()), int(sub["span_ps"].sum()),
                     int(sub["hidden_ps"].sum()))
-        b.update(_class_counts(sub))
+        b.update({c: int(sub[c].sum()) for c in (HIDDEN, PARTIAL, EXPOSED)})
         by_direction[d] = b
 
-    dev = _grouped(table, ["host", "device"])
-    by_device = _records(dev, ["host", "device"])
-    by_host_direction = _records(_grouped(table, ["host", "direction"]), ["host", "direction"])
-    ops = _grouped(table, ["hlo_op", "direction"])
-    op_rows = _records(ops, ["hlo_op", "direction"])
+    by_device = _records(_regroup(groups, ["host", "device"]), ["host", "device"])
+    by_host_direction = _records(_regroup(groups, ["host", "direction"]), ["host", "direction"])
+    op_rows = _records(_regroup(groups, ["hlo_op", "direction"]), ["hlo_op", "direction"])
     op_rows.sort(key=lambda r: (-r["exposed_ps"], r["hlo_op"], r["direction"]))
 
-    order = np.lexsort((table["start_ps"].to_numpy(), -table["exposed_ps"].to_numpy()))
-    worst = table.iloc[order[: max(top, 0)]]
+    worst = _top_rows(parts, top)
     top_rows = [{
         "host": r["host"], "device": r["device"], "direction": r["direction"],
         "hlo_op": r["hlo_op"], "start_ps": int(r["start_ps"]), "span_ps": int(r["span_ps"]),

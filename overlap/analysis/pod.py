@@ -6,23 +6,27 @@ A TPU pod or a multi-node GPU job writes one `.xplane.pb` per host per session (
 * **map** (`analyze_host_file`, one call per host file, in `jobs` spawned processes, on a Dask
   cluster, or in this process): read the file (`overlap.trace.reader.read_host_file`), run every
   interval operation of the analysis on it (`overlap.analysis.overlap.host_part`: coverage,
-  hidden time, per-step exposed wall time, all per (host, device) on that host's clock), and
-  return the part plus the host's small tables. The host's compute events, by far its largest
-  table, stay in the worker except those inside its worst step (the one the HTML report's step
-  timeline draws).
-* **reduce** (`overlap.analysis.overlap.reduce_parts`, here): sums, counts, maxima and sorts of
-  per-transfer and per-step rows. Exact: the result equals `analyze(read_trace(all files))`
-  number for number (tests check this on every capture shape they have).
+  hidden time, per-step exposed wall time, all per (host, device) on that host's clock) and
+  return a compact part: transfer sums per (host, device, direction, HLO op), the `top` most
+  exposed transfers, one row per step. Of the host's events only those the report's figures
+  draw travel back: compute, transfers and allocator events inside the host's worst step (the
+  step the HTML timeline shows), each allocator's peak row, per-module compute time, and the
+  small tables (devices, lines, HLO modules, capture facts).
+* **reduce** (`overlap.analysis.overlap.reduce_parts`, here): sums and counts over the groups,
+  maxima over step rows, a merge of the top lists. Exact: the result equals
+  `analyze(read_trace(all files))` number for number (tests check this on every capture shape
+  they have, and the benchmark's 64-host files).
 
-With one host file the same code runs with one part and every compute event is kept, so a
-single-host report is unchanged. Memory: a worker peaks at about the reader's factor times its
-host file (see `benchmarks/README.md`); the parent holds the parts (one row per transfer and per
-step, allocator events, HLO modules) and the worst steps' compute, not the capture's total.
+With one host file the same code runs with one part and every event is kept, so a single-host
+report is unchanged. Memory: a worker peaks at about the reader's factor times its host file;
+the parent holds per host a few groups, `top` rows, one row per step and one step's events, not
+the capture's total (numbers in `benchmarks/README.md`, "Pods").
 
-Blind spot: with several host files the returned `Trace.compute` covers only those worst-step
-windows (`Trace.compute_scope` says so); anything drawn from it for another step would be
-incomplete, which is why `overlap report --html` draws the worst step. `read_trace` still
-returns every event of every host for callers that want them (the dashboard, `inspect`).
+Blind spot: with several host files the returned `Trace`'s event tables cover only the worst
+steps (`Trace.compute_scope` says so, and the HTML report repeats it), so figures drawn from it
+for another step, or a transfer-gate offender list outside those steps, would be incomplete.
+`read_trace` still returns every event of every host for callers that want them (the dashboard,
+`inspect`).
 """
 
 from __future__ import annotations
@@ -38,32 +42,87 @@ from overlap.analysis import overlap as analysis
 
 
 def analyze_host_file(f: str | os.PathLike, hidden_threshold: float, exposed_threshold: float,
-                      keep_compute: bool) -> dict[str, Any]:
-    """The map step for one host file: `{"tables": ..., "part": ...}` (picklable)."""
+                      top: int, keep_all: bool) -> dict[str, Any]:
+    """The map step for one host file: `{"tables": ..., "part": ..., ...}` (picklable).
+
+    With `keep_all` False (several host files), the tables keep only the events the views
+    draw: compute, transfers and allocator events inside the host's worst step (see `_keep`).
+    """
     from overlap.trace.reader import combine_parts, read_host_file
 
     f = Path(f)
     tables = read_host_file(f)
     trace = combine_parts([tables], [f])
-    part = analysis.host_part(trace, hidden_threshold=hidden_threshold,
-                              exposed_threshold=exposed_threshold)
-    # combine_parts sorted compute; the worst-step cut (or the whole) is taken from that order.
-    tables["compute"] = trace.compute if keep_compute else _worst_step_compute(
-        trace.compute, part["steps"])
-    tables["transfers"] = trace.transfers
-    return {"tables": tables, "part": part}
+    part, table = analysis.host_part_and_table(
+        trace, hidden_threshold=hidden_threshold, exposed_threshold=exposed_threshold, top=top)
+    out = {"part": part, "table": table, "module_time_ps": None}
+    tables["transfers"], tables["compute"] = trace.transfers, trace.compute  # sorted
+    if not keep_all:
+        out["module_time_ps"] = _module_time(trace.compute)
+        lo, hi = _worst_window(part["steps"])
+        keep_t = _inside(trace.transfers, "start_ps", "end_ps", lo, hi)
+        out["table"] = table[keep_t].reset_index(drop=True)  # same row order as transfers
+        tables["transfers"] = trace.transfers[keep_t].reset_index(drop=True)
+        tables["compute"] = trace.compute[_inside(trace.compute, "start_ps", "end_ps", lo, hi)
+                                          ].reset_index(drop=True)
+        tables["memory"] = _kept_memory(tables["memory"], lo, hi)
+    out["tables"] = tables
+    return out
 
 
-def _worst_step_compute(compute, steps: list[dict[str, Any]]):
-    """Compute events overlapping the step with the most exposed wall time (ties: earliest),
-    the rule `overlap.report.rundata.default_step` uses to pick the step it draws."""
+def _worst_window(steps: list[dict[str, Any]]) -> tuple[int, int]:
+    """The window of the step with the most exposed wall time (ties: the earliest), the rule
+    `overlap.report.rundata.default_step` uses to pick the step it draws; empty without steps."""
     if not steps:
-        return compute.iloc[:0]
+        return 0, 0
     worst = max(steps, key=lambda s: (s["exposed_wall_ps"], -s["start_ps"]))
-    s = compute["start_ps"].to_numpy(np.int64)
-    e = compute["end_ps"].to_numpy(np.int64)
-    keep = (e > worst["start_ps"]) & (s < worst["end_ps"])
-    return compute[keep].reset_index(drop=True)
+    return int(worst["start_ps"]), int(worst["end_ps"])
+
+
+def _inside(df, start: str, end: str, lo: int, hi: int) -> np.ndarray:
+    s = df[start].to_numpy(np.int64)
+    e = df[end].to_numpy(np.int64)
+    return ((e > lo) | (s >= lo)) & (s < hi) if hi > lo else np.zeros(len(df), bool)
+
+
+def _kept_memory(mem, lo: int, hi: int):
+    """Allocator events in the window, plus each allocator's peak-in-use row, so that the
+    allocator peak (`overlap.analysis.memory.peak_memory`) stays exact."""
+    if not len(mem):
+        return mem
+    t = mem["time_ps"].to_numpy(np.int64)
+    keep = (t >= lo) & (t < hi) if hi > lo else np.zeros(len(mem), bool)
+    if "peak_bytes_in_use" in mem:
+        peak = mem["peak_bytes_in_use"]
+        keys = [mem["device"].astype(object).fillna("").astype(str),
+                mem["allocator"].astype(object).fillna("").astype(str)]
+        best = peak.groupby(keys, sort=False).idxmax().dropna()
+        keep[mem.index.get_indexer(best.to_numpy())] = True
+    return mem[keep].reset_index(drop=True)
+
+
+def _module_time(compute) -> dict[str, int]:
+    """Compute time per HLO module (what `executed_module` ranks), before compute is cut."""
+    if not len(compute) or "hlo_module" not in compute:
+        return {}
+    dur = (compute["end_ps"] - compute["start_ps"]).clip(lower=0)
+    mod = compute["hlo_module"].astype(object)
+    by = dur.groupby(mod.where(mod.notna(), None), dropna=True).sum()
+    return {str(k): int(v) for k, v in by.items() if isinstance(k, str) and k}
+
+
+def _sorted_rows(tables: list) -> Any:
+    """Per-host tables in the order one read of all files gives: stable by (host, device,
+    start), as `overlap.trace.reader.combine_parts` sorts the reader's transfers."""
+    import pandas as pd
+
+    t = pd.concat(tables, ignore_index=True)
+    if len(t) < 2:
+        return t
+    h, _ = pd.factorize(t["host"], sort=True)
+    d, _ = pd.factorize(t["device"], sort=True)
+    order = np.lexsort((t["start_ps"].to_numpy(np.int64), d, h))
+    return t.take(order).reset_index(drop=True)
 
 
 def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, jobs: int = 1,
@@ -83,7 +142,7 @@ def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, job
     files = [Path(f) for f in _find_files(path, session)]
     single = len(files) == 1
     fn = functools.partial(analyze_host_file, hidden_threshold=hidden_threshold,
-                           exposed_threshold=exposed_threshold, keep_compute=single)
+                           exposed_threshold=exposed_threshold, top=top, keep_all=single)
     if scheduler:
         outs = map_hosts_dask(files, scheduler, fn)
     elif jobs > 1 and len(files) > 1:
@@ -93,13 +152,19 @@ def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, job
         for f in files:  # serial: one host's events at a time, the parts accumulate
             outs.append(fn(str(f)))
     trace = combine_parts([o["tables"] for o in outs], files)
+    result = analysis.reduce_parts([o["part"] for o in outs], top=top)
     if not single:
-        trace.compute_scope = (
-            f"{len(files)} host files: compute events kept only inside each host's worst step "
-            "(every event was analysed, host by host)")
-    parts = [o["part"] for o in outs]
-    result = analysis.reduce_parts(parts, top=top)
-    if not single:
-        trace.analysed_transfers = (analysis._sorted_table([p["table"] for p in parts]),
+        trace.compute_scope = COMPUTE_SCOPE.format(hosts=len(files))
+        trace.analysed_transfers = (_sorted_rows([o["table"] for o in outs]),
                                     (hidden_threshold, exposed_threshold))
+        times: dict[str, int] = {}
+        for o in outs:
+            for k, v in (o["module_time_ps"] or {}).items():
+                times[k] = times.get(k, 0) + v
+        trace.module_time_ps = times
     return trace, result
+
+
+COMPUTE_SCOPE = (
+    "{hosts} host files: the figures draw the events of each host's worst step only (compute, "
+    "transfers, allocator events); every number was computed from all events, host by host")

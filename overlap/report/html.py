@@ -114,6 +114,9 @@ def write_html(result: dict[str, Any], trace, path: str | os.PathLike,
     from overlap.report import rundata as data
 
     name = _run_name(trace, manifest, "this run")
+    scope = getattr(trace, "compute_scope", "all")
+    if scope != "all":  # a multi-host read (overlap.analysis.pod): say what the figures hold
+        result = {**result, "notes": [*result.get("notes", []), scope]}
     d = data.run_data(trace, result, manifest)
     step = data.default_step(d)
     figs = figures.run_figures(d, step)

@@ -155,6 +155,9 @@ class Trace:
     # Set by that multi-host read: the per-transfer analysis table (overlap.analysis.overlap.
     # transfer_table) computed on each host's worker from all its compute, with its thresholds.
     analysed_transfers: Any = None
+    # Set by that multi-host read: compute time per HLO module over all events (for
+    # overlap.analysis.memory.executed_module, which would otherwise rank the kept ones).
+    module_time_ps: dict[str, int] | None = None
 
     @property
     def hosts(self) -> list[str]:

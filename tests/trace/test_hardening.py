@@ -132,7 +132,8 @@ def test_cli_crash_is_exit_4_and_one_line(tmp_path, monkeypatch, capsys):
     def boom(*a, **k):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(analysis, "analyze", boom)
+    # reduce_parts is on every path of `check` (one host or a pod), so a bug there must surface.
+    monkeypatch.setattr(analysis, "reduce_parts", boom)
     monkeypatch.delenv("OVERLAP_DEBUG", raising=False)
     assert main(["check", str(_gpu(tmp_path))]) == 4
     err = capsys.readouterr().err.strip().splitlines()
