@@ -91,9 +91,11 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def _write(path: str, text: str, what: str) -> None:
+def _write(path: str, text, what: str) -> None:
+    """Write `text` (a string, or a function writing to the open file) to `path`."""
     try:
-        Path(path).write_text(text)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text) if isinstance(text, str) else text(f)
     except OSError as e:
         raise InputError(path, f"cannot write {what}: {e.strerror or e}") from None
 
@@ -171,12 +173,12 @@ def run(args: argparse.Namespace) -> int:
 
     human = render.text(result, outcome)
     if args.json == "-":
-        sys.stdout.write(render.to_json(result, outcome))
+        render.write_json(sys.stdout, result, outcome)
         print(human, file=sys.stderr)
     else:
         print(human)
         if args.json:
-            _write(args.json, render.to_json(result, outcome), "JSON report")
+            _write(args.json, lambda f: render.write_json(f, result, outcome), "JSON report")
     if args.junit:
         _write(args.junit, render.junit(result, outcome), "JUnit XML")
     summary = os.environ.get("GITHUB_STEP_SUMMARY")

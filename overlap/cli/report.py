@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
                    baseline_trace=baseline_trace, baseline_manifest=baseline_manifest)
         print(f"wrote {args.html}", file=sys.stderr)
     if args.json:
-        sys.stdout.write(render.to_json(result))
+        render.write_json(sys.stdout, result)
     else:
         print(render.text(result))
         if offload is not None:

@@ -141,6 +141,15 @@ def to_json(result: dict[str, Any], outcome: dict[str, Any] | None = None) -> st
     return json.dumps(payload, indent=2, allow_nan=False) + "\n"
 
 
+def write_json(fp, result: dict[str, Any], outcome: dict[str, Any] | None = None) -> None:
+    """`to_json`, streamed to the text file `fp`. Why: `json.dumps(indent=...)` joins a list of
+    every small chunk of the text; a pod's result (hundreds of thousands of step rows) made that
+    list, not the analysis, the largest thing in memory."""
+    payload = result if outcome is None else {"check": outcome, "analysis": result}
+    json.dump(payload, fp, indent=2, allow_nan=False)
+    fp.write("\n")
+
+
 def junit(result: dict[str, Any], outcome: dict[str, Any]) -> str:
     """JUnit XML: one testcase per check, so CI systems list each gate separately."""
     checks = outcome["checks"]

@@ -62,8 +62,10 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from overlap.errors import InputError
-from overlap.trace.wire import (INVALID_EVENTS, PAD, TIME_LIMIT_PS, Cols, Corrupt, as_id, LineEvents, Plane, PlaneView, as_int, map_unique,
-                                 padded, parse_space, per_mid, stat_column)
+from overlap.trace.wire import (INVALID_EVENTS, PAD, TIME_LIMIT_PS, Cols, Corrupt, LineEvents,
+                                 Plane, PlaneGroup, PlaneView, as_id, as_int, groupable,
+                                 map_unique, merge_lines, padded, parse_space, per_mid,
+                                 stat_column)
 from overlap.trace.protos import XSpace
 
 # ---------------------------------------------------------------------------------------------
@@ -555,6 +557,7 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
     synthetic = any(SYNTHETIC_MARK in w for w in xs.warnings)
     backend = "cpu"
     cpu_compute_seen = False
+    gpu_planes: list[tuple[Plane, str]] = []
 
     for plane in planes:
         P = Plane(plane)
@@ -569,7 +572,7 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
             backend = "gpu"
             device = f"GPU:{m.group(1)}"
             _device_row(devs, host, device, plane, P)
-            _read_gpu_plane(P, device, host, line_base_ps, tr, co)
+            gpu_planes.append((P, device))
         elif m := TPU_PLANE_RE.match(plane.name):
             if backend != "gpu":
                 backend = "tpu"
@@ -597,6 +600,8 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
         elif plane.name == TASK_ENV_PLANE:
             continue
 
+    # After the loop: small lines of many GPU planes are read together.
+    _read_gpu_planes(gpu_planes, host, line_base_ps, tr, co)
     keep_compute = None
     if backend != "cpu":
         # XLA:CPU thunks on the host of a GPU/TPU program are host work, not device compute.
@@ -637,65 +642,130 @@ def _device_row(devs, host, device, plane, P: Plane) -> None:
     devs["compute_capability"].append(f"{major}.{minor}" if major is not None else None)
 
 
-def _read_gpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) -> None:
-    memcpy_mids = {k: MEMCPY_DIRECTIONS[md.name] for k, md in P.meta.items()
-                   if md.name in MEMCPY_DIRECTIONS}
-    graph_mids = {k for k, md in P.meta.items() if md.name.startswith("CudaGraphExec")}
-    # Metadata-level kernel_details also makes a kernel (stats merge event over metadata).
-    kd_meta = {k for k in P.meta.keys() if "kernel_details" in P.meta_stats(k)}
+# Lines with fewer events than this are read together with other planes' small lines (one
+# `LineEvents` per segment of up to _SEGMENT events): numpy's fixed cost per call would otherwise
+# make a capture of thousands of few-event planes take seconds per thousand planes.
+_SMALL_LINE = 512
+_SEGMENT = 1 << 16
+
+
+def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Cols,
+                     co: Cols) -> None:
+    """All GPU planes of one file: `items` is (plane, device name) per plane."""
+    details_cache: dict[Any, tuple] = {}
+    pending: list[tuple[int, Any]] = []  # (index into items, line): small lines to merge
+    n_pending = 0
+
+    def flush():
+        nonlocal n_pending
+        if not pending:
+            return
+        used = sorted({i for i, _ in pending})
+        where = {i: j for j, i in enumerate(used)}
+        G = PlaneGroup([items[i][0] for i in used])
+        ns = np.array([ln.n_events for _, ln in pending], np.int64)
+        rep = functools.partial(np.repeat, repeats=ns)
+        plane_of = rep(np.array([where[i] for i, _ in pending], np.int64))
+        base = rep(np.array([line_base_ps(ln) for _, ln in pending], np.int64))
+        device = rep(np.array([items[i][1] for i, _ in pending], object))
+        stream = rep(np.array([ln.id for _, ln in pending], np.int64))
+        name = rep(np.array([ln.name for _, ln in pending], object))
+        seg = merge_lines([ln for _, ln in pending])
+        pending.clear()
+        n_pending = 0
+        ev = LineEvents(seg, base, plane_of=plane_of)
+        if ev.n:
+            _gpu_events(G, _gpu_meta_kinds(G), ev, ev.kept(device), ev.kept(stream),
+                        ev.kept(name), host, tr, co, details_cache)
+
+    for i, (P, device) in enumerate(items):
+        small = groupable(P)
+        kinds = None
+        for line in P.plane.lines:
+            if not line.n_events:
+                continue
+            if small and line.n_events < _SMALL_LINE:
+                pending.append((i, line))
+                n_pending += line.n_events
+                if n_pending >= _SEGMENT:
+                    flush()
+                continue
+            ev = LineEvents(line, line_base_ps(line))
+            if ev.n:
+                kinds = kinds or _gpu_meta_kinds(P)
+                _gpu_events(P, kinds, ev, device, line.id, line.name, host, tr, co,
+                            details_cache)
+            del ev  # before the next line's arrays exist
+    flush()
+
+
+def _gpu_meta_kinds(P) -> tuple[dict[int, str], list[int]]:
+    """(memcpy metadata id -> direction, ids whose events are kernels whatever their stats)."""
+    memcpy_mids, kernel_mids = {}, []
+    for k, md in P.meta_items():
+        if md.name in MEMCPY_DIRECTIONS:
+            memcpy_mids[k] = MEMCPY_DIRECTIONS[md.name]
+        elif md.name.startswith("CudaGraphExec"):
+            kernel_mids.append(k)
+        # Metadata-level kernel_details also makes a kernel (stats merge event over metadata).
+        elif len(md.stats) and "kernel_details" in P.meta_stats(k):
+            kernel_mids.append(k)
+    return memcpy_mids, kernel_mids
+
+
+def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: Cols, co: Cols,
+                details_cache: dict) -> None:
+    """Transfers and kernels of one line (or one merged segment: `P` is then a `PlaneGroup`,
+    and `device`, `stream` and `line_name` are per-event arrays)."""
+    def pick(v, idx):
+        return v[idx] if isinstance(v, np.ndarray) else v
+
+    memcpy_mids, kernel_mids = kinds
     kd_sids = P.stat_ids.get("kernel_details", [])
-    details_cache: dict[Any, dict[str, str]] = {}
-    for line in P.plane.lines:
-        if not line.n_events:
-            continue
-        ev = LineEvents(line, line_base_ps(line))
-        if not ev.n:
-            continue
-        mids = ev.mids
-        is_mc = np.isin(mids, list(memcpy_mids)) if memcpy_mids else np.zeros(ev.n, bool)
-        # Per event, never per line or per metadata alone: any event may carry kernel_details.
-        is_k = ~is_mc & (ev.has_stat(kd_sids) | np.isin(mids, list(kd_meta | graph_mids)))
-        idx = np.flatnonzero(is_mc)
-        if idx.size:
-            det_raw = stat_column(P, ev, idx, "memcpy_details")
-            # (bytes, src kind, dst kind, async) once per distinct details value
-            keys = [d if isinstance(d, (str, bytes)) or d is None else str(d)
-                    for d in det_raw.tolist()]
-            codes, uniq = pd.factorize(pd.Series(keys, dtype=object))  # None -> -1
-            facts = []
-            for d in uniq.tolist() + [None]:
-                got = details_cache.get(d)
-                if got is None:
-                    det = parse_details(d)
-                    a = det.get("async")
-                    size = as_int(det.get("size"))
-                    if size is not None and not 0 <= size < (1 << 53):
-                        size = None  # no byte count a copy can have: unknown, never negative
-                    got = details_cache[d] = (size or 0,
-                                              det.get("kind_src", "unknown"),
-                                              det.get("kind_dst", "unknown"),
-                                              None if a is None else a == "1")
-                facts.append(got)
-            fcols = [np.array([f[j] for f in facts] + [None], object)[:-1] for j in range(4)]
-            codes = np.where(codes < 0, len(facts) - 1, codes)
-            tr.add(len(idx), host=host, device=device,
-                   direction=per_mid(mids[idx], memcpy_mids.get),
-                   start_ps=ev.starts[idx], end_ps=ev.starts[idx] + ev.durs[idx],
-                   bytes=fcols[0][codes].astype(np.int64),
-                   src_kind=fcols[1][codes], dst_kind=fcols[2][codes],
-                   **{"async": fcols[3][codes]},
-                   stream=line.id, line=line.name,
-                   hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
-                   hlo_module=stat_column(P, ev, idx, "hlo_module"),
-                   program_id=map_unique(stat_column(P, ev, idx, "program_id"), as_id))
-        idx = np.flatnonzero(is_k)
-        if idx.size:
-            co.add(len(idx), host=host, device=device, start_ps=ev.starts[idx],
-                   end_ps=ev.starts[idx] + ev.durs[idx], name=per_mid(mids[idx], P.name),
-                   hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
-                   hlo_module=stat_column(P, ev, idx, "hlo_module"),
-                   stream=line.id, line=line.name)
-        del ev, mids, is_mc, is_k, idx  # before the next line's arrays exist
+    mids = ev.mids
+    is_mc = np.isin(mids, list(memcpy_mids)) if memcpy_mids else np.zeros(ev.n, bool)
+    # Per event, never per line or per metadata alone: any event may carry kernel_details.
+    is_k = ~is_mc & (ev.has_stat(kd_sids) | np.isin(mids, kernel_mids))
+    idx = np.flatnonzero(is_mc)
+    if idx.size:
+        det_raw = stat_column(P, ev, idx, "memcpy_details")
+        # (bytes, src kind, dst kind, async) once per distinct details value
+        keys = [d if isinstance(d, (str, bytes)) or d is None else str(d)
+                for d in det_raw.tolist()]
+        codes, uniq = pd.factorize(pd.Series(keys, dtype=object))  # None -> -1
+        facts = []
+        for d in uniq.tolist() + [None]:
+            got = details_cache.get(d)
+            if got is None:
+                det = parse_details(d)
+                a = det.get("async")
+                size = as_int(det.get("size"))
+                if size is not None and not 0 <= size < (1 << 53):
+                    size = None  # no byte count a copy can have: unknown, never negative
+                got = details_cache[d] = (size or 0,
+                                          det.get("kind_src", "unknown"),
+                                          det.get("kind_dst", "unknown"),
+                                          None if a is None else a == "1")
+            facts.append(got)
+        fcols = [np.array([f[j] for f in facts] + [None], object)[:-1] for j in range(4)]
+        codes = np.where(codes < 0, len(facts) - 1, codes)
+        tr.add(len(idx), host=host, device=pick(device, idx),
+               direction=per_mid(mids[idx], memcpy_mids.get),
+               start_ps=ev.starts[idx], end_ps=ev.starts[idx] + ev.durs[idx],
+               bytes=fcols[0][codes].astype(np.int64),
+               src_kind=fcols[1][codes], dst_kind=fcols[2][codes],
+               **{"async": fcols[3][codes]},
+               stream=pick(stream, idx), line=pick(line_name, idx),
+               hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
+               hlo_module=stat_column(P, ev, idx, "hlo_module"),
+               program_id=map_unique(stat_column(P, ev, idx, "program_id"), as_id))
+    idx = np.flatnonzero(is_k)
+    if idx.size:
+        co.add(len(idx), host=host, device=pick(device, idx), start_ps=ev.starts[idx],
+               end_ps=ev.starts[idx] + ev.durs[idx], name=per_mid(mids[idx], P.name),
+               hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
+               hlo_module=stat_column(P, ev, idx, "hlo_module"),
+               stream=pick(stream, idx), line=pick(line_name, idx))
 
 
 def _clean_hlo_op(v: Any) -> str | None:

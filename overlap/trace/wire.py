@@ -41,6 +41,9 @@ class Plane:
         self._meta_stats: dict[int, dict[str, Any]] = {}
         self._wanted: dict[tuple, dict[int, str]] = {}
 
+    def meta_items(self):
+        return self.meta.items()
+
     def ids(self, *names: str) -> dict[int, str]:
         """Stat-metadata ids whose name is one of `names` (several ids may share a name)."""
         out = {}
@@ -100,6 +103,76 @@ class Plane:
 
     def plane_stats(self) -> dict[str, Any]:
         return self.stats(self.plane.stats)
+
+
+# Metadata and stat ids of several planes read as one (`PlaneGroup`) become keys
+# `plane index * GROUP_STRIDE + id`. Only planes whose ids all lie in [0, GROUP_STRIDE) are
+# grouped; an event or stat whose id lies outside gets key -1, which names nothing (as an id
+# missing from its plane's metadata does when the plane is read alone).
+GROUP_STRIDE = 1 << 31
+
+
+def _group_keys(plane: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    ids = ids.view(np.int64) if ids.dtype == np.uint64 else ids.astype(np.int64, copy=False)
+    ok = (ids >= 0) & (ids < GROUP_STRIDE)
+    return np.where(ok, plane.astype(np.int64) * GROUP_STRIDE + ids, -1)
+
+
+def groupable(P: Plane) -> bool:
+    """Can this plane's ids be keyed inside a `PlaneGroup`?"""
+    return all(0 <= k < GROUP_STRIDE for k in P.meta.keys()) and \
+        all(0 <= k < GROUP_STRIDE for k in P.stat_names)
+
+
+class PlaneGroup:
+    """Several planes' lookups as one `Plane`, keyed `plane index * GROUP_STRIDE + id`.
+
+    Why: a capture with thousands of device planes of a few events each (one per GPU of a
+    large job, or another producer's layout) would otherwise pay numpy's fixed cost per line,
+    milliseconds per plane. Small lines of many planes are read as one `merge_lines` segment
+    against this group instead.
+    """
+
+    def __init__(self, planes: list[Plane]):
+        self.planes = planes
+        self.stat_names: dict[int, str] = {}
+        self.stat_ids: dict[str, list[int]] = defaultdict(list)
+        for i, P in enumerate(planes):
+            o = i * GROUP_STRIDE
+            for k, name in P.stat_names.items():
+                self.stat_names[o + k] = name
+                self.stat_ids[name].append(o + k)
+
+    def meta_items(self):
+        for i, P in enumerate(self.planes):
+            o = i * GROUP_STRIDE
+            for k, md in P.meta.items():
+                yield o + k, md
+
+    def meta_stats(self, key: int) -> dict[str, Any]:
+        if key < 0:
+            return {}
+        i, k = divmod(key, GROUP_STRIDE)
+        return self.planes[i].meta_stats(k)
+
+    def name(self, key: int) -> str:
+        if key < 0:
+            return ""
+        i, k = divmod(key, GROUP_STRIDE)
+        return self.planes[i].name(k)
+
+
+def merge_lines(lines: list) -> Any:
+    """One segment of several lines' events (of one file's buffer), in the given order, for
+    `LineEvents`; each line's own position arrays are freed."""
+    seg = _Line()
+    seg.buf = lines[0].buf
+    seg.ev_start = np.concatenate([ln.ev_start for ln in lines])
+    seg.ev_end = np.concatenate([ln.ev_end for ln in lines])
+    seg.n_events = len(seg.ev_start)
+    for ln in lines:
+        ln.ev_start = ln.ev_end = None
+    return seg
 
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
@@ -243,6 +316,7 @@ class PlaneView:
 
 
 _CHUNK = 1 << 20  # line bytes per vectorized step of `_event_run` (bounds its temporaries)
+_SMALL_RUN = 1024  # line bytes below which `_event_run` walks the records in Python
 
 
 def _pos_dtype(a: np.ndarray):
@@ -290,6 +364,20 @@ def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list) -> in
     breaks that, a few records are walked in Python and the vectorized step resumes. Appends
     payload (start, end) arrays; returns the position after the run.
     """
+    if e - p < _SMALL_RUN:
+        # A few events (a line of a small plane): numpy's fixed cost per call would dominate.
+        one_s, one_e = [], []
+        while p < e and b[p] == 0x22:
+            ln1, q = _uvarint(b, p + 1)
+            t = q + ln1
+            if t > e:
+                raise Corrupt("field runs past its message")
+            one_s.append(q)
+            one_e.append(t)
+            p = t
+        starts.append(np.array(one_s, _pos_dtype(a)))
+        ends.append(np.array(one_e, _pos_dtype(a)))
+        return p
     chunk = _CHUNK
     while p < e and a[p] == 0x22:
         ce = min(e, p + chunk)
@@ -616,7 +704,10 @@ class LineEvents:
     ask for their stats.
     """
 
-    def __init__(self, line, base_ps: int, skip_mids=None):
+    def __init__(self, line, base_ps, skip_mids=None, plane_of: np.ndarray | None = None):
+        """`base_ps`: the line's origin, or one per event (a `merge_lines` segment);
+        `plane_of`: per event, its plane's index in a `PlaneGroup` (metadata and stat ids then
+        become that group's keys)."""
         self.buf = line.buf  # the whole file's bytes; events are located in place
         start, end = line.ev_start, line.ev_end
         line.ev_start = line.ev_end = None  # each line is read once: free them with this
@@ -670,12 +761,18 @@ class LineEvents:
             agg |= invalid
         keep = ~agg
         self.all_positioned = bool(keep.all())
+        self._keep = None if self.all_positioned else keep
+        if plane_of is not None:
+            mid = _group_keys(plane_of, mid)
         if self.all_positioned:
             self.mids, self.starts, self.durs = mid, off + base_ps, dur
+            self._plane = plane_of
         else:
             self.mids = mid[keep]
-            self.starts = off[keep] + base_ps
+            self.starts = off[keep] + (base_ps[keep] if isinstance(base_ps, np.ndarray)
+                                       else base_ps)
             self.durs = dur[keep]
+            self._plane = None if plane_of is None else plane_of[keep]
         del mid, off, dur
         self.n = len(self.mids)
         ev = np.concatenate(st_ev) if len(st_ev) > 1 else st_ev[0]
@@ -701,6 +798,8 @@ class LineEvents:
                 sids[:] = v.view(np.int64)
             else:
                 sids[:] = self._decode_all()["sid"]
+            if self._plane is not None:
+                sids = _group_keys(self._plane[self._st_ev], sids)
             self._sids = sids
         return self._sids
 
@@ -726,7 +825,15 @@ class LineEvents:
         evs, first = np.unique(self._st_ev[sel], return_index=True)
         rec = sel[first]
         d = _decode_stats(self.buf, self._st_pos[rec], self._st_end[rec])
-        return evs, _stat_objects(self.buf, d, stat_names)
+        plane = None if self._plane is None else self._plane[evs]
+        return evs, _stat_objects(self.buf, d, stat_names, plane)
+
+    def kept(self, per_event: Any) -> Any:
+        """A per-event array of the line(s) given to the constructor, for the events kept here
+        (events with no position or an impossible time are dropped); scalars pass through."""
+        if self._keep is None or not isinstance(per_event, np.ndarray):
+            return per_event
+        return per_event[self._keep]
 
 
 _K_NONE, _K_DOUBLE, _K_U64, _K_I64, _K_STR, _K_BYTES, _K_REF = 0, 2, 3, 4, 5, 6, 7
@@ -799,13 +906,17 @@ def _decode_stats(buf, sp, se) -> dict:
     return {"sid": sid, "kind": kind, "ival": ival, "vpos": vpos}
 
 
-def _stat_objects(buf, d, stat_names: dict[int, str]) -> np.ndarray:
-    """Python values of decoded stats, as `Plane.value` gives them (refs resolved to names)."""
+def _stat_objects(buf, d, stat_names: dict[int, str], plane=None) -> np.ndarray:
+    """Python values of decoded stats, as `Plane.value` gives them (refs resolved to names;
+    with `plane`, each record's plane index in a `PlaneGroup`, refs are that plane's ids)."""
     kind, ival, vpos = d["kind"], d["ival"], d["vpos"]
     out = np.full(len(kind), None, object)
     m = np.flatnonzero(kind == _K_REF)
     if m.size:
-        uniq, inv = np.unique(ival[m], return_inverse=True)
+        ref = ival[m]
+        if plane is not None:
+            ref = _group_keys(plane[m], ref)
+        uniq, inv = np.unique(ref, return_inverse=True)
         names = np.array([stat_names.get(int(u), "") for u in uniq] + [None], object)[:-1]
         out[m] = names[inv]
     m = np.flatnonzero(kind == _K_I64)
