@@ -317,20 +317,29 @@ def _grouped(t: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def _records(df: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
+    # One row per group (devices, ops), not per event; columns to lists once, not per row.
+    c = {k: df[k].tolist() for k in (*keys, "count", "bytes", "span_ps", "hidden_ps",
+                                      HIDDEN, PARTIAL, EXPOSED)}
     rows = []
-    for r in df.itertuples(index=False):  # one row per group (devices, ops), not per event
-        d = r._asdict()
-        row = {k: d[k] for k in keys}
-        row.update(_bucket(d["count"], d["bytes"], d["span_ps"], d["hidden_ps"]))
-        row.update({label: int(d[label]) for label in (HIDDEN, PARTIAL, EXPOSED)})
+    for i in range(len(df)):
+        row = {k: c[k][i] for k in keys}
+        row.update(_bucket(c["count"][i], c["bytes"][i], c["span_ps"][i], c["hidden_ps"][i]))
+        row.update({label: int(c[label][i]) for label in (HIDDEN, PARTIAL, EXPOSED)})
         rows.append(row)
     return rows
 
 
-def _truncated(rows: list[dict[str, Any]], top: int) -> dict[str, Any]:
-    keep = rows[: max(top, 0)]
-    return {"records": keep, "truncated": len(keep) < len(rows), "total_records": len(rows),
-            "returned_records": len(keep)}
+def _most_exposed_ops(groups: pd.DataFrame, top: int) -> dict[str, Any]:
+    """`by_hlo_op`: the `top` (op, direction) rows by exposed time (ties: op, then direction);
+    records are built for those rows only (a capture may have tens of thousands of ops)."""
+    ops = _regroup(groups, ["hlo_op", "direction"])
+    exposed = ops["span_ps"].to_numpy(np.int64) - ops["hidden_ps"].to_numpy(np.int64)
+    op_code, _ = pd.factorize(ops["hlo_op"], sort=True)
+    dir_code, _ = pd.factorize(ops["direction"], sort=True)
+    keep = ops.take(np.lexsort((dir_code, op_code, -exposed))[: max(top, 0)])
+    rows = _records(keep, ["hlo_op", "direction"])
+    return {"records": rows, "truncated": len(rows) < len(ops), "total_records": len(ops),
+            "returned_records": len(rows)}
 
 
 def _step_rows(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], int]:
@@ -574,8 +583,6 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
 
     by_device = _records(_regroup(groups, ["host", "device"]), ["host", "device"])
     by_host_direction = _records(_regroup(groups, ["host", "direction"]), ["host", "direction"])
-    op_rows = _records(_regroup(groups, ["hlo_op", "direction"]), ["hlo_op", "direction"])
-    op_rows.sort(key=lambda r: (-r["exposed_ps"], r["hlo_op"], r["direction"]))
 
     worst = _top_rows(parts, top)
     top_rows = [{
@@ -617,7 +624,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         "by_direction": by_direction,
         "by_device": by_device,
         "by_host_direction": by_host_direction,
-        "by_hlo_op": _truncated(op_rows, top),
+        "by_hlo_op": _most_exposed_ops(groups, top),
         "steps": steps,
         "step_summary": step_summary,
         "top_exposed": top_exposed,

@@ -228,6 +228,7 @@ _DTYPE_BYTES = {
 _ARRAY_SHAPE_RE = re.compile(r"^([a-z0-9]+)\[([0-9,\s]*)\]")
 
 
+@functools.lru_cache(maxsize=1 << 12)  # a few distinct shapes, met once per copy op
 def shape_bytes(shape: str) -> int | None:
     """Bytes of one array shape such as `bf16[2,2048,4096]{2,1,0:S(5)}`."""
     m = _ARRAY_SHAPE_RE.match(shape.strip())
@@ -815,12 +816,14 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
         ev = LineEvents(line, line_base_ps(line))
         mids = ev.mids
         keep = ~ev.has_stat(a_ids) if a_ids else np.ones(ev.n, bool)
-        names = per_mid(mids, instr)
-        bnd = per_mid(mids, lambda m: is_async_boundary(instr(m))).astype(bool)
+        uniq, inv = np.unique(mids, return_inverse=True)  # once per distinct op
+        u_names = [instr(int(m)) for m in uniq]
+        names = np.array(u_names + [None], object)[:-1][inv]
+        bnd = np.array([is_async_boundary(n) for n in u_names], bool)[inv]
         if line.name == "XLA Ops":
-            for i in np.flatnonzero(keep & bnd).tolist():
-                starts_done.append((int(ev.starts[i]), int(ev.starts[i] + ev.durs[i]),
-                                    int(mids[i]), names[i]))
+            b = np.flatnonzero(keep & bnd)
+            starts_done.extend(zip(ev.starts[b].tolist(), (ev.starts[b] + ev.durs[b]).tolist(),
+                                   mids[b].tolist(), names[b].tolist()))
         idx = np.flatnonzero(keep & ~bnd)
         co.add(len(idx), host=host, device=device, start_ps=ev.starts[idx],
                end_ps=ev.starts[idx] + ev.durs[idx], name=names[idx], hlo_op=names[idx],
@@ -863,13 +866,8 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
         # Only metadata (names, metadata stats) decides here: no event stat is ever read.
         ev = LineEvents(async_line, line_base_ps(async_line), skip_mids=P.meta.keys())
 
-        def facts_for(mid: int):
-            text = P.name(mid)
-            if HOST_MEMORY_SPACE not in text or "copy-start" not in text.split(" = ", 1)[-1]:
-                return None
-            return transfer_facts(mid, text)
-
-        facts = per_mid(ev.mids, facts_for)
+        uniq, inv = np.unique(ev.mids, return_inverse=True)  # once per distinct op
+        facts = np.array(_copy_facts_many(P, uniq.tolist()) + [None], object)[:-1][inv]
         sel = np.flatnonzero(np.array([f is not None for f in facts.tolist()], bool))
         add_transfers(ev.starts[sel], ev.starts[sel] + ev.durs[sel], facts[sel].tolist(),
                       async_line)
@@ -895,6 +893,33 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
                     e_list.append(end)
                     f_list.append(f)
     add_transfers(s_list, e_list, f_list, by_name.get("XLA Ops"))
+
+
+def _copy_facts_many(P: Plane, mids: list[int]) -> list[tuple | None]:
+    """Per metadata id: (direction, bytes, instruction, hlo_module, program_id) if it is a
+    copy-start to or from host memory, else None; what `transfer_facts` gives one at a time,
+    with the metadata stats of all copies decoded in one vectorized pass."""
+    texts = [P.name(m) for m in mids]
+    cand, dirs = [], []
+    for i, text in enumerate(texts):
+        if HOST_MEMORY_SPACE in text and "copy-start" in text.split(" = ", 1)[-1]:
+            d = copy_start_direction(text)
+            if d[0] is not None:
+                cand.append(i)
+                dirs.append(d)
+    out: list[tuple | None] = [None] * len(mids)
+    if not cand:
+        return out
+    cols = P.meta_columns([mids[i] for i in cand], _COPY_FACTS)
+    module, raw, acc = (cols[k].tolist() for k in ("hlo_module", "raw_bytes_accessed",
+                                                   "bytes_accessed"))
+    pids = map_unique(cols["program_id"], as_id).tolist()
+    for j, i in enumerate(cand):
+        direction, nbytes = dirs[j]
+        if nbytes is None:
+            nbytes = as_int(raw[j]) or as_int(acc[j]) or 0
+        out[i] = (direction, nbytes, instruction_name(texts[i]), module[j], pids[j])
+    return out
 
 
 _HOST_WANTED = ("_r", "step_num", "hlo_op", "hlo_module", "device_ordinal", "allocator_name",

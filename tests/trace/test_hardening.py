@@ -257,3 +257,60 @@ def test_many_small_planes_read_together_give_the_same_tables(tmp_path, monkeypa
     tr = read_trace(p)
     assert time.perf_counter() - t0 < 20  # was ~15 s at 3,000 planes; ~1 s now
     assert len(tr.transfers) == 3000 and tr.transfers["bytes"].sum() == 4096 * 6000
+
+
+def test_many_distinct_copy_ops_decode_their_metadata_in_bulk(tmp_path, monkeypatch):
+    """Issue 15: with thousands of distinct copy ops, their metadata stats are decoded in one
+    vectorized pass (`Plane.meta_columns`); it must give exactly what upb gives one by one,
+    including a repeated stat (the first wins), a stat only some metadata have, a ref value
+    and metadata with no stats."""
+    import pandas as pd
+
+    from overlap.trace import wire
+
+    t = SyntheticTrace()
+    tpu = t.tpu(0)
+    for k in range(300):  # more than wire._BULK_META copy ops
+        t0 = (10 + 20 * k) * US
+        tpu.op(t0, 6 * US, name=f"fusion.{k % 3}")
+        tpu.async_copy("D2H" if k % 2 else "H2D", t0, t0 + 5 * US, dims=(8, 128 + k),
+                       program_id=1000 + k % 4)
+    t.step(0, 5 * US, 7000 * US)
+    xs = XSpace.FromString(t.to_bytes())
+    pl = next(p for p in xs.planes if p.name.startswith("/device:TPU"))
+    sid = {m.name: k for k, m in pl.stat_metadata.items()}
+    new = max(pl.stat_metadata) + 1
+    pl.stat_metadata[new].id = new
+    pl.stat_metadata[new].name = "hlo_module"
+    ref = new + 1
+    pl.stat_metadata[ref].id = ref
+    pl.stat_metadata[ref].name = "jit_step_as_ref"
+    for i, (k, m) in enumerate(sorted(pl.event_metadata.items())):
+        if "copy-start" not in m.name:
+            continue
+        if i % 3 == 0:
+            extra = m.stats.add()
+            extra.metadata_id = sid["program_id"]
+            extra.uint64_value = 7  # a second program_id: the first one wins
+        if i % 5 == 0:
+            s = m.stats.add()
+            s.metadata_id = new
+            s.ref_value = ref
+        if i % 7 == 0:
+            s = m.stats.add()
+            s.metadata_id = new
+            s.str_value = "second module"  # hlo_module repeated: the ref (first) wins
+        if i % 11 == 0:
+            del m.stats[:]  # no stats at all: no program_id, no module
+            m.name = m.name.replace("{1,0:T(8,128)S(5)}", "{1,0:S(5)}")
+    p = tmp_path / "ops.xplane.pb"
+    p.write_bytes(xs.SerializeToString())
+    bulk = read_trace(p)
+    monkeypatch.setattr(wire, "_BULK_META", 10**9)  # one metadata at a time, through upb
+    upb = read_trace(p)
+    assert len(bulk.transfers) == 300
+    mods = set(bulk.transfers["hlo_module"].dropna())
+    assert mods == {"jit_step_as_ref", "second module"}
+    assert bulk.transfers["program_id"].isna().any() and not (bulk.transfers["program_id"] == 7).any()
+    pd.testing.assert_frame_equal(bulk.transfers, upb.transfers)
+    pd.testing.assert_frame_equal(bulk.compute, upb.compute)
