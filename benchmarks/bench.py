@@ -172,6 +172,41 @@ def synthetic_inputs(sizes: list[str], cache: Path) -> list[dict]:
     return out
 
 
+def reencoded_inputs(inputs: list[dict], cache: Path) -> list[dict]:
+    """The same content as each synthetic input, serialised by upb (`overlap/protos`), not by
+    `synthetic_bulk`'s own encoder: the reader's fast path must not depend on one writer's
+    byte layout (issue 14, item 5)."""
+    from overlap.trace.protos import XSpace
+
+    out = []
+    for inp in inputs:
+        if not inp["name"].startswith("synthetic"):
+            continue
+        src = Path(inp["path"])
+        p = src.with_name(src.name.replace(".xplane.pb", ".upb.xplane.pb"))
+        if not p.exists():
+            xs = XSpace()
+            xs.ParseFromString(src.read_bytes())
+            p.write_bytes(xs.SerializeToString())
+            del xs
+        same = p.read_bytes() == src.read_bytes()
+        out.append({**inp, "name": inp["name"] + " (upb" + (", byte-identical)" if same else ")"),
+                    "path": str(p)})
+    return out
+
+
+def capture_inputs(paths: list[str]) -> list[dict]:
+    """Large real captures given on the command line (e.g. a many-step `overlap capture`)."""
+    out = []
+    for p in paths:
+        q = Path(p)
+        files = [q] if q.is_file() else sorted(q.rglob("*.xplane.pb"))
+        for f in files:
+            out.append({"name": f"real {f.parent.parent.parent.parent.name or f.name}/{f.name}",
+                        "kind": "real", "path": str(f), "events": None, "device_events": None})
+    return out
+
+
 def real_inputs(limit: int = 2) -> list[dict]:
     root = REPO / "sample_traces"
     if not root.is_dir():
@@ -324,6 +359,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="tiny smoke run: 10k events, 1 round, no memory subprocesses")
     ap.add_argument("--no-memory", action="store_true", help="skip the peak-RSS subprocesses")
     ap.add_argument("--no-real", action="store_true", help="skip sample_traces/")
+    ap.add_argument("--encodings", action="store_true",
+                    help="also time each synthetic file re-serialised by upb (another writer's "
+                         "byte layout)")
+    ap.add_argument("--capture", action="append", default=[], metavar="PATH",
+                    help="also time this real capture (an .xplane.pb or a run directory); "
+                         "repeatable")
+    ap.add_argument("--readers", help="comma-separated subset of " + ",".join(READERS)
+                    + " (decode is always kept: every ratio is against it)")
     ap.add_argument("--cache", default=str(CACHE), help="where synthetic inputs are kept")
     ap.add_argument("--json", help="also write the raw numbers to this file")
     a = ap.parse_args(argv)
@@ -335,12 +378,20 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown size(s) {bad}; choose among {list(SIZES)}")
 
     inputs = synthetic_inputs(sizes, Path(a.cache))
+    if a.encodings:
+        inputs += reencoded_inputs(inputs, Path(a.cache))
+    inputs += capture_inputs(a.capture)
     if not a.no_real:
         inputs += real_inputs()
+    only = None
+    if a.readers:
+        only = {"decode", *(r.strip() for r in a.readers.split(",") if r.strip())}
+        if only - set(READERS):
+            ap.error(f"unknown reader(s) {sorted(only - set(READERS))}; choose among {list(READERS)}")
     print(f"machine: {machine()}", flush=True)
     rows = []
     for inp in inputs:
-        names = readers_for(inp["kind"])
+        names = [n for n in readers_for(inp["kind"]) if only is None or n in only]
         size = os.path.getsize(inp["path"])
         print(f"timing {inp['name']} ({size / 1e6:.1f} MB) ...", file=sys.stderr, flush=True)
         times = time_readers(inp["path"], names, a.repeat)

@@ -12,8 +12,8 @@ Shapes (all SYNTHETIC, written by `overlap.trace.synthetic`, labelled as such):
 * `id-0 events`: a GPU line whose events use metadata id 0, which proto3 omits on the wire (the
   event does not start with the 0x08 tag); compared with the same content using id 1.
 * `many planes`: many GPU device planes of two events each (per-plane overhead).
-* `pod N hosts`: one session of N host files (GPU-shaped); `read_trace` with `--jobs 1` and
-  `--jobs 2` (spawned workers), and a Dask LocalCluster of two workers when dask is installed.
+* `pod N hosts`: one session of N host files (GPU-shaped); the report with `--jobs 1` and
+  `--jobs 2` (spawned workers). `bench_pod.py` measures pods at scale (64 hosts, Dask, memory).
 
 Every time is the median over rounds, interleaved so that noise hits all readers alike; ratios
 are against the first reader of the row, in the same process.
@@ -100,10 +100,14 @@ def bare(path) -> None:
 
 
 def report(path, **kw) -> None:
-    from overlap.analysis import overlap as analysis
-    from overlap.trace.reader import read_trace
+    """What `overlap report --json` does, in process: read, analyze (per host), serialize."""
+    import io
 
-    analysis.analyze(read_trace(path, **kw))
+    from overlap.analysis.pod import read_and_analyze
+    from overlap.report import text
+
+    _, result = read_and_analyze(path, **kw)
+    text.write_json(io.StringIO(), result)
 
 
 def xprof(path) -> None:
@@ -147,10 +151,11 @@ def main(argv=None) -> int:
         a, b = id0_events(d / "id1.xplane.pb", n, False), id0_events(d / "id0.xplane.pb", n, True)
         out.append(row("id-0 events", b.stat().st_size, timed(
             {"metadata id 1": lambda: report(a), "metadata id 0": lambda: report(b)}, rounds)))
-        p = many_planes(d / "planes.xplane.pb", 50 if q else 1000)
-        out.append(row("many planes", p.stat().st_size,
-                       timed({"bare decode": lambda: bare(p), "overlap report": lambda: report(p)},
-                             rounds)))
+        for n in ((50,) if q else (1000, 10_000)):
+            p = many_planes(d / f"planes{n}.xplane.pb", n)
+            out.append(row(f"many planes ({n:,})", p.stat().st_size,
+                           timed({"bare decode": lambda p=p: bare(p),
+                                  "overlap report": lambda p=p: report(p)}, rounds)))
         for hosts in ((2,) if q else (1, 8)):
             root = pod(d / f"pod{hosts}", hosts, 3 if q else 400)
             size = sum(f.stat().st_size for f in root.rglob("*.xplane.pb"))

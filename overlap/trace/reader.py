@@ -817,7 +817,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
         mids = ev.mids
         keep = ~ev.has_stat(a_ids) if a_ids else np.ones(ev.n, bool)
         uniq, inv = np.unique(mids, return_inverse=True)  # once per distinct op
-        u_names = [instr(int(m)) for m in uniq]
+        u_names = [instr(m) for m in uniq.tolist()]
         names = np.array(u_names + [None], object)[:-1][inv]
         bnd = np.array([is_async_boundary(n) for n in u_names], bool)[inv]
         if line.name == "XLA Ops":
@@ -898,7 +898,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
 def _copy_facts_many(P: Plane, mids: list[int]) -> list[tuple | None]:
     """Per metadata id: (direction, bytes, instruction, hlo_module, program_id) if it is a
     copy-start to or from host memory, else None; what `transfer_facts` gives one at a time,
-    with the metadata stats of all copies decoded in one vectorized pass."""
+    with the program ids converted once per distinct value."""
     texts = [P.name(m) for m in mids]
     cand, dirs = [], []
     for i, text in enumerate(texts):
@@ -910,10 +910,11 @@ def _copy_facts_many(P: Plane, mids: list[int]) -> list[tuple | None]:
     out: list[tuple | None] = [None] * len(mids)
     if not cand:
         return out
-    cols = P.meta_columns([mids[i] for i in cand], _COPY_FACTS)
-    module, raw, acc = (cols[k].tolist() for k in ("hlo_module", "raw_bytes_accessed",
-                                                   "bytes_accessed"))
-    pids = map_unique(cols["program_id"], as_id).tolist()
+    stats = [P.meta_some(mids[i], _COPY_FACTS) for i in cand]
+    module, raw, acc = ([st.get(k) for st in stats] for k in ("hlo_module", "raw_bytes_accessed",
+                                                              "bytes_accessed"))
+    pids = map_unique(np.array([st.get("program_id") for st in stats] + [None], object)[:-1],
+                      as_id).tolist()
     for j, i in enumerate(cand):
         direction, nbytes = dirs[j]
         if nbytes is None:

@@ -40,9 +40,6 @@ class Plane:
         self.meta = plane.event_metadata
         self._meta_stats: dict[int, dict[str, Any]] = {}
         self._wanted: dict[tuple, dict[int, str]] = {}
-        pos = getattr(plane, "meta_pos", None) if isinstance(plane, PlaneView) else None
-        # Below this many entries, per-entry upb access costs less than numpy's fixed cost.
-        self._meta_pos = pos if pos is not None and len(pos[0]) >= _BULK_META else None
 
     def meta_items(self):
         return self.meta.items()
@@ -98,22 +95,6 @@ class Plane:
         md = self.meta.get(metadata_id)
         return self.stats(md.stats, wanted) if md is not None else {}
 
-    def meta_columns(self, mids: list[int], names: tuple[str, ...]) -> dict[str, np.ndarray]:
-        """`meta_some(m, names)` for many metadata ids at once: per name, an object array
-        aligned with `mids` (None where missing). Vectorized over the file's bytes when the
-        plane has many metadata entries (a capture with tens of thousands of distinct ops)."""
-        wanted = self._wanted.get(names)
-        if wanted is None:
-            wanted = self._wanted[names] = self.ids(*names)
-        if self._meta_pos is not None and len(mids) >= _BULK_META and wanted:
-            return _meta_columns(self.plane.buf, *self._meta_pos, np.asarray(mids, np.int64),
-                                 wanted, names, self.stat_names)
-        out = {name: np.full(len(mids), None, object) for name in names}
-        for i, m in enumerate(mids):
-            for name, v in self.meta_some(m, names).items():
-                out[name][i] = v
-        return out
-
     def name(self, metadata_id: int) -> str:
         md = self.meta.get(metadata_id)
         return md.name if md is not None else ""
@@ -131,83 +112,6 @@ class Plane:
 # grouped; an event or stat whose id lies outside gets key -1, which names nothing (as an id
 # missing from its plane's metadata does when the plane is read alone).
 GROUP_STRIDE = 1 << 31
-
-
-_BULK_META = 256
-
-
-def _meta_columns(buf, start: np.ndarray, end: np.ndarray, mids: np.ndarray,
-                  wanted: dict[int, str], names: tuple[str, ...],
-                  stat_names: dict[int, str]) -> dict[str, np.ndarray]:
-    """`Plane.stats(md.stats, wanted)` of the metadata `mids`, vectorized, as columns.
-
-    `start`/`end`: every event_metadata map entry's payload (`key` field 1, `XEventMetadata`
-    field 2). As upb does, the last entry of a repeated key wins; within one metadata the
-    first stat of a name wins. Returns, per name, an object array aligned with `mids` (None
-    where the metadata or the stat is missing).
-    """
-    out = {name: np.full(len(mids), None, object) for name in names}
-    n = len(start)
-    key = np.zeros(n, np.int64)
-    v_s = np.full(n, -1, np.int64)
-    v_e = np.full(n, -1, np.int64)
-
-    def on_entry(rows, fld, wt, val, vp, nxt):
-        m = (fld == 1) & (wt == 0)
-        key[rows[m]] = val[m].view(np.int64)
-        m = (fld == 2) & (wt == 2)
-        v_s[rows[m]] = vp[m]
-        v_e[rows[m]] = nxt[m]
-
-    _walk(buf, start.astype(np.int64), end.astype(np.int64), on_entry)
-    ukeys, last = np.unique(key[::-1], return_index=True)  # the last entry of each key
-    ent_of_key = n - 1 - last
-    at = np.clip(np.searchsorted(ukeys, mids), 0, max(len(ukeys) - 1, 0))
-    found = np.flatnonzero((ukeys[at] == mids) if len(ukeys) else np.zeros(len(mids), bool))
-    ent = ent_of_key[at[found]]
-    has = v_s[ent] >= 0
-    found, ent = found[has], ent[has]
-    if not found.size:
-        return out
-    rows_l, pass_l, sp_l, se_l = [], [], [], []
-    passes = [0]
-
-    def on_meta(rows, fld, wt, val, vp, nxt):
-        m = (fld == 5) & (wt == 2)  # XEventMetadata.stats
-        if m.any():
-            rows_l.append(rows[m])
-            pass_l.append(np.full(int(m.sum()), passes[0], np.int64))
-            sp_l.append(vp[m])
-            se_l.append(nxt[m])
-        passes[0] += 1
-
-    _walk(buf, v_s[ent], v_e[ent], on_meta)
-    if not rows_l:
-        return out
-    rows = np.concatenate(rows_l)
-    order = np.lexsort((np.concatenate(pass_l), rows))  # each metadata's stats in order
-    rows = rows[order]
-    d = _decode_stats(buf, np.concatenate(sp_l)[order], np.concatenate(se_l)[order])
-    sid_code = _codes(d["sid"], {sid: names.index(name) for sid, name in wanted.items()})
-    sel = np.flatnonzero(sid_code >= 0)
-    if not sel.size:
-        return out
-    # the first stat of each (metadata, name): records are in each metadata's stat order
-    pair = rows[sel] * len(names) + sid_code[sel]
-    _, first = np.unique(pair, return_index=True)
-    sel = sel[first]
-    vals = _stat_objects(buf, {k: v[sel] for k, v in d.items()}, stat_names)
-    where = found[rows[sel]]
-    for c, name in enumerate(names):
-        m = sid_code[sel] == c
-        out[name][where[m]] = vals[m]
-    return out
-
-
-def _codes(sids: np.ndarray, code_of: dict[int, int]) -> np.ndarray:
-    """`code_of.get(sid, -1)` per stat id, once per distinct id."""
-    u, inv = np.unique(sids, return_inverse=True)
-    return np.array([code_of.get(int(k), -1) for k in u.tolist()], np.int64)[inv]
 
 
 def _group_keys(plane: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -430,11 +334,9 @@ class _Line:
 class PlaneView:
     """A skeleton XPlane message (no lines) plus its `_Line`s."""
 
-    def __init__(self, msg, lines: list[_Line], buf=None, meta_pos=None):
+    def __init__(self, msg, lines: list[_Line]):
         self.msg = msg
         self.lines = lines
-        self.buf = buf  # the file's bytes, where `meta_pos` points
-        self.meta_pos = meta_pos
 
     def __getattr__(self, name):
         return getattr(self.msg, name)
@@ -604,20 +506,17 @@ def _read_line(a: np.ndarray, b, s: int, e: int) -> _Line:
     return ln
 
 
-def _split_plane(a: np.ndarray, b, s: int, e: int):
-    """An XPlane's bytes without its lines (for upb), its lines decoded here, and where its
-    event_metadata map entries lie (payload starts, ends; None if one was written oddly)."""
+def _split_plane(a: np.ndarray, b, s: int, e: int) -> tuple[bytes, list[_Line]]:
+    """An XPlane's bytes without its lines (for upb), and its lines decoded here."""
     parts = []
     lines = []
-    m_start: list = []
-    m_end: list = []
-    odd_meta = False
     run = p = s
     while p < e:
         if b[p] == 0x22:
             # a run of event_metadata map entries (tens of thousands on a capture with many
-            # distinct ops): located like events, they stay in the skeleton as they are
-            p = _event_run(a, b, p, e, m_start, m_end)
+            # distinct ops): located like events, in one vectorized step, not field by field;
+            # they stay in the skeleton as they are
+            p = _event_run(a, b, p, e, [], [])
             continue
         fs = p
         fn, wt, v, vp, q = _field(b, p, e)
@@ -626,17 +525,10 @@ def _split_plane(a: np.ndarray, b, s: int, e: int):
                 parts.append(bytes(b[run:fs]))
             lines.append(_read_line(a, b, vp, q))
             run = q
-        elif fn == 4:
-            odd_meta = True  # an entry with a non-minimal tag: the bulk decode would miss it
         p = q
     if e > run:
         parts.append(bytes(b[run:e]))
-    meta_pos = None
-    if not odd_meta:
-        dt = _pos_dtype(a)
-        meta_pos = (np.concatenate(m_start) if m_start else np.zeros(0, dt),
-                    np.concatenate(m_end) if m_end else np.zeros(0, dt))
-    return b"".join(parts), lines, meta_pos
+    return b"".join(parts), lines
 
 
 def parse_space(data, n: int) -> tuple[Any, list[PlaneView], np.ndarray]:
@@ -655,9 +547,9 @@ def parse_space(data, n: int) -> tuple[Any, list[PlaneView], np.ndarray]:
         if fn == 1 and wt == 2:
             if fs > run:
                 skel.append(bytes(data[run:fs]))
-            body, lines, meta_pos = _split_plane(a, data, vp, q)
+            body, lines = _split_plane(a, data, vp, q)
             skel.append(b"\x0a" + _enc_varint(len(body)) + body)
-            plines.append((lines, meta_pos))
+            plines.append(lines)
             run = q
         p = q
     if n > run:
@@ -665,7 +557,7 @@ def parse_space(data, n: int) -> tuple[Any, list[PlaneView], np.ndarray]:
     xs = XSpace.FromString(b"".join(skel))
     if len(xs.planes) != len(plines):
         raise Corrupt("plane count mismatch")
-    return xs, [PlaneView(m, ls, a, mp) for m, (ls, mp) in zip(xs.planes, plines)], a
+    return xs, [PlaneView(m, ls) for m, ls in zip(xs.planes, plines)], a
 
 
 def padded(raw: bytes) -> bytearray:

@@ -259,18 +259,16 @@ def test_many_small_planes_read_together_give_the_same_tables(tmp_path, monkeypa
     assert len(tr.transfers) == 3000 and tr.transfers["bytes"].sum() == 4096 * 6000
 
 
-def test_many_distinct_copy_ops_decode_their_metadata_in_bulk(tmp_path, monkeypatch):
-    """Issue 15: with thousands of distinct copy ops, their metadata stats are decoded in one
-    vectorized pass (`Plane.meta_columns`); it must give exactly what upb gives one by one,
-    including a repeated stat (the first wins), a stat only some metadata have, a ref value
-    and metadata with no stats."""
+def test_many_distinct_copy_ops_give_the_same_facts_on_both_paths(tmp_path):
+    """Issue 15: the copy facts of thousands of distinct copy ops are gathered in one batch
+    (`_copy_facts_many`, the `Async XLA Ops` path); they must equal what the copy-start /
+    copy-done pairing path gives one op at a time, including a repeated stat (the first wins),
+    a stat only some metadata have, a ref value and metadata with no stats."""
     import pandas as pd
-
-    from overlap.trace import wire
 
     t = SyntheticTrace()
     tpu = t.tpu(0)
-    for k in range(300):  # more than wire._BULK_META copy ops
+    for k in range(300):
         t0 = (10 + 20 * k) * US
         tpu.op(t0, 6 * US, name=f"fusion.{k % 3}")
         tpu.async_copy("D2H" if k % 2 else "H2D", t0, t0 + 5 * US, dims=(8, 128 + k),
@@ -285,9 +283,11 @@ def test_many_distinct_copy_ops_decode_their_metadata_in_bulk(tmp_path, monkeypa
     ref = new + 1
     pl.stat_metadata[ref].id = ref
     pl.stat_metadata[ref].name = "jit_step_as_ref"
-    for i, (k, m) in enumerate(sorted(pl.event_metadata.items())):
+    for k, m in sorted(pl.event_metadata.items()):
         if "copy-start" not in m.name:
             continue
+        # the same edits on every metadata of copy i (its copy-start op and its async span)
+        i = int(m.name.split(" = ", 1)[0].rsplit(".", 1)[-1])
         if i % 3 == 0:
             extra = m.stats.add()
             extra.metadata_id = sid["program_id"]
@@ -305,12 +305,14 @@ def test_many_distinct_copy_ops_decode_their_metadata_in_bulk(tmp_path, monkeypa
             m.name = m.name.replace("{1,0:T(8,128)S(5)}", "{1,0:S(5)}")
     p = tmp_path / "ops.xplane.pb"
     p.write_bytes(xs.SerializeToString())
-    bulk = read_trace(p)
-    monkeypatch.setattr(wire, "_BULK_META", 10**9)  # one metadata at a time, through upb
-    upb = read_trace(p)
-    assert len(bulk.transfers) == 300
-    mods = set(bulk.transfers["hlo_module"].dropna())
+    batched = read_trace(p).transfers
+    for k in [k for k, ln in enumerate(pl.lines) if ln.name == "Async XLA Ops"]:
+        del pl.lines[k]
+    p.write_bytes(xs.SerializeToString())
+    paired = read_trace(p).transfers
+    assert len(batched) == 300
+    mods = set(batched["hlo_module"].dropna())
     assert mods == {"jit_step_as_ref", "second module"}
-    assert bulk.transfers["program_id"].isna().any() and not (bulk.transfers["program_id"] == 7).any()
-    pd.testing.assert_frame_equal(bulk.transfers, upb.transfers)
-    pd.testing.assert_frame_equal(bulk.compute, upb.compute)
+    assert batched["program_id"].isna().any() and not (batched["program_id"] == 7).any()
+    cols = ["direction", "start_ps", "end_ps", "bytes", "hlo_op", "hlo_module", "program_id"]
+    pd.testing.assert_frame_equal(batched[cols], paired[cols])
