@@ -332,7 +332,7 @@ def _records(df: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
 def _most_exposed_ops(groups: pd.DataFrame, top: int) -> dict[str, Any]:
     """`by_hlo_op`: the `top` (op, direction) rows by exposed time (ties: op, then direction);
     records are built for those rows only (a capture may have tens of thousands of ops)."""
-    ops = _regroup(groups, ["hlo_op", "direction"])
+    ops = _regroup(groups, ["hlo_op", "direction"], sort=False)  # ordered below
     exposed = ops["span_ps"].to_numpy(np.int64) - ops["hidden_ps"].to_numpy(np.int64)
     op_code, _ = pd.factorize(ops["hlo_op"], sort=True)
     dir_code, _ = pd.factorize(ops["direction"], sort=True)
@@ -518,8 +518,8 @@ _SUMS = ("count", "bytes", "span_ps", "hidden_ps", HIDDEN, PARTIAL, EXPOSED, "ze
          "pageable_transfers", "pageable_bytes")
 
 
-def _regroup(groups: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    return groups.groupby(by, sort=True, dropna=False)[list(_SUMS)].sum().reset_index()
+def _regroup(groups: pd.DataFrame, by: list[str], sort: bool = True) -> pd.DataFrame:
+    return groups.groupby(by, sort=sort, dropna=False)[list(_SUMS)].sum().reset_index()
 
 
 def _top_rows(parts: list[dict[str, Any]], top: int) -> pd.DataFrame:

@@ -64,13 +64,19 @@ class Plane:
     def stats(self, stats: Iterable, wanted: dict[int, str] | None = None) -> dict[str, Any]:
         """Stats as a dict; the first occurrence of a repeated key wins."""
         out: dict[str, Any] = {}
+        names = self.stat_names
+        # `wanted` maps the wanted ids to their names, so one lookup decides both; the value
+        # is read inline (not through `value`): this runs once per stat of every metadata.
+        lookup = names if wanted is None else wanted
         for s in stats:
-            k = s.metadata_id
-            if wanted is not None and k not in wanted:
+            name = lookup.get(s.metadata_id)
+            if name is None or name in out:
                 continue
-            name = self.stat_names.get(k)
-            if name is not None and name not in out:
-                out[name] = self.value(s)
+            kind = s.WhichOneof("value")
+            if kind == "ref_value":  # interned: the name of another stat metadata entry
+                out[name] = names.get(s.ref_value, "")
+            else:
+                out[name] = None if kind is None else getattr(s, kind)
         return out
 
     def meta_stats(self, metadata_id: int) -> dict[str, Any]:
