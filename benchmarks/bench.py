@@ -337,12 +337,13 @@ def fmt_memory(rows: list[dict], names: list[str]) -> str:
 
 def fmt_linearity(rows: list[dict]) -> str:
     """ns per event for each reader, per input (flat across sizes = linear in events)."""
-    out = ["| input | " + " | ".join(ALL_COLS) + " |", "|---|" + "---|" * len(ALL_COLS)]
+    cols = [n for n in ALL_COLS if any(n in r["times"] for r in rows)]
+    out = ["| input | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
     for r in rows:
         if not r["events"]:
             continue
         cells = [f"{r['times'][n] * 1e9 / r['events']:.0f}" if n in r["times"] else "-"
-                 for n in ALL_COLS]
+                 for n in cols]
         out.append(f"| {r['name']} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -398,13 +399,14 @@ def main(argv: list[str] | None = None) -> int:
         rss = {} if a.no_memory else {n: peak_rss_mib(inp["path"], n) for n in names}
         rows.append({**inp, "bytes": size, "mb": size / 1e6, "times": times, "rss": rss})
 
+    cols = [n for n in ALL_COLS if any(n in r["times"] for r in rows)]  # readers measured
     print("\n## Time (median of %d interleaved rounds), ratio to bare decode\n" % a.repeat)
-    print(fmt_table(rows, ALL_COLS))
+    print(fmt_table(rows, cols))
     print("\n## Time per event (ns; all events, device + host), linearity check\n")
     print(fmt_linearity(rows))
     if not a.no_memory:
         print("\n## Peak RSS growth per reader (fresh subprocess), vs file size\n")
-        print(fmt_memory(rows, ALL_COLS))
+        print(fmt_memory(rows, cols))
     if not _has_dashboard():
         print("\nTODO: dashboard first render (dashboard.data.prepare_run_view) not measured: "
               "not importable here.")
