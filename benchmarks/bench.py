@@ -388,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.readers:
         only = {"decode", *(r.strip() for r in a.readers.split(",") if r.strip())}
         if only - set(READERS):
-            ap.error(f"unknown reader(s) {sorted(only - set(READERS))}; choose among {list(READERS)}")
+            ap.error(f"unknown reader(s) {sorted(only - set(READERS))}; "
+                     f"choose among {list(READERS)}")
     print(f"machine: {machine()}", flush=True)
     rows = []
     for inp in inputs:

@@ -384,14 +384,19 @@ _EVENT_FIRST = np.zeros(256, bool)
 _EVENT_FIRST[[0x08, 0x10, 0x18, 0x22, 0x28]] = True
 
 
-def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list) -> int:
+def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list,
+               tag: int = 0x22) -> int:
     """Locate a run of consecutive event records (`0x22 len payload`) that starts at `p`.
+
+    `tag`: another length-delimited field whose payloads start like an event's (map entries
+    of `event_metadata` 0x22 and `stat_metadata` 0x2a in a plane, whose key is field 1).
 
     The chain is sequential, but it need not be walked per event: take every 0x22 byte of a
     chunk as a candidate record and compute where each would end. Keep candidates whose payload
     starts like an XEvent's (`0x08`) and whose record ends on another 0x22 byte or at the line's
-    end (true records do, but for the run's last one), then those that no earlier kept candidate's record covers (a running max): stat
-    records nested in an event (also tag 0x22) are covered by their event. What remains is then
+    end (true records do, but for the run's last one), then those that no earlier kept
+    candidate's record covers (a running max): stat records nested in an event (also tag 0x22)
+    are covered by their event. What remains is then
     *verified*: a prefix of it is the true chain exactly as far as each kept record ends where
     the next kept one starts (the chain from `p` is deterministic). Where a stray 0x22 byte
     breaks that, a few records are walked in Python and the vectorized step resumes. Appends
@@ -399,22 +404,11 @@ def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list) -> in
     """
     if e - p < _SMALL_RUN:
         # A few events (a line of a small plane): numpy's fixed cost per call would dominate.
-        one_s, one_e = [], []
-        while p < e and b[p] == 0x22:
-            ln1, q = _uvarint(b, p + 1)
-            t = q + ln1
-            if t > e:
-                raise Corrupt("field runs past its message")
-            one_s.append(q)
-            one_e.append(t)
-            p = t
-        starts.append(np.array(one_s, _pos_dtype(a)))
-        ends.append(np.array(one_e, _pos_dtype(a)))
-        return p
+        return _records_in_python(a, b, p, e, starts, ends, e - p, tag)
     chunk = _CHUNK
-    while p < e and a[p] == 0x22:
+    while p < e and a[p] == tag:
         ce = min(e, p + chunk)
-        c = np.flatnonzero(a[p:ce] == 0x22)
+        c = np.flatnonzero(a[p:ce] == tag)
         c += p
         ln, hl = _len_varints(a, c + 1)
         ps = c + 1 + hl
@@ -424,7 +418,7 @@ def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list) -> in
         # when proto3 omits a zero metadata_id, offset/duration/stats/num_occurrences) and the
         # record ends on a 0x22 byte or the line's end.
         land = (nx <= e) & _EVENT_FIRST[a[ps]]
-        land[land] = a[nx[land]] == 0x22
+        land[land] = a[nx[land]] == tag
         land |= nx == e
         land[0] = True
         if not land.all():
@@ -453,21 +447,28 @@ def _event_run(a: np.ndarray, b, p: int, e: int, starts: list, ends: list) -> in
         # records (quadratic): size the next chunk to what this pass verified.
         chunk = _CHUNK if t >= ce else max(1 << 12, min(_CHUNK, 4 * (t - p)))
         p = t
-        if p < ce and a[p] == 0x22:
+        if p < ce and a[p] == tag:
             # a stray 0x22 (or the run's last record) broke the chain: a few records in Python
-            one_s, one_e = [], []
-            for _ in range(16):
-                if p >= e or b[p] != 0x22:
-                    break
-                ln1, q = _uvarint(b, p + 1)
-                t = q + ln1
-                if t > e:
-                    raise Corrupt("field runs past its message")
-                one_s.append(q)
-                one_e.append(t)
-                p = t
-            starts.append(np.array(one_s, _pos_dtype(a)))
-            ends.append(np.array(one_e, _pos_dtype(a)))
+            p = _records_in_python(a, b, p, e, starts, ends, 16, tag)
+    return p
+
+
+def _records_in_python(a: np.ndarray, b, p: int, e: int, starts: list, ends: list,
+                       limit: int, tag: int = 0x22) -> int:
+    """Up to `limit` consecutive `tag len payload` records from `p`, one at a time."""
+    one_s, one_e = [], []
+    for _ in range(limit):
+        if p >= e or b[p] != tag:
+            break
+        ln1, q = _uvarint(b, p + 1)
+        t = q + ln1
+        if t > e:
+            raise Corrupt("field runs past its message")
+        one_s.append(q)
+        one_e.append(t)
+        p = t
+    starts.append(np.array(one_s, _pos_dtype(a)))
+    ends.append(np.array(one_e, _pos_dtype(a)))
     return p
 
 
@@ -518,11 +519,11 @@ def _split_plane(a: np.ndarray, b, s: int, e: int) -> tuple[bytes, list[_Line]]:
     lines = []
     run = p = s
     while p < e:
-        if b[p] == 0x22:
-            # a run of event_metadata map entries (tens of thousands on a capture with many
-            # distinct ops): located like events, in one vectorized step, not field by field;
-            # they stay in the skeleton as they are
-            p = _event_run(a, b, p, e, [], [])
+        if b[p] == 0x22 or b[p] == 0x2A:
+            # a run of event_metadata (0x22) or stat_metadata (0x2a) map entries (tens of
+            # thousands with many distinct ops; a few dozen per plane, times thousands of
+            # planes): located like events, not field by field; they stay in the skeleton
+            p = _event_run(a, b, p, e, [], [], b[p])
             continue
         fs = p
         fn, wt, v, vp, q = _field(b, p, e)

@@ -456,3 +456,32 @@ def test_step_sums_stay_exact_past_float_precision():
                            steps=[(0, 1, 2**60)]))
     assert r["steps"][0]["span_ps"] == big + 2
     assert r["summary"]["span_ps"] == big + 2
+
+
+def test_grouped_interval_primitives_equal_the_per_group_ones():
+    """`transfer_table` works on every device at once (issue 11: 10,000 devices); the grouped
+    primitives must give, group by group, exactly what the per-device primitives give, on
+    random intervals with empty, negative, touching and tied ones."""
+    from overlap.analysis.overlap import (Coverage, covered_grouped, merge_grouped,
+                                          merge_intervals, subtract_grouped,
+                                          subtract_intervals)
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        G = int(rng.integers(1, 6))
+        n, m = int(rng.integers(0, 30)), int(rng.integers(0, 30))
+        cg, cs = rng.integers(0, G, n), rng.integers(0, 100, n)
+        ce = cs + rng.integers(-5, 30, n)
+        tg, ts = rng.integers(0, G, m), rng.integers(0, 100, m)
+        te = np.maximum(ts + rng.integers(-5, 30, m), ts)
+        mg, ms, me = merge_grouped(cg, cs, ce)
+        hidden = covered_grouped(mg, ms, me, tg, ts, te)
+        xg, xs, xe = subtract_grouped(*merge_grouped(tg, ts, te), mg, ms, me)
+        for g in range(G):
+            cov = Coverage(*merge_intervals(cs[cg == g], ce[cg == g]))
+            assert np.array_equal(cov.starts, ms[mg == g])
+            assert np.array_equal(cov.ends, me[mg == g])
+            ti = np.flatnonzero(tg == g)
+            assert np.array_equal(hidden[ti], cov.covered(ts[ti], te[ti]))
+            ex = subtract_intervals(*merge_intervals(ts[ti], te[ti]), cov.starts, cov.ends)
+            assert np.array_equal(ex[0], xs[xg == g]) and np.array_equal(ex[1], xe[xg == g])

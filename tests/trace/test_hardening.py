@@ -197,24 +197,23 @@ def _many_gpu_planes(tmp_path, n):
         g.memcpy("D2H" if d % 2 else "H2D", 12 * US + d, US, 4096 * (1 + d % 3))
     xs = XSpace.FromString(t.to_bytes())
     gpus = [p for p in xs.planes if p.name.startswith("/device:GPU")]
+    def shift_ids(pl, field, shift):
+        old = dict(getattr(pl, field).items())
+        pl.ClearField(field)
+        for k, m in old.items():
+            getattr(pl, field)[k + shift].CopyFrom(m)
+            getattr(pl, field)[k + shift].id = k + shift
+
     for d, pl in enumerate(gpus):
         if d % 2:
             shift = 1000 + d
-            old = {k: m for k, m in pl.event_metadata.items()}
-            pl.ClearField("event_metadata")
-            for k, m in old.items():
-                pl.event_metadata[k + shift].CopyFrom(m)
-                pl.event_metadata[k + shift].id = k + shift
+            shift_ids(pl, "event_metadata", shift)
             for ln in pl.lines:
                 for ev in ln.events:
                     ev.metadata_id += shift
         if d % 3 == 0:
             shift = 50 + d
-            old = {k: m for k, m in pl.stat_metadata.items()}
-            pl.ClearField("stat_metadata")
-            for k, m in old.items():
-                pl.stat_metadata[k + shift].CopyFrom(m)
-                pl.stat_metadata[k + shift].id = k + shift
+            shift_ids(pl, "stat_metadata", shift)
 
             def fix(stats):
                 for s in stats:
