@@ -34,8 +34,10 @@ Classification (see docs/xspace.md for the evidence behind each rule):
 Speed: `read_trace` walks the XSpace wire format itself down to the lines, lets upb parse only
 the rest (names, metadata, plane stats), locates every line's events in the file buffer, and
 decodes their XEvent/XStat fields for whole lines at once with numpy (see "Fast path" below).
-The rules above are still applied per event; nothing is decided per line or per metadata id
-alone. The decoder checks wire types and lengths (a damaged event is an `InputError`, as a parse
+Lines of fewer than `_SMALL_LINE` events on GPU planes are read together, several planes at
+once (`wire.PlaneGroup`): a capture with thousands of small device planes does not pay numpy's
+fixed cost per line. The rules above are still applied per event; nothing is decided per line
+or per metadata id alone. The decoder checks wire types and lengths (a damaged event is an `InputError`, as a parse
 failure is) but does not validate UTF-8 inside event string stats (decoded with replacement).
 Events whose metadata id can never give a row (host-plane Python-tracer `$...`, `end: ...` and
 `ThreadpoolListener::*` events, the `Async XLA Ops` line where only metadata decides, and host

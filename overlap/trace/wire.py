@@ -5,8 +5,9 @@ XLine, XEvent, XStat; see `protos/xplane.proto`) and nothing about what events m
 event is a transfer, which line is compute, how clocks line up is `reader.py`'s business.
 
 What goes in: a file's bytes (padded with `PAD` zero bytes). What comes out: an upb-parsed
-plane skeleton (names, metadata, plane stats) plus, per line, arrays of event headers
-(`metadata_id`, `offset_ps`, `duration_ps`) and lazily decoded stats.
+plane skeleton (names, metadata, plane stats) plus, per line (or per segment of several
+small lines, `merge_lines`, read against a `PlaneGroup` of their planes' lookups), arrays of
+event headers (`metadata_id`, `offset_ps`, `duration_ps`) and lazily decoded stats.
 
 Invariant: every varint read stays inside the buffer (the zero padding); a record whose
 lengths or wire types do not add up raises `Corrupt`, which the reader turns into one line
