@@ -393,7 +393,8 @@ def _grouped(t: pd.DataFrame, by: list[str]) -> pd.DataFrame:
                  zero_length=(t["span_ps"].to_numpy() == 0).astype(np.int64),
                  pageable_transfers=pageable.astype(np.int64),
                  pageable_bytes=np.where(pageable, t["bytes"].to_numpy(np.int64), 0))
-    g = t.groupby(by, sort=True, dropna=False)
+    # Unsorted: every consumer regroups or orders the groups itself (36k op groups: 0.1 s).
+    g = t.groupby(by, sort=False, dropna=False)
     out = g.agg(count=("span_ps", "size"), bytes=("bytes", "sum"), span_ps=("span_ps", "sum"),
                 hidden_ps=("hidden_ps", "sum"), hidden=(HIDDEN, "sum"),
                 partial=(PARTIAL, "sum"), exposed=(EXPOSED, "sum"),
