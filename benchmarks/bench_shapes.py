@@ -8,7 +8,7 @@ Shapes (all SYNTHETIC, written by `overlap.trace.synthetic`, labelled as such):
 * `many-ops tpu`: a TPU capture where every copy has its own `copy-start.N` op metadata (a fully
   unrolled or many-program capture): time follows distinct ops, not events, unless the
   per-metadata work is cheap. Readers: bare decode, `overlap report --json` in process, and
-  xprof's `analyze_async_overlap`.
+  xprof's `analyze_async_overlap`. `distinct compute too`: every fusion is its own op as well.
 * `id-0 events`: a GPU line whose events use metadata id 0, which proto3 omits on the wire (the
   event does not start with the 0x08 tag); compared with the same content using id 1.
 * `many planes`: many GPU device planes of two events each (per-plane overhead).
@@ -35,7 +35,7 @@ if str(HERE.parent) not in sys.path:
 US = 1_000_000
 
 
-def many_ops_tpu(path: Path, steps: int) -> Path:
+def many_ops_tpu(path: Path, steps: int, distinct_compute: bool = False) -> Path:
     from overlap.trace.synthetic import SyntheticTrace
 
     t = SyntheticTrace()
@@ -44,7 +44,8 @@ def many_ops_tpu(path: Path, steps: int) -> Path:
         t0 = (10 + 100 * s) * US
         t.step(s, t0, t0 + 95 * US)
         for k in range(12):
-            tpu.op(t0 + k * 7 * US, 6 * US, name=f"fusion.{k}")
+            name = f"fusion.{s * 12 + k}" if distinct_compute else f"fusion.{k}"
+            tpu.op(t0 + k * 7 * US, 6 * US, name=name)
             tpu.async_copy("D2H" if k % 2 else "H2D", t0 + k * 7 * US, t0 + k * 7 * US + 5 * US,
                            dims=(8, 128))
     return t.write(path)
@@ -147,6 +148,12 @@ def main(argv=None) -> int:
         if not q:
             fns["xprof analyze_async_overlap"] = lambda: xprof(p)
         out.append(row("many-ops tpu", p.stat().st_size, timed(fns, rounds)))
+        p2 = many_ops_tpu(d / "manycompute.xplane.pb", 100 if q else 3000, distinct_compute=True)
+        fns = {"bare decode": lambda: bare(p2), "overlap report": lambda: report(p2)}
+        if not q:
+            fns["xprof analyze_async_overlap"] = lambda: xprof(p2)
+        out.append(row("many-ops tpu, distinct compute too", p2.stat().st_size,
+                       timed(fns, rounds)))
         n = 2000 if q else 200_000
         a, b = id0_events(d / "id1.xplane.pb", n, False), id0_events(d / "id0.xplane.pb", n, True)
         out.append(row("id-0 events", b.stat().st_size, timed(

@@ -49,9 +49,16 @@ def analyze_host_file(f: str | os.PathLike, hidden_threshold: float, exposed_thr
     With `keep_all` False (several host files), the tables keep only the events the views
     draw: compute, transfers and allocator events inside the host's worst step (see `_keep`).
     """
+    from overlap.trace.reader import gc_paused
+
+    with gc_paused():  # the analysis allocates per op and per step too (see `gc_paused`)
+        return _analyze_host_file(Path(f), hidden_threshold, exposed_threshold, top, keep_all)
+
+
+def _analyze_host_file(f: Path, hidden_threshold: float, exposed_threshold: float, top: int,
+                       keep_all: bool) -> dict[str, Any]:
     from overlap.trace.reader import combine_parts, read_host_file
 
-    f = Path(f)
     tables = read_host_file(f)
     trace = combine_parts([tables], [f])
     part, table = analysis.host_part_and_table(
