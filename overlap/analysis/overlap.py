@@ -190,14 +190,15 @@ def subtract_intervals(a_starts, a_ends, b_starts, b_ends) -> tuple[np.ndarray, 
 
 
 def _ranked(*arrays):
-    """Dense ranks of the values of all `arrays` together (same value, same rank), per array."""
+    """Dense ranks of the values of all `arrays` together (same value, same rank), per array,
+    and the distinct values (`values[rank]` is the value)."""
     allv = np.concatenate(arrays)
     u, inv = np.unique(allv, return_inverse=True)
     out, pos = [], 0
     for a in arrays:
         out.append(inv[pos:pos + len(a)].astype(np.int64))
         pos += len(a)
-    return len(u), out
+    return u, out
 
 
 def merge_grouped(g, s, e) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -219,11 +220,11 @@ def merge_grouped(g, s, e) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         return z, z, z
     order = np.lexsort((s, g))
     g, s, e = g[order], s[order], e[order]
-    n, (r,) = _ranked(e)
+    u, (r,) = _ranked(e)
+    n = len(u)
     # running max of the end within each group: group-major keys make the running max of
     # the keys restart at every group (a group's keys all exceed the previous group's)
     cm = np.maximum.accumulate(g * n + r)
-    u = np.unique(e)
     reach = u[cm - g * n]
     new = np.empty(s.size, bool)
     new[0] = True
@@ -247,7 +248,8 @@ def _before(mg, ms, me, qg, x) -> np.ndarray:
     out = np.zeros(len(x), np.int64)
     if not len(ms) or not len(x):
         return out
-    n, (rs, rx) = _ranked(ms, x)
+    u, (rs, rx) = _ranked(ms, x)
+    n = len(u)
     km = mg * n + rs
     kq = qg * n + rx
     i = np.searchsorted(km, kq, side="right") - 1

@@ -119,20 +119,6 @@ def _module_time(compute) -> dict[str, int]:
     return {str(k): int(v) for k, v in by.items() if isinstance(k, str) and k}
 
 
-def _sorted_rows(tables: list) -> Any:
-    """Per-host tables in the order one read of all files gives: stable by (host, device,
-    start), as `overlap.trace.reader.combine_parts` sorts the reader's transfers."""
-    import pandas as pd
-
-    t = pd.concat(tables, ignore_index=True)
-    if len(t) < 2:
-        return t
-    h, _ = pd.factorize(t["host"], sort=True)
-    d, _ = pd.factorize(t["device"], sort=True)
-    order = np.lexsort((t["start_ps"].to_numpy(np.int64), d, h))
-    return t.take(order).reset_index(drop=True)
-
-
 def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, jobs: int = 1,
                      scheduler: str | None = None,
                      hidden_threshold: float = analysis.DEFAULT_HIDDEN_THRESHOLD,
@@ -144,7 +130,9 @@ def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, job
     distributed address) runs it on that cluster instead. The result is the same either way.
     """
     from overlap.trace.distributed import map_hosts_dask, map_hosts_local
-    from overlap.trace.reader import _find_files, combine_parts
+    import pandas as pd
+
+    from overlap.trace.reader import _find_files, _sort_by_device_start, combine_parts
 
     analysis._check_thresholds(hidden_threshold, exposed_threshold)
     files = [Path(f) for f in _find_files(path, session)]
@@ -163,7 +151,9 @@ def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, job
     result = analysis.reduce_parts([o["part"] for o in outs], top=top)
     if not single:
         trace.compute_scope = COMPUTE_SCOPE.format(hosts=len(files))
-        trace.analysed_transfers = (_sorted_rows([o["table"] for o in outs]),
+        # in the order one read of all files gives, as combine_parts sorts the transfers
+        rows = pd.concat([o["table"] for o in outs], ignore_index=True)
+        trace.analysed_transfers = (_sort_by_device_start(rows),
                                     (hidden_threshold, exposed_threshold))
         times: dict[str, int] = {}
         for o in outs:

@@ -37,8 +37,9 @@ decodes their XEvent/XStat fields for whole lines at once with numpy (see "Fast 
 Lines of fewer than `_SMALL_LINE` events on GPU planes are read together, several planes at
 once (`wire.PlaneGroup`): a capture with thousands of small device planes does not pay numpy's
 fixed cost per line. The rules above are still applied per event; nothing is decided per line
-or per metadata id alone. The decoder checks wire types and lengths (a damaged event is an `InputError`, as a parse
-failure is) but does not validate UTF-8 inside event string stats (decoded with replacement).
+or per metadata id alone. The decoder checks wire types and lengths (a damaged event is an
+`InputError`, as a parse failure is) but does not validate UTF-8 inside event string stats
+(decoded with replacement).
 Events whose metadata id can never give a row (host-plane Python-tracer `$...`, `end: ...` and
 `ThreadpoolListener::*` events, the `Async XLA Ops` line where only metadata decides, and host
 events of non-memory metadata on a plane with no `_r`/`hlo_op` stat at all) have only their
@@ -820,7 +821,6 @@ def _clean_column(values: np.ndarray) -> np.ndarray:
     return out
 
 
-_MODULE = ("hlo_module",)
 _COPY_FACTS = ("hlo_module", "program_id", "raw_bytes_accessed", "bytes_accessed")
 
 
@@ -829,13 +829,16 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
     async_line = by_name.get(TPU_ASYNC_LINE)
     op_lines = [by_name[n] for n in sorted(TPU_OPS_LINES) if n in by_name]
     a_ids = P.ids("_a")
-    instr_of: dict[int, str] = {}
 
-    def instr(mid: int) -> str:
-        s = instr_of.get(mid)
-        if s is None:
-            s = instr_of[mid] = P.display_name(mid) or instruction_name(P.name(mid))
-        return s
+    def instrs(uniq: np.ndarray) -> list[str]:
+        """Instruction names of distinct metadata ids: the display name, else parsed from the
+        HLO text."""
+        out = P.names(uniq, display=True)
+        bare = [i for i, s in enumerate(out) if not s]
+        if bare:
+            for i, text in zip(bare, P.names(uniq[bare])):
+                out[i] = instruction_name(text)
+        return out
 
     starts_done: list[tuple[int, int, int, str]] = []  # (start, end, mid, instr)
     for line in op_lines:
@@ -845,7 +848,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
         mids = ev.mids
         keep = ~ev.has_stat(a_ids) if a_ids else np.ones(ev.n, bool)
         uniq, inv = np.unique(mids, return_inverse=True)  # once per distinct op
-        u_names = [instr(m) for m in uniq.tolist()]
+        u_names = instrs(uniq)
         names = np.array(u_names + [None], object)[:-1][inv]
         bnd = np.array([is_async_boundary(n) for n in u_names], bool)[inv]
         if line.name == "XLA Ops":
@@ -855,25 +858,8 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
         idx = np.flatnonzero(keep & ~bnd)
         co.add(len(idx), host=host, device=device, start_ps=ev.starts[idx],
                end_ps=ev.starts[idx] + ev.durs[idx], name=names[idx], hlo_op=names[idx],
-               hlo_module=per_mid(mids[idx], lambda m: P.meta_some(m, _MODULE).get("hlo_module")),
+               hlo_module=_meta_column(P, mids[idx], "hlo_module"),
                stream=line.id, line=line.name)
-
-    transfer_of: dict[int, tuple | None] = {}
-
-    def transfer_facts(mid: int, text: str):
-        got = transfer_of.get(mid, False)
-        if got is False:
-            direction, nbytes = copy_start_direction(text)
-            got = None
-            if direction is not None:
-                ms = P.meta_some(mid, _COPY_FACTS)
-                if nbytes is None:
-                    nbytes = (as_int(ms.get("raw_bytes_accessed"))
-                              or as_int(ms.get("bytes_accessed")) or 0)
-                got = (direction, nbytes, instruction_name(text), ms.get("hlo_module"),
-                       as_id(ms.get("program_id")))
-            transfer_of[mid] = got
-        return got
 
     def add_transfers(starts, ends, facts, line):
         n = len(facts)
@@ -895,7 +881,15 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
         ev = LineEvents(async_line, line_base_ps(async_line), skip_mids=P.meta.keys())
 
         uniq, inv = np.unique(ev.mids, return_inverse=True)  # once per distinct op
-        facts = np.array(_copy_facts_many(P, uniq.tolist()) + [None], object)[:-1][inv]
+        mids = uniq.tolist()
+        texts = P.names(uniq)
+        copies = [i for i, t in enumerate(texts)
+                  if HOST_MEMORY_SPACE in t and "copy-start" in t.split(" = ", 1)[-1]]
+        facts_u: list[tuple | None] = [None] * len(mids)
+        for i, f in zip(copies, _copy_facts(P, [mids[i] for i in copies],
+                                            [texts[i] for i in copies])):
+            facts_u[i] = f
+        facts = np.array(facts_u + [None], object)[:-1][inv]
         sel = np.flatnonzero(np.array([f is not None for f in facts.tolist()], bool))
         add_transfers(ev.starts[sel], ev.starts[sel] + ev.durs[sel], facts[sel].tolist(),
                       async_line)
@@ -903,7 +897,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
 
     # No Async XLA Ops line: pair each copy-start with the next copy-done of the same key.
     open_starts: dict[str, deque] = defaultdict(deque)
-    s_list, e_list, f_list = [], [], []
+    pairs = []  # (copy-start's start, copy-done's end, copy-start's metadata id)
     for start, end, mid, ins in sorted(starts_done):
         m = _START_DONE_RE.match(ins)
         if not m or not m["base"].endswith("copy"):
@@ -913,36 +907,42 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
             open_starts[key].append((start, mid))
         elif open_starts[key]:
             s0, smid = open_starts[key].popleft()
-            text = P.name(smid)
-            if HOST_MEMORY_SPACE in text:
-                f = transfer_facts(smid, text)
-                if f is not None:
-                    s_list.append(s0)
-                    e_list.append(end)
-                    f_list.append(f)
-    add_transfers(s_list, e_list, f_list, by_name.get("XLA Ops"))
+            pairs.append((s0, end, smid))
+    smids = sorted({m for _, _, m in pairs})
+    texts = P.names(smids)
+    to_host = [i for i, t in enumerate(texts) if HOST_MEMORY_SPACE in t]
+    facts_of = dict(zip([smids[i] for i in to_host],
+                        _copy_facts(P, [smids[i] for i in to_host],
+                                    [texts[i] for i in to_host])))
+    kept = [(s0, end, facts_of[m]) for s0, end, m in pairs if facts_of.get(m) is not None]
+    add_transfers([k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept],
+                  by_name.get("XLA Ops"))
 
 
-def _copy_facts_many(P: Plane, mids: list[int]) -> list[tuple | None]:
-    """Per metadata id: (direction, bytes, instruction, hlo_module, program_id) if it is a
-    copy-start to or from host memory, else None; what `transfer_facts` gives one at a time,
-    with the program ids converted once per distinct value."""
-    texts = [P.name(m) for m in mids]
+def _meta_column(P: Plane, mids: np.ndarray, name: str) -> np.ndarray:
+    """Per event, its metadata's stat `name` (None where absent), once per distinct id."""
+    uniq, inv = np.unique(mids, return_inverse=True)
+    return P.meta_columns(uniq, (name,))[name][inv]
+
+
+def _copy_facts(P: Plane, mids: list[int], texts: list[str]) -> list[tuple | None]:
+    """Per copy-start metadata id (with its HLO text): (direction, bytes, instruction,
+    hlo_module, program_id), or None where the text names no host memory side. Both TPU
+    paths (`Async XLA Ops` spans and copy-start/copy-done pairs) use it, once per distinct op;
+    program ids are converted once per distinct value."""
     cand, dirs = [], []
     for i, text in enumerate(texts):
-        if HOST_MEMORY_SPACE in text and "copy-start" in text.split(" = ", 1)[-1]:
-            d = copy_start_direction(text)
-            if d[0] is not None:
-                cand.append(i)
-                dirs.append(d)
+        d = copy_start_direction(text)
+        if d[0] is not None:
+            cand.append(i)
+            dirs.append(d)
     out: list[tuple | None] = [None] * len(mids)
     if not cand:
         return out
-    stats = [P.meta_some(mids[i], _COPY_FACTS) for i in cand]
-    module, raw, acc = ([st.get(k) for st in stats] for k in ("hlo_module", "raw_bytes_accessed",
-                                                              "bytes_accessed"))
-    pids = map_unique(np.array([st.get("program_id") for st in stats] + [None], object)[:-1],
-                      as_id).tolist()
+    col = P.meta_columns([mids[i] for i in cand], _COPY_FACTS)
+    module, raw, acc = (col[k].tolist() for k in ("hlo_module", "raw_bytes_accessed",
+                                                  "bytes_accessed"))
+    pids = map_unique(col["program_id"], as_id).tolist()
     for j, i in enumerate(cand):
         direction, nbytes = dirs[j]
         if nbytes is None:

@@ -260,9 +260,10 @@ def test_many_small_planes_read_together_give_the_same_tables(tmp_path, monkeypa
 
 def test_many_distinct_copy_ops_give_the_same_facts_on_both_paths(tmp_path):
     """Issue 15: the copy facts of thousands of distinct copy ops are gathered in one batch
-    (`_copy_facts_many`, the `Async XLA Ops` path); they must equal what the copy-start /
-    copy-done pairing path gives one op at a time, including a repeated stat (the first wins),
-    a stat only some metadata have, a ref value and metadata with no stats."""
+    (`_copy_facts`) from the `Async XLA Ops` spans' metadata; they must equal what the
+    copy-start / copy-done pairing path gives from the copy-start ops' own metadata,
+    including a repeated stat (the first wins), a stat only some metadata have, a ref value
+    and metadata with no stats."""
     import pandas as pd
 
     t = SyntheticTrace()

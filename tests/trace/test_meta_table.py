@@ -1,0 +1,179 @@
+"""`wire.MetaTable` (issue 15): event_metadata names and stats decoded from the file's bytes
+for many ids at once must equal what upb gives one id at a time, for any encoding upb accepts.
+
+The planes here are written byte by byte, so that they can hold what the canonical writers
+never write but a valid file may: fields out of order, a string or a map key written twice, a
+key written twice, child ids after the stats, unknown fields, stats with no value, with their
+id after the value or with the id written twice, a value message written twice (upb merges
+it: the table must refuse, and the answers still agree).
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from overlap.trace import wire
+from overlap.trace.protos import XSpace
+
+
+def varint(v: int) -> bytes:
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def field(fn: int, wt: int, payload) -> bytes:
+    tag = varint(fn << 3 | wt)
+    if wt == 0:
+        return tag + varint(payload)
+    if wt == 1:
+        return tag + payload
+    return tag + varint(len(payload)) + payload
+
+
+STAT_NAMES = {1: "hlo_module", 2: "program_id", 3: "raw_bytes_accessed", 4: "bytes_accessed",
+              5: "hlo_module", 6: "other", 0: "bytes_accessed"}  # 1 and 5 share a name
+WANTED = ("hlo_module", "program_id", "raw_bytes_accessed", "bytes_accessed")
+
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+value = st.one_of(
+    st.none(),
+    st.tuples(st.just(2), st.floats(allow_nan=False)),
+    st.tuples(st.just(3), st.integers(0, (1 << 64) - 1)),
+    st.tuples(st.just(4), st.integers(-(1 << 63), (1 << 63) - 1)),
+    st.tuples(st.just(5), text),
+    st.tuples(st.just(6), st.binary(max_size=6)),
+    st.tuples(st.just(7), st.sampled_from([1, 2, 6, 99])),
+)
+stat = st.tuples(st.sampled_from(sorted(STAT_NAMES) + [42]), value,
+                 st.sampled_from(["canonical", "value first", "id twice", "no id"]))
+entry = st.fixed_dictionaries({
+    "key": st.integers(-3, 40),
+    "name": text, "display": text,
+    "stats": st.lists(stat, max_size=6),
+    "layout": st.sampled_from(["canonical", "reversed", "name twice", "children", "unknown",
+                               "no value", "key twice"]),
+})
+
+
+def stat_bytes(sid: int, val, how: str) -> bytes:
+    if val is None:
+        v = b""
+    else:
+        k, x = val
+        if k == 2:
+            v = field(2, 1, struct.pack("<d", x))
+        elif k in (3, 7):
+            v = field(k, 0, x)
+        elif k == 4:
+            v = field(4, 0, x)
+        elif k == 5:
+            v = field(5, 2, x.encode())
+        else:
+            v = field(6, 2, x)
+    i = field(1, 0, sid) if sid else b""
+    if how == "value first":
+        return v + i
+    if how == "id twice":
+        return field(1, 0, 6) + v + i
+    if how == "no id":
+        return v
+    return i + v
+
+
+def entry_bytes(e: dict) -> bytes:
+    stats = [field(5, 2, stat_bytes(*s)) for s in e["stats"]]
+    parts = [field(1, 0, e["key"]), field(2, 2, e["name"].encode())]
+    if e["display"]:
+        parts.append(field(4, 2, e["display"].encode()))
+    parts += stats
+    lay = e["layout"]
+    if lay == "reversed":
+        parts = parts[::-1]  # the stats' own order flips too: the table must follow it
+    elif lay == "name twice":
+        parts.append(field(2, 2, ("last " + e["name"]).encode()))
+    elif lay == "children":
+        parts += [field(6, 0, 7), field(6, 0, 8)]
+    elif lay == "unknown":
+        parts.insert(1, field(9, 0, 5))
+    value_msg = b"".join(parts)
+    if lay == "no value":
+        return field(1, 0, e["key"])
+    if lay == "key twice":
+        return field(1, 0, e["key"] + 1000) + field(2, 2, value_msg) + field(1, 0, e["key"])
+    return field(1, 0, e["key"]) + field(2, 2, value_msg)
+
+
+def plane_bytes(entries: list[dict], merged_value: bool) -> bytes:
+    parts = [field(1, 0, 0), field(2, 2, b"/device:TPU:0")]
+    for e in entries:
+        body = entry_bytes(e)
+        if merged_value:  # the value message twice in one entry: upb merges the two
+            body += field(2, 2, field(4, 2, b"merged"))
+        parts.append(field(4, 2, body))
+    for k, n in STAT_NAMES.items():
+        parts.append(field(5, 2, field(1, 0, k) + field(2, 2, field(1, 0, k)
+                                                       + field(2, 2, n.encode()))))
+    return field(1, 2, b"".join(parts))
+
+
+def both(raw: bytes):
+    xs, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
+    return wire.Plane(planes[0]), XSpace.FromString(raw)
+
+
+def check(P: wire.Plane, mids: np.ndarray) -> None:
+    assert P.names(mids) == [P.name(int(m)) for m in mids]
+    assert P.names(mids, display=True) == [P.display_name(int(m)) for m in mids]
+    cols = P.meta_columns(mids, WANTED)
+    for i, m in enumerate(mids.tolist()):
+        one = P.meta_some(m, WANTED)
+        for k in WANTED:
+            got, want = cols[k][i], one.get(k)
+            assert type(got) is type(want) and (got == want or got != got), (m, k, got, want)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(entry, max_size=12), st.lists(st.integers(-5, 45), max_size=20))
+def test_table_equals_upb_for_any_encoding(entries, extra):
+    P, xs = both(plane_bytes(entries, merged_value=False))
+    assert dict(xs.planes[0].event_metadata) == dict(P.meta)  # the file upb reads is the one read here
+    t = P.table()
+    if entries:
+        assert t is not None and t.ok  # nothing here needs the fallback
+    keys = np.array(sorted(P.meta.keys()) + extra, np.int64)
+    check(P, keys)
+
+
+def test_a_value_written_twice_makes_the_table_refuse_and_the_answers_agree():
+    e = {"key": 3, "name": "n", "display": "", "layout": "canonical",
+         "stats": [(2, (3, 1 << 63), "canonical")]}
+    P, _ = both(plane_bytes([e], merged_value=True))
+    assert P.table() is None
+    assert P.display_name(3) == "merged"  # upb merged the two value messages
+    check(P, np.array([3, 4], np.int64))
+
+
+def test_copy_facts_program_ids_from_the_table_on_a_real_layout():
+    """The canonical layout, as the synthetic TPU writer (and XLA) writes it: the table is
+    used, and the facts equal upb's."""
+    from overlap.trace.synthetic import SyntheticTrace
+
+    t = SyntheticTrace()
+    tpu = t.tpu(0)
+    for k in range(50):
+        t0 = (10 + k) * 1_000_000
+        tpu.async_copy("D2H" if k % 2 else "H2D", t0, t0 + 500_000, dims=(8, 128 + k))
+    raw = t.to_bytes()
+    _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
+    P = wire.Plane(next(p for p in planes if p.name.startswith("/device:TPU")))
+    assert P.table() is not None
+    check(P, np.array(sorted(P.meta.keys()), np.int64))
