@@ -202,8 +202,68 @@ def instruction_name(name: str) -> str:
     return name
 
 
+def instruction_names(texts: list[str]) -> list[str]:
+    """`instruction_name` of many texts; the usual `%name = ...` without a call each."""
+    out = []
+    for t in texts:
+        if t[:1] == "%" and not t[-1:].isspace():  # nothing to strip at either end
+            k = t.find(" = ")
+            out.append((t[1:k] if k > 0 else t[1:]).strip())
+        else:
+            out.append(instruction_name(t))
+    return out
+
+
 def is_async_boundary(instr: str) -> bool:
     return bool(_START_DONE_RE.match(instr) or _SEND_RECV_RE.match(instr))
+
+
+def _suffix_is(b: np.ndarray, end: np.ndarray, ok: np.ndarray, text: bytes) -> np.ndarray:
+    """Where `ok`: do the bytes of `b` just before `end` spell `text`?"""
+    out = ok.copy()
+    for i, ch in enumerate(text):
+        at = np.where(out, end - len(text) + i, 0)
+        out &= b[at] == ch
+    return out
+
+
+def async_boundaries_by_bytes(b: np.ndarray, ln: np.ndarray) -> np.ndarray:
+    """`is_async_boundary` of many names given as bytes (`MetaTable.string_bytes`): per name,
+    1 (a boundary), 0 (not one) or -1 (not decided here: empty, non-ASCII, or holding a
+    newline; the caller applies the regex to those).
+
+    For ASCII names without a newline the two regexes say exactly: strip a trailing `.digits`
+    (digits alone, without the dot, match neither); what is left ends with `-start` or `-done`
+    after at least one more byte, or is `send` or `recv`. Why bytes: a capture where every copy
+    is its own op has tens of thousands of distinct copy-start/copy-done ops, and a Python
+    string and a regex match each cost more than all the rest of their reading.
+    """
+    n = len(ln)
+    out = np.full(n, -1, np.int8)
+    have = np.flatnonzero(ln > 0)
+    if not have.size:
+        return out
+    L = ln[have]
+    start = np.cumsum(ln)[have] - L  # each name's offset in `b`
+    end = start + L
+    plain = (b < 0x80) & (b != 0x0A)
+    ok = np.add.reduceat(plain.astype(np.int64), start) == L
+    digit = (b >= 0x30) & (b <= 0x39)
+    # the last non-digit byte of each name (-1 where the name is all digits)
+    pos = np.where(digit, -1, np.arange(len(b)))
+    last = np.maximum.reduceat(pos, start)
+    last = np.where(last >= start, last, -1)
+    has_n = last < end - 1  # a trailing run of digits
+    dotted = has_n & (last >= 0) & (b[np.maximum(last, 0)] == 0x2E)
+    core_end = np.where(dotted, last, end)
+    core_len = core_end - start
+    fits = ~has_n | dotted  # digits without a dot: neither regex matches
+    yes = _suffix_is(b, core_end, fits & (core_len >= 7), b"-start")
+    yes |= _suffix_is(b, core_end, fits & (core_len >= 6), b"-done")
+    yes |= _suffix_is(b, core_end, fits & (core_len == 4), b"send")
+    yes |= _suffix_is(b, core_end, fits & (core_len == 4), b"recv")
+    out[have[ok]] = yes[ok].astype(np.int8)
+    return out
 
 
 def _split_top_level(s: str) -> list[str]:
@@ -252,24 +312,36 @@ _TUPLE_HEAD_RE = re.compile(
     r"(?P<b>[a-z][a-z0-9]*\[[0-9,\s]*\](?:\{[^{}]*\})?)[,)]")
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def copy_start_direction(hlo_text: str) -> tuple[str | None, int | None]:
-    """Direction and bytes of a `copy-start` from its HLO text (parsed once per distinct text).
+    """Direction and bytes of a `copy-start` from its HLO text.
 
     The result tuple is `(destination, source, u32[] context)`: `S(5)` on element 0 means the
     copy writes host memory (D2H), on element 1 that it reads host memory (H2D).
     """
-    # Fast path: the first two tuple elements are plain array shapes (every copy-start XLA
-    # writes); one regex match instead of a bracket walk over the whole text.
-    m = _TUPLE_HEAD_RE.search(hlo_text)
-    if m is not None and m.start() == hlo_text.find(" = "):
-        a, b = m.group("a"), m.group("b")
+    return copy_directions([hlo_text])[0]
+
+
+def copy_directions(texts: list[str]) -> list[tuple[str | None, int | None]]:
+    """`copy_start_direction` of many texts (a capture where every copy is its own op has tens
+    of thousands of distinct ones: a cache keyed by the text never hits)."""
+    match = _TUPLE_HEAD_RE.match
+    out = []
+    for t in texts:
+        # Fast path: the first two tuple elements are plain array shapes (every copy-start
+        # XLA writes), matched right at the first " = " (no match can start before it).
+        k = t.find(" = ")
+        m = match(t, k) if k >= 0 else None
+        if m is None:
+            out.append(_copy_start_direction_slow(t))
+            continue
+        a, b = m.group("a", "b")
         if HOST_MEMORY_SPACE in a:
-            return "D2H", shape_bytes(a)
-        if HOST_MEMORY_SPACE in b:
-            return "H2D", shape_bytes(b)
-        return None, None
-    return _copy_start_direction_slow(hlo_text)
+            out.append(("D2H", shape_bytes(a)))
+        elif HOST_MEMORY_SPACE in b:
+            out.append(("H2D", shape_bytes(b)))
+        else:
+            out.append((None, None))
+    return out
 
 
 def _copy_start_direction_slow(hlo_text: str) -> tuple[str | None, int | None]:
@@ -836,10 +908,21 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
         out = P.names(uniq, display=True)
         bare = [i for i, s in enumerate(out) if not s]
         if bare:
-            for i, text in zip(bare, P.names(uniq[bare])):
-                out[i] = instruction_name(text)
+            for i, name in zip(bare, instruction_names(P.names(uniq[bare]))):
+                out[i] = name
         return out
 
+    def boundaries(uniq: np.ndarray) -> np.ndarray:
+        """Per distinct id: 1 if its instruction is an async boundary, 0 if not, -1 unknown
+        yet. Decided on the display names' bytes where the plane has a `MetaTable`: an id
+        with a display name is its instruction name."""
+        got = P.name_bytes(uniq, display=True)
+        if got is None:
+            return np.full(len(uniq), -1, np.int8)
+        return async_boundaries_by_bytes(*got)
+
+    # Without an Async XLA Ops line, copies are paired from the boundary ops' names.
+    pairing = async_line is None or not async_line.n_events
     starts_done: list[tuple[int, int, int, str]] = []  # (start, end, mid, instr)
     for line in op_lines:
         if not line.n_events:
@@ -848,9 +931,16 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
         mids = ev.mids
         keep = ~ev.has_stat(a_ids) if a_ids else np.ones(ev.n, bool)
         uniq, inv = np.unique(mids, return_inverse=True)  # once per distinct op
-        u_names = instrs(uniq)
-        names = np.array(u_names + [None], object)[:-1][inv]
-        bnd = np.array([is_async_boundary(n) for n in u_names], bool)[inv]
+        b_u = boundaries(uniq)
+        # names only where needed: compute ops, ops not decided yet, boundaries to pair
+        need = np.flatnonzero((b_u != 1) | pairing)
+        u_names = np.full(len(uniq), None, object)
+        u_names[need] = instrs(uniq[need])
+        sd, sr = _START_DONE_RE.match, _SEND_RECV_RE.match  # is_async_boundary, inlined
+        und = np.flatnonzero(b_u == -1)
+        b_u[und] = [bool(sd(n) or sr(n)) for n in u_names[und].tolist()]
+        names = u_names[inv]
+        bnd = b_u.astype(bool)[inv]
         if line.name == "XLA Ops":
             b = np.flatnonzero(keep & bnd)
             starts_done.extend(zip(ev.starts[b].tolist(), (ev.starts[b] + ev.durs[b]).tolist(),
@@ -931,8 +1021,7 @@ def _copy_facts(P: Plane, mids: list[int], texts: list[str]) -> list[tuple | Non
     paths (`Async XLA Ops` spans and copy-start/copy-done pairs) use it, once per distinct op;
     program ids are converted once per distinct value."""
     cand, dirs = [], []
-    for i, text in enumerate(texts):
-        d = copy_start_direction(text)
+    for i, d in enumerate(copy_directions(texts)):
         if d[0] is not None:
             cand.append(i)
             dirs.append(d)
@@ -943,11 +1032,12 @@ def _copy_facts(P: Plane, mids: list[int], texts: list[str]) -> list[tuple | Non
     module, raw, acc = (col[k].tolist() for k in ("hlo_module", "raw_bytes_accessed",
                                                   "bytes_accessed"))
     pids = map_unique(col["program_id"], as_id).tolist()
+    instrs = instruction_names([texts[i] for i in cand])
     for j, i in enumerate(cand):
         direction, nbytes = dirs[j]
         if nbytes is None:
             nbytes = as_int(raw[j]) or as_int(acc[j]) or 0
-        out[i] = (direction, nbytes, instruction_name(texts[i]), module[j], pids[j])
+        out[i] = (direction, nbytes, instrs[j], module[j], pids[j])
     return out
 
 

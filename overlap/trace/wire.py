@@ -126,6 +126,11 @@ class Plane:
             self._table = t
         return self._table
 
+    def name_bytes(self, mids, display: bool = False):
+        """`MetaTable.string_bytes` where the plane has a table, else None."""
+        t = self.table()
+        return None if t is None else t.string_bytes(mids, display)
+
     def names(self, mids, display: bool = False) -> list[str]:
         """`name` (or `display_name`) of many metadata ids at once."""
         mids = np.asarray(mids, np.int64)
@@ -1157,6 +1162,21 @@ class MetaTable:
         except UnicodeDecodeError:
             return None
         return got if len(got) == len(mids) else None
+
+    def string_bytes(self, mids: np.ndarray, display: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The names (or display names) of the entries of `mids` as bytes, without a Python
+        object each: (all their bytes concatenated as uint8, each one's length; 0 where
+        absent), for byte-level rules over many names at once."""
+        mids = np.asarray(mids, np.int64)
+        pos = self.disp if display else self.name
+        rows, ent = self._rows(mids)
+        fs = np.zeros(len(mids), np.int64)
+        ln = np.zeros(len(mids), np.int64)
+        fs[rows], ln[rows] = pos[0, ent], pos[1, ent] - pos[0, ent]
+        total = int(ln.sum())
+        first = np.cumsum(ln) - ln  # each value's offset in the output
+        idx = np.repeat(fs - first, ln) + np.arange(total)
+        return self.buf[idx], ln
 
     def columns(self, mids: np.ndarray, wanted: dict[int, str], names: tuple[str, ...],
                 stat_names: dict[int, str]) -> dict[str, np.ndarray]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from overlap.trace.protos import XSpace
 from overlap.trace.reader import (copy_start_direction, load_xspace, parse_details, read_trace,
@@ -137,6 +139,71 @@ def test_copy_start_direction_parsing():
     assert copy_start_direction("%copy-start = (f32[2]{0}, f32[2]{0}, u32[]) copy-start(%p)") \
         == (None, None)
     assert shape_bytes("pred[7]") == 7 and shape_bytes("f32[]") == 4
+
+
+def _direction_by_search(text):
+    """The rule `copy_directions` must keep, written the slow, obvious way: the tuple-head
+    regex searched anywhere, used only where its match starts at the first " = "."""
+    from overlap.trace.reader import (HOST_MEMORY_SPACE, _TUPLE_HEAD_RE,
+                                      _copy_start_direction_slow)
+
+    m = _TUPLE_HEAD_RE.search(text)
+    if m is not None and m.start() == text.find(" = "):
+        a, b = m.group("a"), m.group("b")
+        if HOST_MEMORY_SPACE in a:
+            return "D2H", shape_bytes(a)
+        if HOST_MEMORY_SPACE in b:
+            return "H2D", shape_bytes(b)
+        return None, None
+    return _copy_start_direction_slow(text)
+
+
+_piece = st.sampled_from([" = ", "(", ")", ", ", "f32[8,128]", "bf16[2, 3]", "{1,0}",
+                          "{1,0:S(5)}", "{:S(2)}", "u32[]", "S(5)", "%copy-start.1",
+                          "copy-start", "[", "]", "{", "}", "x", "%p"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_piece, max_size=14).map("".join), max_size=8))
+def test_copy_directions_match_at_the_first_equals_as_the_search_rule(texts):
+    from overlap.trace.reader import copy_directions
+
+    texts += ["%copy-start.5 = (f32[4]{0:S(5)}, f32[4]{0}, u32[]) copy-start(%p)",
+              "a = b = (f32[4]{0}, f32[4]{0:S(5)}, u32[]) copy-start(%p)"]
+    assert copy_directions(texts) == [_direction_by_search(t) for t in texts]
+
+
+_name_piece = st.sampled_from(["copy", "-start", "-done", "send", "recv", ".", "1", "23", "-",
+                               "\n", "é", "٣", "x", "all-reduce", "start", "done", ""])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.lists(_name_piece, max_size=6).map("".join), max_size=30))
+def test_async_boundaries_by_bytes_equal_the_regexes(names):
+    """Issue 15: boundaries are decided on the names' bytes; wherever that decides, it must
+    say what `is_async_boundary` says, and it must decide every plain ASCII name."""
+    import numpy as np
+
+    from overlap.trace.reader import async_boundaries_by_bytes, is_async_boundary
+
+    names += ["copy-start.12", "a-done", "-start", "x-start5", "send.3", "recv", "sendx",
+              "copy-start.", "all-reduce-start.1.2"]
+    raw = [n.encode() for n in names]
+    b = np.frombuffer(b"".join(raw) + b"\0" * 8, np.uint8)[:sum(map(len, raw))]
+    got = async_boundaries_by_bytes(b, np.array([len(r) for r in raw], np.int64))
+    for n, g in zip(names, got.tolist()):
+        if n and n.isascii() and "\n" not in n:
+            assert g == int(is_async_boundary(n)), n
+        else:
+            assert g == -1, n
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(st.sampled_from(["%", " ", "=", "a", ".", "1", "\t"]), max_size=10)))
+def test_instruction_names_equal_one_at_a_time(texts):
+    from overlap.trace.reader import instruction_name, instruction_names
+
+    assert instruction_names(texts) == [instruction_name(t) for t in texts]
 
 
 # --- CPU (real capture) -------------------------------------------------------------------------
