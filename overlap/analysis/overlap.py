@@ -388,22 +388,48 @@ def _bucket(count: int, nbytes: int, span: int, hidden: int) -> dict[str, Any]:
 
 
 def _grouped(t: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    # One-hot class columns so the class counts are plain vectorized sums per group.
+    """Sums per group of `by` (`_SUMS`), groups in the order they first appear."""
+    # One-hot class columns so the class counts are plain sums per group.
     cls = t["class"].to_numpy(dtype=object)
     pageable = t["pageable"].to_numpy(dtype=bool)
-    t = t.assign(**{label: (cls == label).astype(np.int64) for label in (HIDDEN, PARTIAL, EXPOSED)},
-                 zero_length=(t["span_ps"].to_numpy() == 0).astype(np.int64),
-                 pageable_transfers=pageable.astype(np.int64),
-                 pageable_bytes=np.where(pageable, t["bytes"].to_numpy(np.int64), 0))
-    # Unsorted: every consumer regroups or orders the groups itself (36k op groups: 0.1 s).
-    g = t.groupby(by, sort=False, dropna=False)
-    out = g.agg(count=("span_ps", "size"), bytes=("bytes", "sum"), span_ps=("span_ps", "sum"),
-                hidden_ps=("hidden_ps", "sum"), hidden=(HIDDEN, "sum"),
-                partial=(PARTIAL, "sum"), exposed=(EXPOSED, "sum"),
-                zero_length=("zero_length", "sum"),
-                pageable_transfers=("pageable_transfers", "sum"),
-                pageable_bytes=("pageable_bytes", "sum"))
-    return out.reset_index()
+    span = t["span_ps"].to_numpy(np.int64)
+    cols = {"count": np.ones(len(t), np.int64), "bytes": t["bytes"].to_numpy(np.int64),
+            "span_ps": span, "hidden_ps": t["hidden_ps"].to_numpy(np.int64),
+            **{label: (cls == label).astype(np.int64) for label in (HIDDEN, PARTIAL, EXPOSED)},
+            "zero_length": (span == 0).astype(np.int64),
+            "pageable_transfers": pageable.astype(np.int64),
+            "pageable_bytes": np.where(pageable, t["bytes"].to_numpy(np.int64), 0)}
+    return _group_sums(t, by, cols, sort=False)
+
+
+def _group_sums(t: pd.DataFrame, by: list[str], cols: dict[str, np.ndarray],
+                sort: bool) -> pd.DataFrame:
+    """Exact int64 sums of `cols` per group of the key columns `by` (a missing key is a key of
+    its own), as `t.groupby(by, sort=sort, dropna=False).sum()` gives them: groups in key order
+    with `sort` (missing keys last), else in order of first appearance.
+
+    Why not pandas' groupby: on a capture where every copy is its own op (tens of thousands of
+    groups) its per-aggregation overhead was most of the analysis' time."""
+    n = len(t)
+    if not n:
+        return pd.DataFrame({**{k: t[k].iloc[:0] for k in by},
+                             **{c: np.zeros(0, np.int64) for c in cols}})
+    code = np.zeros(n, np.int64)
+    for k in by:  # codes kept dense after each key, so they never overflow
+        c, u = pd.factorize(t[k], sort=sort, use_na_sentinel=False)
+        code = code * max(len(u), 1) + c
+        if k != by[-1]:
+            code = np.unique(code, return_inverse=True)[1].reshape(-1)
+    _, inv = np.unique(code, return_inverse=True)
+    inv = inv.reshape(-1)
+    order = np.argsort(inv, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
+    first = order[starts]  # each group's first row
+    g = np.arange(len(starts)) if sort else np.argsort(first, kind="stable")
+    out = {k: t[k].to_numpy()[first[g]] for k in by}
+    for c, v in cols.items():
+        out[c] = np.add.reduceat(v[order], starts)[g]
+    return pd.DataFrame(out)
 
 
 def _records(df: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
@@ -424,9 +450,18 @@ def _most_exposed_ops(groups: pd.DataFrame, top: int) -> dict[str, Any]:
     records are built for those rows only (a capture may have tens of thousands of ops)."""
     ops = _regroup(groups, ["hlo_op", "direction"], sort=False)  # ordered below
     exposed = ops["span_ps"].to_numpy(np.int64) - ops["hidden_ps"].to_numpy(np.int64)
-    op_code, _ = pd.factorize(ops["hlo_op"], sort=True)
-    dir_code, _ = pd.factorize(ops["direction"], sort=True)
-    keep = ops.take(np.lexsort((dir_code, op_code, -exposed))[: max(top, 0)])
+    k = max(top, 0)
+    # Only rows at or above the k-th largest exposed time can be in the top k: the names are
+    # sorted for those alone (sorting 36k op names was half of this function).
+    cand = np.arange(len(ops))
+    if 0 < k < len(ops):
+        cand = np.flatnonzero(exposed >= np.partition(exposed, len(ops) - k)[len(ops) - k])
+    elif k == 0:
+        cand = cand[:0]
+    sub = ops.take(cand)
+    op_code, _ = pd.factorize(sub["hlo_op"], sort=True)
+    dir_code, _ = pd.factorize(sub["direction"], sort=True)
+    keep = sub.take(np.lexsort((dir_code, op_code, -exposed[cand]))[:k])
     rows = _records(keep, ["hlo_op", "direction"])
     return {"records": rows, "truncated": len(rows) < len(ops), "total_records": len(ops),
             "returned_records": len(rows)}
@@ -609,7 +644,7 @@ _SUMS = ("count", "bytes", "span_ps", "hidden_ps", HIDDEN, PARTIAL, EXPOSED, "ze
 
 
 def _regroup(groups: pd.DataFrame, by: list[str], sort: bool = True) -> pd.DataFrame:
-    return groups.groupby(by, sort=sort, dropna=False)[list(_SUMS)].sum().reset_index()
+    return _group_sums(groups, by, {c: groups[c].to_numpy(np.int64) for c in _SUMS}, sort)
 
 
 def _top_rows(parts: list[dict[str, Any]], top: int) -> pd.DataFrame:

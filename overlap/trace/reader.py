@@ -524,7 +524,7 @@ def _read_host_file(f: Path) -> dict[str, Any]:
     # event surfaces in the decoder instead of the parser, with the same message.
     data, n = _read_file(f, PAD)
     try:
-        xs, planes, _ = parse_space(data, n)
+        xs, planes, _ = parse_space(data, n, strip_meta=_strip_meta)
     except (Corrupt, DecodeError, RuntimeError, ValueError) as e:
         raise _corrupt(f, e) from None
     _check_space(f, xs)
@@ -610,8 +610,14 @@ def read_xspace(xs, host: str = "host", source: Path | None = None) -> dict[str,
     and read the way `read_trace` reads files.
     """
     raw = xs.SerializeToString()
-    xs, planes, _ = parse_space(padded(raw), len(raw))
+    xs, planes, _ = parse_space(padded(raw), len(raw), strip_meta=_strip_meta)
     return _read_space(xs, planes, host, source)
+
+
+def _strip_meta(plane_name: str) -> bool:
+    """Planes whose event_metadata upb need not parse up front: TPU planes, whose reading uses
+    only `MetaTable` (one op's HLO text per entry: most of a TPU file's bytes)."""
+    return TPU_PLANE_RE.match(plane_name) is not None
 
 
 def _read_space(xs, planes: list[PlaneView], host: str = "host",
@@ -968,7 +974,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
 
     if async_line is not None and async_line.n_events:
         # Only metadata (names, metadata stats) decides here: no event stat is ever read.
-        ev = LineEvents(async_line, line_base_ps(async_line), skip_mids=P.meta.keys())
+        ev = LineEvents(async_line, line_base_ps(async_line), skip_mids=P.meta_keys())
 
         uniq, inv = np.unique(ev.mids, return_inverse=True)  # once per distinct op
         mids = uniq.tolist()

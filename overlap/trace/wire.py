@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from google.protobuf.message import DecodeError
 
-from overlap.trace.protos import XSpace
+from overlap.trace.protos import XPlane, XSpace
 
 # ---------------------------------------------------------------------------------------------
 # Stats
@@ -38,10 +38,32 @@ class Plane:
         self.stat_ids: dict[str, list[int]] = defaultdict(list)
         for k, name in self.stat_names.items():
             self.stat_ids[name].append(k)
-        self.meta = plane.event_metadata
+        self._meta = None if getattr(plane, "meta_stripped", False) else plane.event_metadata
         self._meta_stats: dict[int, dict[str, Any]] = {}
         self._wanted: dict[tuple, dict[int, str]] = {}
         self._table: MetaTable | None | bool = False  # built on first use
+
+    @property
+    def meta(self):
+        """The upb event_metadata map. For a plane whose entries upb skipped (`parse_space`'s
+        `strip_meta`), parsed from the located entries on first use: the same map, and a
+        damaged entry is `Corrupt` as it would have been up front."""
+        if self._meta is None:
+            pv = self.plane
+            ms, me = pv.meta_pos
+            mv = memoryview(pv.buf)
+            raw = b"".join(b"\x22" + _enc_varint(int(q - p)) + mv[p:q]
+                           for p, q in zip(ms.tolist(), me.tolist()))
+            try:
+                self._meta = XPlane.FromString(raw).event_metadata
+            except DecodeError as e:
+                raise Corrupt(f"event metadata: {e}") from None
+        return self._meta
+
+    def meta_keys(self):
+        """The event_metadata ids (from the `MetaTable` where there is one)."""
+        t = self.table()
+        return t.keys.tolist() if t is not None else self.meta.keys()
 
     def meta_items(self):
         return self.meta.items()
@@ -121,7 +143,8 @@ class Plane:
             if getattr(pv, "meta_pos", None) is not None and len(pv.meta_pos[0]):
                 t = MetaTable(pv.buf, *pv.meta_pos)
                 # the entries located must be exactly the map upb read, or the table is unused
-                if not t.ok or len(t.keys) != len(self.meta):
+                # (where upb skipped them, every plane-level field 4 was located: all of them)
+                if not t.ok or (not pv.meta_stripped and len(t.keys) != len(self.meta)):
                     t = None
             self._table = t
         return self._table
@@ -383,11 +406,14 @@ class PlaneView:
     map entries lie in the file's buffer (`buf`), for `MetaTable`."""
 
     def __init__(self, msg, lines: list[_Line], buf: np.ndarray | None = None,
-                 meta_pos: tuple[np.ndarray, np.ndarray] | None = None):
+                 meta_pos: tuple[np.ndarray, np.ndarray] | None = None,
+                 meta_stripped: bool = False):
         self.msg = msg
         self.lines = lines
         self.buf = buf
         self.meta_pos = meta_pos
+        # the entries are not in `msg` (upb never saw them): `Plane.meta` parses them on demand
+        self.meta_stripped = meta_stripped
 
     def __getattr__(self, name):
         return getattr(self.msg, name)
@@ -558,18 +584,33 @@ def _read_line(a: np.ndarray, b, s: int, e: int) -> _Line:
     return ln
 
 
-def _split_plane(a: np.ndarray, b, s: int, e: int) -> tuple[bytes, list[_Line]]:
-    """An XPlane's bytes without its lines (for upb), and its lines decoded here."""
+def _split_plane(a: np.ndarray, b, s: int, e: int, strip_meta=None
+                 ) -> tuple[bytes, list[_Line], tuple[np.ndarray, np.ndarray], bool]:
+    """An XPlane's bytes without its lines (for upb), its lines decoded here, where its
+    event_metadata entries lie, and whether they were left out of the bytes too.
+
+    `strip_meta(plane name)`: leave the entries out of upb's bytes when true for the name
+    written before the first entry (the plane's `Plane` then reads them through `MetaTable`,
+    and through upb only when asked for the whole map)."""
     parts = []
     lines = []
     meta_s: list = []  # event_metadata map entries' payloads, kept for `MetaTable`
     meta_e: list = []
+    name = None
+    strip = None  # decided at the first entry, for all of them
     run = p = s
     while p < e:
         if b[p] == 0x22:
             # a run of event_metadata map entries (tens of thousands with many distinct ops):
-            # located like events, not field by field; they stay in the skeleton too
+            # located like events, not field by field
+            if strip is None:
+                strip = bool(strip_meta and name is not None and strip_meta(name))
+            fs = p
             p = _event_run(a, b, p, e, meta_s, meta_e, 0x22)
+            if strip:
+                if fs > run:
+                    parts.append(bytes(b[run:fs]))
+                run = p
             continue
         if b[p] == 0x2A:  # stat_metadata entries (a few dozen per plane, thousands of planes)
             p = _event_run(a, b, p, e, [], [], 0x2A)
@@ -582,21 +623,30 @@ def _split_plane(a: np.ndarray, b, s: int, e: int) -> tuple[bytes, list[_Line]]:
             lines.append(_read_line(a, b, vp, q))
             run = q
         elif fn == 4 and wt == 2:  # an event_metadata entry with a non-canonical tag
+            if strip is None:
+                strip = bool(strip_meta and name is not None and strip_meta(name))
             meta_s.append(np.array([vp], _pos_dtype(a)))
             meta_e.append(np.array([q], _pos_dtype(a)))
+            if strip:
+                if fs > run:
+                    parts.append(bytes(b[run:fs]))
+                run = q
+        elif fn == 2 and wt == 2:
+            name = bytes(b[vp:q]).decode("utf-8", "replace")
         p = q
     if e > run:
         parts.append(bytes(b[run:e]))
     meta_pos = (np.concatenate(meta_s).astype(np.int64) if meta_s else np.zeros(0, np.int64),
                 np.concatenate(meta_e).astype(np.int64) if meta_e else np.zeros(0, np.int64))
-    return b"".join(parts), lines, meta_pos
+    return b"".join(parts), lines, meta_pos, bool(strip)
 
 
-def parse_space(data, n: int) -> tuple[Any, list[PlaneView], np.ndarray]:
+def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np.ndarray]:
     """Parse XSpace bytes `data[:n]` (followed by >= `PAD` zero bytes).
 
     Returns (skeleton XSpace message, planes with their lines, the buffer as uint8 array).
-    Raises `Corrupt` or DecodeError on damaged input.
+    `strip_meta(plane name)`: planes whose event_metadata upb does not parse up front (see
+    `_split_plane`). Raises `Corrupt` or DecodeError on damaged input.
     """
     a = np.frombuffer(data, np.uint8)
     skel = []
@@ -608,9 +658,9 @@ def parse_space(data, n: int) -> tuple[Any, list[PlaneView], np.ndarray]:
         if fn == 1 and wt == 2:
             if fs > run:
                 skel.append(bytes(data[run:fs]))
-            body, lines, meta_pos = _split_plane(a, data, vp, q)
+            body, lines, meta_pos, stripped = _split_plane(a, data, vp, q, strip_meta)
             skel.append(b"\x0a" + _enc_varint(len(body)) + body)
-            plines.append((lines, meta_pos))
+            plines.append((lines, meta_pos, stripped))
             run = q
         p = q
     if n > run:
@@ -618,7 +668,7 @@ def parse_space(data, n: int) -> tuple[Any, list[PlaneView], np.ndarray]:
     xs = XSpace.FromString(b"".join(skel))
     if len(xs.planes) != len(plines):
         raise Corrupt("plane count mismatch")
-    return xs, [PlaneView(m, ls, a, mp) for m, (ls, mp) in zip(xs.planes, plines)], a
+    return xs, [PlaneView(m, ls, a, mp, st) for m, (ls, mp, st) in zip(xs.planes, plines)], a
 
 
 def padded(raw: bytes) -> bytearray:
@@ -1077,7 +1127,25 @@ class MetaTable:
         self.ok = True
         self.keys = np.zeros(0, np.int64)
         try:
-            _walk(buf, ms, me, on_entry)
+            # the layout every writer uses, `08 key 12 len value`, in a few array steps; the
+            # rest field by field
+            good = buf[ms] == 0x08
+            gi = np.flatnonzero(good)  # varints decoded only where one starts (no garbage)
+            v, ln = _varint_at(buf, ms[gi] + 1)
+            p = ms[gi] + 1 + ln
+            ok = (p < me[gi]) & (buf[np.minimum(p, me[gi])] == 0x12)
+            gi, v, p = gi[ok], v[ok], p[ok]
+            L, ll = _varint_at(buf, p + 1)
+            q = p + 1 + ll
+            ok = q + np.minimum(L, np.uint64(1 << 40)).astype(np.int64) == me[gi]
+            gi, v, q = gi[ok], v[ok], q[ok]
+            key[gi] = v.view(np.int64)
+            vs[gi], ve[gi], nval[gi] = q, me[gi], 1
+            good[:] = False
+            good[gi] = True
+            bad = np.flatnonzero(~good)
+            if bad.size:
+                _walk(buf, ms[bad], me[bad], lambda r, *rest: on_entry(bad[r], *rest))
             # the last entry of each key: first occurrence in the reversed order
             uk, first_rev = np.unique(key[::-1], return_index=True)
             last = n - 1 - first_rev

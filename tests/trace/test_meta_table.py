@@ -125,41 +125,77 @@ def plane_bytes(entries: list[dict], merged_value: bool) -> bytes:
     return field(1, 2, b"".join(parts))
 
 
-def both(raw: bytes):
-    xs, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
+def both(raw: bytes, strip: bool = False):
+    """The plane as the reader reads it (upb skips its entries with `strip`), and upb's own
+    parse of the whole file, independently."""
+    xs, planes, _ = wire.parse_space(wire.padded(raw), len(raw),
+                                     strip_meta=(lambda name: True) if strip else None)
+    assert planes[0].meta_stripped == (strip and bool(planes[0].meta_pos[0].size))
     return wire.Plane(planes[0]), XSpace.FromString(raw)
 
 
-def check(P: wire.Plane, mids: np.ndarray) -> None:
-    assert P.names(mids) == [P.name(int(m)) for m in mids]
-    assert P.names(mids, display=True) == [P.display_name(int(m)) for m in mids]
+def check(P: wire.Plane, mids: np.ndarray, upb=None) -> None:
+    """The table's answers for `mids` equal upb's, one id at a time (`upb`: an independently
+    parsed event_metadata map; else the plane's own)."""
+    upb = P.meta if upb is None else upb
+    one = wire.Plane.__new__(wire.Plane)  # the per-id upb reads, against that map
+    one.__dict__.update(P.__dict__, _meta=upb, _meta_stats={}, _table=None)
+    assert P.names(mids) == [one.name(int(m)) for m in mids]
+    assert P.names(mids, display=True) == [one.display_name(int(m)) for m in mids]
     cols = P.meta_columns(mids, WANTED)
     for i, m in enumerate(mids.tolist()):
-        one = P.meta_some(m, WANTED)
+        want_all = one.meta_some(m, WANTED)
         for k in WANTED:
-            got, want = cols[k][i], one.get(k)
+            got, want = cols[k][i], want_all.get(k)
             assert type(got) is type(want) and (got == want or got != got), (m, k, got, want)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(entry, max_size=12), st.lists(st.integers(-5, 45), max_size=20))
-def test_table_equals_upb_for_any_encoding(entries, extra):
-    P, xs = both(plane_bytes(entries, merged_value=False))
-    assert dict(xs.planes[0].event_metadata) == dict(P.meta)  # the file upb reads is the one read here
+@given(st.lists(entry, max_size=12), st.lists(st.integers(-5, 45), max_size=20),
+       st.booleans())
+def test_table_equals_upb_for_any_encoding(entries, extra, strip):
+    P, xs = both(plane_bytes(entries, merged_value=False), strip)
+    upb = xs.planes[0].event_metadata
     t = P.table()
     if entries:
         assert t is not None and t.ok  # nothing here needs the fallback
-    keys = np.array(sorted(P.meta.keys()) + extra, np.int64)
-    check(P, keys)
+        assert sorted(P.meta_keys()) == sorted(upb.keys())
+    keys = np.array(sorted(upb.keys()) + extra, np.int64)
+    check(P, keys, upb)
+    if strip:  # upb's map, parsed on demand from the entries located, is the same map
+        assert dict(P.meta) == dict(upb)
 
 
 def test_a_value_written_twice_makes_the_table_refuse_and_the_answers_agree():
     e = {"key": 3, "name": "n", "display": "", "layout": "canonical",
          "stats": [(2, (3, 1 << 63), "canonical")]}
-    P, _ = both(plane_bytes([e], merged_value=True))
-    assert P.table() is None
-    assert P.display_name(3) == "merged"  # upb merged the two value messages
-    check(P, np.array([3, 4], np.int64))
+    for strip in (False, True):
+        P, xs = both(plane_bytes([e], merged_value=True), strip)
+        assert P.table() is None
+        assert P.display_name(3) == "merged"  # upb merged the two value messages
+        check(P, np.array([3, 4], np.int64), xs.planes[0].event_metadata)
+
+
+def test_invalid_utf8_in_a_skipped_tpu_entry_is_one_line_naming_the_file(tmp_path):
+    """upb no longer parses a TPU plane's entries up front; a name that is not UTF-8 must
+    still refuse the file with one line (exit 3 at the CLI), not raise from the middle of a
+    read or pass unnoticed into the tables."""
+    import pytest
+
+    from overlap.trace.reader import InputError, read_trace
+    from overlap.trace.synthetic import SyntheticTrace
+
+    t = SyntheticTrace()
+    tpu = t.tpu(0)
+    tpu.op(10_000_000, 5_000_000, name="fusion.7")
+    raw = t.to_bytes()
+    assert raw.count(b"fusion.7") >= 1
+    bad = raw.replace(b"fusion.7", b"fusion\xff7")
+    f = tmp_path / "h.xplane.pb"
+    f.write_bytes(bad)
+    with pytest.raises(InputError) as e:
+        read_trace(f)
+    assert str(f) in str(e.value) and "\n" not in str(e.value)
 
 
 def test_copy_facts_program_ids_from_the_table_on_a_real_layout():
