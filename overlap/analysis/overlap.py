@@ -516,19 +516,27 @@ def _step_rows(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], int]:
             worst[better] = dev
             wall = np.maximum(wall, w)
         dur = s1 - s0
-        for k, r in enumerate(st.itertuples(index=False)):  # one row per step
-            rows.append({
-                "host": host, "step": int(r.step), "name": r.name,
-                "start_ps": int(s0[k]), "end_ps": int(s1[k]), "duration_ps": int(dur[k]),
-                "transfers": int(counts[k]), "bytes": int(nbytes[k]), "span_ps": int(span[k]),
-                **{f"{d.lower()}_transfers": int(dir_counts[d][k]) for d in DIRECTIONS},
-                **{f"{d.lower()}_bytes": int(dir_bytes[d][k]) for d in DIRECTIONS},
-                "hidden_ps": int(hidden[k]), "exposed_ps": int(span[k] - hidden[k]),
-                "overlap_ratio": _ratio(int(hidden[k]), int(span[k])),
-                "exposed_wall_ps": int(wall[k]),
-                "exposed_frac": float(wall[k] / dur[k]) if dur[k] > 0 else None,
-                "worst_device": worst[k],
-            })
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(dur > 0, wall / np.where(dur > 0, dur, 1), np.nan)
+        # One row per step, from columns turned into Python values once (not per cell).
+        steps_no = [int(x) for x in st["step"].tolist()]
+        cols = [steps_no, st["name"].tolist(), s0.tolist(), s1.tolist(), dur.tolist(),
+                counts.tolist(), nbytes.tolist(), span.tolist(),
+                *[dir_counts[d].tolist() for d in DIRECTIONS],
+                *[dir_bytes[d].tolist() for d in DIRECTIONS],
+                hidden.tolist(), (span - hidden).tolist(), wall.tolist(),
+                [None if f != f else f for f in frac.tolist()], worst.tolist()]
+        dkeys = [f"{d.lower()}_transfers" for d in DIRECTIONS] + \
+            [f"{d.lower()}_bytes" for d in DIRECTIONS]
+        nd = len(dkeys)
+        for v in zip(*cols):
+            row = {"host": host, "step": v[0], "name": v[1], "start_ps": v[2], "end_ps": v[3],
+                   "duration_ps": v[4], "transfers": v[5], "bytes": v[6], "span_ps": v[7]}
+            row.update(zip(dkeys, v[8:8 + nd]))
+            h, x, w = v[8 + nd], v[9 + nd], v[10 + nd]
+            row.update(hidden_ps=h, exposed_ps=x, overlap_ratio=_ratio(h, v[7]),
+                       exposed_wall_ps=w, exposed_frac=v[11 + nd], worst_device=v[12 + nd])
+            rows.append(row)
     return rows, int((~assigned).sum())
 
 

@@ -693,6 +693,15 @@ def _varint_at(buf: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     cont = np.flatnonzero(b >= 0x80)
     if not cont.size:
         return val, n
+    # Two-byte varints (lengths of 128 B-16 KiB: HLO texts, stats) take one more gather.
+    b2 = buf[p[cont] + 1]
+    two = b2 < 0x80
+    i2 = cont[two]
+    val[i2] = (b[i2] & 0x7F).astype(np.uint64) | (b2[two].astype(np.uint64) << np.uint64(7))
+    n[i2] = 2
+    cont = cont[~two]
+    if not cont.size:
+        return val, n
     pc = p[cont]
     words = np.ndarray((len(buf) - 7,), "<u8", buffer=buf, strides=(1,))
     w = words[pc]
