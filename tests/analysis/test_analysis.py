@@ -485,3 +485,43 @@ def test_grouped_interval_primitives_equal_the_per_group_ones():
             assert np.array_equal(hidden[ti], cov.covered(ts[ti], te[ti]))
             ex = subtract_intervals(*merge_intervals(ts[ti], te[ti]), cov.starts, cov.ends)
             assert np.array_equal(ex[0], xs[xg == g]) and np.array_equal(ex[1], xe[xg == g])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.text(st.sampled_from(["a", "b", "\0", "é", "Z", "1"]),
+                                             max_size=4)), max_size=30))
+def test_sorted_codes_equal_pandas_sorted_factorize(values):
+    """Issue 15: op names are ranked with numpy strings where that is exact; the ranks must
+    be pandas' (the tie-break order of `by_hlo_op`), NULs and missing values included."""
+    import pandas as pd
+
+    from overlap.analysis.overlap import _sorted_codes
+
+    col = pd.Series(values, dtype=object)
+    assert _sorted_codes(col).tolist() == pd.factorize(col, sort=True)[0].tolist()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.sampled_from(["a", "b", "c", "aa", "é"])),
+                          st.sampled_from(["D2H", "H2D"]), st.sampled_from([0, 0, 0, 5, 9])),
+                max_size=40, unique_by=lambda r: (r[0], r[1])),
+       st.integers(0, 6))
+def test_top_ops_with_many_ties_equal_a_full_sort(rows, top):
+    """`by_hlo_op` keeps the `top` rows by exposed time, ties by op name (missing first) then
+    direction; with many ties it sorts only the rows that can make the cut (`_fewest_tied`),
+    and must give what sorting every row gives."""
+    import pandas as pd
+
+    from overlap.analysis.overlap import _SUMS, _most_exposed_ops
+
+    g = pd.DataFrame({"host": "h", "device": "TPU:0",
+                      "direction": [r[1] for r in rows], "hlo_op": [r[0] for r in rows]})
+    for c in _SUMS:
+        g[c] = 1
+    g["span_ps"] = [10 + r[2] for r in rows]
+    g["hidden_ps"] = 10
+    got = [(None if pd.isna(r["hlo_op"]) else r["hlo_op"], r["direction"])
+           for r in _most_exposed_ops(g, top)["records"]]
+    key = [(-(r[2]), r[0] is not None, r[0] or "", r[1]) for r in rows]
+    want = [(rows[i][0], rows[i][1]) for i in sorted(range(len(rows)), key=key.__getitem__)]
+    assert got == want[:top]
