@@ -325,22 +325,40 @@ def copy_directions(texts: list[str]) -> list[tuple[str | None, int | None]]:
     """`copy_start_direction` of many texts (a capture where every copy is its own op has tens
     of thousands of distinct ones: a cache keyed by the text never hits)."""
     match = _TUPLE_HEAD_RE.match
+    by_head: dict[str, tuple] = {}
     out = []
     for t in texts:
         # Fast path: the first two tuple elements are plain array shapes (every copy-start
         # XLA writes), matched right at the first " = " (no match can start before it).
         k = t.find(" = ")
-        m = match(t, k) if k >= 0 else None
-        if m is None:
+        if k < 0:
             out.append(_copy_start_direction_slow(t))
             continue
-        a, b = m.group("a", "b")
-        if HOST_MEMORY_SPACE in a:
-            out.append(("D2H", shape_bytes(a)))
-        elif HOST_MEMORY_SPACE in b:
-            out.append(("H2D", shape_bytes(b)))
-        else:
-            out.append((None, None))
+        # Copies of the same shapes share the text from " = " to the opcode: decide once per
+        # such head. Exact: each part of the pattern stops at a byte it cannot take (a
+        # bracket, a brace, the comma), so a match inside the head reads nothing after it
+        # and is the match in the whole text; a head without one is matched in the text.
+        j = t.find(" copy-start(", k)
+        head = t[k:j] if j > 0 else None
+        got = by_head.get(head) if head is not None else None
+        if got is None:
+            m = match(head) if head is not None else None
+            if m is None:
+                m = match(t, k)
+                if m is None:
+                    out.append(_copy_start_direction_slow(t))
+                    continue
+                head = None  # decided in the whole text: not cached
+            a, b = m.group("a", "b")
+            if HOST_MEMORY_SPACE in a:
+                got = ("D2H", shape_bytes(a))
+            elif HOST_MEMORY_SPACE in b:
+                got = ("H2D", shape_bytes(b))
+            else:
+                got = (None, None)
+            if head is not None:
+                by_head[head] = got
+        out.append(got)
     return out
 
 

@@ -169,7 +169,16 @@ def test_copy_directions_match_at_the_first_equals_as_the_search_rule(texts):
     from overlap.trace.reader import copy_directions
 
     texts += ["%copy-start.5 = (f32[4]{0:S(5)}, f32[4]{0}, u32[]) copy-start(%p)",
-              "a = b = (f32[4]{0}, f32[4]{0:S(5)}, u32[]) copy-start(%p)"]
+              "a = b = (f32[4]{0}, f32[4]{0:S(5)}, u32[]) copy-start(%p)",
+              # heads shared with different tails, and heads the match runs past
+              "%c.1 = (f32[4]{0}, f32[4]{0:S(5)}, u32[]) copy-start(%p.1)",
+              "%c.2 = (f32[4]{0}, f32[4]{0:S(5)}, u32[]) copy-start(%p.2)",
+              "%c.3 = (f32[4]{0}, f32[4]{0 copy-start(:S(5)}, u32[]) copy-start(%p)",
+              "%c.4 = (f32[4]{0}, f32[4] copy-start(, u32[])",
+              "%c.5 = (f32[4]{0}, f32[4] copy-start()",
+              "%c.6 = (f32[4]{0}, f32[4] copy-start(,",
+              "%c.7 = (f32[4]{0}, f32[4]{0 copy-start(}, u32[]) copy-start(%p)"]
+    texts = texts + texts[::-1]  # each head met again, after the others
     assert copy_directions(texts) == [_direction_by_search(t) for t in texts]
 
 
