@@ -1165,31 +1165,29 @@ class MetaTable:
         if odd[0] or (nval > 1).any():
             self.ok = False
 
+    _BLOCK = 8192  # entries decoded together: their bytes (~2 MB) stay in cache across passes
+
     def _decode(self, s: np.ndarray, e: np.ndarray) -> None:
         """Name and display-name positions and stat records of the XEventMetadata payloads
-        [s, e) (an absent value message is the empty payload, s == e == 0)."""
+        [s, e) (an absent value message is the empty payload, s == e == 0).
+
+        Entries are taken in file order, a block at a time: every pass of the decode gathers
+        bytes of each entry, and entries spread over tens of MB (in key order, all over the
+        file) would make each pass a cache miss per entry."""
         buf, n = self.buf, len(s)
         self.name = np.zeros((2, n), np.int64)  # [start; end] of the name ("" where absent)
         self.disp = np.zeros((2, n), np.int64)
         good = np.ones(n, bool)
-        p = s.copy()
-        for tag, where in ((0x08, None), (0x12, self.name), (0x1A, None), (0x22, self.disp)):
-            at = np.flatnonzero(good & (p < e))
-            at = at[buf[p[at]] == tag]
-            if not at.size:
-                continue
-            v, ln = _varint_at(buf, p[at] + 1)
-            vp = p[at] + 1 + ln
-            nx = vp if tag == 0x08 else vp + np.minimum(v, np.uint64(1 << 40)).astype(np.int64)
-            ok = nx <= e[at]
-            good[at[~ok]] = False
-            at, vp, nx = at[ok], vp[ok], nx[ok]
-            if where is not None:
-                where[0, at], where[1, at] = vp, nx
-            p[at] = nx
-        act = np.flatnonzero(good)
-        rr, rs, re_ = _stat_chains(buf, act, p[act], e, good, tag=0x2A)
-        rr, rs, re_ = [rr.astype(np.int64)], [rs.astype(np.int64)], [re_.astype(np.int64)]
+        order = np.argsort(s, kind="stable")
+        rr, rs, re_ = [], [], []
+        for b0 in range(0, n, self._BLOCK):
+            idx = order[b0:b0 + self._BLOCK]
+            g = np.ones(len(idx), bool)
+            r, a, z = self._decode_block(s[idx], e[idx], g, idx)
+            good[idx] = g
+            rr.append(idx[r])
+            rs.append(a)
+            re_.append(z)
         bad = np.flatnonzero(~good)
         if bad.size:  # anything else: field by field
             self.name[:, bad] = 0
@@ -1206,9 +1204,33 @@ class MetaTable:
                 re_.append(nxt[m])
 
             _walk(buf, s[bad], e[bad], on_field)
-        # stat records, each entry's in the order written (canonical and walked entries
-        # are disjoint, and each part is pass by pass)
-        self.st_row, self.st_s, self.st_e = (np.concatenate(x) for x in (rr, rs, re_))
+        # stat records, each entry's in the order written (blocks and walked entries are
+        # disjoint, and each block's records are pass by pass)
+        self.st_row, self.st_s, self.st_e = (
+            np.concatenate(x).astype(np.int64) if x else np.zeros(0, np.int64)
+            for x in (rr, rs, re_))
+
+    def _decode_block(self, s: np.ndarray, e: np.ndarray, good: np.ndarray, idx: np.ndarray):
+        """`_decode` for entries `idx` (payloads [s, e)) in the layout every writer uses;
+        clears `good` for the others. Returns their stat records (block row, start, end)."""
+        buf = self.buf
+        p = s.copy()
+        for tag, where in ((0x08, None), (0x12, self.name), (0x1A, None), (0x22, self.disp)):
+            at = np.flatnonzero(good & (p < e))
+            at = at[buf[p[at]] == tag]
+            if not at.size:
+                continue
+            v, ln = _varint_at(buf, p[at] + 1)
+            vp = p[at] + 1 + ln
+            nx = vp if tag == 0x08 else vp + np.minimum(v, np.uint64(1 << 40)).astype(np.int64)
+            ok = nx <= e[at]
+            good[at[~ok]] = False
+            at, vp, nx = at[ok], vp[ok], nx[ok]
+            if where is not None:
+                where[0, idx[at]], where[1, idx[at]] = vp, nx
+            p[at] = nx
+        act = np.flatnonzero(good)
+        return _stat_chains(buf, act, p[act], e, good, tag=0x2A)
 
     def _rows(self, mids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(positions in `mids` that have an entry, those entries' indices)."""
