@@ -34,6 +34,12 @@ Classification (see docs/xspace.md for the evidence behind each rule):
 Speed: `read_trace` walks the XSpace wire format itself down to the lines, lets upb parse only
 the rest (names, metadata, plane stats), locates every line's events in the file buffer, and
 decodes their XEvent/XStat fields for whole lines at once with numpy (see "Fast path" below).
+TPU planes' event metadata (one op's HLO text per entry, most of a TPU file) is not given to
+upb: `wire.MetaTable` decodes the entries' names and stats for many ids at once, and the
+per-op rules work on whole columns (async boundaries on display-name bytes, copy directions
+once per result-tuple head), so a capture where every copy is its own op costs ~1-2 us of
+Python per distinct op; upb reads the map only where the table cannot (and would then
+refuse a damaged entry as before).
 Lines of fewer than `_SMALL_LINE` events on GPU planes are read together, several planes at
 once (`wire.PlaneGroup`): a capture with thousands of small device planes does not pay numpy's
 fixed cost per line. The rules above are still applied per event; nothing is decided per line

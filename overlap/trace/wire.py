@@ -5,9 +5,11 @@ XLine, XEvent, XStat; see `protos/xplane.proto`) and nothing about what events m
 event is a transfer, which line is compute, how clocks line up is `reader.py`'s business.
 
 What goes in: a file's bytes (padded with `PAD` zero bytes). What comes out: an upb-parsed
-plane skeleton (names, metadata, plane stats) plus, per line (or per segment of several
-small lines, `merge_lines`, read against a `PlaneGroup` of their planes' lookups), arrays of
-event headers (`metadata_id`, `offset_ps`, `duration_ps`) and lazily decoded stats.
+plane skeleton (names, metadata, plane stats; a plane's event metadata left out where the
+caller asks, `parse_space(strip_meta=...)`) plus, per line (or per segment of several small
+lines, `merge_lines`, read against a `PlaneGroup` of their planes' lookups), arrays of event
+headers (`metadata_id`, `offset_ps`, `duration_ps`) and lazily decoded stats, and per plane
+where its event_metadata entries lie, which `MetaTable` decodes for many ids at once.
 
 Invariant: every varint read stays inside the buffer (the zero padding); a record whose
 lengths or wire types do not add up raises `Corrupt`, which the reader turns into one line
