@@ -21,13 +21,7 @@ from overlap.trace.protos import XSpace
 
 
 def varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+    return wire._enc_varint(v & ((1 << 64) - 1))  # negative int64s as their 10-byte form
 
 
 def field(fn: int, wt: int, payload) -> bytes:
