@@ -1279,6 +1279,19 @@ class MetaTable:
         idx = np.repeat(fs - first, ln) + np.arange(total)
         return self.buf[idx], ln
 
+    def has_stat(self, mids: np.ndarray, sids) -> np.ndarray:
+        """Per id of `mids`: does its entry hold a stat whose id is one of `sids`?"""
+        mids = np.asarray(mids, np.int64)
+        out = np.zeros(len(mids), bool)
+        rows, ent = self._rows(mids)
+        if not rows.size or not len(sids) or not len(self.st_row):
+            return out
+        sid = _decode_stats(self.buf, self.st_s, self.st_e)["sid"]
+        hit = np.zeros(len(self.keys), bool)
+        hit[self.st_row[np.isin(sid, np.fromiter(sids, np.int64))]] = True
+        out[rows] = hit[ent]
+        return out
+
     def columns(self, mids: np.ndarray, wanted: dict[int, str], names: tuple[str, ...],
                 stat_names: dict[int, str]) -> dict[str, np.ndarray]:
         """Per id of `mids`: the first stat whose id is in `wanted` (id -> name), per name of

@@ -230,3 +230,40 @@ def test_vectorized_varints_equal_the_scalar_decoder(values, pad):
     for i, p in enumerate(pos.tolist()):
         want, q = wire._uvarint(buf, p)
         assert (int(got[i]), int(n[i])) == (want, q - p)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["MemcpyD2H", "MemcpyH2D", "MemcpyD2D", "CudaGraphExec:7",
+                                           "fusion", "kernel_details", ""]),
+                          st.lists(st.sampled_from([0, 1, 2, 3]), max_size=3)),
+                min_size=1, max_size=300))
+def test_gpu_kinds_through_the_table_equal_upb(entries):
+    """GPU planes with many entries (one per distinct kernel) take memcpy and kernel kinds from
+    the `MetaTable`; they must equal the per-entry upb reading, kernel_details ids included
+    (two stat ids share that name here)."""
+    import overlap.trace.reader as reader
+
+    names = {0: "other", 1: "kernel_details", 2: "kernel_details", 3: "memcpy_details"}
+    parts = [field(1, 0, 0), field(2, 2, b"/device:GPU:0")]
+    for k, (name, sids) in enumerate(entries):
+        stats = b"".join(field(5, 2, field(1, 0, i) + field(5, 2, b"x")) for i in sids)
+        parts.append(field(4, 2, field(1, 0, k) + field(2, 2, field(1, 0, k)
+                                                       + field(2, 2, f"{name}{k}".encode()
+                                                               if name == "fusion"
+                                                               else name.encode()) + stats)))
+    for k, n in names.items():
+        parts.append(field(5, 2, field(1, 0, k) + field(2, 2, field(1, 0, k)
+                                                       + field(2, 2, n.encode()))))
+    raw = field(1, 2, b"".join(parts))
+    _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
+    old = reader._TABLE_MIN
+    try:
+        reader._TABLE_MIN = 0
+        P = wire.Plane(planes[0])
+        assert P.table() is not None
+        fast = reader._gpu_meta_kinds(P)
+        reader._TABLE_MIN = 1 << 30
+        slow = reader._gpu_meta_kinds(wire.Plane(planes[0]))
+    finally:
+        reader._TABLE_MIN = old
+    assert fast[0] == slow[0] and sorted(fast[1]) == sorted(slow[1])
