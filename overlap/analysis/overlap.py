@@ -482,10 +482,13 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     need = k - len(above)
     tn = names[ties]
     missing = pd.isna(tn)
+    n_missing = int(missing.sum())
+    if need <= n_missing:  # the top ends among the tied rows with no name
+        return np.sort(np.r_[above, ties[missing]])
     strs = tn[~missing].tolist()
-    if need <= int(missing.sum()) or not all(type(x) is str for x in strs):
-        return cand if need > int(missing.sum()) else np.sort(np.r_[above, ties[missing]])
-    cut = heapq.nsmallest(need - int(missing.sum()), strs)[-1]
+    if not all(type(x) is str for x in strs):  # names that do not order as strings
+        return cand
+    cut = heapq.nsmallest(need - n_missing, strs)[-1]
     keep = missing.copy()
     keep[~missing] = [x <= cut for x in strs]
     return np.sort(np.r_[above, ties[keep]])

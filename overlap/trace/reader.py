@@ -75,9 +75,8 @@ from google.protobuf.message import DecodeError
 from overlap.errors import InputError
 from overlap.trace.wire import (GROUP_STRIDE, INVALID_EVENTS, PAD, TIME_LIMIT_PS, Cols,
                                  Corrupt, LineEvents, Plane, PlaneGroup, PlaneView, as_id,
-                                 as_int, groupable,
-                                 map_unique, merge_lines, padded, parse_space, per_mid,
-                                 stat_column)
+                                 as_int, groupable, map_unique, merge_lines, padded,
+                                 parse_space, per_mid, stat_column)
 from overlap.trace.protos import XSpace
 
 # ---------------------------------------------------------------------------------------------

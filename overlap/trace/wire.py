@@ -601,18 +601,24 @@ def _split_plane(a: np.ndarray, b, s: int, e: int, strip_meta=None
     name = None
     strip = None  # decided at the first entry, for all of them
     run = p = s
+
+    def entries_at(fs: int, q: int) -> None:
+        """Entries lie in [fs, q): leave them out of upb's bytes if this plane is stripped."""
+        nonlocal strip, run
+        if strip is None:
+            strip = bool(strip_meta and name is not None and strip_meta(name))
+        if strip:
+            if fs > run:
+                parts.append(bytes(b[run:fs]))
+            run = q
+
     while p < e:
         if b[p] == 0x22:
             # a run of event_metadata map entries (tens of thousands with many distinct ops):
             # located like events, not field by field
-            if strip is None:
-                strip = bool(strip_meta and name is not None and strip_meta(name))
             fs = p
             p = _event_run(a, b, p, e, meta_s, meta_e, 0x22)
-            if strip:
-                if fs > run:
-                    parts.append(bytes(b[run:fs]))
-                run = p
+            entries_at(fs, p)
             continue
         if b[p] == 0x2A:  # stat_metadata entries (a few dozen per plane, thousands of planes)
             p = _event_run(a, b, p, e, [], [], 0x2A)
@@ -625,14 +631,9 @@ def _split_plane(a: np.ndarray, b, s: int, e: int, strip_meta=None
             lines.append(_read_line(a, b, vp, q))
             run = q
         elif fn == 4 and wt == 2:  # an event_metadata entry with a non-canonical tag
-            if strip is None:
-                strip = bool(strip_meta and name is not None and strip_meta(name))
             meta_s.append(np.array([vp], _pos_dtype(a)))
             meta_e.append(np.array([q], _pos_dtype(a)))
-            if strip:
-                if fs > run:
-                    parts.append(bytes(b[run:fs]))
-                run = q
+            entries_at(fs, q)
         elif fn == 2 and wt == 2:
             name = bytes(b[vp:q]).decode("utf-8", "replace")
         p = q
@@ -1242,6 +1243,17 @@ class MetaTable:
         rows = np.flatnonzero(self.keys[i] == mids)
         return rows, i[rows]
 
+    def _spans(self, mids, display: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Where the name (or display name) of each id of `mids` lies: (starts, ends), an
+        empty span where there is no entry."""
+        mids = np.asarray(mids, np.int64)
+        pos = self.disp if display else self.name
+        rows, ent = self._rows(mids)
+        fs = np.zeros(len(mids), np.int64)
+        fe = np.zeros(len(mids), np.int64)
+        fs[rows], fe[rows] = pos[0, ent], pos[1, ent]
+        return fs, fe
+
     def strings(self, mids: np.ndarray, display: bool) -> list[str] | None:
         """Names (or display names) of the entries of `mids` ("" where absent), or None where
         a value holds a NUL (the caller then uses upb).
@@ -1249,12 +1261,7 @@ class MetaTable:
         Every value becomes a Python str, but not through upb: the values are joined into one
         NUL-separated buffer, decoded and split once (~0.5 us per value, upb's map lookup and
         attribute read ~1.3 us)."""
-        mids = np.asarray(mids, np.int64)
-        pos = self.disp if display else self.name
-        rows, ent = self._rows(mids)
-        fs = np.zeros(len(mids), np.int64)
-        fe = np.zeros(len(mids), np.int64)
-        fs[rows], fe[rows] = pos[0, ent], pos[1, ent]
+        fs, fe = self._spans(mids, display)
         mv = memoryview(self.buf)
         # buffer slices joined with NULs (bytes.join takes buffers): no object per value
         joined = b"\0".join([mv[p:q] for p, q in zip(fs.tolist(), fe.tolist())])
@@ -1262,18 +1269,14 @@ class MetaTable:
             got = joined.decode("utf-8").split("\0")
         except UnicodeDecodeError:
             return None
-        return got if len(got) == len(mids) else None
+        return got if len(got) == len(fs) else None
 
     def string_bytes(self, mids: np.ndarray, display: bool) -> tuple[np.ndarray, np.ndarray]:
         """The names (or display names) of the entries of `mids` as bytes, without a Python
         object each: (all their bytes concatenated as uint8, each one's length; 0 where
         absent), for byte-level rules over many names at once."""
-        mids = np.asarray(mids, np.int64)
-        pos = self.disp if display else self.name
-        rows, ent = self._rows(mids)
-        fs = np.zeros(len(mids), np.int64)
-        ln = np.zeros(len(mids), np.int64)
-        fs[rows], ln[rows] = pos[0, ent], pos[1, ent] - pos[0, ent]
+        fs, fe = self._spans(mids, display)
+        ln = fe - fs
         total = int(ln.sum())
         first = np.cumsum(ln) - ln  # each value's offset in the output
         idx = np.repeat(fs - first, ln) + np.arange(total)

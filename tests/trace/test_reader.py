@@ -338,3 +338,32 @@ def test_load_xspace_reads_a_copied_real_capture(cpu_capture, tmp_path):
     xs = load_xspace(dst)
     assert any(p.name == "/host:CPU" for p in xs.planes)
     assert isinstance(U64(3), int)
+
+
+@pytest.mark.parametrize("target", ["v5e", "h100"])
+def test_batched_op_rules_on_real_compiler_output(target):
+    """The batched TPU op rules (instruction names, async boundaries on bytes, copy directions
+    once per head) on every instruction of an optimized module from the real XLA:TPU (v5e) and
+    XLA:GPU (h100) compilers (tests/hlo/fixtures), against the one-at-a-time rules."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from overlap.trace.reader import (async_boundaries_by_bytes, copy_directions,
+                                      instruction_name, instruction_names, is_async_boundary)
+
+    fix = Path(__file__).resolve().parents[1] / "hlo" / "fixtures"
+    texts = [ln.strip() for ln in (fix / f"{target}_scan_offload_x.hlo.txt").read_text()
+             .splitlines() if " = " in ln and ln.strip().startswith(("%", "ROOT"))]
+    assert len(texts) > 100
+    names = instruction_names(texts)
+    assert names == [instruction_name(t) for t in texts]
+    raw = [n.encode() for n in names]
+    got = async_boundaries_by_bytes(np.frombuffer(b"".join(raw), np.uint8),
+                                    np.array([len(r) for r in raw], np.int64))
+    assert got.tolist() == [int(is_async_boundary(n)) for n in names]
+    assert sum(got.tolist()) >= 4  # the offload's start/done pairs are there
+    assert copy_directions(texts) == [_direction_by_search(t) for t in texts]
+    if target == "v5e":  # its copy-starts move between HBM and VMEM (S(1)), not host memory
+        starts = [t for t in texts if " copy-start(" in t]
+        assert starts and all(d == (None, None) for d in copy_directions(starts))
