@@ -40,9 +40,10 @@ import pandas as pd
 
 from overlap.analysis import overlap as analysis
 from overlap.analysis.memory import peak_memory_bytes
+from overlap.analysis.steps import run_step_time
 from overlap.report.units import format_bytes
 from overlap.report.rundata import (RunData, default_step, manifest_policy,  # noqa: F401 (re-exported)
-                                    manifest_step_time_ps, manifest_workload, parse_step,
+                                    manifest_workload, parse_step,
                                     run_data, step_options)
 
 XPLANE_SUFFIX = ".xplane.pb"
@@ -507,8 +508,9 @@ def run_row(run: Run) -> dict[str, Any]:
         row.update(verdict=f"ERROR: {e}", error=str(e))
         return row
     r = data.result
-    # Wall clock without the profiler when the manifest has it, as `overlap compare` reports.
-    step_ps = manifest_step_time_ps(m) or r.get("step_summary", {}).get("mean_duration_ps")
+    # The one step time (overlap.analysis.steps): unprofiled wall clock when run.json has it.
+    step_med = run_step_time(m, r.get("steps"))["median_ns"]
+    step_ps = None if step_med is None else step_med * 1000
     peak, peak_src = peak_memory_bytes(data)
     bd = r.get("by_direction", {})
     row.update(

@@ -67,14 +67,10 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
                     if len(sessions) > 1 else None)
     n_steps = max(len(result.get("steps") or []), 1)
 
-    step_ns = list((manifest or {}).get("step_ns") or [])
-    step_source = "unprofiled wall clock (run.json)"
-    if not step_ns:
-        st = trace.steps
-        step_ns = [int(d) // 1000 for d in (st["end_ps"] - st["start_ps"]).tolist()]
-        step_source = "step annotations in the trace (includes profiler overhead)"
     from overlap.analysis import steps as step_stats
 
+    st = step_stats.run_step_time(manifest, result.get("steps"))
+    step_ns, step_source = st["samples_ns"], st["source"] or "none recorded"
     st_sum = step_stats.summary(step_ns)
     med, lo, hi = st_sum["median"], st_sum["min"], st_sum["max"]
 
@@ -98,6 +94,8 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "step_ns_median": med, "step_ns_min": lo, "step_ns_max": hi, "steps": st_sum["n"],
         "step_ns_samples": [int(v) for v in step_stats.valid_samples(step_ns)],
         "step_source": step_source,
+        "step_timing": _step_timing(manifest if step_source == step_stats.SOURCE_MANIFEST
+                                    else None),
         "program": _program(manifest, pm["module"]),
         "session": Path(str(trace.sources[0])).parent.name if trace.sources else None,
         "session_note": session_note,
@@ -271,7 +269,30 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
         "runs": out_rows,
         "breakeven": breakeven,
         "verdicts": [r["verdict"] for r in out_rows if r["verdict"]],
+        "step_timing": timing_note(rows),
     }
+
+
+def _step_timing(manifest: dict | None) -> dict[str, Any]:
+    """How the run's step samples were taken: interleaved with other runs of one sweep (`group`
+    names the sweep), or alone (drift of the machine between runs is then not in any CI)."""
+    t = (manifest or {}).get("step_timing")
+    if isinstance(t, dict) and t.get("mode") == "interleaved" and isinstance(t.get("group"), str):
+        return {"mode": "interleaved", "group": t["group"]}
+    return {"mode": "alone", "group": None}
+
+
+def timing_note(rows: list[dict]) -> str | None:
+    """One line on whether the runs' step times can share drift: all interleaved in one sweep,
+    or measured at different times (None for a single run: nothing to compare)."""
+    if len(rows) < 2:
+        return None
+    groups = {(r.get("step_timing") or {}).get("group") for r in rows}
+    if len(groups) == 1 and None not in groups:
+        return ("interleaved in one sweep (one step of each run in turn), so drift of the "
+                "machine hits every run alike")
+    return ("measured at different times: a slowdown of the machine during one run "
+            "(other load, clocks) is not in the CI; sweep the runs together to rule it out")
 
 
 def _program(manifest: dict | None, module: str | None) -> dict:

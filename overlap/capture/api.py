@@ -248,26 +248,57 @@ def profile_steps(step_fn: Callable, state: Any, batch: Any, *, out: str | os.Pa
     if steps < 1 or warmup < 0:
         raise ValueError(f"need steps >= 1 and warmup >= 0 (got steps={steps}, warmup={warmup})")
     final = Path(out)
+    # Up front, so a taken or unwritable target fails before minutes of compiling and stepping.
     partial = rundir.partial_dir_for(final)
     try:
-        compiled = None
-        run = step_fn
-        if hasattr(step_fn, "lower"):
-            t0 = time.perf_counter_ns()
-            compiled = step_fn.lower(state, batch).compile()
-            compile_ns = time.perf_counter_ns() - t0
-            run = compiled
-        else:
-            compile_ns = None
-        for _ in range(warmup):
-            state, aux = run(state, batch)
-            _block((state, aux))
-        step_ns = []
-        for _ in range(steps):
-            t0 = time.perf_counter_ns()
-            state, aux = run(state, batch)
-            _block((state, aux))
-            step_ns.append(time.perf_counter_ns() - t0)
+        run, compiled, compile_ns = compile_step(step_fn, state, batch)
+        state, _ = run_steps(run, state, batch, warmup)
+        state, step_ns = run_steps(run, state, batch, steps)
+    except BaseException:
+        rundir.discard_partial(partial)
+        raise
+    return write_profiled_run(run, compiled, state, batch, out=final, partial=partial,
+                              steps=steps, warmup=warmup, step_ns=step_ns,
+                              compile_ns=compile_ns, label=label, workload=workload,
+                              policy=policy, step_name=step_name, python_tracer=python_tracer,
+                              host_tracer_level=host_tracer_level, extra=extra)[0]
+
+
+def compile_step(step_fn: Callable, state: Any, batch: Any) -> tuple[Callable, Any, int | None]:
+    """(what to call each step, the compiled executable or None, compile ns or None): a jitted
+    `step_fn` is compiled once so every step runs exactly the executable the manifest describes."""
+    if not hasattr(step_fn, "lower"):
+        return step_fn, None, None
+    t0 = time.perf_counter_ns()
+    compiled = step_fn.lower(state, batch).compile()
+    return compiled, compiled, time.perf_counter_ns() - t0
+
+
+def run_steps(run: Callable, state: Any, batch: Any, n: int) -> tuple[Any, list[int]]:
+    """Run `n` blocked steps without the profiler; (the state after them, each step's wall ns)."""
+    step_ns = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        state, aux = run(state, batch)
+        _block((state, aux))
+        step_ns.append(time.perf_counter_ns() - t0)
+    return state, step_ns
+
+
+def write_profiled_run(run: Callable, compiled: Any, state: Any, batch: Any, *,
+                       out: str | os.PathLike, partial: Path | None = None, steps: int,
+                       warmup: int, step_ns: list[int],
+                       compile_ns: int | None, label: str | None = None, workload: Any = None,
+                       policy: Any = None, step_name: str = "train", python_tracer: bool = False,
+                       host_tracer_level: int = 2, extra: dict | None = None) -> tuple[Path, Any]:
+    """Profile `steps` more steps into a partial directory, write the manifest (with the
+    unprofiled `step_ns` measured by the caller) and publish the run atomically.
+    `partial` is the caller's :func:`overlap.runs.rundir.partial_dir_for` of `out` (made here
+    when None). Returns (the run directory, the state after the profiled steps)."""
+    final = Path(out)
+    if partial is None:
+        partial = rundir.partial_dir_for(final)
+    try:
         po = profile_options(python_tracer, host_tracer_level)
         profiled_ns = []
         with jax.profiler.trace(str(partial), profiler_options=po):
@@ -293,7 +324,7 @@ def profile_steps(step_fn: Callable, state: Any, batch: Any, *, out: str | os.Pa
             manifest = {**base, "workload": None, "policy": None,
                         "incomplete": f"metadata could not be recorded ({type(e).__name__}: "
                                       f"{e}); the capture and step times are complete"}
-        return rundir.write_run(partial, final, manifest)
+        return rundir.write_run(partial, final, manifest), state
     except BaseException:
         # Interrupted while stepping or profiling: the capture is incomplete, so nothing that
         # looks like a run is left. (Metadata failures after a complete capture never get

@@ -53,6 +53,8 @@ def render_text(res: dict[str, Any]) -> str:
     out.append("(* baseline; deltas in parentheses are against it, '~noise' where the 99% CI "
                "includes 0, the change is < 2% or a run has < 5 steps; step times are "
                + ", ".join(sorted({r['step_source'] for r in res['runs']})) + ")")
+    if res.get("step_timing"):
+        out.append(f"(step times {res['step_timing']})")
     out.append("(peak memory: " + "; ".join(sorted({str(r.get('peak_source'))
                                                      for r in res['runs']})) + ")")
     out.append("")

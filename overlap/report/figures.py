@@ -236,8 +236,9 @@ def _bars(rows: list[dict[str, Any]], key: str, title: str, ytitle: str, synthet
 
 
 def step_time_figure(rows: list[dict[str, Any]], synthetic: bool = False) -> go.Figure:
-    """Mean step time per run (ps in `step_ps`); the baseline bar is dark."""
-    return _bars(rows, "step_ps", "Mean step time (baseline dark)", "ms", synthetic, PS_PER_MS)
+    """Step time per run (ps in `step_ps`: `overlap.analysis.steps.run_step_time`'s median);
+    the baseline bar is dark."""
+    return _bars(rows, "step_ps", "Median step time (baseline dark)", "ms", synthetic, PS_PER_MS)
 
 
 def peak_memory_figure(rows: list[dict[str, Any]], synthetic: bool = False) -> go.Figure:
@@ -268,10 +269,14 @@ def direction_overlap_figure(rows: list[dict[str, Any]], synthetic: bool = False
     return _layout(fig, title, synthetic, barmode="group", yaxis_title="% hidden", height=320)
 
 
+def _ps(ns: int | None) -> int | None:
+    return None if ns is None else ns * 1000
+
+
 def compare_rows(datas: list[tuple[str, Any]], baseline: str | None) -> list[dict[str, Any]]:
     """Per run (name, RunData): step time, peak memory, per-direction overlap (raw units)."""
     from overlap.analysis.memory import peak_memory_bytes
-    from overlap.report.rundata import manifest_step_time_ps
+    from overlap.analysis.steps import run_step_time
 
     rows = []
     for name, d in datas:  # one per compared run
@@ -279,9 +284,7 @@ def compare_rows(datas: list[tuple[str, Any]], baseline: str | None) -> list[dic
         peak, source = peak_memory_bytes(d)
         rows.append({
             "run": name, "baseline": name == baseline,
-            # Unprofiled wall clock first (the profiler slows steps), as `overlap compare` does.
-            "step_ps": manifest_step_time_ps(d.manifest or {})
-            or r.get("step_summary", {}).get("mean_duration_ps"),
+            "step_ps": _ps(run_step_time(d.manifest, r.get("steps"))["median_ns"]),
             "peak_bytes": peak, "peak_source": source,
             **{k: r.get("by_direction", {}).get(k, {}).get("overlap_ratio")
                for k in aggregate.DIRECTIONS}})

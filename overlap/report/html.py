@@ -57,10 +57,14 @@ def page_html(title: str, result: dict[str, Any] | None, figs: list,
     return "\n".join(parts)
 
 
-def _result_row(name: str, result: dict[str, Any], baseline: bool) -> dict[str, Any]:
+def _result_row(name: str, result: dict[str, Any], baseline: bool,
+                manifest: dict | None = None) -> dict[str, Any]:
+    from overlap.analysis.steps import run_step_time
+
     bd = result.get("by_direction", {})
+    med = run_step_time(manifest, result.get("steps"))["median_ns"]
     return {"run": name, "baseline": baseline,
-            "step_ps": result.get("step_summary", {}).get("mean_duration_ps"),
+            "step_ps": None if med is None else med * 1000,
             "peak_bytes": None,
             "D2H": bd.get("D2H", {}).get("overlap_ratio"),
             "H2D": bd.get("H2D", {}).get("overlap_ratio")}
@@ -136,7 +140,8 @@ def write_html(result: dict[str, Any], trace, path: str | os.PathLike,
         if curves:
             page_figs.append(figures.memory_figure(curves, "time", synthetic=d.synthetic))
     if baseline is not None and baseline_trace is None:
-        rows = [_result_row("baseline", baseline, True), _result_row(name, result, False)]
+        rows = [_result_row("baseline", baseline, True),
+                _result_row(name, result, False, manifest)]
         syn = d.synthetic or bool(baseline.get("synthetic"))
         page_figs += [figures.step_time_figure(rows, syn),
                       figures.direction_overlap_figure(rows, syn)]

@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from overlap.analysis import overlap as analysis
-from overlap.analysis.memory import find_number
 
 
 @dataclass
@@ -97,31 +96,6 @@ def run_data(trace, result: dict[str, Any], manifest: dict[str, Any] | None = No
                    compute=compute, transfers=transfers, memory=memory,
                    program_memory=_program_memory(trace), device_names=names,
                    manifest=manifest or {})
-
-
-def manifest_step_time_ps(manifest: dict[str, Any]) -> int | None:
-    """Step time measured without the profiler, if the manifest recorded one.
-
-    overlap.capture.api writes `step_ns`, the list of unprofiled step times (median taken, as
-    `overlap compare` does); other keys cover hand-written manifests.
-    """
-    step_ns = manifest.get("step_ns")
-    if isinstance(step_ns, list) and step_ns:
-        # Hand-edited or foreign manifests: only integer nanoseconds a clock can give count.
-        good = [v for v in step_ns if isinstance(v, int) and not isinstance(v, bool)
-                and 0 <= v < (1 << 53)]
-        if not good:
-            return None
-        return int(np.median(np.asarray(good, dtype=np.int64))) * 1000
-    for keys, scale in ((("step_time_ps", "step_ps", "mean_step_ps"), 1),
-                        (("step_time_ns", "mean_step_ns"), 1_000),
-                        (("step_time_us", "mean_step_us"), 1_000_000),
-                        (("step_time_ms", "mean_step_ms", "unprofiled_step_ms"), 1_000_000_000),
-                        (("step_time_s", "mean_step_s"), 1_000_000_000_000)):
-        v = find_number(manifest, keys)
-        if v is not None:
-            return int(round(v * scale))
-    return None
 
 
 def manifest_policy(m: dict[str, Any]) -> tuple[str, str]:

@@ -12,7 +12,10 @@ or null), ``policy`` (name/category/saved/offloaded or null), ``backend`` (platf
 device_kind, device_count, process_count), ``versions`` (jax, jaxlib, python), ``xla_flags``
 (the ``XLA_FLAGS`` the process ran with, and whether overlap set the command-buffer flag),
 ``steps``/``warmup``, ``step_ns`` (wall-clock per step without the profiler, blocked, integer
-nanoseconds) and ``step_ns_profiled`` (the same steps under the profiler), ``memory_analysis``
+nanoseconds), ``step_timing`` for runs of a sweep (``mode`` ``interleaved`` with the sweep's
+``group`` id and the labels timed ``with`` it, or ``sequential`` and ``why``; see
+:mod:`overlap.capture.sweep`) and ``step_ns_profiled`` (the same steps under the profiler),
+``memory_analysis``
 (``compiled.memory_analysis()`` fields as ints, device and host_*), ``offload_inventory``
 (:func:`overlap.hlo.program.offload_inventory` of the compiled HLO), ``heap_simulator`` (the
 :func:`overlap.hlo.program.memory_timeline` peak from the capture's HloProto), ``profile_options``,
