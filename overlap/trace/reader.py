@@ -24,9 +24,13 @@ Classification (see docs/xspace.md for the evidence behind each rule):
   calls, not transfers; D2D/P2P/Other copies are not host transfers. A kernel is any device event
   with `kernel_details` (whatever its stream); CUDA-graph executions count as compute too.
   Classification is per event, never by a line's name, because stream names mix kinds.
-* TPU: a transfer is an `Async XLA Ops` span whose HLO text has host memory space `S(5)`; without
-  that line, a `copy-start`..`copy-done` pair from `XLA Ops`. Direction comes from where `S(5)`
-  sits in the copy-start tuple (element 0 is the destination). Compute is every `XLA Ops` (and
+* TPU: a transfer is an `Async XLA Ops` span of an async start op that moves data across host
+  memory space `S(5)`; without that line, the start..done pair of such an op from `XLA Ops`.
+  The ops: `copy-start` (direction from where `S(5)` sits in its tuple, element 0 being the
+  destination) and `dynamic-update-slice-start` into / `dynamic-slice-start` out of an `S(5)`
+  buffer, which is how the real XLA:TPU compiler offloads a scan's residuals (bytes = the slice;
+  the same rule as `overlap.hlo.program.offload_inventory`, checked on its v5e output). Blind
+  spot: with an `Async XLA Ops` line, only the ops it shows are counted (as xprof does). Compute is every `XLA Ops` (and
   `Sparse Core Ops`) event that is not itself an async start/done op, like xprof's analysis.
 * CPU: XLA:CPU thunks (host events carrying `hlo_op`) are compute. XLA:CPU compiles host
   offload away, so a CPU capture has no transfers; that is reported, not raised.
@@ -390,6 +394,68 @@ def _copy_start_direction_slow(hlo_text: str) -> tuple[str | None, int | None]:
     if HOST_MEMORY_SPACE in elems[1]:
         return "H2D", shape_bytes(elems[1])
     return None, None
+
+
+_SLICE_START_RE = re.compile(r"\) (dynamic-update-slice-start|dynamic-slice-start)\(")
+_COMMENT_RE = re.compile(r"/\*.*?\*/")
+
+
+def slice_start_direction(hlo_text: str) -> tuple[str | None, int | None]:
+    """Direction and bytes of an async `dynamic-update-slice-start` / `dynamic-slice-start`
+    across host memory, from its HLO text: how XLA:TPU offloads a scan's per-layer residuals
+    (one slice per iteration into or out of a stacked `S(5)` buffer).
+
+    The result tuple is `((operands...), result, u32[] context)`. A dynamic-update-slice
+    writing an `S(5)` result from a device update (operand 1) is D2H of the update's bytes; a
+    dynamic-slice reading an `S(5)` operand 0 into a device result is H2D of the result's bytes
+    (the rule of `overlap.hlo.program.offload_inventory`, which plans them)."""
+    k = hlo_text.find(" = ")
+    m = _SLICE_START_RE.search(hlo_text, k + 1) if k >= 0 else None
+    if m is None:
+        return None, None
+    shape = hlo_text[k + 3:m.start() + 1].strip()
+    if not shape.startswith("((") or not shape.endswith(")"):
+        return None, None
+    elems = _split_top_level(_COMMENT_RE.sub("", shape[1:-1]))
+    if len(elems) < 2 or not elems[0].startswith("("):
+        return None, None
+    operands, result = _split_top_level(elems[0][1:-1]), elems[1]
+    if m.group(1) == "dynamic-update-slice-start":
+        if len(operands) > 1 and HOST_MEMORY_SPACE in result \
+                and HOST_MEMORY_SPACE not in operands[1]:
+            return "D2H", shape_bytes(operands[1])
+    elif operands and HOST_MEMORY_SPACE in operands[0] and HOST_MEMORY_SPACE not in result:
+        return "H2D", shape_bytes(result)
+    return None, None
+
+
+def is_host_async_start(hlo_text: str) -> bool:
+    """Could this op's HLO text be an async start that moves data across host memory (`S(5)`
+    in it, opcode copy-start or dynamic-(update-)slice-start)? The direction rules decide."""
+    if HOST_MEMORY_SPACE not in hlo_text:
+        return False
+    rhs = hlo_text.split(" = ", 1)[-1]
+    return "copy-start" in rhs or "slice-start(" in rhs
+
+
+def host_transfer_directions(texts: list[str]) -> list[tuple[str | None, int | None]]:
+    """Per async start op's HLO text: (direction, bytes) of the host transfer it makes, or
+    (None, None). copy-starts go through `copy_directions`; dynamic-(update-)slice-starts
+    through `slice_start_direction`."""
+    # By opcode first: a dynamic-slice-start's operand tuple holds S(5) where a copy-start's
+    # destination would, so the copy rule would call an H2D slice D2H.
+    sl = [i for i, t in enumerate(texts) if "slice-start(" in t
+          and _SLICE_START_RE.search(t, max(t.find(" = "), 0))]
+    if not sl:
+        return copy_directions(texts)
+    slset = set(sl)
+    rest = [i for i in range(len(texts)) if i not in slset]
+    out: list[tuple[str | None, int | None]] = [(None, None)] * len(texts)
+    for i, d in zip(rest, copy_directions([texts[i] for i in rest])):
+        out[i] = d
+    for i in sl:
+        out[i] = slice_start_direction(texts[i])
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1023,8 +1089,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
         uniq, inv = np.unique(ev.mids, return_inverse=True)  # once per distinct op
         mids = uniq.tolist()
         texts = P.names(uniq)
-        copies = [i for i, t in enumerate(texts)
-                  if HOST_MEMORY_SPACE in t and "copy-start" in t.split(" = ", 1)[-1]]
+        copies = [i for i, t in enumerate(texts) if is_host_async_start(t)]
         facts_u: list[tuple | None] = [None] * len(mids)
         for i, f in zip(copies, _copy_facts(P, [mids[i] for i in copies],
                                             [texts[i] for i in copies])):
@@ -1040,7 +1105,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
     pairs = []  # (copy-start's start, copy-done's end, copy-start's metadata id)
     for start, end, mid, ins in sorted(starts_done):
         m = _START_DONE_RE.match(ins)
-        if not m or not m["base"].endswith("copy"):
+        if not m or not (m["base"].endswith("copy") or m["base"] in _HOST_SLICE_OPS):
             continue
         key = m["base"] + (m["n"] or "")
         if m["role"] == "start":
@@ -1050,13 +1115,16 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
             pairs.append((s0, end, smid))
     smids = sorted({m for _, _, m in pairs})
     texts = P.names(smids)
-    to_host = [i for i, t in enumerate(texts) if HOST_MEMORY_SPACE in t]
+    to_host = [i for i, t in enumerate(texts) if is_host_async_start(t)]
     facts_of = dict(zip([smids[i] for i in to_host],
                         _copy_facts(P, [smids[i] for i in to_host],
                                     [texts[i] for i in to_host])))
     kept = [(s0, end, facts_of[m]) for s0, end, m in pairs if facts_of.get(m) is not None]
     add_transfers([k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept],
                   by_name.get("XLA Ops"))
+
+
+_HOST_SLICE_OPS = ("dynamic-slice", "dynamic-update-slice")
 
 
 def _meta_column(P: Plane, mids: np.ndarray, name: str) -> np.ndarray:
@@ -1071,7 +1139,7 @@ def _copy_facts(P: Plane, mids: list[int], texts: list[str]) -> list[tuple | Non
     paths (`Async XLA Ops` spans and copy-start/copy-done pairs) use it, once per distinct op;
     program ids are converted once per distinct value."""
     cand, dirs = [], []
-    for i, d in enumerate(copy_directions(texts)):
+    for i, d in enumerate(host_transfer_directions(texts)):
         if d[0] is not None:
             cand.append(i)
             dirs.append(d)

@@ -298,6 +298,52 @@ class TpuDevice:
             "host" if direction == "D2H" else "device"))
         return start_name
 
+    def async_slice(self, direction: str, start_ps: int, done_end_ps: int, *,
+                    layers: int = 10, dims: tuple[int, ...] = (256, 256), dtype: str = "f32",
+                    start_dur_ps: int = 10_000, done_dur_ps: int = 10_000,
+                    program_id: int = 12190760917235803885) -> str:
+        """How XLA:TPU offloads a scan's residuals (the real v5e module in
+        tests/hlo/fixtures): D2H is a `dynamic-update-slice-start` writing one layer's slice
+        into a stacked `S(5)` buffer, H2D a `dynamic-slice-start` reading one out. Writes the
+        start/done ops plus the Async XLA Ops span; returns the start op's name."""
+        self._copy_n += 1
+        n = self._copy_n
+        d = ",".join(str(x) for x in dims)
+        lay = ",".join(str(i) for i in reversed(range(len(dims) + 1)))
+        host = f"{dtype}[{layers},{d}]{{{lay}:T(8,128)S(5)}}"
+        one = f"{dtype}[1,{d}]{{{lay}:T(8,128)}}"
+        idx = "s32[]{:T(128)}"
+        if direction == "D2H":
+            op = "dynamic-update-slice"
+            start_shape = f"(({host}, {one}, {idx}, {idx}, {idx}), {host}, u32[]{{:S(2)}})"
+            args, done_shape = f"%buf.{n}, %upd.{n}, %i.{n}, %z, %z", host
+        else:
+            op = "dynamic-slice"
+            start_shape = f"(({host}, {idx}, {idx}, {idx}), {one}, u32[]{{:S(2)}})"
+            args, done_shape = f"%buf.{n}, %i.{n}, %z, %z", one
+        start_name, done_name = f"{op}-start.{n}", f"{op}-done.{n}"
+        start_text = f"%{start_name} = {start_shape} {op}-start({args})"
+        done_text = f"%{done_name} = {done_shape} {op}-done(%{start_name})"
+        nbytes = _DTYPE_SIZE[dtype]
+        for x in dims:
+            nbytes *= x
+        meta = {"hlo_category": "data formatting", "program_id": U64(program_id),
+                "bytes_accessed": 2 * nbytes, "raw_bytes_accessed": 2 * nbytes}
+        smid = self.w.event_id(start_text, start_name, meta)
+        dmid = self.w.event_id(done_text, done_name, meta)
+        self.w.event(self.ops_line, smid, start_ps, start_dur_ps)
+        self.w.event(self.ops_line, dmid, done_end_ps - done_dur_ps, done_dur_ps)
+        if self.async_line is not None:
+            amid = self.w.event_id(start_text, f"async-{op}", meta)
+            self.w.event(self.async_line, amid, start_ps, done_end_ps - start_ps, {
+                "hlo_op": done_name, "_a": 1, "id": U64(self._async_id)})
+            self._async_id += 1
+        self.trace.truth.transfers.append(TruthTransfer(
+            self.trace.host, self.device, direction, start_ps, done_end_ps, nbytes,
+            start_name, "device" if direction == "D2H" else "host",
+            "host" if direction == "D2H" else "device"))
+        return start_name
+
     def module(self, start_ps: int, duration_ps: int, name: str = "jit_train_step",
                program_id: int = 12190760917235803885, run_id: int = 1) -> None:
         mid = self.w.event_id(f"{name}({program_id})")

@@ -367,3 +367,40 @@ def test_batched_op_rules_on_real_compiler_output(target):
     if target == "v5e":  # its copy-starts move between HBM and VMEM (S(1)), not host memory
         starts = [t for t in texts if " copy-start(" in t]
         assert starts and all(d == (None, None) for d in copy_directions(starts))
+
+
+def test_slice_offload_rule_equals_the_compiler_inventory():
+    """XLA:TPU (v5e) offloads a scan's residuals with dynamic-(update-)slice-start on S(5), not
+    copy-start: the reader's direction and bytes for every instruction of the real optimized
+    module equal what offload_inventory plans from the same compiler output."""
+    from pathlib import Path
+
+    from overlap.hlo.program import offload_inventory
+    from overlap.trace.reader import host_transfer_directions, instruction_name
+
+    text = (Path(__file__).resolve().parents[1] / "hlo" / "fixtures" /
+            "v5e_scan_offload_x.hlo.txt").read_text()
+    texts = [ln.strip() for ln in text.splitlines()
+             if " = " in ln and ln.strip().startswith(("%", "ROOT"))]
+    got = {instruction_name(t): d for t, d in zip(texts, host_transfer_directions(texts))
+           if d[0] is not None}
+    want = {o.name: (o.direction, o.bytes) for o in offload_inventory(text).ops}
+    assert got == want and {d for d, _ in want.values()} == {"D2H", "H2D"}
+
+
+@pytest.mark.parametrize("async_line", [True, False])
+def test_tpu_slice_offload_is_read_from_either_line(async_line):
+    t = SyntheticTrace()
+    tpu = t.tpu(0, async_line=async_line)
+    tpu.op(10 * US, 20 * US, name="fusion.1")
+    d2h = tpu.async_slice("D2H", 12 * US, 40 * US, dims=(256, 512), dtype="bf16")
+    h2d = tpu.async_slice("H2D", 50 * US, 60 * US)
+    tpu.async_copy("H2D", 70 * US, 80 * US, dims=(8, 128))
+    r = _roundtrip(t)
+    tr = r["transfers"]
+    assert tr["hlo_op"].tolist() == [d2h, h2d, "copy-start.3"]
+    assert d2h.startswith("dynamic-update-slice-start") and h2d.startswith("dynamic-slice-start")
+    assert tr["direction"].tolist() == ["D2H", "H2D", "H2D"]
+    assert tr["bytes"].tolist() == [256 * 512 * 2, 256 * 256 * 4, 8 * 128 * 4]
+    assert tr["end_ps"].tolist() == [40 * US, 60 * US, 80 * US]
+    assert r["compute"]["name"].tolist() == ["fusion.1"]
