@@ -8,8 +8,9 @@ capture's per-host clock; nothing here converts units (renderers do).
 Metrics (per transfer, then aggregated):
 
 * A transfer occupies `[start_ps, end_ps)`; `span_ps = end_ps - start_ps`. On GPU that is the
-  `MemcpyD2H`/`MemcpyH2D` activity on its stream; on TPU the `copy-start` begin to `copy-done`
-  end (the `Async XLA Ops` span when the capture has that line).
+  `MemcpyD2H`/`MemcpyH2D` activity on its stream; on TPU the host-memory async op's start
+  (`copy-start`, `dynamic-update-slice-start`, `dynamic-slice-start`) begin to its done's end
+  (the `Async XLA Ops` span when the capture has that line).
 * Compute coverage of a device is the union of all its compute intervals: every stream of a
   GPU, the `XLA Ops` and `Sparse Core Ops` lines of a TPU chip (async start/done ops excluded,
   as in xprof's `async_overlap`). Overlapping kernels on two streams count once.
