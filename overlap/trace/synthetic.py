@@ -283,12 +283,22 @@ class TpuDevice:
         meta = {"hlo_category": "copy-start", "program_id": U64(program_id),
                 "bytes_accessed": nbytes, "raw_bytes_accessed": nbytes,
                 "shape_with_layout": f"({dst}, {src}, u32[])"}
-        smid = self.w.event_id(start_text, start_name, meta)
-        dmid = self.w.event_id(done_text, done_name, dict(meta, hlo_category="copy-done"))
+        return self._async_op(direction, start_ps, done_end_ps, start_dur_ps, done_dur_ps,
+                              nbytes, (start_name, start_text, meta),
+                              (done_name, done_text, dict(meta, hlo_category="copy-done")),
+                              "async-copy")
+
+    def _async_op(self, direction, start_ps, done_end_ps, start_dur_ps, done_dur_ps, nbytes,
+                  start, done, async_display) -> str:
+        """Start and done ops on XLA Ops, the start..done span on Async XLA Ops (when the
+        device has that line), and the ground truth transfer; returns the start op's name."""
+        (start_name, start_text, smeta), (done_name, done_text, dmeta) = start, done
+        smid = self.w.event_id(start_text, start_name, smeta)
+        dmid = self.w.event_id(done_text, done_name, dmeta)
         self.w.event(self.ops_line, smid, start_ps, start_dur_ps)
         self.w.event(self.ops_line, dmid, done_end_ps - done_dur_ps, done_dur_ps)
         if self.async_line is not None:
-            amid = self.w.event_id(start_text, "async-copy", meta)
+            amid = self.w.event_id(start_text, async_display, smeta)
             self.w.event(self.async_line, amid, start_ps, done_end_ps - start_ps, {
                 "hlo_op": done_name, "_a": 1, "id": U64(self._async_id)})
             self._async_id += 1
@@ -329,20 +339,9 @@ class TpuDevice:
             nbytes *= x
         meta = {"hlo_category": "data formatting", "program_id": U64(program_id),
                 "bytes_accessed": 2 * nbytes, "raw_bytes_accessed": 2 * nbytes}
-        smid = self.w.event_id(start_text, start_name, meta)
-        dmid = self.w.event_id(done_text, done_name, meta)
-        self.w.event(self.ops_line, smid, start_ps, start_dur_ps)
-        self.w.event(self.ops_line, dmid, done_end_ps - done_dur_ps, done_dur_ps)
-        if self.async_line is not None:
-            amid = self.w.event_id(start_text, f"async-{op}", meta)
-            self.w.event(self.async_line, amid, start_ps, done_end_ps - start_ps, {
-                "hlo_op": done_name, "_a": 1, "id": U64(self._async_id)})
-            self._async_id += 1
-        self.trace.truth.transfers.append(TruthTransfer(
-            self.trace.host, self.device, direction, start_ps, done_end_ps, nbytes,
-            start_name, "device" if direction == "D2H" else "host",
-            "host" if direction == "D2H" else "device"))
-        return start_name
+        return self._async_op(direction, start_ps, done_end_ps, start_dur_ps, done_dur_ps,
+                              nbytes, (start_name, start_text, meta),
+                              (done_name, done_text, meta), f"async-{op}")
 
     def module(self, start_ps: int, duration_ps: int, name: str = "jit_train_step",
                program_id: int = 12190760917235803885, run_id: int = 1) -> None:
