@@ -36,7 +36,8 @@ from overlap.report.units import format_bytes
 
 RUN_COLUMNS = [
     ("run", "run"), ("backend", "backend"), ("device", "device"), ("workload", "workload"),
-    ("policy", "policy"), ("step_ms", "step (ms)"), ("peak", "peak memory"),
+    ("policy", "policy"), ("step_ms", "step (ms)"), ("step_source", "step from"),
+    ("peak", "peak memory"),
     ("peak_source", "peak from"),
     ("d2h_overlap", "D2H hidden %"), ("h2d_overlap", "H2D hidden %"), ("verdict", "verdict"),
     ("synthetic", "data"),
@@ -47,6 +48,7 @@ TOP_COLUMNS = [
     ("MiB", "MiB"), ("GB_s", "GB/s"),
 ]
 COMPARE_COLUMNS = [("run", "run"), ("baseline", "baseline"), ("step_ms", "step (ms)"),
+                   ("step_source", "step from"),
                    ("peak", "peak memory"), ("peak_source", "peak from"),
                    ("D2H", "D2H hidden %"), ("H2D", "H2D hidden %")]
 

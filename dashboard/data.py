@@ -40,7 +40,7 @@ import pandas as pd
 
 from overlap.analysis import overlap as analysis
 from overlap.analysis.memory import peak_memory_bytes
-from overlap.analysis.steps import run_step_time
+from overlap.analysis.steps import run_step_time_ps
 from overlap.report.units import format_bytes
 from overlap.report.rundata import (RunData, default_step, manifest_policy,  # noqa: F401 (re-exported)
                                     manifest_workload, parse_step,
@@ -498,7 +498,8 @@ def run_row(run: Run) -> dict[str, Any]:
     row: dict[str, Any] = {
         "run": run.name, "label": str(m.get("label") or ""),
         "workload": manifest_workload(m), "policy": manifest_policy(m)[0],
-        "backend": "", "device": "", "step_ms": None, "peak": None, "peak_source": "",
+        "backend": "", "device": "", "step_ms": None, "step_source": "", "peak": None,
+        "peak_source": "",
         "d2h_overlap": None, "h2d_overlap": None, "verdict": "", "synthetic": "",
         "error": "",
     }
@@ -509,13 +510,13 @@ def run_row(run: Run) -> dict[str, Any]:
         return row
     r = data.result
     # The one step time (overlap.analysis.steps): unprofiled wall clock when run.json has it.
-    step_med = run_step_time(m, r.get("steps"))["median_ns"]
-    step_ps = None if step_med is None else step_med * 1000
+    step_ps, step_src = run_step_time_ps(m, r.get("steps"))
     peak, peak_src = peak_memory_bytes(data)
     bd = r.get("by_direction", {})
     row.update(
         backend=data.backend, device=", ".join(data.device_names) or data.backend,
         step_ms=None if step_ps is None else round(step_ps / 1e9, 3),
+        step_source=step_src or "",
         peak=format_bytes(peak) if peak is not None else None, peak_source=peak_src,
         d2h_overlap=_pct(bd.get("D2H", {}).get("overlap_ratio")),
         h2d_overlap=_pct(bd.get("H2D", {}).get("overlap_ratio")),
@@ -536,7 +537,7 @@ def safe_run_row(run: Run) -> dict[str, Any]:
         return run_row(run)
     except Exception as e:  # noqa: BLE001 - shown on this run's row, the others keep working
         return {"run": run.name, "label": "", "workload": "", "policy": "", "backend": "",
-                "device": "", "step_ms": None, "peak": None, "peak_source": "",
+                "device": "", "step_ms": None, "step_source": "", "peak": None, "peak_source": "",
                 "d2h_overlap": None,
                 "h2d_overlap": None, "verdict": f"ERROR: {run.name}: unreadable run.json or "
                 f"data ({type(e).__name__})", "synthetic": "", "error": str(e)[:200]}

@@ -92,7 +92,7 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "device": ((manifest or {}).get("backend") or {}).get("device_kind"),
         "workload": ((manifest or {}).get("workload") or {}).get("description"),
         "step_ns_median": med, "step_ns_min": lo, "step_ns_max": hi, "steps": st_sum["n"],
-        "step_ns_samples": [int(v) for v in step_stats.valid_samples(step_ns)],
+        "step_ns_samples": step_ns.tolist(),  # run_step_time kept only valid samples
         "step_source": step_source,
         "step_timing": _step_timing(manifest if step_source == step_stats.SOURCE_MANIFEST
                                     else None),

@@ -60,6 +60,12 @@ def run_step_time(manifest: dict | None, step_rows) -> dict[str, Any]:
             "source": source}
 
 
+def run_step_time_ps(manifest: dict | None, step_rows) -> tuple[int | None, str | None]:
+    """`run_step_time`'s median in picoseconds (the figures' unit) and its source."""
+    st = run_step_time(manifest, step_rows)
+    return (None if st["median_ns"] is None else st["median_ns"] * 1000), st["source"]
+
+
 def summary(values) -> dict[str, Any]:
     """Median, min, max and count of one run's step samples (ns)."""
     a = valid_samples(values)
@@ -75,8 +81,9 @@ def _boot_medians(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def difference(a_values, b_values) -> dict[str, Any]:
-    """Relative difference of run a's median step against run b's, with its bootstrap CI (`CONFIDENCE`)
-    and whether it is called (outside the noise). `reason` says why not when it is not."""
+    """Relative difference of run a's median step against run b's, with its bootstrap CI
+    (`CONFIDENCE`) and whether it is called (outside the noise). `reason` says why not when it
+    is not."""
     a, b = valid_samples(a_values), valid_samples(b_values)
     if not a.size or not b.size or np.median(b) == 0:
         return {"delta": None, "ci": None, "called": False, "n": (int(a.size), int(b.size)),

@@ -97,7 +97,7 @@ def _interleaved(workload, resolved, labels, root: Path, steps: int,
     from overlap.capture.api import compile_step, run_steps, write_profiled_run
 
     preps = []
-    state = batch = sig0 = None
+    sig0 = None
     for pol, lab in zip(resolved, labels):
         state = batch = None
         gc.collect()  # drop the last workload's buffers before building the next
@@ -122,7 +122,8 @@ def _interleaved(workload, resolved, labels, root: Path, steps: int,
             p["step_ns"].extend(ns)
     done: list[Path] = []
     for p in preps:
-        timing = {"mode": "interleaved", "group": group, "with": [q["lab"] for q in preps if q is not p],
+        timing = {"mode": "interleaved", "group": group,
+                  "with": [q["lab"] for q in preps if q is not p],
                   "order": "one step of each run per round, starting one later each round"}
         path, state = write_profiled_run(
             p["run"], p["compiled"], state, batch, out=root / p["lab"], steps=steps,

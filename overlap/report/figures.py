@@ -236,9 +236,12 @@ def _bars(rows: list[dict[str, Any]], key: str, title: str, ytitle: str, synthet
 
 
 def step_time_figure(rows: list[dict[str, Any]], synthetic: bool = False) -> go.Figure:
-    """Step time per run (ps in `step_ps`: `overlap.analysis.steps.run_step_time`'s median);
-    the baseline bar is dark."""
-    return _bars(rows, "step_ps", "Median step time (baseline dark)", "ms", synthetic, PS_PER_MS)
+    """Step time per run (ps in `step_ps`: `overlap.analysis.steps.run_step_time`'s median,
+    its source in `step_source`); the baseline bar is dark."""
+    sources = sorted({str(r.get("step_source")) for r in rows if r.get("step_ps") is not None})
+    title = "Median step time (baseline dark)" + (
+        f"<br><sup>{'; '.join(sources)}</sup>" if sources else "")
+    return _bars(rows, "step_ps", title, "ms", synthetic, PS_PER_MS)
 
 
 def peak_memory_figure(rows: list[dict[str, Any]], synthetic: bool = False) -> go.Figure:
@@ -269,22 +272,19 @@ def direction_overlap_figure(rows: list[dict[str, Any]], synthetic: bool = False
     return _layout(fig, title, synthetic, barmode="group", yaxis_title="% hidden", height=320)
 
 
-def _ps(ns: int | None) -> int | None:
-    return None if ns is None else ns * 1000
-
-
 def compare_rows(datas: list[tuple[str, Any]], baseline: str | None) -> list[dict[str, Any]]:
     """Per run (name, RunData): step time, peak memory, per-direction overlap (raw units)."""
     from overlap.analysis.memory import peak_memory_bytes
-    from overlap.analysis.steps import run_step_time
+    from overlap.analysis.steps import run_step_time_ps
 
     rows = []
     for name, d in datas:  # one per compared run
         r = d.result
         peak, source = peak_memory_bytes(d)
+        step_ps, step_source = run_step_time_ps(d.manifest, r.get("steps"))
         rows.append({
             "run": name, "baseline": name == baseline,
-            "step_ps": _ps(run_step_time(d.manifest, r.get("steps"))["median_ns"]),
+            "step_ps": step_ps, "step_source": step_source,
             "peak_bytes": peak, "peak_source": source,
             **{k: r.get("by_direction", {}).get(k, {}).get("overlap_ratio")
                for k in aggregate.DIRECTIONS}})

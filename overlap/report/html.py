@@ -59,12 +59,11 @@ def page_html(title: str, result: dict[str, Any] | None, figs: list,
 
 def _result_row(name: str, result: dict[str, Any], baseline: bool,
                 manifest: dict | None = None) -> dict[str, Any]:
-    from overlap.analysis.steps import run_step_time
+    from overlap.analysis.steps import run_step_time_ps
 
     bd = result.get("by_direction", {})
-    med = run_step_time(manifest, result.get("steps"))["median_ns"]
-    return {"run": name, "baseline": baseline,
-            "step_ps": None if med is None else med * 1000,
+    step_ps, step_source = run_step_time_ps(manifest, result.get("steps"))
+    return {"run": name, "baseline": baseline, "step_ps": step_ps, "step_source": step_source,
             "peak_bytes": None,
             "D2H": bd.get("D2H", {}).get("overlap_ratio"),
             "H2D": bd.get("H2D", {}).get("overlap_ratio")}

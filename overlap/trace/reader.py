@@ -30,8 +30,9 @@ Classification (see docs/xspace.md for the evidence behind each rule):
   destination) and `dynamic-update-slice-start` into / `dynamic-slice-start` out of an `S(5)`
   buffer, which is how the real XLA:TPU compiler offloads a scan's residuals (bytes = the slice;
   the same rule as `overlap.hlo.program.offload_inventory`, checked on its v5e output). Blind
-  spot: with an `Async XLA Ops` line, only the ops it shows are counted (as xprof does). Compute is every `XLA Ops` (and
-  `Sparse Core Ops`) event that is not itself an async start/done op, like xprof's analysis.
+  spot: with an `Async XLA Ops` line, only the ops it shows are counted (as xprof does).
+  Compute is every `XLA Ops` (and `Sparse Core Ops`) event that is not itself an async
+  start/done op, like xprof's analysis.
 * CPU: XLA:CPU thunks (host events carrying `hlo_op`) are compute. XLA:CPU compiles host
   offload away, so a CPU capture has no transfers; that is reported, not raised.
 
@@ -1134,8 +1135,9 @@ def _meta_column(P: Plane, mids: np.ndarray, name: str) -> np.ndarray:
 
 
 def _copy_facts(P: Plane, mids: list[int], texts: list[str]) -> list[tuple | None]:
-    """Per copy-start metadata id (with its HLO text): (direction, bytes, instruction,
-    hlo_module, program_id), or None where the text names no host memory side. Both TPU
+    """Per host async start op's metadata id (with its HLO text: copy-start or
+    dynamic-(update-)slice-start): (direction, bytes, instruction, hlo_module, program_id), or
+    None where the text names no host memory side. Both TPU
     paths (`Async XLA Ops` spans and copy-start/copy-done pairs) use it, once per distinct op;
     program ids are converted once per distinct value."""
     cand, dirs = [], []

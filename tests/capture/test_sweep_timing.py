@@ -64,6 +64,11 @@ def test_every_view_shows_the_one_step_time(tmp_path):
     for lab, med in want.items():
         m = rundir.load_manifest(tmp_path / lab)
         assert med == sorted(m["step_ns"])[2]  # the median of 5 samples, from run.json
-        assert dash.run_row(found[lab])["step_ms"] == round(med / 1e6, 3)
+        row = dash.run_row(found[lab])
+        assert row["step_ms"] == round(med / 1e6, 3)
+        assert row["step_source"] == "unprofiled wall clock (run.json)"
+    assert {r["step_source"] for r in res["runs"]} == {"unprofiled wall clock (run.json)"}
     rows = figures.compare_rows([(n, dash.load_run(found[n])) for n in want], "full")
     assert {r["run"]: r["step_ps"] for r in rows} == {k: v * 1000 for k, v in want.items()}
+    assert {r["step_source"] for r in rows} == {"unprofiled wall clock (run.json)"}
+    assert "unprofiled wall clock (run.json)" in figures.step_time_figure(rows).layout.title.text
