@@ -90,7 +90,7 @@ def xprof_async_overlap(path: str):
 
 def _dashboard_render(path: str, cache_dir: str) -> bool:
     """`prepare_run_view` of the run that is this file, in-memory cache cleared first."""
-    from dashboard.data import (  # type: ignore[import-not-found]
+    from overlap.dashboard.data import (  # type: ignore[import-not-found]
         clear_cache, discover_runs, prepare_run_view)
 
     old = os.environ.get("OVERLAP_CACHE_DIR")
@@ -119,7 +119,7 @@ def dashboard_cached(path: str):
 
 def _has_dashboard() -> bool:
     try:
-        from dashboard.data import prepare_run_view  # noqa: F401
+        from overlap.dashboard.data import prepare_run_view  # noqa: F401
     except Exception:
         return False
     return True
@@ -272,7 +272,7 @@ def warm_imports(name: str) -> None:
     if name == "xprof_async_overlap":
         from xprof.cli.tools import analyze_async_overlap_tool  # noqa: F401
     if name in ("dashboard", "dashboard_cached"):
-        import dashboard.data  # noqa: F401
+        import overlap.dashboard.data  # noqa: F401
         import overlap.report.figures  # noqa: F401
         import plotly.io  # noqa: F401
 

@@ -168,7 +168,7 @@ def main(argv=None) -> int:
             cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                    host="127.0.0.1", dashboard_address=None)
         except ImportError:
-            print("dask not installed: no Dask column ('pip install overlap[dask]')",
+            print("dask not installed: no Dask column ('pip install overlap-jax[dask]')",
                   file=sys.stderr)
     rows = []
     with tempfile.TemporaryDirectory(prefix="overlap-pod-", dir=args.dir) as d:

@@ -39,3 +39,48 @@ class UsageError(OverlapError):
     """Arguments that make no sense together (argparse handles the rest)."""
 
     exit_code = EXIT_USAGE
+
+
+DISTRIBUTION = "overlap-jax"  # the PyPI name; the import package and the command are `overlap`
+
+# What each extra enables, for the one-line message of a command whose extra is missing.
+EXTRAS = {
+    "capture": "capturing with JAX",
+    "attach": "capturing from a running job (xprof)",
+    "plan": "plan mode (the XLA:GPU and XLA:TPU compilers)",
+    "dashboard": "the dashboard and HTML figures (plotly, dash)",
+    "dask": "reading a pod on a Dask cluster",
+    "demo": "the demo (capture, plan compilers and dashboard)",
+}
+
+
+def install_hint(extra: str) -> str:
+    """`pip install 'overlap-jax[EXTRA]'`: the one install command every message names."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
+class MissingExtra(UsageError):
+    """A command needs an optional dependency that is not installed (exit 2, naming the extra)."""
+
+    def __init__(self, extra: str, missing: str):
+        self.extra = extra
+        super().__init__(f"{EXTRAS.get(extra, extra)} needs {missing}, which is not installed: "
+                         f"{install_hint(extra)}")
+
+
+def has_module(name: str) -> bool:
+    """Whether `name` can be imported, without importing it; a missing parent package is False
+    (`find_spec("jax_plugins.xla_cuda12")` raises when `jax_plugins` is absent)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_extra(extra: str, *modules: str) -> None:
+    """Raise `MissingExtra` naming `extra` unless every module in `modules` can be imported."""
+    for name in modules:
+        if not has_module(name):
+            raise MissingExtra(extra, name.split(".")[0])

@@ -20,5 +20,5 @@ if [ "${1:-}" = "--test" ]; then
     fi
   fi
 else
-  python -m pip install --quiet -e ".[plan]"
+  python -m pip install --quiet -e ".[demo]"
 fi

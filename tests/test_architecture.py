@@ -4,7 +4,7 @@
 
 Each package has a rank; a module may import its own package or one of lower rank. Two named
 exceptions: `plan` sits above `capture` (it compiles the same workloads and policies), and the
-`cli` may start the dashboard, which is a separate top-level package that nothing else in
+`cli` may start the dashboard (`overlap.dashboard`, the Dash app), which nothing else in
 `overlap/` may import. The walk reads every `import` statement with `ast`, including those
 inside functions (a lazy import is still a dependency).
 """
@@ -30,10 +30,8 @@ RANK = {
 
 
 def _unit(module: str) -> str | None:
-    """`overlap.trace.reader` -> `trace`; `dashboard.app` -> `dashboard`; others -> None."""
+    """`overlap.trace.reader` -> `trace`; `overlap.dashboard.app` -> `dashboard`; others -> None."""
     parts = module.split(".")
-    if parts[0] == "dashboard":
-        return "dashboard"
     if parts[0] != "overlap":
         return None
     if len(parts) == 1:
@@ -73,7 +71,7 @@ def _imports(path: Path) -> list[tuple[int, str]]:
 
 def violations() -> list[str]:
     bad = []
-    files = sorted((REPO / "overlap").rglob("*.py")) + sorted((REPO / "dashboard").rglob("*.py"))
+    files = sorted((REPO / "overlap").rglob("*.py"))
     for f in files:
         src_unit = _unit(_module_name(f))
         if src_unit in ("__init__", "__main__"):
@@ -112,7 +110,6 @@ def test_the_check_catches_an_upward_import(tmp_path, monkeypatch):
     (tmp_path / "overlap" / "__init__.py").write_text("")
     (fake / "__init__.py").write_text('"""x"""')
     (fake / "bad.py").write_text("def f():\n    from overlap.report import text\n")
-    (tmp_path / "dashboard").mkdir()
     monkeypatch.setattr(__import__(__name__, fromlist=["REPO"]), "REPO", tmp_path)
     found = violations()
     assert len(found) == 1 and "trace imports overlap.report" in found[0]

@@ -47,6 +47,14 @@ def run(args: argparse.Namespace) -> int:
     from overlap.env import choose_platforms
 
     choose_platforms()  # before jax is imported: no failing probes of absent GPUs/TPUs
+    from overlap.errors import MissingExtra, has_module, require_extra
+
+    if args.attach:
+        require_extra("attach", "jax")
+        if not (has_module("xprof") or has_module("tensorboard_plugin_profile")):
+            raise MissingExtra("attach", "xprof")
+    else:
+        require_extra("capture", "jax")
     if args.list_policies:
         from overlap.capture.policies import get_policy, policy_names
 

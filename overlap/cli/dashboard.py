@@ -65,8 +65,11 @@ def run(args: argparse.Namespace) -> int:
         # can reach the port.
         raise UsageError("--debug is only allowed with a loopback --host (it serves an "
                          "interactive console)")
+    from overlap.errors import require_extra
+
+    require_extra("dashboard", "dash", "plotly")
     check_port_free(args.host, args.port)
-    from dashboard.app import create_app  # local: Dash is slow to import
+    from overlap.dashboard.app import create_app  # local: Dash is slow to import
 
     app = create_app(logdirs, host=args.host)
     if args.host not in ("127.0.0.1", "localhost", "::1"):

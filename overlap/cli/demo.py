@@ -54,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
     from overlap.env import choose_platforms
 
     choose_platforms()  # before jax is imported: no failing probes of absent GPUs/TPUs
+    from overlap.errors import require_extra
+
+    require_extra("demo", "jax", *(() if args.no_serve else ("dash", "plotly")))
+    if not args.no_plan:
+        require_extra("demo", "libtpu", "jax_plugins.xla_cuda12")
     if not args.no_serve:  # before minutes of capturing, not after
         from overlap.cli.dashboard import check_port_free
 
@@ -77,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         print("note: this machine runs JAX on the CPU. XLA:CPU compiles host offload away, so "
               "the offload run has no D2H/H2D transfers to measure; the comparison below shows "
               "step time and memory only. For real offload measurements, run this demo on a GPU "
-              "(pip install 'overlap[cuda]'); the plans after it show what the real GPU and TPU "
+              "(pip install 'overlap-jax[cuda]'); the plans after it show what the real GPU and TPU "
               "compilers do with offload.")
     runs = sweep(f"transformer:{size}", list(DEMO_POLICIES), out, steps=args.steps,
                  warmup=args.warmup)

@@ -45,7 +45,7 @@ def add_analysis_args(p: argparse.ArgumentParser) -> None:
                         "1 reads serially)")
     p.add_argument("--scheduler", default=os.environ.get("OVERLAP_DASK_SCHEDULER"),
                    metavar="ADDRESS", help="read host files on a Dask distributed cluster "
-                   "(also OVERLAP_DASK_SCHEDULER; needs overlap[dask])")
+                   "(also OVERLAP_DASK_SCHEDULER; needs overlap-jax[dask])")
     p.add_argument("--top", type=non_negative_int, default=analysis.DEFAULT_TOP, metavar="N",
                    help=f"rows in the HLO-op and most-exposed tables (default "
                         f"{analysis.DEFAULT_TOP}; cut-offs are flagged)")
@@ -99,6 +99,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.baseline and not args.html:
         raise UsageError("--baseline goes with --html (overlap check takes its own --baseline)")
+    if args.html:
+        from overlap.errors import require_extra
+
+        require_extra("dashboard", "plotly")
     plan = _plan(args.path)
     if plan is not None:
         return report_plan(args, plan)

@@ -35,10 +35,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from overlap.errors import UsageError
+from overlap.errors import UsageError, has_module, install_hint
 from overlap.plan.targets import Target, get_target
 
-EXTRA_HINT = "plan mode needs the compilers: pip install 'overlap[plan]'"
+EXTRA_HINT = f"plan mode needs the compilers: {install_hint('plan')}"
 
 
 class PlanUnavailable(UsageError):
@@ -46,14 +46,14 @@ class PlanUnavailable(UsageError):
 
 
 def require_compiler(target: Target) -> None:
+    """Exit 2 naming the `plan` extra unless jax and the target's compiler can be imported."""
     if target.platform == "tpu":
-        ok = importlib.util.find_spec("libtpu") is not None
-        what = "libtpu"
+        need = [("jax", "jax"), ("libtpu", "libtpu")]
     else:
-        ok = importlib.util.find_spec("jax_plugins.xla_cuda12") is not None
-        what = "the jax CUDA plugin (jax-cuda12-plugin)"
-    if not ok:
-        raise PlanUnavailable(f"{target.name}: {what} is not installed; {EXTRA_HINT}")
+        need = [("jax", "jax"), ("jax_plugins.xla_cuda12", "the jax CUDA plugin (jax-cuda12-plugin)")]
+    for module, what in need:
+        if not has_module(module):
+            raise PlanUnavailable(f"{target.name}: {what} is not installed; {EXTRA_HINT}")
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ exactly as a serial read does. Workers are spawned, never forked (jax warns agai
 process that imported it), so a pool costs about a second to start: it pays from a few large
 host files on.
 
-Dask (`pip install 'overlap[dask]'`): `scheduler` is a distributed scheduler address
+Dask (`pip install 'overlap-jax[dask]'`): `scheduler` is a distributed scheduler address
 (`tcp://10.0.0.5:8786`); the workers must see the files at the same paths (shared storage).
 """
 
@@ -19,9 +19,9 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from overlap.errors import UsageError
+from overlap.errors import UsageError, install_hint
 
-DASK_EXTRA = "pip install 'overlap[dask]'"
+DASK_EXTRA = install_hint("dask")
 
 
 def default_jobs() -> int:

@@ -56,7 +56,7 @@ def test_pick_module_never_guesses_the_largest():
 
 
 def test_one_peak_in_compare_dashboard_and_html(tmp_path):
-    from dashboard import data
+    from overlap.dashboard import data
     from overlap.report import figures
 
     want = _expected(SCAN / "offload_x")

@@ -53,7 +53,7 @@ def test_timing_note_needs_one_shared_sweep():
 
 def test_every_view_shows_the_one_step_time(tmp_path):
     """compare (text/JSON), the dashboard's runs table and Compare bars: one median, one source."""
-    from dashboard import data as dash
+    from overlap.dashboard import data as dash
     from overlap.report import figures
 
     runs = sweep("tests.capture.sweep_order:logged", ["full", "none"], tmp_path, steps=5,

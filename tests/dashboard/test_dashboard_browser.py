@@ -60,7 +60,7 @@ def select(duo, dropdown_id: str, text: str) -> None:
 
 
 def test_dash001_views_render_with_data(duo, tmp_path):
-    from dashboard.app import create_app
+    from overlap.dashboard.app import create_app
 
     logdir = make_logdir(tmp_path)
     duo.start_server(create_app([logdir]))
@@ -143,7 +143,7 @@ def test_dash001_views_render_with_data(duo, tmp_path):
 
 
 def test_dash002_html_download(duo, tmp_path):
-    from dashboard.app import create_app
+    from overlap.dashboard.app import create_app
 
     logdir = tmp_path / "runs"
     write_run(logdir, "only", {"policy": "qkv_proj_offloaded"}, hidden_fraction=0.5)

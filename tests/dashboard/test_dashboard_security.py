@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from dashboard import data
-from dashboard.app import create_app
+from overlap.dashboard import data
+from overlap.dashboard.app import create_app
 from tests.dashboard.dashboard_support import make_logdir, write_run
 
 

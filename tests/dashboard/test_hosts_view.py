@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dashboard import data
-from dashboard.app import create_app
+from overlap.dashboard import data
+from overlap.dashboard.app import create_app
 from overlap.report import figures
 from tests.analysis.test_hosts import pod
 from tests.conftest import run_cli

@@ -128,10 +128,17 @@ def test_a_step_that_does_not_fit_is_a_finding():
 def test_unknown_target_and_missing_extra_are_usage_errors(monkeypatch, capsys):
     with pytest.raises(UsageError, match="targets: h100"):
         plan_workload("scan", ["offload:x"], "a100")
-    monkeypatch.setattr(plan_compile.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(plan_compile, "has_module", lambda name: False)
     assert cli_main(["plan", "--target", "v5e", "--out", "unused"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "overlap[plan]" in err[0]
+    assert len(err) == 1 and "overlap-jax[plan]" in err[0]
+
+
+def test_missing_parent_package_is_missing_not_a_crash():
+    """`find_spec("jax_plugins.xla_cuda12")` raises when `jax_plugins` itself is absent."""
+    from overlap.errors import has_module
+
+    assert has_module("json") and not has_module("no_such_pkg_overlap.sub")
 
 
 def test_cli_plan_then_compare_shows_both_plans(tmp_path):
@@ -191,7 +198,7 @@ def test_report_on_a_plan_text_json_html(h100_plans, tmp_path):
 
 
 def test_dashboard_lists_plans_as_plans(h100_plans):
-    from dashboard import data
+    from overlap.dashboard import data
 
     out, _ = h100_plans
     runs = data.discover_runs([str(out)])

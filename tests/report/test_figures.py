@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashboard import data
+from overlap.dashboard import data
 from overlap.report import aggregate, figures
 from overlap.analysis import overlap as analysis
 from overlap.trace.reader import read_trace
@@ -176,7 +176,7 @@ def test_fig010_prepare_run_view(tmp_path):
 
 def test_runs_table_reads_real_manifests_from_sample_traces():
     """run.json written by overlap.capture.api holds policy/workload as dicts: show their names."""
-    from dashboard.data import default_baseline, discover_runs, run_row
+    from overlap.dashboard.data import default_baseline, discover_runs, run_row
     from tests.conftest import SAMPLE_TRACES
 
     runs = discover_runs([SAMPLE_TRACES / "cpu-transformer-tiny"])

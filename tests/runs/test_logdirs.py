@@ -51,7 +51,7 @@ def test_compare_and_report_open_a_plain_logdir(profiler_logdir):
 
 
 def test_dashboard_lists_a_plain_logdir(profiler_logdir):
-    from dashboard import data
+    from overlap.dashboard import data
 
     runs = data.discover_runs([profiler_logdir])
     assert [r.name for r in runs] == ["my_experiment"]
@@ -73,7 +73,7 @@ def test_several_sessions_say_which_one_is_read(profiler_logdir, tmp_path):
 def test_dashboard_lists_each_session_of_a_logdir(profiler_logdir, tmp_path):
     import shutil
 
-    from dashboard import data
+    from overlap.dashboard import data
 
     d = tmp_path / "logs" / "exp"
     shutil.copytree(profiler_logdir / "my_experiment", d)
