@@ -30,7 +30,7 @@ from typing import Any
 import dash
 from dash import Dash, Input, Output, State, dash_table, dcc, html
 
-from dashboard import data as rundata
+from overlap.dashboard import data as rundata
 from overlap.report import figures
 from overlap.report.units import format_bytes
 
