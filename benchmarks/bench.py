@@ -76,7 +76,7 @@ def jaxlib_profile_data(path: str):
     for plane in pd.planes:
         for line in plane.lines:
             for ev in line.events:
-                ev.name, ev.start_ns, ev.duration_ns
+                _ = (ev.name, ev.start_ns, ev.duration_ns)  # touch every field, as a reader would
                 n += 1
     return n
 
@@ -90,8 +90,7 @@ def xprof_async_overlap(path: str):
 
 def _dashboard_render(path: str, cache_dir: str) -> bool:
     """`prepare_run_view` of the run that is this file, in-memory cache cleared first."""
-    from overlap.dashboard.data import (  # type: ignore[import-not-found]
-        clear_cache, discover_runs, prepare_run_view)
+    from overlap.dashboard.data import clear_cache, discover_runs, prepare_run_view  # type: ignore[import-not-found]
 
     old = os.environ.get("OVERLAP_CACHE_DIR")
     os.environ["OVERLAP_CACHE_DIR"] = cache_dir
@@ -272,9 +271,10 @@ def warm_imports(name: str) -> None:
     if name == "xprof_async_overlap":
         from xprof.cli.tools import analyze_async_overlap_tool  # noqa: F401
     if name in ("dashboard", "dashboard_cached"):
+        import plotly.io  # noqa: F401
+
         import overlap.dashboard.data  # noqa: F401
         import overlap.report.figures  # noqa: F401
-        import plotly.io  # noqa: F401
 
 
 def peak_rss_mib(path: str, name: str) -> float | None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from overlap.errors import InputError, OverlapError, UsageError  # noqa: E402
-from overlap.trace.reader import Trace, read_trace  # noqa: E402
 from overlap.report.gate import assert_hidden, assert_no_transfers  # noqa: E402
+from overlap.trace.reader import Trace, read_trace  # noqa: E402
 
 __all__ = ["__version__", "InputError", "OverlapError", "UsageError", "Trace", "read_trace",
            "assert_hidden", "assert_no_transfers"]

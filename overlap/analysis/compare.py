@@ -35,7 +35,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-
 from overlap.errors import InputError, UsageError
 
 FULL_REMAT = ("full", "nothing_saveable")
@@ -45,8 +44,8 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
                   trace=None) -> dict[str, Any]:
     """One run's summary (reads the manifest and the capture)."""
     from overlap.analysis import overlap as analysis
-    from overlap.trace.reader import read_trace
     from overlap.runs.rundir import load_manifest
+    from overlap.trace.reader import read_trace
 
     p = Path(run_dir)
     manifest = load_manifest(p) if p.is_dir() else None

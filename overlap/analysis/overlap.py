@@ -528,9 +528,9 @@ def _step_rows(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], int]:
         ti, idx = ti[ok], idx[ok]
         assigned[ti] = True
 
-        def per_step(col: str, _ti=ti, _idx=idx) -> np.ndarray:
+        def per_step(col: str, _ti=ti, _idx=idx, _n=n) -> np.ndarray:
             # Integer sums (not bincount's float64 weights): picosecond totals pass 2**53.
-            out = np.zeros(n, np.int64)
+            out = np.zeros(_n, np.int64)
             np.add.at(out, _idx, table[col].to_numpy(dtype=np.int64)[_ti])
             return out
 
@@ -793,7 +793,8 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         "status": status, "reason": reason,
         "backend": backend, "synthetic": any(p["synthetic"] for p in parts),
         "sources": [s for p in parts for s in p["sources"]],
-        "hosts": capture_hosts or sorted(set(table["host"])),
+        # A trace built without capture metadata (capture={}) names its hosts by its transfers.
+        "hosts": capture_hosts or sorted(set(groups["host"].dropna())),
         "summary": summary,
         "by_direction": by_direction,
         "by_device": by_device,
@@ -819,8 +820,8 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
 
 RESULT_KEYS = (
     "schema_version", "status", "reason", "backend", "synthetic", "sources", "hosts", "summary",
-    "by_direction", "by_device", "by_host_direction", "by_hlo_op", "steps", "step_summary", "top_exposed",
-    "thresholds", "method", "notes", "verdict", "stragglers",
+    "by_direction", "by_device", "by_host_direction", "by_hlo_op", "steps", "step_summary",
+    "top_exposed", "thresholds", "method", "notes", "verdict", "stragglers",
 )
 
 

@@ -129,9 +129,9 @@ def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, job
     `jobs` > 1 runs the map in that many spawned worker processes; `scheduler` (a Dask
     distributed address) runs it on that cluster instead. The result is the same either way.
     """
-    from overlap.trace.distributed import map_hosts_dask, map_hosts_local
     import pandas as pd
 
+    from overlap.trace.distributed import map_hosts_dask, map_hosts_local
     from overlap.trace.reader import _find_files, _sort_by_device_start, combine_parts
 
     analysis._check_thresholds(hidden_threshold, exposed_threshold)

@@ -43,9 +43,14 @@ from typing import Any, Callable, Iterator
 
 import jax
 
+from overlap.hlo.program import (
+    hlo_protos_from_xspace,
+    memory_analysis_dict,
+    memory_timeline,
+    offload_inventory,
+    pick_module,
+)
 from overlap.runs import rundir
-from overlap.hlo.program import (hlo_protos_from_xspace, memory_analysis_dict, memory_timeline,
-                         offload_inventory, pick_module)
 
 COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
 
@@ -76,7 +81,8 @@ def prepare_xla_flags(command_buffers: bool = False) -> dict[str, Any]:
     return dict(_FLAG_STATE)
 
 
-def profile_options(python_tracer: bool = False, host_tracer_level: int = 2) -> jax.profiler.ProfileOptions:
+def profile_options(python_tracer: bool = False,
+                    host_tracer_level: int = 2) -> jax.profiler.ProfileOptions:
     po = jax.profiler.ProfileOptions()
     po.python_tracer_level = 1 if python_tracer else 0
     po.host_tracer_level = host_tracer_level
@@ -85,8 +91,8 @@ def profile_options(python_tracer: bool = False, host_tracer_level: int = 2) -> 
 
 
 def _po_dict(po) -> dict:
-    return {"python_tracer_level": po.python_tracer_level, "host_tracer_level": po.host_tracer_level,
-            "enable_hlo_proto": po.enable_hlo_proto}
+    return {"python_tracer_level": po.python_tracer_level,
+            "host_tracer_level": po.host_tracer_level, "enable_hlo_proto": po.enable_hlo_proto}
 
 
 def environment() -> dict:
@@ -385,7 +391,8 @@ def capture(out: str | os.PathLike, *, label: str | None = None, workload: Any =
             "step_ns": None, "step_ns_profiled": cap.step_ns, "compile_ns": None,
             "profile_options": _po_dict(po), "created_unix_ns": time.time_ns(),
             **environment(),
-            **_hlo_facts(partial, compiled, _module_name(compiled) if compiled is not None else None),
+            **_hlo_facts(partial, compiled,
+                         _module_name(compiled) if compiled is not None else None),
             **(extra or {}),
         }
         cap.path = rundir.write_run(partial, final, manifest)
@@ -415,7 +422,8 @@ def attach(host_port: str, duration_ms: int, out: str | os.PathLike, *, label: s
             "python_tracer_level": 1 if python_tracer else 0}
     try:
         try:
-            # (service_addr, logdir, worker_list, include_dataset_ops, duration_ms, attempts, options)
+            # (service_addr, logdir, worker_list, include_dataset_ops, duration_ms, attempts,
+            #  options)
             with _native_output_to(partial / ".attach.log"):
                 _pywrap_profiler_plugin.trace(addr, str(partial), "", True, int(duration_ms),
                                               int(attempts), opts)

@@ -113,7 +113,8 @@ def _named_offload(name, saved, offloaded, desc):
 
 
 def _jax(name, category, fn_name, desc):
-    return lambda: Policy(name, category, checkpoint_policy=getattr(jax.checkpoint_policies, fn_name),
+    return lambda: Policy(name, category,
+                          checkpoint_policy=getattr(jax.checkpoint_policies, fn_name),
                           description=desc)
 
 
@@ -145,7 +146,8 @@ _REGISTRY: dict[str, Callable[[], Policy]] = {
     # --- MaxText (decoders.py) ---
     "full": lambda: Policy("full", CATEGORY_REMAT, checkpoint_policy=None,
                            description="MaxText full: recompute the whole layer (policy=None)"),
-    "minimal_with_context": _named_remat("minimal_with_context", QKV + ("context", "out_proj") + MLP,
+    "minimal_with_context": _named_remat("minimal_with_context",
+                                         QKV + ("context", "out_proj") + MLP,
                                          "MaxText: save q/k/v, context, out_proj and MLP dots"),
     "minimal": _named_remat("minimal", QKV + ("out_proj",) + MLP,
                             "MaxText: save q/k/v, out_proj and MLP dots"),

@@ -32,8 +32,8 @@ from typing import Sequence
 
 from overlap.capture.api import prepare_xla_flags, profile_steps
 from overlap.capture.policies import get_policy
-from overlap.runs.rundir import RunExistsError
 from overlap.capture.workloads import load_workload, parse_spec
+from overlap.runs.rundir import RunExistsError
 
 
 def label_for(policy: str) -> str:

@@ -4,8 +4,9 @@ Protocol
 --------
 A workload *maker* is a function ``make(policy, size) -> Workload``:
 
-* ``policy`` – a policy name or :class:`overlap.capture.policies.Policy` (see :mod:`overlap.capture.policies`);
-  the maker applies it with ``policy.wrap(layer_fn)`` inside its ``lax.scan`` over layers.
+* ``policy`` – a policy name or :class:`overlap.capture.policies.Policy` (see
+  :mod:`overlap.capture.policies`); the maker applies it with ``policy.wrap(layer_fn)``
+  inside its ``lax.scan`` over layers.
 * ``size`` – a size name the maker understands (built-ins: ``tiny``, ``small``, ``h100``,
   ``control``); a maker that has no sizes may ignore it.
 
@@ -238,7 +239,8 @@ def _adam(params, grads, mu, nu, count, lr=1e-4, b1=0.9, b2=0.95, eps=1e-8):
     c1 = 1 - b1 ** count.astype(jnp.float32)
     c2 = 1 - b2 ** count.astype(jnp.float32)
     params = jax.tree.map(
-        lambda p, m, v: (p.astype(jnp.float32) - lr * (m / c1) / (jnp.sqrt(v / c2) + eps)).astype(p.dtype),
+        lambda p, m, v: (p.astype(jnp.float32)
+                         - lr * (m / c1) / (jnp.sqrt(v / c2) + eps)).astype(p.dtype),
         params, mu, nu)
     return params, mu, nu, count
 
@@ -268,7 +270,8 @@ def make_transformer(policy: str | Policy, size: str = DEFAULT_SIZE) -> Workload
     def train_step(state, batch):
         loss, grads = jax.value_and_grad(functools.partial(_transformer_loss, cfg, pol))(
             state["params"], batch)
-        params, mu, nu, count = _adam(state["params"], grads, state["mu"], state["nu"], state["count"])
+        params, mu, nu, count = _adam(state["params"], grads, state["mu"], state["nu"],
+                                      state["count"])
         return {"params": params, "mu": mu, "nu": nu, "count": count}, loss
 
     key_p, key_b = jax.random.split(jax.random.key(0))
@@ -316,7 +319,8 @@ def make_params_offloaded(policy: str | Policy, size: str = DEFAULT_SIZE) -> Wor
         state = jax.device_put(state, on_dev)
         loss, grads = jax.value_and_grad(functools.partial(_transformer_loss, cfg, pol))(
             state["params"], batch)
-        params, mu, nu, count = _adam(state["params"], grads, state["mu"], state["nu"], state["count"])
+        params, mu, nu, count = _adam(state["params"], grads, state["mu"], state["nu"],
+                                      state["count"])
         return {"params": params, "mu": mu, "nu": nu, "count": count}, loss
 
     key_p, key_b = jax.random.split(jax.random.key(0))
@@ -344,7 +348,8 @@ def _lookup(table: dict, name: str, size: str):
     try:
         return table[size]
     except KeyError:
-        raise ValueError(f"workload {name!r} has no size {size!r}; valid: {', '.join(table)}") from None
+        raise ValueError(
+            f"workload {name!r} has no size {size!r}; valid: {', '.join(table)}") from None
 
 
 def parse_spec(spec: str) -> tuple[Callable[..., Any], str, str]:
@@ -353,7 +358,8 @@ def parse_spec(spec: str) -> tuple[Callable[..., Any], str, str]:
     if parts[0] in BUILTINS:
         if len(parts) > 2:
             raise ValueError(f"workload {spec!r}: expected NAME[:SIZE]")
-        return BUILTINS[parts[0]], parts[0], parts[1] if len(parts) == 2 and parts[1] else DEFAULT_SIZE
+        size = parts[1] if len(parts) == 2 and parts[1] else DEFAULT_SIZE
+        return BUILTINS[parts[0]], parts[0], size
     if len(parts) not in (2, 3) or not all(parts[:2]):
         raise ValueError(f"unknown workload {spec!r}; built-ins: {', '.join(BUILTINS)} "
                          "(NAME[:SIZE]), or module:function[:SIZE] for your own maker")

@@ -1,6 +1,7 @@
 """`overlap capture`: profile a workload under one or more policies, or attach to a running job.
 
-    overlap capture --workload transformer:tiny --policy qkv_proj_offloaded --policy full --out runs/
+    overlap capture --workload transformer:tiny --policy qkv_proj_offloaded --policy full \
+        --out runs/
     overlap capture --attach localhost:9999 --duration-ms 2000 --out runs/live
 
 Each policy becomes one run directory (`runs/<policy>`, or `--label`): the capture in

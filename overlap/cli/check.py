@@ -135,7 +135,8 @@ def run_plan(args: argparse.Namespace, manifest: dict) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from overlap.report import gate as check, text as render
+    from overlap.report import gate as check
+    from overlap.report import text as render
 
     plan = _plan_manifest(args.path)
     if plan is not None:

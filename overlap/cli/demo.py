@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
     import jax
 
     from overlap.analysis.compare import compare_dirs
-    from overlap.report.compare_text import render_text
     from overlap.capture.sweep import sweep
+    from overlap.report.compare_text import render_text
 
     platform = jax.default_backend()
     device = jax.devices()[0]
@@ -82,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
         print("note: this machine runs JAX on the CPU. XLA:CPU compiles host offload away, so "
               "the offload run has no D2H/H2D transfers to measure; the comparison below shows "
               "step time and memory only. For real offload measurements, run this demo on a GPU "
-              "(pip install 'overlap-jax[cuda]'); the plans after it show what the real GPU and TPU "
-              "compilers do with offload.")
+              "(pip install 'overlap-jax[cuda]'); the plans after it show what the real GPU and "
+              "TPU compilers do with offload.")
     runs = sweep(f"transformer:{size}", list(DEMO_POLICIES), out, steps=args.steps,
                  warmup=args.warmup)
     print()

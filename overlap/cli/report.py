@@ -1,8 +1,8 @@
 """`overlap report PATH`: how much of each device<->host transfer hides behind compute.
 
 Prints the verdict, then per-direction, per-device, per-step and per-HLO-op tables and the most
-exposed transfers. `--json` prints the full result object (`overlap.analysis.overlap.analyze`) instead;
-that JSON is also what `overlap check --baseline` reads.
+exposed transfers. `--json` prints the full result object (`overlap.analysis.overlap.analyze`)
+instead; that JSON is also what `overlap check --baseline` reads.
 """
 
 from __future__ import annotations
@@ -111,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
         from pathlib import Path
 
         if Path(args.baseline).is_dir() or args.baseline.endswith(".xplane.pb"):
-            from overlap.trace.reader import read_trace
             from overlap.runs.rundir import load_manifest
+            from overlap.trace.reader import read_trace
 
             baseline_trace = read_trace(args.baseline)
             baseline = analysis.analyze(baseline_trace, hidden_threshold=args.hidden_threshold,
@@ -138,10 +138,9 @@ def run(args: argparse.Namespace) -> int:
     if offload is not None:
         result["offload"] = offload
     if args.html:
-        from overlap.report.html import write_html
-
         from pathlib import Path
 
+        from overlap.report.html import write_html
         from overlap.runs.rundir import load_manifest
 
         _refuse_overwrite_of_capture(args.html)

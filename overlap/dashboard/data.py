@@ -41,10 +41,16 @@ import pandas as pd
 from overlap.analysis import overlap as analysis
 from overlap.analysis.memory import peak_memory_bytes
 from overlap.analysis.steps import run_step_time_ps
+from overlap.report.rundata import (  # noqa: F401 (re-exported)
+    RunData,
+    default_step,
+    manifest_policy,
+    manifest_workload,
+    parse_step,
+    run_data,
+    step_options,
+)
 from overlap.report.units import format_bytes
-from overlap.report.rundata import (RunData, default_step, manifest_policy,  # noqa: F401 (re-exported)
-                                    manifest_workload, parse_step,
-                                    run_data, step_options)
 
 XPLANE_SUFFIX = ".xplane.pb"
 MANIFEST = "run.json"

@@ -23,8 +23,9 @@ Offload inventory (:func:`offload_inventory`)
     against a constant bound in the condition (:func:`derived_trip_count`). When neither works,
     the multiplier is taken as 1 and ``trip_counts_known`` is False: the executed figures are
     then lower bounds. XLA:GPU wraps a dynamic-(update-)slice to or from ``S(5)`` in an async
-    ``fusion-start``/``fusion-done`` pair; it is counted once, at the ``fusion-start``, as async. Both figures are per execution of the program
-    (one training step when the step is one jitted function).
+    ``fusion-start``/``fusion-done`` pair; it is counted once, at the ``fusion-start``, as async.
+    Both figures are per execution of the program (one training step when the step is one
+    jitted function).
 
     Blind spots: XLA:CPU compiles offload away, so CPU programs show none; transfers the
     runtime does outside the program (``device_put`` of arguments between steps) are not HLO
@@ -348,13 +349,15 @@ def derived_trip_count(while_ins: _Instr, comps: dict[str, list[_Instr]],
     return None
 
 
-def _multipliers(comps: dict[str, list[_Instr]], entry: str | None) -> tuple[dict[str, int], dict[str, bool]]:
+def _multipliers(comps: dict[str, list[_Instr]],
+                 entry: str | None) -> tuple[dict[str, int], dict[str, bool]]:
     """Executions of each computation per program run, and whether every loop count was known.
 
     A while body runs `known_trip_count` times per execution of its caller; other calls
     (fusions, async wrappers, to_apply, branches) run at most once per caller execution —
     conditional branches are counted as taken, an upper bound."""
-    edges: dict[str, list[tuple[str, int, bool]]] = defaultdict(list)  # caller -> (callee, n, known)
+    # caller -> (callee, n, known)
+    edges: dict[str, list[tuple[str, int, bool]]] = defaultdict(list)
     by_name = {i.name: i for instrs in comps.values() for i in instrs}
     for cname, instrs in comps.items():
         for ins in instrs:
@@ -372,7 +375,8 @@ def _multipliers(comps: dict[str, list[_Instr]], entry: str | None) -> tuple[dic
                     edges[cname].append((callee.strip().lstrip("%"), 1, True))
     mult: dict[str, int] = {}
     known: dict[str, bool] = {}
-    roots = [entry] if entry in comps else [c for c in comps if not any(c == e[0] for es in edges.values() for e in es)]
+    called = {e[0] for es in edges.values() for e in es}
+    roots = [entry] if entry in comps else [c for c in comps if c not in called]
 
     def visit(c: str, m: int, k: bool, depth: int = 0):
         if depth > 64:  # HLO call graphs are DAGs; this only guards malformed input
@@ -396,7 +400,8 @@ def _multipliers(comps: dict[str, list[_Instr]], entry: str | None) -> tuple[dic
 class OffloadOp:
     name: str
     computation: str
-    opcode: str        # copy-start | copy | dynamic-update-slice | dynamic-slice (+ "-start" if async)
+    # copy-start | copy | dynamic-update-slice | dynamic-slice (+ "-start" if async)
+    opcode: str
     direction: str     # "D2H" | "H2D"
     bytes: int         # per execution of the instruction
     executions: int    # per execution of the program (trip-count product; 1 if unknown)
@@ -554,7 +559,8 @@ def _proto_shape(sp) -> Any:
         return [_proto_shape(t) for t in sp.tuple_shapes]
     # element_type -> a dtype string only for byte counting
     bits = _ENUM_BITS.get(sp.element_type, 0)
-    dtype = {0: "token", 2: "u2", 4: "u4", 8: "u8", 16: "u16", 32: "u32", 64: "u64", 128: "c128"}[bits]
+    dtype = {0: "token", 2: "u2", 4: "u4", 8: "u8", 16: "u16", 32: "u32", 64: "u64",
+             128: "c128"}[bits]
     return ArrayShape(dtype, tuple(sp.dimensions), sp.layout.memory_space)
 
 
@@ -624,7 +630,8 @@ class MemoryTimeline:
 
 def memory_timeline(hlo_proto: bytes | Any, color: int = 0, top: int = 20) -> MemoryTimeline:
     """Replay the heap-simulator trace of `color` (see the module docstring)."""
-    proto = HloProto.FromString(bytes(hlo_proto)) if isinstance(hlo_proto, (bytes, bytearray)) else hlo_proto
+    proto = (HloProto.FromString(bytes(hlo_proto)) if isinstance(hlo_proto, (bytes, bytearray))
+             else hlo_proto)
     ba = proto.buffer_assignment
     lb = ba.logical_buffers
     ids = np.fromiter((b.id for b in lb), np.int64, len(lb))
@@ -640,9 +647,11 @@ def memory_timeline(hlo_proto: bytes | Any, color: int = 0, top: int = 20) -> Me
     col[ids] = np.fromiter((b.color for b in lb), np.int64, len(lb))
     # Newer XLA fills only defined_at.instruction_id; resolve names through the module.
     id_to_name = {i.id: i.name for c in proto.hlo_module.computations for i in c.instructions}
-    names = {b.id: (b.defined_at.instruction_name or id_to_name.get(b.defined_at.instruction_id, "?")) + (
-        "{" + ",".join(map(str, b.defined_at.shape_index)) + "}" if b.defined_at.shape_index else "")
-        for b in lb}
+    names = {b.id: (b.defined_at.instruction_name
+                    or id_to_name.get(b.defined_at.instruction_id, "?"))
+             + ("{" + ",".join(map(str, b.defined_at.shape_index)) + "}"
+                if b.defined_at.shape_index else "")
+             for b in lb}
 
     best, best_n = -1, -1
     for t, tr in enumerate(ba.heap_simulator_traces):

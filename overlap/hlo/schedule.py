@@ -34,8 +34,17 @@ import json
 import re
 from typing import Any
 
-from overlap.hlo.program import (_BODY_RE, _COMMENT_RE, _TRIP_RE, _Instr, _bytes, _flatten, _parse_module, derived_trip_count,
-                                 offload_inventory)
+from overlap.hlo.program import (
+    _BODY_RE,
+    _COMMENT_RE,
+    _TRIP_RE,
+    _bytes,
+    _flatten,
+    _Instr,
+    _parse_module,
+    derived_trip_count,
+    offload_inventory,
+)
 
 PS_PER_S = 10**12
 
@@ -217,7 +226,8 @@ def estimate_overlap(hlo_text: str, model: Roofline) -> dict[str, Any]:
             "is_async": o.is_async, "transfer_ps": transfer_ps, "compute_ps": compute_ps,
             "hidden_ps": hidden_ps, "exposed_ps": transfer_ps - hidden_ps,
             "hidden_fraction": 1.0 if transfer_ps == 0 else hidden_ps / transfer_ps,
-            "break_even_Bps": (o.bytes * PS_PER_S / compute_ps) if compute_ps and o.is_async else None,
+            "break_even_Bps": ((o.bytes * PS_PER_S / compute_ps) if compute_ps and o.is_async
+                               else None),
             "scheduled_beside": beside[:8], "scheduled_beside_count": len(beside),
         })
     per_step: dict[str, dict[str, Any]] = {}

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.util
 import json
 import os
 import platform as _platform
@@ -50,7 +49,8 @@ def require_compiler(target: Target) -> None:
     if target.platform == "tpu":
         need = [("jax", "jax"), ("libtpu", "libtpu")]
     else:
-        need = [("jax", "jax"), ("jax_plugins.xla_cuda12", "the jax CUDA plugin (jax-cuda12-plugin)")]
+        need = [("jax", "jax"),
+                ("jax_plugins.xla_cuda12", "the jax CUDA plugin (jax-cuda12-plugin)")]
     for module, what in need:
         if not has_module(module):
             raise PlanUnavailable(f"{target.name}: {what} is not installed; {EXTRA_HINT}")
@@ -119,9 +119,10 @@ def _placed(tree, device) -> Any:
 
 
 def versions() -> dict[str, str]:
+    from importlib import metadata
+
     import jax
     import jaxlib
-    from importlib import metadata
 
     out = {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
            "python": _platform.python_version()}
@@ -159,10 +160,10 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
                 host_link_Bps: float | None = None, policy: str = "as given",
                 policy_info: dict | None = None, workload: dict | None = None) -> Plan:
     """Compile `jitted(state, batch)` for `target`; never raises for a step that does not fit."""
+    import jax
+
     from overlap.hlo.program import memory_analysis_dict, memory_timeline, offload_inventory
     from overlap.hlo.schedule import Roofline, estimate_overlap
-
-    import jax
 
     dev = target_devices(target, topology)[0]
     args = (_placed(state, dev), _placed(batch, dev))
@@ -358,7 +359,7 @@ def plan_workload(spec: str, policies: list[str], target: str | Target, *,
     for pol in policies:
         holder: dict[str, Any] = {}
 
-        def build(pol=pol):
+        def build(pol=pol, holder=holder):
             w = load_workload(spec, pol)
             holder["w"] = w
             return w.init_state, w.batch

@@ -33,7 +33,8 @@ def render_text(res: dict[str, Any]) -> str:
     if res.get("mixed_programs"):
         out.append("WARNING: these runs are different programs (" + ", ".join(
             res["mixed_programs"]) + "): step time and memory are not comparable, no verdicts")
-    out.append(f"baseline: {res['baseline'] or '(none: no run is known to be a remat run; give --baseline)'}"
+    baseline = res["baseline"] or "(none: no run is known to be a remat run; give --baseline)"
+    out.append(f"baseline: {baseline}"
                + (f"   no-remat reference: {res['no_remat']}" if res["no_remat"] else ""))
     head = (f"{'run':<22}{'step (median)':>22}{'spread':>18}{'peak memory':>24}"
             f"{'D2H/step':>11}{'H2D/step':>11}{'D2H hid':>8}{'H2D hid':>8}{'exposed/step':>13}")

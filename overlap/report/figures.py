@@ -23,7 +23,8 @@ COLORS = {"compute": "#4C78A8", "D2H": "#F58518", "H2D": "#54A24B", "exposed": "
           "baseline": "#222222"}
 SYNTHETIC_PREFIX = "SYNTHETIC · "
 # SVG traces only (no Scattergl): point counts are capped server-side, and WebGL is missing in
-# headless browsers and some remote desktops. Modebar: PNG export with a useful file name; plotly's logo link is noise offline.
+# headless browsers and some remote desktops. Modebar: PNG export with a useful file name;
+# plotly's logo link is noise offline.
 GRAPH_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 
 
@@ -79,8 +80,8 @@ def timeline_figure(tl: aggregate.Timeline, synthetic: bool = False) -> go.Figur
     note = ""
     if tl.merged_lanes:
         note = f" (lanes over their bar budget merged across short gaps: {len(tl.merged_lanes)})"
-    _layout(fig, title + note, synthetic, barmode="overlay", height=max(260, 70 + 45 * len(tl.lanes)),
-            xaxis_title="ms since step start", bargap=0.1)
+    _layout(fig, title + note, synthetic, barmode="overlay",
+            height=max(260, 70 + 45 * len(tl.lanes)), xaxis_title="ms since step start", bargap=0.1)
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(tl.lanes)))
     fig.update_xaxes(range=[0, (tl.end_ps - tl.start_ps) / PS_PER_MS])
     return fig

@@ -60,7 +60,8 @@ def run_plan_checks(manifest: dict[str, Any], *, min_offload_bytes: int | None =
         if status != "ok" or got is None:
             checks.append(_check("min_offload_bytes", FAIL, "no offload inventory to check"))
         else:
-            note = "" if inv.get("trip_counts_known", True) else " (a loop count is unknown: at least)"
+            note = ("" if inv.get("trip_counts_known", True)
+                    else " (a loop count is unknown: at least)")
             checks.append(_check(
                 "min_offload_bytes", PASS if got >= min_offload_bytes else FAIL,
                 f"offloads {format_bytes(got)} D2H per step{note}, need at least "

@@ -11,6 +11,7 @@ from __future__ import annotations
 from overlap.analysis.plans import _policy, _target, baseline_for, plan_row
 from overlap.report.units import format_bytes, format_ps, format_rate
 
+
 def render_plans(plans: list[dict]) -> str:
     if not plans:
         return "no plans"
@@ -28,12 +29,15 @@ def render_plans(plans: list[dict]) -> str:
             out.append(f"{name:<34}{what}: {str(r['error'] or '')[:120]}")
             continue
         hf = r["predicted_hidden_fraction"]
+        exposed = ("none" if hf is not None and not r["predicted_exposed_ps"]
+                   else format_ps(r["predicted_exposed_ps"] if hf is not None else None))
         out.append(
-            f"{name:<34}{format_bytes(r['device_peak_bytes']):>13}{format_bytes(r['temp_bytes']):>12}"
+            f"{name:<34}{format_bytes(r['device_peak_bytes']):>13}"
+            f"{format_bytes(r['temp_bytes']):>12}"
             f"{format_bytes(r['host_temp_bytes']):>12}{format_bytes(r['d2h_per_step']):>12}"
             f"{format_bytes(r['h2d_per_step']):>12}"
             f"{('-' if hf is None else f'{100 * hf:.0f}%'):>9}"
-            f"{('none' if hf is not None and not r['predicted_exposed_ps'] else format_ps(r['predicted_exposed_ps'] if hf is not None else None)):>11}")
+            f"{exposed:>11}")
     for t in targets:
         for m in plans:
             base = baseline_for(plans, t, m)
@@ -54,10 +58,12 @@ def render_plans(plans: list[dict]) -> str:
             if moved:
                 parts.append(f"moves {format_bytes(r['d2h_per_step'])} D2H + "
                              f"{format_bytes(r['h2d_per_step'])} H2D per step"
-                             + ("" if r["trip_counts_known"] else " (at least: a loop count is unknown)"))
+                             + ("" if r["trip_counts_known"]
+                                else " (at least: a loop count is unknown)"))
                 be = r["break_even_Bps"]
                 hf = r["predicted_hidden_fraction"]
-                link = format_rate(((m.get("estimate") or {}).get("model") or {}).get("host_link_Bps"))
+                link = format_rate(
+                    ((m.get("estimate") or {}).get("model") or {}).get("host_link_Bps"))
                 if be is None or be > 1e13:  # beyond any host link: nothing real beside it
                     parts.append("estimated NOT to hide: the compiler scheduled (almost) no work "
                                  "between the copies' start and done")
@@ -78,7 +84,8 @@ def render_plans(plans: list[dict]) -> str:
         if not model or model.get("target") in seen:
             continue
         seen.add(model.get("target"))
-        out.append(f"* estimate model ({model.get('target')}): HBM {format_rate(model.get('hbm_Bps'))}, "
+        out.append(f"* estimate model ({model.get('target')}): "
+                   f"HBM {format_rate(model.get('hbm_Bps'))}, "
                    f"bf16 {model.get('peak_flops_bf16', 0) / 1e12:.0f} TFLOP/s, "
                    f"f32 {model.get('peak_flops_f32', 0) / 1e12:.0f} TFLOP/s, host link "
                    f"{format_rate(model.get('host_link_Bps'))} ({model.get('host_link')}); "

@@ -21,7 +21,8 @@ class RunData:
     per-transfer table (host, device, direction, stream, start/end/span/hidden/exposed ps,
     overlap_ratio, bytes, bandwidth_Bps, hlo_op). `memory`: allocator events (time_ps,
     bytes_allocated, device, allocator). `program_memory`: program-order live bytes from the
-    HLO (`index`, `bytes`) when the capture carries HLO protos and `overlap.hlo.program` is available.
+    HLO (`index`, `bytes`) when the capture carries HLO protos and `overlap.hlo.program` is
+    available.
     """
 
     result: dict[str, Any]

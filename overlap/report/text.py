@@ -1,9 +1,9 @@
 """Renderers: the analysis result (and check outcome) as terminal text, JSON, JUnit XML and
 GitHub step-summary Markdown.
 
-Every renderer takes the dict from `overlap.analysis.overlap.analyze` (and, for the gate, the dict from
-`overlap.report.gate.run_checks`) and computes nothing new: unit conversion from integer picoseconds
-happens here and only here. Results from SYNTHETIC traces say so in every format.
+Every renderer takes the dict from `overlap.analysis.overlap.analyze` (and, for the gate, the dict
+from `overlap.report.gate.run_checks`) and computes nothing new: unit conversion from integer
+picoseconds happens here and only here. Results from SYNTHETIC traces say so in every format.
 """
 
 from __future__ import annotations
@@ -183,7 +183,8 @@ def junit(result: dict[str, Any], outcome: dict[str, Any]) -> str:
                  ("sources", ", ".join(result["sources"]))):
         ET.SubElement(props, "property", {"name": k, "value": v})
     for c in checks:
-        case = ET.SubElement(suite, "testcase", {"classname": "overlap.report.gate", "name": c["name"]})
+        case = ET.SubElement(suite, "testcase",
+                             {"classname": "overlap.report.gate", "name": c["name"]})
         if c["status"] == "fail":
             ET.SubElement(case, "failure", {"message": c["message"]}).text = outcome["verdict"]
         elif c["status"] == "skip":

@@ -3,9 +3,9 @@
 Layout (TensorBoard/xprof-compatible: point ``xprof --logdir DIR`` at it)::
 
     DIR/
-      plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.xplane.pb   # exactly what jax.profiler.trace writes
-      hlo/<module>.hlo.txt                                      # compiled HLO of the step (optional)
-      run.json                                                  # the manifest, written last
+      plugins/profile/<YYYY_MM_DD_HH_MM_SS>/<host>.xplane.pb  # what jax.profiler.trace writes
+      hlo/<module>.hlo.txt                                     # compiled HLO of the step (optional)
+      run.json                                                 # the manifest, written last
 
 ``run.json`` (``schema_version`` 1) holds: ``label``, ``workload`` (name/size/description/notes
 or null), ``policy`` (name/category/saved/offloaded or null), ``backend`` (platform,
@@ -41,8 +41,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from overlap.trace import paths as _paths
 from overlap.errors import InputError, UsageError
+from overlap.trace import paths as _paths
 
 SCHEMA_VERSION = 1
 MANIFEST = "run.json"

@@ -7,7 +7,8 @@ every host file of it). It returns a `Trace` whose tables are pandas DataFrames:
 * `transfers`: device<->host copies (D2H/H2D) with their spans, bytes and memory kinds.
 * `compute`: device compute ops (GPU kernels, TPU XLA ops, XLA:CPU thunks).
 * `steps`: step windows from `jax.profiler.StepTraceAnnotation` roots (`_r` stat).
-* `memory`: allocator events (BFC `MemoryAllocation`/`MemoryDeallocation`) where the capture has them.
+* `memory`: allocator events (BFC `MemoryAllocation`/`MemoryDeallocation`) where the capture has
+  them.
 * `modules`: the HLO protos that `/host:metadata` carries, one row per program.
 * `devices`: one row per device plane with its hardware facts.
 
@@ -71,18 +72,38 @@ import os
 import re
 from collections import defaultdict, deque
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from google.protobuf.message import DecodeError
 
 from overlap.errors import InputError
-from overlap.trace.wire import (GROUP_STRIDE, INVALID_EVENTS, PAD, TIME_LIMIT_PS, Cols,
-                                 Corrupt, LineEvents, Plane, PlaneGroup, PlaneView, as_id,
-                                 as_int, groupable, map_unique, merge_lines, padded,
-                                 parse_space, per_mid, stat_column)
+from overlap.trace import vendors
 from overlap.trace.protos import XSpace
+from overlap.trace.wire import (
+    GROUP_STRIDE,
+    INVALID_EVENTS,
+    INVALID_REASONS,
+    PAD,
+    TIME_LIMIT_PS,
+    Cols,
+    Corrupt,
+    LineEvents,
+    Plane,
+    PlaneGroup,
+    PlaneView,
+    as_id,
+    as_int,
+    as_text,
+    groupable,
+    map_unique,
+    merge_lines,
+    padded,
+    parse_space,
+    per_mid,
+    stat_column,
+)
 
 # ---------------------------------------------------------------------------------------------
 # Names (xla/tsl/profiler/utils/xplane_schema.cc); stable strings across versions.
@@ -114,11 +135,19 @@ TRANSFER_COLUMNS = {
     "end_ps": "int64", "bytes": "int64", "src_kind": "object", "dst_kind": "object",
     "async": "boolean", "stream": "int64", "line": "object", "hlo_op": "object",
     "hlo_module": "object", "program_id": "UInt64",
+    # False where the capture does not record the copy's size (ROCm host API events write
+    # `size:0`): `bytes` is then 0 and every byte total says how many copies it leaves out.
+    "bytes_known": "bool",
 }
+# Columns a producer may leave out (older callers, other rules): filled with this value.
+COLUMN_DEFAULTS = {"bytes_known": True}
 COMPUTE_COLUMNS = {
     "host": "object", "device": "object", "start_ps": "int64", "end_ps": "int64",
     "name": "object", "hlo_op": "object", "hlo_module": "object", "stream": "int64",
     "line": "object",
+    # Which compile of `hlo_module` ran (a sweep compiles several programs of one name; the
+    # memory views pick the program that executed by it). None where the event has none.
+    "program_id": "UInt64",
 }
 STEP_COLUMNS = {
     "host": "object", "step": "int64", "name": "object", "start_ps": "int64", "end_ps": "int64",
@@ -144,12 +173,23 @@ def _frame(rows: dict[str, list] | None, schema: dict[str, str]) -> pd.DataFrame
     """A DataFrame with exactly `schema`'s columns and dtypes, from column lists."""
     rows = rows or {}
     data = {}
+    n = max((len(v) for v in rows.values()), default=0)
     for col, dtype in schema.items():
         values = rows.get(col, [])
+        if col in COLUMN_DEFAULTS:
+            values = _with_default(values, n, COLUMN_DEFAULTS[col])
         # copy=False: the column arrays are ours alone (built for this frame)
         data[col] = pd.array(values, dtype=dtype, copy=False) if dtype != "object" else pd.Series(
             values, dtype=object, copy=False)
     return pd.DataFrame(data, copy=False)
+
+
+def _with_default(values, n: int, default: Any) -> np.ndarray:
+    """`values` with None (or a missing column: no values at all) read as `default`."""
+    if not len(values):
+        return np.full(n, default)
+    v = np.asarray(values, dtype=object)
+    return np.where(pd.isna(v), default, v).astype(type(default))
 
 
 @dataclasses.dataclass
@@ -482,8 +522,10 @@ def _available_memory() -> int | None:
 
 def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
     """The file's bytes followed by `pad` zero bytes (read in place, one copy), and its size."""
+    from overlap.trace.paths import open_regular
+
     try:
-        with open(p, "rb") as fh:
+        with open_regular(p, "capture file") as fh:  # a FIFO or device is refused, not read
             size = os.fstat(fh.fileno()).st_size
             avail = _available_memory()
             # The reader holds the file plus its tables (about 4-5x the file): refuse up front
@@ -520,7 +562,8 @@ def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
         raise InputError(p, "empty file (a capture that was cut off before it was written?)")
     head = bytes(buf[:64]).lstrip()
     if p.name.endswith((".trace.json.gz", ".trace.json", ".json.gz")) or head[:1] in (b"{", b"["):
-        sib = sorted(p.parent.glob("*.xplane.pb"))
+        # Only a regular file can be the capture to name (a directory can end in .xplane.pb).
+        sib = sorted(f for f in p.parent.glob("*.xplane.pb") if f.is_file())
         raise InputError(p, "a Chrome-trace JSON (jax writes it beside the capture); overlap "
                             "reads the XSpace capture: "
                             + (f"use {sib[0]}" if sib else "use the .xplane.pb next to it"))
@@ -714,6 +757,7 @@ def _strip_meta(plane_name: str) -> bool:
 def _read_space(xs, planes: list[PlaneView], host: str = "host",
                 source: Path | None = None) -> dict[str, Any]:
     invalid_before = INVALID_EVENTS[0]
+    reasons_before = dict(INVALID_REASONS)
     task = next((pl for pl in xs.planes if pl.name == TASK_ENV_PLANE), None)
     start_ns = stop_ns = None
     if task is not None:
@@ -757,6 +801,10 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
     backend = "cpu"
     cpu_compute_seen = False
     gpu_planes: list[tuple[Plane, str]] = []
+    side = vendors.GpuSide()  # what the GPU rules set aside (ROCm copies, odd shapes)
+    hip_calls = Cols()
+    raw_vendor: dict[str, tuple[Any, int, bool]] = {}  # device -> (device_vendor, events, tpu)
+    other_planes: list[tuple[str, int]] = []  # /device: planes of no kind we read
 
     for plane in planes:
         P = Plane(plane)
@@ -772,21 +820,27 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
             device = f"GPU:{m.group(1)}"
             _device_row(devs, host, device, plane, P)
             gpu_planes.append((P, device))
+            raw_vendor[device] = (P.plane_stats().get("device_vendor"),
+                                  sum(ln.n_events for ln in plane.lines), False)
         elif m := TPU_PLANE_RE.match(plane.name):
             if backend != "gpu":
                 backend = "tpu"
             device = f"TPU:{m.group(1)}"
             if "SparseCore" not in plane.name:
                 _device_row(devs, host, device, plane, P)
+                raw_vendor[device] = (None, 0, True)
             _read_tpu_plane(P, device, host, line_base_ps, tr, co)
         elif plane.name == HOST_PLANE:
-            cpu_compute_seen |= _read_host_plane(P, host, line_base_ps, co, st, mem)
+            cpu_compute_seen |= _read_host_plane(P, host, line_base_ps, co, st, mem,
+                                                 hip_calls)
         elif plane.name == METADATA_PLANE:
             ps = P.plane_stats()
-            for key in ("jax_version", "jaxlib_version", "cpu_version", "process_id"):
-                if key in ps:
-                    facts[key] = ps[key]
-            for mid, md in plane.event_metadata.items():
+            for key in ("jax_version", "jaxlib_version", "cpu_version"):
+                if key in ps:  # text whatever the stat's type (bytes_value included)
+                    facts[key] = as_text(ps[key])
+            if "process_id" in ps:
+                facts["process_id"] = as_int(ps["process_id"])
+            for md in plane.event_metadata.values():
                 s = P.stats(md.stats)
                 proto = s.get("Hlo Proto")
                 if proto is None:
@@ -798,9 +852,12 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
                 mods["hlo_proto"].append(bytes(proto) if proto is not None else None)
         elif plane.name == TASK_ENV_PLANE:
             continue
+        elif plane.name.startswith("/device:") and not plane.name.startswith("/device:CUSTOM:"):
+            other_planes.append((plane.name, sum(ln.n_events for ln in plane.lines)))
 
     # After the loop: small lines of many GPU planes are read together.
-    _read_gpu_planes(gpu_planes, host, line_base_ps, tr, co)
+    _read_gpu_planes(gpu_planes, host, line_base_ps, tr, co, side)
+    _gpu_vendor_facts(facts, side, hip_calls, host, tr, raw_vendor, other_planes)
     keep_compute = None
     if backend != "cpu":
         # XLA:CPU thunks on the host of a GPU/TPU program are host work, not device compute.
@@ -814,6 +871,8 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
     facts["backend"] = backend
     facts["synthetic"] = synthetic
     facts["events_dropped_invalid"] = INVALID_EVENTS[0] - invalid_before
+    facts["events_dropped_reasons"] = {k: n for k, v in INVALID_REASONS.items()
+                                       if (n := v - reasons_before.get(k, 0))}
     return {
         "host": host, "backend": backend, "capture": facts, "synthetic": synthetic,
         "transfers": _frame(tr.rows(TRANSFER_COLUMNS), TRANSFER_COLUMNS),
@@ -825,20 +884,37 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
     }
 
 
+def _gpu_vendor_facts(facts: dict[str, Any], side: vendors.GpuSide, hip_calls: Cols, host: str,
+                      tr: Cols, raw_vendor: dict[str, tuple[Any, int, bool]],
+                      other_planes: list[tuple[str, int]]) -> None:
+    """ROCm copies into `tr`; per device its vendor (`facts["vendors"]`) and the shapes the
+    rules cannot read (`facts["transfer_unknowns"]`: device, events, reason). See
+    `overlap.trace.vendors`."""
+    has_hip = bool(hip_calls.chunks)
+    unknown = vendors.rocm_transfers(side, hip_calls, host, tr)
+    named = {dev: (vendors.plane_vendor(raw, tpu=tpu, hip_calls=has_hip), n)
+             for dev, (raw, n, tpu) in raw_vendor.items()}
+    unknown += vendors.shape_unknowns(
+        side, {d: v for d, v in named.items() if not raw_vendor[d][2]}, other_planes)
+    facts["vendors"] = {dev: v for dev, (v, _) in sorted(named.items())}
+    facts["transfer_unknowns"] = unknown
+
+
 def _device_row(devs, host, device, plane, P: Plane) -> None:
     ps = P.plane_stats()
     devs["host"].append(host)
     devs["device"].append(device)
     devs["plane"].append(plane.name)
-    devs["vendor"].append(ps.get("device_vendor"))
-    devs["name"].append(ps.get("gpu_device_name") or ps.get("device_type_string")
-                        or ps.get("device_name"))
+    devs["vendor"].append(as_text(ps.get("device_vendor")))
+    devs["name"].append(as_text(ps.get("gpu_device_name")) or as_text(
+        ps.get("device_type_string")) or as_text(ps.get("device_name")))
     devs["memory_size"].append(as_int(ps.get("memory_size")))
     devs["memory_bandwidth"].append(as_int(ps.get("memory_bandwidth")))
     devs["clock_rate_khz"].append(as_int(ps.get("clock_rate")))
     devs["core_count"].append(as_int(ps.get("core_count")))
     major, minor = ps.get("compute_cap_major"), ps.get("compute_cap_minor")
-    devs["compute_capability"].append(f"{major}.{minor}" if major is not None else None)
+    devs["compute_capability"].append(f"{as_text(major)}.{as_text(minor)}"
+                                      if major is not None else None)
 
 
 # Lines with fewer events than this are read together with other planes' small lines (one
@@ -849,7 +925,7 @@ _SEGMENT = 1 << 16
 
 
 def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Cols,
-                     co: Cols) -> None:
+                     co: Cols, side: vendors.GpuSide | None = None) -> None:
     """All GPU planes of one file: `items` is (plane, device name) per plane."""
     details_cache: dict[Any, tuple] = {}
     pending: list[tuple[int, Any]] = []  # (index into items, line): small lines to merge
@@ -875,7 +951,7 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
         ev = LineEvents(seg, base, plane_of=plane_of)
         if ev.n:
             _gpu_events(G, _gpu_meta_kinds(G), ev, ev.kept(device), ev.kept(stream),
-                        ev.kept(name), host, tr, co, details_cache)
+                        ev.kept(name), host, tr, co, details_cache, side)
 
     for i, (P, device) in enumerate(items):
         small = groupable(P)
@@ -893,7 +969,7 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
             if ev.n:
                 kinds = kinds or _gpu_meta_kinds(P)
                 _gpu_events(P, kinds, ev, device, line.id, line.name, host, tr, co,
-                            details_cache)
+                            details_cache, side)
             del ev  # before the next line's arrays exist
     flush()
 
@@ -933,7 +1009,7 @@ def _gpu_meta_kinds(P) -> tuple[dict[int, str], list[int]]:
 
 
 def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: Cols, co: Cols,
-                details_cache: dict) -> None:
+                details_cache: dict, side: vendors.GpuSide | None = None) -> None:
     """Transfers and kernels of one line (or one merged segment: `P` is then a `PlaneGroup`,
     and `device`, `stream` and `line_name` are per-event arrays)."""
     def pick(v, idx):
@@ -978,20 +1054,26 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
                hlo_module=stat_column(P, ev, idx, "hlo_module"),
                program_id=map_unique(stat_column(P, ev, idx, "program_id"), as_id))
+    # Neither a memcpy nor a kernel: the shape checks look at these (vendors.shape_unknowns).
+    vendors.note_other_events(P, ev, np.flatnonzero(~is_mc & ~is_k), device, line_name, side)
     idx = np.flatnonzero(is_k)
     if idx.size:
+        # ROCm runtime copy/fill kernels are copies and memsets, not compute.
+        idx, knames = vendors.split_kernels(P, ev, idx, device, stream, line_name, side)
+    if idx.size:
         co.add(len(idx), host=host, device=pick(device, idx), start_ps=ev.starts[idx],
-               end_ps=ev.starts[idx] + ev.durs[idx], name=per_mid(mids[idx], P.name),
+               end_ps=ev.starts[idx] + ev.durs[idx], name=knames,
                hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
                hlo_module=stat_column(P, ev, idx, "hlo_module"),
+               program_id=map_unique(stat_column(P, ev, idx, "program_id"), as_id),
                stream=pick(stream, idx), line=pick(line_name, idx))
 
 
 def _clean_hlo_op(v: Any) -> str | None:
     """`hlo_op` can be a `::`-joined stack of annotations (xprof splits it); keep the last."""
-    if v is None or v == "":
+    v = as_text(v)
+    if v is None:
         return None
-    v = str(v)
     return v.rsplit("::", 1)[-1] if "::" in v else v
 
 
@@ -1066,6 +1148,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
         co.add(len(idx), host=host, device=device, start_ps=ev.starts[idx],
                end_ps=ev.starts[idx] + ev.durs[idx], name=names[idx], hlo_op=names[idx],
                hlo_module=_meta_column(P, mids[idx], "hlo_module"),
+               program_id=map_unique(_meta_column(P, mids[idx], "program_id"), as_id),
                stream=line.id, line=line.name)
 
     def add_transfers(starts, ends, facts, line):
@@ -1166,7 +1249,8 @@ _HOST_WANTED = ("_r", "step_num", "hlo_op", "hlo_module", "device_ordinal", "all
                 "allocation_bytes", "index_on_host")
 
 
-def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols) -> bool:
+def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
+                     hip_calls: Cols | None = None) -> bool:
     """Steps, allocator events and XLA:CPU compute from the host plane."""
     wanted = P.ids(*_HOST_WANTED)
     mem_mids = {k: MEMORY_EVENT_KINDS[md.name] for k, md in P.meta.items()
@@ -1179,6 +1263,10 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols) -> b
         # memory events can give a row.
         skip |= {k for k in P.meta.keys() if k not in mem_mids}
     meta_nonempty = {k for k in P.meta.keys() if k not in skip and P.meta_stats(k)}
+    # ROCm: HIP copy/memset calls say the direction and size of the copy kernels they issue
+    # (vendors.rocm_transfers); their stats must be decoded, whatever else the plane holds.
+    hip_mids = vendors.hip_api_mids(P) if hip_calls is not None else {}
+    skip -= set(hip_mids)
     saw_compute = False
     step_rows = []
     for line in P.plane.lines:
@@ -1188,6 +1276,8 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols) -> b
         if not ev.n:
             continue
         mids = ev.mids
+        if hip_mids:
+            vendors.collect_hip_calls(P, ev, hip_mids, hip_calls)
         cand = ~np.isin(mids, list(skip)) if skip else np.ones(ev.n, bool)
         # The old per-event rule: the merged (wanted event stats + metadata stats) dict is
         # non-empty.
@@ -1242,6 +1332,7 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols) -> b
                        start_ps=ev.starts[cidx], end_ps=ev.starts[cidx] + ev.durs[cidx],
                        name=per_mid(mids[cidx], P.name), hlo_op=_clean_column(hlo),
                        hlo_module=stat_column(P, ev, cidx, "hlo_module"),
+                       program_id=map_unique(stat_column(P, ev, cidx, "program_id"), as_id),
                        stream=line.id, line=line.name)
         del ev, mids, cand, ok, is_mem, idx, rest  # before the next line's arrays exist
     step_rows.sort(key=lambda r: (r[0], r[1], r[2] if r[2] is not None else -1, r[3]))
@@ -1258,7 +1349,8 @@ _ALLOCATOR_RE = re.compile(r"^GPU_(\d+)_bfc$")
 
 
 def _allocator_device(name: str | None) -> str | None:
-    """PjRt GPU names device allocators `GPU_<ordinal>_bfc`; the host staging one is not a device."""
+    """PjRt GPU names device allocators `GPU_<ordinal>_bfc`; the host staging one is not a
+    device."""
     if not name or not isinstance(name, str):
         return None
     m = _ALLOCATOR_RE.match(name)

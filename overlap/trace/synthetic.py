@@ -34,7 +34,8 @@ from typing import Any
 
 from overlap.trace.protos import XSpace
 
-SYNTHETIC_WARNING = "overlap-synthetic: this file was written by overlap.trace.synthetic, not captured"
+SYNTHETIC_WARNING = ("overlap-synthetic: this file was written by overlap.trace.synthetic, "
+                     "not captured")
 DEFAULT_START_NS = 1_795_000_000_000_000_000  # a plausible Unix-epoch ns start (2026)
 LINE_TIMESTAMP_NS = 1_000  # every line's timestamp_ns; offsets are relative to it
 
@@ -462,7 +463,8 @@ class SyntheticTrace:
         p.write_bytes(self.to_bytes())
         return p
 
-    def write_session(self, logdir: str | os.PathLike, session: str = "2026_11_22_00_00_00") -> Path:
+    def write_session(self, logdir: str | os.PathLike,
+                      session: str = "2026_11_22_00_00_00") -> Path:
         """Write `logdir/plugins/profile/<session>/<host>.xplane.pb`, as jax.profiler does."""
         return self.write(Path(logdir) / "plugins" / "profile" / session / f"{self.host}.xplane.pb")
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from overlap.trace.protos import XLine, XSpace
-from overlap.trace.synthetic import LINE_TIMESTAMP_NS, DEFAULT_START_NS, Ref, U64, _PlaneWriter
+from overlap.trace.synthetic import DEFAULT_START_NS, LINE_TIMESTAMP_NS, U64, _PlaneWriter
 
 SYNTHETIC_WARNING = (
     "overlap-synthetic: this file was written by overlap.trace.synthetic_bulk, not captured")
@@ -516,7 +516,8 @@ def write_tpu(path: str | os.PathLike, device_events: int = 100_000, *,
         dims = f"{n},1024,1024"
         dev, hostmem = f"f32[{dims}]{{2,1,0:T(8,128)}}", f"f32[{dims}]{{2,1,0:T(8,128)S(5)}}"
         dst, src = (hostmem, dev) if direction == "D2H" else (dev, hostmem)
-        start_text = f"%copy-start.{n} = ({dst}, {src}, u32[]{{:S(2)}}) copy-start({src} %param.{n})"
+        start_text = (f"%copy-start.{n} = ({dst}, {src}, u32[]{{:S(2)}}) "
+                      f"copy-start({src} %param.{n})")
         done_text = f"%copy-done.{n} = {dst} copy-done(({dst}, {src}, u32[]) %copy-start.{n})"
         meta = {"hlo_category": "copy-start", "program_id": U64(_TPU_PROGRAM),
                 "bytes_accessed": nbytes, "raw_bytes_accessed": nbytes,

@@ -18,7 +18,7 @@ naming the file.
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import defaultdict
 from typing import Any, Iterable
 
 import numpy as np
@@ -881,31 +881,32 @@ class LineEvents:
         st_ev, st_pos, st_end = [cev], [csp], [cse]
         del cev, csp, cse
 
+        # The closures run only before the `del`s below; ruff's F821 sees the later `del`.
         def on_field(rows, fld, wt, val, vp, nxt):
             v = val.view(np.int64)
-            for f, arr in ((1, mid), (2, off), (3, dur)):
+            for f, arr in ((1, mid), (2, off), (3, dur)):  # noqa: F821
                 m = (fld == f) & (wt == 0)
                 if m.any():
                     arr[rows[m]] = v[m]
             m = (fld == 5) & (wt == 0)  # num_occurrences: aggregated, no position
             if m.any():
                 agg[rows[m]] = True
-                off[rows[m]] = 0
+                off[rows[m]] = 0  # noqa: F821
             m = (fld == 2) & (wt == 0)  # the oneof's last field wins
             if m.any():
                 agg[rows[m]] = False
             m = (fld == 4) & (wt == 2)
             if m.any():
-                st_ev.append(rows[m].astype(dt))
-                st_pos.append(vp[m].astype(dt))
-                st_end.append(nxt[m].astype(dt))
+                st_ev.append(rows[m].astype(dt))  # noqa: F821
+                st_pos.append(vp[m].astype(dt))  # noqa: F821
+                st_end.append(nxt[m].astype(dt))  # noqa: F821
 
         bad = np.flatnonzero(~good)
         if bad.size:  # anything else: the generic walk, field by field
             mid[bad] = off[bad] = dur[bad] = 0
 
             def on_bad(rows, *rest):
-                on_field(bad[rows], *rest)
+                on_field(bad[rows], *rest)  # noqa: F821
 
             _walk(self.buf, start[bad], end[bad], on_bad)
         del start, end, good, bad

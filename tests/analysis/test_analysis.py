@@ -20,8 +20,16 @@ from hypothesis import strategies as st
 from overlap.analysis import overlap as analysis
 from overlap.analysis.overlap import Coverage, analyze, merge_intervals, subtract_intervals
 from overlap.trace.protos import XSpace
-from overlap.trace.reader import (COMPUTE_COLUMNS, STEP_COLUMNS, TRANSFER_COLUMNS, Trace, combine_parts,
-                            _frame, load_xspace, read_xspace)
+from overlap.trace.reader import (
+    COMPUTE_COLUMNS,
+    STEP_COLUMNS,
+    TRANSFER_COLUMNS,
+    Trace,
+    _frame,
+    combine_parts,
+    load_xspace,
+    read_xspace,
+)
 from overlap.trace.synthetic import SyntheticTrace, gpu_offload_scenario
 
 US = 1_000_000  # picoseconds per microsecond
@@ -207,6 +215,20 @@ def test_cpu_backend_is_no_transfers_with_reason():
     assert r["verdict"].startswith("NO_TRANSFERS")
 
 
+def test_trace_without_capture_metadata_names_hosts_by_its_transfers():
+    # Regression: reduce_parts read an undefined `table` (NameError) when no host had capture
+    # metadata, e.g. a Trace assembled by hand.
+    trace = make_trace(transfers=[("GPU:0", "D2H", 10 * US, 20 * US, 1024, "pinned")],
+                       compute=[("GPU:0", 5 * US, 15 * US)])
+    trace.capture = {}
+    r = analyze(trace)
+    assert r["hosts"] == ["h"]
+    assert r["summary"]["transfers"] == 1 and r["summary"]["hidden_ps"] == 5 * US
+    empty = make_trace(compute=[("GPU:0", US, 2 * US)])
+    empty.capture = {}
+    assert analyze(empty)["hosts"] == []
+
+
 def test_statuses_without_transfers():
     assert analyze(make_trace(compute=[("GPU:0", US, 2 * US)]))["status"] == "NO_TRANSFERS"
     r = analyze(make_trace(backend="unknown"))
@@ -257,7 +279,8 @@ def test_exposed_wall_counts_concurrent_copies_once_and_clips_to_step():
 
 
 def xprof_events(path: Path):
-    """Our own raw plane walker: XSpace -> xprof TimelineEvents, no overlap.trace.reader involved."""
+    """Our own raw plane walker: XSpace -> xprof TimelineEvents, no overlap.trace.reader
+    involved."""
     from xprof.cli.internal.async_overlap import TimelineEvent
 
     xs = XSpace()
@@ -462,9 +485,14 @@ def test_grouped_interval_primitives_equal_the_per_group_ones():
     """`transfer_table` works on every device at once (issue 11: 10,000 devices); the grouped
     primitives must give, group by group, exactly what the per-device primitives give, on
     random intervals with empty, negative, touching and tied ones."""
-    from overlap.analysis.overlap import (Coverage, covered_grouped, merge_grouped,
-                                          merge_intervals, subtract_grouped,
-                                          subtract_intervals)
+    from overlap.analysis.overlap import (
+        Coverage,
+        covered_grouped,
+        merge_grouped,
+        merge_intervals,
+        subtract_grouped,
+        subtract_intervals,
+    )
 
     rng = np.random.default_rng(7)
     for _ in range(300):

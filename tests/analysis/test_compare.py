@@ -102,7 +102,8 @@ def test_report_on_run_dir_answers_did_offload_happen():
     r = run_cli("report", str(SAMPLE_TRACES / "cpu-transformer-tiny" / "qkv_proj_offloaded"))
     assert r.returncode == 0 and "did offload happen? no" in r.stdout
     r = run_cli("report", str(SAMPLE_TRACES / "cpu-transformer-tiny" / "full"), "--json")
-    assert json.loads(r.stdout)["offload"]["status"] == "no"  # full remat: nothing planned, nothing moved
+    # full remat: nothing planned, nothing moved
+    assert json.loads(r.stdout)["offload"]["status"] == "no"
 
 
 @pytest.mark.slow

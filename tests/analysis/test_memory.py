@@ -43,7 +43,8 @@ def test_buffer_assignment_matches_memory_analysis_on_both_samples():
     for name in ("offload_x", "nothing_saveable"):
         run = SCAN / name
         trace = read_trace(run)
-        proto = trace.modules[trace.modules["name"].str.startswith("jit_step(")]["hlo_proto"].iloc[0]
+        step_modules = trace.modules[trace.modules["name"].str.startswith("jit_step(")]
+        proto = step_modules["hlo_proto"].iloc[0]
         assert memory_analysis_peak(buffer_assignment_sizes(proto)) == _expected(run)
 
 

@@ -15,11 +15,10 @@ import jax
 import pytest
 
 from overlap.capture import api as cap_mod
-from overlap.hlo import program as hlo
-from overlap.runs import rundir
-from overlap.trace.protos import XSpace
 from overlap.capture.sweep import label_for, sweep
 from overlap.capture.workloads import load_workload
+from overlap.runs import rundir
+from overlap.trace.protos import XSpace
 
 pytestmark = pytest.mark.slow  # real JAX captures
 
@@ -114,7 +113,8 @@ def test_capture_context_manager(tmp_path):
     assert step_events(cap.path, "mystep") == [0, 1]
     m = rundir.load_manifest(cap.path)
     assert m["mode"] == "capture" and len(m["step_ns_profiled"]) == 2 and m["step_ns"] is None
-    assert m["memory_analysis"]["temp_size_in_bytes"] == compiled.memory_analysis().temp_size_in_bytes
+    assert (m["memory_analysis"]["temp_size_in_bytes"]
+            == compiled.memory_analysis().temp_size_in_bytes)
     assert m["policy"]["category"] == "no-remat"
 
 
@@ -122,7 +122,7 @@ def test_capture_context_manager_discards_on_error(tmp_path):
     with pytest.raises(ZeroDivisionError):
         with cap_mod.capture(tmp_path / "bad") as cap:
             with cap.step(0):
-                1 / 0
+                _ = 1 / 0
     assert list(tmp_path.iterdir()) == []
 
 
@@ -196,7 +196,8 @@ def test_prepare_xla_flags_before_and_after_backend_init():
 
 
 def test_sweep_one_dir_per_policy(tmp_path):
-    runs = sweep("transformer", ["full", "offload:query_proj,key_proj"], tmp_path, steps=1, warmup=1)
+    runs = sweep("transformer", ["full", "offload:query_proj,key_proj"], tmp_path, steps=1,
+                 warmup=1)
     assert [r.name for r in runs] == ["full", "offload_query_proj_key_proj"]
     assert [rundir.load_manifest(r)["policy"]["category"] for r in runs] == ["remat", "offload"]
     assert rundir.list_runs(tmp_path) == sorted(runs)

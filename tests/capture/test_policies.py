@@ -11,13 +11,19 @@ from jax._src.ad_checkpoint import saved_residuals  # public print_saved_residua
 
 from overlap.capture import policies
 from overlap.capture.policies import get_policy
-from overlap.capture.workloads import TRANSFORMER_SIZES, _decoder_layer, _init_params, load_workload, parse_spec
+from overlap.capture.workloads import (
+    TRANSFORMER_SIZES,
+    _decoder_layer,
+    _init_params,
+    load_workload,
+    parse_spec,
+)
 
-MAXTEXT = ["full", "minimal", "minimal_with_context", "save_dot_except_mlp", "save_dot_except_mlpwi",
-           "save_dot_with_context_except_mlp", "save_qkv_proj", "save_out_proj",
-           "qkv_proj_offloaded", "minimal_offloaded"]
-JAX = ["nothing_saveable", "everything_saveable", "dots_saveable", "dots_with_no_batch_dims_saveable",
-       "offload_dot_with_no_batch_dims"]
+MAXTEXT = ["full", "minimal", "minimal_with_context", "save_dot_except_mlp",
+           "save_dot_except_mlpwi", "save_dot_with_context_except_mlp", "save_qkv_proj",
+           "save_out_proj", "qkv_proj_offloaded", "minimal_offloaded"]
+JAX = ["nothing_saveable", "everything_saveable", "dots_saveable",
+       "dots_with_no_batch_dims_saveable", "offload_dot_with_no_batch_dims"]
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +46,8 @@ def residuals(policy, layer_args):
 @pytest.mark.parametrize("name", MAXTEXT + JAX + ["none", "minimal_flash"])
 def test_every_name_resolves(name):
     p = get_policy(name)
-    assert p.category in (policies.CATEGORY_REMAT, policies.CATEGORY_OFFLOAD, policies.CATEGORY_NO_REMAT)
+    assert p.category in (policies.CATEGORY_REMAT, policies.CATEGORY_OFFLOAD,
+                          policies.CATEGORY_NO_REMAT)
     assert p.offloads == (p.category == policies.CATEGORY_OFFLOAD)
     assert set(MAXTEXT + JAX + ["none"]) <= set(policies.policy_names())
 
@@ -81,9 +88,11 @@ def test_custom_policies_parse():
     # mlpwo's only consumer is the residual add, whose backward needs no values: autodiff never
     # keeps it, so naming it saves nothing in this layer (nor in MaxText's).
     ("save_dot_except_mlpwi", ["key_proj", "out_proj", "query_proj", "value_proj"], 0),
-    ("save_dot_with_context_except_mlp", ["context", "key_proj", "out_proj", "query_proj", "value_proj"], 0),
+    ("save_dot_with_context_except_mlp",
+     ["context", "key_proj", "out_proj", "query_proj", "value_proj"], 0),
     ("minimal", ["key_proj", "mlpwi", "out_proj", "query_proj", "value_proj"], 0),
-    ("minimal_with_context", ["context", "key_proj", "mlpwi", "out_proj", "query_proj", "value_proj"], 0),
+    ("minimal_with_context",
+     ["context", "key_proj", "mlpwi", "out_proj", "query_proj", "value_proj"], 0),
     # Offloaded residuals show up as outputs of device_put (to pinned_host), not as names.
     ("qkv_proj_offloaded", [], 3),
     ("minimal_offloaded", [], 5),  # q, k, v, out_proj, mlpwi
@@ -98,7 +107,8 @@ def test_policy_saves_what_maxtext_says(layer_args, policy, named, offloaded):
 
 def test_none_saves_more_than_everything_remat(layer_args):
     # No remat: autodiff keeps every intermediate it needs; full remat keeps only the inputs.
-    assert residuals("none", layer_args)[2] > residuals("minimal", layer_args)[2] > residuals("full", layer_args)[2]
+    assert (residuals("none", layer_args)[2] > residuals("minimal", layer_args)[2]
+            > residuals("full", layer_args)[2])
 
 
 def test_workload_spec_parsing():
@@ -106,7 +116,8 @@ def test_workload_spec_parsing():
     assert parse_spec("scan:small")[1:] == ("scan", "small")
     maker, name, size = parse_spec("overlap.capture.workloads:make_scan:tiny")
     assert name == "overlap.capture.workloads:make_scan" and size == "tiny"
-    for bad in ("nope", "transformer:tiny:x", "overlap.capture.workloads:missing", "no_such_module_xyz:f"):
+    for bad in ("nope", "transformer:tiny:x", "overlap.capture.workloads:missing",
+                "no_such_module_xyz:f"):
         with pytest.raises(ValueError):
             parse_spec(bad)
     with pytest.raises(ValueError, match="valid: tiny"):

@@ -101,7 +101,8 @@ def test_installed_package_imports_outside_the_checkout(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    r = subprocess.run([sys.executable, "-c", "import overlap, overlap.dashboard.app, overlap.cli.main"],
+    r = subprocess.run([sys.executable, "-c",
+                        "import overlap, overlap.dashboard.app, overlap.cli.main"],
                        cwd=tmp_path, env=env, capture_output=True, text=True)
     if r.returncode and "No module named 'overlap'" in r.stderr:
         pytest.skip("overlap is not installed in this interpreter (running from a checkout)")

@@ -46,7 +46,8 @@ def test_run_json_of_wrong_types_is_read_defensively(tmp_path, edit):
     m.update(edit)
     (run / "run.json").write_text(json.dumps(m))
     n = load_manifest(run)
-    assert isinstance(n["policy"], (dict, type(None))) and isinstance(n["step_ns"], (list, type(None)))
+    assert isinstance(n["policy"], (dict, type(None)))
+    assert isinstance(n["step_ns"], (list, type(None)))
     for cmd in (("report", str(run)), ("compare", str(run), str(BASE))):
         r = run_cli(*cmd)
         assert r.returncode == 0, (cmd, r.stderr)

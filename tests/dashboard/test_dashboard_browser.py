@@ -9,8 +9,13 @@ import time
 
 import pytest
 
-from tests.dashboard.dashboard_support import (ARTIFACTS, chrome_available, duo, make_logdir,  # noqa: F401
-                                     write_run)
+from tests.dashboard.dashboard_support import (  # noqa: F401
+    ARTIFACTS,
+    chrome_available,
+    duo,
+    make_logdir,
+    write_run,
+)
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(chrome_available() is not None,

@@ -8,9 +8,9 @@ import socket
 import numpy as np
 import pytest
 
+from overlap.cli.main import main as cli_main
 from overlap.dashboard import data
 from overlap.dashboard.app import create_app
-from overlap.cli.main import main as cli_main
 from tests.dashboard.dashboard_support import write_run
 from tests.dashboard.test_dashboard_security import _post
 

@@ -209,4 +209,5 @@ def test_dashboard_lists_plans_as_plans(h100_plans):
     assert off["verdict"].startswith("PLAN: compiled for h100, not run")
     assert off["step_ms"] is None or off["step_ms"] != off["step_ms"]  # nothing was timed
     view = data.prepare_run_view(data.find_run(runs, "h100-scan-offload_x"))
-    assert view["data"].program_memory is not None and view["data"].program_memory["bytes"].max() > 0
+    assert view["data"].program_memory is not None
+    assert view["data"].program_memory["bytes"].max() > 0

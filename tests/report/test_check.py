@@ -8,8 +8,8 @@ import pytest
 
 import overlap
 from overlap.analysis.overlap import analyze
-from overlap.report.gate import CheckConfig, load_baseline, run_checks
 from overlap.errors import InputError, UsageError
+from overlap.report.gate import CheckConfig, load_baseline, run_checks
 from overlap.trace.synthetic import gpu_offload_scenario
 from tests.analysis.test_analysis import US, make_trace, read_bytes
 

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from overlap.analysis import overlap as analysis
 from overlap.dashboard import data
 from overlap.report import aggregate, figures
-from overlap.analysis import overlap as analysis
 from overlap.trace.reader import read_trace
 from tests.dashboard.dashboard_support import COPY_PS, KERNEL_PS, OFFLOAD_HIDDEN_FRACTION, write_run
 
@@ -41,7 +41,8 @@ def test_fig001_timeline_exposed_segments(offload):
     assert set(exposed["start_ps"]) <= kernel_ends
     # Summed exposed time drawn = the analysis's exposed wall time of that step.
     step = next(s for s in offload.result["steps"] if s["step"] == 1)
-    assert int((exposed["end_ps"] - exposed["start_ps"]).sum()) == step["exposed_wall_ps"] == 8 * expected
+    exposed_ps = int((exposed["end_ps"] - exposed["start_ps"]).sum())
+    assert exposed_ps == step["exposed_wall_ps"] == 8 * expected
     # Every segment lies inside the step window.
     assert (seg["start_ps"] >= tl.start_ps).all() and (seg["end_ps"] <= tl.end_ps).all()
     d2h = seg[seg["kind"] == "D2H"]

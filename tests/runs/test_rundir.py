@@ -9,9 +9,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from overlap.runs import rundir
 from overlap.capture.api import profile_steps
 from overlap.errors import InputError
+from overlap.runs import rundir
 
 pytestmark = pytest.mark.slow  # real JAX captures
 
@@ -23,7 +23,8 @@ def _step(state, batch):
 
 
 def _run(path, **kw):
-    return profile_steps(_step, jnp.ones((32, 32)), jnp.eye(32) * 0.5, out=path, steps=2, warmup=1, **kw)
+    return profile_steps(_step, jnp.ones((32, 32)), jnp.eye(32) * 0.5, out=path, steps=2,
+                         warmup=1, **kw)
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,8 @@ def one_run(tmp_path_factory):
 def test_layout_and_manifest(one_run):
     files = rundir.find_xplane_files(one_run)
     assert len(files) == 1 and files[0].name.endswith(".xplane.pb")
-    assert files[0].parent.parent.name == "profile" and files[0].parent.parent.parent.name == "plugins"
+    assert files[0].parent.parent.name == "profile"
+    assert files[0].parent.parent.parent.name == "plugins"
     m = rundir.load_manifest(one_run)
     assert m["schema_version"] == rundir.SCHEMA_VERSION and m["label"] == "first"
     assert m["session"] == files[0].parent.name

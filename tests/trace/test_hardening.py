@@ -215,7 +215,7 @@ def _many_gpu_planes(tmp_path, n):
             shift = 50 + d
             shift_ids(pl, "stat_metadata", shift)
 
-            def fix(stats):
+            def fix(stats, shift=shift):
                 for s in stats:
                     s.metadata_id += shift
                     if s.WhichOneof("value") == "ref_value":
@@ -283,7 +283,7 @@ def test_many_distinct_copy_ops_give_the_same_facts_on_both_paths(tmp_path):
     ref = new + 1
     pl.stat_metadata[ref].id = ref
     pl.stat_metadata[ref].name = "jit_step_as_ref"
-    for k, m in sorted(pl.event_metadata.items()):
+    for _k, m in sorted(pl.event_metadata.items()):
         if "copy-start" not in m.name:
             continue
         # the same edits on every metadata of copy i (its copy-start op and its async span)

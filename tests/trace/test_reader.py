@@ -9,9 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlap.trace.protos import XSpace
-from overlap.trace.reader import (copy_start_direction, load_xspace, parse_details, read_trace,
-                            read_xspace, shape_bytes)
-from overlap.trace.synthetic import LINE_TIMESTAMP_NS, SyntheticTrace, U64, gpu_offload_scenario
+from overlap.trace.reader import (
+    copy_start_direction,
+    load_xspace,
+    parse_details,
+    read_trace,
+    read_xspace,
+    shape_bytes,
+)
+from overlap.trace.synthetic import LINE_TIMESTAMP_NS, U64, SyntheticTrace, gpu_offload_scenario
 
 US = 1_000_000  # picoseconds per microsecond
 
@@ -144,8 +150,7 @@ def test_copy_start_direction_parsing():
 def _direction_by_search(text):
     """The rule `copy_directions` must keep, written the slow, obvious way: the tuple-head
     regex searched anywhere, used only where its match starts at the first " = "."""
-    from overlap.trace.reader import (HOST_MEMORY_SPACE, _TUPLE_HEAD_RE,
-                                      _copy_start_direction_slow)
+    from overlap.trace.reader import _TUPLE_HEAD_RE, HOST_MEMORY_SPACE, _copy_start_direction_slow
 
     m = _TUPLE_HEAD_RE.search(text)
     if m is not None and m.start() == text.find(" = "):
@@ -349,8 +354,13 @@ def test_batched_op_rules_on_real_compiler_output(target):
 
     import numpy as np
 
-    from overlap.trace.reader import (async_boundaries_by_bytes, copy_directions,
-                                      instruction_name, instruction_names, is_async_boundary)
+    from overlap.trace.reader import (
+        async_boundaries_by_bytes,
+        copy_directions,
+        instruction_name,
+        instruction_names,
+        is_async_boundary,
+    )
 
     fix = Path(__file__).resolve().parents[1] / "hlo" / "fixtures"
     texts = [ln.strip() for ln in (fix / f"{target}_scan_offload_x.hlo.txt").read_text()
