@@ -89,10 +89,18 @@ class Workload:
     size: str = ""
     policy: str = ""
     notes: list[str] = dataclasses.field(default_factory=list)
+    # Caveats about the device the workload was built on (e.g. XLA:CPU compiling copies away):
+    # true of a capture on that device, not of a plan compiled for another target.
+    device_notes: list[str] = dataclasses.field(default_factory=list)
+    # Memory kind every leaf of `init_state` lives in ("pinned_host" for `params`); None for
+    # device memory. Said here because `jax.eval_shape`, which plans use so that no parameter
+    # is materialised, drops shardings and with them the memory kind.
+    state_memory_kind: str | None = None
 
     def manifest(self) -> dict:
         return {"name": self.name, "size": self.size, "policy": self.policy,
-                "description": self.description, "notes": list(self.notes)}
+                "description": self.description,
+                "notes": list(self.notes) + list(self.device_notes)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -301,35 +309,38 @@ def make_params_offloaded(policy: str | Policy, size: str = DEFAULT_SIZE) -> Wor
     cfg = _lookup(TRANSFORMER_SIZES, "params", size)
     dev = jax.devices()[0]
     ok, why = pinned_host_support(dev)
-    notes: list[str] = []
+    device_notes: list[str] = []
     if not ok:
         w = make_transformer(pol, size)
         w.name = "params"
-        w.notes.append(f"parameters and optimizer state stayed on device: {why}")
+        w.device_notes.append(f"parameters and optimizer state stayed on device: {why}")
         return w
     if dev.platform == "cpu":
-        notes.append("XLA:CPU compiles pinned_host<->device copies away: the placement is real, "
-                     "but no transfers will show in the trace")
+        device_notes.append("XLA:CPU compiles pinned_host<->device copies away: the placement "
+                            "is real, but no transfers will show in the trace")
     host = jax.sharding.SingleDeviceSharding(dev, memory_kind="pinned_host")
-    on_dev = jax.sharding.SingleDeviceSharding(dev, memory_kind="device")
 
     def train_step(state, batch):
-        # Explicit H2D of the whole state, update on device, D2H via out_shardings: the transfer
+        # Explicit H2D of the whole state, update on device, explicit D2H back: the transfer
         # pattern of parameter + optimizer-state offload (MaxText moves them the same way).
-        state = jax.device_put(state, on_dev)
+        # Memory spaces, not shardings: the step names no device, so `overlap plan` can compile
+        # it for an H100 or a TPU (a sharding would tie it to this machine's device).
+        state = jax.device_put(state, jax.memory.Space.Device)
         loss, grads = jax.value_and_grad(functools.partial(_transformer_loss, cfg, pol))(
             state["params"], batch)
         params, mu, nu, count = _adam(state["params"], grads, state["mu"], state["nu"],
                                       state["count"])
-        return {"params": params, "mu": mu, "nu": nu, "count": count}, loss
+        new = {"params": params, "mu": mu, "nu": nu, "count": count}
+        return jax.device_put(new, jax.memory.Space.Host), loss
 
     key_p, key_b = jax.random.split(jax.random.key(0))
     state_shape = jax.eval_shape(functools.partial(_init_state, cfg), key_p)
     host_tree = jax.tree.map(lambda _: host, state_shape)
     state = jax.jit(functools.partial(_init_state, cfg), out_shardings=host_tree)(key_p)
     batch = _make_batch(cfg, key_b)
-    step = jax.jit(train_step, donate_argnums=0, out_shardings=(host_tree, on_dev))
-    return Workload(step, state, batch, name="params", size=size, policy=pol.name, notes=notes,
+    step = jax.jit(train_step, donate_argnums=0)
+    return Workload(step, state, batch, name="params", size=size, policy=pol.name,
+                    device_notes=device_notes, state_memory_kind="pinned_host",
                     description=_describe(cfg) + "; params+optimizer state in pinned_host")
 
 

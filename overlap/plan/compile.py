@@ -93,6 +93,11 @@ def target_devices(target: Target, topology: str | None = None) -> list:
                 if target.platform == "tpu":
                     # No metadata server off-cloud: without this libtpu waits for one.
                     os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+                    # libtpu takes /tmp/libtpu_lockfile when it loads, so a second process
+                    # (another plan, or a training job on a TPU VM) fails with "Internal error
+                    # when accessing libtpu multi-process lockfile". A compile-only client
+                    # claims no chip; this is libtpu's own switch for concurrent loads.
+                    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
                     desc = topologies.get_topology_desc(platform="tpu", topology_name=topo)
                 else:
                     desc = topologies.get_topology_desc(
@@ -202,11 +207,12 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
     try:
         with quiet_native_stderr(log):
             lowered = jitted.lower(*args)
-            compiled = lowered.compile()
-            # A second compile with a dump gives the HloProto with buffer assignment and the
-            # heap-simulator traces (compiled.as_text() has neither).
+            # One compile, with a dump: the dump gives the HloProto with buffer assignment and
+            # the heap-simulator traces (compiled.as_text() has neither); dump options do not
+            # change the optimized program, so this one compile serves both (half the time of
+            # compiling twice, which matters when `overlap advise` compiles dozens of policies).
             with tempfile.TemporaryDirectory(prefix="overlap-plan-") as d:
-                lowered.compile(compiler_options={
+                compiled = lowered.compile(compiler_options={
                     "xla_dump_to": d, "xla_dump_hlo_as_proto": True,
                     "xla_dump_hlo_as_text": False})
                 pbs = sorted(Path(d).glob("*after_optimizations.hlo.pb"),
@@ -220,6 +226,11 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
     compile_s = time.perf_counter() - t0
     text = compiled.as_text()
     mem = memory_analysis_dict(compiled) or {}
+    if unseen and (mem.get("host_argument_size_in_bytes") or 0) >= unseen:
+        # The step itself moved its state with memory spaces (`jax.memory.Space.Host`), and
+        # that annotation reached XLA:GPU: the compiler did see host arguments. No caveat.
+        notes[:] = [n for n in notes if "exposes no host memory" not in n]
+        manifest["pinned_host_arguments_unseen_bytes"] = 0
     inv = offload_inventory(text)
     model = Roofline(target.hbm_Bps, target.peak_flops_bf16, target.peak_flops_f32,
                      host_link_Bps or target.host_link_Bps)
@@ -353,24 +364,35 @@ def plan_workload(spec: str, policies: list[str], target: str | Target, *,
 
     from overlap.capture.workloads import load_workload, parse_spec
 
+    from overlap.capture.policies import get_policy
+
     tgt = target if isinstance(target, Target) else get_target(target)
     _, wname, size = parse_spec(spec)
+    # Every name is resolved before the first compile: a typo in the last policy must not
+    # stop the run after minutes of compiling (nor leave some plans written and some not).
+    resolved = [get_policy(pol) for pol in policies]
     plans = []
-    for pol in policies:
+    for p in resolved:
         holder: dict[str, Any] = {}
 
-        def build(pol=pol, holder=holder):
+        def build(pol=p, holder=holder):
             w = load_workload(spec, pol)
             holder["w"] = w
             return w.init_state, w.batch
 
         state, batch = jax.eval_shape(build)
         w = holder["w"]
+        if getattr(w, "state_memory_kind", None):
+            # eval_shape drops shardings; give the state back its memory kind (the device is
+            # any: the plan places it on the target's device with the same kind).
+            kind = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0],
+                                                     memory_kind=w.state_memory_kind)
+            state = jax.tree.map(
+                lambda x, k=kind: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=k), state)
+        # `device_notes` are about this machine's device (e.g. XLA:CPU compiling copies away),
+        # not about the target the plan compiles for.
         info = {"name": w.name, "size": w.size, "description": w.description,
                 "notes": list(getattr(w, "notes", []) or [])}
-        from overlap.capture.policies import get_policy
-
-        p = get_policy(pol)
         plan = compile_one(w.step_fn, state, batch, tgt, topology=topology,
                            host_link_Bps=host_link_Bps, policy=p.name,
                            policy_info=_policy_info(p), workload=info)
