@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 
 def find_number(d: dict[str, Any], keys: tuple[str, ...]) -> float | None:
     """First numeric value under any of `keys`, at the top level or one level down."""
@@ -58,19 +60,95 @@ def executed_module(trace) -> str | None:
     return str(by.idxmax()) if len(by) else None
 
 
-def module_proto(trace, module: str | None) -> bytes | None:
-    """The HloProto the capture carries for `module` (`<module>(<program_id>)`; the latest
-    compile when it was compiled more than once)."""
-    mods = getattr(trace, "modules", None)
-    if module is None or mods is None or not len(mods):
+def _manifest_program_id(manifest: dict | None) -> int | None:
+    """The program id `overlap capture` recorded for the step it compiled (run.json's
+    `program.program_id`, the HloModuleProto id, which is the `(<id>)` in the capture's module
+    names), else None."""
+    prog = (manifest or {}).get("program")
+    pid = prog.get("program_id") if isinstance(prog, dict) else None
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid >= 0 else None
+
+
+def _ran_program_id(trace, module: str) -> int | None:
+    """The compile of `module` whose events took the most compute time in the capture (each
+    XLA op event carries its `program_id`), else None."""
+    co = getattr(trace, "compute", None)
+    if co is None or not len(co) or "program_id" not in co or "hlo_module" not in co:
         return None
-    names = mods["name"].astype(str)
-    sel = mods[(names == module) | names.str.startswith(module + "(")]
-    sel = sel[sel["hlo_proto"].map(bool)]
+    sel = co[(co["hlo_module"] == module).fillna(False).to_numpy(dtype=bool)
+             & co["program_id"].notna().to_numpy(dtype=bool)]
     if not len(sel):
         return None
-    pid = sel["program_id"].astype("float64").fillna(-1)
-    return bytes(sel.loc[pid.idxmax(), "hlo_proto"])
+    dur = (sel["end_ps"] - sel["start_ps"]).clip(lower=0)
+    by = dur.groupby(sel["program_id"].astype("int64")).sum()
+    return int(max(sorted(by.index), key=lambda k: by[k]))
+
+
+def executed_program(trace, manifest: dict | None = None) -> dict[str, Any]:
+    """The compiled program that ran in the profiled steps, and its HloProto when the capture
+    carries it. A sweep compiles every policy's step (all named like `jit_train_step`) before
+    profiling, so each capture holds several programs of that name; the one a run executed is:
+
+    1. run.json's `program.program_id` (recorded by `overlap capture` from the compiled step);
+    2. else the compile whose XLA op events took the most time in the capture (`program_id`);
+    3. else the only program of that name in the capture.
+
+    Otherwise it cannot tell, and says so. Returns `{"module", "program_id", "name" (the
+    capture's `<module>(<id>)`), "proto" (bytes or None), "how" (a sentence)}`."""
+    m = manifest or {}
+    prog = m.get("program") if isinstance(m.get("program"), dict) else {}
+    module = (prog.get("module") if isinstance(prog.get("module"), str) else None) \
+        or (m.get("module") if isinstance(m.get("module"), str) else None) \
+        or (executed_module(trace) if trace is not None else None)
+    out: dict[str, Any] = {"module": module, "program_id": None, "name": None, "proto": None,
+                           "how": "no module ran in this capture"}
+    if module is None:
+        return out
+    pid = _manifest_program_id(m)
+    how = "program id recorded in run.json"
+    if pid is None and trace is not None:
+        pid = _ran_program_id(trace, module)
+        how = "program id of the capture's XLA op events"
+    out["program_id"] = pid
+    mods = getattr(trace, "modules", None) if trace is not None else None
+    if mods is None or not len(mods):
+        out["how"] = f"the capture carries no HLO protos for {module}"
+        return out
+    names = mods["name"].astype(str)
+    sel = mods[((names == module) | names.str.startswith(module + "(")).to_numpy(dtype=bool)
+               & mods["hlo_proto"].map(bool).to_numpy(dtype=bool)]
+    if pid is not None:
+        ids = sel["program_id"].astype("float64")
+        exact = sel[(ids == float(pid)).to_numpy(dtype=bool)
+                    | (sel["name"].astype(str) == f"{module}({pid})").to_numpy(dtype=bool)]
+        if len(exact):
+            row = exact.iloc[0]
+            out.update(name=str(row["name"]), proto=bytes(row["hlo_proto"]), how=how)
+        else:
+            out["how"] = f"the capture carries no HLO proto for {module}({pid}), the program " \
+                         "that ran"
+        return out
+    if len(sel) == 1:
+        row = sel.iloc[0]
+        out.update(name=str(row["name"]), proto=bytes(row["hlo_proto"]),
+                   program_id=None if pd.isna(row["program_id"]) else int(row["program_id"]),
+                   how=f"the only program named {module} in the capture")
+    elif len(sel) > 1:
+        out["how"] = (f"cannot tell which of {len(sel)} programs named {module} ran "
+                      f"({', '.join(sorted(sel['name'].astype(str)))}): neither run.json nor "
+                      "the capture's op events name its program id")
+    else:
+        out["how"] = f"the capture carries no HLO proto for {module}"
+    return out
+
+
+def module_proto(trace, module: str | None, program_id: int | None = None) -> bytes | None:
+    """The HloProto the capture carries for `module`: the compile `program_id` when given,
+    else the only one of that name (None when several: `executed_program` says why)."""
+    if module is None:
+        return None
+    fake = {"program": {"module": module, "program_id": program_id}}
+    return executed_program(trace, fake)["proto"]
 
 
 HEADLINE = "memory_analysis (temp + arguments + outputs - aliases)"
@@ -96,9 +174,13 @@ def peak_memory(manifest: dict | None, trace=None) -> dict[str, Any]:
 
     manifest = manifest or {}
     others: dict[str, int] = {}
-    module = executed_module(trace) if trace is not None else None
-    proto = module_proto(trace, module) if trace is not None else None
+    ran = executed_program(trace, manifest) if trace is not None else None
+    module = ran["module"] if ran else None
+    proto = ran["proto"] if ran else None
     heap = manifest.get("heap_simulator")
+    if isinstance(heap, dict) and ran is not None and ran["name"] and heap.get("module") \
+            and heap.get("module") != ran["name"]:
+        heap = None  # recorded from another policy's compile (captures before program ids)
     if isinstance(heap, dict) and isinstance(heap.get("peak_bytes"), int):
         others["heap simulator temp peak (program order)"] = heap["peak_bytes"]
     elif proto is not None:

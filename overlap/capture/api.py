@@ -136,7 +136,13 @@ def _hlo_facts(out_dir: Path, compiled, module_hint: str | None) -> dict:
         protos: dict[str, bytes] = {}
         for f in files:
             protos.update(hlo_protos_from_xspace(f))
-        name, proto = pick_module(protos, module_hint or _ran_module(files))
+        pid = _program_id(compiled)
+        if module_hint and pid is not None and f"{module_hint}({pid})" in protos:
+            # This run's own compile: a sweep's capture carries every policy's program.
+            name = f"{module_hint}({pid})"
+            proto = protos[name]
+        else:
+            name, proto = pick_module(protos, module_hint or _ran_module(files))
         tl = memory_timeline(proto)
         facts["heap_simulator"] = {"module": name, **tl.to_dict()}
         if facts["offload_inventory"] is None:
@@ -172,7 +178,7 @@ def _native_output_to(path: Path):
             os.close(f)
 
 
-def _fingerprint(module: str | None, state, batch) -> dict:
+def _fingerprint(module: str | None, state, batch, program_id: int | None = None) -> dict:
     """What makes two runs the same program: the module name and the shapes and dtypes of the
     step's inputs (`overlap compare` refuses to judge runs whose fingerprints differ)."""
     import hashlib
@@ -185,7 +191,10 @@ def _fingerprint(module: str | None, state, batch) -> dict:
     except Exception:  # noqa: BLE001 - donated buffers: shapes are still readable on jax arrays
         leaves = []
     return {"module": module,
-            "inputs": hashlib.sha256(repr(leaves).encode()).hexdigest()[:16]}
+            "inputs": hashlib.sha256(repr(leaves).encode()).hexdigest()[:16],
+            # Which compile of `module` this run executed (not part of what makes two runs the
+            # same program: every policy's compile has its own id).
+            "program_id": program_id}
 
 
 def _ran_module(files) -> str | None:
@@ -215,6 +224,22 @@ def _module_name(compiled) -> str | None:
         return compiled.runtime_executable().hlo_modules()[0].name
     except Exception:
         return None
+
+
+def _program_id(compiled) -> int | None:
+    """The compiled step's HloModuleProto id: the `(<id>)` of `<module>(<id>)` in the capture's
+    metadata and the `program_id` of its op events. A sweep compiles every policy's step under
+    one name before profiling, so each capture carries all of them; this says which one ran."""
+    if compiled is None:
+        return None
+    try:
+        from overlap.trace.protos import HloProto
+
+        raw = compiled.runtime_executable().hlo_modules()[0].as_serialized_hlo_module_proto()
+        pid = int(type(HloProto().hlo_module).FromString(raw).id)
+    except Exception:  # noqa: BLE001 - a backend that cannot say: the trace's op events decide
+        return None
+    return pid if pid >= 0 else None
 
 
 def _meta(workload, policy) -> tuple[Any, Any]:
@@ -323,7 +348,7 @@ def write_profiled_run(run: Callable, compiled: Any, state: Any, batch: Any, *,
             module = _module_name(compiled) if compiled is not None else None
             manifest = {
                 **base, "workload": wl, "policy": pol, "profile_options": _po_dict(po),
-                "program": _fingerprint(module, state, batch),
+                "program": _fingerprint(module, state, batch, _program_id(compiled)),
                 **environment(), **_hlo_facts(partial, compiled, module), **(extra or {}),
             }
         except Exception as e:  # noqa: BLE001 - the capture is written; never lose it

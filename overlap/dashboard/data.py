@@ -335,7 +335,7 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
 # allow_pickle=False, so a tampered cache file cannot run code. Keyed on the files' fingerprint
 # plus the overlap version and this format's number; a stale entry is simply never looked up.
 
-CACHE_FORMAT = 3  # 2: result carries peak_memory; 3: stragglers
+CACHE_FORMAT = 4  # 2: result carries peak_memory; 3: stragglers; 4: the executed program
 _GROUPS = ("compute", "transfers", "memory", "program_memory")
 
 

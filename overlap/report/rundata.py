@@ -36,30 +36,35 @@ class RunData:
     manifest: dict[str, Any] = field(default_factory=dict)
 
 
-def _program_memory(trace) -> dict[str, np.ndarray] | None:
-    """Program-order live bytes (heap simulator) of the module that ran in the profiled steps
-    (`overlap.analysis.memory.executed_module`), not of whichever helper program is largest."""
-    from overlap.analysis.memory import executed_module, module_proto
+def _program_memory(trace, manifest: dict[str, Any] | None = None
+                    ) -> tuple[dict[str, np.ndarray] | None, dict[str, Any]]:
+    """Program-order live bytes (heap simulator) of the program that ran in the profiled steps
+    (`overlap.analysis.memory.executed_program`: run.json's program id, else the op events'),
+    not of whichever compile of that name is newest; and what was found (`module`,
+    `program_id`, `name`, `how`: why there is no curve when there is none)."""
+    from overlap.analysis.memory import executed_program
     from overlap.hlo.program import memory_timeline
 
-    proto = module_proto(trace, executed_module(trace))
-    if proto is None:
-        return None
+    ran = executed_program(trace, manifest)
+    info = {k: ran[k] for k in ("module", "program_id", "name", "how")}
+    if ran["proto"] is None:
+        return None, info
     try:
-        tl = memory_timeline(proto)
-    except Exception:  # noqa: BLE001 - one unparseable module must not hide the run
-        return None
+        tl = memory_timeline(ran["proto"])
+    except Exception as e:  # noqa: BLE001 - one unparseable module must not hide the run
+        return None, {**info, "how": f"{info['name']}: no heap-simulator trace ({e})"[:300]}
     y = tl.frame["live_bytes"].to_numpy(dtype=np.int64) if len(tl.frame) else None
     if y is None or not y.size:
-        return None
-    return {"index": np.arange(y.size, dtype=np.int64), "bytes": y}
+        return None, {**info, "how": f"{info['name']}: empty heap-simulator trace"}
+    return {"index": np.arange(y.size, dtype=np.int64), "bytes": y}, info
 
 
 def run_data(trace, result: dict[str, Any], manifest: dict[str, Any] | None = None) -> RunData:
     """Compact RunData from a reader Trace and its analysis result (pure; no I/O)."""
     from overlap.analysis.memory import peak_memory
 
-    result = {**result, "peak_memory": peak_memory(manifest, trace)}
+    pm, program = _program_memory(trace, manifest)
+    result = {**result, "peak_memory": peak_memory(manifest, trace), "program": program}
     th = result.get("thresholds", {})
     hidden = th.get("hidden", analysis.DEFAULT_HIDDEN_THRESHOLD)
     exposed = th.get("exposed", analysis.DEFAULT_EXPOSED_THRESHOLD)
@@ -95,7 +100,7 @@ def run_data(trace, result: dict[str, Any], manifest: dict[str, Any] | None = No
         names = sorted({str(n) for n in trace.devices["name"].dropna().tolist() if n})
     return RunData(result=result, backend=trace.backend, synthetic=bool(trace.synthetic),
                    compute=compute, transfers=transfers, memory=memory,
-                   program_memory=_program_memory(trace), device_names=names,
+                   program_memory=pm, device_names=names,
                    manifest=manifest or {})
 
 

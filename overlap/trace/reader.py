@@ -216,6 +216,9 @@ class Trace:
     # Set by that multi-host read: compute time per HLO module over all events (for
     # overlap.analysis.memory.executed_module, which would otherwise rank the kept ones).
     module_time_ps: dict[str, int] | None = None
+    # Host files of the session that could not be read, `{"path", "problem"}` each: the tables
+    # hold the other hosts only (see overlap.trace.distributed.split_readable).
+    unreadable: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
     @property
     def hosts(self) -> list[str]:
@@ -613,18 +616,16 @@ def read_trace(path: str | os.PathLike, session: str | None = None, *, jobs: int
     (`read_host_file`) and the tables are combined here, so the result is the same as a serial
     read and a worker's memory is bounded by the largest host file, not the capture's total.
     """
+    from overlap.trace.distributed import map_hosts, split_readable
+
     files = [Path(f) for f in _find_files(path, session)]
-    if scheduler:
-        from overlap.trace.distributed import map_hosts_dask
-
-        parts = map_hosts_dask(files, scheduler)
-    elif jobs > 1 and len(files) > 1:
-        from overlap.trace.distributed import map_hosts_local
-
-        parts = map_hosts_local(files, jobs)
-    else:
-        parts = [read_host_file(f) for f in files]
-    return combine_parts(parts, files)
+    outs = map_hosts(files, read_host_file, jobs=jobs, scheduler=scheduler)
+    # A damaged host file leaves the others readable: they are read, it is named
+    # (`Trace.unreadable`); with no readable file its error is raised.
+    parts, readable, unreadable = split_readable(outs, files)
+    trace = combine_parts(parts, readable)
+    trace.unreadable = unreadable
+    return trace
 
 
 @contextlib.contextmanager

@@ -59,7 +59,7 @@ def make_trace(transfers=(), compute=(), steps=(), backend="gpu") -> Trace:
     for dev, s, e in compute:
         for c, v in (("host", "h"), ("device", dev), ("start_ps", s), ("end_ps", e),
                      ("name", "k"), ("hlo_op", "fusion"), ("hlo_module", "m"), ("stream", 7),
-                     ("line", "s")):
+                     ("line", "s"), ("program_id", 1)):
             co[c].append(v)
     stp = {"host": ["h"] * len(steps), "step": [s[0] for s in steps],
            "name": ["train"] * len(steps), "start_ps": [s[1] for s in steps],
