@@ -78,6 +78,12 @@ DEFAULT_TOP = 10
 STATUS_OK = "OK"
 STATUS_NO_TRANSFERS = "NO_TRANSFERS"
 STATUS_NO_DEVICE_EVENTS = "NO_DEVICE_EVENTS"
+# No transfer measured, and device events the reader's rules cannot read: "no transfers" would
+# be a guess (overlap.trace.vendors lists the shapes). With measured transfers the status stays
+# OK and `transfer_status` says what is missing.
+STATUS_CANNOT_TELL = "CANNOT_TELL"
+TRANSFERS_COMPLETE = "complete"
+TRANSFERS_CANNOT_TELL = "cannot_tell"
 
 DIRECTIONS = ("D2H", "H2D")
 UNKNOWN_OP = "(unknown)"  # transfers whose hlo_op the capture did not record
@@ -97,12 +103,29 @@ NO_DEVICE_EVENTS_REASON = (
     "/device:TPU events and no XLA:CPU ops were recorded (host planes only: did the device "
     "tracer run, and was the profiler started after the device backend?)."
 )
+CANNOT_TELL_REASON = (
+    "Cannot tell whether this capture has device<->host transfers: it holds device events "
+    "outside the rules overlap reads ({what}). No transfer was measured; that is not the same "
+    "as none happening."
+)
+UNKNOWN_BYTES_NOTE = (
+    "{n} transfer(s) of unknown size (the capture records no byte count for them, e.g. ROCm "
+    "host API calls with size:0): they are counted and timed, their bytes are not in any byte "
+    "total or bandwidth."
+)
 PAGEABLE_NOTE = (
     "{share} of transferred bytes went through pageable host memory: the driver stages pageable "
     "copies synchronously, so they cannot overlap compute. Use pinned host memory "
     "(memory_kind='pinned_host')."
 )
 NO_COMPUTE_NOTE = "No device compute was recorded, so every transfer counts as exposed."
+# Events the reader dropped because their times are impossible (overlap.trace.wire: negative
+# offsets or durations, times beyond 26 days). They are in no number of the result; where they
+# may be why a verdict says what it says, the verdict says so.
+DROPPED_NOTE = ("{n} event(s) dropped as invalid ({why}): they are in no number of this "
+                "report")
+DROPPED_VERDICT = ("; {n} event(s) were dropped as invalid ({why}), so the missing device "
+                   "events may be among them")
 NO_STEPS_NOTE = (
     "No step annotations: per-step exposed time is unavailable. Wrap each training step in "
     "jax.profiler.StepTraceAnnotation('train', step_num=i)."
@@ -320,6 +343,14 @@ def _host_kind_pageable(tr: pd.DataFrame) -> np.ndarray:
     return (src == "pageable") | (dst == "pageable")
 
 
+def _bytes_known(tr: pd.DataFrame) -> np.ndarray:
+    """Per transfer: does the capture record its size? (`bytes_known`; tables built before the
+    column existed know every size.)"""
+    if "bytes_known" not in tr.columns:
+        return np.ones(len(tr), bool)
+    return tr["bytes_known"].fillna(True).to_numpy(dtype=bool)
+
+
 def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
                    exposed_threshold: float = DEFAULT_EXPOSED_THRESHOLD,
                    ) -> tuple[pd.DataFrame, dict[tuple[str, str], tuple[Coverage, Coverage]]]:
@@ -355,7 +386,8 @@ def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(span > 0, hidden / np.where(span > 0, span, 1), np.nan)
         nbytes = tr["bytes"].to_numpy(dtype=np.int64)
-        bw = np.where(span > 0, nbytes * 1e12 / np.where(span > 0, span, 1), np.nan)
+        known = _bytes_known(tr)
+        bw = np.where((span > 0) & known, nbytes * 1e12 / np.where(span > 0, span, 1), np.nan)
     hlo = tr["hlo_op"].astype(object).to_numpy(dtype=object)
     hlo = np.where(pd.isna(hlo), UNKNOWN_OP, hlo)
     table = pd.DataFrame({
@@ -366,7 +398,7 @@ def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
         "exposed_ps": span - hidden, "overlap_ratio": ratio,
         "class": classify(ratio, hidden_threshold, exposed_threshold),
         "bytes": nbytes, "bandwidth_Bps": bw, "pageable": _host_kind_pageable(tr),
-        "hlo_op": hlo,
+        "hlo_op": hlo, "bytes_known": known,
     })
     return table, coverages
 
@@ -379,13 +411,16 @@ def _ratio(num: int, den: int) -> float | None:
     return num / den if den > 0 else None
 
 
-def _bucket(count: int, nbytes: int, span: int, hidden: int) -> dict[str, Any]:
-    """The common aggregate fields; duration-weighted ratio, mean in-flight bandwidth."""
+def _bucket(count: int, nbytes: int, span: int, hidden: int,
+            unknown_bytes: int = 0) -> dict[str, Any]:
+    """The common aggregate fields; duration-weighted ratio, mean in-flight bandwidth (none
+    when some transfer's size is unknown: `bytes` is then a lower bound, and `unknown_bytes`
+    counts the transfers it leaves out)."""
     return {
-        "count": int(count), "bytes": int(nbytes), "span_ps": int(span),
-        "hidden_ps": int(hidden), "exposed_ps": int(span - hidden),
+        "count": int(count), "bytes": int(nbytes), "unknown_bytes": int(unknown_bytes),
+        "span_ps": int(span), "hidden_ps": int(hidden), "exposed_ps": int(span - hidden),
         "overlap_ratio": _ratio(hidden, span),
-        "bandwidth_Bps": nbytes * 1e12 / span if span > 0 else None,
+        "bandwidth_Bps": nbytes * 1e12 / span if span > 0 and not unknown_bytes else None,
     }
 
 
@@ -395,12 +430,14 @@ def _grouped(t: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     cls = t["class"].to_numpy(dtype=object)
     pageable = t["pageable"].to_numpy(dtype=bool)
     span = t["span_ps"].to_numpy(np.int64)
+    unknown = ~_bytes_known(t)
     cols = {"count": np.ones(len(t), np.int64), "bytes": t["bytes"].to_numpy(np.int64),
             "span_ps": span, "hidden_ps": t["hidden_ps"].to_numpy(np.int64),
             **{label: (cls == label).astype(np.int64) for label in (HIDDEN, PARTIAL, EXPOSED)},
             "zero_length": (span == 0).astype(np.int64),
             "pageable_transfers": pageable.astype(np.int64),
-            "pageable_bytes": np.where(pageable, t["bytes"].to_numpy(np.int64), 0)}
+            "pageable_bytes": np.where(pageable, t["bytes"].to_numpy(np.int64), 0),
+            "unknown_bytes": unknown.astype(np.int64)}
     return _group_sums(t, by, cols, sort=False)
 
 
@@ -438,10 +475,12 @@ def _records(df: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
     # One row per group (devices, ops), not per event; columns to lists once, not per row.
     c = {k: df[k].tolist() for k in (*keys, "count", "bytes", "span_ps", "hidden_ps",
                                       HIDDEN, PARTIAL, EXPOSED)}
+    unknown = df["unknown_bytes"].tolist() if "unknown_bytes" in df.columns else [0] * len(df)
     rows = []
     for i in range(len(df)):
         row = {k: c[k][i] for k in keys}
-        row.update(_bucket(c["count"][i], c["bytes"][i], c["span_ps"][i], c["hidden_ps"][i]))
+        row.update(_bucket(c["count"][i], c["bytes"][i], c["span_ps"][i], c["hidden_ps"][i],
+                           unknown[i]))
         row.update({label: int(c[label][i]) for label in (HIDDEN, PARTIAL, EXPOSED)})
         rows.append(row)
     return rows
@@ -647,7 +686,10 @@ def analyze(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
     """
     part = host_part(trace, hidden_threshold=hidden_threshold,
                      exposed_threshold=exposed_threshold, top=top)
-    return reduce_parts([part], top=top)
+    result = reduce_parts([part], top=top)
+    unreadable = list(getattr(trace, "unreadable", None) or [])
+    note_unreadable(result, unreadable, len(trace.sources) + len(unreadable))
+    return result
 
 
 def host_part(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
@@ -683,13 +725,66 @@ def host_part_and_table(trace, *, hidden_threshold: float, exposed_threshold: fl
         "capture_hosts": sorted(trace.capture or ()),
         "compute_events": int(len(trace.compute)),
         "thresholds": (hidden_threshold, exposed_threshold),
+        "dropped": _dropped_by_reason(trace),
+        **_vendor_facts(trace),
     }, table
+
+
+def _vendor_facts(trace) -> dict[str, Any]:
+    """Per host: device vendors and the device shapes the reader could not read
+    (`overlap.trace.vendors`), from the capture facts."""
+    vendors: dict[str, dict[str, str]] = {}
+    unknowns: list[dict[str, Any]] = []
+    for host, facts in sorted((trace.capture or {}).items()):
+        if facts.get("vendors"):
+            vendors[host] = dict(facts["vendors"])
+        unknowns += [{"host": host, **u} for u in facts.get("transfer_unknowns") or ()]
+    return {"vendors": vendors, "unknowns": unknowns}
+
+
+def vendor_names(per_host: dict[str, dict[str, str]]) -> list[str]:
+    """The distinct vendors of a result's devices (`result["vendors"]`), inferred ones last."""
+    names = {v for devs in per_host.values() for v in devs.values() if v}
+    return sorted(names, key=lambda v: ("inferred" in v, v))
+
+
+def _dropped_by_reason(trace) -> dict[str, int]:
+    """Events the reader dropped as invalid, per reason, over the trace's hosts."""
+    out: dict[str, int] = {}
+    for facts in (getattr(trace, "capture", None) or {}).values():
+        reasons = facts.get("events_dropped_reasons") or {}
+        n = int(facts.get("events_dropped_invalid") or 0)
+        for k, v in reasons.items():
+            out[k] = out.get(k, 0) + int(v)
+        rest = n - sum(int(v) for v in reasons.values())
+        if rest > 0:  # a reader that counted without reasons
+            out["invalid time"] = out.get("invalid time", 0) + rest
+    return out
+
+
+def _dropped_text(by_reason: dict[str, int]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted(by_reason.items()))
+
+
+def note_unreadable(result: dict[str, Any], unreadable: list[dict[str, str]],
+                    files: int) -> None:
+    """Mark `result` as covering only the readable host files of a capture: the damaged ones
+    are listed (`unreadable_hosts`), named in a note and in the verdict."""
+    result["unreadable_hosts"] = list(unreadable)
+    if not unreadable:
+        return
+    first = unreadable[0]
+    text = (f"{len(unreadable)} of {files} host file(s) unreadable and left out (first: "
+            f"{first['path']}: {first['problem']}); the numbers cover the other "
+            f"{files - len(unreadable)}")
+    result.setdefault("notes", []).insert(0, text)
+    result["verdict"] = f"{result['verdict']} [{text}]"
 
 
 # The finest grouping a part keeps; every aggregate of the result is a sum over these groups.
 GROUP_KEYS = ("host", "device", "direction", "hlo_op")
 _SUMS = ("count", "bytes", "span_ps", "hidden_ps", HIDDEN, PARTIAL, EXPOSED, "zero_length",
-         "pageable_transfers", "pageable_bytes")
+         "pageable_transfers", "pageable_bytes", "unknown_bytes")
 
 
 def _regroup(groups: pd.DataFrame, by: list[str], sort: bool = True) -> pd.DataFrame:
@@ -732,13 +827,20 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     step_rows.sort(key=lambda r: r["host"])  # stable: each host's steps keep their order
     capture_hosts = sorted({h for p in parts for h in p["capture_hosts"]})
     n = int(groups["count"].sum())
+    unknowns = [u for p in parts for u in p.get("unknowns", ())]
+    vendors = {h: d for p in parts for h, d in p.get("vendors", {}).items()}
     status, reason = _status(backend, compute_events, n)
+    if not n and unknowns:
+        status, reason = STATUS_CANNOT_TELL, CANNOT_TELL_REASON.format(
+            what="; ".join(u["reason"] for u in unknowns[:3])
+            + (f"; +{len(unknowns) - 3} more" if len(unknowns) > 3 else ""))
     span = int(groups["span_ps"].sum())
     hidden = int(groups["hidden_ps"].sum())
     nbytes = int(groups["bytes"].sum())
     pageable_bytes = int(groups["pageable_bytes"].sum())
 
-    summary = {"transfers": n, **_bucket(n, nbytes, span, hidden)}
+    summary = {"transfers": n, **_bucket(n, nbytes, span, hidden,
+                                         int(groups["unknown_bytes"].sum()) if n else 0)}
     del summary["count"]
     summary.update({c: int(groups[c].sum()) for c in (HIDDEN, PARTIAL, EXPOSED)})
     summary["zero_length"] = int(groups["zero_length"].sum())
@@ -751,7 +853,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     for d in DIRECTIONS:
         sub = groups[groups["direction"] == d]
         b = _bucket(int(sub["count"].sum()), int(sub["bytes"].sum()), int(sub["span_ps"].sum()),
-                    int(sub["hidden_ps"].sum()))
+                    int(sub["hidden_ps"].sum()), int(sub["unknown_bytes"].sum()))
         b.update({c: int(sub[c].sum()) for c in (HIDDEN, PARTIAL, EXPOSED)})
         by_direction[d] = b
 
@@ -765,6 +867,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         "hidden_ps": int(r["hidden_ps"]), "exposed_ps": int(r["exposed_ps"]),
         "ratio": None if np.isnan(r["overlap_ratio"]) else float(r["overlap_ratio"]),
         "class": r["class"] or None, "bytes": int(r["bytes"]),
+        "bytes_known": bool(r.get("bytes_known", True)),
         "bandwidth_Bps": None if np.isnan(r["bandwidth_Bps"]) else float(r["bandwidth_Bps"]),
         "pageable": bool(r["pageable"]),
     } for r in worst.to_dict("records")]  # at most `top` rows
@@ -774,11 +877,28 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     steps = step_rows
     step_summary = _step_summary(steps, sum(p["unassigned"] for p in parts))
 
+    dropped: dict[str, int] = {}
+    for p in parts:
+        for k, v in (p.get("dropped") or {}).items():
+            dropped[k] = dropped.get(k, 0) + v
+    n_dropped = sum(dropped.values())
+    if n_dropped and status == STATUS_NO_DEVICE_EVENTS:
+        reason += DROPPED_VERDICT.format(n=n_dropped, why=_dropped_text(dropped))
     notes = []
+    if n_dropped:
+        notes.append(DROPPED_NOTE.format(n=n_dropped, why=_dropped_text(dropped)))
     if pageable_bytes:
         notes.append(PAGEABLE_NOTE.format(share=_pct(summary["pageable_share"])))
+    if summary["unknown_bytes"]:
+        notes.append(UNKNOWN_BYTES_NOTE.format(n=summary["unknown_bytes"]))
+    if n and unknowns:
+        notes.append("Cannot tell for part of the capture: " + "; ".join(
+            (f"{u['host']} {u['device']}: " if u.get("device") else f"{u['host']}: ")
+            + u["reason"] for u in unknowns[:5])
+            + (f" (+{len(unknowns) - 5} more)" if len(unknowns) > 5 else ""))
     if n and not compute_events:
-        notes.append(NO_COMPUTE_NOTE)
+        notes.append(NO_COMPUTE_NOTE + (f" {n_dropped} invalid event(s) were dropped: device "
+                                        "compute may be among them." if n_dropped else ""))
     if n and not steps:
         notes.append(NO_STEPS_NOTE)
     elif n and step_summary["unassigned_transfers"]:
@@ -792,6 +912,13 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         "schema_version": SCHEMA_VERSION,
         "status": status, "reason": reason,
         "backend": backend, "synthetic": any(p["synthetic"] for p in parts),
+        "vendors": vendors,
+        # "complete" when every device event was read by a rule, else "cannot_tell" with the
+        # shapes that were not (a check fails on it unless --allow-unknown).
+        "transfer_status": {
+            "status": TRANSFERS_CANNOT_TELL if unknowns else TRANSFERS_COMPLETE,
+            "unknown": unknowns,
+        },
         "sources": [s for p in parts for s in p["sources"]],
         # A trace built without capture metadata (capture={}) names its hosts by its transfers.
         "hosts": capture_hosts or sorted(set(groups["host"].dropna())),
@@ -810,8 +937,15 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
             "exposed_wall": "worst device's in-flight-without-compute time inside the step",
         },
         "notes": notes,
+        # See DROPPED_NOTE; `count` is the sum of `by_reason`.
+        "dropped_events": {"count": n_dropped, "by_reason": dropped},
+        "unreadable_hosts": [],  # see note_unreadable
     }
     result["verdict"] = verdict(result)
+    if n_dropped and n and not compute_events:
+        # Every transfer counts as exposed because no compute survived: say why that may be.
+        result["verdict"] += (f"; {n_dropped} invalid event(s) dropped "
+                              f"({_dropped_text(dropped)}): device compute may be among them")
     from overlap.analysis.hosts import straggler_view
 
     result["stragglers"] = straggler_view(result)
@@ -819,9 +953,11 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
 
 
 RESULT_KEYS = (
-    "schema_version", "status", "reason", "backend", "synthetic", "sources", "hosts", "summary",
+    "schema_version", "status", "reason", "backend", "synthetic", "vendors", "transfer_status",
+    "sources", "hosts", "summary",
     "by_direction", "by_device", "by_host_direction", "by_hlo_op", "steps", "step_summary",
-    "top_exposed", "thresholds", "method", "notes", "verdict", "stragglers",
+    "top_exposed", "thresholds", "method", "notes", "verdict", "stragglers", "dropped_events",
+    "unreadable_hosts",
 )
 
 
@@ -874,6 +1010,12 @@ def verdict(result: dict[str, Any]) -> str:
         # "mostly" only when one op really dominates; otherwise just name the largest.
         tail += f", {'mostly' if share > 0.5 else 'largest'} {top['hlo_op']} ({_pct(share)})"
     text = f"{head}: {tail}"
+    ts = result.get("transfer_status") or {}
+    if ts.get("status") == TRANSFERS_CANNOT_TELL:
+        k = sum(u.get("events") or 0 for u in ts.get("unknown", ()))
+        text += f"; CANNOT TELL for {k} device event(s) outside the rules"
+    if s.get("unknown_bytes"):
+        text += f"; {s['unknown_bytes']} transfer(s) of unknown size"
     if s["pageable_bytes"]:
         text += f"; {_pct(s['pageable_share'])} of bytes via pageable host memory"
     return text
