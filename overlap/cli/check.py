@@ -52,6 +52,9 @@ def register(sub) -> None:
                    help="maximum exposed transfer wall time as a fraction of the worst step")
     g.add_argument("--allow-no-transfers", action="store_true",
                    help="pass captures without device<->host transfers (default: fail)")
+    g.add_argument("--allow-unknown", action="store_true",
+                   help="pass captures holding device events overlap cannot read (default: "
+                        "fail: 'cannot tell' is not 'no transfers'; see overlap inspect)")
     g.add_argument("--max-host-skew", type=non_negative_float, metavar="X",
                    help="multi-host captures: the worst host may expose at most X times the "
                         "median host's transfer time per step")
@@ -165,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
         min_overlap_h2d=args.min_overlap_h2d, max_exposed_ms=args.max_exposed_ms,
         max_exposed_frac=args.max_exposed_frac, baseline=baseline, baseline_path=args.baseline,
         max_ratio_drop=args.max_ratio_drop, max_exposed_growth=args.max_exposed_growth,
-        exposed_slack_ms=args.exposed_slack_ms, allow_no_transfers=args.allow_no_transfers)
+        exposed_slack_ms=args.exposed_slack_ms, allow_no_transfers=args.allow_no_transfers,
+        allow_unknown=args.allow_unknown)
     config.validate()
     from overlap.cli.report import read_and_analyze
 
@@ -192,4 +196,8 @@ def run(args: argparse.Namespace) -> int:
             # The gate's answer matters more than the summary; say so and keep the exit code.
             print(f"overlap check: warning: cannot append to $GITHUB_STEP_SUMMARY "
                   f"({summary}): {e.strerror or e}", file=sys.stderr)
+    from overlap.cli.report import fail_on_unreadable
+
+    sys.stdout.flush()
+    fail_on_unreadable(trace)  # exit 3 over pass/fail: part of the capture was not checked
     return EXIT_OK if outcome["passed"] else EXIT_CHECK_FAILED

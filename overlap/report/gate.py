@@ -28,6 +28,12 @@ Checks (each is one JUnit testcase and one line of output):
   capture without transfers passes `no_transfers` (that is what was asked for) and the default
   `min_overlap` is not applied.
 
+* `transfers_readable` (always on when it applies): the capture holds device events outside
+  the reader's rules (`result["transfer_status"]`, see `overlap.trace.vendors`), so what it
+  says about transfers may be incomplete: fails unless `allow_unknown=True`. Transfers of
+  unknown size (ROCm calls that record `size:0`) fail `max_transfer_bytes` the same way (with
+  `allow_unknown`, the known bytes are checked and the message says how many were left out).
+
 A step check asked for on a capture without step annotations fails (fail closed): a gate that
 cannot be evaluated must not pass silently.
 
@@ -40,7 +46,7 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from overlap.analysis import overlap as analysis
 from overlap.errors import InputError, UsageError
@@ -75,6 +81,7 @@ class CheckConfig:
     max_transfers: int | None = None
     max_transfer_bytes: int | None = None
     transfer_direction: str = "both"
+    allow_unknown: bool = False
 
     def validate(self) -> None:
         """Raise UsageError for values no gate can mean (negative times, ratios out of [0, 1])."""
@@ -153,22 +160,34 @@ def _transfer_gates(result: dict[str, Any], config: CheckConfig, trace) -> list[
                                                           for d in dirs),
                   sum(bd.get(d, {}).get("bytes", 0) for d in dirs), None)]
     out = []
+    unknown = sum((result.get("by_direction", {}).get(d) or {}).get("unknown_bytes", 0)
+                  for d in dirs)
     for name, idx, limit in (("max_transfers", 1, config.max_transfers),
                              ("max_transfer_bytes", 2, config.max_transfer_bytes)):
         if limit is None:
             continue
         worst = max(units, key=lambda u: u[idx])
-        value = worst[idx]
+        value = cast(int, worst[idx])
         what = "transfer(s)" if idx == 1 else "bytes"
         msg = (f"worst: {worst[0]} has {value}{where} {what} (limit {limit} per "
                f"{'step' if steps else 'capture'})")
         offenders = _offenders(trace, worst[3], dirs) if value > limit else []
         if offenders:
-            msg += ": " + ", ".join(f"{o['hlo_op']} {o['direction']} {o['bytes']} B"
-                                    for o in offenders[:5])
+            msg += ": " + ", ".join(
+                f"{o['hlo_op']} {o['direction']} "
+                + (f"{o['bytes']} B" if o.get("bytes_known", True) else "? B (size unknown)")
+                for o in offenders[:5])
             if len(offenders) > 5:
                 msg += f" (+{len(offenders) - 5} more)"
-        c = _check(name, PASS if value <= limit else FAIL, msg, value, limit)
+        status = PASS if value <= limit else FAIL
+        if idx == 2 and unknown:
+            # Bytes the capture does not record cannot be shown to be under the limit.
+            msg += (f"; {unknown} transfer(s) of unknown size "
+                    + ("not counted (--allow-unknown)" if config.allow_unknown else
+                       "cannot be checked: fails unless --allow-unknown"))
+            if not config.allow_unknown:
+                status = FAIL
+        c = _check(name, status, msg, value, limit)
         c["offenders"] = offenders
         out.append(c)
     return out
@@ -185,10 +204,29 @@ def _offenders(trace, step: dict | None, dirs) -> list[dict[str, Any]]:
              (tr["start_ps"] < step["end_ps"])
     sel = tr[m]
     ops = sel["hlo_op"].astype(object).where(sel["hlo_op"].notna(), analysis.UNKNOWN_OP)
-    return [{"hlo_op": str(op), "direction": str(d), "bytes": int(b),
+    known = analysis._bytes_known(sel).tolist()
+    return [{"hlo_op": str(op), "direction": str(d), "bytes": int(b), "bytes_known": k,
              "step": None if step is None else step["step"], "start_ps": int(t)}
-            for op, d, b, t in zip(ops.tolist(), sel["direction"].tolist(),
-                                   sel["bytes"].tolist(), sel["start_ps"].tolist())][:100]
+            for op, d, b, k, t in zip(ops.tolist(), sel["direction"].tolist(),
+                                      sel["bytes"].tolist(), known,
+                                      sel["start_ps"].tolist())][:100]
+
+
+def _readable_check(result: dict[str, Any], config: CheckConfig) -> dict[str, Any] | None:
+    """`transfers_readable`: None when every device event was read by a rule."""
+    ts = result.get("transfer_status") or {}
+    if ts.get("status") != analysis.TRANSFERS_CANNOT_TELL:
+        return None
+    unknown = ts.get("unknown") or []
+    what = "; ".join((f"{u.get('host')} {u['device']}: " if u.get("device") else
+                      f"{u.get('host')}: ") + str(u.get("reason")) for u in unknown[:3])
+    if len(unknown) > 3:
+        what += f" (+{len(unknown) - 3} more)"
+    if config.allow_unknown:
+        return _check("transfers_readable", PASS, f"cannot tell, allowed (--allow-unknown): "
+                      f"{what}", len(unknown), 0)
+    return _check("transfers_readable", FAIL, "cannot tell: device events outside the rules "
+                  f"overlap reads ({what}); --allow-unknown to accept", len(unknown), 0)
 
 
 def run_checks(result: dict[str, Any], config: CheckConfig | None = None,
@@ -204,8 +242,15 @@ def run_checks(result: dict[str, Any], config: CheckConfig | None = None,
     ok = result["status"] == analysis.STATUS_OK
     no_transfers_wanted = config.max_transfers is not None or \
         config.max_transfer_bytes is not None
+    cannot_tell = result["status"] == analysis.STATUS_CANNOT_TELL
 
-    if ok:
+    unread = _readable_check(result, config)
+    if unread is not None:
+        checks.append(unread)
+    if cannot_tell and not config.allow_unknown:
+        checks.append(_check("no_transfers", SKIP, "cannot tell whether there are transfers "
+                             "(see transfers_readable)"))
+    elif ok:
         checks.append(_check("no_transfers", PASS,
                              f"{result['summary']['transfers']} transfer(s) found"))
     elif no_transfers_wanted:
@@ -314,6 +359,10 @@ def run_checks(result: dict[str, Any], config: CheckConfig | None = None,
                         "max_exposed_growth", FAIL,
                         f"cannot compare: exposed time is per {basis_cur} here but per "
                         f"{basis_old} in {bname} (step annotations added or removed)"))
+                elif cur is None or old is None:
+                    checks.append(_check(
+                        "max_exposed_growth", SKIP, "skipped: no mean exposed time in "
+                        f"{'this capture' if cur is None else bname}"))
                 else:
                     slack = config.exposed_slack_ms * PS_PER_MS
                     limit = old * (1 + config.max_exposed_growth) + slack

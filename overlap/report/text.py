@@ -12,7 +12,7 @@ import json
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from overlap.analysis.overlap import DIRECTIONS, format_ps
+from overlap.analysis.overlap import DIRECTIONS, format_ps, vendor_names
 
 SYNTHETIC_BANNER = "SYNTHETIC trace (written by overlap.trace.synthetic, not a real capture)"
 
@@ -28,6 +28,29 @@ def _bytes(n: int | None) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def _bytes_cell(r: dict) -> str:
+    """A group's bytes; `+N?` when N of its transfers have no recorded size."""
+    k = r.get("unknown_bytes") or 0
+    return _bytes(r["bytes"]) + (f" +{k}?" if k else "")
+
+
+def vendor_line(result: dict[str, Any]) -> str | None:
+    """`vendor: AMD` (every vendor of the result's devices), and whether the reader's rules
+    covered every device event (`transfer_status`)."""
+    names = vendor_names(result.get("vendors") or {})
+    ts = result.get("transfer_status") or {}
+    if not names and ts.get("status") != "cannot_tell":
+        return None
+    line = f"vendor: {', '.join(names) or 'unknown'}"
+    if ts.get("status") == "cannot_tell":
+        unknown = ts.get("unknown") or []
+        line += (f"; CANNOT TELL: {len(unknown)} device shape(s) outside the rules: "
+                 + "; ".join((f"{u.get('device')}: " if u.get("device") else "")
+                             + str(u.get("reason")) for u in unknown[:3])
+                 + (f" (+{len(unknown) - 3} more)" if len(unknown) > 3 else ""))
+    return line
 
 
 def _bw(bps: float | None) -> str:
@@ -46,7 +69,7 @@ def _table(headers: list[str], rows: list[list[str]], align: str) -> list[str]:
 
 
 def _group_rows(rows: list[dict], label) -> list[list[str]]:
-    return [[label(r), str(r["count"]), _bytes(r["bytes"]), format_ps(r["span_ps"]),
+    return [[label(r), str(r["count"]), _bytes_cell(r), format_ps(r["span_ps"]),
              format_ps(r["exposed_ps"]), _ratio(r["overlap_ratio"]),
              f"{r['hidden']}/{r['partial']}/{r['exposed']}", _bw(r["bandwidth_Bps"])]
             for r in rows]
@@ -71,12 +94,15 @@ def text(result: dict[str, Any], outcome: dict[str, Any] | None = None) -> str:
     if outcome:
         for c in outcome["checks"]:
             out.append(f"  {c['status'].upper():<4}  {c['name']}: {c['message']}")
+    vl = vendor_line(result)
+    if vl:
+        out.append(vl)
     if result["status"] != "OK":
         return "\n".join(out)
     s = result["summary"]
     th = result["thresholds"]
     out.append("")
-    out.append(f"{s['transfers']} transfers, {_bytes(s['bytes'])}, {format_ps(s['span_ps'])} in "
+    out.append(f"{s['transfers']} transfers, {_bytes_cell(s)}, {format_ps(s['span_ps'])} in "
                f"flight, {format_ps(s['exposed_ps'])} exposed ({_ratio(s['overlap_ratio'])} "
                f"hidden); classes H/P/E = {s['hidden']}/{s['partial']}/{s['exposed']} "
                f"(hidden >= {th['hidden']:g}, exposed <= {th['exposed']:g})")
@@ -94,12 +120,12 @@ def text(result: dict[str, Any], outcome: dict[str, Any] | None = None) -> str:
     if result["steps"]:
         out.append("")
         multi = len({r["host"] for r in result["steps"]}) > 1
-        rows = [[(f"{r['host']}/" if multi else "") + str(r["step"]),
-                 format_ps(r["duration_ps"]), str(r["transfers"]),
-                 format_ps(r["exposed_wall_ps"]), _ratio(r["exposed_frac"]),
-                 _ratio(r["overlap_ratio"])] for r in result["steps"]]
+        step_rows = [[(f"{r['host']}/" if multi else "") + str(r["step"]),
+                      format_ps(r["duration_ps"]), str(r["transfers"]),
+                      format_ps(r["exposed_wall_ps"]), _ratio(r["exposed_frac"]),
+                      _ratio(r["overlap_ratio"])] for r in result["steps"]]
         out += _table(["step", "duration", "transfers", "exposed wall", "of step", "hidden"],
-                      rows, "<>>>>>")
+                      step_rows, "<>>>>>")
     sv = result.get("stragglers")
     if sv:
         out.append("")
@@ -212,13 +238,16 @@ def markdown(result: dict[str, Any], outcome: dict[str, Any] | None = None) -> s
                 for c in outcome["checks"]]
     else:
         out.append(f"**{_md_escape(result['verdict'])}**")
+    vl = vendor_line(result)
+    if vl:
+        out += ["", _md_escape(vl)]
     if result["status"] == "OK":
         out += ["", "| direction | transfers | bytes | in flight | exposed | hidden |",
                 "|---|---:|---:|---:|---:|---:|"]
         for d in DIRECTIONS:
             b = result["by_direction"][d]
             if b["count"]:
-                out.append(f"| {d} | {b['count']} | {_bytes(b['bytes'])} | "
+                out.append(f"| {d} | {b['count']} | {_bytes_cell(b)} | "
                            f"{format_ps(b['span_ps'])} | {format_ps(b['exposed_ps'])} | "
                            f"{_ratio(b['overlap_ratio'])} |")
         ss = result["step_summary"]
