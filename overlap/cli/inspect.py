@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 
 def register(sub) -> None:
@@ -30,13 +31,16 @@ def inspect_trace(trace) -> dict:
             "lines": [{"id": int(i), "name": n, "events": int(c)}
                       for i, n, c in zip(grp["line_id"], grp["line"], grp["events"])],
         })
-    devices = {}
+    devices: dict[Any, dict[str, Any]] = {}
     tr = trace.transfers
     for (host, dev), grp in tr.groupby(["host", "device"], sort=True):
         d = devices.setdefault((host, dev), {"host": host, "device": dev})
         for direction in ("D2H", "H2D"):
             g = grp[grp["direction"] == direction]
-            d[direction] = {"count": int(len(g)), "bytes": int(g["bytes"].sum())}
+            known = g["bytes_known"].to_numpy(bool) if "bytes_known" in g.columns else None
+            d[direction] = {"count": int(len(g)), "bytes": int(g["bytes"].sum()),
+                            # transfers whose size the capture does not record
+                            "unknown_bytes": int((~known).sum()) if known is not None else 0}
     co = trace.compute
     counts = co.groupby(["host", "device"], sort=True).size()
     for (host, dev), n in counts.items():
@@ -44,11 +48,14 @@ def inspect_trace(trace) -> dict:
         d["compute_ops"] = int(n)
     for d in devices.values():
         for direction in ("D2H", "H2D"):
-            d.setdefault(direction, {"count": 0, "bytes": 0})
+            d.setdefault(direction, {"count": 0, "bytes": 0, "unknown_bytes": 0})
         d.setdefault("compute_ops", 0)
     hw = {(h, dv): row for h, dv, row in zip(trace.devices["host"], trace.devices["device"],
                                              trace.devices.to_dict("records"))}
+    vendors = {(h, dev): v for h, c in trace.capture.items()
+               for dev, v in (c.get("vendors") or {}).items()}
     for key, d in devices.items():
+        d["vendor"] = vendors.get(key)
         row = hw.get(key)
         if row:
             d["name"] = row.get("name")
@@ -58,6 +65,10 @@ def inspect_trace(trace) -> dict:
         "sources": [str(s) for s in trace.sources],
         "synthetic": trace.synthetic,
         "backend": trace.backend,
+        "vendors": sorted({v for v in vendors.values() if v},
+                          key=lambda v: ("inferred" in v, v)),
+        # "complete", or "cannot_tell" with the device shapes the rules do not read
+        "transfer_status": _transfer_status(trace),
         "hosts": [{"host": h, **{k: v for k, v in c.items() if k in (
             "profile_start_time_ns", "profile_stop_time_ns", "jax_version", "jaxlib_version",
             "errors", "warnings")}} for h, c in sorted(trace.capture.items())],
@@ -66,7 +77,24 @@ def inspect_trace(trace) -> dict:
         "steps": int(len(trace.steps)),
         "memory_events": int(len(trace.memory)),
         "modules": int(len(trace.modules)),
+        "unreadable_hosts": list(getattr(trace, "unreadable", None) or []),
+        "events_dropped_invalid": {h: {"count": int(c.get("events_dropped_invalid") or 0),
+                                       "by_reason": dict(c.get("events_dropped_reasons") or {})}
+                                   for h, c in sorted(trace.capture.items())
+                                   if c.get("events_dropped_invalid")},
     }
+
+
+def _transfer_status(trace) -> dict[str, Any]:
+    unknown = [{"host": h, **u} for h, c in sorted(trace.capture.items())
+               for u in c.get("transfer_unknowns") or ()]
+    return {"status": "cannot_tell" if unknown else "complete", "unknown": unknown}
+
+
+def _cell(b: dict) -> str:
+    """Bytes of one direction; `+N?` when N transfers have no recorded size."""
+    k = b.get("unknown_bytes") or 0
+    return _fmt_bytes(b["bytes"]) + (f" +{k}?" if k else "")
 
 
 def _fmt_bytes(n: int) -> str:
@@ -80,7 +108,9 @@ def render_text(info: dict) -> str:
     out = []
     if info["synthetic"]:
         out.append("SYNTHETIC trace (written by overlap.trace.synthetic, not a real capture)")
-    out.append(f"backend: {info['backend']}   steps: {info['steps']}   "
+    out.append(f"backend: {info['backend']}   "
+               + (f"vendor: {', '.join(info['vendors'])}   " if info.get("vendors") else "")
+               + f"steps: {info['steps']}   "
                f"memory events: {info['memory_events']}   HLO modules: {info['modules']}")
     for h in info["hosts"]:
         ver = h.get("jax_version")
@@ -96,9 +126,19 @@ def render_text(info: dict) -> str:
                    f"{'compute ops':>13}")
         for d in info["devices"]:
             out.append(f"{d['host'] + ' ' + d['device']:<14}{d['D2H']['count']:>8}"
-                       f"{_fmt_bytes(d['D2H']['bytes']):>13}{d['H2D']['count']:>8}"
-                       f"{_fmt_bytes(d['H2D']['bytes']):>13}{d['compute_ops']:>13}")
-    if not any(d["D2H"]["count"] or d["H2D"]["count"] for d in info["devices"]):
+                       f"{_cell(d['D2H']):>13}{d['H2D']['count']:>8}"
+                       f"{_cell(d['H2D']):>13}{d['compute_ops']:>13}")
+    unknown = sum(d[k].get("unknown_bytes", 0) for d in info["devices"] for k in ("D2H", "H2D"))
+    if unknown:
+        out.append(f"{unknown} transfer(s) of unknown size: the capture records no byte count "
+                   "for them (their bytes are not in the columns above)")
+    ts = info.get("transfer_status") or {}
+    if ts.get("status") == "cannot_tell":
+        out.append("CANNOT TELL whether every transfer was found: device events outside the "
+                   "rules overlap reads:")
+        out += [f"  {u['host']} {u.get('device') or ''}: {u['reason']}".replace("  :", ":")
+                for u in ts["unknown"]]
+    elif not any(d["D2H"]["count"] or d["H2D"]["count"] for d in info["devices"]):
         if info["backend"] == "cpu":
             out.append("no host transfers: XLA:CPU compiles host offload away, so CPU captures "
                        "never have them (overlap plan shows what the GPU/TPU compilers do)")
@@ -110,10 +150,15 @@ def render_text(info: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     from overlap.trace.reader import read_trace
 
-    info = inspect_trace(read_trace(args.path, session=args.session))
+    from overlap.cli.report import fail_on_unreadable
+
+    trace = read_trace(args.path, session=args.session)
+    info = inspect_trace(trace)
     if args.json:
         json.dump(info, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         print(render_text(info))
+    sys.stdout.flush()
+    fail_on_unreadable(trace)
     return 0
