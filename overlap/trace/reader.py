@@ -68,6 +68,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import math
 import os
 import re
 from collections import defaultdict, deque
@@ -175,7 +176,7 @@ def _frame(rows: dict[str, list] | None, schema: dict[str, str]) -> pd.DataFrame
     data = {}
     n = max((len(v) for v in rows.values()), default=0)
     for col, dtype in schema.items():
-        values = rows.get(col, [])
+        values: Any = rows.get(col, [])
         if col in COLUMN_DEFAULTS:
             values = _with_default(values, n, COLUMN_DEFAULTS[col])
         # copy=False: the column arrays are ours alone (built for this frame)
@@ -322,7 +323,9 @@ def async_boundaries_by_bytes(b: np.ndarray, ln: np.ndarray) -> np.ndarray:
 
 def _split_top_level(s: str) -> list[str]:
     """Split `a, b{c,d}, e[1,2]` on commas outside brackets/braces/parens."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
     for ch in s:
         if ch in "([{":
             depth += 1
@@ -357,7 +360,7 @@ def shape_bytes(shape: str) -> int | None:
     n = 1
     for d in dims:  # Python ints: a huge shape must not wrap to a small byte count
         n *= d
-    nbytes = n * _DTYPE_BYTES[m.group(1)]
+    nbytes = math.ceil(n * _DTYPE_BYTES[m.group(1)])  # 4-bit types: whole bytes
     return nbytes if nbytes < (1 << 53) else None
 
 
@@ -992,7 +995,7 @@ def _gpu_meta_kinds(P) -> tuple[dict[int, str], list[int]]:
         t = Q.table() if len(Q.meta) >= _TABLE_MIN else None
         if t is not None:
             keys = t.keys
-            rows = zip(keys.tolist(), Q.names(keys),
+            rows: Any = zip(keys.tolist(), Q.names(keys),
                        t.has_stat(keys, Q.stat_ids.get("kernel_details", ())).tolist())
         else:
             rows = ((k, md.name, len(md.stats) and "kernel_details" in Q.meta_stats(k))
@@ -1185,15 +1188,25 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
                       async_line)
         return
 
-    # No Async XLA Ops line: pair each copy-start with the next copy-done of the same key.
-    open_starts: dict[str, deque] = defaultdict(deque)
-    pairs = []  # (copy-start's start, copy-done's end, copy-start's metadata id)
-    for start, end, mid, ins in sorted(starts_done):
+    # No Async XLA Ops line: pair each copy-start with the next copy-done of the same key, in
+    # order of begin time. Tie-break (explicit, not left to the rest of the tuple): at one
+    # picosecond a start comes before a done, so a done can close the start issued at that
+    # instant. Real XLA:TPU v6e (sample_traces/tpu-v6e-offload, TPU:1-3) has a zero-length
+    # copy-start.5 that begins at the same picosecond as its 172 ms copy-done.5; taking the
+    # done first (xprof sorts on begin time only) leaves it without a start and shifts every
+    # later pair of that op (598 of 600 pairs).
+    boundary_ops = []  # (begin, 0 start / 1 done, end, metadata id, key)
+    for start, end, mid, ins in starts_done:
         m = _START_DONE_RE.match(ins)
         if not m or not (m["base"].endswith("copy") or m["base"] in _HOST_SLICE_OPS):
             continue
-        key = m["base"] + (m["n"] or "")
-        if m["role"] == "start":
+        boundary_ops.append((start, 0 if m["role"] == "start" else 1, end, mid,
+                             m["base"] + (m["n"] or "")))
+    boundary_ops.sort(key=lambda b: (b[0], b[1], b[2], b[3]))
+    open_starts: dict[str, deque] = defaultdict(deque)
+    pairs = []  # (copy-start's start, copy-done's end, copy-start's metadata id)
+    for start, role, end, mid, key in boundary_ops:
+        if role == 0:
             open_starts[key].append((start, mid))
         elif open_starts[key]:
             s0, smid = open_starts[key].popleft()

@@ -35,8 +35,8 @@ def profiler_logdir(tmp_path_factory):
 def test_find_runs_sees_logdirs_and_nested_runs(profiler_logdir):
     assert [p.name for p in find_runs(profiler_logdir)] == ["my_experiment"]
     names = sorted(p.name for p in find_runs(SAMPLE_TRACES))
-    assert names == ["everything_saveable", "full", "nothing_saveable", "offload_x",
-                     "qkv_proj_offloaded"]
+    assert names == ["everything_saveable", "full", "gpu-v100-tf-multiworker", "nothing_saveable",
+                     "offload_x", "qkv_proj_offloaded", "tpu-v6e-offload"]
 
 
 def test_compare_and_report_open_a_plain_logdir(profiler_logdir):
