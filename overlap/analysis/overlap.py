@@ -466,8 +466,8 @@ def _group_sums(t: pd.DataFrame, by: list[str], cols: dict[str, np.ndarray],
     first = order[starts]  # each group's first row
     g = np.arange(len(starts)) if sort else np.argsort(first, kind="stable")
     out = {k: t[k].to_numpy()[first[g]] for k in by}
-    for c, v in cols.items():
-        out[c] = np.add.reduceat(v[order], starts)[g]
+    for col, v in cols.items():
+        out[col] = np.add.reduceat(v[order], starts)[g]
     return pd.DataFrame(out)
 
 

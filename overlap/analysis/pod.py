@@ -131,7 +131,7 @@ def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, job
     """
     import pandas as pd
 
-    from overlap.trace.distributed import map_hosts_dask, map_hosts_local
+    from overlap.trace.distributed import map_hosts, split_readable
     from overlap.trace.reader import _find_files, _sort_by_device_start, combine_parts
 
     analysis._check_thresholds(hidden_threshold, exposed_threshold)
@@ -139,16 +139,14 @@ def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, job
     single = len(files) == 1
     fn = functools.partial(analyze_host_file, hidden_threshold=hidden_threshold,
                            exposed_threshold=exposed_threshold, top=top, keep_all=single)
-    if scheduler:
-        outs = map_hosts_dask(files, scheduler, fn)
-    elif jobs > 1 and len(files) > 1:
-        outs = map_hosts_local(files, jobs, fn)
-    else:
-        outs = []
-        for f in files:  # serial: one host's events at a time, the parts accumulate
-            outs.append(fn(str(f)))
-    trace = combine_parts([o["tables"] for o in outs], files)
+    # Serial (jobs 1), worker processes or Dask: one host's events at a time per worker, the
+    # parts accumulate; a damaged host file comes back as its InputError, the others are used.
+    outs, readable, unreadable = split_readable(
+        map_hosts(files, fn, jobs=jobs, scheduler=scheduler), files)
+    trace = combine_parts([o["tables"] for o in outs], readable)
+    trace.unreadable = unreadable
     result = analysis.reduce_parts([o["part"] for o in outs], top=top)
+    analysis.note_unreadable(result, unreadable, len(files))
     if not single:
         trace.compute_scope = COMPUTE_SCOPE.format(hosts=len(files))
         # in the order one read of all files gives, as combine_parts sorts the transfers

@@ -5,6 +5,11 @@ stopped happening; `--allow-no-transfers` to accept that) and the duration-weigh
 ratio is at least `--min-overlap` (0.9). Per-direction, per-step and baseline checks are opt-in;
 see `overlap.report.gate` for their exact definitions. `--json FILE|-` and `--junit FILE` write
 machine-readable results; when `$GITHUB_STEP_SUMMARY` is set a Markdown summary is appended.
+
+PATH may be a plan run (`overlap plan`, `overlap advise`: compiled, not run). It gets the same
+two defaults on its PREDICTED numbers (an offloading policy with no planned copies fails; the
+predicted hidden fraction must reach `--min-overlap`), plus the plan checks (`fits`, ...): see
+`overlap.report.plan_gate`.
 """
 
 from __future__ import annotations
@@ -118,10 +123,15 @@ def run_plan(args: argparse.Namespace, manifest: dict) -> int:
     from overlap.report import plan_gate
     from overlap.report.text import junit
 
+    # The measured gate's defaults, on the plan's predicted numbers: copies must exist for an
+    # offloading policy, and the predicted hidden fraction must reach --min-overlap (0.9).
     outcome = plan_gate.run_plan_checks(
         manifest, min_offload_bytes=None if args.min_offload_bytes is None
         else int(args.min_offload_bytes), max_device_gib=args.max_device_gib,
-        max_predicted_exposed_ms=args.max_predicted_exposed_ms)
+        max_predicted_exposed_ms=args.max_predicted_exposed_ms,
+        min_overlap=plan_gate.DEFAULT_MIN_OVERLAP if args.min_overlap is None
+        else args.min_overlap, min_overlap_d2h=args.min_overlap_d2h,
+        min_overlap_h2d=args.min_overlap_h2d, allow_no_transfers=args.allow_no_transfers)
     human = plan_gate.text(outcome)
     doc = json.dumps({"check": outcome, "plan": manifest}, indent=2, default=str) + "\n"
     if args.json == "-":
@@ -134,7 +144,23 @@ def run_plan(args: argparse.Namespace, manifest: dict) -> int:
     if args.junit:
         _write(args.junit, junit({"synthetic": False, "sources": [args.path]}, outcome),
                "JUnit XML")
+    _append_step_summary(plan_gate.markdown(outcome))
     return EXIT_OK if outcome["passed"] else EXIT_CHECK_FAILED
+
+
+def _append_step_summary(text: str) -> None:
+    """Append Markdown to `$GITHUB_STEP_SUMMARY` when it is set (GitHub Actions)."""
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not summary:
+        return
+    try:
+        with open(summary, "a", encoding="utf-8") as f:
+            # Leading blank line: earlier steps may not have ended their Markdown block.
+            f.write("\n" + text)
+    except OSError as e:
+        # The gate's answer matters more than the summary; say so and keep the exit code.
+        print(f"overlap check: warning: cannot append to $GITHUB_STEP_SUMMARY "
+              f"({summary}): {e.strerror or e}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -186,16 +212,7 @@ def run(args: argparse.Namespace) -> int:
             _write(args.json, lambda f: render.write_json(f, result, outcome), "JSON report")
     if args.junit:
         _write(args.junit, render.junit(result, outcome), "JUnit XML")
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        try:
-            with open(summary, "a", encoding="utf-8") as f:
-                # Leading blank line: earlier steps may not have ended their Markdown block.
-                f.write("\n" + render.markdown(result, outcome))
-        except OSError as e:
-            # The gate's answer matters more than the summary; say so and keep the exit code.
-            print(f"overlap check: warning: cannot append to $GITHUB_STEP_SUMMARY "
-                  f"({summary}): {e.strerror or e}", file=sys.stderr)
+    _append_step_summary(render.markdown(result, outcome))
     from overlap.cli.report import fail_on_unreadable
 
     sys.stdout.flush()

@@ -43,7 +43,8 @@ def add_analysis_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=non_negative_int, default=None, metavar="N",
                    help="read host files in N worker processes (default: the machine's cores; "
                         "1 reads serially)")
-    p.add_argument("--scheduler", default=os.environ.get("OVERLAP_DASK_SCHEDULER"),
+    # An empty OVERLAP_DASK_SCHEDULER is unset; an empty --scheduler is a usage error.
+    p.add_argument("--scheduler", default=os.environ.get("OVERLAP_DASK_SCHEDULER") or None,
                    metavar="ADDRESS", help="read host files on a Dask distributed cluster "
                    "(also OVERLAP_DASK_SCHEDULER; needs overlap-jax[dask])")
     p.add_argument("--top", type=non_negative_int, default=analysis.DEFAULT_TOP, metavar="N",
@@ -71,13 +72,28 @@ def read_and_analyze(args: argparse.Namespace):
                          f"--hidden-threshold ({args.hidden_threshold})")
     # local imports: keep `overlap --help` fast
     from overlap.analysis.pod import read_and_analyze as pod_read_and_analyze
-    from overlap.trace.distributed import default_jobs
+    from overlap.trace.distributed import check_scheduler_address, default_jobs
+
+    if getattr(args, "scheduler", None) is not None:
+        check_scheduler_address(args.scheduler)  # before any file is read
 
     jobs = getattr(args, "jobs", None)
     return pod_read_and_analyze(
         args.path, session=args.session, jobs=default_jobs() if jobs is None else max(jobs, 1),
         scheduler=getattr(args, "scheduler", None), hidden_threshold=args.hidden_threshold,
         exposed_threshold=args.exposed_threshold, top=args.top)
+
+
+def fail_on_unreadable(trace) -> None:
+    """After the readable hosts' results are out: exit 3 naming the damaged host file(s), so CI
+    notices a capture that was read only in part (`Trace.unreadable`)."""
+    bad = getattr(trace, "unreadable", None) or []
+    if bad:
+        from overlap.errors import InputError
+
+        more = f" (and {len(bad) - 1} more host file(s))" if len(bad) > 1 else ""
+        raise InputError(bad[0]["path"], f"{bad[0]['problem']}{more}; the output above covers "
+                                         f"the {len(trace.sources)} readable host file(s)")
 
 
 def register(sub) -> None:
@@ -157,6 +173,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"did offload happen? {offload['answer']}")
             for line in offload["lines"]:
                 print(f"  {line}")
+    sys.stdout.flush()  # the results first, then the one error line of a partly read capture
+    fail_on_unreadable(trace)
     # A report describes; only `overlap check` gates. Missing transfers are not an error here.
     return 0
 

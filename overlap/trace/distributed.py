@@ -9,19 +9,122 @@ host files on.
 
 Dask (`pip install 'overlap-jax[dask]'`): `scheduler` is a distributed scheduler address
 (`tcp://10.0.0.5:8786`); the workers must see the files at the same paths (shared storage).
+The address is checked before anything connects (`check_scheduler_address`: a usage error, exit
+2), and connecting is bounded by `CONNECT_TIMEOUT_S` whatever answers at the address.
+
+A damaged host file does not sink the other hosts: each map task returns its host's tables or
+the `InputError` that refused the file (`map_hosts` returns both, in file order), and the caller
+reports the readable hosts and names the damaged ones.
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
+import re
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from overlap.errors import UsageError, install_hint
+from overlap.errors import InputError, UsageError, install_hint
 
 DASK_EXTRA = install_hint("dask")
+# Seconds to wait for a Dask scheduler to accept the client. Dask's own `timeout` bounds the
+# TCP connect, not its handshake: a plain HTTP server at the address accepts the connection and
+# then never answers, which would hang the command for minutes.
+CONNECT_TIMEOUT_S = 10.0
+SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_HOST_RE = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def check_scheduler_address(address: str) -> str:
+    """`address` as Dask takes it (`[scheme://]host:port`), or a UsageError saying what is
+    wrong with it. Accepts the schemes in SCHEDULER_SCHEMES, a host name or IPv4 address, or an
+    IPv6 address in brackets, and a port in 1-65535."""
+    text = address.strip() if isinstance(address, str) else ""
+    where = f"--scheduler {address!r}"
+    if not text:
+        raise UsageError(f"{where}: empty address; give host:port, e.g. tcp://10.0.0.5:8786")
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    if scheme not in SCHEDULER_SCHEMES:
+        raise UsageError(f"{where}: a Dask scheduler address starts with "
+                         f"{', '.join(s + '://' for s in SCHEDULER_SCHEMES)} (not {scheme}://)")
+    if rest.startswith("["):
+        host, close, port = rest[1:].partition("]")
+        port = port[1:] if port.startswith(":") else None if port else ""
+        ok_host = bool(close) and bool(host) and all(c in "0123456789abcdefABCDEF:." for c in host)
+    else:
+        host, colon, port = rest.rpartition(":")
+        ok_host = bool(colon) and _HOST_RE.fullmatch(host) is not None
+    if not ok_host:
+        raise UsageError(f"{where}: expected host:port (IPv6 in brackets: [::1]:8786)")
+    if port is None or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"{where}: the port must be a number in 1-65535")
+    return f"{scheme}://{rest}"
+
+
+def _guarded(fn: Callable[[str], Any], f: str) -> Any:
+    """`fn(f)`, or the InputError that refused `f` (returned, not raised: the other hosts'
+    results survive, and the caller names this file)."""
+    try:
+        return fn(f)
+    except InputError as e:
+        return e
+
+
+def map_hosts(files: list[Path], fn: Callable[[str], Any], *, jobs: int = 1,
+              scheduler: str | None = None) -> list[Any]:
+    """`fn` over `files` (on Dask with `scheduler`, else in `jobs` processes, else here), in
+    file order; a file `fn` refuses gives its `InputError` in its place."""
+    guarded = functools.partial(_guarded, fn)
+    if scheduler:
+        return map_hosts_dask(files, scheduler, guarded)
+    if jobs > 1 and len(files) > 1:
+        return map_hosts_local(files, jobs, guarded)
+    return [guarded(str(f)) for f in files]
+
+
+def split_readable(outs: list[Any], files: list[Path]
+                   ) -> tuple[list[Any], list[Path], list[dict[str, str]]]:
+    """`map_hosts` outcomes -> (results, their files, unreadable). `unreadable` holds one
+    `{"path", "problem"}` per refused file. When no file could be read, the first file's
+    error is raised: there is nothing to report."""
+    good = [(o, f) for o, f in zip(outs, files) if not isinstance(o, InputError)]
+    bad = [{"path": str(o.path or f), "problem": o.problem}
+           for o, f in zip(outs, files) if isinstance(o, InputError)]
+    if not good:
+        raise next(o for o in outs if isinstance(o, InputError))
+    return [o for o, _ in good], [f for _, f in good], bad
+
+
+def _connect(Client: Any, address: str) -> Any:
+    """A Dask client for `address`, or a UsageError when nothing answers in time."""
+    box: dict[str, Any] = {}
+
+    def connect() -> None:
+        try:
+            box["client"] = Client(address, timeout=f"{int(CONNECT_TIMEOUT_S)}s")
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = e
+
+    # A daemon thread: when the handshake never ends, the command still exits.
+    t = threading.Thread(target=connect, name="overlap-dask-connect", daemon=True)
+    t.start()
+    t.join(CONNECT_TIMEOUT_S + 5)
+    if "client" in box:
+        return box["client"]
+    e = box.get("error")
+    if e is None:
+        raise UsageError(f"no Dask scheduler answered at {address} within "
+                         f"{CONNECT_TIMEOUT_S + 5:.0f} s (is that a Dask scheduler's port?)")
+    if isinstance(e, (OSError, TimeoutError, ValueError)):
+        raise UsageError(f"cannot reach the Dask scheduler at {address}: "
+                         f"{' '.join(str(e).split())[:200]}") from None
+    raise e
 
 
 def default_jobs() -> int:
@@ -47,6 +150,7 @@ def map_hosts_dask(files: list[Path], scheduler: str, fn: Callable[[str], Any] |
                    ) -> list[Any]:
     """`fn` (default `read_host_file`) over `files` on a Dask distributed cluster, in file
     order; whatever combines the results runs here, on the client."""
+    address = check_scheduler_address(scheduler)
     try:
         from dask.distributed import Client
     except ImportError:
@@ -54,10 +158,7 @@ def map_hosts_dask(files: list[Path], scheduler: str, fn: Callable[[str], Any] |
     if fn is None:
         from overlap.trace.reader import read_host_file as fn
 
-    try:
-        client = Client(scheduler, timeout="10s")
-    except (OSError, TimeoutError) as e:
-        raise UsageError(f"cannot reach the Dask scheduler at {scheduler}: {e}") from None
+    client = _connect(Client, address)
     try:
         futures = client.map(fn, [str(f) for f in files], pure=False)
         return client.gather(futures)

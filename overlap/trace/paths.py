@@ -8,14 +8,84 @@ returned, sorted by name.
 
 from __future__ import annotations
 
+import json
 import os
+import stat
 from pathlib import Path
+from typing import IO, Any
 
 from overlap.errors import InputError
 
 XPLANE_SUFFIX = ".xplane.pb"
 # A capture still being written (or interrupted) lives in `<run>.partial-<random>`; see rundir.
 PARTIAL_MARK = ".partial-"
+
+
+# The largest side file overlap reads whole: run.json, a baseline report, program_memory.json,
+# HLO text. A real one is kilobytes to a few hundred MB (HLO text of a large model); anything
+# bigger is not one, and reading it would only exhaust memory.
+MAX_SIDE_FILE_BYTES = 1 << 30
+
+
+def open_regular(path: str | os.PathLike, what: str = "file") -> IO[bytes]:
+    """Open `path` for reading in binary mode, only if it is a regular file.
+
+    Every file overlap opens (a capture, run.json, a baseline, program_memory.json, HLO files)
+    goes through here. The open never blocks (O_NONBLOCK: a FIFO without a writer would hang a
+    plain open) and the check is made on the opened descriptor, so a path swapped between the
+    check and the read cannot slip a device or FIFO in. Raises `InputError` naming the path.
+    """
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError(p, f"no such {what}") from None
+    except OSError as e:
+        raise InputError(p, f"cannot read {what}: {e.strerror or e}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise InputError(p, f"is a directory, expected a {what}")
+        if not stat.S_ISREG(mode):
+            raise InputError(p, f"not a regular file (a device, FIFO or socket), expected a "
+                                f"{what}")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_side_file(path: str | os.PathLike, what: str = "file",
+                   limit: int = MAX_SIDE_FILE_BYTES) -> bytes:
+    """The bytes of a file read whole beside a capture (see `open_regular`), at most `limit`."""
+    p = Path(path)
+    with open_regular(p, what) as f:
+        size = os.fstat(f.fileno()).st_size
+        try:
+            data = f.read(limit + 1) if size <= limit else b""
+        except OSError as e:
+            raise InputError(p, f"cannot read {what}: {e.strerror or e}") from None
+    if size > limit or len(data) > limit:
+        raise InputError(p, f"{max(size, len(data)) / 2**20:.0f} MiB: too large for a {what} "
+                            f"(at most {limit / 2**20:.0f} MiB)")
+    return data
+
+
+def read_side_json(path: str | os.PathLike, what: str = "JSON file",
+                   limit: int = MAX_SIDE_FILE_BYTES) -> Any:
+    """`read_side_file` parsed as JSON; every failure is one `InputError` line naming `path`."""
+    p = Path(path)
+    data = read_side_file(p, what, limit)
+    try:
+        return json.loads(data)
+    except UnicodeDecodeError:
+        raise InputError(p, f"{what} is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise InputError(p, f"{what} is not valid JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise InputError(p, f"{what} is nested too deeply to read") from None
 
 
 def _hosts(session_dir: Path) -> list[Path]:
