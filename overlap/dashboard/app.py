@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import dash
@@ -32,6 +33,7 @@ from dash import Dash, Input, Output, State, dash_table, dcc, html
 
 from overlap.dashboard import data as rundata
 from overlap.report import figures
+from overlap.report.text import vendor_line
 from overlap.report.units import format_bytes
 
 RUN_COLUMNS = [
@@ -64,14 +66,16 @@ TABLE_STYLE = dict(style_table={"overflowX": "auto"},
                    style_header={"fontWeight": "bold"})
 
 
-def _table(id_: str, columns: list[tuple[str, str]], **kw) -> dash_table.DataTable:
-    return dash_table.DataTable(id=id_, columns=[{"id": c, "name": n} for c, n in columns],
-                                data=[], export_format="csv", sort_action="native",
-                                page_size=25, **TABLE_STYLE, **kw)
+def _table(id_: str, columns: list[tuple[str, str]], **kw) -> Any:
+    # DataTable is generated at import time: dash's type information does not list it.
+    table: Any = dash_table
+    return table.DataTable(id=id_, columns=[{"id": c, "name": n} for c, n in columns],
+                           data=[], export_format="csv", sort_action="native",
+                           page_size=25, **TABLE_STYLE, **kw)
 
 
 def _graph(id_: str, filename: str) -> dcc.Graph:
-    config = {**figures.GRAPH_CONFIG,
+    config: Any = {**figures.GRAPH_CONFIG,
               "toImageButtonOptions": {**figures.GRAPH_CONFIG["toImageButtonOptions"],
                                        "filename": filename}}
     return dcc.Graph(id=id_, config=config, figure=figures.empty_figure("Loading..."))
@@ -110,7 +114,7 @@ def _host_name(header: str) -> str:
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
-def create_app(logdirs: list[str | os.PathLike], host: str = "127.0.0.1") -> Dash:
+def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") -> Dash:
     """A Dash app serving the runs under `logdirs` (see the module docstring).
 
     Bound to a loopback address (the default), it answers only requests whose `Host` header
@@ -353,6 +357,9 @@ def _status_cards(d: rundata.RunData) -> list:
                               "not measured.", style=SYNTHETIC_CARD, className="synthetic-card"))
     cards.append(html.Div([html.B("Verdict: "), r.get("verdict", "")], id="run-verdict",
                           style=CARD))
+    vl = vendor_line(r)  # which vendor's devices, and any shape the reader cannot read
+    if vl:
+        cards.append(html.Div(vl, id="run-vendor", style=CARD))
     for note in r.get("notes", []):
         cards.append(html.Div(note, style={**CARD, "color": "#555"}))
     return cards
