@@ -218,34 +218,35 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
         row["step_delta_ci"] = diff["ci"] if diff else None
         row["step_called"] = bool(diff and diff["called"])
         row["step_noise"] = None if not diff or diff["called"] else diff.get("reason")
-        same_src = base is not None and r["peak_source"] == base["peak_source"]
-        row["peak_delta"] = _frac(r["peak_bytes"], base["peak_bytes"]) if same_src else None
+        row["peak_delta"] = (_frac(r["peak_bytes"], base["peak_bytes"])
+                             if base is not None and r["peak_source"] == base["peak_source"]
+                             else None)
         row["peak_delta_vs_no_remat"] = (
             _frac(r["peak_bytes"], no_remat["peak_bytes"])
             if no_remat is not None and r["peak_source"] == no_remat["peak_source"] else None)
         row["verdict"] = None if row["is_baseline"] else _verdict(row, base, no_remat)
         out_rows.append(row)
-    breakeven = None
-    rc = step_difference(base, no_remat) if base is not None and no_remat is not None else None
-    if rc is not None and not rc["called"] and base is not no_remat:
-        breakeven = {"recompute_ns_per_step": None, "from": f"{base['label']} - "
-                     f"{no_remat['label']}", "note": "recomputing costs nothing measurable: "
-                     + str(rc.get("reason")), "offload": []}
-    elif rc is not None and base is not no_remat and base["step_ns_median"] is not None \
-            and no_remat["step_ns_median"] is not None:
-        recompute = base["step_ns_median"] - no_remat["step_ns_median"]
-        breakeven = {
-            "recompute_ns_per_step": recompute,
-            "from": f"{base['label']} - {no_remat['label']}",
-            "offload": [{"label": r["label"],
-                         "exposed_ns_per_step": None if r["exposed_ps_per_step"] is None
-                         else r["exposed_ps_per_step"] // 1000,
-                         "in_flight_ns_per_step": r["in_flight_ps_per_step"] // 1000,
-                         # No transfers means no offload happened: nothing to weigh.
-                         "pays": None if r["exposed_ps_per_step"] is None or not r["transfers"]
-                         else r["exposed_ps_per_step"] // 1000 < recompute}
-                        for r in rows if r["offloads"]],
-        }
+    breakeven: dict[str, Any] | None = None
+    if base is not None and no_remat is not None and base is not no_remat:
+        rc = step_difference(base, no_remat)
+        if not rc["called"]:
+            breakeven = {"recompute_ns_per_step": None, "from": f"{base['label']} - "
+                         f"{no_remat['label']}", "note": "recomputing costs nothing measurable: "
+                         + str(rc.get("reason")), "offload": []}
+        elif base["step_ns_median"] is not None and no_remat["step_ns_median"] is not None:
+            recompute = base["step_ns_median"] - no_remat["step_ns_median"]
+            breakeven = {
+                "recompute_ns_per_step": recompute,
+                "from": f"{base['label']} - {no_remat['label']}",
+                "offload": [{"label": r["label"],
+                             "exposed_ns_per_step": None if r["exposed_ps_per_step"] is None
+                             else r["exposed_ps_per_step"] // 1000,
+                             "in_flight_ns_per_step": r["in_flight_ps_per_step"] // 1000,
+                             # No transfers means no offload happened: nothing to weigh.
+                             "pays": None if r["exposed_ps_per_step"] is None or not r["transfers"]
+                             else r["exposed_ps_per_step"] // 1000 < recompute}
+                            for r in rows if r["offloads"]],
+            }
     # Different programs: different module names, or the same name over different input shapes.
     mods = {(r.get("program") or {}).get("module") or r.get("peak_module") for r in rows} - {None}
     inputs = {(r.get("program") or {}).get("inputs") for r in rows} - {None}

@@ -44,11 +44,12 @@ def straggler_view(result: dict[str, Any]) -> dict[str, Any] | None:
             row["steps"] = 0
             row["per_step"] = False
     for r in result.get("by_host_direction") or []:
-        row = by_host.get(r["host"])
-        if row is not None:
-            row[f"overlap_{r['direction'].lower()}"] = r["overlap_ratio"]
-            if not row["per_step"]:
-                row["exposed_per_step_ps"] = (row.get("exposed_per_step_ps") or 0) + r["exposed_ps"]
+        hrow = by_host.get(r["host"])
+        if hrow is not None:
+            hrow[f"overlap_{r['direction'].lower()}"] = r["overlap_ratio"]
+            if not hrow["per_step"]:
+                hrow["exposed_per_step_ps"] = ((hrow.get("exposed_per_step_ps") or 0)
+                                               + r["exposed_ps"])
     rows = [by_host[h] for h in hosts]
     vals = [r["exposed_per_step_ps"] for r in rows if r["exposed_per_step_ps"] is not None]
     median = float(np.median(vals)) if vals else None

@@ -51,7 +51,7 @@ def run_step_time(manifest: dict | None, step_rows) -> dict[str, Any]:
     the analysis result's per-step rows (`duration_ps`), used when the manifest has no valid
     `step_ns`."""
     samples = valid_samples((manifest or {}).get("step_ns"))
-    source = SOURCE_MANIFEST
+    source: str | None = SOURCE_MANIFEST
     if not samples.size:
         samples = valid_samples([int(r["duration_ps"]) // 1000 for r in step_rows or ()
                                  if isinstance(r.get("duration_ps"), int)])
@@ -89,7 +89,8 @@ def difference(a_values, b_values) -> dict[str, Any]:
         return {"delta": None, "ci": None, "called": False, "n": (int(a.size), int(b.size)),
                 "reason": "no step times"}
     delta = float((np.median(a) - np.median(b)) / np.median(b))
-    out = {"delta": delta, "ci": None, "called": False, "n": (int(a.size), int(b.size))}
+    out: dict[str, Any] = {"delta": delta, "ci": None, "called": False,
+                           "n": (int(a.size), int(b.size))}
     if a.size < MIN_SAMPLES or b.size < MIN_SAMPLES:
         out["reason"] = f"too few steps to tell from noise (need {MIN_SAMPLES} per run)"
         return out

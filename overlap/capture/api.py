@@ -216,7 +216,7 @@ def _ran_module(files) -> str | None:
             co = tables["compute"]
             sel = co[co["hlo_module"] == name]
             best[name] = best.get(name, 0) + int((sel["end_ps"] - sel["start_ps"]).sum())
-    return max(best, key=best.get) if best else None
+    return max(best, key=lambda k: best[k]) if best else None
 
 
 def _module_name(compiled) -> str | None:
@@ -439,7 +439,7 @@ def attach(host_port: str, duration_ms: int, out: str | os.PathLike, *, label: s
     try:
         from xprof.convert import _pywrap_profiler_plugin
     except ImportError:  # older wheels ship it under the TensorBoard plugin name
-        from tensorboard_plugin_profile.convert import _pywrap_profiler_plugin  # type: ignore
+        from tensorboard_plugin_profile.convert import _pywrap_profiler_plugin
     addr = host_port.removeprefix("grpc://")
     final = Path(out)
     partial = rundir.partial_dir_for(final)

@@ -18,6 +18,7 @@ import os
 import sys
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
 from overlap import __version__
 from overlap.errors import EXIT_INTERNAL, EXIT_USAGE, OverlapError
@@ -27,7 +28,7 @@ COMMANDS = ("inspect", "report", "check", "capture", "plan", "compare", "demo", 
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 already; keep it one line
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 already; keep it one line
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(EXIT_USAGE)

@@ -31,6 +31,7 @@ import json
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ class Run:
 
     def fingerprint(self) -> tuple:
         """(path, mtime_ns, size) of every file the run is made of: the cache key."""
-        parts = []
+        parts: list[tuple[str, int | None, int | None]] = []
         for p in (*self.files, *([self.manifest_path] if self.manifest_path else [])):
             try:
                 st = p.stat()
@@ -162,7 +163,7 @@ def _manifest_ok(path: Path) -> bool:
         return False
 
 
-def discover_runs(logdirs: list[str | os.PathLike]) -> list[Run]:
+def discover_runs(logdirs: Sequence[str | os.PathLike]) -> list[Run]:
     """Complete runs under `logdirs` (see the module docstring), sorted by name.
 
     With several logdirs, names are prefixed with the logdir's name (and its index when two
@@ -412,7 +413,7 @@ def _disk_put(fp: tuple, value: RunData) -> None:
     path = _cache_file(fp)
     if path is None:
         return
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[str, Any] = {}  # name -> np.ndarray (Any: np.savez's **kwds type)
     for g in _GROUPS:
         cols = getattr(value, g) or {}
         for c, a in cols.items():
@@ -470,7 +471,8 @@ def _disk_get(fp: tuple) -> RunData | None:
                 if c.endswith(".codes"):
                     c = c[: -len(".codes")]
                     codes = z[k]
-                    uniq = np.append(z[f"{g}.{c}.uniq"].astype(object), None)
+                    uniq = np.concatenate([z[f"{g}.{c}.uniq"].astype(object),
+                                           np.array([None], dtype=object)])
                     groups[g][c] = uniq[codes]  # code -1 (missing) picks the trailing None
                 else:
                     groups[g][c] = z[k]

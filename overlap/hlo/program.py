@@ -208,6 +208,8 @@ def _parse_instruction(line: str, computation: str) -> _Instr | None:
         shape_txt, rest = rest[:end + 1], rest[end + 1:]
     else:
         m = re.match(r"\S+", rest)
+        if m is None:
+            return None
         shape_txt, rest = m.group(0), rest[m.end():]
     m = re.match(r"\s*([\w\-.]+)\(", rest)
     if not m:

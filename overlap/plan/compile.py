@@ -253,12 +253,12 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
             heap = {"error": f"{type(e).__name__}: {e}"}
     from overlap.analysis.memory import memory_analysis_peak
 
+    peak = memory_analysis_peak(mem)
     manifest.update(
         status="ok", compile_s=round(compile_s, 3), module=_module_name(text),
         memory_analysis=mem,
-        device_peak_bytes=memory_analysis_peak(mem),
-        fits=(None if memory_analysis_peak(mem) is None
-              else memory_analysis_peak(mem) <= target.device_memory_bytes),
+        device_peak_bytes=peak,
+        fits=None if peak is None else peak <= target.device_memory_bytes,
         offload_inventory=inv.to_dict(), heap_simulator=heap, estimate=est,
         program_memory_points=len(timeline) if timeline else 0,
     )
@@ -362,9 +362,8 @@ def plan_workload(spec: str, policies: list[str], target: str | Target, *,
     """
     import jax
 
-    from overlap.capture.workloads import load_workload, parse_spec
-
     from overlap.capture.policies import get_policy
+    from overlap.capture.workloads import load_workload, parse_spec
 
     tgt = target if isinstance(target, Target) else get_target(target)
     _, wname, size = parse_spec(spec)

@@ -254,7 +254,7 @@ def downsample_minmax(x: np.ndarray, y: np.ndarray, buckets: int = DEFAULT_MEMOR
 def memory_curves(memory: dict[str, np.ndarray], buckets: int = DEFAULT_MEMORY_BUCKETS,
                   ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per device (or allocator): downsampled `(time_ps, bytes_in_use)` from allocator events."""
-    out = {}
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if memory["time_ps"].size == 0:
         return out
     keys = np.where(pd.isna(memory["device"]), memory["allocator"], memory["device"])

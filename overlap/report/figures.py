@@ -25,7 +25,8 @@ SYNTHETIC_PREFIX = "SYNTHETIC · "
 # SVG traces only (no Scattergl): point counts are capped server-side, and WebGL is missing in
 # headless browsers and some remote desktops. Modebar: PNG export with a useful file name;
 # plotly's logo link is noise offline.
-GRAPH_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+GRAPH_CONFIG: dict[str, Any] = {"displaylogo": False,
+                                "toImageButtonOptions": {"format": "png", "scale": 2}}
 
 
 def _title(text: str, synthetic: bool) -> str:

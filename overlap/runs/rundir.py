@@ -39,7 +39,7 @@ import os
 import secrets
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from overlap.errors import InputError, UsageError
 from overlap.trace import paths as _paths
@@ -85,7 +85,7 @@ def clean_stale_partials(parent: Path) -> list[Path]:
     """Remove `<name>.partial-<pid>-<token>` directories (only this format, which only overlap
     writes) whose writing process is gone; returns what was removed. A killed capture leaves
     one behind; a capture still running keeps its own."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(parent.iterdir())
     except OSError:
@@ -170,7 +170,7 @@ def write_plan_run(partial: str | os.PathLike, final: str | os.PathLike, manifes
                    {"schema_version": SCHEMA_VERSION, **manifest, "kind": "plan"})
 
 
-def is_plan(manifest: dict | None) -> bool:
+def is_plan(manifest: dict | None) -> TypeGuard[dict]:
     """A plan run: compiled for a target without running (see overlap.plan)."""
     return isinstance(manifest, dict) and manifest.get("kind") == "plan"
 

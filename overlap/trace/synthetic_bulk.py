@@ -469,7 +469,8 @@ def write_gpu(path: str | os.PathLike, device_events: int = 100_000, *,
         hp.s("_r", "int64", 1), hp.dyn("step_num", "int64", a=1)]))
     mem = _allocator_slots(hp, alloc, lay, "GPU_0_bfc")
     steps = _steps_for(device_events, per_step_device)
-    return _finish([gp, hp], hp, lay, steps, "gpu", host, path, per_step_device, mem, transfers)
+    return _finish([gp, hp], hp, lay, steps, "gpu", host, Path(path), per_step_device, mem,
+                   transfers)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -546,7 +547,8 @@ def write_tpu(path: str | os.PathLike, device_events: int = 100_000, *,
     launch.append(_Slot(hp.w.event_id("DoEnqueueProgram"), LEAD_PS - 2_000_000, 1_000_000, []))
     mem = _allocator_slots(hp, alloc, lay, "TPU_0_hbm")
     steps = _steps_for(device_events, per_step_device)
-    return _finish([tp, hp], hp, lay, steps, "tpu", host, path, per_step_device, mem, transfers)
+    return _finish([tp, hp], hp, lay, steps, "tpu", host, Path(path), per_step_device, mem,
+                   transfers)
 
 
 def write(path: str | os.PathLike, backend: str, device_events: int, **kw) -> BulkTruth:
