@@ -33,6 +33,7 @@ from dash import Dash, Input, Output, State, dash_table, dcc, html
 
 from overlap.dashboard import data as rundata
 from overlap.report import figures
+from overlap.report.text import vendor_line
 from overlap.report.units import format_bytes
 
 RUN_COLUMNS = [
@@ -356,6 +357,9 @@ def _status_cards(d: rundata.RunData) -> list:
                               "not measured.", style=SYNTHETIC_CARD, className="synthetic-card"))
     cards.append(html.Div([html.B("Verdict: "), r.get("verdict", "")], id="run-verdict",
                           style=CARD))
+    vl = vendor_line(r)  # which vendor's devices, and any shape the reader cannot read
+    if vl:
+        cards.append(html.Div(vl, id="run-vendor", style=CARD))
     for note in r.get("notes", []):
         cards.append(html.Div(note, style={**CARD, "color": "#555"}))
     return cards

@@ -10,6 +10,18 @@ Checks (each pass/fail/skip, in the same outcome format as `overlap.report.gate`
   (D2H executed bytes of the offload inventory): offload has not silently stopped.
 * `max_predicted_exposed_ms` (opt-in): the roofline estimate's exposed transfer time per step
   stays under the bound. An estimate, said so in the message.
+
+The same two defaults as a measured run (`overlap.report.gate`), on the plan's numbers:
+
+* `planned_transfers` (on by default): a plan of an offloading policy (policy category
+  `offload`, or a step given as is, whose intent the plan cannot know) with no planned
+  device<->host copy fails: the offload was compiled away. A remat or no-remat policy without
+  copies passes (it asks for none). `allow_no_transfers=True` passes it and skips the overlap
+  checks, as for captures.
+* `min_overlap` (on by default, 0.9): the PREDICTED hidden fraction of the planned copies'
+  transfer time per step (`estimate.per_step.all.hidden_fraction`, the roofline estimate of
+  `overlap.hlo.schedule`) is at least the minimum; per direction with `min_overlap_d2h/h2d`.
+  Skipped when the plan moves nothing. Every message says "predicted": a plan is never run.
 """
 
 from __future__ import annotations
@@ -27,9 +39,21 @@ def _check(name, status, message, value=None, limit=None) -> dict[str, Any]:
             "limit": limit, "message": message}
 
 
+DEFAULT_MIN_OVERLAP = 0.9  # the measured gate's default (overlap.report.gate)
+
+
+def _moves(inv: dict[str, Any]) -> int:
+    """Planned copies per step, both directions (executions of the offload inventory)."""
+    return sum(int((inv.get(d) or {}).get("executed_count") or 0) for d in ("D2H", "H2D"))
+
+
 def run_plan_checks(manifest: dict[str, Any], *, min_offload_bytes: int | None = None,
                     max_device_gib: float | None = None,
-                    max_predicted_exposed_ms: float | None = None) -> dict[str, Any]:
+                    max_predicted_exposed_ms: float | None = None,
+                    min_overlap: float | None = DEFAULT_MIN_OVERLAP,
+                    min_overlap_d2h: float | None = None,
+                    min_overlap_h2d: float | None = None,
+                    allow_no_transfers: bool = False) -> dict[str, Any]:
     t: dict[str, Any] = (manifest["target"] if isinstance(manifest.get("target"), dict)
                          else {})
     tname = t.get("name", "?")
@@ -56,6 +80,48 @@ def run_plan_checks(manifest: dict[str, Any], *, min_offload_bytes: int | None =
                 f"device peak {format_bytes(peak)} (memory_analysis temp + arguments + outputs "
                 f"- aliases) vs {format_bytes(limit)} ({where})", peak, limit))
     inv = manifest.get("offload_inventory") or {}
+    pol = manifest.get("policy") if isinstance(manifest.get("policy"), dict) else {}
+    category = pol.get("category")
+    moves = _moves(inv)
+    check_overlap = status == "ok" and moves > 0
+    if status != "ok":
+        checks.append(_check("planned_transfers", SKIP, "nothing compiled to look for copies in"))
+    elif moves:
+        checks.append(_check("planned_transfers", PASS, f"{moves} planned device<->host "
+                             "copies per step", moves))
+    elif allow_no_transfers:
+        checks.append(_check("planned_transfers", PASS, "no planned device<->host copies "
+                             "(allowed with --allow-no-transfers)", 0))
+    elif category in ("remat", "no-remat"):
+        checks.append(_check("planned_transfers", PASS, f"no planned copies; policy "
+                             f"{pol.get('name')!r} ({category}) offloads nothing", 0))
+    else:
+        what = (f"offloading policy {pol.get('name')!r}" if category == "offload"
+                else f"step {pol.get('name', 'as given')!r}")
+        checks.append(_check("planned_transfers", FAIL, f"the {what} plans no device<->host "
+                             "copies: offload was compiled away (--allow-no-transfers to accept)",
+                             0))
+    per = ((manifest.get("estimate") or {}).get("per_step") or {})
+    for name, direction, lim in (("min_overlap", "all", min_overlap),
+                                 ("min_overlap_d2h", "D2H", min_overlap_d2h),
+                                 ("min_overlap_h2d", "H2D", min_overlap_h2d)):
+        if lim is None:
+            continue
+        hf = (per.get(direction) or {}).get("hidden_fraction")
+        which = "" if direction == "all" else f" {direction}"
+        if not check_overlap:
+            checks.append(_check(name, SKIP, "no planned copies: nothing to hide", None, lim))
+        elif hf is None:
+            if direction == "all":
+                checks.append(_check(name, FAIL, "the plan has copies but no estimate", None,
+                                     lim))
+            else:
+                checks.append(_check(name, SKIP, f"no{which} copies planned", None, lim))
+        else:
+            checks.append(_check(
+                name, PASS if hf >= lim else FAIL,
+                f"PREDICTED{which} hidden fraction {100 * hf:.0f}% (roofline estimate from the "
+                f"compiled schedule, not measured) vs minimum {100 * lim:.0f}%", hf, lim))
     if min_offload_bytes is not None:
         got = (inv.get("D2H") or {}).get("executed_bytes")
         if status != "ok" or got is None:
@@ -82,6 +148,24 @@ def run_plan_checks(manifest: dict[str, Any], *, min_offload_bytes: int | None =
     head = "PASS" if not failed else "FAIL (" + ", ".join(failed) + ")"
     return {"passed": not failed, "checks": checks, "failed": failed,
             "verdict": f"{head}: plan {manifest.get('label')} compiled for {tname}, not run"}
+
+
+def markdown(outcome: dict[str, Any]) -> str:
+    """GitHub step-summary Markdown (`$GITHUB_STEP_SUMMARY`) for a plan check."""
+    mark = ":white_check_mark:" if outcome["passed"] else ":x:"
+    out = ["### overlap: plan check (compiled, not run)", "",
+           f"{mark} **{_md(outcome['verdict'])}**", "",
+           "| check | result | detail |", "|---|---|---|"]
+    out += [f"| `{c['name']}` | {c['status'].upper()} | {_md(c['message'])} |"
+            for c in outcome["checks"]]
+    out += ["", "Overlap numbers of a plan are a roofline estimate from the compiled schedule; "
+            "nothing was measured."]
+    return "\n".join(out) + "\n"
+
+
+def _md(s: str) -> str:
+    """Escape what breaks a Markdown table cell (pipes, newlines)."""
+    return str(s).replace("|", "\\|").replace("\n", " ")
 
 
 def text(outcome: dict[str, Any]) -> str:
