@@ -4,8 +4,9 @@ Definitions: device peak = `memory_analysis` temp + arguments + outputs - aliase
 (`overlap.analysis.memory`); D2H/H2D per step = the offload inventory's executed bytes (each
 host copy times the trip counts of the loops around it); predicted hidden fraction and exposed
 time per step = the roofline estimate of `overlap.hlo.schedule` (an estimate, not a
-measurement). The remat baseline of a plan is the `full` (else `nothing_saveable`) plan of the
-same target.
+measurement), overall and per direction, with each direction's break-even host bandwidth;
+`fits` = device peak <= the plan's memory budget (`overlap.plan.targets.memory_budget`). The
+remat baseline of a plan is the `full` (else `nothing_saveable`) plan of the same target.
 """
 
 from __future__ import annotations
@@ -72,6 +73,16 @@ def plan_row(m: dict) -> dict[str, Any]:
         "fits": m.get("fits"),
         "device_memory_bytes": (m.get("target") or {}).get("device_memory_bytes")
         if isinstance(m.get("target"), dict) else None,
+        # The usable budget `fits` was decided against, and where it comes from (plans made
+        # before budgets existed were checked against the device's capacity).
+        "memory_budget_bytes": (m.get("memory_budget") or {}).get("bytes"),
+        "memory_budget_source": (m.get("memory_budget") or {}).get("source"),
+        **{f"{d.lower()}_{k}": (est.get(d) or {}).get(v)
+           for d in ("D2H", "H2D")
+           for k, v in (("predicted_hidden_fraction", "hidden_fraction"),
+                        ("predicted_exposed_ps", "exposed_ps"),
+                        ("break_even_Bps", "break_even_Bps"), ("link_Bps", "link_Bps"),
+                        ("never_hides", "never_hides"))},
     }
 
 

@@ -17,7 +17,8 @@ import sys
 def register(sub) -> None:
     p = sub.add_parser("plan", help="compile for a target (h100, v5e, ...) without the hardware",
                        description=__doc__.split("\n\n")[0])
-    p.add_argument("--target", metavar="TARGET", help="h100, h200, b200, v4, v5e, v5p, v6e")
+    p.add_argument("--target", metavar="TARGET",
+                   help="h100, h200, b200, b300, v4, v5e, v5p, v6e, tpu7x (see --list-targets)")
     p.add_argument("--list-targets", action="store_true", help="list targets and their numbers")
     p.add_argument("--workload", default="scan", metavar="W",
                    help="NAME[:SIZE] or module:function[:SIZE] (default: scan)")
@@ -28,7 +29,20 @@ def register(sub) -> None:
     p.add_argument("--topology", metavar="TOPO",
                    help="TPU topology (default per target, e.g. v5e:2x2) or GPU 1x1x1")
     p.add_argument("--host-bandwidth", type=float, metavar="GB/s",
-                   help="host link bandwidth for the estimate (default: the target's nominal)")
+                   help="host link bandwidth for the estimate, each way (default: the "
+                        "target's nominal; `overlap report CAPTURE --predict` measures one)")
+    p.add_argument("--host-bandwidth-h2d", type=float, metavar="GB/s",
+                   help="H2D bandwidth when it differs from --host-bandwidth (D2H)")
+    p.add_argument("--kernel-floor-us", type=float, metavar="US",
+                   help="least time of one kernel, launch + tail, in microseconds (default: "
+                        "the target's; 1 us on GPUs, from XLA's GPU cost model; 0 on TPUs)")
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument("--memory-budget", type=float, metavar="GiB",
+                        help="device memory a plan must fit in (default: JAX's usable share: "
+                             "75%% of a GPU, all of a TPU's HBM)")
+    budget.add_argument("--memory-fraction", type=float, metavar="F",
+                        help="fraction of the target's device memory a plan must fit in, as "
+                             "XLA_PYTHON_CLIENT_MEM_FRACTION sets it for JAX on GPUs")
     p.add_argument("--json", action="store_true", help="print the plans' manifests as JSON")
     p.set_defaults(func=run)
 
@@ -45,8 +59,13 @@ def run(args: argparse.Namespace) -> int:
     target = get_target(args.target)
     if not args.out:
         raise UsageError("--out DIR is required: each policy's plan is written there as a run")
-    if args.host_bandwidth is not None and not (0 < args.host_bandwidth < 1e6):
-        raise UsageError("--host-bandwidth must be a positive number of GB/s")
+    for flag, v in (("--host-bandwidth", args.host_bandwidth),
+                    ("--host-bandwidth-h2d", args.host_bandwidth_h2d)):
+        if v is not None and not (0 < v < 1e6):
+            raise UsageError(f"{flag} must be a positive number of GB/s")
+    from overlap.plan.targets import memory_budget
+
+    budget = memory_budget(target, budget_gib=args.memory_budget, fraction=args.memory_fraction)
     # The plan needs no accelerator of its own: keep jax on the CPU for host work, whatever
     # plugins are installed (they would otherwise try, and loudly fail, to find a GPU/TPU).
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -61,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
         plans = plan_workload(args.workload, policies, target, out=args.out,
                               topology=args.topology,
                               host_link_Bps=None if args.host_bandwidth is None
-                              else args.host_bandwidth * 1e9)
+                              else args.host_bandwidth * 1e9,
+                              h2d_link_Bps=None if args.host_bandwidth_h2d is None
+                              else args.host_bandwidth_h2d * 1e9,
+                              kernel_floor_us=args.kernel_floor_us, budget=budget)
     except ValueError as e:  # unknown workload or policy
         raise UsageError(str(e)) from None
     except FileExistsError as e:

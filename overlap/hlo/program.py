@@ -105,11 +105,40 @@ class ArrayShape:
     dtype: str
     dims: tuple[int, ...]
     memory_space: int = 0
+    # The layout the compiler chose, when printed: minor-to-major dimension order and the first
+    # tile, e.g. `{3,2,1,0:T(8,128)}` -> (3, 2, 1, 0), (8, 128). Not part of equality: two
+    # shapes are the same array whatever their padding.
+    minor_to_major: tuple[int, ...] | None = dataclasses.field(default=None, compare=False)
+    tile: tuple[int, ...] | None = dataclasses.field(default=None, compare=False)
 
     @property
     def nbytes(self) -> int:
         n = 1
         for d in self.dims:
+            n *= d
+        return (n * _BITS.get(self.dtype, 0) + 7) // 8
+
+    @property
+    def layout_nbytes(self) -> int:
+        """Bytes of the array in the layout the compiler chose: with a tile `T(a,b)` the most
+        minor physical dimension is padded up to a multiple of b and the next one to a
+        multiple of a (XLA:TPU's tiled layouts; a 64-wide minor dimension under T(8,128)
+        takes 128). Sub-tiles such as bf16's `(2,1)` pack within the tile and add nothing.
+        Without a tile (XLA:GPU, XLA:CPU) this is `nbytes`."""
+        if not self.tile:
+            return self.nbytes
+        order = self.minor_to_major
+        if order is None or sorted(order) != list(range(len(self.dims))):
+            order = tuple(range(len(self.dims) - 1, -1, -1))
+        phys = [self.dims[i] for i in reversed(order)]  # major -> minor
+        k = len(self.tile)
+        phys = [1] * max(0, k - len(phys)) + phys  # a rank-0 array under T(128) is one tile
+        for j, t in enumerate(self.tile):
+            i = len(phys) - k + j
+            if t > 0:
+                phys[i] = -(-phys[i] // t) * t
+        n = 1
+        for d in phys:
             n *= d
         return (n * _BITS.get(self.dtype, 0) + 7) // 8
 
@@ -145,8 +174,33 @@ def parse_shape(text: str) -> ArrayShape | list:
     if not m:
         raise ValueError(f"not an HLO shape: {text[:80]!r}")
     dims = tuple(int(d.replace("<=", "")) for d in m.group(2).split(",") if d.strip())
-    ms = _MEMSPACE_RE.search(m.group(3) or "")
-    return ArrayShape(m.group(1), dims, int(ms.group(1)) if ms else 0)
+    layout = m.group(3) or ""
+    ms = _MEMSPACE_RE.search(layout)
+    order, tile = _layout(layout)
+    return ArrayShape(m.group(1), dims, int(ms.group(1)) if ms else 0, order, tile)
+
+
+_TILE_RE = re.compile(r"T\(([\d,\s*]+)\)")
+
+
+def _layout(layout: str) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """(minor_to_major, first tile) of a printed layout such as `{1,0:T(8,128)(2,1)S(5)}`."""
+    if not layout:
+        return None, None
+    body = layout.strip("{}")
+    head, _, tail = body.partition(":")
+    try:
+        order = tuple(int(x) for x in head.split(",") if x.strip())
+    except ValueError:
+        order = None
+    tm = _TILE_RE.search(tail)
+    tile = None
+    if tm:
+        # `*` (a combined dimension) has no size of its own: such a tile is not padded here.
+        parts = [x.strip() for x in tm.group(1).split(",")]
+        if all(x.isdigit() for x in parts):
+            tile = tuple(int(x) for x in parts)
+    return order, tile
 
 
 def _matching(s: str, i: int) -> int:
@@ -175,6 +229,10 @@ def _on_host(shape) -> bool:
 
 def _bytes(shape) -> int:
     return sum(a.nbytes for a in _flatten(shape))
+
+
+def _layout_bytes(shape) -> int:
+    return sum(a.layout_nbytes for a in _flatten(shape))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -410,6 +468,9 @@ class OffloadOp:
     trip_count_known: bool
     is_async: bool
     shape: str
+    # Bytes in the layout the compiler chose (tile padding included: what the DMA moves on
+    # TPU); equal to `bytes` for untiled layouts and for HloProto input (no layout read).
+    layout_bytes: int = 0
 
 
 @dataclasses.dataclass
@@ -449,7 +510,9 @@ _WRAPPERS = ("async-start", "fusion-start")
 
 
 def _classify(ins: _Instr, by_name: dict[str, _Instr], comps: dict[str, list[_Instr]]):
-    """(opcode, direction, bytes, is_async) if `ins` moves data across S(5), else None."""
+    """(opcode, direction, bytes, is_async, layout bytes) if `ins` moves data across S(5), else
+    None. Layout bytes include the tile padding of the layout the compiler chose (what a DMA
+    moves on TPU); bytes are the logical array's."""
     op = ins.opcode
 
     def operand_shape(i):
@@ -464,18 +527,18 @@ def _classify(ins: _Instr, by_name: dict[str, _Instr], comps: dict[str, list[_In
             return None
         dest, src = parts[0], parts[1]
         if _on_host(dest) and not _on_host(src):
-            return op, "D2H", _bytes(dest), True
+            return op, "D2H", _bytes(dest), True, _layout_bytes(dest)
         if _on_host(src) and not _on_host(dest):
-            return op, "H2D", _bytes(dest), True
+            return op, "H2D", _bytes(dest), True, _layout_bytes(dest)
         return None
     if op == "copy":
         src = operand_shape(0)
         if src is None:
             return None
         if _on_host(ins.shape) and not _on_host(src):
-            return op, "D2H", _bytes(ins.shape), False
+            return op, "D2H", _bytes(ins.shape), False, _layout_bytes(ins.shape)
         if _on_host(src) and not _on_host(ins.shape):
-            return op, "H2D", _bytes(ins.shape), False
+            return op, "H2D", _bytes(ins.shape), False, _layout_bytes(ins.shape)
         return None
     base, is_async = op, False
     if op.endswith("-start") and op[:-6] in ("dynamic-slice", "dynamic-update-slice"):
@@ -497,26 +560,28 @@ def _classify(ins: _Instr, by_name: dict[str, _Instr], comps: dict[str, list[_In
             operands = operands if isinstance(operands, list) else [operands]
             if inner.opcode == "dynamic-update-slice" and len(operands) > 1:
                 if _on_host(result) and not _on_host(operands[1]):
-                    return inner.opcode + "-start", "D2H", _bytes(operands[1]), True
+                    return (inner.opcode + "-start", "D2H", _bytes(operands[1]), True,
+                            _layout_bytes(operands[1]))
                 return None
             if inner.opcode == "dynamic-slice" and operands:
                 if _on_host(operands[0]) and not _on_host(result):
-                    return inner.opcode + "-start", "H2D", _bytes(result), True
+                    return (inner.opcode + "-start", "H2D", _bytes(result), True,
+                            _layout_bytes(result))
                 return None
         c = _classify(inner, by_name, comps)
-        return (inner.opcode + "-start", c[1], c[2], True) if c else None
+        return (inner.opcode + "-start", c[1], c[2], True, c[4]) if c else None
     if base == "dynamic-update-slice":
         # result aliases operand 0 (the big buffer); the update (operand 1) is what moves.
         result = ins.shape[1] if is_async and isinstance(ins.shape, list) else ins.shape
         upd = operand_shape(1)
         if _on_host(result) and upd is not None and not _on_host(upd):
-            return op, "D2H", _bytes(upd), is_async
+            return op, "D2H", _bytes(upd), is_async, _layout_bytes(upd)
         return None
     if base == "dynamic-slice":
         result = ins.shape[1] if is_async and isinstance(ins.shape, list) else ins.shape
         src = operand_shape(0)
         if src is not None and _on_host(src) and not _on_host(result):
-            return op, "H2D", _bytes(result), is_async
+            return op, "H2D", _bytes(result), is_async, _layout_bytes(result)
         return None
     return None
 
@@ -549,10 +614,10 @@ def _collect_ops(comps, by_name, wrapped, multiplier, trip_known) -> list[Offloa
             c = _classify(ins, by_name, comps)
             if c is None:
                 continue
-            opcode, direction, nbytes, is_async = c
+            opcode, direction, nbytes, is_async, layout_nbytes = c
             ops.append(OffloadOp(ins.name, cname, opcode, direction, nbytes, multiplier(cname),
                                  trip_known(cname), is_async,
-                                 ", ".join(str(a) for a in _flatten(ins.shape))))
+                                 ", ".join(str(a) for a in _flatten(ins.shape)), layout_nbytes))
     return ops
 
 

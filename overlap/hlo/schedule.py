@@ -1,36 +1,61 @@
 """Predicted overlap of host transfers from a compiled program's schedule (an estimate).
 
-For every planned transfer to or from host memory (the offload inventory's ops), take the work
-the compiler scheduled between the transfer's start and its done in the optimized module
-(printed in schedule order: `is_scheduled=true`), cost each of those instructions with a
-roofline model, and set that against the transfer's time on the host link:
+The optimized module is printed in schedule order (`is_scheduled=true`). The estimate walks it
+as the device would: one compute stream running the scheduled instructions one after another,
+and the host link moving the planned transfers (the offload inventory's ops) beside it.
 
-* `transfer_ps` = bytes / host link bandwidth (one direction).
-* `compute_ps` = sum over the instructions between start and done of
-  max(FLOPs / peak FLOP/s, bytes touched / HBM bandwidth). FLOPs are counted for matrix
-  products only (`dot`, `convolution`, cuBLAS/cuDNN custom calls, and those inside fusions):
-  2 x output elements x contracted size. Bytes touched are the instruction's operands plus its
-  result. A `while` between start and done counts its body times its trip count.
-* `hidden_ps` = min(transfer, compute) for an async transfer, 0 for a synchronous one;
-  `exposed_ps` = transfer - hidden. `hidden_fraction` = hidden / transfer (1 for an empty
-  transfer). Per step: each op times its executions per program run.
-* `break_even_Bps` = bytes / compute time: below this host bandwidth the transfer can no longer
-  hide behind the work scheduled beside it (None when nothing is scheduled beside it).
+Compute, per instruction (integer picoseconds):
 
-All times are integer picoseconds. This is an ESTIMATE, never a measurement, and every view
-says so. Blind spots: the roofline ignores launch overheads, cache effects and achieved (not
-peak) throughput, so compute is optimistic and hidden fractions lean high; transfers that are
-in flight at the same time share the link but are costed as if each had it alone (so exposure
-leans low when several overlap); work on other streams/queues that the runtime runs
-concurrently is not counted; collectives and other async ops between start and done cost 0.
-A later real capture of the same program joins on the op names (`dynamic-update-slice-start.1`,
-`copy-start.3`, ...), so predicted vs measured can be shown side by side.
+* `max(FLOPs / peak FLOP/s, bytes / HBM bandwidth)` (a roofline at the data sheet's peaks).
+  FLOPs are counted for matrix products only (`dot`, `convolution`, cuBLAS/cuDNN custom calls,
+  and those inside fusions): 2 x output elements x contracted size, at the bf16 or f32 peak.
+* Bytes are what the instruction really reads and writes in device memory: a `dynamic-slice`
+  reads and writes the slice (not the array it slices); an in-place `dynamic-update-slice`
+  reads and writes its update (not its buffer); a fusion reads what its fused computation uses
+  of each parameter (a parameter used only by slices inside it counts the slices; one used only
+  as the buffer of an in-place update counts nothing) and writes its result (only the update,
+  when its root updates a parameter in place). Arrays in the layout the compiler chose: a
+  tiled TPU layout (`{1,0:T(8,128)}`) counts its padding. On-chip memories (TPU VMEM `S(1)`,
+  semaphores `S(2)`) are not HBM traffic and count nothing.
+* Each kernel takes at least `kernel_floor_ps` (launch + tail; 0 unless the target or the user
+  sets it). A `while` counts its body (simulated, stalls included) times its trip count; `call`
+  and `conditional` their callees; `parameter`, tuples, bitcasts and other async ops count 0.
+
+Transfers: a copy issued at compute time t joins its direction's queue on the host link; it
+starts moving `kernel_floor_ps` later (a copy is a stream operation too) or when the copy
+before it in that direction is done, whichever is later, and moves its bytes (in the compiler's
+layout) at the direction's link bandwidth. Copies of one direction are served one at a time in
+issue order (FIFO); D2H and H2D run at once on a full-duplex link (PCIe), one after the other on
+a half-duplex one. At the copy's `-done` the compute stream waits until the copy is complete.
+
+Per transfer (one execution): `duration_ps` = issue to completion (what a capture measures as
+"in flight"); `hidden_ps` = compute-stream busy time inside that interval; `exposed_ps` =
+duration - hidden; `hidden_fraction` = hidden / duration (1 for an empty transfer); `stall_ps` =
+the wait at its done; `break_even_Bps` = the slowest link bandwidth of its direction at which it
+is fully hidden (found by bisection over the same simulation; None when no bandwidth hides it,
+e.g. nothing is scheduled between its start and done). Per step: sums over executions (each op
+times the trip counts of the loops around it); a direction's break-even is the largest of its
+transfers' (None if any never hides), so "every D2H copy hides only at >= N" and the hidden
+fraction of the table are the same numbers. `step_ps` = the simulated entry computation,
+stalls included; `busy_ps` = its compute alone.
+
+This is an ESTIMATE, never a measurement, and every view says so; `assumptions` lists what it
+assumes, for printing next to the number. Blind spots: peaks, not achieved rates (compute leans
+fast, so hiding leans low for big kernels and the floor dominates tiny ones); caches; work on
+other streams and the host; collectives cost 0; a copy whose done is in another computation
+(pipelined across loop iterations) is taken to complete by the end of its computation; the
+link's real sharing (measured TPU v6e copies: first of three back-to-back H2D copies at ~28
+GB/s, later ones queued) and bidirectional slowdown (measured PCIe throughput with both
+directions busy is below one direction's) are approximated by FIFO and full duplex.
+A real capture of the same program joins on op names (`copy-start.3`, ...): `overlap report
+CAPTURE --predict` puts predicted and measured side by side.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from typing import Any
 
@@ -38,7 +63,7 @@ from overlap.hlo.program import (
     _BODY_RE,
     _COMMENT_RE,
     _TRIP_RE,
-    _bytes,
+    OffloadOp,
     _flatten,
     _Instr,
     _parse_module,
@@ -50,22 +75,41 @@ PS_PER_S = 10**12
 
 # Opcodes that take no device time of their own in the model.
 _FREE = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
-         "partition-id", "replica-id", "opt-barrier", "add-dependency"}
+         "partition-id", "replica-id", "opt-barrier", "add-dependency", "domain"}
 _LHS_CONTRACT_RE = re.compile(r"lhs_contracting_dims=\{([\d,\s]*)\}")
 _JSON_CONTRACT_RE = re.compile(r'"lhs_contracting_dimensions"\s*:\s*\[([^\]]*)\]')
 _DIM_LABELS_RE = re.compile(r"dim_labels=([\w]+)_([\w]+)->([\w]+)")
 _CALLS_ONE_RE = re.compile(r"\b(?:calls|to_apply)=%?([\w.\-]+)")
 _GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul", "__cudnn$convForward")
+# Memory spaces whose bytes are device-memory (HBM) traffic: the default one. TPU's S(1)
+# (VMEM) and S(2) (sync flags) are on chip; S(5) is host memory (transfers are costed apart).
+_HBM_SPACES = (0,)
+_SLICES = ("dynamic-slice", "slice")
+_PASS = ("bitcast", "reshape")
+# Bisection over link bandwidth for break-even: bounds (bytes/s) and steps (relative precision
+# of about 1e-8 over that range).
+_BW_LO, _BW_HI, _BISECT_STEPS = 1e6, 1e16, 36
 
 
 @dataclasses.dataclass(frozen=True)
 class Roofline:
-    """The machine model: peaks the estimate divides by (printed next to every estimate)."""
+    """The machine model: peaks the estimate divides by (printed next to every estimate).
+
+    `host_link_Bps` is the D2H bandwidth and, unless `h2d_link_Bps` is given, the H2D one.
+    `kernel_floor_ps`: the least time of one kernel (and the setup of one copy)."""
 
     hbm_Bps: float
     peak_flops_bf16: float
     peak_flops_f32: float
     host_link_Bps: float
+    kernel_floor_ps: int = 0
+    h2d_link_Bps: float | None = None
+    full_duplex: bool = True
+
+    def link_Bps(self, direction: str) -> float:
+        if direction == "H2D" and self.h2d_link_Bps:
+            return self.h2d_link_Bps
+        return self.host_link_Bps
 
 
 @dataclasses.dataclass
@@ -87,6 +131,13 @@ def _elems(shape) -> int:
 def _first(shape):
     flat = _flatten(shape)
     return flat[0] if flat else None
+
+
+def _hbm(shape) -> int:
+    """Device-memory bytes of `shape` in its layout (tile padding included)."""
+    if shape is None:
+        return 0
+    return sum(a.layout_nbytes for a in _flatten(shape) if a.memory_space in _HBM_SPACES)
 
 
 def _operand_shape(ins: _Instr, i: int, m: _Module):
@@ -152,24 +203,88 @@ def _fusion_flops(comp: str, m: _Module, depth: int = 0) -> tuple[int, int]:
     return lo, hi
 
 
-def _instr_ps(ins: _Instr, m: _Module, model: Roofline, depth: int = 0) -> int:
-    """Roofline time of one scheduled instruction, integer picoseconds."""
+def _users(comp: list[_Instr]) -> dict[str, list[tuple[_Instr, int]]]:
+    out: dict[str, list[tuple[_Instr, int]]] = {}
+    for ins in comp:
+        for k, o in enumerate(ins.operands):
+            out.setdefault(o, []).append((ins, k))
+    return out
+
+
+def _param_read_bytes(p: _Instr, users: dict, full: int, depth: int = 0) -> int:
+    """Bytes a fused computation reads of parameter `p` (whose full size is `full`): the slices
+    taken of it where slices are all it feeds, nothing where it is only the buffer an in-place
+    update writes into, else all of it."""
+    total = 0
+    for u, k in users.get(p.name, []):
+        if u.opcode in _PASS and depth < 8:
+            total += _param_read_bytes(u, users, full, depth + 1)
+        elif u.opcode in _SLICES and k == 0:
+            total += _hbm(u.shape) if full else 0
+        elif u.opcode == "dynamic-update-slice" and k == 0:
+            continue  # the buffer updated in place: not read
+        else:
+            return full
+    return min(total, full)
+
+
+def _through(ins: _Instr | None, by_name: dict[str, _Instr]) -> _Instr | None:
+    depth = 0
+    while ins is not None and ins.opcode in _PASS and ins.operands and depth < 8:
+        ins, depth = by_name.get(ins.operands[0]), depth + 1
+    return ins
+
+
+def _fusion_bytes(ins: _Instr, m: _Module) -> int:
+    """Bytes a fusion reads and writes in device memory (see the module docstring)."""
+    cm = _CALLS_ONE_RE.search(ins.attrs)
+    comp = m.comps.get(cm.group(1), []) if cm else []
+    if not comp:
+        return _hbm(ins.shape) + sum(_hbm(_operand_shape(ins, i, m))
+                                     for i in range(len(ins.operands)))
+    users = _users(comp)
+    local = {i.name: i for i in comp}
+    nbytes = 0
+    for p in comp:
+        if p.opcode != "parameter" or not p.operands or not p.operands[0].isdigit():
+            continue
+        k = int(p.operands[0])
+        outer = _operand_shape(ins, k, m) if k < len(ins.operands) else None
+        nbytes += _param_read_bytes(p, users, _hbm(outer if outer is not None else p.shape))
+    root = next((i for i in comp if i.root), comp[-1])
+    outs = ([local.get(o) for o in root.operands] if root.opcode == "tuple" else [root])
+    shapes = ins.shape if root.opcode == "tuple" and isinstance(ins.shape, list) else [ins.shape]
+    for j, r in enumerate(outs):
+        out_shape = shapes[j] if j < len(shapes) else None
+        r = _through(r, local)
+        if (r is not None and r.opcode == "dynamic-update-slice" and len(r.operands) > 1
+                and (b := _through(local.get(r.operands[0]), local)) is not None
+                and b.opcode == "parameter"):
+            upd = local.get(r.operands[1])
+            nbytes += 2 * _hbm(upd.shape if upd is not None else None) if _hbm(out_shape) else 0
+        else:
+            nbytes += _hbm(out_shape)
+    return nbytes
+
+
+def _instr_bytes(ins: _Instr, m: _Module) -> int:
     op = ins.opcode
-    if op in _FREE or op.endswith(("-start", "-done")) or op in ("send", "recv"):
+    if op in _SLICES:  # reads the slice of its operand, writes it
+        src = _operand_shape(ins, 0, m)
+        return (_hbm(ins.shape) if _hbm(src) else 0) + _hbm(ins.shape)
+    if op == "dynamic-update-slice":  # in place: reads the update, writes it into the buffer
+        upd = _operand_shape(ins, 1, m)
+        return 2 * _hbm(upd) if _hbm(ins.shape) else _hbm(upd)
+    if op == "fusion":
+        return _fusion_bytes(ins, m)
+    return _hbm(ins.shape) + sum(_hbm(_operand_shape(ins, i, m)) for i in range(len(ins.operands)))
+
+
+def _kernel_ps(ins: _Instr, m: _Module, model: Roofline) -> int:
+    """Time of one instruction that is not a loop or call: roofline, at least the floor."""
+    op = ins.opcode
+    if op in _FREE or op.endswith(("-start", "-done", "-update")) or op in ("send", "recv"):
         return 0
-    if op == "while":
-        bm = _BODY_RE.search(ins.attrs)
-        if not bm or depth > 8:
-            return 0
-        trip = _TRIP_RE.search(ins.attrs)
-        n = int(trip.group(1)) if trip else derived_trip_count(ins, m.comps, m.by_name)
-        body = m.comps.get(bm.group(1), [])
-        return (n or 1) * sum(_instr_ps(i, m, model, depth + 1) for i in body)
-    if op in ("call", "conditional"):
-        total = 0
-        for callee in _CALLS_ONE_RE.findall(ins.attrs):
-            total += sum(_instr_ps(i, m, model, depth + 1) for i in m.comps.get(callee, []))
-        return total
     lo, hi = 0, 0
     f, is32 = _matmul_flops(ins, m)
     if is32:
@@ -180,14 +295,113 @@ def _instr_ps(ins: _Instr, m: _Module, model: Roofline, depth: int = 0) -> int:
         for callee in _CALLS_ONE_RE.findall(ins.attrs):
             a, b = _fusion_flops(callee, m)
             lo, hi = lo + a, hi + b
-    nbytes = _bytes(ins.shape)
-    for i in range(len(ins.operands)):
-        s = _operand_shape(ins, i, m)
-        if s is not None:
-            nbytes += _bytes(s)
     t_flops = lo / model.peak_flops_bf16 + hi / model.peak_flops_f32
-    t_mem = nbytes / model.hbm_Bps
-    return int(round(max(t_flops, t_mem) * PS_PER_S))
+    t_mem = _instr_bytes(ins, m) / model.hbm_Bps
+    return max(int(round(max(t_flops, t_mem) * PS_PER_S)), int(model.kernel_floor_ps))
+
+
+@dataclasses.dataclass
+class _Rec:
+    """One transfer's simulated execution (picoseconds from its computation's start)."""
+
+    issue: int
+    begin: int
+    end: int
+    done_at: int
+    stall: int
+    hidden: int
+    done_found: bool
+
+
+@dataclasses.dataclass
+class _Sim:
+    total: int
+    busy: float
+    recs: dict[str, _Rec]
+
+
+class _Simulator:
+    """The schedule walk of the module docstring, for one setting of link bandwidths."""
+
+    def __init__(self, m: _Module, ops: dict[str, OffloadOp], model: Roofline,
+                 bw: dict[str, float], static: dict[str, int]):
+        self.m, self.ops, self.model, self.bw, self.static = m, ops, model, bw, static
+        self.cache: dict[str, _Sim] = {}
+
+    def cost(self, ins: _Instr, depth: int) -> tuple[int, float]:
+        """(elapsed, busy) of one instruction on the compute stream."""
+        op = ins.opcode
+        if op == "while":
+            bm = _BODY_RE.search(ins.attrs)
+            if not bm or depth > 8:
+                return 0, 0.0
+            trip = _TRIP_RE.search(ins.attrs)
+            n = int(trip.group(1)) if trip else derived_trip_count(ins, self.m.comps,
+                                                                   self.m.by_name)
+            s = self.run(bm.group(1), depth + 1)
+            return (n or 1) * s.total, (n or 1) * s.busy
+        if op in ("call", "conditional"):
+            el, busy = 0, 0.0
+            for callee in _CALLS_ONE_RE.findall(ins.attrs):
+                s = self.run(callee, depth + 1)
+                el, busy = el + s.total, busy + s.busy
+            return el, busy
+        t = self.static.get(ins.name)
+        if t is None:
+            t = self.static[ins.name] = _kernel_ps(ins, self.m, self.model)
+        return t, float(t)
+
+    def run(self, comp_name: str, depth: int = 0) -> _Sim:
+        if comp_name in self.cache:
+            return self.cache[comp_name]
+        floor = int(self.model.kernel_floor_ps)
+        t = 0
+        busy = 0.0
+        segs: list[tuple[int, int, float]] = []  # (start, end, busy density) of compute
+        free: dict[str, int] = {}
+        inflight: dict[str, tuple[int, int, int]] = {}
+        recs: dict[str, _Rec] = {}
+        for ins in self.m.comps.get(comp_name, []):
+            o = self.ops.get(ins.name)
+            if o is not None:
+                key = o.direction if self.model.full_duplex else "link"
+                begin = max(t + floor, free.get(key, 0))
+                moved = o.layout_bytes or o.bytes
+                end = begin + int(round(moved / self.bw[o.direction] * PS_PER_S))
+                free[key] = end
+                if o.is_async:
+                    inflight[ins.name] = (t, begin, end)
+                else:  # synchronous: the compute stream waits for it
+                    recs[ins.name] = _Rec(t, begin, end, t, end - t, 0, True)
+                    t = end
+                continue
+            if ins.opcode.endswith("-done") and ins.operands and ins.operands[0] in inflight:
+                issue, begin, end = inflight.pop(ins.operands[0])
+                recs[ins.operands[0]] = _Rec(issue, begin, end, t, max(0, end - t), 0, True)
+                t = max(t, end)
+                continue
+            el, b = self.cost(ins, depth)
+            if el > 0:
+                segs.append((t, t + el, b / el))
+                busy += b
+                t += el
+        for name, (issue, begin, end) in inflight.items():  # done not in this computation
+            recs[name] = _Rec(issue, begin, end, t, 0, 0, False)
+        for r in recs.values():
+            h = 0.0
+            for s, e, dens in segs:
+                if e <= r.issue:
+                    continue
+                if s >= r.end:
+                    break
+                h += (min(e, r.end) - max(s, r.issue)) * dens
+            r.hidden = min(r.end - r.issue, int(round(h)))
+            # Sub-picosecond rounding is not exposure.
+            if r.end - r.issue - r.hidden <= max(1, (r.end - r.issue) // 10**9):
+                r.hidden = r.end - r.issue
+        sim = _Sim(t, busy, recs)
+        self.cache[comp_name] = sim
+        return sim
 
 
 def _done_of(start: _Instr, comp: list[_Instr]) -> int | None:
@@ -197,14 +411,82 @@ def _done_of(start: _Instr, comp: list[_Instr]) -> int | None:
     return None
 
 
-def estimate_overlap(hlo_text: str, model: Roofline) -> dict[str, Any]:
+def _find_entry(comps: dict[str, list[_Instr]], entry: str | None) -> str | None:
+    if entry in comps:
+        return entry
+    return next(reversed(comps), None) if comps else None
+
+
+def _fmt_rate(bps: float) -> str:
+    return f"{bps / 1e9:.1f} GB/s"
+
+
+def assumptions(model: Roofline, link_name: str = "", tiled: bool = False) -> list[str]:
+    """What an estimate with `model` assumes, one sentence each (printed next to it)."""
+    out = ["compute: per instruction max(FLOPs / peak FLOP/s, bytes it really reads and writes "
+           "/ HBM bandwidth), at the data sheet's peaks (achieved rates are lower)"]
+    if model.kernel_floor_ps:
+        out.append(f"each kernel takes at least {model.kernel_floor_ps / 1e6:g} us (launch + "
+                   "tail), and each copy starts that long after it is issued")
+    d2h, h2d = model.link_Bps("D2H"), model.link_Bps("H2D")
+    link = (f"host link {_fmt_rate(d2h)} each way" if d2h == h2d
+            else f"host link {_fmt_rate(d2h)} D2H, {_fmt_rate(h2d)} H2D")
+    out.append(link + (f" ({link_name})" if link_name else "") + "; copies in flight together "
+               "share it: one direction's copies are served one at a time in issue order"
+               + ("; D2H and H2D run at once (full duplex; measured two-way throughput is "
+                  "lower)" if model.full_duplex else "; D2H and H2D take turns (half duplex)"))
+    if tiled:
+        out.append("bytes in the tiled layout the compiler chose (padding included)")
+    out.append("not modelled: other streams, collectives, host work, caches")
+    return out
+
+
+def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "") -> dict[str, Any]:
     """The predicted overlap of every planned host transfer in `hlo_text` (see the module
     docstring). Returns a JSON-safe dict: `ops` (one row per transfer), `per_step` totals per
-    direction and overall, and `model` (the numbers used)."""
-    comps, _ = _parse_module(_COMMENT_RE.sub("", hlo_text))
+    direction and overall, `model` (the numbers used) and `assumptions`."""
+    comps, entry = _parse_module(_COMMENT_RE.sub("", hlo_text))
     m = _Module(comps, {i.name: i for instrs in comps.values() for i in instrs})
     inv = offload_inventory(hlo_text)
-    rows = []
+    ops = {o.name: o for o in inv.ops}
+    entry_name = _find_entry(comps, entry)
+    static: dict[str, int] = {}
+    base_bw = {"D2H": model.link_Bps("D2H"), "H2D": model.link_Bps("H2D")}
+
+    def simulate(bw: dict[str, float]) -> tuple[_Simulator, _Sim | None]:
+        s = _Simulator(m, ops, model, bw, static)
+        top = s.run(entry_name) if entry_name else None
+        for o in inv.ops:  # computations the entry does not reach (should not happen)
+            if o.computation not in s.cache:
+                s.run(o.computation)
+        return s, top
+
+    sim, top = simulate(base_bw)
+
+    def rec_of(s: _Simulator, o: OffloadOp) -> _Rec | None:
+        c = s.cache.get(o.computation)
+        return c.recs.get(o.name) if c else None
+
+    def hidden_at(o: OffloadOp, bw: float) -> bool:
+        s, _ = simulate({**base_bw, o.direction: bw})
+        r = rec_of(s, o)
+        return r is not None and r.hidden >= r.end - r.issue
+
+    def break_even(o: OffloadOp) -> float | None:
+        if not o.is_async or not hidden_at(o, _BW_HI):
+            return None
+        lo, hi = math.log(_BW_LO), math.log(_BW_HI)
+        if hidden_at(o, _BW_LO):
+            return _BW_LO
+        for _ in range(_BISECT_STEPS):
+            mid = (lo + hi) / 2
+            if hidden_at(o, math.exp(mid)):
+                hi = mid
+            else:
+                lo = mid
+        return math.exp(hi)
+
+    rows: list[dict[str, Any]] = []
     for o in inv.ops:
         comp = comps.get(o.computation, [])
         idx = next((j for j, ins in enumerate(comp) if ins.name == o.name), None)
@@ -212,43 +494,124 @@ def estimate_overlap(hlo_text: str, model: Roofline) -> dict[str, Any]:
         beside: list[str] = []
         if o.is_async and idx is not None:
             done = _done_of(comp[idx], comp)
-            if done is not None:
-                for ins in comp[idx + 1:done]:
-                    t = _instr_ps(ins, m, model)
-                    if t:
-                        beside.append(ins.name)
-                    compute_ps += t
-        transfer_ps = int(round(o.bytes / model.host_link_Bps * PS_PER_S))
-        hidden_ps = min(transfer_ps, compute_ps) if o.is_async else 0
+            for ins in comp[idx + 1:done if done is not None else len(comp)]:
+                el, _ = sim.cost(ins, 0)
+                if el:
+                    beside.append(ins.name)
+                compute_ps += el
+        r = rec_of(sim, o)
+        moved = o.layout_bytes or o.bytes
+        transfer_ps = int(model.kernel_floor_ps) + int(round(
+            moved / base_bw[o.direction] * PS_PER_S))
+        duration = (r.end - r.issue) if r else transfer_ps
+        hidden = r.hidden if r else 0
+        be = break_even(o)
         rows.append({
-            "op": o.name, "direction": o.direction, "bytes": o.bytes,
+            "op": o.name, "direction": o.direction, "bytes": o.bytes, "layout_bytes": moved,
             "executions": o.executions, "trip_count_known": o.trip_count_known,
-            "is_async": o.is_async, "transfer_ps": transfer_ps, "compute_ps": compute_ps,
-            "hidden_ps": hidden_ps, "exposed_ps": transfer_ps - hidden_ps,
-            "hidden_fraction": 1.0 if transfer_ps == 0 else hidden_ps / transfer_ps,
-            "break_even_Bps": ((o.bytes * PS_PER_S / compute_ps) if compute_ps and o.is_async
-                               else None),
+            "is_async": o.is_async, "transfer_ps": transfer_ps, "duration_ps": duration,
+            "queued_ps": max(0, r.begin - r.issue - int(model.kernel_floor_ps)) if r else 0,
+            "compute_ps": compute_ps, "hidden_ps": hidden, "exposed_ps": duration - hidden,
+            "stall_ps": r.stall if r else 0,
+            "hidden_fraction": 1.0 if duration == 0 else hidden / duration,
+            "break_even_Bps": be,
+            "never_hides": be is None,
+            "why_not": None if be is not None else (
+                "synchronous copy" if not o.is_async else
+                "nothing scheduled beside it" if not beside else
+                "the work beside it is shorter than the copy's setup at any bandwidth"),
+            "done_found": r.done_found if r else False,
             "scheduled_beside": beside[:8], "scheduled_beside_count": len(beside),
         })
     per_step: dict[str, dict[str, Any]] = {}
     for d in ("D2H", "H2D", "all"):
         sel = [r for r in rows if d == "all" or r["direction"] == d]
-        tr = sum(r["transfer_ps"] * r["executions"] for r in sel)
+        tr = sum(r["duration_ps"] * r["executions"] for r in sel)
         hid = sum(r["hidden_ps"] * r["executions"] for r in sel)
+        never = [r["op"] for r in sel if r["never_hides"]]
+        bes = [r["break_even_Bps"] for r in sel if r["break_even_Bps"] is not None]
         per_step[d] = {"transfers": sum(r["executions"] for r in sel),
                        "bytes": sum(r["bytes"] * r["executions"] for r in sel),
+                       "layout_bytes": sum(r["layout_bytes"] * r["executions"] for r in sel),
                        "transfer_ps": tr, "hidden_ps": hid, "exposed_ps": tr - hid,
-                       "hidden_fraction": None if tr == 0 else hid / tr}
-    be = [r["break_even_Bps"] for r in rows if r["break_even_Bps"] is not None]
+                       "stall_ps": sum(r["stall_ps"] * r["executions"] for r in sel),
+                       "hidden_fraction": None if not sel else (1.0 if tr == 0 else hid / tr),
+                       "never_hides": never,
+                       "break_even_Bps": (max(bes) if bes else None) if sel and not never
+                       else None}
+        if d != "all":
+            per_step[d]["link_Bps"] = base_bw[d]
+    tiled = any(a.tile for instrs in comps.values() for i in instrs for a in _flatten(i.shape))
     return {
         "kind": "estimate",
-        "note": "roofline estimate from the compiled schedule, not a measurement",
-        "model": dataclasses.asdict(model), "ops": rows, "per_step": per_step,
+        "note": "predicted from the compiled schedule (roofline + host-link model), "
+                "not a measurement",
+        "model": {**dataclasses.asdict(model), "h2d_link_Bps": base_bw["H2D"]},
+        "assumptions": assumptions(model, link_name, tiled),
+        "ops": rows, "per_step": per_step,
         "trip_counts_known": inv.trip_counts_known,
-        # The slowest host link at which every async transfer still hides.
-        "break_even_Bps": max(be) if be else None,
+        # The slowest host link (both directions) at which every async transfer still hides.
+        "break_even_Bps": per_step["all"]["break_even_Bps"],
+        "step_ps": top.total if top else None,
+        "busy_ps": int(round(top.busy)) if top else None,
+        "stall_ps": (top.total - int(round(top.busy))) if top else None,
     }
 
 
 def dumps(est: dict[str, Any]) -> str:
     return json.dumps(est, indent=2, sort_keys=True)
+
+
+
+def predicted_timeline(hlo_text: str, model: Roofline) -> list[dict[str, Any]]:
+    """The estimate's own walk of the computations that hold planned transfers, laid out for
+    drawing (same costing and link model as `estimate_overlap`; nothing is costed apart).
+
+    One entry per computation holding planned transfers, most transfer executions first: the
+    entry computation when a step's copies sit at top level, else a loop body (a scan's
+    offload: one iteration, run `executions` times per step). Empty when nothing is planned.
+
+    `compute`: the compute stream's busy intervals `[(start_ps, end_ps)]` from the
+    computation's start: the whole computation minus the waits at transfer dones (and the
+    time of synchronous copies). `copies`: per transfer `op`, `direction`, `bytes`, `issue_ps`
+    (its start op), `begin_ps` (when it starts moving), `end_ps` (complete), `done_ps` (its
+    done op), `hidden_ps`, `exposed_ps` (as `estimate_overlap` computes them)."""
+    comps, entry = _parse_module(_COMMENT_RE.sub("", hlo_text))
+    m = _Module(comps, {i.name: i for instrs in comps.values() for i in instrs})
+    inv = offload_inventory(hlo_text)
+    if not inv.ops:
+        return []
+    ops = {o.name: o for o in inv.ops}
+    bw = {"D2H": model.link_Bps("D2H"), "H2D": model.link_Bps("H2D")}
+    sim = _Simulator(m, ops, model, bw, {})
+    entry_name = _find_entry(comps, entry)
+    if entry_name:
+        sim.run(entry_name)
+    per_comp: dict[str, int] = {}
+    for o in inv.ops:
+        per_comp[o.computation] = per_comp.get(o.computation, 0) + max(o.executions, 1)
+    out = []
+    for comp in sorted(per_comp, key=lambda c: (-per_comp[c], c)):
+        s = sim.run(comp)
+        mine = [o for o in inv.ops if o.computation == comp]
+        waits = sorted((r.done_at, r.done_at + r.stall) for r in s.recs.values() if r.stall > 0)
+        compute: list[tuple[int, int]] = []
+        t = 0
+        for a, b in waits:
+            if a > t:
+                compute.append((t, a))
+            t = max(t, b)
+        if s.total > t:
+            compute.append((t, s.total))
+        copies = []
+        for o in mine:
+            r = s.recs.get(o.name)
+            if r is not None:
+                copies.append({"op": o.name, "direction": o.direction, "bytes": o.bytes,
+                               "is_async": o.is_async, "issue_ps": r.issue,
+                               "begin_ps": r.begin, "end_ps": r.end, "done_ps": r.done_at,
+                               "hidden_ps": r.hidden, "exposed_ps": r.end - r.issue - r.hidden})
+        out.append({"computation": comp, "is_entry": comp == entry_name,
+                    "executions": max((o.executions for o in mine), default=1),
+                    "total_ps": s.total, "compute": compute, "copies": copies})
+    return out

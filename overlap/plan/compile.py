@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from overlap.errors import UsageError, has_module, install_hint
-from overlap.plan.targets import Target, get_target
+from overlap.plan.targets import MemoryBudget, Target, get_target, memory_budget
 
 EXTRA_HINT = f"plan mode needs the compilers: {install_hint('plan')}"
 
@@ -163,12 +163,20 @@ def _module_name(hlo_text: str) -> str:
 
 def compile_one(jitted, state, batch, target: Target, *, topology: str | None = None,
                 host_link_Bps: float | None = None, policy: str = "as given",
-                policy_info: dict | None = None, workload: dict | None = None) -> Plan:
-    """Compile `jitted(state, batch)` for `target`; never raises for a step that does not fit."""
+                policy_info: dict | None = None, workload: dict | None = None,
+                budget: MemoryBudget | None = None, kernel_floor_us: float | None = None,
+                h2d_link_Bps: float | None = None) -> Plan:
+    """Compile `jitted(state, batch)` for `target`; never raises for a step that does not fit.
+
+    `budget`: the device memory the plan must fit in (default `memory_budget(target)`: JAX's
+    usable share of the device); `host_link_Bps`, `h2d_link_Bps`, `kernel_floor_us` replace
+    the target's numbers in the estimate (`overlap.plan.estimate.roofline_for`)."""
     import jax
 
     from overlap.hlo.program import memory_analysis_dict, memory_timeline, offload_inventory
-    from overlap.hlo.schedule import Roofline, estimate_overlap
+    from overlap.plan.estimate import estimate_for
+
+    budget = budget or memory_budget(target)
 
     dev = target_devices(target, topology)[0]
     args = (_placed(state, dev), _placed(batch, dev))
@@ -232,13 +240,8 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
         notes[:] = [n for n in notes if "exposes no host memory" not in n]
         manifest["pinned_host_arguments_unseen_bytes"] = 0
     inv = offload_inventory(text)
-    model = Roofline(target.hbm_Bps, target.peak_flops_bf16, target.peak_flops_f32,
-                     host_link_Bps or target.host_link_Bps)
-    est = estimate_overlap(text, model)
-    est["model"].update(target.model())
-    if host_link_Bps:
-        est["model"]["host_link_Bps"] = host_link_Bps
-        est["model"]["host_link"] = "given with --host-bandwidth"
+    est = estimate_for(text, target, host_link_Bps=host_link_Bps, h2d_link_Bps=h2d_link_Bps,
+                       kernel_floor_us=kernel_floor_us)
     heap = None
     timeline = None
     if proto:
@@ -258,7 +261,9 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
         status="ok", compile_s=round(compile_s, 3), module=_module_name(text),
         memory_analysis=mem,
         device_peak_bytes=peak,
-        fits=None if peak is None else peak <= target.device_memory_bytes,
+        # Against the usable budget (JAX's share of the device), named beside the verdict.
+        fits=None if peak is None else peak <= budget.bytes,
+        memory_budget=budget.to_dict(),
         offload_inventory=inv.to_dict(), heap_simulator=heap, estimate=est,
         program_memory_points=len(timeline) if timeline else 0,
     )
@@ -299,7 +304,9 @@ def write_plan(plan: Plan, out: str | os.PathLike, label: str) -> Path:
 def plan_step(step_fn: Callable, state: Any, batch: Any, *, target: str | Target,
               policies: Iterable[Any] | None = None, out: str | os.PathLike | None = None,
               topology: str | None = None, host_link_Bps: float | None = None,
-              label_prefix: str = "") -> list[Plan]:
+              label_prefix: str = "", budget: MemoryBudget | None = None,
+              kernel_floor_us: float | None = None,
+              h2d_link_Bps: float | None = None) -> list[Plan]:
     """Compile a user's step for `target`, once per policy; write plan runs under `out`.
 
     `state`/`batch`: pytrees of arrays or `jax.ShapeDtypeStruct`s (e.g. from `jax.eval_shape`);
@@ -307,6 +314,8 @@ def plan_step(step_fn: Callable, state: Any, batch: Any, *, target: str | Target
     is compiled as given. With `policies` (names such as "nothing_saveable", "offload:x", or
     `overlap.capture.policies.Policy` objects), `step_fn` is a factory: `step_fn(policy)`
     returns the step for that policy (apply it with `policy.wrap(layer_fn)`).
+    `budget` (`overlap.plan.targets.memory_budget`), `host_link_Bps`, `h2d_link_Bps` and
+    `kernel_floor_us`: as in `compile_one`.
     """
     import jax
 
@@ -324,7 +333,9 @@ def plan_step(step_fn: Callable, state: Any, batch: Any, *, target: str | Target
             fn, name, info = step_fn(p), p.name, _policy_info(p)
         jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
         plan = compile_one(jitted, state, batch, tgt, topology=topology,
-                           host_link_Bps=host_link_Bps, policy=name, policy_info=info)
+                           host_link_Bps=host_link_Bps, policy=name, policy_info=info,
+                           budget=budget, kernel_floor_us=kernel_floor_us,
+                           h2d_link_Bps=h2d_link_Bps)
         if out is not None:
             write_plan(plan, out, _safe_label(f"{label_prefix}{tgt.name}-{name}"))
         plans.append(plan)
@@ -354,7 +365,9 @@ def _safe_label(s: str) -> str:
 
 def plan_workload(spec: str, policies: list[str], target: str | Target, *,
                   out: str | os.PathLike | None = None, topology: str | None = None,
-                  host_link_Bps: float | None = None) -> list[Plan]:
+                  host_link_Bps: float | None = None, budget: MemoryBudget | None = None,
+                  kernel_floor_us: float | None = None,
+                  h2d_link_Bps: float | None = None) -> list[Plan]:
     """Plan a built-in (or `module:function`) workload under each policy.
 
     The workload is built abstractly (`jax.eval_shape`), so no parameter is materialised on
@@ -394,7 +407,8 @@ def plan_workload(spec: str, policies: list[str], target: str | Target, *,
                 "notes": list(getattr(w, "notes", []) or [])}
         plan = compile_one(w.step_fn, state, batch, tgt, topology=topology,
                            host_link_Bps=host_link_Bps, policy=p.name,
-                           policy_info=_policy_info(p), workload=info)
+                           policy_info=_policy_info(p), workload=info, budget=budget,
+                           kernel_floor_us=kernel_floor_us, h2d_link_Bps=h2d_link_Bps)
         if out is not None:
             write_plan(plan, out, _safe_label(f"{tgt.name}-{wname}-{p.name}"))
         plans.append(plan)

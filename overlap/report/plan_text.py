@@ -8,18 +8,68 @@ aliases (`overlap.analysis.memory.memory_analysis_peak`).
 
 from __future__ import annotations
 
+import math
+
 from overlap.analysis.plans import _policy, _target, baseline_for, plan_row
 from overlap.report.units import format_bytes, format_ps, format_rate
+
+
+def format_hidden(fraction: float | None) -> str:
+    """A predicted hidden fraction as a percentage that never rounds up to 100%: "100%" means
+    every copy hides, so 99.6% prints as 99%; '-' for None (nothing to hide)."""
+    if fraction is None:
+        return "-"
+    if fraction >= 1.0:
+        return "100%"
+    pct = math.floor(100 * fraction)
+    return "<1%" if pct == 0 and fraction > 0 else f"{pct}%"
+
+
+def direction_sentence(r: dict, d: str) -> str | None:
+    """One sentence about direction `d` ("D2H"/"H2D") of plan row `r`, from the same numbers as
+    the table's column (`plan_row`'s `{d}_predicted_hidden_fraction`); None when the plan moves
+    nothing that way."""
+    k = d.lower()
+    hf = r.get(f"{k}_predicted_hidden_fraction")
+    if hf is None or not r.get(f"{k}_per_step"):
+        return None
+    link = r.get(f"{k}_link_Bps")
+    be = r.get(f"{k}_break_even_Bps")
+    never = r.get(f"{k}_never_hides") or []
+    head = f"{d} predicted {format_hidden(hf)} hidden at {format_rate(link)}"
+    if never:
+        n = len(never)
+        return (f"{head}; {n} {d} cop{'y' if n == 1 else 'ies'} ({', '.join(never[:3])}"
+                f"{', ...' if n > 3 else ''}) hide at no host bandwidth (nothing, or too little, "
+                "is scheduled beside them), so no link hides every copy")
+    if be is None:
+        return head
+    if hf >= 1.0:
+        return f"{head}; every {d} copy still hides down to {format_rate(be)}"
+    tail = (" ((almost) nothing is scheduled beside the copies)"
+            if link and be > 100 * link else "")
+    return f"{head}; every {d} copy hides only if the link gives >= {format_rate(be)}{tail}"
+
+
+def _fits_text(r: dict) -> str:
+    budget = r.get("memory_budget_bytes") or r.get("device_memory_bytes")
+    if r["fits"] is None or budget is None:
+        return "fit unknown (no memory analysis)"
+    if r["fits"]:
+        return f"fits the {format_bytes(budget)} budget"
+    return (f"does NOT fit: device peak {format_bytes(r['device_peak_bytes'])} > the "
+            f"{format_bytes(budget)} budget")
 
 
 def render_plans(plans: list[dict]) -> str:
     if not plans:
         return "no plans"
     targets = sorted({_target(m) for m in plans})
-    out = [f"PLAN (compiled for {', '.join(targets)}, not run; transfer hiding is a roofline "
-           "estimate)"]
+    out = [f"PLAN (compiled for {', '.join(targets)}, not run; * = predicted by the roofline "
+           "estimate, not measured)"]
     head = (f"{'plan':<34}{'device peak':>13}{'temp':>12}{'host temp':>12}"
-            f"{'D2H/step':>12}{'H2D/step':>12}{'hidden*':>9}{'exposed*':>11}")
+            f"{'D2H/step':>12}{'H2D/step':>12}{'D2H hid*':>10}{'H2D hid*':>10}{'exposed*':>11}"
+            f"{'fits':>6}")
     out.append(head)
     for m in plans:
         r = plan_row(m)
@@ -29,25 +79,24 @@ def render_plans(plans: list[dict]) -> str:
             out.append(f"{name:<34}{what}: {str(r['error'] or '')[:120]}")
             continue
         hf = r["predicted_hidden_fraction"]
-        exposed = ("none" if hf is not None and not r["predicted_exposed_ps"]
-                   else format_ps(r["predicted_exposed_ps"] if hf is not None else None))
+        exposed = ("-" if hf is None else "none" if not r["predicted_exposed_ps"]
+                   else format_ps(r["predicted_exposed_ps"]))
+        fits = "-" if r["fits"] is None else "yes" if r["fits"] else "NO"
         out.append(
             f"{name:<34}{format_bytes(r['device_peak_bytes']):>13}"
-            f"{format_bytes(r['temp_bytes']):>12}"
-            f"{format_bytes(r['host_temp_bytes']):>12}{format_bytes(r['d2h_per_step']):>12}"
-            f"{format_bytes(r['h2d_per_step']):>12}"
-            f"{('-' if hf is None else f'{100 * hf:.0f}%'):>9}"
-            f"{exposed:>11}")
+            f"{format_bytes(r['temp_bytes']):>12}{format_bytes(r['host_temp_bytes']):>12}"
+            f"{format_bytes(r['d2h_per_step']):>12}{format_bytes(r['h2d_per_step']):>12}"
+            f"{format_hidden(r['d2h_predicted_hidden_fraction']):>10}"
+            f"{format_hidden(r['h2d_predicted_hidden_fraction']):>10}{exposed:>11}{fits:>6}")
     for t in targets:
         for m in plans:
             base = baseline_for(plans, t, m)
-            if _target(m) != t or m.get("status") != "ok" or (
-                    base is not None and _policy(m) == _policy(base)):
+            if _target(m) != t or m.get("status") != "ok":
                 continue
             r = plan_row(m)
-            line = f"{t} {r['policy']}: "
+            is_base = base is not None and _policy(m) == _policy(base)
             parts = []
-            if base is not None:
+            if base is not None and not is_base:
                 b = plan_row(base)
                 if b["temp_bytes"] is not None and r["temp_bytes"] is not None:
                     d = r["temp_bytes"] - b["temp_bytes"]
@@ -60,34 +109,37 @@ def render_plans(plans: list[dict]) -> str:
                              f"{format_bytes(r['h2d_per_step'])} H2D per step"
                              + ("" if r["trip_counts_known"]
                                 else " (at least: a loop count is unknown)"))
-                be = r["break_even_Bps"]
-                hf = r["predicted_hidden_fraction"]
-                link = format_rate(
-                    ((m.get("estimate") or {}).get("model") or {}).get("host_link_Bps"))
-                if be is None or be > 1e13:  # beyond any host link: nothing real beside it
-                    parts.append("estimated NOT to hide: the compiler scheduled (almost) no work "
-                                 "between the copies' start and done")
-                else:
-                    parts.append(f"estimated {100 * (hf or 0):.0f}% hidden at {link}; every copy "
-                                 f"hides only if the host link gives at least {format_rate(be)}")
-            else:
+            elif not is_base:
                 parts.append("plans no host transfers")
-            if r["fits"] is False:
-                parts.append(f"device peak {format_bytes(r['device_peak_bytes'])} exceeds the "
-                             f"target's {format_bytes(r['device_memory_bytes'])}")
-            out.append(line + "; ".join(parts))
+            parts.append(_fits_text(r))
+            out.append(f"{t} {r['policy']}: " + "; ".join(parts))
+            for d in ("D2H", "H2D"):
+                sentence = direction_sentence(r, d)
+                if sentence:
+                    out.append(f"  {sentence} *")
             for n in m.get("notes") or []:
                 out.append(f"  note: {n}")
-    seen = set()
+    seen: set = set()
     for m in plans:
-        model = (m.get("estimate") or {}).get("model")
-        if not model or model.get("target") in seen:
+        est = m.get("estimate") or {}
+        model = est.get("model")
+        r = plan_row(m)
+        key = (model or {}).get("target"), r.get("memory_budget_source")
+        if not model or key in seen:
             continue
-        seen.add(model.get("target"))
-        out.append(f"* estimate model ({model.get('target')}): "
-                   f"HBM {format_rate(model.get('hbm_Bps'))}, "
-                   f"bf16 {model.get('peak_flops_bf16', 0) / 1e12:.0f} TFLOP/s, "
-                   f"f32 {model.get('peak_flops_f32', 0) / 1e12:.0f} TFLOP/s, host link "
-                   f"{format_rate(model.get('host_link_Bps'))} ({model.get('host_link')}); "
-                   "peaks, not achieved rates")
+        seen.add(key)
+        floor = model.get("kernel_floor_ps") or 0
+        out.append(f"* predicted for {model.get('target')}, not measured: HBM "
+                   f"{format_rate(model.get('hbm_Bps'))}, bf16 "
+                   f"{model.get('peak_flops_bf16', 0) / 1e12:.0f} TFLOP/s, f32 "
+                   f"{model.get('peak_flops_f32', 0) / 1e12:.0f} TFLOP/s (peaks), kernel floor "
+                   f"{floor / 1e6:g} us, host link {format_rate(model.get('host_link_Bps'))}"
+                   + (f" D2H / {format_rate(model.get('h2d_link_Bps'))} H2D"
+                      if model.get("h2d_link_Bps") not in (None, model.get("host_link_Bps"))
+                      else "") + f" ({model.get('host_link')})")
+        for a in est.get("assumptions") or []:
+            out.append(f"  assumes: {a}")
+        if r.get("memory_budget_source"):
+            out.append(f"  memory budget {format_bytes(r['memory_budget_bytes'])}: "
+                       f"{r['memory_budget_source']}")
     return "\n".join(out)
