@@ -165,8 +165,10 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
                 host_link_Bps: float | None = None, policy: str = "as given",
                 policy_info: dict | None = None, workload: dict | None = None,
                 budget: MemoryBudget | None = None, kernel_floor_us: float | None = None,
-                h2d_link_Bps: float | None = None) -> Plan:
+                h2d_link_Bps: float | None = None, lowered: Any = None) -> Plan:
     """Compile `jitted(state, batch)` for `target`; never raises for a step that does not fit.
+
+    `lowered`: the step already lowered for this target (`lower_for`), to skip lowering again.
 
     `budget`: the device memory the plan must fit in (default `memory_budget(target)`: JAX's
     usable share of the device); `host_link_Bps`, `h2d_link_Bps`, `kernel_floor_us` replace
@@ -214,7 +216,8 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
     }
     try:
         with quiet_native_stderr(log):
-            lowered = jitted.lower(*args)
+            if lowered is None:
+                lowered = jitted.lower(*args)
             # One compile, with a dump: the dump gives the HloProto with buffer assignment and
             # the heap-simulator traces (compiled.as_text() has neither); dump options do not
             # change the optimized program, so this one compile serves both (half the time of
@@ -270,6 +273,14 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
     plan = Plan(policy, target.name, "ok", manifest, hlo_text=text, hlo_proto=proto)
     plan.manifest["_timeline"] = timeline
     return plan
+
+
+def lower_for(jitted, state, batch, target: Target, *, topology: str | None = None) -> Any:
+    """`jitted` lowered for one compile-only device of `target`, with the placement
+    `compile_one` uses (pass it back as `lowered=`). Raises what the lowering raises."""
+    dev = target_devices(target, topology)[0]
+    with quiet_native_stderr():
+        return jitted.lower(_placed(state, dev), _placed(batch, dev))
 
 
 def write_plan(plan: Plan, out: str | os.PathLike, label: str) -> Path:
@@ -363,6 +374,36 @@ def _safe_label(s: str) -> str:
     return re.sub(r"[^\w.\-]+", "_", s).strip("._") or "plan"
 
 
+def workload_abstract(spec: str, policy: Any) -> tuple[Any, Any, Any, dict]:
+    """(workload, abstract state, abstract batch, manifest info) of `spec` under `policy`,
+    built with `jax.eval_shape`: no parameter is materialised on this machine."""
+    import jax
+
+    from overlap.capture.workloads import load_workload
+
+    holder: dict[str, Any] = {}
+
+    def build():
+        w = load_workload(spec, policy)
+        holder["w"] = w
+        return w.init_state, w.batch
+
+    state, batch = jax.eval_shape(build)
+    w = holder["w"]
+    if getattr(w, "state_memory_kind", None):
+        # eval_shape drops shardings; give the state back its memory kind (the device is
+        # any: the plan places it on the target's device with the same kind).
+        kind = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0],
+                                                 memory_kind=w.state_memory_kind)
+        state = jax.tree.map(
+            lambda x, k=kind: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=k), state)
+    # `device_notes` are about this machine's device (e.g. XLA:CPU compiling copies away),
+    # not about the target the plan compiles for.
+    info = {"name": w.name, "size": w.size, "description": w.description,
+            "notes": list(getattr(w, "notes", []) or [])}
+    return w, state, batch, info
+
+
 def plan_workload(spec: str, policies: list[str], target: str | Target, *,
                   out: str | os.PathLike | None = None, topology: str | None = None,
                   host_link_Bps: float | None = None, budget: MemoryBudget | None = None,
@@ -373,10 +414,8 @@ def plan_workload(spec: str, policies: list[str], target: str | Target, *,
     The workload is built abstractly (`jax.eval_shape`), so no parameter is materialised on
     this machine: sizes far beyond its memory plan fine.
     """
-    import jax
-
     from overlap.capture.policies import get_policy
-    from overlap.capture.workloads import load_workload, parse_spec
+    from overlap.capture.workloads import parse_spec
 
     tgt = target if isinstance(target, Target) else get_target(target)
     _, wname, size = parse_spec(spec)
@@ -385,26 +424,7 @@ def plan_workload(spec: str, policies: list[str], target: str | Target, *,
     resolved = [get_policy(pol) for pol in policies]
     plans = []
     for p in resolved:
-        holder: dict[str, Any] = {}
-
-        def build(pol=p, holder=holder):
-            w = load_workload(spec, pol)
-            holder["w"] = w
-            return w.init_state, w.batch
-
-        state, batch = jax.eval_shape(build)
-        w = holder["w"]
-        if getattr(w, "state_memory_kind", None):
-            # eval_shape drops shardings; give the state back its memory kind (the device is
-            # any: the plan places it on the target's device with the same kind).
-            kind = jax.sharding.SingleDeviceSharding(jax.devices("cpu")[0],
-                                                     memory_kind=w.state_memory_kind)
-            state = jax.tree.map(
-                lambda x, k=kind: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=k), state)
-        # `device_notes` are about this machine's device (e.g. XLA:CPU compiling copies away),
-        # not about the target the plan compiles for.
-        info = {"name": w.name, "size": w.size, "description": w.description,
-                "notes": list(getattr(w, "notes", []) or [])}
+        w, state, batch, info = workload_abstract(spec, p)
         plan = compile_one(w.step_fn, state, batch, tgt, topology=topology,
                            host_link_Bps=host_link_Bps, policy=p.name,
                            policy_info=_policy_info(p), workload=info, budget=budget,
