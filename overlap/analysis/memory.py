@@ -96,7 +96,7 @@ def executed_program(trace, manifest: dict | None = None) -> dict[str, Any]:
     Otherwise it cannot tell, and says so. Returns `{"module", "program_id", "name" (the
     capture's `<module>(<id>)`), "proto" (bytes or None), "how" (a sentence)}`."""
     m = manifest or {}
-    prog = m.get("program") if isinstance(m.get("program"), dict) else {}
+    prog: dict[str, Any] = m["program"] if isinstance(m.get("program"), dict) else {}
     module = (prog.get("module") if isinstance(prog.get("module"), str) else None) \
         or (m.get("module") if isinstance(m.get("module"), str) else None) \
         or (executed_module(trace) if trace is not None else None)

@@ -908,7 +908,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         notes.append(f"{summary['zero_length']} zero-length transfer(s): counted, but in no "
                      "hidden/partial/exposed class.")
 
-    result = {
+    result: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "status": status, "reason": reason,
         "backend": backend, "synthetic": any(p["synthetic"] for p in parts),

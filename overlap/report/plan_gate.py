@@ -80,7 +80,7 @@ def run_plan_checks(manifest: dict[str, Any], *, min_offload_bytes: int | None =
                 f"device peak {format_bytes(peak)} (memory_analysis temp + arguments + outputs "
                 f"- aliases) vs {format_bytes(limit)} ({where})", peak, limit))
     inv = manifest.get("offload_inventory") or {}
-    pol = manifest.get("policy") if isinstance(manifest.get("policy"), dict) else {}
+    pol: dict[str, Any] = manifest["policy"] if isinstance(manifest.get("policy"), dict) else {}
     category = pol.get("category")
     moves = _moves(inv)
     check_overlap = status == "ok" and moves > 0

@@ -54,8 +54,8 @@ def check_scheduler_address(address: str) -> str:
         raise UsageError(f"{where}: a Dask scheduler address starts with "
                          f"{', '.join(s + '://' for s in SCHEDULER_SCHEMES)} (not {scheme}://)")
     if rest.startswith("["):
-        host, close, port = rest[1:].partition("]")
-        port = port[1:] if port.startswith(":") else None if port else ""
+        host, close, after = rest[1:].partition("]")
+        port: str | None = after[1:] if after.startswith(":") else None if after else ""
         ok_host = bool(close) and bool(host) and all(c in "0123456789abcdefABCDEF:." for c in host)
     else:
         host, colon, port = rest.rpartition(":")
@@ -139,8 +139,9 @@ def map_hosts_local(files: list[Path], jobs: int, fn: Callable[[str], Any] | Non
     `fn` must be picklable (a module-level function or a `functools.partial` of one).
     """
     if fn is None:
-        from overlap.trace.reader import read_host_file as fn
+        from overlap.trace.reader import read_host_file
 
+        fn = read_host_file
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=ctx) as pool:
         return list(pool.map(fn, [str(f) for f in files]))

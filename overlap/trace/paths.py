@@ -8,11 +8,12 @@ returned, sorted by name.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from overlap.errors import InputError
 
@@ -27,7 +28,7 @@ PARTIAL_MARK = ".partial-"
 MAX_SIDE_FILE_BYTES = 1 << 30
 
 
-def open_regular(path: str | os.PathLike, what: str = "file") -> IO[bytes]:
+def open_regular(path: str | os.PathLike, what: str = "file") -> io.BufferedReader:
     """Open `path` for reading in binary mode, only if it is a regular file.
 
     Every file overlap opens (a capture, run.json, a baseline, program_memory.json, HLO files)

@@ -1290,7 +1290,7 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
         if not ev.n:
             continue
         mids = ev.mids
-        if hip_mids:
+        if hip_mids and hip_calls is not None:
             vendors.collect_hip_calls(P, ev, hip_mids, hip_calls)
         cand = ~np.isin(mids, list(skip)) if skip else np.ones(ev.n, bool)
         # The old per-event rule: the merged (wanted event stats + metadata stats) dict is

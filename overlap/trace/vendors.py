@@ -214,7 +214,8 @@ def rocm_transfers(side: GpuSide, calls: Cols, host: str, tr: Cols) -> list[dict
         return unknown
     api = api[api["correlation_id"].notna()].drop_duplicates("correlation_id")
     kinds = [hip_api_kind(str(a)) or ("other", None) for a in api["api"].tolist()]
-    api = api.assign(call=[k[0] for k in kinds], direction=[k[1] for k in kinds])
+    api = api.assign(call=[k[0] for k in kinds],
+                     direction=np.array([k[1] for k in kinds], dtype=object))
     copies = blits[blits["kind"] == "copy"]
     m = copies.merge(api, how="left", on="correlation_id", suffixes=("", "_api"))
     to_host = m["direction"].isin(list(HOST_DIRECTIONS)).to_numpy(bool)
@@ -253,7 +254,7 @@ def rocm_transfers(side: GpuSide, calls: Cols, host: str, tr: Cols) -> list[dict
                & ~api["correlation_id"].isin(seen)]
     for name, g in lost.groupby("api", sort=True):
         unknown.append({"device": None, "events": int(len(g)), "reason": (
-            f"{len(g)} {name} call(s) with no device copy event correlated: "
+            f"{len(g)} {name!s} call(s) with no device copy event correlated: "
             "no device span to measure")})
     return unknown
 
@@ -282,15 +283,15 @@ def is_known_vendor(vendor: str) -> bool:
     return vendor.split(" ")[0] in KNOWN_VENDORS.values()
 
 
-def shape_unknowns(side: GpuSide, plane_vendors: dict[str, str],
+def shape_unknowns(side: GpuSide, plane_vendors: dict[str, tuple[str, int]],
                    other_planes: list[tuple[str, int]]) -> list[dict[str, Any]]:
     """"Cannot tell" entries for device shapes outside the rules: unknown vendors (of planes
     with events), stream events that are neither kernels nor known copies, unknown stream
     kinds, kernels named like copies, other `/device:` planes with events."""
     out: list[dict[str, Any]] = []
-    for dev, (vendor, n) in sorted(plane_vendors.items()):
+    for pdev, (vendor, n) in sorted(plane_vendors.items()):
         if n and not is_known_vendor(vendor):
-            out.append({"device": dev, "events": n, "reason": (
+            out.append({"device": pdev, "events": n, "reason": (
                 f"device_vendor {vendor!r}: overlap reads NVIDIA (CUPTI) and AMD (ROCm) GPU "
                 "planes only")})
     other = _cols_frame(side.other, ("device", "line", "name"))
