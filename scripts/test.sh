@@ -6,4 +6,7 @@ scripts/setup.sh --test
 . .venv/bin/activate
 # Screenshots and other artifacts of the browser tests land here.
 mkdir -p test-artifacts
+# Lint and types first (configuration in pyproject.toml): a finding fails CI like a test.
+ruff check .
+mypy
 python -m pytest "$@"
