@@ -107,6 +107,21 @@ def register(sub) -> None:
     p.add_argument("--baseline", metavar="REPORT.json|RUN",
                    help="with --html: a saved `overlap report --json` to draw bars against, or "
                         "the baseline's run directory/capture (adds device memory against it)")
+    pr = p.add_argument_group(
+        "predicted against measured",
+        "--predict runs the plan estimate on the program the capture ran (its HloProto) and "
+        "puts it beside the measurement, per copy op")
+    pr.add_argument("--predict", action="store_true",
+                    help="add the estimate of the captured program beside the measured copies "
+                         "(needs overlap-jax[plan])")
+    pr.add_argument("--target", metavar="TARGET",
+                    help="with --predict: the target to predict for (default: from the "
+                         "capture's device kind)")
+    pr.add_argument("--host-bandwidth", type=float, metavar="GB/s",
+                    help="with --predict: host link bandwidth for the estimate (default: the "
+                         "target's data sheet)")
+    pr.add_argument("--kernel-floor-us", type=float, metavar="US",
+                    help="with --predict: least time of one kernel (default: the target's)")
     p.set_defaults(func=run)
 
 
@@ -115,6 +130,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.baseline and not args.html:
         raise UsageError("--baseline goes with --html (overlap check takes its own --baseline)")
+    if not getattr(args, "predict", False) and any(
+            getattr(args, k, None) is not None
+            for k in ("target", "host_bandwidth", "kernel_floor_us")):
+        raise UsageError("--target, --host-bandwidth and --kernel-floor-us go with --predict")
     if args.html:
         from overlap.errors import require_extra
 
@@ -153,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
     offload = offload_section(args.path, result)
     if offload is not None:
         result["offload"] = offload
+    if getattr(args, "predict", False):
+        result["prediction"] = _predict(args, trace, result)
     if args.html:
         from pathlib import Path
 
@@ -173,10 +194,33 @@ def run(args: argparse.Namespace) -> int:
             print(f"did offload happen? {offload['answer']}")
             for line in offload["lines"]:
                 print(f"  {line}")
+        if "prediction" in result:
+            from overlap.report.predict_text import render_prediction
+
+            print()
+            print(render_prediction(result["prediction"]))
     sys.stdout.flush()  # the results first, then the one error line of a partly read capture
     fail_on_unreadable(trace)
     # A report describes; only `overlap check` gates. Missing transfers are not an error here.
     return 0
+
+
+def _predict(args: argparse.Namespace, trace, result: dict) -> dict:
+    """The `prediction` section (`overlap.plan.predict`): the plan estimate of the program the
+    capture ran, beside its measured copies."""
+    from overlap.errors import require_extra
+
+    require_extra("plan", "jax")
+    if args.host_bandwidth is not None and not (0 < args.host_bandwidth < 1e6):
+        raise UsageError("--host-bandwidth must be a positive number of GB/s")
+    # Printing the captured HloProto needs jaxlib, not an accelerator: keep jax on the CPU.
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from overlap.plan.predict import predict_capture
+
+    return predict_capture(trace, result, target=args.target,
+                           host_link_Bps=None if args.host_bandwidth is None
+                           else args.host_bandwidth * 1e9,
+                           kernel_floor_us=args.kernel_floor_us)
 
 
 def _plan(path: str) -> dict | None:

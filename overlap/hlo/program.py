@@ -830,6 +830,22 @@ def pick_module(protos: dict[str, bytes], hint: str | None = None) -> tuple[str,
     return name, protos[name]
 
 
+def hlo_text_from_proto(hlo_proto: bytes | Any) -> str:
+    """HLO text (the form `compiled.as_text()` prints, schedule order kept) of a serialized
+    ``HloProto`` or ``HloModuleProto``, printed by XLA itself through jaxlib (so every field
+    our own proto subset leaves out, layouts and backend configs included, is there).
+    Needs jaxlib (the `plan` extra)."""
+    from overlap.errors import require_extra
+
+    require_extra("plan", "jaxlib")
+    from jaxlib import xla_client
+
+    if isinstance(hlo_proto, (bytes, bytearray)):
+        hlo_proto = HloProto.FromString(bytes(hlo_proto))
+    module = hlo_proto.hlo_module if hasattr(hlo_proto, "hlo_module") else hlo_proto
+    return xla_client.XlaComputation(module.SerializeToString()).as_hlo_text()
+
+
 def hlo_proto_from_jitted(jitted, *args, **kwargs) -> bytes:
     """Serialized ``HloProto`` (with buffer assignment and heap-simulator traces) of
     ``jitted(*args, **kwargs)``, by compiling once more with an XLA dump to a temp dir.

@@ -153,29 +153,28 @@ _add(Target(
     "v4", "tpu", "TPU v4 (32 GiB HBM2)", "v4:2x2x1",
     device_memory_bytes=32 * _GiB, hbm_Bps=1.2e12, peak_flops_bf16=275e12,
     peak_flops_f32=275e12 / 4, host_link_Bps=16e9,
-    host_link=f"PCIe, 16 GB/s each way ({_SCALING_BOOK})",
+    host_link=f"PCIe, {_SCALING_BOOK}",
     source="Google Cloud TPU v4 documentation (275 TFLOP/s bf16, 1.2 TB/s, 32 GiB)",
     memory_source="Cloud TPU v4 docs: 32 GiB HBM per chip"))
 _add(Target(
     "v5e", "tpu", "TPU v5e (16 GiB HBM2)", "v5e:2x2",
     device_memory_bytes=16 * _GiB, hbm_Bps=819e9, peak_flops_bf16=197e12,
     peak_flops_f32=197e12 / 4, host_link_Bps=15e9,
-    host_link=f"PCIe, ~15 GB/s per chip ({_SCALING_BOOK}: 1.5e10 B/s, v5e/v5p)",
+    host_link=f"PCIe, {_SCALING_BOOK}: ~1.5e10 B/s per v5e/v5p chip",
     source="Google Cloud TPU v5e documentation (197 TFLOP/s bf16, 819 GB/s, 16 GiB)",
     memory_source="Cloud TPU v5e docs: 16 GiB HBM per chip"))
 _add(Target(
     "v5p", "tpu", "TPU v5p (95 GiB HBM2e)", "v5p:2x2x1",
     device_memory_bytes=95 * _GiB, hbm_Bps=2.765e12, peak_flops_bf16=459e12,
     peak_flops_f32=459e12 / 4, host_link_Bps=15e9,
-    host_link=f"PCIe, ~15 GB/s per chip ({_SCALING_BOOK}: 1.5e10 B/s, v5e/v5p)",
+    host_link=f"PCIe, {_SCALING_BOOK}: ~1.5e10 B/s per v5e/v5p chip",
     source="Google Cloud TPU v5p documentation (459 TFLOP/s bf16, 2.765 TB/s, 95 GiB)",
     memory_source="Cloud TPU v5p docs: 95 GiB HBM per chip"))
 _add(Target(
     "v6e", "tpu", "TPU v6e Trillium (32 GiB HBM)", "v6e:2x2",
     device_memory_bytes=32 * _GiB, hbm_Bps=1.64e12, peak_flops_bf16=918e12,
     peak_flops_f32=918e12 / 4, host_link_Bps=32e9,
-    host_link=f"PCIe, 32 GB/s each way ({_SCALING_BOOK}: about 2x v5); measured alone on a real "
-              "v6e: 28-31 GB/s per copy",
+    host_link=f"PCIe, {_SCALING_BOOK}: about 2x v5",
     source="Google Cloud TPU v6e documentation (918 TFLOP/s bf16, 1.64 TB/s, 32 GiB)",
     memory_source="Cloud TPU v6e docs: 32 GiB HBM per chip"))
 
@@ -267,6 +266,28 @@ def memory_budget(target: Target, *, budget_gib: float | None = None,
     return MemoryBudget(int(cap * JAX_GPU_MEM_FRACTION), cap, JAX_GPU_MEM_FRACTION,
                         f"JAX's default GPU preallocation, {JAX_GPU_MEM_FRACTION:g} of {what}")
 
+
+
+# Device kinds as captures name them (XPlane device name, jax `device_kind`) -> target. Order
+# matters: "TPU v5 lite" (v5e) before "TPU v5" (v5p).
+_DEVICE_KINDS = (
+    ("tpu7x", ("tpu7x", "tpu 7x", "ironwood")),
+    ("v6e", ("tpu v6 lite", "tpu v6e", "trillium")),
+    ("v5e", ("tpu v5 lite", "tpu v5e", "v5litepod")),
+    ("v5p", ("tpu v5p", "tpu v5")),
+    ("v4", ("tpu v4",)),
+    ("b300", ("b300",)), ("b200", ("b200",)), ("h200", ("h200",)), ("h100", ("h100",)),
+)
+
+
+def target_for_device_kind(kind: str | None) -> str | None:
+    """The target whose hardware a capture's device kind names ("TPU v6 Lite" -> "v6e"), or
+    None when no target matches."""
+    k = (kind or "").lower()
+    for name, needles in _DEVICE_KINDS:
+        if name in TARGETS and any(n in k for n in needles):
+            return name
+    return None
 
 
 def get_target(name: str) -> Target:
