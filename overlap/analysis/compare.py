@@ -88,6 +88,12 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "run": str(p), "label": label, "policy": policy.get("name") or label,
         "category": policy.get("category"), "offloads": bool(policy.get("offloaded")),
         "backend": result.get("backend"), "synthetic": bool(result.get("synthetic")),
+        "platform": _platform(result),
+        # False: no step annotations, so the "per step" numbers are per capture
+        "per_step": bool(result.get("steps")),
+        # per direction, transfers whose size the capture does not record (not in the bytes)
+        "unknown_bytes": {d: int((by_dir.get(d) or {}).get("unknown_bytes") or 0)
+                          for d in ("D2H", "H2D")},
         "device": ((manifest or {}).get("backend") or {}).get("device_kind"),
         "workload": ((manifest or {}).get("workload") or {}).get("description"),
         "step_ns_median": med, "step_ns_min": lo, "step_ns_max": hi, "steps": st_sum["n"],
@@ -113,6 +119,16 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "planned": planned, "executed": executed,
         "offload_happened": offload_check(planned, executed, bool(policy.get("offloaded"))),
     }
+
+
+def _platform(result: dict) -> str:
+    """`gpu (AMD)`, `tpu (Google)`: the backend and its devices' vendors."""
+    from overlap.analysis.overlap import vendor_names
+
+    names = [n.replace(" (inferred)", ", inferred")
+             for n in vendor_names(result.get("vendors") or {})]
+    backend = str(result.get("backend") or "unknown")
+    return f"{backend} ({', '.join(names)})" if names else backend
 
 
 def planned_copies(manifest: dict | None) -> dict[str, dict]:
@@ -208,7 +224,10 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
     if not rows:
         raise UsageError("compare needs at least one run")
     base = _pick_baseline(rows, baseline)
-    no_remat = next((r for r in rows if r["category"] == "no-remat"), None)
+    # The no-remat reference must be the baseline's program: another program's memory says
+    # nothing about this one's.
+    no_remat = next((r for r in rows if r["category"] == "no-remat"
+                     and (base is None or same_program(r, base))), None)
     out_rows = []
     for r in rows:
         row = dict(r)
@@ -252,17 +271,27 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
     inputs = {(r.get("program") or {}).get("inputs") for r in rows} - {None}
     mixed = len(mods) > 1 or len(inputs) > 1
     modules = sorted({_program_key(r) for r in rows}) if mixed else []
-    if mixed:  # different programs: deltas would compare different work, so none are called
+    # Different backends or vendors: not one experiment, whatever the programs are called.
+    platforms = sorted({r.get("platform") or str(r.get("backend")) for r in rows})
+    if len(platforms) > 1:
+        mixed = True
+        modules = modules or sorted({_program_key(r) for r in rows})
+    if mixed:
+        # Runs of the baseline's program (same module, inputs and platform) keep their verdicts;
+        # any other run is flagged with what differs, never judged: its deltas would compare
+        # different work.
         for row in out_rows:
-            row["verdict"] = None if row["is_baseline"] else (
-                f"{row['label']}: not compared: a different program from the baseline "
-                f"({_program_key(row)} vs {_program_key(base) if base else '?'})")
+            if row["is_baseline"] or (base is not None and same_program(row, base)):
+                continue
+            row["verdict"] = f"{row['label']}: not compared: {what_differs(row, base)}"
             row["step_called"] = False
-            if base is None or _program_key(row) != _program_key(base):
-                row["step_delta"] = row["peak_delta"] = row["peak_delta_vs_no_remat"] = None
-        breakeven = None
+            row["step_delta"] = row["peak_delta"] = row["peak_delta_vs_no_remat"] = None
+        if breakeven is not None and any(
+                not same_program(r, base) for r in rows if r["offloads"]):
+            breakeven = None
     return {
         "mixed_programs": modules if mixed else None,
+        "mixed_platforms": platforms if len(platforms) > 1 else None,
         "baseline": base["label"] if base else None,
         "no_remat": no_remat["label"] if no_remat else None,
         "synthetic": any(r["synthetic"] for r in rows),
@@ -302,6 +331,40 @@ def _program(manifest: dict | None, module: str | None) -> dict:
     if isinstance(prog, dict) and prog.get("module"):
         return {"module": str(prog["module"]), "inputs": prog.get("inputs")}
     return {"module": module, "inputs": None}
+
+
+def same_program(a: dict, b: dict) -> bool:
+    """Whether two run summaries ran one program on one platform: the same module name, input
+    fingerprints equal where both are recorded, the same backend and vendor."""
+    pa = a.get("program") or {"module": a.get("peak_module")}
+    pb = b.get("program") or {"module": b.get("peak_module")}
+    if pa.get("module") != pb.get("module"):
+        return False
+    if pa.get("inputs") and pb.get("inputs") and pa["inputs"] != pb["inputs"]:
+        return False
+    return (a.get("platform") or a.get("backend")) == (b.get("platform") or b.get("backend"))
+
+
+def what_differs(row: dict, base: dict | None) -> str:
+    """Why `row` is not compared with `base`, in words: the platform, the module, or (same
+    module name) the input shapes and dtypes."""
+    if base is None:
+        return "no baseline of its program"
+    pr = row.get("platform") or row.get("backend")
+    pb = base.get("platform") or base.get("backend")
+    ma = (row.get("program") or {}).get("module") or row.get("peak_module")
+    mb = (base.get("program") or {}).get("module") or base.get("peak_module")
+    if ma != mb:
+        def name(m):
+            return m or "a capture naming no HLO module"
+        return f"a different program from the baseline {base['label']} ({name(ma)} vs {name(mb)})"
+    ia, ib = (row.get("program") or {}).get("inputs"), (base.get("program") or {}).get("inputs")
+    if ia and ib and ia != ib:
+        return (f"the same module {ma} as the baseline {base['label']} but different input "
+                f"shapes or dtypes (input fingerprints {ia} vs {ib})")
+    if pr != pb:
+        return f"another platform than the baseline {base['label']} ({pr} vs {pb})"
+    return f"a different program from the baseline {base['label']}"
 
 
 def _program_key(row: dict) -> str:
@@ -346,16 +409,55 @@ def _verdict(row: dict, base: dict | None, no_remat: dict | None) -> str | None:
     return f"{row['label']}: " + ", ".join(parts)
 
 
+def _loose_captures(p: Path) -> list[Path]:
+    """The `.xplane.pb` files of a plain directory (no run.json, not a
+    `plugins/profile/<session>` directory), when it holds more than one; else []."""
+    from overlap.runs.rundir import is_complete
+
+    if not p.is_dir() or is_complete(p) or (p.parent.name == "profile"
+                                            and p.parent.parent.name == "plugins"):
+        return []
+    files = sorted(f for f in p.glob("*.xplane.pb") if f.is_file())
+    return files if len(files) > 1 else []
+
+
+def _distinct_labels(rows: list[dict[str, Any]]) -> None:
+    """Runs that share a label (two sweeps' `offload_x`) get the shortest tail of their path
+    that tells them apart, in parentheses, so no two rows of a comparison read the same."""
+    by_label: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_label.setdefault(r["label"], []).append(r)
+    for label, same in by_label.items():
+        if len(same) < 2:
+            continue
+        parts = [Path(r["run"]).parts for r in same]
+        for n in range(1, max(len(p) for p in parts) + 1):
+            tails = ["/".join(p[-n:]) for p in parts]
+            if len(set(tails)) == len(tails):
+                break
+        for r, tail in zip(same, tails):
+            r["label"] = f"{label} ({tail})"
+
+
 def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None) -> dict[str, Any]:
     """Expand log directories into runs, summarize each, compare."""
     from overlap.runs.rundir import find_runs, is_complete, is_logdir_run
 
     runs: list[Path] = []
     listed: set[Path] = set()  # found in a directory, not named by the user
+    if any(not os.fspath(raw).strip() for raw in paths):
+        # Path("") is the current directory: refused, as report, check and inspect do.
+        raise InputError(None, "empty path: name a run directory, log directory or capture")
     for p in map(Path, paths):
         if not p.exists():
             raise InputError(p, "no such file or directory")
-        if p.is_dir() and not is_complete(p) and not is_logdir_run(p) \
+        loose = _loose_captures(p)
+        if loose:
+            # Files side by side in a plain directory are not one capture's hosts (those sit
+            # in plugins/profile/<session>/): each is its own run, never a "multi-host run".
+            runs.extend(loose)
+            listed.update(loose)
+        elif p.is_dir() and not is_complete(p) and not is_logdir_run(p) \
                 and not list(p.glob("*" + ".xplane.pb")):
             found = find_runs(p)  # a directory of runs, at any depth
             if not found:
@@ -369,13 +471,20 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None) ->
     from overlap.runs.rundir import is_plan, load_manifest
 
     plans, captures = [], []
+    left_out: list[str] = []
     for r in runs:
-        m = load_manifest(r) if r.is_dir() else None
+        try:
+            m = load_manifest(r) if r.is_dir() else None
+        except InputError as e:  # a damaged run.json: named, never read as a plain log dir
+            if r not in listed:
+                raise
+            left_out.append(f"left out {r.name}: {e}")
+            continue
         if is_plan(m):
             plans.append({**m, "label": m.get("label") or r.name})
         else:
             captures.append(r)
-    rows, left_out = [], []
+    rows = []
     for r in captures:
         try:
             rows.append(summarize_run(r))
@@ -385,6 +494,7 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None) ->
             left_out.append(f"left out {r.name}: {e.problem}")  # one bad run, not the others
     if captures and not rows:
         raise InputError(None, "no readable runs: " + "; ".join(left_out))
+    _distinct_labels(rows)
     if rows:
         res = compare(rows, baseline)
     else:

@@ -735,11 +735,15 @@ def _vendor_facts(trace) -> dict[str, Any]:
     (`overlap.trace.vendors`), from the capture facts."""
     vendors: dict[str, dict[str, str]] = {}
     unknowns: list[dict[str, Any]] = []
+    platforms: dict[str, str] = {}
     for host, facts in sorted((trace.capture or {}).items()):
         if facts.get("vendors"):
             vendors[host] = dict(facts["vendors"])
         unknowns += [{"host": host, **u} for u in facts.get("transfer_unknowns") or ()]
-    return {"vendors": vendors, "unknowns": unknowns}
+        names = vendor_names({host: facts.get("vendors") or {}})
+        platforms[host] = str(facts.get("backend") or trace.backend) + (
+            f" ({', '.join(names)})" if names else "")
+    return {"vendors": vendors, "unknowns": unknowns, "platforms": platforms}
 
 
 def vendor_names(per_host: dict[str, dict[str, str]]) -> list[str]:
@@ -829,6 +833,10 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     n = int(groups["count"].sum())
     unknowns = [u for p in parts for u in p.get("unknowns", ())]
     vendors = {h: d for p in parts for h, d in p.get("vendors", {}).items()}
+    platforms = {h: v for p in parts for h, v in p.get("platforms", {}).items()}
+    # Host files of different backends or vendors are not one multi-host capture (files put
+    # side by side in one directory): named, and no host is compared with another.
+    mixed = sorted(set(platforms.values())) if len(set(platforms.values())) > 1 else None
     status, reason = _status(backend, compute_events, n)
     if not n and unknowns:
         status, reason = STATUS_CANNOT_TELL, CANNOT_TELL_REASON.format(
@@ -891,6 +899,11 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         notes.append(PAGEABLE_NOTE.format(share=_pct(summary["pageable_share"])))
     if summary["unknown_bytes"]:
         notes.append(UNKNOWN_BYTES_NOTE.format(n=summary["unknown_bytes"]))
+    if mixed:
+        notes.append("These files are not one capture: their hosts run different platforms ("
+                     + "; ".join(f"{h}: {v}" for h, v in sorted(platforms.items()))
+                     + "). The totals add up unrelated runs; read each file on its own (overlap "
+                     "compare DIR treats each as its own run).")
     if n and unknowns:
         notes.append("Cannot tell for part of the capture: " + "; ".join(
             (f"{u['host']} {u['device']}: " if u.get("device") else f"{u['host']}: ")
@@ -913,6 +926,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         "status": status, "reason": reason,
         "backend": backend, "synthetic": any(p["synthetic"] for p in parts),
         "vendors": vendors,
+        "mixed_platforms": mixed,
         # "complete" when every device event was read by a rule, else "cannot_tell" with the
         # shapes that were not (a check fails on it unless --allow-unknown).
         "transfer_status": {
@@ -948,12 +962,13 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
                               f"({_dropped_text(dropped)}): device compute may be among them")
     from overlap.analysis.hosts import straggler_view
 
-    result["stragglers"] = straggler_view(result)
+    result["stragglers"] = None if mixed else straggler_view(result)
     return result
 
 
 RESULT_KEYS = (
-    "schema_version", "status", "reason", "backend", "synthetic", "vendors", "transfer_status",
+    "schema_version", "status", "reason", "backend", "synthetic", "vendors", "mixed_platforms",
+    "transfer_status",
     "sources", "hosts", "summary",
     "by_direction", "by_device", "by_host_direction", "by_hlo_op", "steps", "step_summary",
     "top_exposed", "thresholds", "method", "notes", "verdict", "stragglers", "dropped_events",
@@ -1010,6 +1025,8 @@ def verdict(result: dict[str, Any]) -> str:
         # "mostly" only when one op really dominates; otherwise just name the largest.
         tail += f", {'mostly' if share > 0.5 else 'largest'} {top['hlo_op']} ({_pct(share)})"
     text = f"{head}: {tail}"
+    if result.get("mixed_platforms"):
+        text = (f"NOT ONE CAPTURE (hosts of {', '.join(result['mixed_platforms'])}): " + text)
     ts = result.get("transfer_status") or {}
     if ts.get("status") == TRANSFERS_CANNOT_TELL:
         k = sum(u.get("events") or 0 for u in ts.get("unknown", ()))

@@ -23,6 +23,14 @@ def _delta(x) -> str:
     return "" if x is None else f" ({'+' if x >= 0 else '-'}{abs(x) * 100:.1f}%)"
 
 
+def _per(r: dict, direction: str, unit: str) -> str:
+    """Bytes per step; `+?` where some copies' sizes are unknown; marked per capture where
+    this run has no step annotations."""
+    unknown = (r.get("unknown_bytes") or {}).get(direction)
+    cell = _mib(r[f"{direction.lower()}_bytes_per_step"]) + ("+?" if unknown else "")
+    return cell + " cap" if unit == "/step" and not r.get("per_step", True) else cell
+
+
 def render_text(res: dict[str, Any]) -> str:
     out = []
     plans = res.get("plan_manifests") or []
@@ -30,14 +38,24 @@ def render_text(res: dict[str, Any]) -> str:
         return render_plans(plans) if plans else "no runs"
     if res["synthetic"]:
         out.append("SYNTHETIC data in this comparison (written by overlap.trace.synthetic)")
+    if res.get("mixed_platforms"):
+        out.append("WARNING: these runs come from different platforms (" + ", ".join(
+            res["mixed_platforms"]) + "): only runs of the baseline's platform and program "
+            "are judged against it; the others are listed as not compared")
     if res.get("mixed_programs"):
         out.append("WARNING: these runs are different programs (" + ", ".join(
-            res["mixed_programs"]) + "): step time and memory are not comparable, no verdicts")
+            res["mixed_programs"]) + "): only runs of the baseline's program are judged "
+            "against it; the others say what differs")
     baseline = res["baseline"] or "(none: no run is known to be a remat run; give --baseline)"
     out.append(f"baseline: {baseline}"
                + (f"   no-remat reference: {res['no_remat']}" if res["no_remat"] else ""))
+    # "/step" only where every run has step annotations: without them the byte counts are
+    # per capture (analysis.compare.executed_copies divides by one), and marked so.
+    unit = "/step" if all(r.get("per_step", True) for r in res["runs"]) else (
+        "/capture" if not any(r.get("per_step", True) for r in res["runs"]) else "/step")
     head = (f"{'run':<22}{'step (median)':>22}{'spread':>18}{'peak memory':>24}"
-            f"{'D2H/step':>11}{'H2D/step':>11}{'D2H hid':>8}{'H2D hid':>8}{'exposed/step':>13}")
+            f"{'D2H' + unit:>14}{'H2D' + unit:>14}{'D2H hid':>8}{'H2D hid':>8}"
+            f"{'exposed' + unit:>16}")
     out.append(head)
     for r in res["runs"]:
         spread = "-" if r["step_ns_min"] is None else \
@@ -49,8 +67,11 @@ def render_text(res: dict[str, Any]) -> str:
             " (~noise)" if r.get("step_delta") is not None else "")
         out.append(f"{name:<22}{_ms(r['step_ns_median']) + sd:>22}"
                    f"{spread:>18}{peak + _delta(r['peak_delta']):>24}"
-                   f"{_mib(r['d2h_bytes_per_step']):>11}{_mib(r['h2d_bytes_per_step']):>11}"
-                   f"{_ratio(r['d2h_overlap']):>8}{_ratio(r['h2d_overlap']):>8}{exp:>13}")
+                   f"{_per(r, 'D2H', unit):>14}{_per(r, 'H2D', unit):>14}"
+                   f"{_ratio(r['d2h_overlap']):>8}{_ratio(r['h2d_overlap']):>8}{exp:>16}")
+    if unit == "/step" and not all(r.get("per_step", True) for r in res["runs"]):
+        out.append("(runs marked 'cap' have no step annotations: their bytes are per capture, "
+                   "not per step)")
     out.append("(* baseline; deltas in parentheses are against it, '~noise' where the 99% CI "
                "includes 0, the change is < 2% or a run has < 5 steps; step times are "
                + ", ".join(sorted({r['step_source'] for r in res['runs']})) + ")")
