@@ -2,9 +2,9 @@
 
 In: a `.xplane.pb` file, a `plugins/profile/<session>/` directory, or a run directory.
 Out: `Trace` (pandas tables of transfers, compute, steps, memory events, HLO modules, devices;
-integer picoseconds). `wire` decodes the protobuf wire format with numpy and knows no
-semantics; `reader` applies the XSpace rules of docs/xspace.md, one function per backend;
-`paths` finds capture files; `synthetic`/`synthetic_bulk` write labelled test captures.
+integer picoseconds). `wire` decodes the protobuf wire format (the compiled scanner `_scan`,
+or upb where it was not built) and knows no semantics; `reader` applies the XSpace rules of
+docs/xspace.md, one function per backend; `paths` finds capture files; `synthetic`/`synthetic_bulk` write labelled test captures.
 """
 
 from overlap.trace.reader import Trace, read_trace

@@ -157,7 +157,7 @@ class Plane:
                 if not t.ok or (not pv.meta_stripped and len(t.keys) != len(self.meta)):
                     t = None
             self._table = t
-        return self._table
+        return self._table if isinstance(self._table, MetaTable) else None
 
     def name_bytes(self, mids, display: bool = False):
         """`MetaTable.string_bytes` where the plane has a table, else None."""
@@ -615,7 +615,7 @@ def _stat_objects(buf, d, stat_names: dict[int, str], plane=None) -> np.ndarray:
     m = np.flatnonzero(kind == _K_REF)
     if "obj" in d:
         out = d["obj"].copy()
-        ref = out[m].astype(np.uint64) if m.size else None
+        ref = out[m].astype(np.uint64)
     else:
         ival, vpos = d["ival"], d["vpos"]
         out = np.full(len(kind), None, object)
@@ -712,7 +712,7 @@ class MetaTable:
         NUL-separated buffer, decoded and split once (~0.5 us per value, upb's map lookup and
         attribute read ~1.3 us)."""
         fs, fe = self._spans(mids, display)
-        mv = memoryview(self.buf)
+        mv = memoryview(self.buf)  # type: ignore[arg-type]  # an ndarray is a buffer
         # buffer slices joined with NULs (bytes.join takes buffers): no object per value
         joined = b"\0".join([mv[p:q] for p, q in zip(fs.tolist(), fe.tolist())])
         try:

@@ -13,11 +13,15 @@ from __future__ import annotations
 import struct
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlap.trace import wire
 from overlap.trace.protos import XSpace
+
+# The table is the compiled scanner's (without it, upb reads every map and there is no table).
+pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
 
 
 def varint(v: int) -> bytes:
@@ -207,29 +211,6 @@ def test_copy_facts_program_ids_from_the_table_on_a_real_layout():
     P = wire.Plane(next(p for p in planes if p.name.startswith("/device:TPU")))
     assert P.table() is not None
     check(P, np.array(sorted(P.meta.keys()), np.int64))
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(st.integers(0, (1 << 64) - 1), st.integers(0, 1 << 15)), max_size=40),
-       st.lists(st.integers(1, 9), max_size=40))
-def test_vectorized_varints_equal_the_scalar_decoder(values, pad):
-    """`_varint_at` (one-byte, two-byte and word paths) against `_uvarint`, on canonical and
-    over-long encodings (a value padded with 0x80 continuation bytes still decodes to it)."""
-    enc = []
-    for i, v in enumerate(values):
-        b = bytearray(varint(v))
-        extra = pad[i] if i < len(pad) else 0
-        if extra and len(b) + extra <= 10 and v < (1 << 56):
-            b[-1] |= 0x80
-            b += b"\x80" * (extra - 1) + b"\x00"
-        enc.append(bytes(b))
-    buf = wire.padded(b"".join(enc))
-    a = np.frombuffer(buf, np.uint8)
-    pos = np.cumsum([0] + [len(e) for e in enc])[:-1].astype(np.int64)
-    got, n = wire._varint_at(a, pos)
-    for i, p in enumerate(pos.tolist()):
-        want, q = wire._uvarint(buf, p)
-        assert (int(got[i]), int(n[i])) == (want, q - p)
 
 
 @settings(max_examples=40, deadline=None)

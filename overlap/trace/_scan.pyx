@@ -1,0 +1,609 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+# cython: cdivision=True
+"""The compiled XSpace scanner: the file's bytes -> the columns the reader's rules use.
+
+Why compiled: walking protobuf with numpy costs one array pass per field per record (a dozen
+passes per event on a GPU kernel line), and each pass is memory-bound over tens of MB; a
+Python loop costs ~1 us per field. This walks each record once, in C, and returns numpy
+arrays: no Python object per event or per stat.
+
+Three entry points, all over a file's bytes (`data`, a buffer of `n` bytes plus padding):
+
+* `split_space(data, n, strip_meta)`: the XSpace skeleton for upb (every plane without its
+  lines, and without its event_metadata entries where `strip_meta(plane name)` is true), each
+  line's header fields and where its payload lies, with its event count, and where each
+  plane's event_metadata map entries lie.
+* `decode_events(data, starts, ends, total, skip, wanted, plane_of, stride)`: the events of
+  one or more lines (their payloads [starts[i], ends[i])) in one pass: per event its
+  metadata_id, offset_ps, duration_ps and whether it is aggregated (`num_occurrences`, no
+  position), and its stats whose metadata id is in `wanted` (all when None) as typed
+  records: (event index, stat id, value field number, integer value / double bits / string
+  length, string position). Events whose metadata id is in `skip` keep no stats.
+* `decode_meta(data, starts, ends)`: event_metadata map entries: key, name and display-name
+  spans and stat records per entry; `ok` False where upb would read the entry differently
+  than a table can say (a field other than the key and the value, a value written twice).
+
+Semantics are upb's for every encoding upb accepts (fields in any order, repeated scalars:
+the last wins; the `data` oneof of XEvent and the value oneof of XStat: the last field
+written wins; fields of the wrong wire type and unknown fields, groups included, skipped).
+Anything upb would refuse in the records decoded here raises `Corrupt`, except invalid UTF-8
+inside event string stats (decoded with replacement later) and names of event metadata
+(checked when they become strings). Property tests compare every answer with upb
+(tests/trace/test_scanner.py, test_meta_table.py).
+"""
+
+import numpy as np
+
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
+from cpython.bytes cimport PyBytes_FromStringAndSize
+
+
+class Corrupt(ValueError):
+    """The bytes are not a valid XSpace (a damaged event, line or plane)."""
+
+
+# error codes (negative positions)
+cdef enum:
+    E_TRUNC = -1
+    E_LONG = -2
+    E_WT = -3
+    E_PAST = -4
+    E_FN0 = -5
+    E_GROUP = -6
+    E_DEPTH = -7
+
+_MESSAGES = {
+    E_TRUNC: "truncated varint",
+    E_LONG: "varint longer than 10 bytes",
+    E_WT: "unsupported wire type",
+    E_PAST: "field runs past its message",
+    E_FN0: "field number 0",
+    E_GROUP: "mismatched end of group",
+    E_DEPTH: "groups nested too deep",
+}
+
+
+cdef object _fail(Py_ssize_t code):
+    return Corrupt(_MESSAGES.get(code, "damaged record"))
+
+
+cdef inline Py_ssize_t _varint(const uint8_t* b, Py_ssize_t p, Py_ssize_t end,
+                               uint64_t* out) noexcept nogil:
+    """The varint at p (which must end before `end`): new position, or an error code."""
+    cdef uint64_t v = 0
+    cdef int shift = 0
+    cdef uint8_t x
+    while True:
+        if p >= end:
+            return E_TRUNC
+        x = b[p]
+        p += 1
+        v |= (<uint64_t>(x & 0x7F)) << shift
+        if x < 0x80:
+            out[0] = v
+            return p
+        shift += 7
+        if shift > 63:
+            return E_LONG
+
+
+cdef inline Py_ssize_t _tag(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, uint64_t* fn,
+                            int* wt) noexcept nogil:
+    cdef uint64_t t
+    p = _varint(b, p, end, &t)
+    if p < 0:
+        return p
+    wt[0] = <int>(t & 7)
+    fn[0] = t >> 3
+    if fn[0] == 0:
+        return E_FN0
+    return p
+
+
+cdef Py_ssize_t _skip(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int wt, uint64_t fn,
+                      int depth) noexcept nogil:
+    """Skip the value of a field of wire type `wt` at p: the position after it, or an error."""
+    cdef uint64_t v, fn2
+    cdef int wt2
+    if wt == 0:
+        return _varint(b, p, end, &v)
+    if wt == 1:
+        return p + 8 if p + 8 <= end else E_PAST
+    if wt == 5:
+        return p + 4 if p + 4 <= end else E_PAST
+    if wt == 2:
+        p = _varint(b, p, end, &v)
+        if p < 0:
+            return p
+        if v > <uint64_t>(end - p):
+            return E_PAST
+        return p + <Py_ssize_t>v
+    if wt == 3:  # a group (unknown field): up to its matching end tag
+        if depth > 100:
+            return E_DEPTH
+        while True:
+            p = _tag(b, p, end, &fn2, &wt2)
+            if p < 0:
+                return p
+            if wt2 == 4:
+                return p if fn2 == fn else E_GROUP
+            p = _skip(b, p, end, wt2, fn2, depth + 1)
+            if p < 0:
+                return p
+    return E_WT
+
+
+cdef inline Py_ssize_t _len(const uint8_t* b, Py_ssize_t p, Py_ssize_t end,
+                            Py_ssize_t* q) noexcept nogil:
+    """A length-delimited payload at p: its start (returned) and end (q)."""
+    cdef uint64_t v
+    p = _varint(b, p, end, &v)
+    if p < 0:
+        return p
+    if v > <uint64_t>(end - p):
+        return E_PAST
+    q[0] = p + <Py_ssize_t>v
+    return p
+
+
+def enc_varint(uint64_t v):
+    cdef uint8_t out[10]
+    cdef int k = 0
+    while v >= 0x80:
+        out[k] = <uint8_t>((v & 0x7F) | 0x80)
+        v >>= 7
+        k += 1
+    out[k] = <uint8_t>v
+    return PyBytes_FromStringAndSize(<char*>out, k + 1)
+
+
+cdef object _text(const uint8_t* b, Py_ssize_t p, Py_ssize_t q, bint strict):
+    raw = PyBytes_FromStringAndSize(<char*>(b + p), q - p)
+    if not strict:
+        return raw.decode("utf-8", "replace")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Corrupt("invalid UTF-8 in a string field") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Structure: planes, lines, metadata entries
+
+
+cdef tuple _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e):
+    """(id, display_id, name, display_name, timestamp_ns, duration_ps, start, end, events)."""
+    cdef int64_t lid = 0, did = 0, ts = 0, dur = 0
+    cdef Py_ssize_t p = s, q, vp, n_ev = 0, ns = -1, ne = -1, ds = -1, de = -1
+    cdef uint64_t fn, v
+    cdef int wt
+    while p < e:
+        p = _tag(b, p, e, &fn, &wt)
+        if p < 0:
+            raise _fail(p)
+        if wt == 0 and (fn == 1 or fn == 3 or fn == 9 or fn == 10):
+            p = _varint(b, p, e, &v)
+            if p < 0:
+                raise _fail(p)
+            if fn == 1:
+                lid = <int64_t>v
+            elif fn == 3:
+                ts = <int64_t>v
+            elif fn == 9:
+                dur = <int64_t>v
+            else:
+                did = <int64_t>v
+        elif wt == 2 and (fn == 4 or fn == 2 or fn == 11):
+            vp = _len(b, p, e, &q)
+            if vp < 0:
+                raise _fail(vp)
+            if fn == 4:
+                n_ev += 1
+            elif fn == 2:
+                ns, ne = vp, q
+            else:
+                ds, de = vp, q
+            p = q
+        else:
+            p = _skip(b, p, e, wt, fn, 0)
+            if p < 0:
+                raise _fail(p)
+    name = _text(b, ns, ne, True) if ns >= 0 else ""
+    display = _text(b, ds, de, True) if ds >= 0 else ""
+    return (lid, did, name, display, ts, dur, s, e, n_ev)
+
+
+cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta):
+    """(plane bytes without lines [and entries], lines, entry starts, entry ends, stripped)."""
+    cdef const uint8_t* b = &mv[0]
+    cdef Py_ssize_t p = s, fs, vp, q, run = s
+    cdef uint64_t fn
+    cdef int wt
+    cdef int strip = -1  # decided at the first entry, for all of them
+    parts = []
+    lines = []
+    ms = []
+    me = []
+    name = None
+    while p < e:
+        fs = p
+        p = _tag(b, p, e, &fn, &wt)
+        if p < 0:
+            raise _fail(p)
+        if wt == 2 and (fn == 2 or fn == 3 or fn == 4):
+            vp = _len(b, p, e, &q)
+            if vp < 0:
+                raise _fail(vp)
+            if fn == 3:
+                if fs > run:
+                    parts.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
+                lines.append(_line(b, vp, q))
+                run = q
+            elif fn == 4:
+                ms.append(vp)
+                me.append(q)
+                if strip < 0:
+                    strip = 1 if (strip_meta is not None and name is not None
+                                  and strip_meta(name)) else 0
+                if strip:
+                    if fs > run:
+                        parts.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
+                    run = q
+            else:
+                name = _text(b, vp, q, False)
+            p = q
+        else:
+            p = _skip(b, p, e, wt, fn, 0)
+            if p < 0:
+                raise _fail(p)
+    if e > run:
+        parts.append(PyBytes_FromStringAndSize(<char*>(b + run), e - run))
+    return (b"".join(parts), lines, np.array(ms, np.int64), np.array(me, np.int64),
+            strip == 1)
+
+
+def split_space(data, Py_ssize_t n, strip_meta=None):
+    """XSpace bytes data[:n] -> (skeleton XSpace bytes without lines, per plane a tuple from
+    `_plane`). Raises Corrupt on bytes upb would refuse in the parts walked here."""
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* b = &mv[0]
+    cdef Py_ssize_t p = 0, fs, vp, q, run = 0
+    cdef uint64_t fn
+    cdef int wt
+    if n > mv.shape[0]:
+        raise ValueError("n beyond the buffer")
+    skel = []
+    planes = []
+    while p < n:
+        fs = p
+        p = _tag(b, p, n, &fn, &wt)
+        if p < 0:
+            raise _fail(p)
+        if fn == 1 and wt == 2:
+            vp = _len(b, p, n, &q)
+            if vp < 0:
+                raise _fail(vp)
+            if fs > run:
+                skel.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
+            got = _plane(mv, vp, q, strip_meta)
+            body = got[0]
+            skel.append(b"\x0a" + enc_varint(len(body)) + body)
+            planes.append(got[1:])
+            run = q
+            p = q
+        else:
+            p = _skip(b, p, n, wt, fn, 0)
+            if p < 0:
+                raise _fail(p)
+    if n > run:
+        skel.append(PyBytes_FromStringAndSize(<char*>(b + run), n - run))
+    return b"".join(skel), planes
+
+
+# ---------------------------------------------------------------------------------------------
+# Stats
+
+
+cdef class _Stats:
+    """Growable typed stat records."""
+    cdef public object ev, sid, kind, ival, vpos
+    cdef int32_t[::1] _ev
+    cdef int64_t[::1] _sid
+    cdef int8_t[::1] _kind
+    cdef uint64_t[::1] _ival
+    cdef int64_t[::1] _vpos
+    cdef Py_ssize_t n, cap
+
+    def __cinit__(self, Py_ssize_t cap):
+        self.n = 0
+        self._alloc(max(cap, 16))
+
+    cdef _alloc(self, Py_ssize_t cap):
+        old = (self.ev, self.sid, self.kind, self.ival, self.vpos) if self.n else None
+        self.ev = np.empty(cap, np.int32)
+        self.sid = np.empty(cap, np.int64)
+        self.kind = np.empty(cap, np.int8)
+        self.ival = np.empty(cap, np.uint64)
+        self.vpos = np.empty(cap, np.int64)
+        if old is not None:
+            for new, o in zip((self.ev, self.sid, self.kind, self.ival, self.vpos), old):
+                new[:self.n] = o[:self.n]
+        self._ev, self._sid, self._kind = self.ev, self.sid, self.kind
+        self._ival, self._vpos = self.ival, self.vpos
+        self.cap = cap
+
+    cdef inline void push(self, int32_t ev, int64_t sid, int8_t kind, uint64_t ival,
+                          int64_t vpos):
+        if self.n == self.cap:
+            self._alloc(self.cap * 2)
+        self._ev[self.n] = ev
+        self._sid[self.n] = sid
+        self._kind[self.n] = kind
+        self._ival[self.n] = ival
+        self._vpos[self.n] = vpos
+        self.n += 1
+
+    def arrays(self):
+        k = self.n
+        return {"ev": self.ev[:k].copy(), "sid": self.sid[:k].copy(),
+                "kind": self.kind[:k].copy(), "ival": self.ival[:k].copy(),
+                "vpos": self.vpos[:k].copy()}
+
+
+cdef inline Py_ssize_t _stat(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* sid,
+                             int8_t* kind, uint64_t* ival, int64_t* vpos) noexcept nogil:
+    """Decode one XStat payload [p, e): 0, or an error code."""
+    cdef uint64_t fn, v
+    cdef int wt
+    cdef Py_ssize_t q, vp
+    sid[0] = 0
+    kind[0] = 0
+    ival[0] = 0
+    vpos[0] = 0
+    while p < e:
+        p = _tag(b, p, e, &fn, &wt)
+        if p < 0:
+            return p
+        if wt == 0 and (fn == 1 or fn == 3 or fn == 4 or fn == 7):
+            vp = p
+            p = _varint(b, p, e, &v)
+            if p < 0:
+                return p
+            if fn == 1:
+                sid[0] = <int64_t>v
+            else:
+                kind[0] = <int8_t>fn
+                ival[0] = v
+                vpos[0] = vp
+        elif wt == 1 and fn == 2:
+            if p + 8 > e:
+                return E_PAST
+            v = 0
+            for q in range(8):
+                v |= (<uint64_t>b[p + q]) << (8 * q)
+            kind[0] = 2
+            ival[0] = v
+            vpos[0] = p
+            p += 8
+        elif wt == 2 and (fn == 5 or fn == 6):
+            vp = _len(b, p, e, &q)
+            if vp < 0:
+                return vp
+            kind[0] = <int8_t>fn
+            ival[0] = <uint64_t>(q - vp)
+            vpos[0] = vp
+            p = q
+        else:
+            p = _skip(b, p, e, wt, fn, 0)
+            if p < 0:
+                return p
+    return 0
+
+
+cdef inline bint _in(const int64_t* a, Py_ssize_t n, int64_t x) noexcept nogil:
+    """Is x in the sorted array a[:n]?"""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo < n and a[lo] == x
+
+
+_EMPTY = np.zeros(1, np.int64)
+
+
+def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_ssize_t total,
+                  skip=None, wanted=None, plane_of=None, int64_t stride=0):
+    """The events of lines whose payloads are [starts[i], ends[i]), in order (see the module
+    docstring). `skip`, `wanted`: sorted int64 arrays (metadata ids; stat ids, or with
+    `plane_of` (per event, its plane's index) the keys `plane * stride + id`) or None.
+    Returns (mid, offset, duration, aggregated, stats dict of arrays)."""
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* b = &mv[0]
+    cdef Py_ssize_t nl = starts.shape[0], i, p, e, q, es, ee, k = 0, st0
+    cdef uint64_t fn, v
+    cdef int wt, rc
+    cdef int64_t m, o, d, sid, key, pl = 0
+    cdef int8_t kind, a
+    cdef uint64_t ival
+    cdef int64_t vpos
+    skip_a = np.ascontiguousarray(skip if skip is not None and len(skip) else _EMPTY, np.int64)
+    want_a = np.ascontiguousarray(wanted if wanted is not None and len(wanted) else _EMPTY,
+                                  np.int64)
+    cdef const int64_t[::1] sk = skip_a
+    cdef const int64_t[::1] wa = want_a
+    cdef Py_ssize_t nsk = len(skip) if skip is not None else 0
+    cdef Py_ssize_t nwa = len(wanted) if wanted is not None else 0
+    cdef bint all_stats = wanted is None
+    cdef bint grouped = plane_of is not None
+    cdef const int64_t[::1] pof = np.ascontiguousarray(plane_of if grouped else _EMPTY,
+                                                         np.int64)
+    if grouped and pof.shape[0] < total:
+        raise ValueError("plane_of shorter than the events")
+    mid_a = np.zeros(total, np.int64)
+    off_a = np.zeros(total, np.int64)
+    dur_a = np.zeros(total, np.int64)
+    agg_a = np.zeros(total, np.bool_)
+    cdef int64_t[::1] mid = mid_a, off = off_a, dur = dur_a
+    cdef uint8_t[::1] agg = agg_a.view(np.uint8)
+    cdef _Stats st = _Stats(total if nwa or all_stats else 16)
+    for i in range(nl):
+        p = starts[i]
+        e = ends[i]
+        while p < e:
+            p = _tag(b, p, e, &fn, &wt)
+            if p < 0:
+                raise _fail(p)
+            if not (fn == 4 and wt == 2):
+                p = _skip(b, p, e, wt, fn, 0)
+                if p < 0:
+                    raise _fail(p)
+                continue
+            es = _len(b, p, e, &ee)
+            if es < 0:
+                raise _fail(es)
+            p = ee
+            if k >= total:
+                raise Corrupt("more events than counted")
+            # one XEvent [es, ee)
+            m = o = d = 0
+            a = 0
+            st0 = st.n
+            if grouped:
+                pl = pof[k]
+            while es < ee:
+                es = _tag(b, es, ee, &fn, &wt)
+                if es < 0:
+                    raise _fail(es)
+                if wt == 0 and (fn == 1 or fn == 2 or fn == 3 or fn == 5):
+                    es = _varint(b, es, ee, &v)
+                    if es < 0:
+                        raise _fail(es)
+                    if fn == 1:
+                        m = <int64_t>v
+                    elif fn == 2:  # the `data` oneof: the last field written wins
+                        o = <int64_t>v
+                        a = 0
+                    elif fn == 3:
+                        d = <int64_t>v
+                    else:
+                        o = 0
+                        a = 1
+                elif wt == 2 and fn == 4:
+                    q = _len(b, es, ee, &es)
+                    if q < 0:
+                        raise _fail(q)
+                    rc = _stat(b, q, es, &sid, &kind, &ival, &vpos)
+                    if rc < 0:
+                        raise _fail(rc)
+                    if grouped:
+                        key = pl * stride + sid if 0 <= sid < stride else -1
+                    else:
+                        key = sid
+                    if all_stats or _in(&wa[0], nwa, key):
+                        st.push(<int32_t>k, key, kind, ival, vpos)
+                else:
+                    es = _skip(b, es, ee, wt, fn, 0)
+                    if es < 0:
+                        raise _fail(es)
+            if nsk and _in(&sk[0], nsk, m):
+                st.n = st0  # stats of these events never matter
+            mid[k] = m
+            off[k] = o
+            dur[k] = d
+            agg[k] = a
+            k += 1
+    if k != total:
+        raise Corrupt("fewer events than counted")
+    return mid_a, off_a, dur_a, agg_a, st.arrays()
+
+
+def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends):
+    """event_metadata map entries (payloads [starts[i], ends[i])) -> dict with `ok`, per entry
+    `key`, `name` and `disp` spans ([2, n] start/end, empty where absent), and stat records
+    (`ev`: the entry's index, sid, kind, ival, vpos), each entry's in the order written.
+    `ok` is False (and nothing else trustworthy) where upb reads the entries differently than
+    these columns say: a field other than the key and the value, a value written twice, or
+    bytes upb refuses."""
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* b = &mv[0]
+    cdef Py_ssize_t n = starts.shape[0], i, p, e, q, vs, ve, nval, vp
+    cdef uint64_t fn, v
+    cdef int wt, rc
+    cdef int64_t sid
+    cdef int8_t kind
+    cdef uint64_t ival
+    cdef int64_t vpos
+    key_a = np.zeros(n, np.int64)
+    name_a = np.zeros((2, n), np.int64)
+    disp_a = np.zeros((2, n), np.int64)
+    cdef int64_t[::1] key = key_a
+    cdef int64_t[:, ::1] name = name_a, disp = disp_a
+    cdef _Stats st = _Stats(n)
+    cdef bint ok = True
+    for i in range(n):
+        p = starts[i]
+        e = ends[i]
+        nval = 0
+        vs = ve = 0
+        while p < e and ok:
+            p = _tag(b, p, e, &fn, &wt)
+            if p < 0:
+                ok = False
+                break
+            if fn == 1 and wt == 0:
+                p = _varint(b, p, e, &v)
+                if p < 0:
+                    ok = False
+                    break
+                key[i] = <int64_t>v
+            elif fn == 2 and wt == 2:
+                vs = _len(b, p, e, &ve)
+                if vs < 0:
+                    ok = False
+                    break
+                p = ve
+                nval += 1
+            else:
+                ok = False
+        if not ok or nval > 1:
+            ok = False
+            break
+        # the XEventMetadata value [vs, ve)
+        p = vs
+        while p < ve:
+            p = _tag(b, p, ve, &fn, &wt)
+            if p < 0:
+                ok = False
+                break
+            if wt == 2 and (fn == 2 or fn == 4 or fn == 5):
+                vp = _len(b, p, ve, &q)
+                if vp < 0:
+                    ok = False
+                    break
+                if fn == 2:  # a string written twice: the last one
+                    name[0, i] = vp
+                    name[1, i] = q
+                elif fn == 4:
+                    disp[0, i] = vp
+                    disp[1, i] = q
+                else:
+                    rc = _stat(b, vp, q, &sid, &kind, &ival, &vpos)
+                    if rc < 0:
+                        ok = False
+                        break
+                    st.push(<int32_t>i, sid, kind, ival, vpos)
+                p = q
+            else:
+                p = _skip(b, p, ve, wt, fn, 0)
+                if p < 0:
+                    ok = False
+                    break
+        if not ok:
+            break
+    out = st.arrays()
+    out.update(ok=ok, key=key_a, name=name_a, disp=disp_a)
+    return out

@@ -1,0 +1,365 @@
+"""The compiled scanner (`overlap/trace/_scan.pyx`) against upb, the reference decoder.
+
+upb (protobuf's parser) is what the reader falls back to where the extension was not built;
+it is also the definition of what a file says. So: for any encoding upb accepts (fields out of
+order, written twice, the `data` oneof switched back and forth, unknown fields of every wire
+type including groups, fields of the wrong wire type, over-long varints, stats without a
+value or id), the scanner's event and stat columns must equal those built from upb's
+messages; on the fuzz corpus either both read the file to the same tables or the scanner
+refuses it (one line); and on every test capture the two paths give the same tables.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import struct
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from overlap.errors import InputError
+from overlap.trace import wire
+from overlap.trace.protos import XSpace
+from overlap.trace.reader import read_host_file, read_xspace
+from overlap.trace.synthetic import SyntheticTrace
+
+pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = Path("/work/shared/captures")
+US = 1_000_000
+
+
+def varint(v: int, pad: int = 0) -> bytes:
+    """`v` (an int64 as its 10-byte form when negative), over-long by `pad` bytes when it
+    fits: a value padded with 0x80 continuation bytes still decodes to it."""
+    b = bytearray(wire._enc_varint(v & ((1 << 64) - 1)))
+    if pad and len(b) + pad <= 10:
+        b[-1] |= 0x80
+        b += b"\x80" * (pad - 1) + b"\x00"
+    return bytes(b)
+
+
+def field(fn: int, wt: int, payload, pad: int = 0) -> bytes:
+    tag = varint(fn << 3 | wt)
+    if wt == 0:
+        return tag + varint(payload, pad)
+    if wt in (1, 5):
+        return tag + payload
+    if wt == 3:  # a group: payload is its fields
+        return tag + payload + varint(fn << 3 | 4)
+    return tag + varint(len(payload), pad) + payload
+
+
+text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
+value = st.one_of(
+    st.none(),
+    st.tuples(st.just(2), st.floats(allow_nan=False)),
+    st.tuples(st.just(3), st.integers(0, (1 << 64) - 1)),
+    st.tuples(st.just(4), st.integers(-(1 << 63), (1 << 63) - 1)),
+    st.tuples(st.just(5), text),
+    st.tuples(st.just(6), st.binary(max_size=6)),
+    st.tuples(st.just(7), st.sampled_from([1, 2, 3, 99])),
+)
+stat = st.tuples(st.sampled_from([0, 1, 2, 3, 42]), value,
+                 st.sampled_from(["canonical", "value first", "id twice", "no id",
+                                  "two values", "unknown", "long varints"]))
+UNKNOWN = [field(9, 0, 5), field(10, 5, b"abcd"), field(12, 1, b"12345678"),
+           field(11, 3, field(1, 0, 3) + field(2, 2, b"xy") + field(7, 3, field(1, 0, 1))),
+           field(1, 2, b"wrong wire type for an int field"), field(3, 1, b"\0" * 8)]
+event = st.fixed_dictionaries({
+    "mid": st.sampled_from([0, 1, 2, 3, 7, 1 << 40, -1]),
+    "offset": st.one_of(st.integers(0, 10_000 * US), st.sampled_from([-5, 1 << 62])),
+    "dur": st.one_of(st.integers(0, 500 * US), st.sampled_from([-1, (1 << 63) - 1])),
+    "stats": st.lists(stat, max_size=4),
+    "layout": st.sampled_from(["canonical", "reversed", "mid twice", "aggregated",
+                               "aggregated then offset", "unknown", "long varints",
+                               "no offset"]),
+    "unknown": st.sampled_from(range(len(UNKNOWN))),
+})
+
+
+def stat_bytes(sid: int, val, how: str) -> bytes:
+    pad = 3 if how == "long varints" else 0
+    if val is None:
+        v = b""
+    else:
+        k, x = val
+        if k == 2:
+            v = field(2, 1, struct.pack("<d", x))
+        elif k in (3, 4, 7):
+            v = field(k, 0, x, pad)
+        elif k == 5:
+            v = field(5, 2, x.encode(), pad)
+        else:
+            v = field(6, 2, x, pad)
+    i = field(1, 0, sid, pad) if sid else b""
+    if how == "value first":
+        return v + i
+    if how == "id twice":
+        return field(1, 0, 3) + v + i
+    if how == "no id":
+        return v
+    if how == "two values":  # the oneof: the last value written wins
+        return i + field(4, 0, 17) + v
+    if how == "unknown":
+        return i + UNKNOWN[3] + v + UNKNOWN[0]
+    return i + v
+
+
+def event_bytes(e: dict) -> bytes:
+    pad = 2 if e["layout"] == "long varints" else 0
+    head = [field(1, 0, e["mid"], pad)]
+    if e["layout"] != "no offset":
+        head.append(field(2, 0, e["offset"], pad))
+    head.append(field(3, 0, e["dur"], pad))
+    stats = [field(4, 2, stat_bytes(*s)) for s in e["stats"]]
+    lay = e["layout"]
+    if lay == "reversed":
+        parts = stats[::-1] + head[::-1]  # stats' own order flips too: the first still wins
+    elif lay == "mid twice":
+        parts = [field(1, 0, 12345)] + stats + head
+    elif lay == "aggregated":
+        parts = head + [field(5, 0, 3)] + stats
+    elif lay == "aggregated then offset":
+        parts = [field(5, 0, 3)] + head + stats
+    elif lay == "unknown":
+        parts = head[:1] + [UNKNOWN[e["unknown"]]] + head[1:] + stats
+    else:
+        parts = head + stats
+    return b"".join(parts)
+
+
+STAT_NAMES = {1: "hlo_op", 2: "memcpy_details", 3: "hlo_op", 42: "other"}
+
+
+def space_bytes(lines: list[list[dict]], interleave: bool) -> bytes:
+    """One GPU plane with these lines; metadata 1 and 2 named, stat ids as STAT_NAMES."""
+    parts = [field(1, 0, 0), field(2, 2, b"/device:GPU:0")]
+    for k, evs in enumerate(lines):
+        body = [field(4, 2, event_bytes(e)) for e in evs]
+        hdr = [field(1, 0, k + 1), field(2, 2, f"stream {k}".encode()), field(3, 0, 1000)]
+        if interleave and body:  # header fields between and after the events
+            body = body[:1] + hdr[1:] + body[1:] + hdr[:1] + [field(9, 0, 5), UNKNOWN[3]]
+        else:
+            body = hdr + body
+        parts.append(field(3, 2, b"".join(body)))
+    for k, name in ((1, b"MemcpyD2H"), (2, b"kernel")):
+        parts.append(field(4, 2, field(1, 0, k) + field(2, 2, field(1, 0, k)
+                                                       + field(2, 2, name))))
+    for k, name in STAT_NAMES.items():
+        parts.append(field(5, 2, field(1, 0, k) + field(2, 2, field(1, 0, k)
+                                                       + field(2, 2, name.encode()))))
+    return field(1, 2, b"".join(parts))
+
+
+def _events(raw: bytes, scanner) -> list[wire.LineEvents]:
+    old = wire.SCANNER
+    wire.SCANNER = scanner
+    try:
+        _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
+    finally:
+        wire.SCANNER = old
+    return [wire.LineEvents(ln, 7) for ln in planes[0].lines]
+
+
+def _segment(raw: bytes, scanner) -> wire.LineEvents:
+    old = wire.SCANNER
+    wire.SCANNER = scanner
+    try:
+        _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
+    finally:
+        wire.SCANNER = old
+    seg = wire.merge_lines(planes[0].lines)
+    n = seg.n_events
+    return wire.LineEvents(seg, np.zeros(n, np.int64), plane_of=np.zeros(n, np.int64))
+
+
+def same_values(a: np.ndarray, b: np.ndarray) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a.tolist(), b.tolist()):
+        assert type(x) is type(y) and (x == y or (x != x and y != y)), (x, y)
+
+
+def check_line(fast: wire.LineEvents, slow: wire.LineEvents) -> None:
+    assert fast.n == slow.n
+    for k in ("mids", "starts", "durs"):
+        assert getattr(fast, k).tolist() == getattr(slow, k).tolist(), k
+    assert fast.all_positioned == slow.all_positioned
+    for sids in ([1], [2], [3], [42], [0], [1, 3], [99]):
+        assert fast.has_stat(sids).tolist() == slow.has_stat(sids).tolist()
+        fe, fv = fast.first_stat(sids, STAT_NAMES)
+        se, sv = slow.first_stat(sids, STAT_NAMES)
+        assert fe.tolist() == se.tolist()
+        same_values(fv, sv)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(event, max_size=8), min_size=1, max_size=3), st.booleans())
+def test_scanner_equals_upb_for_any_encoding(lines, interleave):
+    raw = space_bytes(lines, interleave)
+    XSpace.FromString(raw)  # upb accepts every file written here
+    before = wire.INVALID_EVENTS[0]
+    fast = _events(raw, wire._scan)
+    dropped_fast = wire.INVALID_EVENTS[0] - before
+    slow = _events(raw, None)
+    assert wire.INVALID_EVENTS[0] - before == 2 * dropped_fast
+    for f, s in zip(fast, slow):
+        check_line(f, s)
+    # merged segments of several lines (a PlaneGroup read) agree too
+    check_line(*[_segment(raw, scanner) for scanner in (wire._scan, None)])
+    # and the reader's tables
+    tables_equal(lambda: read_xspace(XSpace.FromString(raw), host="h"))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, (1 << 64) - 1), max_size=10), st.integers(0, 8))
+def test_long_and_large_varints(values, pad):
+    """Metadata ids, offsets and stat values of every size, canonical and over-long."""
+    evs = [{"mid": v & ((1 << 63) - 1), "offset": v % (1 << 50), "dur": v % 997,
+            "stats": [(1, (3, v), "long varints"), (2, (4, v - (1 << 63)), "canonical")],
+            "layout": "long varints" if pad else "canonical", "unknown": 0} for v in values]
+    raw = space_bytes([evs], False)
+    for f, s in zip(_events(raw, wire._scan), _events(raw, None)):
+        check_line(f, s)
+
+
+def tables_equal(read) -> dict | None:
+    """`read()` with the scanner and with upb: the same tables and facts, or both refuse.
+    Returns the scanner's result."""
+    old = wire.SCANNER
+    try:
+        wire.SCANNER = wire._scan
+        try:
+            a = read()
+        except InputError:
+            a = None
+        wire.SCANNER = None
+        try:
+            b = read()
+        except InputError:
+            b = None
+    finally:
+        wire.SCANNER = old
+    if b is None:  # upb refuses: the scanner may read what it does not decode (its blind spot)
+        return a
+    assert a is not None, "the scanner refused a file upb reads"
+    for k in ("transfers", "compute", "steps", "memory", "modules", "devices", "lines"):
+        pd.testing.assert_frame_equal(a[k], b[k], check_exact=True)
+    assert a["capture"] == b["capture"]
+    return a
+
+
+def test_scanner_equals_upb_on_the_fuzz_corpus(tmp_path):
+    """The fuzz mutator's cases (tests/trace/test_fuzz.py): wherever upb reads the file, the
+    scanner reads it to the same tables."""
+    from tests.trace.test_fuzz import _bases, mutate
+
+    rng = random.Random(20261123)
+    bases = _bases()
+    path = tmp_path / "case.xplane.pb"
+    read = 0
+    for case in range(150):
+        name, base = bases[case % len(bases)]
+        path.write_bytes(mutate(base, rng))
+        if tables_equal(lambda: read_host_file(path)) is not None:
+            read += 1
+    assert read > 30
+
+
+def _captures() -> list[Path]:
+    out = sorted((REPO / "sample_traces").rglob("*.xplane.pb"))
+    if SHARED.is_dir():
+        out += sorted(SHARED.rglob("*.xplane.pb"))
+    return out
+
+
+@pytest.mark.parametrize("path", _captures(), ids=lambda p: p.parent.name + "/" + p.name)
+def test_fallback_equals_scanner_on_real_captures(path):
+    assert tables_equal(lambda: read_host_file(path)) is not None
+
+
+def _synthetic() -> dict[str, bytes]:
+    out = {}
+    t = SyntheticTrace()
+    for dev in (0, 1):
+        g = t.gpu(dev)
+        for i in range(20):
+            g.kernel((10 + 40 * i) * US, 30 * US, stream=7, name=f"k{i % 3}")
+            g.memcpy("D2H" if i % 2 else "H2D", (15 + 40 * i) * US, 20 * US, 1 << 20,
+                     stream=13, hlo_op=f"copy-start.{i}")
+    for s in range(3):
+        t.step(s, (5 + 80 * s) * US, (85 + 80 * s) * US)
+    t.allocation(12 * US, bytes_allocated=4096)
+    t.python_noise(3 * US, 2 * US)
+    out["gpu"] = t.to_bytes()
+    for async_line in (True, False):
+        t = SyntheticTrace()
+        tpu = t.tpu(0, async_line=async_line)
+        for i in range(10):
+            tpu.op((10 + 50 * i) * US, 40 * US, name=f"fusion.{i}")
+            tpu.async_copy("D2H" if i % 2 else "H2D", (12 + 50 * i) * US, (48 + 50 * i) * US)
+            tpu.async_slice("H2D" if i % 2 else "D2H", (13 + 50 * i) * US, (47 + 50 * i) * US)
+        t.step(0, 5 * US, 600 * US)
+        out[f"tpu async_line={async_line}"] = t.to_bytes()
+    # many small GPU planes: read as merged segments against a PlaneGroup
+    t = SyntheticTrace()
+    for dev in range(40):
+        g = t.gpu(dev)
+        g.kernel(10 * US, 5 * US)
+        g.memcpy("D2H", 12 * US, 3 * US, 4096)
+    out["gpu 40 planes"] = t.to_bytes()
+    return out
+
+
+@pytest.mark.parametrize("name", list(_synthetic()))
+def test_fallback_equals_scanner_on_synthetic_captures(name, tmp_path):
+    raw = _synthetic()[name]
+    for label, data in (("ours", raw), ("upb-written", XSpace.FromString(raw)
+                                        .SerializeToString())):
+        p = tmp_path / f"{label}.xplane.pb"
+        p.write_bytes(data)
+        got = tables_equal(lambda p=p: read_host_file(p))
+        assert got is not None and (len(got["transfers"]) or len(got["compute"]))
+
+
+def test_bulk_captures_equal_on_both_paths(tmp_path):
+    """The benchmark writer's files (another event layout, constant stat blocks)."""
+    from overlap.trace import synthetic_bulk
+
+    for write in (synthetic_bulk.write_gpu, synthetic_bulk.write_tpu):
+        p = tmp_path / f"{write.__name__}.xplane.pb"
+        write(p, 2_000)
+        got = tables_equal(lambda p=p: read_host_file(p))
+        assert got is not None and len(got["transfers"]) > 0
+
+
+def test_the_fallback_says_so_once(monkeypatch, caplog, tmp_path):
+    p = tmp_path / "g.xplane.pb"
+    p.write_bytes(_synthetic()["gpu"])
+    monkeypatch.setattr(wire, "_scan", None)
+    monkeypatch.setattr(wire, "SCANNER", None)
+    monkeypatch.setattr(wire, "_WARNED", [False])
+    with caplog.at_level(logging.WARNING, logger="overlap"):
+        read_host_file(p)
+        read_host_file(p)
+    said = [r for r in caplog.records if "scanner" in r.getMessage()]
+    assert len(said) == 1 and "\n" not in said[0].getMessage()
+
+
+@pytest.mark.parametrize("scanner", ["1", "0"])
+def test_damaged_file_is_one_line_exit_3_on_both_paths(tmp_path, scanner):
+    from tests.conftest import run_cli
+
+    raw = _synthetic()["gpu"]
+    p = tmp_path / "h.xplane.pb"
+    p.write_bytes(raw[: len(raw) * 2 // 3])
+    r = run_cli("report", str(p), env={"OVERLAP_SCANNER": scanner})
+    assert r.returncode == 3, r.stderr
+    lines = [x for x in r.stderr.strip().splitlines() if "scanner" not in x]
+    assert len(lines) == 1 and str(p) in lines[0]
