@@ -16,6 +16,14 @@ The shapes follow docs/xspace.md (the anatomy of real captures):
   op metadata names are full HLO text with `display_name` = instruction name and stats on the
   metadata; an async copy writes `copy-start.N`/`copy-done.N` ops and, unless disabled, an
   `Async XLA Ops` span from the start's begin to the done's end (`_a`=1, `hlo_op`=copy-done.N).
+* AMD ROCm (`SyntheticTrace.rocm`, the shapes of the MI300X/MI355 JAX captures in
+  docs/xspace.md): plane stat `device_vendor` = `AMD`; lines `Stream #<id>(Kernel)`; kernels
+  carry `kernel_details` (`grid:.. block:.. private_mem:0 group_mem:0 occ_pct:0`); a host copy is
+  a `__amd_rocclr_copyBuffer.kd` kernel plus a `hipMemcpyHtoDAsync`/`hipMemcpyDtoHAsync`/
+  `hipMemcpyDtoDAsync` event on a `/host:CPU` `Host Threads/<tid>` line with the same
+  `correlation_id` and `memcpy_details` = `kind:Unknown size:<n or 0> dest:512 async:1`; a memset
+  is a `__amd_rocclr_fillBufferAligned.kd` kernel plus `hipMemsetAsync`; older captures'
+  `CopyDeviceToDevice` events on `Stream #<id>(MemcpyOther)` (`kind:Unknown` details).
 * Host: `/host:CPU` line `python` with `train` step roots (`_r`=1, `step_num`), optional
   python-tracer noise (`$file.py:1 fn`), BFC allocator events; `/host:metadata` with HLO protos;
   `Task Environment` with `profile_start_time`/`profile_stop_time`.
@@ -55,6 +63,7 @@ class TruthTransfer:
     hlo_op: str
     src_kind: str
     dst_kind: str
+    bytes_known: bool = True  # False: the capture records no size (ROCm calls with size:0)
 
 
 @dataclass
@@ -157,7 +166,8 @@ class U64(int):
 
 
 class GpuDevice:
-    def __init__(self, trace: "SyntheticTrace", ordinal: int, name: str):
+    def __init__(self, trace: "SyntheticTrace", ordinal: int, name: str,
+                 vendor: str | None = "Nvidia"):
         self.trace = trace
         self.ordinal = ordinal
         self.device = f"GPU:{ordinal}"
@@ -165,7 +175,9 @@ class GpuDevice:
         plane.id = ordinal
         plane.name = f"/device:GPU:{ordinal}"
         self.w = _PlaneWriter(plane)
-        for k, v in {"device_vendor": "Nvidia", "gpu_device_name": name,
+        if vendor is not None:  # old CUPTI captures have no device_vendor stat
+            self.w.set_stat(plane.stats.add(), "device_vendor", vendor)
+        for k, v in {"gpu_device_name": name,
                      "clock_rate": 1_980_000, "core_count": 132,
                      "memory_bandwidth": U64(3_350_000_000_000),
                      "memory_size": U64(85_520_809_984),
@@ -226,12 +238,85 @@ class GpuDevice:
         self.w.event(line, self.w.event_id("Memset 1"), start_ps, duration_ps,
                      {"Memset_details": Ref("kind:device num_bytes:64 async:1")})
 
+    def event(self, name: str, start_ps: int, duration_ps: int, *, stream: int, kind: str,
+              stats: dict | None = None) -> None:
+        """Any device event (a shape the reader may not know: the "cannot tell" tests)."""
+        line = self._stream(stream, kind)
+        self.w.event(line, self.w.event_id(name), start_ps, duration_ps, stats)
+
     def finish(self) -> None:
         rng = random.Random(self.ordinal)
         for stream, kinds in self._kinds.items():
             ordered = sorted(kinds)
             rng.shuffle(ordered)  # real names list kinds in hash-set order
             self.w.line(stream).name = f"Stream #{stream}({','.join(ordered)})"
+
+
+_HIP_APIS = {"H2D": "hipMemcpyHtoDAsync", "D2H": "hipMemcpyDtoHAsync", "D2D": "hipMemcpyDtoDAsync"}
+
+
+class RocmDevice(GpuDevice):
+    """An AMD GPU as XLA's ROCm collector writes it (see the module docstring)."""
+
+    def __init__(self, trace: "SyntheticTrace", ordinal: int, name: str):
+        super().__init__(trace, ordinal, name, vendor="AMD")
+
+    def _stream(self, stream: int, kind: str):
+        # ROCm names kernel streams `Stream #N(Kernel)` (CUPTI: `Compute`)
+        return super()._stream(stream, "Kernel" if kind == "Compute" else kind)
+
+    def _rocm_kernel(self, name: str, start_ps: int, duration_ps: int, stream: int,
+                     stats: dict | None = None) -> int:
+        line = self._stream(stream, "Kernel")
+        self._correlation += 1
+        st = {"correlation_id": U64(self._correlation),
+              "kernel_details": Ref(" grid:1,1,1 block:512,1,1 private_mem:0 group_mem:0 "
+                                    "occ_pct:0"), **(stats or {})}
+        self.w.event(line, self.w.event_id(name), start_ps, duration_ps, st)
+        return self._correlation
+
+    def _hip_call(self, api: str, start_ps: int, correlation: int, stats: dict) -> None:
+        t = max(start_ps - 2_000_000, LINE_TIMESTAMP_NS * 1000)
+        self.trace._host.event(self.trace._api_line, self.trace._host.event_id(api), t,
+                               1_000_000, {"device_id": 768, "correlation_id": U64(correlation),
+                                           **stats})
+
+    def hip_copy(self, direction: str, start_ps: int, duration_ps: int,
+                 nbytes: int | None = None, *, api: str | None = None, stream: int = 17,
+                 call: bool = True) -> None:
+        """A copy: a `__amd_rocclr_copyBuffer.kd` kernel and (`call`) the HIP call that issued
+        it (`api`, default by `direction`: H2D, D2H or D2D). `nbytes` None writes `size:0`, as
+        the MI300X capture does (size unknown)."""
+        corr = self._rocm_kernel("__amd_rocclr_copyBuffer.kd", start_ps, duration_ps, stream)
+        api = api or _HIP_APIS[direction]
+        if call:
+            self._hip_call(api, start_ps, corr, {"memcpy_details": Ref(
+                f"kind:Unknown size:{nbytes or 0} dest:512 async:1")})
+        if call and direction in ("D2H", "H2D") and api == _HIP_APIS[direction]:
+            known = bool(nbytes)
+            self.trace.truth.transfers.append(TruthTransfer(
+                self.trace.host, self.device, direction, start_ps, start_ps + duration_ps,
+                nbytes if known and nbytes else 0, "",
+                "host" if direction == "H2D" else "device",
+                "device" if direction == "H2D" else "host", bytes_known=known))
+
+    def hip_fill(self, start_ps: int, duration_ps: int, *, stream: int = 17,
+                 hlo_op: str | None = "te_fused_attn_backward_ffi.12") -> None:
+        """A memset: `__amd_rocclr_fillBufferAligned.kd` and its `hipMemsetAsync` call."""
+        ann = {"hlo_op": Ref(hlo_op), "hlo_module": Ref("jit_loss_fn"),
+               "program_id": 17} if hlo_op else {}
+        corr = self._rocm_kernel("__amd_rocclr_fillBufferAligned.kd", start_ps, duration_ps,
+                                 stream, ann)
+        self._hip_call("hipMemsetAsync", start_ps, corr, ann)
+
+    def copy_other(self, start_ps: int, duration_ps: int, nbytes: int, *,
+                   stream: int = 5) -> None:
+        """Older ROCm: a device-to-device `CopyDeviceToDevice` on a MemcpyOther stream."""
+        line = self._stream(stream, "MemcpyOther")
+        self._correlation += 1
+        self.w.event(line, self.w.event_id("CopyDeviceToDevice"), start_ps, duration_ps, {
+            "correlation_id": U64(self._correlation),
+            "memcpy_details": Ref(f"kind:Unknown size:{nbytes} dest:0 async:1")})
 
 
 class TpuDevice:
@@ -391,8 +476,15 @@ class SyntheticTrace:
         self._last_ps = 0
 
     # -- devices -------------------------------------------------------------------------------
-    def gpu(self, ordinal: int = 0, name: str = "NVIDIA H100 80GB HBM3 (synthetic)") -> GpuDevice:
-        d = GpuDevice(self, ordinal, name)
+    def gpu(self, ordinal: int = 0, name: str = "NVIDIA H100 80GB HBM3 (synthetic)", *,
+            vendor: str | None = "Nvidia") -> GpuDevice:
+        d = GpuDevice(self, ordinal, name, vendor)
+        self.devices.append(d)
+        return d
+
+    def rocm(self, ordinal: int = 0, name: str = "AMD Instinct MI300X (synthetic)") -> RocmDevice:
+        """An AMD GPU plane with the ROCm collector's shapes (see the module docstring)."""
+        d = RocmDevice(self, ordinal, name)
         self.devices.append(d)
         return d
 

@@ -35,7 +35,8 @@ def profiler_logdir(tmp_path_factory):
 def test_find_runs_sees_logdirs_and_nested_runs(profiler_logdir):
     assert [p.name for p in find_runs(profiler_logdir)] == ["my_experiment"]
     names = sorted(p.name for p in find_runs(SAMPLE_TRACES))
-    assert names == ["everything_saveable", "full", "gpu-v100-tf-multiworker", "nothing_saveable",
+    assert names == ["everything_saveable", "full", "gpu-v100-tf-multiworker",
+                     "mi300x-jax08-attention", "mi355-te-fused-attn", "nothing_saveable",
                      "offload_x", "qkv_proj_offloaded", "tpu-v6e-offload"]
 
 
