@@ -42,6 +42,7 @@ import pandas as pd
 from overlap.analysis import overlap as analysis
 from overlap.analysis.memory import peak_memory_bytes
 from overlap.analysis.steps import run_step_time_ps
+from overlap.errors import InputError
 from overlap.report.rundata import (  # noqa: F401 (re-exported)
     RunData,
     default_step,
@@ -52,6 +53,7 @@ from overlap.report.rundata import (  # noqa: F401 (re-exported)
     step_options,
 )
 from overlap.report.units import format_bytes
+from overlap.trace.paths import read_side_file, read_side_json
 
 XPLANE_SUFFIX = ".xplane.pb"
 MANIFEST = "run.json"
@@ -97,8 +99,8 @@ class Run:
         if not self.manifest_path:
             return {}
         try:
-            m = json.loads(self.manifest_path.read_text())
-        except (OSError, ValueError, RecursionError):  # `[` x 100000 is valid-looking JSON
+            m = read_side_json(self.manifest_path, "run manifest (run.json)")
+        except InputError:  # damaged: the run's load names it (`_manifest_problem`)
             return {}
         return m if isinstance(m, dict) else {}
 
@@ -149,18 +151,26 @@ def _older_sessions(runs: list, name: str, here: Path, root: Path, manifest) -> 
 def _is_plan_manifest(path: Path) -> bool:
     """A plan run (compiled for a target, never run): listed without a capture."""
     try:
-        m = json.loads(path.read_text())
-    except (OSError, ValueError, RecursionError):
+        m = read_side_json(path, "run manifest (run.json)")
+    except InputError:
         return False
     return isinstance(m, dict) and m.get("kind") == "plan"
 
 
-def _manifest_ok(path: Path) -> bool:
-    """A run.json that parses to an object; a half-written one does not."""
+def _manifest_problem(path: Path) -> str | None:
+    """What is wrong with a run.json (not a regular file, not JSON, not an object), or None.
+    run.json is written last and atomically, so a damaged one is damage, not a write in
+    progress: its run is listed, with this as its error."""
     try:
-        return isinstance(json.loads(path.read_text()), dict)
-    except (OSError, ValueError, RecursionError):
-        return False
+        m = read_side_json(path, "run manifest (run.json)")
+    except InputError as e:
+        return e.problem
+    return None if isinstance(m, dict) else f"run.json is a JSON {type(m).__name__}, not an object"
+
+
+def _manifest_ok(path: Path) -> bool:
+    """A run.json that parses to an object."""
+    return _manifest_problem(path) is None
 
 
 def discover_runs(logdirs: Sequence[str | os.PathLike]) -> list[Run]:
@@ -204,9 +214,13 @@ def discover_runs(logdirs: Sequence[str | os.PathLike]) -> list[Run]:
                     runs.append(Run(name, here, files, manifest, root))
                     _older_sessions(runs, name, here, root, manifest)
                 continue
+            if MANIFEST in filenames and _inside(manifest, root):
+                # A damaged run.json: listed (its load is the error that names the file).
+                name = prefix + (rel.as_posix() if rel.parts else root.name)
+                runs.append(Run(name, here, _session_files(here, root), manifest, root))
+                continue
             # A plain jax.profiler / TensorBoard log directory (no run.json) is a run too,
-            # named after its directory; the newest capture session is read. A run.json that
-            # does not parse is being written: not listed yet.
+            # named after its directory; the newest capture session is read.
             files = () if MANIFEST in filenames else _session_files(here, root)
             if files:
                 name = prefix + (rel.as_posix() if rel.parts else root.name)
@@ -274,11 +288,12 @@ def _load_plan(run: Run) -> RunData | RunLoadError:
     target = row["target"]
     pm = None
     try:
-        live = json.loads((run.path / "program_memory.json").read_text())["live_bytes"]
+        live = read_side_json(run.path / "program_memory.json",
+                              "program memory (program_memory.json)")["live_bytes"]
         y = np.asarray([int(v) for v in live], dtype=np.int64)
         if y.size and (y >= 0).all():
             pm = {"index": np.arange(y.size, dtype=np.int64), "bytes": y}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (InputError, ValueError, KeyError, TypeError):
         pm = None
     hf = row["predicted_hidden_fraction"]
     verdict = (f"PLAN: compiled for {target}, not run; " + (
@@ -290,7 +305,9 @@ def _load_plan(run: Run) -> RunData | RunLoadError:
     eo = np.zeros(0, object)
     result = {"status": "PLAN", "verdict": verdict, "plan": row, "steps": [], "hosts": [],
               "by_direction": {}, "summary": {"transfers": 0}, "sources": [str(run.path)],
-              "notes": list(m.get("notes") or [])}
+              "notes": list(m.get("notes") or []),
+              "plan_timeline": plan_timeline(run.path, m),
+              "planned_copies": list((m.get("estimate") or {}).get("ops") or [])}
     return RunData(
         result=result, backend=str((m.get("target") or {}).get("platform", "plan"))
         if isinstance(m.get("target"), dict) else "plan", synthetic=False,
@@ -305,9 +322,33 @@ def _load_plan(run: Run) -> RunData | RunLoadError:
         manifest=m)
 
 
+def plan_timeline(run_dir: Path, m: dict[str, Any]) -> list[dict[str, Any]]:
+    """The predicted step timeline of a plan run (`overlap.hlo.schedule.predicted_timeline` of
+    its optimized HLO under the machine model its estimate used); [] when the plan has no
+    HLO text, no estimate, or no planned transfers."""
+    import dataclasses
+
+    from overlap.hlo.schedule import Roofline, predicted_timeline
+
+    model = (m.get("estimate") or {}).get("model")
+    texts = sorted((run_dir / "hlo").glob("*.hlo.txt")) if (run_dir / "hlo").is_dir() else []
+    if not isinstance(model, dict) or not texts:
+        return []
+    try:
+        fields = {f.name: model[f.name] for f in dataclasses.fields(Roofline) if f.name in model}
+        text = read_side_file(texts[0], "HLO text").decode("utf-8", "replace")
+        return predicted_timeline(text, Roofline(**fields))
+    except Exception:  # noqa: BLE001 - the plan's other views stand without the timeline
+        return []
+
+
 def _load_uncached(run: Run) -> RunData | RunLoadError:
     from overlap.trace.reader import read_trace
 
+    if run.manifest_path is not None:
+        problem = _manifest_problem(run.manifest_path)
+        if problem is not None:
+            return RunLoadError(f"{run.name}: {problem}")
     if run.is_plan:
         return _load_plan(run)
 
@@ -336,7 +377,8 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
 # allow_pickle=False, so a tampered cache file cannot run code. Keyed on the files' fingerprint
 # plus the overlap version and this format's number; a stale entry is simply never looked up.
 
-CACHE_FORMAT = 4  # 2: result carries peak_memory; 3: stragglers; 4: the executed program
+CACHE_FORMAT = 5  # 2: result carries peak_memory; 3: stragglers; 4: the executed program;
+# 5: dropped_events and unreadable_hosts
 _GROUPS = ("compute", "transfers", "memory", "program_memory")
 
 
@@ -451,12 +493,12 @@ def _disk_get(fp: tuple) -> RunData | None:
     try:
         import hmac as _hmac
 
-        raw = path.read_bytes()
+        raw = read_side_file(path, "cache entry", limit=1 << 34)
         want = _mac(path.parent, raw)
-        got = path.with_suffix(".mac").read_text().strip()
+        got = read_side_file(path.with_suffix(".mac"), "cache checksum", 1024).decode().strip()
         if want is None or not _hmac.compare_digest(want, got):
             return None  # not written by us, or edited since: a miss, rewritten on load
-    except OSError:
+    except (OSError, InputError, UnicodeDecodeError):
         return None
     try:
         import io
@@ -532,9 +574,12 @@ def run_row(run: Run) -> dict[str, Any]:
         synthetic="SYNTHETIC" if data.synthetic else "")
     if r.get("status") == "PLAN":  # compiled, never run: say so where the data kind is shown
         dp = (r.get("plan") or {}).get("device_peak_bytes")
-        row.update(synthetic="PLAN (compiled, not run)",
+        plan = r.get("plan") or {}
+        row.update(synthetic="PLAN (compiled, not run; hidden % predicted)",
                    peak=None if dp is None else format_bytes(dp),
-                   peak_source="memory_analysis (compiled plan)")
+                   peak_source="memory_analysis (compiled plan)",
+                   d2h_overlap=_pct(plan.get("d2h_predicted_hidden_fraction")),
+                   h2d_overlap=_pct(plan.get("h2d_predicted_hidden_fraction")))
     return row
 
 

@@ -260,8 +260,9 @@ def _fusion_bytes(ins: _Instr, m: _Module) -> int:
         if (r is not None and r.opcode == "dynamic-update-slice" and len(r.operands) > 1
                 and (b := _through(local.get(r.operands[0]), local)) is not None
                 and b.opcode == "parameter"):
+            # Writes the update into the buffer in place (reading it is a parameter's read).
             upd = local.get(r.operands[1])
-            nbytes += 2 * _hbm(upd.shape if upd is not None else None) if _hbm(out_shape) else 0
+            nbytes += _hbm(upd.shape if upd is not None else None) if _hbm(out_shape) else 0
         else:
             nbytes += _hbm(out_shape)
     return nbytes

@@ -171,9 +171,36 @@ def top_exposed_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 def run_figures(data, step: tuple[str, int] | None) -> dict[str, go.Figure]:
     """Every figure of the Run view for `data` (a RunData) and `step` (host, step) or None."""
+    if data.result.get("status") == "PLAN":  # compiled, never run: what the plan predicts
+        return plan_figures(data)
     syn = data.synthetic
     figs: dict[str, go.Figure] = {}
-    if step is None:
+    if step is None and data.transfers["start_ps"].size:
+        # No step annotations (e.g. a capture made without StepTraceAnnotation): the whole
+        # capture of the first host with transfers, as one window, so the transfers still show.
+        import dataclasses
+
+        t = data.transfers
+        host = str(sorted(set(t["host"].tolist()))[0])
+        on = t["host"] == host
+        c = data.compute
+        lo = int(min(t["start_ps"][on].min(), c["start_ps"][c["host"] == host].min(initial=
+                 t["start_ps"][on].min())))
+        hi = int(max(t["end_ps"][on].max(), c["end_ps"][c["host"] == host].max(initial=0)))
+        whole = dataclasses.replace(data, result={**data.result, "steps": [
+            {"host": host, "step": 0, "start_ps": lo, "end_ps": hi, "duration_ps": hi - lo,
+             "exposed_wall_ps": 0}]})
+        tl = aggregate.step_timeline(whole, host, 0)
+        figs["timeline"] = timeline_figure(tl, syn)
+        figs["timeline"].update_layout(title=_title(
+            f"Whole capture on {host} (no step annotations): compute, transfers, exposed time",
+            syn))
+        pts, total = aggregate.step_transfers(whole, host, 0)
+        figs["bandwidth"] = bandwidth_figure(pts, total, data.result.get("by_direction", {}), syn)
+        figs["bandwidth"].update_layout(title=_title(
+            "Achieved bandwidth per transfer (whole capture" + (
+                f": {len(pts)} of {total} shown" if total > len(pts) else "") + ")", syn))
+    elif step is None:
         msg = ("No step annotations in this capture." if data.transfers["start_ps"].size
                else data.result.get("reason", "No transfers."))
         figs["timeline"] = empty_figure(msg, "Step timeline", syn)
@@ -342,3 +369,136 @@ def hosts_figure(result: dict[str, Any], synthetic: bool = False) -> go.Figure:
                       annotation_text="median host", annotation_position="top left")
     return _layout(fig, f"{title}<br><sup>{sv['verdict']}</sup>", synthetic,
                    yaxis_title="ms exposed per step", height=320, showlegend=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan runs (compiled for a target, never run): what the plan knows, labelled PREDICTED
+
+
+PREDICTED_PREFIX = "PREDICTED (compiled, not run; roofline estimate) · "
+
+
+def _part_label(part: dict[str, Any]) -> str:
+    if part.get("is_entry"):
+        return "step"
+    n = part.get("executions") or 1
+    return f"loop body {part['computation']} (1 of {n} per step)"
+
+
+def plan_timeline_figure(parts: list[dict[str, Any]], target: str = "") -> go.Figure:
+    """The plan's predicted timeline (`overlap.hlo.schedule.predicted_timeline`): the compute
+    stream as the estimate walks the schedule, each planned copy from its start op to its
+    completion, exposed parts (no compute beside them) in red. Computations that hold copies
+    are drawn one after another (a scan's copies live in its loop bodies: one iteration each).
+    """
+    title = PREDICTED_PREFIX + "step timeline" + (f" for {target}" if target else "")
+    if not parts:
+        return empty_figure("This plan has no planned host transfers (or no HLO to walk).",
+                            title)
+    from overlap.analysis.overlap import subtract_intervals
+
+    rows: list[dict[str, Any]] = []
+    lanes: list[str] = []
+    x0 = 0
+    gap = max(max(int(p["total_ps"]) for p in parts) // 20, 1)
+    for p in parts:
+        label = _part_label(p)
+        lane = f"{label}: compute"
+        lanes.append(lane)
+        cs = np.asarray([a for a, _ in p["compute"]], np.int64)
+        ce = np.asarray([b for _, b in p["compute"]], np.int64)
+        for a, b in zip(cs.tolist(), ce.tolist()):
+            rows.append({"lane": lane, "kind": "compute", "start_ps": x0 + a, "end_ps": x0 + b,
+                         "count": 1, "hlo_op": None, "ratio": None, "bytes": None,
+                         "exposed_ps": None})
+        for c in p["copies"]:
+            lane = f"{label}: {c['direction']} {c['op']}"
+            lanes.append(lane)
+            span = int(c["end_ps"]) - int(c["issue_ps"])
+            rows.append({"lane": lane, "kind": c["direction"], "start_ps": x0 + c["issue_ps"],
+                         "end_ps": x0 + c["end_ps"], "count": 1, "hlo_op": c["op"],
+                         "ratio": 1.0 if span <= 0 else c["hidden_ps"] / span,
+                         "bytes": c["bytes"], "exposed_ps": c["exposed_ps"]})
+            es, ee = subtract_intervals(np.asarray([c["issue_ps"]], np.int64),
+                                        np.asarray([c["end_ps"]], np.int64), cs, ce)
+            for a, b in zip(es.tolist(), ee.tolist()):
+                rows.append({"lane": lane, "kind": "exposed", "start_ps": x0 + a,
+                             "end_ps": x0 + b, "count": 1, "hlo_op": None, "ratio": None,
+                             "bytes": None, "exposed_ps": None})
+        x0 += int(p["total_ps"]) + gap
+    seg = pd.DataFrame(rows, columns=list(aggregate.SEGMENT_COLUMNS))
+    tl = aggregate.Timeline(host=target or "plan", step=0, start_ps=0, end_ps=max(x0 - gap, 1),
+                            lanes=lanes, segments=seg)
+    fig = timeline_figure(tl)
+    fig.update_layout(title=title + "<br><sup>each copy from its start op to its completion; "
+                      "red: no compute beside it (exposed); computations side by side</sup>")
+    fig.update_xaxes(title="ms (predicted)")
+    return fig
+
+
+def plan_memory_figure(program_memory: dict[str, np.ndarray] | None, plan: dict[str, Any]
+                       ) -> go.Figure:
+    """Live temp bytes over program order (the compiler's heap simulation) with the device
+    peak (`memory_analysis`) and the memory budget the plan was checked against as lines."""
+    from overlap.report.units import byte_unit
+
+    title = PREDICTED_PREFIX.replace("roofline estimate", "the compiler's memory") + \
+        "device memory over program order"
+    budget, peak = plan.get("memory_budget_bytes"), plan.get("device_peak_bytes")
+    if program_memory is None or not len(program_memory["bytes"]):
+        return empty_figure("No heap-simulator data for this plan.", title)
+    x, y = aggregate.downsample_minmax(program_memory["index"], program_memory["bytes"])
+    top = max([float(np.max(y))] + [float(v) for v in (budget, peak) if v])
+    unit, scale = byte_unit(top)
+    fig = go.Figure(go.Scatter(x=x, y=np.asarray(y) / scale, mode="lines", line=dict(shape="hv"),
+                               name="live temp buffers (heap simulator)"))
+    if peak:
+        fig.add_hline(y=peak / scale, line_dash="dot", line_color=COLORS["D2H"],
+                      annotation_text="device peak (memory_analysis: temp + args + outputs)",
+                      annotation_position="bottom right")
+    if budget:
+        fig.add_hline(y=budget / scale, line_dash="dash", line_color=COLORS["exposed"],
+                      annotation_text=f"memory budget ({plan.get('memory_budget_source') or ''})"
+                      [:90], annotation_position="top left")
+    return _layout(fig, title, False, height=340, xaxis_title="HLO position (program order)",
+                   yaxis_title=f"{unit}")
+
+
+def planned_copies_rows(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The estimate's planned transfers for a table (display units; hidden is PREDICTED)."""
+    from overlap.report.units import format_bytes
+
+    return [{"op": o.get("op"), "direction": o.get("direction"),
+             "bytes": format_bytes(o.get("bytes") or 0),
+             "per_step": o.get("executions"),
+             "duration_us": None if o.get("duration_ps") is None
+             else round(o["duration_ps"] / 1e6, 3),
+             "hidden_pct": None if o.get("hidden_fraction") is None
+             else round(100 * o["hidden_fraction"], 1)}
+            for o in ops]
+
+
+def plan_ops_figure(ops: list[dict[str, Any]]) -> go.Figure:
+    """Predicted hidden and exposed time per step of each planned copy (executions included)."""
+    title = PREDICTED_PREFIX + "hidden vs exposed per planned copy, per step"
+    if not ops:
+        return empty_figure("No planned host transfers.", title)
+    names = [f"{o['direction']} {o['op']}" for o in ops]
+    fig = go.Figure()
+    for key, name, color in (("hidden_ps", "hidden (predicted)", COLORS["compute"]),
+                             ("exposed_ps", "exposed (predicted)", COLORS["exposed"])):
+        fig.add_trace(go.Bar(name=name, x=names,
+                             y=[(o.get(key) or 0) * (o.get("executions") or 1) / PS_PER_MS
+                                for o in ops], marker_color=color,
+                             hovertemplate="%{x}: %{y:.4f} ms per step<extra>" + name +
+                             "</extra>"))
+    return _layout(fig, title, False, barmode="stack", yaxis_title="ms per step", height=340)
+
+
+def plan_figures(data) -> dict[str, go.Figure]:
+    """The Run view of a plan run: predicted timeline, memory with the budget, copies."""
+    r = data.result
+    plan = r.get("plan") or {}
+    return {"timeline": plan_timeline_figure(r.get("plan_timeline") or [], plan.get("target", "")),
+            "histogram": plan_memory_figure(data.program_memory, plan),
+            "bandwidth": plan_ops_figure(r.get("planned_copies") or [])}
