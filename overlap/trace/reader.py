@@ -25,6 +25,11 @@ Classification (see docs/xspace.md for the evidence behind each rule):
   calls, not transfers; D2D/P2P/Other copies are not host transfers. A kernel is any device event
   with `kernel_details` (whatever its stream); CUDA-graph executions count as compute too.
   Classification is per event, never by a line's name, because stream names mix kinds.
+* AMD ROCm (`overlap.trace.vendors`): a `__amd_rocclr_copy*` kernel correlated
+  (`correlation_id`) with a `hipMemcpyHtoD*`/`DtoH*` call on `/host:CPU` is a transfer (the
+  call gives direction and, where it records one, the size: `bytes_known`); ROCm copy and fill
+  kernels are never compute. Shapes outside every rule go to `capture[host]
+  ["transfer_unknowns"]` ("cannot tell"), each device's vendor to `capture[host]["vendors"]`.
 * TPU: a transfer is an `Async XLA Ops` span of an async start op that moves data across host
   memory space `S(5)`; without that line, the start..done pair of such an op from `XLA Ops`.
   The ops: `copy-start` (direction from where `S(5)` sits in its tuple, element 0 being the
