@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 from typing import Any
 
 import numpy as np
@@ -124,8 +125,8 @@ NO_COMPUTE_NOTE = "No device compute was recorded, so every transfer counts as e
 # may be why a verdict says what it says, the verdict says so.
 DROPPED_NOTE = ("{n} event(s) dropped as invalid ({why}): they are in no number of this "
                 "report")
-DROPPED_VERDICT = ("; {n} event(s) were dropped as invalid ({why}), so the missing device "
-                   "events may be among them")
+DROPPED_VERDICT = (" {n} event(s) were dropped as invalid ({why}): the missing device "
+                   "events may be among them.")
 NO_STEPS_NOTE = (
     "No step annotations: per-step exposed time is unavailable. Wrap each training step in "
     "jax.profiler.StepTraceAnnotation('train', step_num=i)."
@@ -778,9 +779,11 @@ def note_unreadable(result: dict[str, Any], unreadable: list[dict[str, str]],
     if not unreadable:
         return
     first = unreadable[0]
+    # The file's name only: the verdict is shown in the dashboard, which keeps the server's
+    # directory layout to itself; `unreadable_hosts` and the CLI's error line have the path.
     text = (f"{len(unreadable)} of {files} host file(s) unreadable and left out (first: "
-            f"{first['path']}: {first['problem']}); the numbers cover the other "
-            f"{files - len(unreadable)}")
+            f"{os.path.basename(first['path'])}: {first['problem']}); the numbers cover the "
+            f"other {files - len(unreadable)}")
     result.setdefault("notes", []).insert(0, text)
     result["verdict"] = f"{result['verdict']} [{text}]"
 

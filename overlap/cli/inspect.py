@@ -115,6 +115,10 @@ def render_text(info: dict) -> str:
     for h in info["hosts"]:
         ver = h.get("jax_version")
         out.append(f"host {h['host']}" + (f"  (jax {ver})" if ver else ""))
+    for host, d in info.get("events_dropped_invalid", {}).items():
+        why = ", ".join(f"{k}: {v}" for k, v in sorted(d["by_reason"].items()))
+        out.append(f"host {host}: {d['count']} event(s) dropped as invalid"
+                   + (f" ({why})" if why else "") + "; they are in no table below")
     out.append("")
     for p in info["planes"]:
         out.append(f"{p['host']} {p['plane']}")
@@ -148,9 +152,8 @@ def render_text(info: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from overlap.trace.reader import read_trace
-
     from overlap.cli.report import fail_on_unreadable
+    from overlap.trace.reader import read_trace
 
     trace = read_trace(args.path, session=args.session)
     info = inspect_trace(trace)

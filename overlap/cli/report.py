@@ -225,7 +225,6 @@ def _predict(args: argparse.Namespace, trace, result: dict) -> dict:
 
 def _plan(path: str) -> dict | None:
     """The manifest of a plan run (compiled, never run), with its program-order memory."""
-    import json
     from pathlib import Path
 
     from overlap.runs.rundir import is_plan, load_manifest
@@ -235,9 +234,13 @@ def _plan(path: str) -> dict | None:
     if not is_plan(m):
         return None
     m = {**m, "label": m.get("label") or p.name}
-    try:
-        m["_program_memory"] = json.loads((p / "program_memory.json").read_text())["live_bytes"]
-    except (OSError, ValueError, KeyError, TypeError):
+    from overlap.trace.paths import read_side_json
+
+    pm = p / "program_memory.json"
+    try:  # optional; when present it is read with the checks every side file gets
+        m["_program_memory"] = (read_side_json(pm, "program memory (program_memory.json)")
+                                ["live_bytes"] if os.path.lexists(pm) else None)
+    except (KeyError, TypeError):
         m["_program_memory"] = None
     return m
 

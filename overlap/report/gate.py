@@ -43,7 +43,6 @@ Times in the result stay integer picoseconds; limits given in ms are converted o
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 from typing import Any, cast
@@ -105,20 +104,14 @@ class CheckConfig:
 
 def load_baseline(path: str | os.PathLike) -> dict[str, Any]:
     """Read a baseline report; any problem is an InputError naming the file (exit 3)."""
+    from overlap.trace.paths import read_side_json
+
     p = Path(path)
     if p.is_dir():
         raise InputError(p, "a directory; --baseline takes a saved `overlap report --json` "
                             "(or, for `report --html`, a run)")
-    try:
-        data = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise InputError(p, "baseline report not found") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(p, f"cannot read baseline report: {e}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(p, f"baseline is not JSON ({e.msg} at line {e.lineno})") from None
-    except RecursionError:
-        raise InputError(p, "baseline JSON is nested too deeply to be a report") from None
+    # A regular file of bounded size only: a FIFO or /dev/zero is refused, never read.
+    data = read_side_json(p, "baseline report")
     # `overlap check --json` nests the analysis under "analysis"; `overlap report --json` is it.
     if isinstance(data, dict) and isinstance(data.get("analysis"), dict):
         data = data["analysis"]

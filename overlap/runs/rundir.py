@@ -239,15 +239,26 @@ def normalize_manifest(data: dict) -> dict:
     return out
 
 
+def has_manifest(run_dir: str | os.PathLike) -> bool:
+    """Whether `run_dir` holds a ``run.json`` entry at all (readable or not)."""
+    return os.path.lexists(Path(run_dir) / MANIFEST)
+
+
 def load_manifest(run_dir: str | os.PathLike) -> dict | None:
-    """The parsed, type-checked ``run.json`` of `run_dir` (see `normalize_manifest`), or None
-    if absent or not a manifest."""
+    """The parsed, type-checked ``run.json`` of `run_dir` (see `normalize_manifest`); None when
+    there is none, or when it is JSON of another tool (an object without ``schema_version``).
+
+    A ``run.json`` that is there but damaged (not JSON, not an object, not a regular file, too
+    large) raises `InputError` naming it: it is written last and atomically, so it is never
+    half written, and treating its run as a plain log directory would hide the damage.
+    """
     p = Path(run_dir) / MANIFEST
-    try:
-        data = json.loads(p.read_text())
-    except (OSError, ValueError, RecursionError):
+    if not has_manifest(run_dir):
         return None
-    if not isinstance(data, dict) or "schema_version" not in data:
+    data = _paths.read_side_json(p, "run manifest (run.json)")
+    if not isinstance(data, dict):
+        raise InputError(p, f"run manifest is a JSON {type(data).__name__}, not an object")
+    if "schema_version" not in data:
         return None
     return normalize_manifest(data)
 
@@ -257,7 +268,10 @@ def is_complete(run_dir: str | os.PathLike) -> bool:
     p = Path(run_dir)
     if PARTIAL_MARK in p.name or not p.is_dir():
         return False
-    m = load_manifest(p)
+    try:
+        m = load_manifest(p)
+    except InputError:
+        return False  # damaged: listed by find_runs all the same, so that it gets named
     if m is None:
         return False
     return is_plan(m) or bool(_paths.list_sessions(p))
@@ -297,7 +311,9 @@ def find_runs(path: str | os.PathLike) -> list[Path]:
         if real in seen or depth > MAX_DEPTH:
             return
         seen.add(real)
-        if is_complete(d) or is_logdir_run(d):
+        # A run.json that cannot be read still marks a run: it is listed, and whoever loads it
+        # names the damage (load_manifest) instead of passing it over.
+        if is_complete(d) or has_manifest(d) or is_logdir_run(d):
             out.append(d)
             return
         if d.parent.name == "profile" and d.parent.parent.name == "plugins":

@@ -40,7 +40,7 @@ def open_regular(path: str | os.PathLike, what: str = "file") -> io.BufferedRead
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise InputError(p, f"no such {what}") from None
+        raise InputError(p, f"{what} not found (no such file)") from None
     except OSError as e:
         raise InputError(p, f"cannot read {what}: {e.strerror or e}") from None
     try:
@@ -84,7 +84,7 @@ def read_side_json(path: str | os.PathLike, what: str = "JSON file",
     except UnicodeDecodeError:
         raise InputError(p, f"{what} is not UTF-8 text") from None
     except json.JSONDecodeError as e:
-        raise InputError(p, f"{what} is not valid JSON ({e.msg} at line {e.lineno})") from None
+        raise InputError(p, f"{what} is not JSON ({e.msg} at line {e.lineno})") from None
     except RecursionError:
         raise InputError(p, f"{what} is nested too deeply to read") from None
 
@@ -103,6 +103,15 @@ def list_sessions(logdir: Path) -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir() if p.is_dir() and _hosts(p))
+
+
+def _runs_below(p: Path) -> list[Path]:
+    """Subdirectories of `p` that are runs (a capture, or a plan's run.json), by name."""
+    try:
+        children = sorted(c for c in p.iterdir() if c.is_dir())
+    except OSError:
+        return []
+    return [c for c in children if list_sessions(c) or (c / "run.json").is_file()]
 
 
 def find_xplane_files(path: str | os.PathLike, session: str | None = None) -> list[Path]:
@@ -127,10 +136,18 @@ def find_xplane_files(path: str | os.PathLike, session: str | None = None) -> li
             raise InputError(p, "--session applies to a run directory, not to a single file")
         return [p]
     hosts = _hosts(p)
-    if hosts and not session:
+    if hosts and (not session or session == p.name):
         return hosts  # a session directory itself
+    if hosts:
+        raise InputError(p, f"this is capture session {p.name!r} itself; --session names one "
+                            "of a run directory's plugins/profile/<timestamp> sessions")
     sessions = list_sessions(p)
     if not sessions:
+        runs = _runs_below(p)
+        if runs:
+            shown = ", ".join(r.name for r in runs[:4]) + (", ..." if len(runs) > 4 else "")
+            raise InputError(p, f"a directory of {len(runs)} runs ({shown}), not one capture: "
+                                f"compare them with `overlap compare {p}`, or name one run")
         raise InputError(p, "no capture here: expected an .xplane.pb file or "
                             "plugins/profile/<timestamp>/<host>.xplane.pb below this directory")
     if session:

@@ -96,7 +96,10 @@ def test_crash_before_manifest_is_not_a_run(one_run, tmp_path):
     shutil.copytree(one_run / "plugins", broken / "plugins")
     assert not rundir.is_complete(broken)
     (broken / "run.json").write_text("{not json")
-    assert rundir.load_manifest(broken) is None and not rundir.is_complete(broken)
+    # ...and it is named, never read as a plain log directory (issue 25).
+    with pytest.raises(InputError, match="run.json"):
+        rundir.load_manifest(broken)
+    assert not rundir.is_complete(broken)
     good = tmp_path / "a"
     shutil.copytree(one_run, good)
     assert rundir.list_runs(tmp_path) == [good]
