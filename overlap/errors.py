@@ -3,10 +3,10 @@
 Exit codes (shared by every command): 0 pass, 1 a check failed, 2 usage error, 3 unreadable input,
 4 internal error (a bug: any exception that is not one of these classes).
 
-An output overlap cannot write (`report --html`, `check --json FILE`, `check --junit FILE` into a
-missing directory, a directory, a read-only place or a full disk) is a usage error, exit 2: the
-argument names a place that cannot take the file, whatever the input was. Input that cannot be
-read (a capture, a run's `run.json`, a baseline, any side file) is exit 3.
+An output overlap cannot write (`report --html`, `check --json-out FILE`, `check --junit FILE`
+into a missing directory, a directory, a read-only place or a full disk) is a usage error, exit
+2: the argument names a place that cannot take the file, whatever the input was. Input that
+cannot be read (a capture, a run's `run.json`, a baseline, any side file) is exit 3.
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 By default two checks run: transfers exist (a capture without them fails: offload silently
 stopped happening; `--allow-no-transfers` to accept that) and the duration-weighted overlap
 ratio is at least `--min-overlap` (0.9). Per-direction, per-step and baseline checks are opt-in;
-see `overlap.report.gate` for their exact definitions. `--json FILE|-` and `--junit FILE` write
-machine-readable results; when `$GITHUB_STEP_SUMMARY` is set a Markdown summary is appended.
+see `overlap.report.gate` for their exact definitions. `--json` prints the {check, analysis}
+JSON on stdout (the text report then goes to stderr), as `--json` does on every command;
+`--json-out FILE` and `--junit FILE` write machine-readable files; when `$GITHUB_STEP_SUMMARY`
+is set a Markdown summary is appended.
 
 PATH may be a plan run (`overlap plan`, `overlap advise`: compiled, not run). It gets the same
 two defaults on its PREDICTED numbers (an offloading policy with no planned copies fails; the
@@ -93,8 +95,10 @@ def register(sub) -> None:
     pl.add_argument("--max-predicted-exposed-ms", type=non_negative_float, metavar="MS",
                     help="estimated exposed transfer time per step must stay under MS")
     o = p.add_argument_group("output")
-    o.add_argument("--json", metavar="FILE|-", help="write {check, analysis} JSON to FILE "
-                   "or stdout ('-'; the text report then goes to stderr)")
+    o.add_argument("--json", action="store_true", help="print {check, analysis} JSON on "
+                   "stdout (the text report then goes to stderr)")
+    o.add_argument("--json-out", metavar="FILE", help="also write {check, analysis} JSON to "
+                   "FILE (the CI artifact)")
     o.add_argument("--junit", metavar="FILE", help="write JUnit XML, one testcase per check")
     p.set_defaults(func=run)
 
@@ -134,13 +138,13 @@ def run_plan(args: argparse.Namespace, manifest: dict) -> int:
         min_overlap_h2d=args.min_overlap_h2d, allow_no_transfers=args.allow_no_transfers)
     human = plan_gate.text(outcome)
     doc = json.dumps({"check": outcome, "plan": manifest}, indent=2, default=str) + "\n"
-    if args.json == "-":
+    if args.json:
         sys.stdout.write(doc)
         print(human, file=sys.stderr)
     else:
         print(human)
-        if args.json:
-            _write(args.json, doc, "JSON report")
+    if args.json_out:
+        _write(args.json_out, doc, "JSON report")
     if args.junit:
         _write(args.junit, junit({"synthetic": False, "sources": [args.path]}, outcome),
                "JUnit XML")
@@ -203,13 +207,13 @@ def run(args: argparse.Namespace) -> int:
     outcome = check.run_checks(result, config, trace)
 
     human = render.text(result, outcome)
-    if args.json == "-":
+    if args.json:
         render.write_json(sys.stdout, result, outcome)
         print(human, file=sys.stderr)
     else:
         print(human)
-        if args.json:
-            _write(args.json, lambda f: render.write_json(f, result, outcome), "JSON report")
+    if args.json_out:
+        _write(args.json_out, lambda f: render.write_json(f, result, outcome), "JSON report")
     if args.junit:
         _write(args.junit, render.junit(result, outcome), "JUnit XML")
     _append_step_summary(render.markdown(result, outcome))

@@ -13,6 +13,7 @@ can always tell a crash (4) from a failed gate (1).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -24,7 +25,10 @@ from overlap import __version__
 from overlap.errors import EXIT_INTERNAL, EXIT_USAGE, OverlapError
 
 # Order is the order `overlap --help` lists them in.
-COMMANDS = ("inspect", "report", "check", "capture", "plan", "compare", "demo", "dashboard")
+COMMANDS = ("inspect", "report", "check", "capture", "plan", "compare", "demo", "dashboard",
+            "completion")
+# Commands that import jax: their stderr passes through `overlap.env.native_stderr_filtered`.
+JAX_COMMANDS = ("capture", "plan", "demo", "advise")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,6 +60,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stderr_for(command: str | None, debug: bool) -> contextlib.AbstractContextManager:
+    """Drop the CUDA stub libraries' driver lines for the jax commands (not with --debug)."""
+    if debug or command not in JAX_COMMANDS:
+        return contextlib.nullcontext()
+    from overlap.env import native_stderr_filtered
+
+    return native_stderr_filtered()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -68,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(args.func(args) or 0)
+        with _stderr_for(args.command, debug):
+            return int(args.func(args) or 0)
     except OverlapError as e:
         print(f"overlap {args.command}: error: {e}", file=sys.stderr)
         return e.exit_code

@@ -52,7 +52,18 @@ def run(args: argparse.Namespace) -> int:
     from overlap.plan.targets import get_target, list_targets_text
 
     if args.list_targets:
-        print(list_targets_text())
+        if args.json:
+            import dataclasses
+
+            from overlap.plan.targets import TARGETS
+
+            # Every number the estimate uses, with its source; not the compiler's GPU config
+            # text (gpu_spec), which is an input to XLA rather than a fact to read.
+            json.dump([{k: v for k, v in dataclasses.asdict(t).items() if k != "gpu_spec"}
+                       for t in TARGETS.values()], sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            print(list_targets_text())
         return 0
     if not args.target:
         raise UsageError("--target is required (see --list-targets)")
@@ -61,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--out DIR is required: each policy's plan is written there as a run")
     for flag, v in (("--host-bandwidth", args.host_bandwidth),
                     ("--host-bandwidth-h2d", args.host_bandwidth_h2d)):
-        if v is not None and not (0 < v < 1e6):
-            raise UsageError(f"{flag} must be a positive number of GB/s")
+        # A real host link moves 0.01-100000 GB/s; 1e-300 would make every time infinite.
+        if v is not None and not (1e-2 <= v <= 1e5):
+            raise UsageError(f"{flag} must be a number of GB/s between 0.01 and 100000, "
+                             f"got {v:g}")
     from overlap.plan.targets import memory_budget
 
     budget = memory_budget(target, budget_gib=args.memory_budget, fraction=args.memory_fraction)
@@ -86,8 +99,10 @@ def run(args: argparse.Namespace) -> int:
                               kernel_floor_us=args.kernel_floor_us, budget=budget)
     except ValueError as e:  # unknown workload or policy
         raise UsageError(str(e)) from None
-    except FileExistsError as e:
-        raise UsageError(f"{e}: a run with that name exists; choose another --out") from None
+    except FileExistsError as e:  # checked before the first compile (plan_workload)
+        where = getattr(e, "path", None) or str(e)
+        raise UsageError(f"{where}: a plan run of that name exists already; choose another "
+                         "--out, or delete it first (overlap never overwrites a run)") from None
     if args.json:
         json.dump([{k: v for k, v in p.manifest.items() if not k.startswith("_")}
                    for p in plans], sys.stdout, indent=2, default=str)

@@ -150,7 +150,7 @@ def test_check_outputs_json_junit_and_step_summary(cli, tmp_path, traces):
     summary = tmp_path / "summary.md"
     summary.write_text("earlier step output\n")
     junit = tmp_path / "junit.xml"
-    r = cli("check", str(traces["half"]), "--json", "-", "--junit", str(junit),
+    r = cli("check", str(traces["half"]), "--json", "--junit", str(junit),
             "--max-exposed-ms", "1.0", env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert r.returncode == 1
     payload = json.loads(r.stdout)  # stdout holds only the JSON; text went to stderr

@@ -29,7 +29,7 @@ def _loop(tmp_path, per_step: int, nbytes: int = 8):
 
 def test_max_transfers_names_the_offending_copies(tmp_path):
     p = _loop(tmp_path, per_step=2)
-    r = run_cli("check", str(p), "--max-transfers", "0", "--json", "-",
+    r = run_cli("check", str(p), "--max-transfers", "0", "--json",
                 "--junit", str(tmp_path / "j.xml"))
     assert r.returncode == 1
     doc = json.loads(r.stdout)
@@ -37,7 +37,7 @@ def test_max_transfers_names_the_offending_copies(tmp_path):
     assert chk["value"] == 2 and chk["limit"] == 0 and chk["status"] == "fail"
     assert {o["hlo_op"] for o in chk["offenders"]} == {"scalar-upload.0", "scalar-upload.1"}
     assert all(o["bytes"] == 8 and o["direction"] == "H2D" for o in chk["offenders"])
-    assert "scalar-upload.0 H2D 8 B" in r.stderr  # the text report (stderr with --json -)
+    assert "scalar-upload.0 H2D 8 B" in r.stderr  # the text report (stderr with --json)
     assert "scalar-upload.0" in (tmp_path / "j.xml").read_text()
     # min_overlap is not applied by default with the transfer gates
     assert not any(c["name"] == "min_overlap" for c in doc["check"]["checks"])
