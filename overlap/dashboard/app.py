@@ -33,6 +33,7 @@ from dash import Dash, Input, Output, State, dash_table, dcc, html
 
 from overlap.dashboard import data as rundata
 from overlap.report import figures
+from overlap.report import groups as rgroups
 from overlap.report.text import vendor_line
 from overlap.report.units import format_bytes
 
@@ -49,6 +50,9 @@ TOP_COLUMNS = [
     ("span_ms", "span (ms)"), ("exposed_ms", "exposed (ms)"), ("hidden_pct", "hidden %"),
     ("MiB", "MiB"), ("GB_s", "GB/s"),
 ]
+PLAN_COPY_COLUMNS = [("op", "planned copy"), ("direction", "dir"), ("bytes", "bytes"),
+                     ("per_step", "executions per step"), ("duration_us", "in flight (us, pred.)"),
+                     ("hidden_pct", "hidden % (predicted)")]
 COMPARE_COLUMNS = [("run", "run"), ("baseline", "baseline"), ("step_ms", "step (ms)"),
                    ("step_source", "step from"),
                    ("peak", "peak memory"), ("peak_source", "peak from"),
@@ -134,21 +138,23 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
         # Runs at every page load: a reload shows runs that appeared since.
         runs = table.refresh()
         options = [{"label": r.name, "value": r.name} for r in runs]
-        first = runs[0].name if runs else None
+        items = _loaded(runs)
+        grps = rgroups.groups(items)
+        real = _first_real(items)
+        first = real[0] if real else (runs[0].name if runs else None)
+        group_runs = grps[0]["runs"] if grps else []
+        in_group = [r for r in runs if r.name in group_runs]
         return html.Div(style={"fontFamily": "sans-serif", "margin": "0 16px"}, children=[
             html.Div(style={"display": "flex", "alignItems": "center", "gap": "16px"}, children=[
                 html.H2("overlap: does host offloading pay off?"),
                 html.Button("Refresh runs", id="refresh"),
                 html.Span("logdirs: " + ", ".join(table.logdirs), style={"color": "#666"}),
             ]),
+            html.Div(_headline(real), id="headline"),
             dcc.Tabs(id="tabs", value="runs", children=[
                 dcc.Tab(label="Runs", value="runs", children=[
                     html.Div(style={"display": "flex", "gap": "8px", "alignItems": "center",
                                     "margin": "8px 0"}, children=[
-                        html.Label("Baseline run:", htmlFor="baseline"),
-                        dcc.Dropdown(id="baseline", options=options,
-                                     value=rundata.default_baseline(runs), clearable=False,
-                                     style={"width": "420px"}),
                         html.Span(id="runs-count"),
                     ]),
                     _table("runs-table", RUN_COLUMNS, row_selectable=False,
@@ -178,15 +184,28 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
                                  style={"flex": 1}),
                     ]),
                     _graph("fig-hosts", "overlap-hosts"),
-                    html.H4("Most exposed transfers (whole run)"),
+                    html.H4("Most exposed transfers (whole run)", id="run-table-title"),
                     _table("top-exposed", TOP_COLUMNS),
                 ]),
                 dcc.Tab(label="Compare", value="compare", children=[
+                    html.Div(id="compare-verdict", style={**CARD, "fontWeight": "bold"}),
+                    html.Div(style={"display": "flex", "gap": "8px", "alignItems": "center",
+                                    "margin": "8px 0", "flexWrap": "wrap"}, children=[
+                        html.Label("Program and device:", htmlFor="compare-group"),
+                        dcc.Dropdown(id="compare-group", options=_group_options(grps),
+                                     value=grps[0]["key"] if grps else None, clearable=False,
+                                     style={"minWidth": "420px"}),
+                        html.Label("Baseline:", htmlFor="baseline"),
+                        dcc.Dropdown(id="baseline",
+                                     options=[{"label": n, "value": n} for n in group_runs],
+                                     value=rundata.default_baseline(in_group), clearable=False,
+                                     style={"width": "300px"}),
+                    ]),
                     html.Div(style={"display": "flex", "gap": "8px", "alignItems": "center",
                                     "margin": "8px 0"}, children=[
                         html.Label("Runs:", htmlFor="compare-select"),
                         dcc.Dropdown(id="compare-select", options=options,
-                                     value=[r.name for r in runs], multi=True,
+                                     value=group_runs, multi=True,
                                      style={"minWidth": "520px"}),
                         html.Button("Download HTML", id="compare-html-button"),
                         dcc.Download(id="compare-html"),
@@ -211,13 +230,34 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
     @app.callback(
         Output("runs-table", "data"), Output("runs-count", "children"),
         Output("run-select", "options"), Output("compare-select", "options"),
-        Output("baseline", "options"),
+        Output("compare-group", "options"),
         Input("refresh", "n_clicks"))
     def refresh_runs(n_clicks):
         runs = table.refresh() if n_clicks else table.runs()
         options = [{"label": r.name, "value": r.name} for r in runs]
         rows = [rundata.safe_run_row(r) for r in runs]
-        return rows, f"{len(rows)} run(s)", options, options, options
+        return (rows, f"{len(rows)} run(s)", options, options,
+                _group_options(rgroups.groups(_loaded(runs))))
+
+    @app.callback(Output("compare-select", "value"), Input("compare-group", "value"),
+                  prevent_initial_call=True)
+    def choose_group(key):
+        # A group picks its runs; the baseline follows (choose_baseline).
+        grp = next((g for g in rgroups.groups(_loaded(table.runs())) if g["key"] == key), None)
+        return dash.no_update if grp is None else grp["runs"]
+
+    @app.callback(Output("baseline", "options"), Output("baseline", "value"),
+                  Input("compare-select", "value"), State("baseline", "value"),
+                  prevent_initial_call=True)
+    def choose_baseline(names, current):
+        # The baseline is one of the compared runs: the current one if still chosen, else the
+        # remat run among them.
+        names = [n for n in (names if isinstance(names, list) else []) if isinstance(n, str)]
+        opts = [{"label": n, "value": n} for n in names]
+        if current in names:
+            return opts, current
+        chosen = [r for r in table.runs() if r.name in names]
+        return opts, rundata.default_baseline(chosen)
 
     @app.callback(Output("run-select", "value"), Output("tabs", "value"),
                   Input("runs-table", "active_cell"), State("runs-table", "derived_viewport_data"),
@@ -249,7 +289,8 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
 
     @app.callback(Output("fig-timeline", "figure"), Output("fig-histogram", "figure"),
                   Output("fig-bandwidth", "figure"), Output("top-exposed", "data"),
-                  Output("fig-hosts", "figure"),
+                  Output("fig-hosts", "figure"), Output("top-exposed", "columns"),
+                  Output("run-table-title", "children"),
                   Input("run-select", "value"), Input("step-select", "value"))
     def draw_run(name, step_value):
         run = table.find(name)
@@ -259,19 +300,29 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
                 d = rundata.load_run(run)
             except rundata.RunLoadError:
                 msg = "Could not read this run (the error card above says why)."
+        top_cols = [{"id": c, "name": n} for c, n in TOP_COLUMNS]
         if msg:
             empty = figures.empty_figure(msg)
-            return empty, empty, empty, [], empty
+            return empty, empty, empty, [], empty, top_cols, "Most exposed transfers (whole run)"
         figs = figures.run_figures(d, rundata.parse_step(step_value, d))
+        if d.result.get("status") == "PLAN":  # what the plan knows: its planned copies
+            return (figs["timeline"], figs["histogram"], figs["bandwidth"],
+                    figures.planned_copies_rows(d.result.get("planned_copies") or []),
+                    figures.empty_figure("A plan is compiled for one device: no hosts."),
+                    [{"id": c, "name": n} for c, n in PLAN_COPY_COLUMNS],
+                    "Planned copies (PREDICTED by the roofline estimate; compiled, not run)")
         return (figs["timeline"], figs["histogram"], figs["bandwidth"],
-                figures.top_exposed_rows(d.result), figures.hosts_figure(d.result, d.synthetic))
+                figures.top_exposed_rows(d.result), figures.hosts_figure(d.result, d.synthetic),
+                top_cols, "Most exposed transfers (whole run)")
 
     @app.callback(Output("fig-memory", "figure"), Output("fig-step-time", "figure"),
                   Output("fig-peak-memory", "figure"), Output("fig-overlap", "figure"),
                   Output("compare-table", "data"), Output("compare-status", "children"),
+                  Output("compare-verdict", "children"),
                   Input("compare-select", "value"), Input("baseline", "value"))
     def draw_compare(names, baseline):
         datas, errors = _load_many(table, names, baseline)
+        datas, others = _like_baseline(datas, baseline)
         figs = figures.compare_figures(datas, baseline)
         rows = [{**r, "baseline": "yes" if r["baseline"] else "",
                  "step_ms": None if r["step_ps"] is None else round(r["step_ps"] / 1e9, 3),
@@ -279,11 +330,18 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
                  **{k: None if r[k] is None else round(100 * r[k], 1) for k in ("D2H", "H2D")}}
                 for r in figures.compare_rows(datas, baseline)]
         status = [_error_card(e) for e in errors]
+        if others:
+            status.append(html.Div(
+                [html.B(f"Not compared with {baseline} (another program or device): "),
+                 "; ".join(f"{n}: {why}" for n, why in others)],
+                className="other-program-card", style={**CARD, "borderColor": "#F58518"}))
         if any(d.synthetic for _, d in datas):
             status.append(html.Div("SYNTHETIC data in this comparison: written by "
                                    "overlap.trace.synthetic, not measured.", style=SYNTHETIC_CARD))
+        verdict = [html.Span("Verdict: "), rgroups.group_verdict(datas, baseline)] \
+            if datas else "Choose runs to compare."
         return (figs["memory"], figs["step_time"], figs["peak_memory"], figs["overlap"], rows,
-                status)
+                status, verdict)
 
     @app.callback(Output("run-html", "data"), Input("run-html-button", "n_clicks"),
                   State("run-select", "value"), State("step-select", "value"),
@@ -310,6 +368,7 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
         from overlap.report.html import page_html
 
         datas, _errors = _load_many(table, names, baseline)
+        datas, _others = _like_baseline(datas, baseline)
         figs = figures.compare_figures(datas, baseline)
         page = page_html("overlap: compare runs", None, list(figs.values()))
         return dict(content=page, filename="overlap-compare.html")
@@ -339,6 +398,63 @@ def _load_many(table: _RunTable, names, baseline) -> tuple[list, list[str]]:
         except rundata.RunLoadError as e:
             errors.append(f"Left out, could not be read: {e}")
     return datas, errors
+
+
+def _loaded(runs: list[rundata.Run]) -> list[tuple[str, Any, float]]:
+    """(name, RunData, newest file mtime) of every run that loads (errors left out)."""
+    out = []
+    for r in runs:
+        try:
+            d = rundata.load_run(r)
+        except rundata.RunLoadError:
+            continue
+        except Exception:  # noqa: BLE001 - a run that breaks grouping is left out of groups
+            continue
+        # When the run was made: run.json's creation time, else its files' newest mtime.
+        made = (d.manifest or {}).get("created_unix_ns")
+        mt = made if isinstance(made, int) and not isinstance(made, bool) else \
+            max((p[1] or 0 for p in r.fingerprint()), default=0)
+        out.append((r.name, d, float(mt)))
+    return out
+
+
+def _first_real(items: list[tuple[str, Any, float]]) -> tuple[str, Any] | None:
+    """The measured (not synthetic, not a plan) run that moved the most bytes between device
+    and host, if any: what the dashboard opens on, so the first screen shows real transfers."""
+    real = [(int((d.result.get("summary") or {}).get("bytes") or 0), name, d)
+            for name, d, _ in items
+            if not d.synthetic and d.result.get("status") != "PLAN"
+            and (d.result.get("summary") or {}).get("transfers")]
+    if not real:
+        return None
+    _, name, d = min(real, key=lambda x: (-x[0], x[1]))
+    return name, d
+
+
+def _headline(real: tuple[str, Any] | None) -> Any:
+    if real is None:
+        return None
+    name, d = real
+    where = ", ".join(d.device_names) or d.backend
+    return html.Div([html.B(f"Measured transfers in {name} ({where}): "),
+                     str(d.result.get("verdict", ""))], style={**CARD, "background": "#f4f8fc"})
+
+
+def _group_options(grps: list[dict[str, Any]]) -> list[dict[str, str]]:
+    return [{"label": g["label"], "value": g["key"]} for g in grps]
+
+
+def _like_baseline(datas: list, baseline) -> tuple[list, list[tuple[str, str]]]:
+    """Split (name, RunData) into the runs of the baseline's group and (name, what differs)
+    for the others, which are flagged instead of judged."""
+    base = next((d for n, d in datas if n == baseline), None)
+    if base is None:
+        return datas, []
+    key = rgroups.group_key(base)
+    same = [(n, d) for n, d in datas if rgroups.group_key(d) == key]
+    others = [(n, rgroups.what_differs(d, base)) for n, d in datas
+              if rgroups.group_key(d) != key]
+    return same, others
 
 
 def _error_card(message: str) -> html.Div:

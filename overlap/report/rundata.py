@@ -65,6 +65,8 @@ def run_data(trace, result: dict[str, Any], manifest: dict[str, Any] | None = No
 
     pm, program = _program_memory(trace, manifest)
     result = {**result, "peak_memory": peak_memory(manifest, trace), "program": program}
+    if getattr(trace, "compute_scope", "all") != "all":
+        result["compute_scope"] = trace.compute_scope  # only the worst steps' compute kept
     th = result.get("thresholds", {})
     hidden = th.get("hidden", analysis.DEFAULT_HIDDEN_THRESHOLD)
     exposed = th.get("exposed", analysis.DEFAULT_EXPOSED_THRESHOLD)
@@ -130,12 +132,20 @@ def step_options(data: RunData) -> list[dict[str, Any]]:
 
 
 def default_step(data: RunData) -> tuple[str, int] | None:
-    """The step with the most exposed wall time (ties: the earliest), else None."""
+    """The step a view opens on: the median-duration step (the lower median; ties: the
+    earliest), so the first picture is a typical step, not the compile-warm first one; the
+    step the tables' median step time describes. A multi-host read that kept only the worst
+    step's compute (`result["compute_scope"]`, overlap.analysis.pod) opens on that step, the
+    only one drawn in full. None without steps."""
     steps = data.result.get("steps", [])
     if not steps:
         return None
-    worst = max(steps, key=lambda s: (s["exposed_wall_ps"], -s["start_ps"]))
-    return worst["host"], int(worst["step"])
+    if data.result.get("compute_scope"):
+        pick = max(steps, key=lambda s: (s["exposed_wall_ps"], -s["start_ps"]))
+    else:
+        by = sorted(steps, key=lambda s: (int(s["duration_ps"]), int(s["start_ps"])))
+        pick = by[(len(by) - 1) // 2]
+    return pick["host"], int(pick["step"])
 
 
 def parse_step(value: Any, data: RunData) -> tuple[str, int] | None:

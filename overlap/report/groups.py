@@ -1,0 +1,182 @@
+"""Like with like: which loaded runs can be compared, and the one-sentence verdict on a group.
+
+A run's *group* is (program, target):
+
+* program: run.json's program fingerprint (module name + input shapes and dtypes) where the
+  capture recorded it, else its `module`, else the module that ran in the capture
+  (`overlap.analysis.memory.executed_program`); for a plan, its module and workload;
+* target: the device the numbers are for: a capture's backend and device names, a plan's
+  target (`h100`, `v5e`).
+
+Runs of one group ran (or were compiled as) the same program for the same device under
+different policies: their step time and memory can be set side by side. A run of another
+group is flagged with what differs, never judged.
+
+The verdict sentence (`group_verdict`) says, for a group and its baseline: which run is
+fastest and by how much, with the 99% interval (`overlap.analysis.steps.difference`: called
+only outside the noise); which uses the least peak memory (`overlap.analysis.memory`, one
+source only); and whether each offloading policy's transfers hide, measured (the capture's
+duration-weighted overlap ratio) or predicted (a plan's roofline estimate), saying which.
+Pure: RunData in, strings out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from overlap.report.rundata import manifest_policy, manifest_workload
+
+
+def _is_plan(data) -> bool:
+    return (data.result or {}).get("status") == "PLAN"
+
+
+def program_of(data) -> dict[str, Any]:
+    """`{"module", "inputs", "workload"}` of a loaded run (see the module docstring)."""
+    m = data.manifest or {}
+    raw = m.get("program")
+    prog: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    module = prog.get("module") or m.get("module") or \
+        ((data.result or {}).get("program") or {}).get("module")
+    return {"module": module if isinstance(module, str) else None,
+            "inputs": prog.get("inputs") if isinstance(prog.get("inputs"), str) else None,
+            "workload": manifest_workload(m)}
+
+
+def target_of(data) -> str:
+    """The device a run's numbers are for (a plan's target name, else backend: devices)."""
+    if _is_plan(data):
+        return f"{(data.result.get('plan') or {}).get('target') or 'plan'} (plan)"
+    names = ", ".join(data.device_names or [])
+    return f"{data.backend}: {names}" if names and names != data.backend else str(data.backend)
+
+
+def group_key(data) -> tuple[str, str, str]:
+    """(module, inputs, target): runs with equal keys form one comparison group."""
+    p = program_of(data)
+    return (str(p["module"] or p["workload"] or "?"), str(p["inputs"] or ""), target_of(data))
+
+
+def group_label(data) -> str:
+    p = program_of(data)
+    what = p["workload"] or p["module"] or "unnamed program"
+    if p["workload"] and p["module"]:
+        what = f"{p['workload']} ({p['module']})"
+    return f"{what} on {target_of(data)}"
+
+
+def groups(items: list[tuple[str, Any, float]]) -> list[dict[str, Any]]:
+    """Group `(name, RunData, made)` items (`made`: when the run was made); groups of two or
+    more runs first, newest first (by their newest run).
+
+    Each group: `key`, `label` (with the run count), `runs` (names), `newest` (mtime)."""
+    by: dict[tuple, dict[str, Any]] = {}
+    for name, data, mtime in items:
+        k = group_key(data)
+        g = by.setdefault(k, {"key": "|".join(k), "label": group_label(data), "runs": [],
+                              "newest": mtime})
+        g["runs"].append(name)
+        g["newest"] = max(g["newest"], mtime)
+    # A comparison needs two runs: groups of several come first, newest first.
+    out = sorted(by.values(), key=lambda g: (len(g["runs"]) < 2, -g["newest"], g["label"]))
+    for g in out:
+        g["label"] = f"{g['label']} ({len(g['runs'])} run{'s' if len(g['runs']) != 1 else ''})"
+    return out
+
+
+def what_differs(data, base) -> str:
+    """Why a run is not compared with the baseline, in words."""
+    a, b = group_key(data), group_key(base)
+    if a[2] != b[2]:
+        return f"another device ({a[2]} vs {b[2]})"
+    if a[0] != b[0]:
+        return f"another program ({a[0]} vs {b[0]})"
+    if a[1] != b[1]:
+        return (f"the same module {a[0]} with other input shapes or dtypes (input fingerprints "
+                f"{a[1] or 'not recorded'} vs {b[1] or 'not recorded'})")
+    return "another program"
+
+
+def _offloads(data) -> bool:
+    m = data.manifest or {}
+    pol = m.get("policy")
+    if isinstance(pol, dict):
+        return bool(pol.get("offloaded")) or pol.get("category") == "offload"
+    name = manifest_policy(m)[0]
+    return "offload" in name or bool((data.result.get("summary") or {}).get("transfers"))
+
+
+def _mem(n: int) -> str:
+    from overlap.report.units import format_bytes
+
+    return format_bytes(n)
+
+
+def group_verdict(datas: list[tuple[str, Any]], baseline: str | None) -> str:
+    """One sentence on runs of one group against `baseline` (see the module docstring)."""
+    from overlap.analysis import steps as step_stats
+    from overlap.analysis.memory import peak_memory_bytes
+
+    if not datas:
+        return "No runs to compare."
+    names = [n for n, _ in datas]
+    base_name = baseline if baseline in names else names[0]
+    plans = all(_is_plan(d) for _, d in datas)
+    parts: list[str] = []
+    # Speed: measured runs only (a plan is never run).
+    if plans:
+        parts.append("step time: not measured (plans are compiled, not run)")
+    elif len(datas) > 1:
+        samples = {n: step_stats.run_step_time(d.manifest, d.result.get("steps"))
+                   for n, d in datas if not _is_plan(d)}
+        timed = {n: s for n, s in samples.items() if s["median_ns"] is not None}
+        if len(timed) < 2 or base_name not in timed:
+            parts.append("step time: too few runs with step times to compare")
+        else:
+            fastest = min(sorted(timed), key=lambda n: timed[n]["median_ns"])
+            other = fastest if fastest != base_name else min(
+                (n for n in sorted(timed) if n != base_name),
+                key=lambda n: timed[n]["median_ns"])
+            diff = step_stats.difference(timed[other]["samples_ns"],
+                                         timed[base_name]["samples_ns"])
+            if diff["called"]:
+                lo, hi = diff["ci"]
+                word = "faster" if diff["delta"] < 0 else "slower"
+                parts.append(f"{other} is {abs(diff['delta']) * 100:.1f}% {word} than "
+                             f"{base_name} ({step_stats.CONFIDENCE:.0%} CI "
+                             f"{abs(hi if word == 'faster' else lo) * 100:.1f}-"
+                             f"{abs(lo if word == 'faster' else hi) * 100:.1f}%)")
+            else:
+                parts.append(f"no run is faster or slower than {base_name} outside the noise "
+                             f"(closest: {other}, {diff['reason']})")
+    # Memory: the least peak among runs whose peak has the baseline's source.
+    peaks = {n: peak_memory_bytes(d) for n, d in datas}
+    src = peaks[base_name][1]
+    same = {n: p for n, (p, s) in peaks.items() if p is not None and s == src}
+    if len(same) > 1:
+        least = min(sorted(same), key=lambda n: same[n])
+        if least == base_name:
+            parts.append(f"{least} uses the least memory ({_mem(same[least])}, {src})")
+        else:
+            d = (same[least] - same[base_name]) / same[base_name] if same[base_name] else 0
+            parts.append(f"{least} uses the least memory ({_mem(same[least])}, "
+                         f"{abs(d) * 100:.1f}% less than {base_name}; {src})")
+    # Transfers of each offloading policy: measured or predicted, said so.
+    for n, d in datas:
+        if not _offloads(d):
+            continue
+        if _is_plan(d):
+            hf = (d.result.get("plan") or {}).get("predicted_hidden_fraction")
+            parts.append(f"{n}'s planned transfers: " + (
+                "none planned (predicted)" if hf is None else
+                f"{hf * 100:.0f}% hidden (PREDICTED by the roofline estimate, not measured)"))
+            continue
+        summ = d.result.get("summary") or {}
+        if not summ.get("transfers"):
+            why = " (XLA:CPU compiles offload away)" if d.backend == "cpu" else ""
+            parts.append(f"{n}'s transfers: none in the trace{why} (measured)")
+        else:
+            ratio = summ.get("overlap_ratio")
+            parts.append(f"{n}'s transfers: " + ("hiding unknown" if ratio is None else
+                                                 f"{ratio * 100:.0f}% hidden") + " (measured)")
+    return "; ".join(parts) + "." if parts else f"Only {base_name}: nothing to compare."
