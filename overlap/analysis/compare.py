@@ -286,8 +286,8 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
             row["verdict"] = f"{row['label']}: not compared: {what_differs(row, base)}"
             row["step_called"] = False
             row["step_delta"] = row["peak_delta"] = row["peak_delta_vs_no_remat"] = None
-        if breakeven is not None and any(
-                not same_program(r, base) for r in rows if r["offloads"]):
+        if breakeven is not None and (base is None or any(
+                not same_program(r, base) for r in rows if r["offloads"])):
             breakeven = None
     return {
         "mixed_programs": modules if mixed else None,
