@@ -151,3 +151,18 @@ def test_completion_without_shtab_names_the_extra(tmp_path):
     r = run_cli("completion", "bash", env={"PYTHONPATH": f"{tmp_path}:{REPO}"})
     assert r.returncode == 2
     assert "overlap-jax[completion]" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_ci_doc_check_command_runs_as_written(half, tmp_path):
+    """docs/ci.md's `overlap check` step, on a SYNTHETIC run, writes what the workflow uploads."""
+    text = (REPO / "docs" / "ci.md").read_text()
+    step = text.split("      - run: >\n          overlap check ", 1)[1].split("\n      #", 1)[0]
+    args = step.split()
+    assert args[0] == "runs/qkv_proj_offloaded"
+    summary = tmp_path / "summary.md"
+    r = run_cli("check", str(half), *args[1:], env={"GITHUB_STEP_SUMMARY": str(summary)},
+                cwd=tmp_path)
+    assert r.returncode == 1, r.stderr  # overlap 0.5: the gate fails, as it should
+    assert ET.parse(tmp_path / "overlap-junit.xml").getroot().get("failures") == "1"
+    assert json.loads((tmp_path / "overlap-check.json").read_text())["check"]["passed"] is False
+    assert "FAIL (min_overlap" in summary.read_text()
