@@ -55,8 +55,8 @@ def test_estimate_invariants(target):
 
 
 def test_gpu_schedule_puts_matmuls_beside_the_copies():
-    """XLA:GPU schedules the layer's GEMMs between each copy's start and done: at a nominal
-    PCIe Gen5 link the estimate hides the copies; at a hundredth of it, they stop hiding."""
+    """XLA:GPU schedules the layer's GEMMs between each copy's start and done: a little above
+    the break-even bandwidth every copy hides; at a hundredth of it, they stop hiding."""
     text = (FIX / "h100_scan_offload_x.hlo.txt").read_text()
     est = estimate_overlap(text, MODEL)
     assert all(r["scheduled_beside_count"] > 0 for r in est["ops"])
