@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,21 @@ REPO = Path(__file__).resolve().parent.parent
 # the [plan] extra installed, jax would otherwise probe CUDA and libtpu and fail loudly.
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 SAMPLE_TRACES = REPO / "sample_traces"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache_dir(tmp_path_factory) -> Iterator[Path]:
+    """The dashboard's result cache (`OVERLAP_CACHE_DIR`, else ~/.cache/overlap/dashboard) goes
+    to a temporary directory for the whole session: tests never read or write the user's cache.
+    Set in the environment, so the servers and CLI subprocesses the tests start inherit it."""
+    d = tmp_path_factory.mktemp("overlap-cache")
+    saved = os.environ.get("OVERLAP_CACHE_DIR")
+    os.environ["OVERLAP_CACHE_DIR"] = str(d)
+    yield d
+    if saved is None:
+        os.environ.pop("OVERLAP_CACHE_DIR", None)
+    else:
+        os.environ["OVERLAP_CACHE_DIR"] = saved
 
 
 @pytest.fixture(scope="session")
