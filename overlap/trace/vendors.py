@@ -123,8 +123,10 @@ def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide |
     if side is None or not idx.size:
         return
     if isinstance(line_name, np.ndarray):
-        streamish = np.array([_is_stream_line(n) for n in line_name[idx].tolist()], bool)
-        idx = idx[streamish]
+        # once per distinct line name: a merged segment holds many events of few lines
+        codes, names = pd.factorize(pd.Series(line_name[idx], dtype=object))
+        ok = np.array([_is_stream_line(n) for n in names.tolist()] + [False], bool)
+        idx = idx[ok[codes]]
         if not idx.size:
             return
     elif not _is_stream_line(line_name):

@@ -69,10 +69,12 @@ def test_inspect_text_and_json(tmp_path):
     assert info["synthetic"] is True and info["backend"] == "gpu"
     dev = info["devices"][0]
     # 2 steps x 3 layers, one D2H and one H2D per layer, 8 MiB each (the scenario's default)
-    assert dev["D2H"] == {"count": 2 * 3, "bytes": 2 * 3 * (8 << 20)}
-    assert dev["H2D"] == {"count": 2 * 3, "bytes": 2 * 3 * (8 << 20)}
+    assert dev["D2H"] == {"count": 2 * 3, "bytes": 2 * 3 * (8 << 20), "unknown_bytes": 0}
+    assert dev["H2D"] == {"count": 2 * 3, "bytes": 2 * 3 * (8 << 20), "unknown_bytes": 0}
     assert dev["compute_ops"] == 2 * 3 * 2
     assert info["steps"] == 2
+    assert info["vendors"] == ["NVIDIA"] and dev["vendor"] == "NVIDIA"
+    assert info["transfer_status"] == {"status": "complete", "unknown": []}
 
 
 def test_inspect_cpu_capture_reports_no_transfers_plainly(cpu_capture):
