@@ -376,6 +376,11 @@ def parse_spec(spec: str) -> tuple[Callable[..., Any], str, str]:
                          "(NAME[:SIZE]), or module:function[:SIZE] for your own maker")
     module_name, fn_name = parts[0], parts[1]
     size = parts[2] if len(parts) == 3 and parts[2] else DEFAULT_SIZE
+    # A module is a dotted name, never a path: `../x` would be a relative import (TypeError in
+    # importlib) and `/tmp/x` nothing importable.
+    if not all(p.isidentifier() for p in module_name.split(".")) or not fn_name.isidentifier():
+        raise ValueError(f"workload {spec!r}: expected module:function with a dotted module "
+                         "name (pkg.mod:make_step), not a path")
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:

@@ -39,9 +39,21 @@ def register(sub) -> None:
                         "capture, since they hide per-op detail)")
     p.add_argument("--attach", metavar="HOST:PORT",
                    help="capture from a process that called jax.profiler.start_server(PORT)")
-    p.add_argument("--duration-ms", type=int, default=2000, help="with --attach (default 2000)")
+    p.add_argument("--duration-ms", type=_duration_ms, default=2000,
+                   help="with --attach (default 2000; 1 ms to 1 hour)")
     p.add_argument("--list-policies", action="store_true", help="print policy names and exit")
     p.set_defaults(func=run)
+
+
+def _duration_ms(text: str) -> int:
+    """argparse type: a capture length in ms, 1 ms to an hour (bad values exit 2)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not 0 < v <= 3_600_000:
+        raise argparse.ArgumentTypeError(f"must be 1-3600000 ms, got {text}")
+    return v
 
 
 def run(args: argparse.Namespace) -> int:

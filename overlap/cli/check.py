@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from overlap.cli.report import add_analysis_args, non_negative_int, unit_fraction
-from overlap.errors import EXIT_CHECK_FAILED, EXIT_OK, InputError
+from overlap.errors import EXIT_CHECK_FAILED, EXIT_OK, UsageError
 
 
 def non_negative_float(text: str) -> float:
@@ -104,12 +104,13 @@ def register(sub) -> None:
 
 
 def _write(path: str, text, what: str) -> None:
-    """Write `text` (a string, or a function writing to the open file) to `path`."""
+    """Write `text` (a string, or a function writing to the open file) to `path`. A place
+    that cannot take it is a usage error (exit 2), as for `report --html`: see overlap.errors."""
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text) if isinstance(text, str) else text(f)
     except OSError as e:
-        raise InputError(path, f"cannot write {what}: {e.strerror or e}") from None
+        raise UsageError(f"{path}: cannot write {what}: {e.strerror or e}") from None
 
 
 def _plan_manifest(path: str) -> dict | None:

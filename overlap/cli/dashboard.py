@@ -8,6 +8,7 @@ exposing it on a network is a choice the user makes explicitly.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -68,7 +69,10 @@ def run(args: argparse.Namespace) -> int:
     from overlap.errors import require_extra
 
     require_extra("dashboard", "dash", "plotly")
-    check_port_free(args.host, args.port)
+    # With --debug, Werkzeug's reloader runs this command again in a child that inherits the
+    # socket its parent already bound (WERKZEUG_RUN_MAIN=true there): only the parent checks.
+    if os.environ.get("WERKZEUG_RUN_MAIN") != "true":
+        check_port_free(args.host, args.port)
     from overlap.dashboard.app import create_app  # local: Dash is slow to import
 
     app = create_app(logdirs, host=args.host)

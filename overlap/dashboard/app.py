@@ -118,6 +118,50 @@ def _host_name(header: str) -> str:
     return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
+def _guard_framework_routes(app: Dash) -> None:
+    """Malformed requests to Dash's own routes get 400 (a callback request of the wrong shape
+    or for no callback) or 404 (a component file that does not exist), not a 500: the client
+    is wrong, not the server. An exception inside one of our callbacks stays a 500."""
+    from flask import abort, request
+    from werkzeug.exceptions import HTTPException
+
+    views = app.server.view_functions
+    update, suites = "/_dash-update-component", next(
+        (k for k in views if k.startswith("/_dash-component-suites/")), None)
+
+    def well_formed(body: Any) -> bool:
+        return (isinstance(body, dict) and isinstance(body.get("output"), str)
+                and body["output"] in app.callback_map
+                and isinstance(body.get("outputs"), (list, dict))
+                and isinstance(body.get("inputs"), list)
+                and all(isinstance(i, dict) and "id" in i and "property" in i
+                        for i in body["inputs"] + list(body.get("state") or []))
+                and isinstance(body.get("state", []), list)
+                and isinstance(body.get("changedPropIds", []), list))
+
+    if update in views:
+        dispatch = views[update]
+
+        def checked_dispatch(*a: Any, **k: Any) -> Any:
+            if request.method == "POST" and not well_formed(request.get_json(silent=True)):
+                abort(400)
+            return dispatch(*a, **k)
+
+        views[update] = checked_dispatch
+    if suites is not None:
+        serve = views[suites]
+
+        def checked_serve(*a: Any, **k: Any) -> Any:
+            try:
+                return serve(*a, **k)
+            except HTTPException:
+                raise
+            except Exception:  # noqa: BLE001 - serving a static file: only a missing one fails
+                abort(404)
+
+        views[suites] = checked_serve
+
+
 def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") -> Dash:
     """A Dash app serving the runs under `logdirs` (see the module docstring).
 
@@ -133,6 +177,7 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
         def _loopback_only():
             if _host_name(request.headers.get("Host", "")) not in LOOPBACK_HOSTS:
                 abort(403)
+    _guard_framework_routes(app)
 
     def layout() -> html.Div:
         # Runs at every page load: a reload shows runs that appeared since.

@@ -422,6 +422,13 @@ def plan_workload(spec: str, policies: list[str], target: str | Target, *,
     # Every name is resolved before the first compile: a typo in the last policy must not
     # stop the run after minutes of compiling (nor leave some plans written and some not).
     resolved = [get_policy(pol) for pol in policies]
+    if out is not None:  # ...and no existing run may stop it after compiling either
+        from overlap.runs import rundir
+
+        for p in resolved:
+            final = Path(out) / _safe_label(f"{tgt.name}-{wname}-{p.name}")
+            if final.exists():
+                raise rundir.RunExistsError(final)
     plans = []
     for p in resolved:
         w, state, batch, info = workload_abstract(spec, p)

@@ -63,11 +63,14 @@ find_xplane_files = _paths.find_xplane_files
 
 
 def check_label(label: str) -> str:
-    """A run label is a directory *name*, never a path: no separators, no `..`, no dot files."""
+    """A run label is a directory *name*, never a path: no separators, no `..`, no dot files,
+    and no control characters (a newline or an escape sequence in a name would forge lines
+    and colours in every view that prints it)."""
     if not isinstance(label, str) or not label or label in (".", "..") or label.startswith(".") \
-            or any(c in label for c in ("/", "\\", "\0")) or PARTIAL_MARK in label:
-        raise UsageError(f"run label {label!r} must be a plain name (no '/', '\\', '..' or "
-                         "leading '.')")
+            or any(c in label for c in ("/", "\\", "\0")) or PARTIAL_MARK in label \
+            or not label.isprintable():
+        raise UsageError(f"run label {label!r} must be a plain name (no '/', '\\', '..', "
+                         "leading '.' or control characters)")
     return label
 
 
@@ -204,7 +207,9 @@ def normalize_manifest(data: dict) -> dict:
     `memory_analysis`, `offload_inventory.D2H/H2D` and `heap_simulator` byte counts only."""
     out = dict(data)
     label = data.get("label")
-    out["label"] = label if isinstance(label, str) and label else None
+    # A label with control characters (not one overlap wrote: check_label refuses them) is
+    # no label: the views fall back to the directory name rather than print it.
+    out["label"] = label if isinstance(label, str) and label and label.isprintable() else None
     pol = data.get("policy")
     if isinstance(pol, str):
         pol = {"name": pol}

@@ -34,15 +34,20 @@ def test_sec001_discovery_lists_complete_runs_inside_logdir_only(logdir):
 def test_sec002_half_written_manifest_and_symlinked_file_refused(tmp_path):
     logdir = tmp_path / "runs"
     run = write_run(logdir, "torn", None)
-    (run / "run.json").write_text('{"policy": "fu')  # being written
+    (run / "run.json").write_text('{"policy": "fu')  # torn
     outside = write_run(tmp_path / "else", "x", {"policy": "full"})
     target = next(outside.rglob("*.xplane.pb"))
     (logdir / "stolen.xplane.pb").symlink_to(target)
-    assert data.discover_runs([logdir]) == []
+    # run.json is written last and atomically, so a torn one is damage: listed, and named as
+    # the run's error (issue 25), never read as a plain log directory. The symlink is not.
+    runs = data.discover_runs([logdir])
+    assert [r.name for r in runs] == ["torn"]
+    with pytest.raises(data.RunLoadError, match="run.json"):
+        data.load_run(runs[0])
     # A symlink that stays inside the logdir is followed, and a run reached twice is listed once.
     good = write_run(logdir, "good", {"policy": "full"})
     (logdir / "alias").symlink_to(good, target_is_directory=True)
-    assert [r.name for r in data.discover_runs([logdir])] == ["good"]
+    assert [r.name for r in data.discover_runs([logdir])] == ["good", "torn"]
 
 
 @pytest.mark.parametrize("name", ["../elsewhere/secret_run", "/etc", "link_out",
