@@ -4,8 +4,9 @@ Checks (each pass/fail/skip, in the same outcome format as `overlap.report.gate`
 
 * `compiles`: the step compiled for the target (a compiler error fails it).
 * `fits`: the device peak (`memory_analysis` temp + arguments + outputs - aliases) is at most
-  the target's device memory, or `--max-device-gib` when given. A compile that ran out of
-  memory fails it with the compiler's message.
+  the plan's memory budget (JAX's usable share of the device, named in the message; the
+  device memory for plans made before budgets), or `--max-device-gib` when given. A compile
+  that ran out of memory fails it with the compiler's message.
 * `min_offload_bytes` (opt-in): the plan still moves at least N bytes per step to host memory
   (D2H executed bytes of the offload inventory): offload has not silently stopped.
 * `max_predicted_exposed_ms` (opt-in): the roofline estimate's exposed transfer time per step
@@ -63,10 +64,15 @@ def run_plan_checks(manifest: dict[str, Any], *, min_offload_bytes: int | None =
         checks.append(_check("compiles", FAIL, f"compile failed: {manifest.get('error', '')}"))
     else:
         checks.append(_check("compiles", PASS, f"compiled for {tname}"))
-    limit = int(max_device_gib * (1 << 30)) if max_device_gib is not None else t.get(
-        "device_memory_bytes")
-    where = f"--max-device-gib {max_device_gib:g}" if max_device_gib is not None else \
-        f"{tname}'s device memory"
+    # The plan's usable budget (JAX's share of the device, `overlap.plan.targets.memory_budget`)
+    # when it has one: the same limit its `fits` verdict used; older plans: the device memory.
+    budget = manifest.get("memory_budget") or {}
+    if max_device_gib is not None:
+        limit, where = int(max_device_gib * (1 << 30)), f"--max-device-gib {max_device_gib:g}"
+    elif budget.get("bytes"):
+        limit, where = int(budget["bytes"]), f"budget: {budget.get('source')}"
+    else:
+        limit, where = t.get("device_memory_bytes"), f"{tname}'s device memory"
     if status == "does_not_fit":
         checks.append(_check("fits", FAIL, f"the compiler ran out of device memory: "
                                            f"{manifest.get('error', '')}"))
