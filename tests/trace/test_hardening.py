@@ -316,3 +316,199 @@ def test_many_distinct_copy_ops_give_the_same_facts_on_both_paths(tmp_path):
     assert batched["program_id"].isna().any() and not (batched["program_id"] == 7).any()
     cols = ["direction", "start_ps", "end_ps", "bytes", "hlo_op", "hlo_module", "program_id"]
     pd.testing.assert_frame_equal(batched[cols], paired[cols])
+
+
+# ---------------------------------------------------------------------------------------------
+# Second round (issue 25): stats of any type, pods with a damaged host, side files, dropped
+# events, scheduler addresses.
+
+TEXT_STATS = ("gpu_device_name", "device_vendor", "jax_version", "jaxlib_version")
+
+
+def set_stat_type(xs, names, kind: str) -> int:
+    """Store every stat named in `names` (plane stats) as `kind`; returns how many changed.
+    `bytes` holds an undecodable byte, as a hostile producer might write."""
+    n = 0
+    for pl in xs.planes:
+        for st in pl.stats:
+            name = pl.stat_metadata[st.metadata_id].name
+            if name not in names:
+                continue
+            old = getattr(st, st.WhichOneof("value") or "str_value")
+            text = old.decode("latin-1") if isinstance(old, bytes) else str(old)
+            if kind == "bytes":
+                st.bytes_value = text.encode() + b"\xff"
+            elif kind == "int64":
+                st.int64_value = 7
+            elif kind == "uint64":
+                st.uint64_value = 2**64 - 1
+            elif kind == "double":
+                st.double_value = float("nan")
+            elif kind == "ref":
+                st.ref_value = st.metadata_id
+            else:
+                st.str_value = text
+            n += 1
+    return n
+
+
+def _with_jax_version(xs):
+    """The synthetic writer puts jax_version on /host:metadata; make sure it is there."""
+    names = {m.name for pl in xs.planes for m in pl.stat_metadata.values()}
+    assert {"gpu_device_name", "jax_version"} <= names, names
+    return xs
+
+
+@pytest.mark.parametrize("kind", ["bytes", "int64", "uint64", "double", "ref", "str"])
+def test_name_and_version_stats_are_text_whatever_their_type(tmp_path, kind):
+    def edit(xs):
+        assert set_stat_type(_with_jax_version(xs), TEXT_STATS, kind) >= 3
+    trace = read_trace(_gpu(tmp_path, edit))
+    facts = next(iter(trace.capture.values()))
+    names = list(trace.devices["name"]) + list(trace.devices["vendor"]) + [
+        facts.get("jax_version"), facts.get("jaxlib_version")]
+    assert all(v is None or isinstance(v, str) for v in names), names
+    if kind == "bytes":
+        assert facts["jax_version"].endswith("\\xff") and "H100" in trace.devices["name"][0]
+
+
+def test_input_error_survives_pickling():
+    import pickle
+
+    e = pickle.loads(pickle.dumps(InputError("/x/h.xplane.pb", "truncated")))
+    assert isinstance(e, InputError) and e.path == "/x/h.xplane.pb" and e.problem == "truncated"
+    assert str(e) == "/x/h.xplane.pb: truncated"
+
+
+def pod(root, hosts: int = 3, damaged: tuple[int, ...] = (1,), garbage: bytes = b"\x0b\xff\x00"):
+    """A SYNTHETIC session of `hosts` GPU host files (`host-N.xplane.pb`, one D2H copy each,
+    hidden behind a kernel); the hosts in `damaged` hold `garbage` instead."""
+    session = root / "plugins" / "profile" / "2026_11_23_00_00_00"
+    for i in range(hosts):
+        t = SyntheticTrace(host=f"host-{i}")
+        g = t.gpu(0)
+        g.kernel(10 * US, 50 * US)
+        g.memcpy("D2H", 20 * US, 10 * US, 4096)
+        t.step(0, 5 * US, 100 * US)
+        f = t.write_session(root, session.name)
+        if i in damaged:
+            f.write_bytes(garbage)
+    return root
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_damaged_host_file_leaves_the_other_hosts_readable(tmp_path, jobs):
+    from overlap.analysis.pod import read_and_analyze
+
+    root = pod(tmp_path / "pod")
+    trace = read_trace(root, jobs=jobs)
+    assert trace.hosts == ["host-0", "host-2"] and len(trace.transfers) == 2
+    assert [u["path"] for u in trace.unreadable] == [
+        str(next(root.rglob("host-1.xplane.pb")))]
+    assert "corrupt" in trace.unreadable[0]["problem"]
+    _, r = read_and_analyze(root, jobs=jobs)
+    assert r["hosts"] == ["host-0", "host-2"] and r["summary"]["transfers"] == 2
+    assert r["unreadable_hosts"] == trace.unreadable
+    assert "1 of 3 host file(s) unreadable" in r["verdict"] and "host-1.xplane.pb" in r["verdict"]
+    assert analysis.analyze(trace)["unreadable_hosts"] == trace.unreadable
+
+
+def test_a_pod_with_no_readable_host_is_refused_naming_the_first(tmp_path):
+    root = pod(tmp_path / "pod", hosts=2, damaged=(0, 1))
+    for jobs in (1, 2):
+        with pytest.raises(InputError, match="host-0.xplane.pb"):
+            read_trace(root, jobs=jobs)
+
+
+def _drop(tmp_path, which: str):
+    """A GPU capture whose device events (all, or the kernels only) have negative durations."""
+    def edit(xs):
+        pl = next(p for p in xs.planes if p.name.startswith("/device:GPU"))
+        for ln in pl.lines:
+            for e in ln.events:
+                if which == "all" or not pl.event_metadata[e.metadata_id].name.startswith(
+                        "Memcpy"):
+                    e.duration_ps = -5
+    return _gpu(tmp_path, edit)
+
+
+def test_dropped_events_are_counted_by_reason_next_to_the_verdict_they_change(tmp_path):
+    r = analysis.analyze(read_trace(_drop(tmp_path, "all")))
+    assert r["status"] == analysis.STATUS_NO_DEVICE_EVENTS
+    assert r["dropped_events"] == {"count": 2, "by_reason": {"negative offset or duration": 2}}
+    assert "2 event(s) were dropped as invalid" in r["verdict"]
+    r = analysis.analyze(read_trace(_drop(tmp_path, "kernels")))
+    assert r["summary"]["transfers"] == 1 and r["summary"]["hidden_ps"] == 0
+    assert "1 invalid event(s) dropped" in r["verdict"]
+    assert any("dropped as invalid" in n for n in r["notes"])
+    clean = analysis.analyze(read_trace(_gpu(tmp_path)))
+    assert clean["dropped_events"]["count"] == 0 and "dropped" not in clean["verdict"]
+
+
+def test_out_of_range_times_are_their_own_reason(tmp_path):
+    def edit(xs):
+        _memcpy_event(xs).offset_ps = 2**62
+    r = analysis.analyze(read_trace(_gpu(tmp_path, edit)))
+    assert r["dropped_events"]["by_reason"] == {"time beyond 2**61 ps (26 days)": 1}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "too large", "missing"])
+def test_side_files_are_regular_and_bounded(tmp_path, kind):
+    import os
+
+    from overlap.trace.paths import read_side_file, read_side_json
+    from overlap.trace.reader import read_host_file
+
+    p = tmp_path / "side.json"
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "device":
+        p = "/dev/zero"
+    elif kind == "directory":
+        p.mkdir()
+    elif kind == "too large":
+        with open(p, "wb") as f:  # sparse: no disk used
+            f.truncate(5 << 20)
+    with pytest.raises(InputError, match="|".join(
+            ["regular file", "directory", "too large", "not found"])) as e:
+        read_side_json(p, "run manifest", limit=1 << 20)
+    assert str(p) in str(e.value) and "\n" not in str(e.value)
+    if kind in ("fifo", "device"):  # a capture path goes through the same check
+        with pytest.raises(InputError, match="regular file"):
+            read_host_file(p)
+    if kind == "too large":
+        assert len(read_side_file(p, limit=6 << 20)) == 5 << 20
+
+
+def test_chrome_trace_hint_never_names_a_directory(tmp_path):
+    (tmp_path / "a_dir.xplane.pb").mkdir()
+    j = tmp_path / "host.trace.json"
+    j.write_text('{"traceEvents": []}')
+    with pytest.raises(InputError) as e:
+        read_trace(j)
+    assert "a_dir" not in str(e.value) and "use the .xplane.pb next to it" in str(e.value)
+    real = tmp_path / "real.xplane.pb"
+    real.write_bytes(b"x")
+    with pytest.raises(InputError, match="use .*real.xplane.pb"):
+        read_trace(j)
+
+
+@pytest.mark.parametrize("address", ["garbage", "http://10.0.0.5:8786", "tcp://[::1", "", "  ",
+                                     "tcp://host:0", "tcp://host:99999", "tcp://:8786",
+                                     "a b:1"])
+def test_bad_scheduler_addresses_are_usage_errors(address):
+    from overlap.errors import UsageError
+    from overlap.trace.distributed import check_scheduler_address
+
+    with pytest.raises(UsageError, match="--scheduler"):
+        check_scheduler_address(address)
+
+
+@pytest.mark.parametrize("address,want", [("10.0.0.5:8786", "tcp://10.0.0.5:8786"),
+                                          ("tcp://[::1]:8786", "tcp://[::1]:8786"),
+                                          ("tls://sched.example.com:8786",
+                                           "tls://sched.example.com:8786")])
+def test_good_scheduler_addresses_pass(address, want):
+    from overlap.trace.distributed import check_scheduler_address
+
+    assert check_scheduler_address(address) == want
