@@ -305,20 +305,25 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
 
 
 cdef class _Stats:
-    """Growable typed stat records."""
+    """Growable typed stat records (written through raw pointers: a typed memoryview read off
+    `self` costs reference counting per access, more than the write itself)."""
     cdef public object ev, sid, kind, ival, vpos
-    cdef int32_t[::1] _ev
-    cdef int64_t[::1] _sid
-    cdef int8_t[::1] _kind
-    cdef uint64_t[::1] _ival
-    cdef int64_t[::1] _vpos
+    cdef int32_t* p_ev
+    cdef int64_t* p_sid
+    cdef int8_t* p_kind
+    cdef uint64_t* p_ival
+    cdef int64_t* p_vpos
     cdef Py_ssize_t n, cap
 
     def __cinit__(self, Py_ssize_t cap):
         self.n = 0
         self._alloc(max(cap, 16))
 
-    cdef _alloc(self, Py_ssize_t cap):
+    cdef int _alloc(self, Py_ssize_t cap) except -1:
+        cdef int32_t[::1] a
+        cdef int64_t[::1] b, e
+        cdef int8_t[::1] c
+        cdef uint64_t[::1] d
         old = (self.ev, self.sid, self.kind, self.ival, self.vpos) if self.n else None
         self.ev = np.empty(cap, np.int32)
         self.sid = np.empty(cap, np.int64)
@@ -328,26 +333,30 @@ cdef class _Stats:
         if old is not None:
             for new, o in zip((self.ev, self.sid, self.kind, self.ival, self.vpos), old):
                 new[:self.n] = o[:self.n]
-        self._ev, self._sid, self._kind = self.ev, self.sid, self.kind
-        self._ival, self._vpos = self.ival, self.vpos
+        a, b, c, d, e = self.ev, self.sid, self.kind, self.ival, self.vpos
+        self.p_ev, self.p_sid, self.p_kind, self.p_ival, self.p_vpos = (
+            &a[0], &b[0], &c[0], &d[0], &e[0])
         self.cap = cap
+        return 0
 
-    cdef inline void push(self, int32_t ev, int64_t sid, int8_t kind, uint64_t ival,
-                          int64_t vpos):
-        if self.n == self.cap:
+    cdef inline int push(self, int32_t ev, int64_t sid, int8_t kind, uint64_t ival,
+                         int64_t vpos) except -1:
+        cdef Py_ssize_t i = self.n
+        if i == self.cap:
             self._alloc(self.cap * 2)
-        self._ev[self.n] = ev
-        self._sid[self.n] = sid
-        self._kind[self.n] = kind
-        self._ival[self.n] = ival
-        self._vpos[self.n] = vpos
-        self.n += 1
+        self.p_ev[i] = ev
+        self.p_sid[i] = sid
+        self.p_kind[i] = kind
+        self.p_ival[i] = ival
+        self.p_vpos[i] = vpos
+        self.n = i + 1
+        return 0
 
     def arrays(self):
         k = self.n
-        return {"ev": self.ev[:k].copy(), "sid": self.sid[:k].copy(),
-                "kind": self.kind[:k].copy(), "ival": self.ival[:k].copy(),
-                "vpos": self.vpos[:k].copy()}
+        # views, never copies: capacity never written was never backed by memory (np.empty)
+        return {"ev": self.ev[:k], "sid": self.sid[:k], "kind": self.kind[:k],
+                "ival": self.ival[:k], "vpos": self.vpos[:k]}
 
 
 cdef inline Py_ssize_t _stat(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* sid,
@@ -449,7 +458,14 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     agg_a = np.zeros(total, np.bool_)
     cdef int64_t[::1] mid = mid_a, off = off_a, dur = dur_a
     cdef uint8_t[::1] agg = agg_a.view(np.uint8)
-    cdef _Stats st = _Stats(total if nwa or all_stats else 16)
+    # Capacity: a stat record takes at least 2 bytes, so the lines' bytes / 2 bound them all
+    # (and each event holds about one record per wanted id); pages never written are never
+    # backed by memory, so a generous capacity costs nothing and saves regrowing.
+    cdef Py_ssize_t nbytes = 0
+    for i in range(nl):
+        nbytes += ends[i] - starts[i]
+    cdef _Stats st = _Stats(nbytes // 2 + 16 if all_stats
+                            else min(nbytes // 2, total * (nwa + 1)) + 16)
     for i in range(nl):
         p = starts[i]
         e = ends[i]

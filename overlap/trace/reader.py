@@ -109,6 +109,7 @@ from overlap.trace.wire import (
     parse_space,
     per_mid,
     stat_column,
+    stat_keys,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -931,6 +932,10 @@ def _device_row(devs, host, device, plane, P: Plane) -> None:
 # make a capture of thousands of few-event planes take seconds per thousand planes.
 _SMALL_LINE = 512
 _SEGMENT = 1 << 16
+# Event stats the GPU rules read (the decoder keeps only these; another one asked for costs a
+# second pass over the line, never a wrong answer).
+_GPU_STATS = ("kernel_details", "memcpy_details", "hlo_op", "hlo_module", "program_id",
+              "correlation_id")
 
 
 def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Cols,
@@ -957,7 +962,7 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
         seg = merge_lines([ln for _, ln in pending])
         pending.clear()
         n_pending = 0
-        ev = LineEvents(seg, base, plane_of=plane_of)
+        ev = LineEvents(seg, base, plane_of=plane_of, wanted=stat_keys(G, _GPU_STATS))
         if ev.n:
             _gpu_events(G, _gpu_meta_kinds(G), ev, ev.kept(device), ev.kept(stream),
                         ev.kept(name), host, tr, co, details_cache, side)
@@ -974,7 +979,7 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
                 if n_pending >= _SEGMENT:
                     flush()
                 continue
-            ev = LineEvents(line, line_base_ps(line))
+            ev = LineEvents(line, line_base_ps(line), wanted=stat_keys(P, _GPU_STATS))
             if ev.n:
                 kinds = kinds or _gpu_meta_kinds(P)
                 _gpu_events(P, kinds, ev, device, line.id, line.name, host, tr, co,
@@ -1088,16 +1093,12 @@ def _clean_hlo_op(v: Any) -> str | None:
 
 def _clean_column(values: np.ndarray) -> np.ndarray:
     """`_clean_hlo_op` over a column, once per distinct value."""
-    cache: dict[Any, Any] = {}
-    out = np.empty(len(values), object)
-    for i, v in enumerate(values.tolist()):
-        try:
-            c = cache[v]
-        except KeyError:
-            c = cache[v] = _clean_hlo_op(v)
-        except TypeError:  # unhashable (never for stat values, but be safe)
-            c = _clean_hlo_op(v)
-        out[i] = c
+    out = map_unique(values, _clean_hlo_op)
+    # map_unique reads NaN as missing (None); a NaN stat is the text "nan" here
+    is_none = np.equal(values, None)  # type: ignore[call-overload]
+    nan = np.flatnonzero(pd.isna(values) & ~is_none)
+    if nan.size:
+        out[nan] = [_clean_hlo_op(v) for v in values[nan].tolist()]
     return out
 
 
@@ -1135,7 +1136,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
     for line in op_lines:
         if not line.n_events:
             continue
-        ev = LineEvents(line, line_base_ps(line))
+        ev = LineEvents(line, line_base_ps(line), wanted=a_ids)
         mids = ev.mids
         keep = ~ev.has_stat(a_ids) if a_ids else np.ones(ev.n, bool)
         uniq, inv = np.unique(mids, return_inverse=True)  # once per distinct op
@@ -1177,7 +1178,8 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
 
     if async_line is not None and async_line.n_events:
         # Only metadata (names, metadata stats) decides here: no event stat is ever read.
-        ev = LineEvents(async_line, line_base_ps(async_line), skip_mids=P.meta_keys())
+        ev = LineEvents(async_line, line_base_ps(async_line), skip_mids=P.meta_keys(),
+                        wanted=())
 
         uniq, inv = np.unique(ev.mids, return_inverse=True)  # once per distinct op
         mids = uniq.tolist()
@@ -1263,6 +1265,8 @@ def _copy_facts(P: Plane, mids: list[int], texts: list[str]) -> list[tuple | Non
     return out
 
 
+# Host event stats read besides _HOST_WANTED (the decoder keeps only these; see _GPU_STATS).
+_HOST_ALSO = ("program_id", "correlation_id", "memcpy_details")
 _HOST_WANTED = ("_r", "step_num", "hlo_op", "hlo_module", "device_ordinal", "allocator_name",
                 "bytes_allocated", "bytes_reserved", "peak_bytes_in_use", "requested_bytes",
                 "allocation_bytes", "index_on_host")
@@ -1291,7 +1295,8 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
     for line in P.plane.lines:
         if not line.n_events:
             continue
-        ev = LineEvents(line, line_base_ps(line), skip_mids=skip)
+        ev = LineEvents(line, line_base_ps(line), skip_mids=skip,
+                        wanted=stat_keys(P, _HOST_WANTED + _HOST_ALSO))
         if not ev.n:
             continue
         mids = ev.mids

@@ -495,7 +495,7 @@ def _upb_events(events, skip_mids, wanted, plane_of) -> tuple:
     dur = np.zeros(n, np.int64)
     agg = np.zeros(n, bool)
     skip = set(skip_mids) if skip_mids else set()
-    want = None if wanted is None else set(wanted)
+    want = None if wanted is None else {int(x) for x in wanted}
     ev, sid, kind, obj = [], [], [], []
     for k, e in enumerate(events):
         m = mid[k] = e.metadata_id
@@ -529,21 +529,22 @@ class LineEvents:
     messages where it was not built).
 
     `skip_mids`: metadata ids whose events' stats can never matter: those events keep no
-    stats (the caller must never ask for them).
+    stats (the caller must never ask for them). `wanted`: the stat ids (keys, in a
+    `PlaneGroup`) the caller expects to ask about; only those are kept, which saves memory
+    and time on lines of many stats per event. A question about other ids is still answered
+    exactly: the line's stats are decoded again for them (one more pass), so a rule that
+    reads a stat the caller did not list is slower, never wrong.
     """
 
-    def __init__(self, line, base_ps, skip_mids=None, plane_of: np.ndarray | None = None):
+    def __init__(self, line, base_ps, skip_mids=None, plane_of: np.ndarray | None = None,
+                 wanted=None):
         """`base_ps`: the line's origin, or one per event (a `merge_lines` segment);
         `plane_of`: per event, its plane's index in a `PlaneGroup` (metadata and stat ids then
         become that group's keys)."""
         self.buf = line.buf  # the whole file's bytes (None from upb); values are read there
-        if line.events is not None:
-            mid, off, dur, agg, st = _upb_events(line.events, skip_mids, None, plane_of)
-        else:
-            skip = np.unique(np.fromiter(skip_mids, np.int64)) if skip_mids else None
-            mid, off, dur, agg, st = _scan.decode_events(
-                line.buf, line.pay_s, line.pay_e, line.n_events, skip, None, plane_of,
-                GROUP_STRIDE)
+        self._line, self._skip, self._plane_of = line, skip_mids, plane_of
+        want = None if wanted is None else np.unique(np.fromiter(wanted, np.int64))
+        mid, off, dur, agg, st = self._decode(want)
         # Times a profiler cannot have written (negative durations, offsets beyond 26 days,
         # wrapped uint64s) are dropped and counted, never passed on to become impossible spans.
         invalid = (off < 0) | (off >= TIME_LIMIT_PS) | (dur < 0) | (dur >= TIME_LIMIT_PS)
@@ -570,33 +571,67 @@ class LineEvents:
             self._plane = None if plane_of is None else plane_of[keep]
         del mid, off, dur
         self.n = len(self.mids)
-        if not self.all_positioned and len(st["ev"]):
+        self._first: dict[frozenset, tuple] = {}  # first_stat's answers
+        # stat batches: (the ids decoded, None for all; their records)
+        self._batches: list[tuple[frozenset | None, dict]] = [
+            (None if want is None else frozenset(want.tolist()), self._kept_stats(st))]
+
+    def _decode(self, want: np.ndarray | None) -> tuple:
+        line = self._line
+        if line.events is not None:
+            return _upb_events(line.events, self._skip, want, self._plane_of)
+        skip = np.unique(np.fromiter(self._skip, np.int64)) if self._skip else None
+        return _scan.decode_events(line.buf, line.pay_s, line.pay_e, line.n_events, skip,
+                                   want, self._plane_of, GROUP_STRIDE)
+
+    def _kept_stats(self, st: dict) -> dict:
+        """Stat records of the events kept (indices renumbered)."""
+        keep = self._keep
+        if keep is not None and len(st["ev"]):
             k = keep[st["ev"]]
             remap = (np.cumsum(keep) - 1).astype(st["ev"].dtype)  # old index -> new
             st = {name: v[k] for name, v in st.items()}
             st["ev"] = remap[st["ev"]]
-        self._st = st
-        self._st_ev = st["ev"]
+        return st
+
+    def _stats(self, sids) -> dict:
+        """Records holding at least every stat of `sids` (each event's in the order written)."""
+        need = frozenset(int(x) for x in sids)
+        for have, st in self._batches:
+            if have is None or need <= have:
+                return st
+        st = self._kept_stats(self._decode(np.unique(np.fromiter(need, np.int64)))[4])
+        self._batches.append((need, st))
+        return st
 
     def has_stat(self, sids) -> np.ndarray:
         """Per event: does it carry a stat with one of these metadata ids?"""
         out = np.zeros(self.n, bool)
-        if len(self._st_ev) and sids:
-            sel = np.isin(self._st["sid"], np.fromiter(sids, np.int64))
-            out[self._st_ev[sel]] = True
+        if self.n and sids:
+            st = self._stats(sids)
+            sel = np.isin(st["sid"], np.fromiter(sids, np.int64))
+            out[st["ev"][sel]] = True
         return out
 
     def first_stat(self, sids, stat_names: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
         """(event indices, values as objects) of the first stat with one of `sids` per event."""
-        if not len(self._st_ev) or not sids:
+        if not self.n or not sids:
             return np.zeros(0, np.int64), np.zeros(0, object)
-        sel = np.flatnonzero(np.isin(self._st["sid"], np.fromiter(sids, np.int64)))
+        key = frozenset(int(x) for x in sids)
+        got = self._first.get(key)
+        if got is not None and got[0] is stat_names:
+            return got[1], got[2]
+        st = self._stats(sids)
+        sel = np.flatnonzero(np.isin(st["sid"], np.fromiter(key, np.int64)))
         # records are in event order, each event's as written: the first is its earliest stat
-        evs, first = np.unique(self._st_ev[sel], return_index=True)
+        evs, first = np.unique(st["ev"][sel], return_index=True)
         rec = sel[first]
         plane = None if self._plane is None else self._plane[evs]
-        return evs, _stat_objects(self.buf, {k: v[rec] for k, v in self._st.items()},
-                                  stat_names, plane)
+        vals = _stat_objects(self.buf, {k: st[k][rec] for k in _VALUE_COLS if k in st},
+                             stat_names, plane)
+        # rules ask for one stat for several sets of events (copies, kernels, vendors' checks)
+        self._first[key] = (stat_names, evs, vals)
+        return evs, vals
 
     def kept(self, per_event: Any) -> Any:
         """A per-event array of the line(s) given to the constructor, for the events kept here
@@ -604,6 +639,14 @@ class LineEvents:
         if self._keep is None or not isinstance(per_event, np.ndarray):
             return per_event
         return per_event[self._keep]
+
+
+_VALUE_COLS = ("kind", "ival", "vpos", "obj")  # what `_stat_objects` reads of a record
+
+
+def stat_keys(P: Any, names: Iterable[str]) -> list[int]:
+    """The stat ids (keys in a `PlaneGroup`) of these stat names, for `LineEvents(wanted=)`."""
+    return [k for n in names for k in (P.stat_ids.get(n) or ())]
 
 
 def _stat_objects(buf, d, stat_names: dict[int, str], plane=None) -> np.ndarray:
