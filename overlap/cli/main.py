@@ -25,8 +25,8 @@ from overlap import __version__
 from overlap.errors import EXIT_INTERNAL, EXIT_USAGE, OverlapError
 
 # Order is the order `overlap --help` lists them in.
-COMMANDS = ("inspect", "report", "check", "capture", "plan", "compare", "demo", "dashboard",
-            "completion")
+COMMANDS = ("inspect", "report", "check", "capture", "plan", "advise", "compare", "demo",
+            "dashboard", "completion")
 # Commands that import jax: their stderr passes through `overlap.env.native_stderr_filtered`.
 JAX_COMMANDS = ("capture", "plan", "demo", "advise")
 

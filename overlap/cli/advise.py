@@ -1,0 +1,80 @@
+"""`overlap advise --target T --workload W --out DIR`: which remat/offload policy to use there.
+
+Compiles the step for the target (deviceless, with its real XLA compiler) under every policy
+that applies to it (JAX's, MaxText's, and offload/save of each checkpoint name the step
+tags), writes each distinct program as a plan run under `--out` (plus `advice.json`), and
+ranks them: fits the memory budget, device peak and headroom, predicted step time, difference
+from full remat, bytes moved per step, break-even host bandwidth. Compiled, not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("advise", help="rank remat/offload policies for a step on a target "
+                       "(compiled, not run)", description=__doc__.split("\n\n")[0])
+    p.add_argument("--target", required=True, metavar="TARGET",
+                   help="h100, h200, b200, b300, v4, v5e, v5p, v6e, tpu7x "
+                        "(see `overlap plan --list-targets`)")
+    p.add_argument("--workload", required=True, metavar="W",
+                   help="NAME[:SIZE] or module:function[:SIZE] (e.g. transformer:tiny)")
+    p.add_argument("--memory-budget", type=float, metavar="GiB",
+                   help="device memory a policy must fit in (default: JAX's usable share of "
+                        "the target: 75%% of a GPU, all of a TPU's HBM)")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="directory for the plan runs and advice.json")
+    p.add_argument("--policy", action="append", metavar="P",
+                   help="rank only these policies (repeat; default: every policy that applies)")
+    p.add_argument("--topology", metavar="TOPO", help="TPU topology (default per target)")
+    p.add_argument("--host-bandwidth", type=float, metavar="GB/s",
+                   help="host link bandwidth for the estimate (default: the target's)")
+    p.add_argument("--json", action="store_true", help="print the advice as JSON")
+    p.add_argument("--quiet", action="store_true", help="no per-policy progress on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from overlap.errors import UsageError
+    from overlap.plan.targets import get_target
+
+    target = get_target(args.target)
+    if args.host_bandwidth is not None and not (0 < args.host_bandwidth < 1e6):
+        raise UsageError("--host-bandwidth must be a positive number of GB/s")
+    if args.memory_budget is not None and not (0 < args.memory_budget < 1 << 20):
+        raise UsageError("--memory-budget must be a positive number of GiB")
+    if os.path.exists(os.path.join(args.out, "advice.json")):
+        raise UsageError(f"{args.out} holds an advice already; choose another --out")
+    # No accelerator needed: keep jax on the CPU for host work (see `overlap plan`).
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from overlap.plan.advise import advise_workload
+    from overlap.plan.compile import require_compiler
+
+    require_compiler(target)
+
+    def progress(msg: str) -> None:
+        if not args.quiet:
+            print(f"  {msg}", file=sys.stderr, flush=True)
+
+    try:
+        advice = advise_workload(
+            args.workload, target, policies=args.policy, memory_budget_gib=args.memory_budget,
+            out=args.out, topology=args.topology,
+            host_link_Bps=None if args.host_bandwidth is None else args.host_bandwidth * 1e9,
+            progress=progress)
+    except ValueError as e:  # unknown workload or size
+        raise UsageError(str(e)) from None
+    except FileExistsError as e:
+        raise UsageError(f"{e}: a run with that name exists; choose another --out") from None
+    if args.json:
+        json.dump(advice.result, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(advice.text())
+        print(f"\nwrote {len(advice.plans)} plan run(s) and {advice.path} under {args.out}; "
+              f"compare them with: overlap compare {args.out}")
+    return 0
