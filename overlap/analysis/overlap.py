@@ -742,8 +742,8 @@ def _vendor_facts(trace) -> dict[str, Any]:
             vendors[host] = dict(facts["vendors"])
         unknowns += [{"host": host, **u} for u in facts.get("transfer_unknowns") or ()]
         names = vendor_names({host: facts.get("vendors") or {}})
-        platforms[host] = str(facts.get("backend") or trace.backend) + (
-            f" ({', '.join(names)})" if names else "")
+        if names:  # a host without device planes (a pod's coordinator) is no other platform
+            platforms[host] = f"{facts.get('backend') or trace.backend} ({', '.join(names)})"
     return {"vendors": vendors, "unknowns": unknowns, "platforms": platforms}
 
 
