@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.out} holds an advice already; choose another --out")
     # No accelerator needed: keep jax on the CPU for host work (see `overlap plan`).
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from overlap.plan.advise import advise_workload
+    from overlap.plan.advisor import advise_workload
     from overlap.plan.compile import require_compiler
 
     require_compiler(target)

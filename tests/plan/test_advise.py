@@ -16,7 +16,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax.ad_checkpoint import checkpoint_name  # noqa: E402
 
-from overlap.plan.advise import advise, checkpoint_names, policy_space  # noqa: E402
+from overlap.plan.advisor import advise, checkpoint_names, policy_space  # noqa: E402
 from overlap.runs.rundir import is_complete, load_manifest  # noqa: E402
 from tests.conftest import run_cli  # noqa: E402
 
