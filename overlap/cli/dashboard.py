@@ -54,6 +54,10 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from overlap.errors import require_extra
+
+    # A missing extra is the first thing to fix, whatever else is wrong with the arguments.
+    require_extra("dashboard", "dash", "plotly")
     logdirs = [Path(d) for d in args.logdirs] or default_logdirs()
     for d in logdirs:
         if not d.exists():
@@ -66,9 +70,6 @@ def run(args: argparse.Namespace) -> int:
         # can reach the port.
         raise UsageError("--debug is only allowed with a loopback --host (it serves an "
                          "interactive console)")
-    from overlap.errors import require_extra
-
-    require_extra("dashboard", "dash", "plotly")
     # With --debug, Werkzeug's reloader runs this command again in a child that inherits the
     # socket its parent already bound (WERKZEUG_RUN_MAIN=true there): only the parent checks.
     if os.environ.get("WERKZEUG_RUN_MAIN") != "true":
