@@ -4,8 +4,8 @@ By default two checks run: transfers exist (a capture without them fails: offloa
 stopped happening; `--allow-no-transfers` to accept that) and the duration-weighted overlap
 ratio is at least `--min-overlap` (0.9). Per-direction, per-step and baseline checks are opt-in;
 see `overlap.report.gate` for their exact definitions. A capture with device events the
-reader has no rule for fails `transfers_readable` ("cannot tell") unless `--allow-unknown`. `--json` prints the {check, analysis}
-JSON on stdout (the text report then goes to stderr), as `--json` does on every command;
+reader has no rule for fails `transfers_readable` ("cannot tell") unless `--allow-unknown`.
+`--json` prints the {check, analysis} JSON on stdout (the text report then goes to stderr), as `--json` does on every command;
 `--json-out FILE` and `--junit FILE` write machine-readable files; when `$GITHUB_STEP_SUMMARY`
 is set a Markdown summary is appended.
 

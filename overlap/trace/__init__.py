@@ -4,7 +4,8 @@ In: a `.xplane.pb` file, a `plugins/profile/<session>/` directory, or a run dire
 Out: `Trace` (pandas tables of transfers, compute, steps, memory events, HLO modules, devices;
 integer picoseconds). `wire` decodes the protobuf wire format (the compiled scanner `_scan`,
 or upb where it was not built) and knows no semantics; `reader` applies the XSpace rules of
-docs/xspace.md, one function per backend; `paths` finds capture files; `synthetic`/`synthetic_bulk` write labelled test captures.
+docs/xspace.md, one function per backend; `paths` finds capture files;
+`synthetic`/`synthetic_bulk` write labelled test captures.
 """
 
 from overlap.trace.reader import Trace, read_trace
