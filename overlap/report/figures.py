@@ -33,10 +33,44 @@ def _title(text: str, synthetic: bool) -> str:
     return f"{SYNTHETIC_PREFIX}{text}" if synthetic else text
 
 
+# Room above a title for plotly's modebar (its buttons are ~28 px tall at the top right): the
+# title starts below it, so the modebar never covers a title however narrow the figure is.
+MODEBAR_PX = 36
+TITLE_LINE_PX = 22
+
+
+def _sup(text: str, width: int = 60) -> str:
+    """A subtitle as `<br><sup>` lines of at most about `width` characters (plotly never wraps
+    a title: a long one is cut at the figure's edge)."""
+    import textwrap
+
+    return "".join(f"<br><sup>{line}</sup>" for line in textwrap.wrap(text, width) or [""])
+
+
+def _title_layout(text: str) -> dict[str, Any]:
+    """`title` and `margin.t` for a title of any number of `<br>` lines, placed under the
+    modebar, left-aligned."""
+    lines = 1 + text.count("<br>")
+    # plotly anchors a title of several lines by its first line: each further line would move
+    # its top up by about 6 px, into the modebar, without this extra pad.
+    pad = MODEBAR_PX + 8 * (lines - 1)
+    return {"title": dict(text=text, x=0, xref="paper", xanchor="left", yref="container",
+                          y=1, yanchor="top", pad=dict(t=pad)),
+            "margin_t": pad + TITLE_LINE_PX * lines + 12}
+
+
 def _layout(fig: go.Figure, title: str, synthetic: bool, **kw) -> go.Figure:
-    fig.update_layout(title=_title(title, synthetic), template="plotly_white",
-                      margin=dict(l=60, r=20, t=60, b=50), legend=dict(orientation="h", y=-0.2),
-                      **kw)
+    tl = _title_layout(_title(title, synthetic))
+    fig.update_layout(title=tl["title"], template="plotly_white",
+                      margin=dict(l=60, r=20, t=tl["margin_t"], b=50),
+                      legend=dict(orientation="h", y=-0.2), **kw)
+    return fig
+
+
+def _retitle(fig: go.Figure, text: str) -> go.Figure:
+    """Replace a figure's title (and the room above the plot for it)."""
+    tl = _title_layout(text)
+    fig.update_layout(title=tl["title"], margin_t=tl["margin_t"])
     return fig
 
 
@@ -192,14 +226,16 @@ def run_figures(data, step: tuple[str, int] | None) -> dict[str, go.Figure]:
              "exposed_wall_ps": 0}]})
         tl = aggregate.step_timeline(whole, host, 0)
         figs["timeline"] = timeline_figure(tl, syn)
-        figs["timeline"].update_layout(title=_title(
+        _retitle(figs["timeline"], _title(
             f"Whole capture on {host} (no step annotations): compute, transfers, exposed time",
             syn))
+        figs["timeline"].update_xaxes(title="ms since the capture's first event")
         pts, total = aggregate.step_transfers(whole, host, 0)
         figs["bandwidth"] = bandwidth_figure(pts, total, data.result.get("by_direction", {}), syn)
-        figs["bandwidth"].update_layout(title=_title(
+        _retitle(figs["bandwidth"], _title(
             "Achieved bandwidth per transfer (whole capture" + (
                 f": {len(pts)} of {total} shown" if total > len(pts) else "") + ")", syn))
+        figs["bandwidth"].update_xaxes(title="ms since the capture's first event")
     elif step is None:
         msg = ("No step annotations in this capture." if data.transfers["start_ps"].size
                else data.result.get("reason", "No transfers."))
@@ -269,7 +305,7 @@ def step_time_figure(rows: list[dict[str, Any]], synthetic: bool = False) -> go.
     its source in `step_source`); the baseline bar is dark."""
     sources = sorted({str(r.get("step_source")) for r in rows if r.get("step_ps") is not None})
     title = "Median step time (baseline dark)" + (
-        f"<br><sup>{'; '.join(sources)}</sup>" if sources else "")
+        _sup("; ".join(sources)) if sources else "")
     return _bars(rows, "step_ps", title, "ms", synthetic, PS_PER_MS)
 
 
@@ -281,7 +317,7 @@ def peak_memory_figure(rows: list[dict[str, Any]], synthetic: bool = False) -> g
                                 default=0))
     sources = sorted({str(r.get("peak_source")) for r in rows if r.get("peak_bytes")})
     title = "Peak device memory (baseline dark)" + (
-        f"<br><sup>{'; '.join(sources)}</sup>" if sources else "")
+        _sup("; ".join(sources)) if sources else "")
     return _bars(rows, "peak_bytes", title, unit, synthetic, scale)
 
 
@@ -358,17 +394,20 @@ def hosts_figure(result: dict[str, Any], synthetic: bool = False) -> go.Figure:
     if not rows:
         return empty_figure("No host has transfers.", title, synthetic)
     worst = sv.get("worst_host")
+    # without step annotations the hosts' exposed time is the capture's, not a step's
+    unit = "per step" if all(r.get("per_step", True) for r in rows) else "in the capture"
+    title = f"Exposed transfer time {unit}, by host (straggler view)"
     fig = go.Figure(go.Bar(
         x=[r["host"] for r in rows], y=[r["exposed_per_step_ps"] / PS_PER_MS for r in rows],
         marker_color=[COLORS["exposed"] if r["host"] == worst else COLORS["compute"]
                       for r in rows],
-        hovertemplate="%{x}: %{y:.3f} ms exposed per step<extra></extra>"))
+        hovertemplate="%{x}: %{y:.3f} ms exposed " + unit + "<extra></extra>"))
     med = sv.get("median_exposed_per_step_ps")
     if med is not None:
         fig.add_hline(y=med / PS_PER_MS, line_dash="dash",
                       annotation_text="median host", annotation_position="top left")
-    return _layout(fig, f"{title}<br><sup>{sv['verdict']}</sup>", synthetic,
-                   yaxis_title="ms exposed per step", height=320, showlegend=False)
+    return _layout(fig, f"{title}{_sup(str(sv['verdict']), 120)}", synthetic,
+                   yaxis_title=f"ms exposed {unit}", height=320, showlegend=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -430,8 +469,8 @@ def plan_timeline_figure(parts: list[dict[str, Any]], target: str = "") -> go.Fi
     tl = aggregate.Timeline(host=target or "plan", step=0, start_ps=0, end_ps=max(x0 - gap, 1),
                             lanes=lanes, segments=seg)
     fig = timeline_figure(tl)
-    fig.update_layout(title=title + "<br><sup>each copy from its start op to its completion; "
-                      "red: no compute beside it (exposed); computations side by side</sup>")
+    _retitle(fig, title + _sup("each copy from its start op to its completion; red: no "
+                               "compute beside it (exposed); computations side by side", 120))
     fig.update_xaxes(title="ms (predicted)")
     return fig
 
@@ -442,26 +481,37 @@ def plan_memory_figure(program_memory: dict[str, np.ndarray] | None, plan: dict[
     peak (`memory_analysis`) and the memory budget the plan was checked against as lines."""
     from overlap.report.units import byte_unit
 
-    title = PREDICTED_PREFIX.replace("roofline estimate", "the compiler's memory") + \
-        "device memory over program order"
+    title = "Device memory over program order" + _sup(
+        "PREDICTED: the compiler's heap simulation and memory_analysis (compiled, not run)")
     budget, peak = plan.get("memory_budget_bytes"), plan.get("device_peak_bytes")
     if program_memory is None or not len(program_memory["bytes"]):
         return empty_figure("No heap-simulator data for this plan.", title)
     x, y = aggregate.downsample_minmax(program_memory["index"], program_memory["bytes"])
-    top = max([float(np.max(y))] + [float(v) for v in (budget, peak) if v])
-    unit, scale = byte_unit(top)
+    ymax = max([float(np.max(y))] + [float(peak or 0)])
+    top = max([ymax] + [float(v) for v in (budget,) if v])
+    # A budget far above the program's memory would flatten the curve: log scale then.
+    log = bool(budget) and ymax > 0 and budget > 10 * ymax
+    unit, scale = byte_unit(top if not log else ymax)
     fig = go.Figure(go.Scatter(x=x, y=np.asarray(y) / scale, mode="lines", line=dict(shape="hv"),
                                name="live temp buffers (heap simulator)"))
+    # Lines as traces (named in the legend): they stay right on a log axis too.
+    x_ends = [float(np.min(x)), float(np.max(x))]
     if peak:
-        fig.add_hline(y=peak / scale, line_dash="dot", line_color=COLORS["D2H"],
-                      annotation_text="device peak (memory_analysis: temp + args + outputs)",
-                      annotation_position="bottom right")
+        fig.add_trace(go.Scatter(x=x_ends, y=[peak / scale] * 2, mode="lines",
+                                 line=dict(dash="dot", color=COLORS["D2H"]),
+                                 name="device peak (memory_analysis: temp + args + outputs)"))
     if budget:
-        fig.add_hline(y=budget / scale, line_dash="dash", line_color=COLORS["exposed"],
-                      annotation_text=f"memory budget ({plan.get('memory_budget_source') or ''})"
-                      [:90], annotation_position="top left")
+        src = str(plan.get("memory_budget_source") or "")
+        fig.add_trace(go.Scatter(x=x_ends, y=[budget / scale] * 2, mode="lines",
+                                 line=dict(dash="dash", color=COLORS["exposed"]),
+                                 name="memory budget" + (f" ({src[:60]})" if src else ""),
+                                 hovertext=src, hoverinfo="text+y"))
+    if log:
+        pos = np.asarray(y)[np.asarray(y) > 0]
+        lo = float(pos.min()) / scale if pos.size else ymax / scale / 1e3
+        fig.update_yaxes(type="log", range=[np.log10(lo / 2), np.log10(budget / scale * 2)])
     return _layout(fig, title, False, height=340, xaxis_title="HLO position (program order)",
-                   yaxis_title=f"{unit}")
+                   yaxis_title=f"{unit}" + (" (log scale)" if log else ""))
 
 
 def planned_copies_rows(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -480,7 +530,8 @@ def planned_copies_rows(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def plan_ops_figure(ops: list[dict[str, Any]]) -> go.Figure:
     """Predicted hidden and exposed time per step of each planned copy (executions included)."""
-    title = PREDICTED_PREFIX + "hidden vs exposed per planned copy, per step"
+    title = "Hidden vs exposed per planned copy" + _sup(
+        "PREDICTED by the roofline estimate (compiled, not run), per step")
     if not ops:
         return empty_figure("No planned host transfers.", title)
     names = [f"{o['direction']} {o['op']}" for o in ops]

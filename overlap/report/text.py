@@ -130,7 +130,10 @@ def text(result: dict[str, Any], outcome: dict[str, Any] | None = None) -> str:
     if sv:
         out.append("")
         out.append(f"hosts: {sv['verdict']}")
-        out += _table(["host", "exposed/step", "x median", "step", "D2H hidden", "H2D hidden"], [
+        # per step only where the hosts have step annotations (hosts.straggler_view's per_step)
+        per_step = all(r.get("per_step", True) for r in sv["hosts"])
+        col = "exposed/step" if per_step else "exposed (capture)"
+        out += _table(["host", col, "x median", "step", "D2H hidden", "H2D hidden"], [
             [r["host"], format_ps(r["exposed_per_step_ps"]),
              "-" if r["gap_to_median"] is None else f"{r['gap_to_median']:.2f}",
              format_ps(r["step_ps"]), _ratio(r["overlap_d2h"]), _ratio(r["overlap_h2d"])]

@@ -283,3 +283,30 @@ def test_compare_dir_of_mixed_backends_keeps_each_run(tmp_path, capsys):
     r = analyze(read_trace(tmp_path))
     assert r["mixed_platforms"] and r["stragglers"] is None
     assert r["verdict"].startswith("NOT ONE CAPTURE")
+
+
+def test_host_table_without_steps_is_not_labelled_per_step(tmp_path):
+    """Two hosts of one capture, no step annotations: the straggler table and figure say the
+    exposed time is the capture's; with steps they say per step."""
+    from overlap.report.figures import hosts_figure
+    from overlap.report.text import text
+
+    for with_steps in (False, True):
+        d = tmp_path / str(with_steps) / "plugins" / "profile" / "s"
+        for h in ("a", "b"):
+            st = SyntheticTrace(host=h)
+            g = st.gpu(0)
+            g.kernel(1_000_000, 10_000_000)
+            g.memcpy("D2H", 2_000_000, 20_000_000, 64)
+            if with_steps:
+                st.step(0, 1_000_000, 30_000_000)
+            st.write(d / f"{h}.xplane.pb")
+        r = analyze(read_trace(d))
+        assert r["stragglers"] and not r["mixed_platforms"]
+        head = next(ln for ln in text(r).splitlines() if ln.startswith("host "))
+        fig = hosts_figure(r)
+        if with_steps:
+            assert "exposed/step" in head and "per step" in fig.layout.yaxis.title.text
+        else:
+            assert "/step" not in head and "exposed (capture)" in head
+            assert "per step" not in fig.layout.yaxis.title.text
