@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Create ./.venv (if missing) and install overlap into it; `--test` adds the test extras and the
 # headless Chromium + ChromeDriver that the dashboard's browser tests drive (Debian packages).
-# pip runs at its normal verbosity: the first install downloads about 2.4 GB (jaxlib, libtpu
-# and the CUDA compiler plugin are most of it), and its progress is worth seeing.
+# pip runs at its normal verbosity: the first install downloads about 0.6 GB of wheels (libtpu,
+# the CUDA compiler plugin and jaxlib are most of it) that unpack into 2-2.5 GB, and its
+# progress is worth seeing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -14,7 +15,7 @@ fi
 python -m pip install --quiet --upgrade pip
 if [ "${1:-}" = "--test" ]; then
   echo "setup: installing overlap with the [test] extras into .venv (the first run downloads" \
-       "about 2.4 GB and takes several minutes; later runs only check)"
+       "about 0.6 GB, 2-2.5 GB installed, and takes several minutes; later runs only check)"
   python -m pip install --progress-bar on -e ".[test]"
   if ! command -v chromedriver >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -27,7 +28,7 @@ if [ "${1:-}" = "--test" ]; then
   fi
 else
   echo "setup: installing overlap with the [demo] extras into .venv (the first run downloads" \
-       "about 2.4 GB and takes several minutes; later runs only check)"
+       "about 0.6 GB, 2-2.5 GB installed, and takes several minutes; later runs only check)"
   python -m pip install --progress-bar on -e ".[demo]"
 fi
 echo "setup: done (.venv)"
