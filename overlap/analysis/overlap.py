@@ -72,9 +72,12 @@ HIDDEN = "hidden"
 PARTIAL = "partial"
 EXPOSED = "exposed"
 
-DEFAULT_HIDDEN_THRESHOLD = 0.9
-DEFAULT_EXPOSED_THRESHOLD = 0.1
-DEFAULT_TOP = 10
+# defined beside no heavy import, for the command line's --help (see thresholds.py)
+from overlap.analysis.thresholds import (  # noqa: E402
+    DEFAULT_EXPOSED_THRESHOLD,
+    DEFAULT_HIDDEN_THRESHOLD,
+    DEFAULT_TOP,
+)
 
 STATUS_OK = "OK"
 STATUS_NO_TRANSFERS = "NO_TRANSFERS"

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from overlap.analysis import overlap as analysis
+from overlap.analysis import thresholds  # constants only: --help needs no pandas
 from overlap.errors import UsageError
 
 
@@ -47,17 +47,17 @@ def add_analysis_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", default=os.environ.get("OVERLAP_DASK_SCHEDULER") or None,
                    metavar="ADDRESS", help="read host files on a Dask distributed cluster "
                    "(also OVERLAP_DASK_SCHEDULER; needs overlap-jax[dask])")
-    p.add_argument("--top", type=non_negative_int, default=analysis.DEFAULT_TOP, metavar="N",
+    p.add_argument("--top", type=non_negative_int, default=thresholds.DEFAULT_TOP, metavar="N",
                    help=f"rows in the HLO-op and most-exposed tables (default "
-                        f"{analysis.DEFAULT_TOP}; cut-offs are flagged)")
+                        f"{thresholds.DEFAULT_TOP}; cut-offs are flagged)")
     p.add_argument("--hidden-threshold", type=unit_fraction,
-                   default=analysis.DEFAULT_HIDDEN_THRESHOLD, metavar="R",
+                   default=thresholds.DEFAULT_HIDDEN_THRESHOLD, metavar="R",
                    help="overlap ratio at or above which a transfer counts as hidden "
-                        f"(default {analysis.DEFAULT_HIDDEN_THRESHOLD})")
+                        f"(default {thresholds.DEFAULT_HIDDEN_THRESHOLD})")
     p.add_argument("--exposed-threshold", type=unit_fraction,
-                   default=analysis.DEFAULT_EXPOSED_THRESHOLD, metavar="R",
+                   default=thresholds.DEFAULT_EXPOSED_THRESHOLD, metavar="R",
                    help="overlap ratio at or below which a transfer counts as exposed "
-                        f"(default {analysis.DEFAULT_EXPOSED_THRESHOLD})")
+                        f"(default {thresholds.DEFAULT_EXPOSED_THRESHOLD})")
 
 
 def analyze_args(args: argparse.Namespace) -> dict:
@@ -150,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
             from overlap.trace.reader import read_trace
 
             baseline_trace = read_trace(args.baseline)
+            from overlap.analysis import overlap as analysis
+
             baseline = analysis.analyze(baseline_trace, hidden_threshold=args.hidden_threshold,
                                         exposed_threshold=args.exposed_threshold, top=args.top)
             if Path(args.baseline).is_dir():

@@ -52,10 +52,13 @@ from overlap.errors import InputError, UsageError
 
 PS_PER_MS = 1_000_000_000
 
-DEFAULT_MIN_OVERLAP = 0.9
-DEFAULT_MAX_RATIO_DROP = 0.02
-DEFAULT_MAX_EXPOSED_GROWTH = 0.05
-DEFAULT_EXPOSED_SLACK_MS = 0.01
+# the gate's defaults, defined beside the analysis defaults (no pandas: `check --help`)
+from overlap.analysis.thresholds import (  # noqa: E402
+    DEFAULT_EXPOSED_SLACK_MS,
+    DEFAULT_MAX_EXPOSED_GROWTH,
+    DEFAULT_MAX_RATIO_DROP,
+    DEFAULT_MIN_OVERLAP,
+)
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
