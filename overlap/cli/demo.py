@@ -115,13 +115,19 @@ def _plans(out: Path) -> None:
     for target in DEMO_PLAN_TARGETS:
         for workload, policies in DEMO_PLANS:
             t0 = time.perf_counter()
-            try:
-                plans = plan_workload(workload, list(policies), get_target(target), out=out)
-            except UsageError as e:  # the [plan] extra is missing: say so, keep the demo going
-                print(f"  (skipped: {e})")
-                return
-            manifests += [p.manifest | {"label": p.path.name if p.path else p.policy}
-                          for p in plans]
-            print(f"  {target} {workload}: compiled {len(plans)} policies in "
+            done = 0
+            for policy in policies:
+                # One policy at a time: a failure later (a missing compiler, another process
+                # holding the TPU) never loses the plans already compiled and written.
+                try:
+                    plans = plan_workload(workload, [policy], get_target(target), out=out)
+                except UsageError as e:  # the [plan] extra is missing: say so, keep going
+                    print(f"  {target} {workload} {policy}: skipped ({e})")
+                    continue
+                done += len(plans)
+                manifests += [p.manifest | {"label": p.path.name if p.path else p.policy}
+                              for p in plans]
+            print(f"  {target} {workload}: compiled {done} of {len(policies)} policies in "
                   f"{time.perf_counter() - t0:.1f} s")
-    print(render_plans(manifests))
+    if manifests:
+        print(render_plans(manifests))
