@@ -42,7 +42,7 @@ def test_two_tpu_plans_at_once(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
         for i in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
-    for p, (out, err) in zip(procs, outs):
+    for p, (_out, err) in zip(procs, outs):
         assert p.returncode == 0, err
         assert "lockfile" not in err
     for i in range(2):
