@@ -353,7 +353,8 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
         if d.result.get("status") == "PLAN":  # what the plan knows: its planned copies
             return (figs["timeline"], figs["histogram"], figs["bandwidth"],
                     figures.planned_copies_rows(d.result.get("planned_copies") or []),
-                    figures.empty_figure("A plan is compiled for one device: no hosts."),
+                    figures.empty_figure("A plan is compiled for one device: no hosts.")
+                    .update_layout(height=160),
                     [{"id": c, "name": n} for c, n in PLAN_COPY_COLUMNS],
                     "Planned copies (PREDICTED by the roofline estimate; compiled, not run)")
         return (figs["timeline"], figs["histogram"], figs["bandwidth"],

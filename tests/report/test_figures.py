@@ -169,7 +169,7 @@ def test_fig010_prepare_run_view(tmp_path):
     write_run(tmp_path, "r", {"policy": "x"}, hidden_fraction=0.5)
     run = data.discover_runs([tmp_path])[0]
     view = data.prepare_run_view(run)
-    assert view["step"] == ("synthetic-host", 0)  # all steps tie; the earliest
+    assert view["step"] == ("synthetic-host", 1)  # the median step (all tie: the middle one)
     assert set(view["figures"]) == {"timeline", "histogram", "bandwidth"}
     assert 0 < view["payload_bytes"] < 200_000
     assert len(view["top_exposed"]) == 10
