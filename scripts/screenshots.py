@@ -126,10 +126,10 @@ def _shot(drv, out: Path, name: str) -> Path:
 
 def take(out: Path) -> list[Path]:
     """Make every screenshot into `out`; returns the files written."""
+    from overlap.analysis.overlap import analyze
     from overlap.dashboard import data as rundata
     from overlap.dashboard.app import create_app
     from overlap.report.html import write_html
-    from overlap.analysis.overlap import analyze
     from overlap.trace.reader import read_trace
 
     out.mkdir(parents=True, exist_ok=True)

@@ -483,14 +483,15 @@ def plan_memory_figure(program_memory: dict[str, np.ndarray] | None, plan: dict[
 
     title = "Device memory over program order" + _sup(
         "PREDICTED: the compiler's heap simulation and memory_analysis (compiled, not run)")
-    budget, peak = plan.get("memory_budget_bytes"), plan.get("device_peak_bytes")
+    budget = int(plan["memory_budget_bytes"]) if plan.get("memory_budget_bytes") else None
+    peak = int(plan["device_peak_bytes"]) if plan.get("device_peak_bytes") else None
     if program_memory is None or not len(program_memory["bytes"]):
         return empty_figure("No heap-simulator data for this plan.", title)
     x, y = aggregate.downsample_minmax(program_memory["index"], program_memory["bytes"])
     ymax = max([float(np.max(y))] + [float(peak or 0)])
     top = max([ymax] + [float(v) for v in (budget,) if v])
     # A budget far above the program's memory would flatten the curve: log scale then.
-    log = bool(budget) and ymax > 0 and budget > 10 * ymax
+    log = budget is not None and ymax > 0 and budget > 10 * ymax
     unit, scale = byte_unit(top if not log else ymax)
     fig = go.Figure(go.Scatter(x=x, y=np.asarray(y) / scale, mode="lines", line=dict(shape="hv"),
                                name="live temp buffers (heap simulator)"))
@@ -506,7 +507,7 @@ def plan_memory_figure(program_memory: dict[str, np.ndarray] | None, plan: dict[
                                  line=dict(dash="dash", color=COLORS["exposed"]),
                                  name="memory budget" + (f" ({src[:60]})" if src else ""),
                                  hovertext=src, hoverinfo="text+y"))
-    if log:
+    if log and budget is not None:
         pos = np.asarray(y)[np.asarray(y) > 0]
         lo = float(pos.min()) / scale if pos.size else ymax / scale / 1e3
         fig.update_yaxes(type="log", range=[np.log10(lo / 2), np.log10(budget / scale * 2)])
