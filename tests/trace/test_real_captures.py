@@ -120,3 +120,13 @@ def test_gpu_v100_multiworker_numbers():
     g4 = t.transfers[t.transfers["device"] == "GPU:4"]
     assert (g4["direction"] == "D2H").sum() == 12 and (g4["direction"] == "H2D").sum() == 82
     assert int(g4["bytes"].sum()) == 74_391
+
+
+def test_demo_prints_the_real_tpu_answer(capsys):
+    """`overlap demo` shows the real offload capture's answer beside its own CPU runs."""
+    from overlap.cli import demo
+
+    assert demo.REAL_CAPTURE == TPU
+    assert demo._real_capture() is True
+    out = capsys.readouterr().out
+    assert "TPU v6e" in out and "2400 transfers, 12000.0 GiB" in out and "1/6/2393" in out
