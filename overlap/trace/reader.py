@@ -1054,16 +1054,19 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                 got = details_cache[d] = (size or 0,
                                           det.get("kind_src", "unknown"),
                                           det.get("kind_dst", "unknown"),
-                                          None if a is None else a == "1")
+                                          None if a is None else a == "1",
+                                          # ROCm writes `kind:Unknown size:0` when it did
+                                          # not record the size: unknown, not 0 bytes
+                                          not ("kind" in det and not size))
             facts.append(got)
-        fcols = [np.array([f[j] for f in facts] + [None], object)[:-1] for j in range(4)]
+        fcols = [np.array([f[j] for f in facts] + [None], object)[:-1] for j in range(5)]
         codes = np.where(codes < 0, len(facts) - 1, codes)
         tr.add(len(idx), host=host, device=pick(device, idx),
                direction=per_mid(mids[idx], memcpy_mids.get),
                start_ps=ev.starts[idx], end_ps=ev.starts[idx] + ev.durs[idx],
                bytes=fcols[0][codes].astype(np.int64),
                src_kind=fcols[1][codes], dst_kind=fcols[2][codes],
-               **{"async": fcols[3][codes]},
+               **{"async": fcols[3][codes]}, bytes_known=fcols[4][codes].astype(bool),
                stream=pick(stream, idx), line=pick(line_name, idx),
                hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
                hlo_module=stat_column(P, ev, idx, "hlo_module"),

@@ -310,3 +310,19 @@ def test_host_table_without_steps_is_not_labelled_per_step(tmp_path):
         else:
             assert "/step" not in head and "exposed (capture)" in head
             assert "per step" not in fig.layout.yaxis.title.text
+
+
+def test_rocm_activity_memcpy_with_size_0_has_unknown_bytes(tmp_path):
+    """rocm_collector's memcpy activity events (`MemcpyH2D`, `memcpy_details` = `kind:Unknown
+    size:N ...`): transfers by the CUPTI rule; `size:0` there is unknown, not 0 bytes."""
+    st = SyntheticTrace()
+    g = st.rocm(0)
+    g.kernel(1_000_000, 10_000_000, stream=16)
+    for i, n in enumerate((0, 4096)):
+        g.event("MemcpyH2D", 20_000_000 + i * 1_000_000, 500_000, stream=20, kind="MemcpyH2D",
+                stats={"memcpy_details": f"kind:Unknown size:{n} dest:0 async:1"})
+    t = _read(st, tmp_path)
+    tr = t.transfers.sort_values("start_ps")
+    assert tr["bytes"].tolist() == [0, 4096] and tr["bytes_known"].tolist() == [False, True]
+    r = analyze(t)
+    assert r["summary"]["unknown_bytes"] == 1 and r["transfer_status"]["status"] == "complete"
