@@ -20,8 +20,10 @@ PAGE_STYLE = """
 body { font-family: sans-serif; margin: 16px 24px; color: #222; }
 .card { border: 1px solid #ddd; border-radius: 6px; padding: 8px 12px; margin: 8px 0; }
 .synthetic { border-color: #F58518; background: #fff4e5; }
-table { border-collapse: collapse; font-size: 13px; }
-th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; }
+table { border-collapse: collapse; font-size: 13px; width: 100%; table-layout: auto; }
+th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left;
+         overflow-wrap: anywhere; word-break: break-word; }
+body { overflow-wrap: anywhere; }
 """
 
 
@@ -205,11 +207,61 @@ def write_html(result: dict[str, Any], trace, path: str | os.PathLike,
     return _write_page(path, page)
 
 
+def _pct_cell(f: Any) -> str:
+    return "-" if f is None else f"{100 * f:.0f}%"
+
+
+def _rate_cell(bps: Any, moved: Any = None) -> str:
+    from overlap.report.units import format_rate
+
+    if bps is not None:
+        return format_rate(bps)
+    return "-" if not moved else "never (nothing beside a copy hides it)"
+
+
+def _plan_model_lines(m: dict[str, Any]) -> list[str]:
+    """The prediction's model and assumptions, in words with units (one line each)."""
+    from overlap.report.units import format_bytes, format_ps, format_rate
+
+    est = m.get("estimate") or {}
+    model = est.get("model") or {}
+    budget = m.get("memory_budget") or {}
+    lines = ["Device peak = the compiler's memory_analysis: temp + arguments + outputs - "
+             "aliases (compiled, exact for this program)."]
+    if budget.get("bytes") is not None:
+        lines.append(f"Memory budget {format_bytes(budget['bytes'])}: {budget.get('source')}.")
+    if model:
+        parts = []
+        if model.get("hbm_Bps"):
+            parts.append(f"device memory {format_rate(model['hbm_Bps'])}")
+        if model.get("peak_flops_bf16"):
+            parts.append(f"bf16 {model['peak_flops_bf16'] / 1e12:.0f} TFLOP/s")
+        if model.get("peak_flops_f32"):
+            parts.append(f"f32 {model['peak_flops_f32'] / 1e12:.0f} TFLOP/s")
+        if model.get("host_link_Bps"):
+            link = f"host link {format_rate(model['host_link_Bps'])}"
+            h2d = model.get("h2d_link_Bps")
+            if h2d and h2d != model["host_link_Bps"]:
+                link += f" D2H, {format_rate(h2d)} H2D"
+            parts.append(link + (f" ({model['host_link']})" if model.get("host_link") else ""))
+        if model.get("kernel_floor_ps"):
+            parts.append(f"each kernel at least {format_ps(model['kernel_floor_ps'])}")
+        lines.append(f"Machine model ({model.get('target', '?')}): " + ", ".join(parts)
+                     + (f". Source: {model['source']}." if model.get("source") else "."))
+    lines += [f"Assumes: {a}." if not str(a).endswith(".") else f"Assumes: {a}"
+              for a in est.get("assumptions") or []]
+    lines.append("Transfer hiding and step time are PREDICTED from the compiled schedule "
+                 "(a roofline estimate), never measured: a capture of this program on the "
+                 "target (`overlap report CAPTURE --predict`) says how far off it is.")
+    return lines
+
+
 def write_plan_html(plans: list[dict[str, Any]], path: str | os.PathLike,
                     baseline: dict[str, Any] | None = None) -> Path:
-    """One page for a plan run (compiled for a target, never run): verdict, device memory over
-    program order against the remat baseline plan, and the planned transfers with the
-    estimate. Every heading says it is compiled, not measured."""
+    """One page for a plan run (compiled for a target, never run): verdict, the model and what
+    it assumes, device memory over program order against the remat baseline plan, the plans
+    and the planned transfers in human units. Every heading says it is compiled, not
+    measured; tables wrap (no horizontal scroll)."""
     import numpy as np
 
     from overlap.analysis.plans import plan_row
@@ -225,24 +277,53 @@ def write_plan_html(plans: list[dict[str, Any]], path: str | os.PathLike,
                            "y": y, "baseline": m is baseline})
     figs = [figures.memory_figure(curves, "program")] if curves else []
     main = plan_row(plans[0])
+    est = plans[0].get("estimate") or {}
     hf = main["predicted_hidden_fraction"]
+    moved = (main["d2h_per_step"] or 0) + (main["h2d_per_step"] or 0)
+    fit = ("" if main["fits"] is None else
+           f" ({'fits' if main['fits'] else 'does NOT fit'} the "
+           f"{format_bytes(main['memory_budget_bytes'] or main['device_memory_bytes'])} "
+           "budget)")
     verdict = (f"PLAN, compiled for {main['target']}, not run: device peak "
-               f"{format_bytes(main['device_peak_bytes'])} (memory_analysis); "
-               + ("no planned host transfers" if hf is None else
+               f"{format_bytes(main['device_peak_bytes'])}{fit}; "
+               + ("no planned host transfers" if not moved else
                   f"moves {format_bytes(main['d2h_per_step'])} D2H and "
-                  f"{format_bytes(main['h2d_per_step'])} H2D per step; estimated "
-                  f"{100 * hf:.0f}% hidden (roofline estimate)"))
-    ops = [{"op": o["op"], "direction": o["direction"], "bytes": format_bytes(o["bytes"]),
-            "per step": o["executions"], "transfer (est.)": format_ps(o["transfer_ps"]),
-            "compute beside it (est.)": format_ps(o["compute_ps"]),
-            "hidden (est.)": f"{100 * o['hidden_fraction']:.0f}%"}
-           for o in ((plans[0].get("estimate") or {}).get("ops") or [])]
-    rows = [{k: (format_bytes(v) if k.endswith("bytes") or k.endswith("per_step") and
-                 isinstance(v, int) else v)
-             for k, v in plan_row(m).items() if k not in ("error", "device_peak_source")}
-            for m in ([baseline] if baseline else []) + plans]
+                  f"{format_bytes(main['h2d_per_step'])} H2D per step; predicted "
+                  f"{_pct_cell(hf)} hidden")
+               + (f"; predicted step {format_ps(est['step_ps'])}" if est.get("step_ps")
+                  else "") + " (roofline estimate).")
+    ops = [{"Copy (HLO op)": o["op"], "Direction": o["direction"],
+            "Size": format_bytes(o.get("layout_bytes") or o["bytes"]),
+            "Times per step": o["executions"],
+            "Transfer time (pred.)": format_ps(o["transfer_ps"]),
+            "In flight (pred.)": format_ps(o.get("duration_ps", o["transfer_ps"])),
+            "Compute beside it (pred.)": format_ps(o["compute_ps"]),
+            "Hidden (pred.)": _pct_cell(o["hidden_fraction"]),
+            "Hides at host link of at least": _rate_cell(o.get("break_even_Bps"), 1)}
+           for o in (est.get("ops") or [])]
+    rows = []
+    for m in ([baseline] if baseline else []) + plans:
+        r = plan_row(m)
+        mv = (r["d2h_per_step"] or 0) + (r["h2d_per_step"] or 0)
+        rows.append({
+            "Plan": r["label"], "Policy": r["policy"],
+            "Status": {"ok": "compiled", "does_not_fit": "out of memory"}.get(
+                str(r["status"]), f"error: {r['error'] or ''}"[:200]),
+            "Device peak": format_bytes(r["device_peak_bytes"]),
+            "Fits budget": {True: "yes", False: "NO", None: "-"}[r["fits"]],
+            "Temp": format_bytes(r["temp_bytes"]),
+            "Arguments": format_bytes(r["argument_bytes"]),
+            "Host temp": format_bytes(r["host_temp_bytes"]),
+            "D2H per step": format_bytes(r["d2h_per_step"]),
+            "H2D per step": format_bytes(r["h2d_per_step"]),
+            "Hidden (pred.)": _pct_cell(r["predicted_hidden_fraction"]) if mv else "-",
+            "Exposed per step (pred.)": format_ps(r["predicted_exposed_ps"]) if mv else "-",
+            "Step (pred.)": format_ps((m.get("estimate") or {}).get("step_ps")),
+            "Every copy hides at host link of at least": _rate_cell(r["break_even_Bps"], mv),
+        })
+    notes = list(plans[0].get("notes") or []) + _plan_model_lines(plans[0])
     page = page_html(f"overlap plan: {plans[0].get('label')} (compiled for {main['target']}, "
-                     "not run)", {"verdict": verdict, "notes": plans[0].get("notes") or []},
+                     "not run)", {"verdict": verdict, "notes": notes},
                      figs, tables={"Plans (compiled, not run)": rows,
-                                   "Planned transfers (roofline estimate)": ops})
+                                   "Planned transfers (predicted by the roofline estimate)": ops})
     return _write_page(path, page)
