@@ -99,3 +99,99 @@ def test_malformed_callback_payloads_are_answered(logdir, cell, rows):
     r = _post(client, out, [{"id": "compare-select", "property": "value", "value": 5},
                             {"id": "baseline", "property": "value", "value": ["x"]}])
     assert r.status_code == 200
+
+
+# ---------------------------------------------------------------------------------------------
+# Second round (issue 25)
+
+@pytest.mark.parametrize("kind", ["torn", "fifo", "array"])
+def test_a_damaged_run_json_is_a_named_row(logdir, kind):
+    import os
+
+    run = write_run(logdir, "bad", None)
+    if kind == "fifo":
+        os.mkfifo(run / "run.json")
+    else:
+        (run / "run.json").write_text("{" if kind == "torn" else "[1]")
+    client = create_app([logdir]).server.test_client()
+    assert client.get("/").status_code == 200  # a FIFO run.json must not hang the page load
+    assert client.get("/_dash-layout").status_code == 200
+    frame = data.runs_frame(data.discover_runs([logdir]))
+    bad = frame[frame["run"] == "bad"]
+    assert len(bad) == 1 and bad["verdict"].iloc[0].startswith("ERROR: bad:")
+    assert "run.json" in bad["verdict"].iloc[0]
+    assert "ERROR" not in frame[frame["run"] == "good"]["verdict"].iloc[0]
+
+
+def test_a_pod_with_a_damaged_host_shows_the_others_and_names_it(logdir):
+    from tests.trace.test_hardening import pod
+
+    pod(logdir / "pod")
+    run = data.find_run(data.discover_runs([logdir]), "pod")
+    row = data.safe_run_row(run)
+    assert not row["error"] and "host-1.xplane.pb" in row["verdict"]
+    assert "1 of 3 host file(s) unreadable" in row["verdict"]
+    assert str(logdir) not in row["verdict"]  # the file's name, not the server's layout
+    assert data.load_run(run).result["hosts"] == ["host-0", "host-2"]
+
+
+def test_dropped_events_are_in_the_dashboard_verdict(logdir, tmp_path):
+    from tests.trace.test_hardening import _drop
+
+    f = _drop(tmp_path, "kernels")
+    (logdir / "dropped.xplane.pb").write_bytes(f.read_bytes())
+    run = data.find_run(data.discover_runs([logdir]), "dropped")
+    row = data.safe_run_row(run)
+    assert "1 invalid event(s) dropped" in row["verdict"], row["verdict"]
+    assert data.load_run(run).result["dropped_events"]["count"] == 1
+
+
+@pytest.mark.parametrize("method,path,body,code", [
+    ("post", "/_dash-update-component", "not json", 400),
+    ("post", "/_dash-update-component", "{}", 400),
+    ("post", "/_dash-update-component", "[1, 2]", 400),
+    ("post", "/_dash-update-component", '{"output": "x.y", "inputs": []}', 400),
+    ("post", "/_dash-update-component",
+     '{"output": "compare-select.value", "outputs": {}, "inputs": [5]}', 400),
+    ("get", "/_dash-component-suites/dash/no-such-file.js", None, 404),
+    ("get", "/_dash-component-suites/no_such_package/a.js", None, 404),
+    ("get", "/_dash-component-suites/dash/deps/react@18.v1.js", None, 404),
+])
+def test_malformed_framework_requests_are_4xx(logdir, method, path, body, code):
+    client = create_app([logdir]).server.test_client()
+    client.get("/")
+    kw = {} if body is None else {"data": body, "content_type": "application/json"}
+    assert getattr(client, method)(path, **kw).status_code == code
+
+
+def test_debug_starts_on_loopback(logdir, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OVERLAP_CACHE_DIR": str(tmp_path / "c")}
+    out = open(tmp_path / "log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "overlap", "dashboard", str(logdir),
+                             "--debug", "--port", str(port)], stdout=out, stderr=out, env=env,
+                            start_new_session=True)  # the reloader's child is in the group
+    try:
+        deadline = time.monotonic() + 90
+        status = None
+        while time.monotonic() < deadline and status is None:
+            assert proc.poll() is None, (tmp_path / "log").read_text()
+            try:
+                status = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).status
+            except OSError:
+                time.sleep(0.5)
+        assert status == 200, (tmp_path / "log").read_text()
+        assert "Address already in use" not in (tmp_path / "log").read_text()
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        out.close()
