@@ -511,8 +511,10 @@ def plan_memory_figure(program_memory: dict[str, np.ndarray] | None, plan: dict[
         pos = np.asarray(y)[np.asarray(y) > 0]
         lo = float(pos.min()) / scale if pos.size else ymax / scale / 1e3
         fig.update_yaxes(type="log", range=[np.log10(lo / 2), np.log10(budget / scale * 2)])
-    return _layout(fig, title, False, height=340, xaxis_title="HLO position (program order)",
-                   yaxis_title=f"{unit}" + (" (log scale)" if log else ""))
+    _layout(fig, title, False, height=400, xaxis_title="HLO position (program order)",
+            yaxis_title=f"{unit}" + (" (log scale)" if log else ""))
+    fig.update_layout(legend=dict(orientation="h", y=-0.3, yanchor="top"))  # under the x title
+    return fig
 
 
 def planned_copies_rows(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
