@@ -96,7 +96,7 @@ class Run:
         return not self.files and self.manifest().get("kind") == "plan"
 
     def manifest(self) -> dict[str, Any]:
-        if not self.manifest_path:
+        if not self.manifest_path or not _inside(self.manifest_path, self.logdir):
             return {}
         try:
             m = read_side_json(self.manifest_path, "run manifest (run.json)")
@@ -214,8 +214,9 @@ def discover_runs(logdirs: Sequence[str | os.PathLike]) -> list[Run]:
                     runs.append(Run(name, here, files, manifest, root))
                     _older_sessions(runs, name, here, root, manifest)
                 continue
-            if MANIFEST in filenames and _inside(manifest, root):
-                # A damaged run.json: listed (its load is the error that names the file).
+            if MANIFEST in filenames:
+                # A damaged run.json, or one whose real path leaves the logdir: listed, and its
+                # load is the error that names the file (never read outside the logdir).
                 name = prefix + (rel.as_posix() if rel.parts else root.name)
                 runs.append(Run(name, here, _session_files(here, root), manifest, root))
                 continue
@@ -346,7 +347,9 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
     from overlap.trace.reader import read_trace
 
     if run.manifest_path is not None:
-        problem = _manifest_problem(run.manifest_path)
+        problem = ("run.json points outside the log directory"
+                   if not _inside(run.manifest_path, run.logdir)
+                   else _manifest_problem(run.manifest_path))
         if problem is not None:
             return RunLoadError(f"{run.name}: {problem}")
     if run.is_plan:
@@ -564,7 +567,8 @@ def run_row(run: Run) -> dict[str, Any]:
     peak, peak_src = peak_memory_bytes(data)
     bd = r.get("by_direction", {})
     row.update(
-        backend=data.backend, device=", ".join(data.device_names) or data.backend,
+        backend=data.backend,
+        device=", ".join(data.device_names) or _vendor_device(r, data.backend),
         step_ms=None if step_ps is None else round(step_ps / 1e9, 3),
         step_source=step_src or "",
         peak=format_bytes(peak) if peak is not None else None, peak_source=peak_src,
@@ -594,6 +598,15 @@ def safe_run_row(run: Run) -> dict[str, Any]:
                 "d2h_overlap": None,
                 "h2d_overlap": None, "verdict": f"ERROR: {run.name}: unreadable run.json or "
                 f"data ({type(e).__name__})", "synthetic": "", "error": str(e)[:200]}
+
+
+def _vendor_device(r: dict[str, Any], backend: str) -> str:
+    """`AMD gpu` where the capture names no device model (ROCm planes have no
+    gpu_device_name), else the backend."""
+    from overlap.analysis.overlap import vendor_names
+
+    names = vendor_names(r.get("vendors") or {})
+    return f"{', '.join(names)} {backend}" if names else backend
 
 
 def _short_verdict(r: dict[str, Any], backend: str) -> str:

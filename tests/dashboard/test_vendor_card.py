@@ -34,3 +34,10 @@ def test_run_view_names_amd_and_cannot_tell(tmp_path, monkeypatch):
     assert "vendor: AMD" in body and "CANNOT TELL" not in body
     body = _run_status(logdir, "odd")
     assert "CANNOT TELL" in body and "Intel" in body
+
+
+def test_runs_table_names_the_vendor_when_no_device_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("OVERLAP_CACHE_DIR", str(tmp_path / "cache"))
+    data.clear_cache()
+    (run,) = data.discover_runs([SAMPLE_TRACES / "rocm" / "mi300x-jax08-attention"])
+    assert data.run_row(run)["device"] == "AMD gpu"
