@@ -23,8 +23,8 @@ def test_run_view_and_html_show_the_straggler(tmp_path, monkeypatch):
     assert max(bar.y) == bar.y[2] and bar.marker.color[2] == figures.COLORS["exposed"]
     client = create_app([logdir]).server.test_client()
     client.get("/")
-    out = ("..fig-timeline.figure...fig-histogram.figure...fig-bandwidth.figure"
-           "...top-exposed.data...fig-hosts.figure..")
+    out = next(k for k in create_app([logdir]).callback_map
+               if k.startswith("..fig-timeline.figure...fig-histogram.figure"))
     r = _post(client, out, [{"id": "run-select", "property": "value", "value": "pod"},
                             {"id": "step-select", "property": "value", "value": None}])
     assert r.status_code == 200 and "host host-2 exposes" in r.get_data(as_text=True)
