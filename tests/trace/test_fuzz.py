@@ -9,6 +9,15 @@ invariants below, under a time bound proportional to the file size.
 
 `OVERLAP_FUZZ_CASES=N` runs N cases (default 900, about a minute here); a failure prints the
 seed and case number so it can be replayed with `OVERLAP_FUZZ_SEED`.
+
+Beyond the reader (issue 25): a tenth of the cases go through every renderer (text, JSON, JUnit,
+Markdown, inspect, the dashboard's figures, the HTML page); every stat type (int64, uint64,
+double, str, bytes, ref) is forced onto every stat of each base and rendered everywhere; a
+multi-host session of one good and two mutated hosts must report the good host and name the
+unreadable ones (in worker processes too); and each side file (run.json, a baseline,
+program_memory.json, a plan's HLO text) in every bad shape (FIFO, device, directory, beyond the
+size bound, garbage, not UTF-8, nested too deeply, wrong JSON type, empty) gets one line and an
+exit code of 0-3 within a time bound, from the CLI and the dashboard.
 """
 
 from __future__ import annotations
@@ -199,3 +208,228 @@ def test_fuzz_reader_and_analysis(tmp_path):
         took = time.perf_counter() - t0
         assert took < 2.0 + len(data) / 1e6, f"case {case}: {took:.1f} s for {len(data)} bytes"
     assert read > CASES // 4 and refused > 0  # both outcomes are exercised
+
+
+# ---------------------------------------------------------------------------------------------
+# Beyond the reader (issue 25): every renderer on what the reader returns, pods with a damaged
+# host, and every side file in every bad shape.
+
+def render_all(trace, result: dict, tmp: Path, html: bool) -> None:
+    """Every renderer a user can reach: text, JSON, JUnit, Markdown, inspect (text and JSON),
+    the dashboard's RunData and figures, and (when `html`) the HTML page. Each must produce
+    its output for any result the reader and analysis give."""
+    import io
+    import json
+    import xml.etree.ElementTree as ET
+
+    from overlap.cli.inspect import inspect_trace, render_text
+    from overlap.report import text as render
+    from overlap.report.gate import CheckConfig, run_checks
+
+    outcome = run_checks(result, CheckConfig(allow_no_transfers=True), trace)
+    assert render.text(result, outcome) and render.markdown(result, outcome)
+    buf = io.StringIO()
+    render.write_json(buf, result, outcome)
+    json.loads(buf.getvalue())
+    ET.fromstring(render.junit(result, outcome))
+    info = inspect_trace(trace)
+    json.dumps(info)  # no default=: every value must already be JSON
+    assert render_text(info)
+    try:
+        import plotly  # noqa: F401
+    except ImportError:
+        return
+    from overlap.report.figures import run_figures
+    from overlap.report.rundata import default_step, run_data
+
+    data = run_data(trace, result, None)
+    for fig in run_figures(data, default_step(data)).values():
+        fig.to_json()
+    if html:
+        from overlap.report.html import write_html
+
+        write_html(result, trace, tmp / "case.html")
+
+
+STAT_KINDS = ("int64", "uint64", "double", "str", "bytes", "ref")
+
+
+def _all_stats_as(xs, kind: str) -> None:
+    from tests.trace.test_hardening import set_stat_type
+
+    names = {m.name for pl in xs.planes for m in pl.stat_metadata.values()}
+    set_stat_type(xs, names, kind)  # plane stats (names, versions, device facts)
+    for st in _all_stats(xs):  # and every metadata and event stat
+        v = {"int64": ("int64_value", -7), "uint64": ("uint64_value", 2**64 - 1),
+             "double": ("double_value", float("inf")), "str": ("str_value", "size:-1 \x1b["),
+             "bytes": ("bytes_value", b"\xff\xfe"), "ref": ("ref_value", 2**63)}[kind]
+        setattr(st, *v)
+
+
+@pytest.mark.parametrize("kind", STAT_KINDS)
+@pytest.mark.parametrize("base", ["gpu", "tpu", "real"])
+def test_every_stat_type_in_every_renderer(tmp_path, kind, base):
+    bases = _bases()
+    data = {"gpu": bases[0][1], "tpu": bases[1][1], "real": bases[2][1]}[base]
+    xs = XSpace.FromString(data)
+    _all_stats_as(xs, kind)
+    path = tmp_path / "case.xplane.pb"
+    path.write_bytes(xs.SerializeToString())
+    try:
+        trace = read_trace(path)
+    except InputError:
+        return  # refused with one line: allowed
+    render_all(trace, analysis.analyze(trace), tmp_path, html=True)
+
+
+def test_fuzz_renderers(tmp_path):
+    """A slice of the mutation campaign through every renderer (the HTML page every 5th)."""
+    rng = random.Random(SEED + 1)
+    bases = _bases()
+    path = tmp_path / "case.xplane.pb"
+    for case in range(max(CASES // 10, 30)):
+        name, base = bases[case % len(bases)]
+        path.write_bytes(mutate(base, rng))
+        try:
+            trace = read_trace(path)
+        except InputError:
+            continue
+        try:
+            render_all(trace, analysis.analyze(trace), tmp_path, html=case % 5 == 0)
+        except Exception as e:  # noqa: BLE001 - the point of the test
+            pytest.fail(f"renderers, case {case} (seed {SEED + 1}, base {name}): "
+                        f"{type(e).__name__}: {e}")
+
+
+def test_fuzz_multi_host(tmp_path):
+    """A session of one good host and two mutated ones: the good host is always reported;
+    each mutated host is read or named in `unreadable`, never the cause of an exception."""
+    from overlap.analysis.pod import read_and_analyze
+
+    rng = random.Random(SEED + 2)
+    good = _gpu_base()
+    session = tmp_path / "plugins" / "profile" / "2026_11_23_00_00_00"
+    session.mkdir(parents=True)
+    cases = max(CASES // 30, 12)
+    for case in range(cases):
+        (session / "a-good.xplane.pb").write_bytes(good)
+        for h in ("b", "c"):
+            data = mutate(good, rng)
+            if rng.random() < 0.3:
+                data = data[: rng.randrange(1, 64)]  # surely damaged
+            (session / f"{h}-mutated.xplane.pb").write_bytes(data)
+        try:
+            # Worker processes twice (they cost a second to start), serial otherwise.
+            jobs = 2 if case in (0, 1) else 1
+            trace = read_trace(tmp_path, jobs=jobs)
+            _, r = read_and_analyze(tmp_path, jobs=jobs)
+        except Exception as e:  # noqa: BLE001 - the point of the test
+            pytest.fail(f"multi-host case {case} (seed {SEED + 2}): {type(e).__name__}: {e}")
+        assert "a-good" in trace.hosts and "a-good" in r["hosts"]
+        named = {Path(u["path"]).name for u in trace.unreadable}
+        assert named == {Path(u["path"]).name for u in r["unreadable_hosts"]}
+        assert len(trace.sources) + len(named) == 3
+        for u in trace.unreadable:
+            assert "\n" not in u["problem"] and u["path"] in [str(p) for p in session.iterdir()]
+        check_invariants(r)
+
+
+class _Hang(Exception):
+    pass
+
+
+def _bounded(seconds: int):
+    """Fail instead of hanging: SIGALRM raises in the main thread after `seconds`."""
+    import contextlib
+    import signal
+
+    @contextlib.contextmanager
+    def cm():
+        def on_alarm(*_):
+            raise _Hang(f"no answer in {seconds} s")
+        old = signal.signal(signal.SIGALRM, on_alarm)
+        signal.alarm(seconds)
+        try:
+            yield
+        finally:
+            signal.alarm(0)
+            signal.signal(signal.SIGALRM, old)
+    return cm()
+
+
+SIDE_SHAPES = ("fifo", "device", "directory", "huge", "garbage", "not utf-8", "deep", "array",
+               "empty")
+
+
+def _side_file(p: Path, shape: str) -> None:
+    import os
+
+    if p.is_dir() and not p.is_symlink():
+        p.rmdir()
+    elif p.exists() or p.is_symlink():
+        p.unlink()
+    if shape == "fifo":
+        os.mkfifo(p)
+    elif shape == "device":
+        p.symlink_to("/dev/zero")
+    elif shape == "directory":
+        p.mkdir()
+    elif shape == "huge":
+        with open(p, "wb") as f:
+            f.truncate(3 << 30)  # sparse: above the side-file bound, no disk used
+    else:
+        p.write_bytes({"garbage": b"\x00\x01{]", "not utf-8": b'{"a": "\xff"}',
+                       "deep": b"[" * 200000, "array": b"[1, 2, 3]", "empty": b""}[shape])
+
+
+@pytest.mark.parametrize("shape", SIDE_SHAPES)
+def test_side_files_of_every_kind(tmp_path, capsys, shape):
+    """run.json, a --baseline, program_memory.json and a plan's HLO text in every bad shape:
+    each command answers within the bound, with one line and an exit code of 0-3."""
+    import json
+    import shutil
+
+    from overlap.cli.main import main
+
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "sample_traces" / "cpu-scan" / "offload_x", run)
+    plan = tmp_path / "plan"
+    (plan / "hlo").mkdir(parents=True)
+    (plan / "run.json").write_text(json.dumps({
+        "schema_version": 1, "kind": "plan", "label": "p", "policy": {"name": "full"},
+        "target": {"name": "h100", "platform": "gpu"}, "estimate": {"model": {}}}))
+    (plan / "hlo" / "m.after_optimizations.hlo.txt").write_text("HloModule m")
+    baseline = tmp_path / "baseline.json"
+    cases = [
+        (run / "run.json", [["report", str(run)], ["check", str(run), "--allow-no-transfers"],
+                            ["compare", str(run)], ["compare", str(tmp_path)]]),
+        (baseline, [["check", str(run), "--allow-no-transfers", "--baseline", str(baseline)]]),
+        (plan / "program_memory.json", [["report", str(plan)], ["check", str(plan)]]),
+        (plan / "hlo" / "m.after_optimizations.hlo.txt", [["report", str(plan)]]),
+    ]
+    for side, commands in cases:
+        original = side.read_bytes() if side.exists() else None
+        _side_file(side, shape)
+        for argv in commands:
+            with _bounded(60):
+                code = main(argv)
+            err = capsys.readouterr().err.strip().splitlines()
+            assert code in (0, 1, 2, 3), (side.name, argv, err)
+            assert len(err) <= 1 and not any("internal error" in e for e in err), (argv, err)
+            if side.name == "run.json" and argv[0] != "compare" or argv[-1] == str(baseline):
+                assert code == 3 and str(side) in err[0], (argv, err)
+        _side_file(side, "empty")  # the next side file is tried with this one sound
+        if original is None:
+            side.unlink()
+        else:
+            side.write_bytes(original)
+    for side, _ in cases:  # all at once, for the dashboard
+        _side_file(side, shape)
+    try:  # the dashboard's discovery and rows answer too
+        from overlap.dashboard import data
+    except ImportError:
+        return
+    data.clear_cache()
+    with _bounded(60):
+        rows = [data.safe_run_row(r) for r in data.discover_runs([tmp_path])]
+    assert {r["run"] for r in rows} >= {"run", "plan"}
