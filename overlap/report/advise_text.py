@@ -12,6 +12,7 @@ from typing import Any
 from overlap.report.units import format_bytes, format_ps, format_rate
 
 _W_POLICY = 33
+BEYOND_ANY_LINK_BPS = 1e13
 
 
 def _pct(f: float | None) -> str:
@@ -70,11 +71,15 @@ def render_advice(a: dict[str, Any]) -> str:
             continue
         be = r["break_even_Bps"]
         moved = r["moved_bytes"] or 0
+        # Beyond 10 TB/s no host link comes close (PCIe Gen6 x16 is 128 GB/s): say so
+        # instead of printing a number wider than the column.
+        be_text = (">10 TB/s" if be is not None and be > BEYOND_ANY_LINK_BPS else
+                   format_rate(be) if be is not None else ("-" if not moved else "never"))
         out.append(
             f"{head}{format_bytes(r['device_peak_bytes']):>13}"
             f"{format_bytes(r['headroom_bytes']):>11}{format_ps(r['step_ps']):>10}"
             f"{_pct(r['vs_full_fraction']):>9}{format_bytes(moved):>12}"
-            f"{(format_rate(be) if be is not None else ('-' if not moved else 'never')):>12}")
+            f"{be_text:>12}")
         if r.get("same_program_as"):
             notes.append(f"{r['policy']} = same program as {r['same_program_as']}")
     out.append("")
