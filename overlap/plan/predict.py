@@ -76,8 +76,9 @@ def predict_capture(trace, result: dict, *, target: str | None = None,
                                  kernel_floor_us=kernel_floor_us)
         rows = join(result, est, estimate_at_measured=again)
         suggest = None
-        if d2h or h2d:
-            suggest = (f"overlap plan --target {tname} --host-bandwidth {(d2h or h2d) / 1e9:.1f}"
+        one_way = d2h or h2d
+        if one_way:
+            suggest = (f"overlap plan --target {tname} --host-bandwidth {one_way / 1e9:.1f}"
                        + (f" --host-bandwidth-h2d {h2d / 1e9:.1f}" if h2d and d2h else ""))
         programs.append({
             "module": name, "program_id": pid, "ops": rows,
