@@ -86,6 +86,8 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
     step_summary = result.get("step_summary") or {}
     return {
         "run": str(p), "label": label, "policy": policy.get("name") or label,
+        # host files of a pod capture that could not be read (the numbers cover the others)
+        "unreadable_hosts": list(result.get("unreadable_hosts") or []),
         "category": policy.get("category"), "offloads": bool(policy.get("offloaded")),
         "backend": result.get("backend"), "synthetic": bool(result.get("synthetic")),
         "platform": _platform(result),
@@ -494,6 +496,11 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None) ->
             left_out.append(f"left out {r.name}: {e.problem}")  # one bad run, not the others
     if captures and not rows:
         raise InputError(None, "no readable runs: " + "; ".join(left_out))
+    for row in rows:
+        bad = row.get("unreadable_hosts") or []
+        if bad:  # a partly read pod: compared on its readable hosts, and said so
+            left_out.append(f"{row['label']}: {len(bad)} host file(s) unreadable, its numbers "
+                            f"cover the other hosts ({bad[0]['path']}: {bad[0]['problem']})")
     _distinct_labels(rows)
     if rows:
         res = compare(rows, baseline)

@@ -182,9 +182,12 @@ def run(args: argparse.Namespace) -> int:
         if Path(args.baseline).is_dir() or args.baseline.endswith(".xplane.pb"):
             # A run or capture as the baseline: analysed the same way as PATH.
             from overlap.analysis import overlap as analysis
+            from overlap.cli.report import fail_on_unreadable
             from overlap.trace.reader import read_trace
 
-            baseline = analysis.analyze(read_trace(args.baseline),
+            base_trace = read_trace(args.baseline)
+            fail_on_unreadable(base_trace, baseline=True)  # else unlike compared with like
+            baseline = analysis.analyze(base_trace,
                                         hidden_threshold=args.hidden_threshold,
                                         exposed_threshold=args.exposed_threshold, top=args.top)
         else:

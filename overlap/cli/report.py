@@ -84,16 +84,18 @@ def read_and_analyze(args: argparse.Namespace):
         exposed_threshold=args.exposed_threshold, top=args.top)
 
 
-def fail_on_unreadable(trace) -> None:
+def fail_on_unreadable(trace, baseline: bool = False) -> None:
     """After the readable hosts' results are out: exit 3 naming the damaged host file(s), so CI
-    notices a capture that was read only in part (`Trace.unreadable`)."""
+    notices a capture that was read only in part (`Trace.unreadable`). A `baseline` read in
+    part is refused before anything is compared against it."""
     bad = getattr(trace, "unreadable", None) or []
     if bad:
         from overlap.errors import InputError
 
         more = f" (and {len(bad) - 1} more host file(s))" if len(bad) > 1 else ""
-        raise InputError(bad[0]["path"], f"{bad[0]['problem']}{more}; the output above covers "
-                                         f"the {len(trace.sources)} readable host file(s)")
+        tail = ("a baseline must be read whole" if baseline else
+                f"the output above covers the {len(trace.sources)} readable host file(s)")
+        raise InputError(bad[0]["path"], f"{bad[0]['problem']}{more}; {tail}")
 
 
 def register(sub) -> None:
@@ -150,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
             from overlap.trace.reader import read_trace
 
             baseline_trace = read_trace(args.baseline)
+            fail_on_unreadable(baseline_trace, baseline=True)
             from overlap.analysis import overlap as analysis
 
             baseline = analysis.analyze(baseline_trace, hidden_threshold=args.hidden_threshold,

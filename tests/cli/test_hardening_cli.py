@@ -247,3 +247,16 @@ def test_capture_duration_must_be_positive(value):
     r = run_cli("capture", "--attach", "localhost:1", "--duration-ms", value, "--out", "x",
                 timeout=60)
     assert r.returncode == 2 and "--duration-ms" in r.stderr
+
+
+def test_a_pod_baseline_or_compared_run_read_in_part_is_named(tmp_path):
+    from tests.trace.test_hardening import pod
+
+    root = pod(tmp_path / "runs" / "pod")
+    line = _one_line(run_cli("check", str(RUN), "--allow-no-transfers", "--baseline", str(root),
+                             timeout=120), 3)
+    assert "host-1.xplane.pb" in line and "baseline must be read whole" in line
+    shutil.copytree(BASE, tmp_path / "runs" / "base")
+    r = run_cli("compare", str(tmp_path / "runs"), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "note: pod: 1 host file(s) unreadable" in r.stdout and "host-1.xplane.pb" in r.stdout

@@ -512,3 +512,15 @@ def test_good_scheduler_addresses_pass(address, want):
     from overlap.trace.distributed import check_scheduler_address
 
     assert check_scheduler_address(address) == want
+
+
+def test_dask_reports_the_readable_hosts_and_names_the_damaged_one(tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    root = pod(tmp_path / "pod")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster:
+        r = run_cli("report", str(root), "--scheduler", cluster.scheduler_address, timeout=300)
+        trace = read_trace(root, scheduler=cluster.scheduler_address)
+    assert r.returncode == 3 and "host-1.xplane.pb" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "1 of 3 host file(s)" in r.stdout
+    assert trace.hosts == ["host-0", "host-2"] and len(trace.unreadable) == 1
