@@ -403,8 +403,11 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
         except rundata.RunLoadError:
             return dash.no_update
         figs = figures.run_figures(d, rundata.parse_step(step_value, d))
-        page = page_html(f"overlap: {run.name}", d.result, list(figs.values()),
-                         tables={"Most exposed transfers": figures.top_exposed_rows(d.result)})
+        tables = ({"Planned copies (PREDICTED by the roofline estimate; compiled, not run)":
+                   figures.planned_copies_rows(d.result.get("planned_copies") or [])}
+                  if d.result.get("status") == "PLAN" else
+                  {"Most exposed transfers": figures.top_exposed_rows(d.result)})
+        page = page_html(f"overlap: {run.name}", d.result, list(figs.values()), tables=tables)
         return dict(content=page, filename=f"overlap-{_safe(run.name)}.html")
 
     @app.callback(Output("compare-html", "data"), Input("compare-html-button", "n_clicks"),

@@ -375,7 +375,11 @@ def compare_figures(datas: list[tuple[str, Any]], baseline: str | None) -> dict[
             curves.append({"run": name, "device": "", "x": x, "y": y,
                            "baseline": name == baseline})
         else:
-            missing.append(name)
+            # Why there is no program-order curve, when the capture could not name the program
+            # that ran (several compiles of one name): said, never guessed.
+            how = str(((d.result or {}).get("program") or {}).get("how") or "")
+            missing.append(f"{name} ({how.split(' (')[0]})" if axis == "program"
+                           and how.startswith("cannot tell") else name)
     rows = compare_rows(datas, baseline)
     return {"memory": memory_figure(curves, axis, missing, syn),
             "step_time": step_time_figure(rows, syn),

@@ -135,3 +135,11 @@ def test_cannot_tell_is_said_not_guessed(sweep_runs):
     d = run_data(t, analyze(t), m)
     assert d.program_memory is None
     assert d.result["program"]["how"].startswith("cannot tell which of 3 programs")
+    # the Compare view says so next to the curves it can draw
+    from overlap.report import figures
+
+    other = _load(sweep_runs["qkv_proj_offloaded"])
+    fig = figures.compare_figures([("qkv", other), ("full", d)], "qkv")["memory"]
+    assert len(fig.data) == 1
+    note = " ".join(a.text for a in fig.layout.annotations)
+    assert "full (cannot tell which of 3 programs named jit_train_step ran)" in note
