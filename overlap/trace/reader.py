@@ -33,7 +33,8 @@ Classification (see docs/xspace.md for the evidence behind each rule):
 * TPU: a transfer is an `Async XLA Ops` span of an async start op that moves data across host
   memory space `S(5)`; without that line, the start..done pair of such an op from `XLA Ops`.
   The ops: `copy-start` (direction from where `S(5)` sits in its tuple, element 0 being the
-  destination) and `dynamic-update-slice-start` into / `dynamic-slice-start` out of an `S(5)`
+  destination; read from the program's HLO proto where `/host:metadata` carries it, once per
+  program, else from the op's HLO text: `overlap.trace.programs`) and `dynamic-update-slice-start` into / `dynamic-slice-start` out of an `S(5)`
   buffer, which is how the real XLA:TPU compiler offloads a scan's residuals (bytes = the slice;
   the same rule as `overlap.hlo.program.offload_inventory`, checked on its v5e output). Blind
   spot: with an `Async XLA Ops` line, only the ops it shows are counted (as xprof does).
@@ -86,6 +87,7 @@ from google.protobuf.message import DecodeError
 
 from overlap.errors import InputError
 from overlap.trace import vendors
+from overlap.trace.programs import ProgramCopies, program_key
 from overlap.trace.protos import XSpace
 from overlap.trace.wire import (
     GROUP_STRIDE,
@@ -363,10 +365,20 @@ def shape_bytes(shape: str) -> int | None:
     if not m or m.group(1) not in _DTYPE_BYTES:
         return None
     dims = [int(d) for d in m.group(2).replace(" ", "").split(",") if d]
+    return array_bytes(m.group(1), dims)
+
+
+def array_bytes(dtype: str, dims) -> int | None:
+    """Bytes of an array of `dtype` (an HLO type name) and `dims`; None for a type without a
+    size here or a count no array can have. One definition for the HLO text rule and the
+    programs' protos (`overlap.trace.programs`)."""
+    per = _DTYPE_BYTES.get(dtype)
+    if per is None:
+        return None
     n = 1
     for d in dims:  # Python ints: a huge shape must not wrap to a small byte count
-        n *= d
-    nbytes = math.ceil(n * _DTYPE_BYTES[m.group(1)])  # 4-bit types: whole bytes
+        n *= int(d)
+    nbytes = math.ceil(n * per)  # 4-bit types: whole bytes
     return nbytes if nbytes < (1 << 53) else None
 
 
@@ -816,6 +828,15 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
     raw_vendor: dict[str, tuple[Any, int, bool]] = {}  # device -> (device_vendor, events, tpu)
     other_planes: list[tuple[str, int]] = []  # /device: planes of no kind we read
 
+    meta_plane = next((pl for pl in planes if pl.name == METADATA_PLANE), None)
+
+    @functools.cache
+    def programs() -> ProgramCopies | None:
+        """TPU copy facts from the programs the capture carries (built once, on first use)."""
+        if meta_plane is None or not _PROGRAM_FACTS:
+            return None
+        return _program_copies(meta_plane)
+
     for plane in planes:
         P = Plane(plane)
         for line in plane.lines:
@@ -839,7 +860,7 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
             if "SparseCore" not in plane.name:
                 _device_row(devs, host, device, plane, P)
                 raw_vendor[device] = (None, 0, True)
-            _read_tpu_plane(P, device, host, line_base_ps, tr, co)
+            _read_tpu_plane(P, device, host, line_base_ps, tr, co, programs)
         elif plane.name == HOST_PLANE:
             cpu_compute_seen |= _read_host_plane(P, host, line_base_ps, co, st, mem,
                                                  hip_calls)
@@ -1108,7 +1129,8 @@ def _clean_column(values: np.ndarray) -> np.ndarray:
 _COPY_FACTS = ("hlo_module", "program_id", "raw_bytes_accessed", "bytes_accessed")
 
 
-def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) -> None:
+def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
+                    programs=lambda: None) -> None:
     by_name = {line.name: line for line in P.plane.lines}
     async_line = by_name.get(TPU_ASYNC_LINE)
     op_lines = [by_name[n] for n in sorted(TPU_OPS_LINES) if n in by_name]
@@ -1190,7 +1212,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
         copies = [i for i, t in enumerate(texts) if is_host_async_start(t)]
         facts_u: list[tuple | None] = [None] * len(mids)
         for i, f in zip(copies, _copy_facts(P, [mids[i] for i in copies],
-                                            [texts[i] for i in copies])):
+                                            [texts[i] for i in copies], programs())):
             facts_u[i] = f
         facts = np.array(facts_u + [None], object)[:-1][inv]
         sel = np.flatnonzero(np.array([f is not None for f in facts.tolist()], bool))
@@ -1226,7 +1248,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols) ->
     to_host = [i for i, t in enumerate(texts) if is_host_async_start(t)]
     facts_of = dict(zip([smids[i] for i in to_host],
                         _copy_facts(P, [smids[i] for i in to_host],
-                                    [texts[i] for i in to_host])))
+                                    [texts[i] for i in to_host], programs())))
     kept = [(s0, end, facts_of[m]) for s0, end, m in pairs if facts_of.get(m) is not None]
     add_transfers([k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept],
                   by_name.get("XLA Ops"))
@@ -1241,17 +1263,30 @@ def _meta_column(P: Plane, mids: np.ndarray, name: str) -> np.ndarray:
     return P.meta_columns(uniq, (name,))[name][inv]
 
 
-def _copy_facts(P: Plane, mids: list[int], texts: list[str]) -> list[tuple | None]:
+def _copy_facts(P: Plane, mids: list[int], texts: list[str],
+                programs: ProgramCopies | None = None) -> list[tuple | None]:
     """Per host async start op's metadata id (with its HLO text: copy-start or
     dynamic-(update-)slice-start): (direction, bytes, instruction, hlo_module, program_id), or
     None where the text names no host memory side. Both TPU
     paths (`Async XLA Ops` spans and copy-start/copy-done pairs) use it, once per distinct op;
-    program ids are converted once per distinct value."""
+    program ids are converted once per distinct value. Where `programs` holds the op's program
+    (its HLO proto), a copy-start's direction and bytes come from there (`overlap.trace.
+    programs`: the same rule on the instruction's shape, once per program); the text decides
+    the rest."""
+    got: list[tuple[str | None, int | None] | None] = [None] * len(mids)
+    if programs and mids:
+        pids_all = map_unique(P.meta_columns(mids, ("program_id",))["program_id"],
+                              as_id).tolist()
+        got = [programs.facts(pid, ins) for pid, ins in zip(pids_all, instruction_names(texts))]
+    rest = [i for i, d in enumerate(got) if d is None]
+    if rest:
+        for i, d in zip(rest, host_transfer_directions([texts[i] for i in rest])):
+            got[i] = d
     cand, dirs = [], []
-    for i, d in enumerate(host_transfer_directions(texts)):
-        if d[0] is not None:
+    for i, g in enumerate(got):
+        if g is not None and g[0] is not None:
             cand.append(i)
-            dirs.append(d)
+            dirs.append(g)
     out: list[tuple | None] = [None] * len(mids)
     if not cand:
         return out
@@ -1266,6 +1301,25 @@ def _copy_facts(P: Plane, mids: list[int], texts: list[str]) -> list[tuple | Non
             nbytes = as_int(raw[j]) or as_int(acc[j]) or 0
         out[i] = (direction, nbytes, instrs[j], module[j], pids[j])
     return out
+
+
+# TPU copy facts from the capture's HLO protos where it carries them (tests compare with the
+# text rule by turning this off).
+_PROGRAM_FACTS = True
+
+
+def _program_copies(plane) -> ProgramCopies:
+    """Program id -> its serialized HloProto, from the `/host:metadata` plane's entries (keyed
+    by program id; the proto in their `Hlo Proto` stat)."""
+    P = Plane(plane)
+    wanted = P.ids("Hlo Proto")
+    protos = {}
+    if wanted:
+        for k, md in plane.event_metadata.items():
+            proto = P.stats(md.stats, wanted).get("Hlo Proto")
+            if isinstance(proto, bytes) and proto:
+                protos[program_key(k)] = proto
+    return ProgramCopies(protos, array_bytes)
 
 
 # Host event stats read besides _HOST_WANTED (the decoder keeps only these; see _GPU_STATS).

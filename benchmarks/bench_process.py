@@ -1,0 +1,134 @@
+"""Whole processes, as a user or CI runs them: `overlap report --json FILE` against a bare upb
+decode of the same file in a fresh interpreter (issue 24).
+
+    python benchmarks/bench_process.py                      # GPU and TPU 1M (upb-written), many-ops TPU
+    python benchmarks/bench_process.py --rounds 5 --xprof   # with xprof's analyze_async_overlap
+    python benchmarks/bench_process.py --files a.xplane.pb b.xplane.pb
+
+Each cell is the median wall time of fresh processes (interpreter start and imports included:
+that is what a user waits for), rounds interleaved so machine noise hits every command alike;
+ratios are against `decode` in the same run. Peak RSS is the child's `ru_maxrss` (this parent
+stays small, so the fork+exec carry-over that spoils it in `bench.py` does not apply here).
+
+Commands:
+
+* `decode`: `XSpace.FromString(open(f).read())` with the project's schema, nothing else.
+* `report`: `python -m overlap report --json FILE > /dev/null` (the compiled scanner).
+* `report (upb)`: the same with `OVERLAP_SCANNER=0`: the fallback where the scanner was not built.
+* `xprof`: xprof's `analyze_async_overlap` CLI tool on the file (TPU files; `--xprof`).
+
+Inputs (SYNTHETIC, cached in `benchmarks/.cache/`): `synthetic_bulk`'s GPU and TPU 1M files
+re-serialised by upb (an independent writer's layout: `bench.py --encodings`), and the
+`many-ops tpu` shape of `bench_shapes.py` (every copy its own op metadata).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CACHE = HERE / ".cache"
+if str(REPO) not in sys.path:
+    sys.path.insert(1, str(REPO))
+
+DECODE = ("from overlap.trace.protos import XSpace\n"
+          "XSpace.FromString(open({f!r}, 'rb').read())")
+XPROF = ("from xprof.cli.tools.analyze_async_overlap_tool import analyze_async_overlap\n"
+         "analyze_async_overlap({f!r}, bypass_cache=True)")
+
+
+def commands(f: str, xprof: bool) -> dict[str, tuple[list[str], dict]]:
+    py = sys.executable
+    out = {
+        "decode": ([py, "-c", DECODE.format(f=f)], {}),
+        "report": ([py, "-m", "overlap", "report", "--json", f], {}),
+        "report (upb)": ([py, "-m", "overlap", "report", "--json", f], {"OVERLAP_SCANNER": "0"}),
+    }
+    if xprof:
+        out["xprof"] = ([py, "-c", XPROF.format(f=f)], {})
+    return out
+
+
+def run_once(argv: list[str], env: dict) -> tuple[float, int]:
+    """(wall seconds, peak RSS KiB) of one fresh process."""
+    full = dict(os.environ, **env)
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=full,
+                         cwd="/")
+    _, status, ru = os.wait4(p.pid, 0)
+    dt = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    err = p.stderr.read().decode() if p.stderr else ""
+    if p.returncode not in (0, 1):
+        raise SystemExit(f"{argv[:4]} exited {p.returncode}: {err[-500:]}")
+    return dt, ru.ru_maxrss
+
+
+def inputs(files: list[str]) -> list[Path]:
+    if files:
+        return [Path(f) for f in files]
+    sys.path.insert(0, str(HERE))
+    import bench
+    import bench_shapes
+
+    syn = bench.synthetic_inputs(["1M"], CACHE)
+    out = [Path(i["path"]) for i in bench.reencoded_inputs(syn, CACHE)]
+    many = CACHE / "many_ops_tpu.xplane.pb"
+    if not many.exists():
+        bench_shapes.many_ops_tpu(many, 3000)
+    return out + [many]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", nargs="*", default=[])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--xprof", action="store_true", help="also time xprof on TPU files")
+    ap.add_argument("--no-upb", action="store_true", help="skip the upb fallback's report")
+    a = ap.parse_args(argv)
+    print(f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; "
+          f"medians of {a.rounds} interleaved rounds (fresh processes)")
+    print("| input | MB | " + " | ".join(["decode s", "report", "report (upb)", "xprof",
+                                            "peak RSS decode / report (x file)"]) + " |")
+    print("|---|---|---|---|---|---|---|")
+    for f in inputs(a.files):
+        tpu = "tpu" in f.name
+        cmds = commands(str(f.resolve()), a.xprof and tpu)
+        if a.no_upb:
+            cmds.pop("report (upb)")
+        times: dict[str, list[float]] = {k: [] for k in cmds}
+        rss: dict[str, list[int]] = {k: [] for k in cmds}
+        for _ in range(a.rounds):
+            for k, (argv_, env) in cmds.items():
+                dt, kib = run_once(argv_, env)
+                times[k].append(dt)
+                rss[k].append(kib)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        mb = f.stat().st_size / 1e6
+        d = med["decode"]
+
+        def cell(k: str) -> str:
+            if k not in med:
+                return "-"
+            s = f"{med[k] / d:.2f}x ({med[k]:.2f} s)"
+            if k == "report" and "xprof" in med:
+                s += f", {med['xprof'] / med['report']:.1f}x faster than xprof"
+            return s
+
+        peak = {k: max(v) / 1024 for k, v in rss.items()}
+        print(f"| {f.name} | {mb:.1f} | {d:.2f} | {cell('report')} | {cell('report (upb)')} | "
+              f"{cell('xprof')} | {peak['decode']:.0f} / {peak['report']:.0f} MiB "
+              f"({peak['report'] * 2**20 / f.stat().st_size:.1f}x) |", flush=True)
+    print(f"# load average {os.getloadavg()[0]:.1f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
