@@ -142,6 +142,9 @@ def run(args: argparse.Namespace) -> int:
         require_extra("dashboard", "plotly")
     plan = _plan(args.path)
     if plan is not None:
+        if getattr(args, "predict", False):
+            raise UsageError(f"{args.path}: --predict puts a plan's estimate beside a capture; "
+                             "this is a plan run (its report already is the estimate)")
         return report_plan(args, plan)
     baseline = baseline_trace = baseline_manifest = None
     if args.baseline:

@@ -122,6 +122,9 @@ def test_cli_h100_scan_is_not_all_hidden_at_pcie_gen5(tmp_path):
     assert est["break_even_Bps"] > 64e9
     assert any("at least 1 us" in a for a in est["assumptions"])
     assert off["memory_budget"]["bytes"] == int(0.75 * (81559 << 20))
+    # A plan run is not a capture: nothing measured to put a prediction beside.
+    again = run_cli("report", str(tmp_path / "a" / "h100-scan-offload_x"), "--predict")
+    assert again.returncode == 2 and "plan run" in again.stderr
     # The user's budget and floor replace the defaults, and say so.
     p = run_cli("plan", "--target", "h100", "--workload", "scan", "--policy", "offload:x",
                 "--out", str(tmp_path / "b"), "--memory-budget", "0.001",
