@@ -53,7 +53,7 @@ from overlap.report.rundata import (  # noqa: F401 (re-exported)
     step_options,
 )
 from overlap.report.units import format_bytes
-from overlap.trace.paths import read_side_file, read_side_json
+from overlap.trace.paths import open_regular, read_side_file, read_side_json
 
 XPLANE_SUFFIX = ".xplane.pb"
 MANIFEST = "run.json"
@@ -415,13 +415,13 @@ def _content_fp(run: Run) -> tuple:
     for p in run.files:
         h = hashlib.sha256()
         try:
-            with open(p, "rb") as f:
+            with open_regular(p, "capture file") as f:
                 h.update(f.read(1 << 16))
                 size = os.fstat(f.fileno()).st_size
                 if size > 1 << 17:
                     f.seek(size - (1 << 16))
                 h.update(f.read(1 << 16))
-        except OSError:
+        except (OSError, InputError):  # the load that follows names the problem
             pass
         parts.append(h.hexdigest())
     return (run.fingerprint(), tuple(parts))
@@ -431,10 +431,10 @@ def _mac_key(d: Path) -> bytes | None:
     """This user's secret for cache-entry checksums (created once, mode 0600)."""
     key_file = d / "key"
     try:
-        data = key_file.read_bytes()
+        data = read_side_file(key_file, "cache key", limit=64)
         if len(data) == 32:
             return data
-    except OSError:
+    except (OSError, InputError):
         pass
     try:
         d.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -788,7 +788,10 @@ def hlo_protos_from_xspace(xspace: str | os.PathLike | bytes | Any) -> dict[str,
 
     `xspace` is an ``.xplane.pb`` path, its bytes, or a parsed XSpace."""
     if isinstance(xspace, (str, os.PathLike)):
-        xspace = Path(xspace).read_bytes()
+        from overlap.trace.paths import open_regular
+
+        with open_regular(xspace, "capture file") as f:  # never a FIFO or a device
+            xspace = f.read()
     if isinstance(xspace, (bytes, bytearray)):
         xspace = XSpace.FromString(bytes(xspace))
     out: dict[str, bytes] = {}
