@@ -33,6 +33,8 @@ def register(sub) -> None:
     p.add_argument("--topology", metavar="TOPO", help="TPU topology (default per target)")
     p.add_argument("--host-bandwidth", type=float, metavar="GB/s",
                    help="host link bandwidth for the estimate (default: the target's)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="programs compiled at once (default: 2 on a machine with 2+ cores)")
     p.add_argument("--json", action="store_true", help="print the advice as JSON")
     p.add_argument("--quiet", action="store_true", help="no per-policy progress on stderr")
     p.set_defaults(func=run)
@@ -56,20 +58,29 @@ def run(args: argparse.Namespace) -> int:
 
     require_compiler(target)
 
+    if args.jobs is not None and not 1 <= args.jobs <= 64:
+        raise UsageError("--jobs must be between 1 and 64")
+    # Progress goes to the terminal's stderr as it is now: while compiles run, file
+    # descriptor 2 is redirected to keep the compilers' own chatter off the screen.
+    err = None if args.quiet else os.fdopen(os.dup(2), "w", buffering=1)
+
     def progress(msg: str) -> None:
-        if not args.quiet:
-            print(f"  {msg}", file=sys.stderr, flush=True)
+        if err is not None:
+            err.write(f"  {msg}\n")
 
     try:
         advice = advise_workload(
             args.workload, target, policies=args.policy, memory_budget_gib=args.memory_budget,
             out=args.out, topology=args.topology,
             host_link_Bps=None if args.host_bandwidth is None else args.host_bandwidth * 1e9,
-            progress=progress)
+            progress=progress, jobs=args.jobs)
     except ValueError as e:  # unknown workload or size
         raise UsageError(str(e)) from None
     except FileExistsError as e:
         raise UsageError(f"{e}: a run with that name exists; choose another --out") from None
+    finally:
+        if err is not None:
+            err.close()
     if args.json:
         json.dump(advice.result, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

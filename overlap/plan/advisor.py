@@ -113,11 +113,29 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())[:2000] or type(e).__name__
 
 
+@dataclasses.dataclass
+class _Job:
+    slot: int        # index of its row in policy order
+    policy: Any
+    info: dict
+    label: str
+    args: tuple      # (jitted, state, batch, workload, lowered)
+    key: str         # hash of the lowered module
+
+
+def default_jobs() -> int:
+    """Compiles at once: two where there are two cores (XLA's compile of one program leaves
+    the second mostly idle; under a loaded machine two threads also get two shares of it)."""
+    return max(1, min(2, os.cpu_count() or 1))
+
+
 def _advise(make: Callable[[Any], tuple[Any, Any, Any, dict | None]], names: list[str],
             tgt: Target, *, policies: Iterable[str] | None, budget: Any,
             out: str | os.PathLike | None, topology: str | None,
             host_link_Bps: float | None, label_prefix: str, subject: str,
-            progress: Callable[[str], None] | None) -> Advice:
+            progress: Callable[[str], None] | None, jobs: int | None = None) -> Advice:
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     from overlap.analysis.advise import advise as rank
     from overlap.capture.policies import get_policy
 
@@ -125,14 +143,17 @@ def _advise(make: Callable[[Any], tuple[Any, Any, Any, dict | None]], names: lis
              else policy_space(names))
     t_all = time.perf_counter()
     plans: list[Plan] = []
-    manifests: list[dict] = []
-    seen: dict[str, dict] = {}  # lowered-module hash -> manifest of the plan compiled for it
+    slots: list[dict | None] = []   # one manifest per policy, in policy order
+    todo: list[_Job] = []
+    first: dict[str, _Job] = {}     # lowered-module hash -> the job that compiles it
+    dups: list[tuple[int, dict, str, str]] = []
+    # Lower every policy here, one after another (tracing is Python and quick); compile the
+    # distinct programs below, `jobs` at a time.
     for spec, source in space:
-        t0 = time.perf_counter()
         try:
             pol = get_policy(spec)
         except ValueError as e:
-            manifests.append(_failed_manifest(tgt, {"name": spec}, None, str(e)))
+            slots.append(_failed_manifest(tgt, {"name": spec}, None, str(e)))
             continue
         info = {**_policy_info(pol), "source": source}
         label = _safe_label(f"{label_prefix}{tgt.name}-{subject}-{pol.name}")
@@ -147,32 +168,52 @@ def _advise(make: Callable[[Any], tuple[Any, Any, Any, dict | None]], names: lis
             if out is not None:
                 write_plan(plan, out, label)
             plans.append(plan)
-            manifests.append({**plan.manifest, "label": label})
+            slots.append({**plan.manifest, "label": label})
             continue
-        if key in seen:
-            # The same program as a policy compiled already: its numbers, not a new compile.
-            m = {k: v for k, v in seen[key].items() if not k.startswith("_")}
-            manifests.append({**m, "policy": info, "same_program_as": seen[key]["label"],
-                              "label": seen[key]["label"]})
-            if progress:
-                progress(f"{pol.name}: same program as {seen[key]['label']}")
+        slots.append(None)
+        if key in first:
+            # The same program as a policy lowered already: its numbers, not a new compile.
+            dups.append((len(slots) - 1, info, key, pol.name))
             continue
+        job = _Job(len(slots) - 1, pol, info, label,
+                   (jitted, state, batch, workload, lowered), key)
+        first[key] = job
+        todo.append(job)
+
+    def compile_job(job: _Job) -> tuple[Plan, float]:
+        t0 = time.perf_counter()
+        jitted, state, batch, workload, lowered = job.args
         plan = compile_one(jitted, state, batch, tgt, topology=topology,
-                           host_link_Bps=host_link_Bps, policy=pol.name, policy_info=info,
-                           workload=workload, budget=budget, lowered=lowered)
-        if out is not None:
-            write_plan(plan, out, label)
-        plans.append(plan)
-        m = {**{k: v for k, v in plan.manifest.items() if not k.startswith("_")},
-             "label": label}
-        seen[key] = m
-        manifests.append(m)
+                           host_link_Bps=host_link_Bps, policy=job.policy.name,
+                           policy_info=job.info, workload=workload, budget=budget,
+                           lowered=lowered)
+        return plan, time.perf_counter() - t0
+
+    done: dict[str, dict] = {}
+    workers = max(1, jobs if jobs is not None else default_jobs())
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(compile_job, job): job for job in todo}
+        for fut in as_completed(futures):
+            job = futures[fut]
+            plan, seconds = fut.result()
+            if out is not None:
+                write_plan(plan, out, job.label)
+            plans.append(plan)
+            m = {**{k: v for k, v in plan.manifest.items() if not k.startswith("_")},
+                 "label": job.label}
+            done[job.key] = slots[job.slot] = m
+            if progress:
+                progress(f"{job.policy.name}: {plan.status} in {seconds:.1f} s")
+    for slot, info, key, name in dups:
+        m = done[key]
+        slots[slot] = {**m, "policy": info, "same_program_as": m["label"]}
         if progress:
-            progress(f"{pol.name}: {plan.status} in {time.perf_counter() - t0:.1f} s")
+            progress(f"{name}: same program as {m['label']}")
+    manifests = [m for m in slots if m is not None]
     result = rank(manifests, budget.to_dict())
     result.update(
         target=tgt.name, subject=subject, checkpoint_names=names,
-        policies_considered=len(space), programs_compiled=len(seen),
+        policies_considered=len(space), programs_compiled=len(todo), compile_jobs=workers,
         seconds=round(time.perf_counter() - t_all, 1),
         estimate_model=next(((m.get("estimate") or {}).get("model") for m in manifests
                              if m.get("estimate")), None),
@@ -196,13 +237,15 @@ def advise(step_factory: Callable, state: Any, batch: Any, *, target: str | Targ
            policies: Iterable[str] | None = None, memory_budget_gib: float | None = None,
            out: str | os.PathLike | None = None, topology: str | None = None,
            host_link_Bps: float | None = None, label_prefix: str = "",
-           name: str = "step", progress: Callable[[str], None] | None = None) -> Advice:
+           name: str = "step", progress: Callable[[str], None] | None = None,
+           jobs: int | None = None) -> Advice:
     """Rank policies for a user's step on `target` (see the module docstring).
 
     `step_factory(policy)` returns the step for that `overlap.capture.policies.Policy` (apply it
     with `policy.wrap(layer_fn)`), as `plan_step` takes it; `state`/`batch` are pytrees of
     arrays or `jax.ShapeDtypeStruct`s. `policies` replaces the automatic policy space.
-    `memory_budget_gib` replaces the target's usable memory (`targets.memory_budget`)."""
+    `memory_budget_gib` replaces the target's usable memory (`targets.memory_budget`).
+    `jobs`: programs compiled at once (default `default_jobs()`)."""
     import jax
 
     from overlap.capture.policies import get_policy
@@ -219,14 +262,15 @@ def advise(step_factory: Callable, state: Any, batch: Any, *, target: str | Targ
 
     return _advise(make, names, tgt, policies=policies, budget=budget, out=out,
                    topology=topology, host_link_Bps=host_link_Bps, label_prefix=label_prefix,
-                   subject=name, progress=progress)
+                   subject=name, progress=progress, jobs=jobs)
 
 
 def advise_workload(spec: str, target: str | Target, *, policies: Iterable[str] | None = None,
                     memory_budget_gib: float | None = None,
                     out: str | os.PathLike | None = None, topology: str | None = None,
                     host_link_Bps: float | None = None,
-                    progress: Callable[[str], None] | None = None) -> Advice:
+                    progress: Callable[[str], None] | None = None,
+                    jobs: int | None = None) -> Advice:
     """Rank policies for a built-in (or `module:function`) workload on `target`."""
     from overlap.capture.policies import get_policy
     from overlap.capture.workloads import parse_spec
@@ -244,7 +288,7 @@ def advise_workload(spec: str, target: str | Target, *, policies: Iterable[str] 
 
     advice = _advise(make, names, tgt, policies=policies, budget=budget, out=out,
                      topology=topology, host_link_Bps=host_link_Bps, label_prefix="",
-                     subject=wname, progress=progress)
+                     subject=wname, progress=progress, jobs=jobs)
     advice.result["workload"] = f"{wname}:{size}"
     if advice.path is not None:
         advice.path.write_text(json.dumps(advice.result, indent=2, default=str) + "\n")

@@ -30,6 +30,7 @@ import os
 import platform as _platform
 import re
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -56,25 +57,44 @@ def require_compiler(target: Target) -> None:
             raise PlanUnavailable(f"{target.name}: {what} is not installed; {EXTRA_HINT}")
 
 
+# File descriptor 2 is one per process: nested or concurrent (threads compiling at once, as
+# `overlap advise` does) quiet sections share one redirection, made by the first to enter and
+# undone by the last to leave.
+_QUIET_LOCK = threading.Lock()
+_QUIET: dict[str, Any] = {"depth": 0, "saved": None, "tmp": None}
+
+
 @contextlib.contextmanager
 def quiet_native_stderr(log: list[str] | None = None):
     """Silence what libtpu and the CUDA plugin print on file descriptor 2 while they load and
-    compile with no device (cuInit errors, TPU metadata-server warnings); keep it in `log`."""
+    compile with no device (cuInit errors, TPU metadata-server warnings); keep it in `log`
+    (with concurrent sections, `log` may also hold what the others printed meanwhile)."""
     import sys
 
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        os.dup2(tmp.fileno(), 2)
-        try:
-            yield
-        finally:
+    with _QUIET_LOCK:
+        if _QUIET["depth"] == 0:
             sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
+            _QUIET["saved"] = os.dup(2)
+            _QUIET["tmp"] = tempfile.TemporaryFile(mode="w+b")
+            os.dup2(_QUIET["tmp"].fileno(), 2)
+        _QUIET["depth"] += 1
+        tmp = _QUIET["tmp"]
+        start = os.lseek(tmp.fileno(), 0, os.SEEK_END)
+    try:
+        yield
+    finally:
+        with _QUIET_LOCK:
+            sys.stderr.flush()
             if log is not None:
-                tmp.seek(0)
-                log.append(tmp.read().decode("utf-8", "replace"))
+                end = os.lseek(tmp.fileno(), 0, os.SEEK_END)
+                log.append(os.pread(tmp.fileno(), end - start, start).decode("utf-8",
+                                                                             "replace"))
+            _QUIET["depth"] -= 1
+            if _QUIET["depth"] == 0:
+                os.dup2(_QUIET["saved"], 2)
+                os.close(_QUIET["saved"])
+                _QUIET["tmp"].close()
+                _QUIET.update(saved=None, tmp=None)
 
 
 _DEVICES: dict[tuple[str, str], list] = {}
