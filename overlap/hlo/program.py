@@ -835,8 +835,9 @@ def pick_module(protos: dict[str, bytes], hint: str | None = None) -> tuple[str,
 
 def hlo_text_from_proto(hlo_proto: bytes | Any) -> str:
     """HLO text (the form `compiled.as_text()` prints, schedule order kept) of a serialized
-    ``HloProto`` or ``HloModuleProto``, printed by XLA itself through jaxlib (so every field
-    our own proto subset leaves out, layouts and backend configs included, is there).
+    ``HloProto`` (or an HloProto message), as a capture's ``/host:metadata`` plane carries it,
+    printed by XLA itself through jaxlib: every field our own proto subset leaves out
+    (layouts, tiles, backend configs) survives, since unknown fields are kept on re-serializing.
     Needs jaxlib (the `plan` extra)."""
     from overlap.errors import require_extra
 

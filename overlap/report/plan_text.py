@@ -3,7 +3,11 @@
 A plan is compiled for a target and never run, so every number here is either the compiler's
 (memory analysis, offload inventory) or the roofline estimate's (`overlap.hlo.schedule`), and
 the header says so. Peak device memory is `memory_analysis` temp + arguments + outputs -
-aliases (`overlap.analysis.memory.memory_analysis_peak`).
+aliases (`overlap.analysis.memory.memory_analysis_peak`); "fits" is against the plan's memory
+budget, named under the table. Each plan that moves bytes gets one sentence per direction,
+built from the same per-direction numbers as the table's `D2H hid*` / `H2D hid*` columns
+(hidden fraction, break-even host bandwidth, copies no bandwidth hides), so the two cannot
+disagree; the estimate's assumptions follow the table.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ def direction_sentence(r: dict, d: str) -> str | None:
 def _fits_text(r: dict) -> str:
     budget = r.get("memory_budget_bytes") or r.get("device_memory_bytes")
     if r["fits"] is None or budget is None:
-        return "fit unknown (no memory analysis)"
+        return "fit unknown (no memory analysis or no budget)"
     if r["fits"]:
         return f"fits the {format_bytes(budget)} budget"
     return (f"does NOT fit: device peak {format_bytes(r['device_peak_bytes'])} > the "
@@ -113,10 +117,13 @@ def render_plans(plans: list[dict]) -> str:
                 parts.append("plans no host transfers")
             parts.append(_fits_text(r))
             out.append(f"{t} {r['policy']}: " + "; ".join(parts))
-            for d in ("D2H", "H2D"):
-                sentence = direction_sentence(r, d)
-                if sentence:
-                    out.append(f"  {sentence} *")
+            sentences = [s for s in (direction_sentence(r, d) for d in ("D2H", "H2D")) if s]
+            for sentence in sentences:
+                out.append(f"  {sentence} *")
+            if moved and not sentences and r["predicted_hidden_fraction"] is not None:
+                # A plan written before per-direction estimates: its overall number only.
+                out.append(f"  predicted {format_hidden(r['predicted_hidden_fraction'])} "
+                           "hidden overall (an older plan: no per-direction estimate) *")
             for n in m.get("notes") or []:
                 out.append(f"  note: {n}")
     seen: set = set()
