@@ -1,7 +1,7 @@
 """Whole processes, as a user or CI runs them: `overlap report --json FILE` against a bare upb
 decode of the same file in a fresh interpreter (issue 24).
 
-    python benchmarks/bench_process.py                      # GPU and TPU 1M (upb-written), many-ops TPU
+    python benchmarks/bench_process.py        # GPU and TPU 1M (upb-written), many-ops TPU
     python benchmarks/bench_process.py --rounds 5 --xprof   # with xprof's analyze_async_overlap
     python benchmarks/bench_process.py --files a.xplane.pb b.xplane.pb
 
@@ -71,6 +71,16 @@ def run_once(argv: list[str], env: dict) -> tuple[float, int]:
     return dt, ru.ru_maxrss
 
 
+def cell(med: dict[str, float], k: str) -> str:
+    """`k`'s median as a ratio to decode (and seconds); the report's speed-up over xprof."""
+    if k not in med:
+        return "-"
+    s = f"{med[k] / med['decode']:.2f}x ({med[k]:.2f} s)"
+    if k == "report" and "xprof" in med:
+        s += f", {med['xprof'] / med['report']:.1f}x faster than xprof"
+    return s
+
+
 def inputs(files: list[str]) -> list[Path]:
     if files:
         return [Path(f) for f in files]
@@ -113,18 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         med = {k: statistics.median(v) for k, v in times.items()}
         mb = f.stat().st_size / 1e6
         d = med["decode"]
-
-        def cell(k: str) -> str:
-            if k not in med:
-                return "-"
-            s = f"{med[k] / d:.2f}x ({med[k]:.2f} s)"
-            if k == "report" and "xprof" in med:
-                s += f", {med['xprof'] / med['report']:.1f}x faster than xprof"
-            return s
-
         peak = {k: max(v) / 1024 for k, v in rss.items()}
-        print(f"| {f.name} | {mb:.1f} | {d:.2f} | {cell('report')} | {cell('report (upb)')} | "
-              f"{cell('xprof')} | {peak['decode']:.0f} / {peak['report']:.0f} MiB "
+        print(f"| {f.name} | {mb:.1f} | {d:.2f} | {cell(med, 'report')} | "
+              f"{cell(med, 'report (upb)')} | {cell(med, 'xprof')} | "
+              f"{peak['decode']:.0f} / {peak['report']:.0f} MiB "
               f"({peak['report'] * 2**20 / f.stat().st_size:.1f}x) |", flush=True)
     print(f"# load average {os.getloadavg()[0]:.1f} at the end")
     return 0

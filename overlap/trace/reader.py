@@ -34,10 +34,11 @@ Classification (see docs/xspace.md for the evidence behind each rule):
   memory space `S(5)`; without that line, the start..done pair of such an op from `XLA Ops`.
   The ops: `copy-start` (direction from where `S(5)` sits in its tuple, element 0 being the
   destination; read from the program's HLO proto where `/host:metadata` carries it, once per
-  program, else from the op's HLO text: `overlap.trace.programs`) and `dynamic-update-slice-start` into / `dynamic-slice-start` out of an `S(5)`
-  buffer, which is how the real XLA:TPU compiler offloads a scan's residuals (bytes = the slice;
-  the same rule as `overlap.hlo.program.offload_inventory`, checked on its v5e output). Blind
-  spot: with an `Async XLA Ops` line, only the ops it shows are counted (as xprof does).
+  program, else from the op's HLO text: `overlap.trace.programs`) and
+  `dynamic-update-slice-start` into / `dynamic-slice-start` out of an `S(5)` buffer, which
+  is how the real XLA:TPU compiler offloads a scan's residuals (bytes = the slice; the same
+  rule as `overlap.hlo.program.offload_inventory`, checked on its v5e output). Blind spot:
+  with an `Async XLA Ops` line, only the ops it shows are counted (as xprof does).
   Compute is every `XLA Ops` (and `Sparse Core Ops`) event that is not itself an async
   start/done op, like xprof's analysis.
 * CPU: XLA:CPU thunks (host events carrying `hlo_op`) are compute. XLA:CPU compiles host
