@@ -44,9 +44,12 @@ Classification (see docs/xspace.md for the evidence behind each rule):
 * CPU: XLA:CPU thunks (host events carrying `hlo_op`) are compute. XLA:CPU compiles host
   offload away, so a CPU capture has no transfers; that is reported, not raised.
 
-Speed: `read_trace` walks the XSpace wire format itself down to the lines, lets upb parse only
-the rest (names, metadata, plane stats), locates every line's events in the file buffer, and
-decodes their XEvent/XStat fields for whole lines at once with numpy (see "Fast path" below).
+Speed: `read_trace` reads the file with the compiled scanner (`overlap/trace/_scan.pyx`, see
+`wire`): upb parses only the rest (names, metadata, plane stats), and each line's events are
+decoded in one compiled pass into arrays (metadata id, offset, duration, the stats the rules
+read, typed): no Python object per event. Where the scanner was not built (no C compiler at
+install) upb parses the whole file and the same arrays are built from its messages: the same
+tables, several times slower (said once on stderr).
 TPU planes' event metadata (one op's HLO text per entry, most of a TPU file) is not given to
 upb: `wire.MetaTable` decodes the entries' names and stats for many ids at once, and the
 per-op rules work on whole columns (async boundaries on display-name bytes, copy directions
@@ -56,13 +59,12 @@ refuse a damaged entry as before).
 Lines of fewer than `_SMALL_LINE` events on GPU planes are read together, several planes at
 once (`wire.PlaneGroup`): a capture with thousands of small device planes does not pay numpy's
 fixed cost per line. The rules above are still applied per event; nothing is decided per line
-or per metadata id alone. The decoder checks wire types and lengths (a damaged event is an
-`InputError`, as a parse failure is) but does not validate UTF-8 inside event string stats
-(decoded with replacement).
-Events whose metadata id can never give a row (host-plane Python-tracer `$...`, `end: ...` and
-`ThreadpoolListener::*` events, the `Async XLA Ops` line where only metadata decides, and host
-events of non-memory metadata on a plane with no `_r`/`hlo_op` stat at all) have only their
-`metadata_id`/`offset_ps`/`duration_ps` decoded: damage inside their stats goes unnoticed.
+or per metadata id alone. The scanner checks wire types and lengths of every line it decodes
+(a damaged event is an `InputError`, as a parse failure is) but does not validate UTF-8 inside
+event string stats (decoded with replacement). Events whose metadata id can never give a row
+(host-plane Python-tracer `$...`, `end: ...` and `ThreadpoolListener::*` events, the `Async
+XLA Ops` line where only metadata decides, and host events of non-memory metadata on a plane
+with no `_r`/`hlo_op` stat at all) keep no stats.
 
 Blind spots: events aggregated with `num_occurrences` have no position and are skipped; GPU time
 is CUPTI time shifted once onto wall time (no drift correction); a memcpy that XLA issues outside
@@ -677,7 +679,7 @@ def read_host_file(f: str | os.PathLike) -> dict[str, Any]:
 
 
 def _read_host_file(f: Path) -> dict[str, Any]:
-    # Our own wire walk down to the lines, upb for the rest (see "Fast path"); a damaged
+    # The scanner down to the lines, upb for the rest (see "Speed"); a damaged
     # event surfaces in the decoder instead of the parser, with the same message.
     data, n = _read_file(f, PAD)
     try:
