@@ -113,3 +113,25 @@ def test_cli_advise_json_and_text(tmp_path):
     r = run_cli("advise", "--target", "v5e", "--workload", "nope:tiny:x:y", "--out",
                 str(tmp_path / "b"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_policies_that_fail_are_rows_with_the_reason(tmp_path):
+    ws, x = _args()
+
+    def factory(policy):
+        if policy.name == "save:h":
+            raise RuntimeError("this step cannot take save:h")
+        return _factory(policy)
+
+    a = advise(factory, ws, x, target="v5e", out=tmp_path, name="t",
+               policies=["save:x", "save:h", "no_such_policy"], jobs=1)
+    rows = {row["policy"]: row for row in a.result["rows"]}
+    assert rows["save:x"]["status"] == "ok" and rows["save:x"]["rank"] == 1
+    assert rows["save:h"]["status"] == "compile_error"
+    assert "cannot take save:h" in rows["save:h"]["reason"]
+    assert rows["no_such_policy"]["status"] == "compile_error"
+    assert "unknown policy" in rows["no_such_policy"]["reason"]
+    assert a.result["recommended"] == "save:x"
+    # The failed lowering is a plan run too: `overlap check` fails its `compiles`.
+    r = run_cli("check", str(tmp_path / "v5e-t-save_h"))
+    assert r.returncode == 1 and "[FAIL] compiles" in r.stdout
