@@ -3,9 +3,11 @@
 Discovery (`discover_runs`) walks each log directory and lists *complete* runs only:
 
 * a run directory is one holding `run.json` (written last by `overlap capture`, so its presence
-  marks the capture as finished) and `plugins/profile/<ts>/<host>.xplane.pb`; a directory with
-  a capture but no parseable `run.json`, or any directory named `*.partial-*`, is half written
-  and never listed;
+  marks the capture as finished) and `plugins/profile/<ts>/<host>.xplane.pb`; any directory
+  named `*.partial-*` is half written and never listed. A `run.json` that cannot be read (not
+  JSON, not an object, not a regular file, too large, or pointing outside the logdir) is
+  damage, not a write in progress (it is written atomically): its run is listed, with the
+  problem as its error row;
 * a bare `*.xplane.pb` outside any `plugins/` tree (how `sample_traces/` ships captures) is a
   run of its own, named after the file.
 
