@@ -74,8 +74,12 @@ class MissingExtra(UsageError):
 
     def __init__(self, extra: str, missing: str):
         self.extra = extra
+        self.missing = missing
         super().__init__(f"{EXTRAS.get(extra, extra)} needs {missing}, which is not installed: "
                          f"{install_hint(extra)}")
+
+    def __reduce__(self):  # rebuilt from its arguments, as InputError is
+        return (type(self), (self.extra, self.missing))
 
 
 def has_module(name: str) -> bool:

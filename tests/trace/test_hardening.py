@@ -524,3 +524,14 @@ def test_dask_reports_the_readable_hosts_and_names_the_damaged_one(tmp_path):
     assert r.returncode == 3 and "host-1.xplane.pb" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and "1 of 3 host file(s)" in r.stdout
     assert trace.hosts == ["host-0", "host-2"] and len(trace.unreadable) == 1
+
+
+def test_every_overlap_error_survives_pickling():
+    import pickle
+
+    from overlap.errors import MissingExtra, UsageError
+
+    for e in (UsageError("--x: bad"), MissingExtra("dask", "dask"), InputError(None, "empty")):
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == str(e)
+        assert back.exit_code == e.exit_code
