@@ -10,7 +10,7 @@ host files on.
 Dask (`pip install 'overlap-jax[dask]'`): `scheduler` is a distributed scheduler address
 (`tcp://10.0.0.5:8786`); the workers must see the files at the same paths (shared storage).
 The address is checked before anything connects (`check_scheduler_address`: a usage error, exit
-2), and connecting is bounded by `CONNECT_TIMEOUT_S` whatever answers at the address.
+2), and connecting is bounded (`CONNECT_TIMEOUT_S` plus 5 s of grace) whatever answers there.
 
 A damaged host file does not sink the other hosts: each map task returns its host's tables or
 the `InputError` that refused the file (`map_hosts` returns both, in file order), and the caller
