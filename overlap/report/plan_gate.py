@@ -67,6 +67,7 @@ def run_plan_checks(manifest: dict[str, Any], *, min_offload_bytes: int | None =
     # The plan's usable budget (JAX's share of the device, `overlap.plan.targets.memory_budget`)
     # when it has one: the same limit its `fits` verdict used; older plans: the device memory.
     budget = manifest.get("memory_budget") or {}
+    limit: int | None
     if max_device_gib is not None:
         limit, where = int(max_device_gib * (1 << 30)), f"--max-device-gib {max_device_gib:g}"
     elif budget.get("bytes"):
