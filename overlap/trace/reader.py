@@ -1187,7 +1187,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         co.add(len(idx), host=host, device=device, start_ps=ev.starts[idx],
                end_ps=ev.starts[idx] + ev.durs[idx], name=names[idx], hlo_op=names[idx],
                hlo_module=_meta_column(P, mids[idx], "hlo_module"),
-               program_id=map_unique(_meta_column(P, mids[idx], "program_id"), as_id),
+               program_id=_meta_ids(P, mids[idx], "program_id"),
                stream=line.id, line=line.name)
 
     def add_transfers(starts, ends, facts, line):
@@ -1265,6 +1265,14 @@ def _meta_column(P: Plane, mids: np.ndarray, name: str) -> np.ndarray:
     """Per event, its metadata's stat `name` (None where absent), once per distinct id."""
     uniq, inv = np.unique(mids, return_inverse=True)
     return P.meta_columns(uniq, (name,))[name][inv]
+
+
+def _meta_ids(P: Plane, mids: np.ndarray, name: str) -> np.ndarray:
+    """Per event, its metadata's identifier stat `name` (`as_id`; None where absent), converted
+    once per distinct metadata id, not once per event."""
+    uniq, inv = np.unique(mids, return_inverse=True)
+    vals = P.meta_columns(uniq, (name,))[name].tolist()
+    return np.array([as_id(v) for v in vals] + [None], object)[:-1][inv]
 
 
 def _copy_facts(P: Plane, mids: list[int], texts: list[str],
