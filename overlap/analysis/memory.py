@@ -90,7 +90,8 @@ def executed_program(trace, manifest: dict | None = None) -> dict[str, Any]:
     profiling, so each capture holds several programs of that name; the one a run executed is:
 
     1. run.json's `program.program_id` (recorded by `overlap capture` from the compiled step);
-    2. else the compile whose XLA op events took the most time in the capture (`program_id`);
+    2. else the compile whose XLA op events took the most time in the capture (`program_id`;
+       the reader keeps it on XLA:CPU and TPU ops, not per GPU kernel);
     3. else the only program of that name in the capture.
 
     Otherwise it cannot tell, and says so. Returns `{"module", "program_id", "name" (the
