@@ -4,12 +4,22 @@
 own). Three tabs:
 
 * **Runs**: one row per complete run (backend, device, workload, policy, step time, peak memory,
-  D2H/H2D overlap, verdict); the baseline for comparisons is chosen here (default: the remat
-  run, policy `full`/`nothing_saveable`). Click a row to open it in the Run tab.
-* **Run**: one step's timeline (lanes per device stream, exposed transfer time in red), the
-  per-transfer overlap-ratio histogram, bandwidth per transfer, and the most exposed transfers.
-* **Compare**: memory curves of the chosen runs over the baseline's, step-time and peak-memory
-  bars, overlap per direction.
+  D2H/H2D overlap, verdict; a plan's D2H/H2D are its predicted hidden shares). Click a row to
+  open it in the Run tab. Above the tabs, the measured (not synthetic, not planned) run that
+  moved the most bytes between device and host, with its verdict: the first screen shows real
+  transfers when there are any.
+* **Run**: opens on that run, on its median step (`rundata.default_step`); the step's timeline
+  (lanes per device stream, exposed transfer time in red; the whole capture when it has no step
+  annotations), the per-transfer overlap-ratio histogram, bandwidth per transfer, and the most
+  exposed transfers. A plan run shows what its plan predicts instead, labelled PREDICTED: the
+  estimate's step timeline, memory over program order with the device peak and budget, hidden
+  vs exposed per planned copy, and the planned-copies table.
+* **Compare**: like with like. Runs are grouped by program and device
+  (`overlap.report.groups`); it opens on the newest group of two or more runs with that group's
+  remat run as baseline (`data.default_baseline`), and a run of another group added by hand is
+  listed with what differs, never judged. One verdict sentence on top
+  (`groups.group_verdict`), then memory curves of the runs over the baseline's (each run's own
+  program), step-time and peak-memory bars, overlap per direction.
 
 Callbacks are thin: they look a run name up in the discovered-runs table (`data.find_run`; a
 name is never turned into a path), take its cached `RunData`, and call the pure builders in
