@@ -292,7 +292,10 @@ def _bars(rows: list[dict[str, Any]], key: str, title: str, ytitle: str, synthet
           scale: float = 1.0) -> go.Figure:
     have = [r for r in rows if r.get(key) is not None]
     if not have:
-        return empty_figure(f"No {ytitle} for these runs.", title, synthetic)
+        why = (" (plans are compiled, never run)" if rows and key == "step_ps"
+               and all(r.get("predicted") for r in rows) else "")
+        return empty_figure(f"No {'step times' if key == 'step_ps' else ytitle} for these "
+                            f"runs{why}.", title, synthetic)
     fig = go.Figure(go.Bar(
         x=[r["run"] for r in have], y=[r[key] / scale for r in have],
         marker_color=[COLORS["baseline"] if r["baseline"] else COLORS["compute"] for r in have],
@@ -324,12 +327,17 @@ def peak_memory_figure(rows: list[dict[str, Any]], synthetic: bool = False) -> g
 def direction_overlap_figure(rows: list[dict[str, Any]], synthetic: bool = False) -> go.Figure:
     """Duration-weighted overlap ratio per direction per run (`D2H`/`H2D` ratios or None)."""
     title = "Transfer time hidden, per direction"
+    if any(r.get("predicted") and (r.get("D2H") is not None or r.get("H2D") is not None)
+           for r in rows):
+        title += _sup("plans (hatched): PREDICTED by the roofline estimate, not measured")
     fig = go.Figure()
     for d in aggregate.DIRECTIONS:
         have = [r for r in rows if r.get(d) is not None]
         if have:
             fig.add_trace(go.Bar(name=d, x=[r["run"] for r in have],
                                  y=[100 * r[d] for r in have], marker_color=COLORS[d],
+                                 marker_pattern_shape=["/" if r.get("predicted") else ""
+                                                       for r in have],
                                  hovertemplate="%{x}: %{y:.1f}% hidden<extra>" + d + "</extra>"))
     if not fig.data:
         return empty_figure("No timed transfers in these runs.", title, synthetic)
@@ -347,11 +355,15 @@ def compare_rows(datas: list[tuple[str, Any]], baseline: str | None) -> list[dic
         r = d.result
         peak, source = peak_memory_bytes(d)
         step_ps, step_source = run_step_time_ps(d.manifest, r.get("steps"))
+        plan = r.get("plan") if r.get("status") == "PLAN" else None
         rows.append({
             "run": name, "baseline": name == baseline,
             "step_ps": step_ps, "step_source": step_source,
             "peak_bytes": peak, "peak_source": source,
-            **{k: r.get("by_direction", {}).get(k, {}).get("overlap_ratio")
+            # a plan's hidden shares are the roofline estimate's (`predicted` says so)
+            "predicted": plan is not None,
+            **{k: ((plan or {}).get(f"{k.lower()}_predicted_hidden_fraction") if plan
+                   else r.get("by_direction", {}).get(k, {}).get("overlap_ratio"))
                for k in aggregate.DIRECTIONS}})
     return rows
 
