@@ -59,5 +59,5 @@ def test_missing_dask_or_scheduler_is_a_usage_error(capture, monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_dask)
     from overlap.errors import UsageError
 
-    with pytest.raises(UsageError, match=r"overlap\[dask\]"):
+    with pytest.raises(UsageError, match=r"overlap-jax\[dask\]"):
         distributed.map_hosts_dask([capture], "tcp://127.0.0.1:1")
