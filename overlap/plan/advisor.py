@@ -254,7 +254,13 @@ def advise(step_factory: Callable, state: Any, batch: Any, *, target: str | Targ
     tgt = target if isinstance(target, Target) else get_target(target)
     state, batch = _abstract(state), _abstract(batch)
     budget = _budget(tgt, memory_budget_gib)
-    names = checkpoint_names(step_factory(get_policy("none")), state, batch)
+    try:
+        names = checkpoint_names(step_factory(get_policy("none")), state, batch)
+    except Exception as e:  # noqa: BLE001 - the policies still get their rows and reasons
+        if progress:
+            progress(f"no checkpoint names: tracing the step without remat failed "
+                     f"({_one_line(e)[:200]})")
+        names = []
 
     def make(pol):
         fn = step_factory(pol)
