@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from overlap.errors import InputError, UsageError
 
@@ -104,6 +104,9 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "step_timing": _step_timing(manifest if step_source == step_stats.SOURCE_MANIFEST
                                     else None),
         "program": _program(manifest, pm["module"]),
+        # what a plan's prediction is joined on where run.json names no program
+        # (overlap.analysis.plan_join)
+        "copy_modules": copy_module_names(trace), "device_kinds": device_kinds_of(trace),
         "session": Path(str(trace.sources[0])).parent.name if trace.sources else None,
         "session_note": session_note,
         "peak_bytes": peak, "peak_source": peak_source, "peak_module": pm["module"],
@@ -121,6 +124,28 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "planned": planned, "executed": executed,
         "offload_happened": offload_check(planned, executed, bool(policy.get("offloaded"))),
     }
+
+
+def copy_module_names(trace) -> list[str]:
+    """Names (`module(id)`) of the programs whose host copies the capture shows."""
+    t, mods = getattr(trace, "transfers", None), getattr(trace, "modules", None)
+    if t is None or mods is None or "program_id" not in t.columns or "name" not in mods.columns:
+        return []
+    pids = {int(p) for p in t["program_id"].dropna().unique()}
+    out = []
+    for name in mods["name"].astype(str):
+        head, _, tail = name.rpartition("(")
+        if head and tail.rstrip(")").isdigit() and int(tail.rstrip(")")) in pids:
+            out.append(name)
+    return sorted(set(out))
+
+
+def device_kinds_of(trace) -> list[str]:
+    """The device kinds the capture names (e.g. "TPU v6 Lite")."""
+    d = getattr(trace, "devices", None)
+    if d is None or not len(d) or "name" not in d.columns:
+        return []
+    return sorted({str(k) for k in d["name"].dropna().unique()})
 
 
 def _platform(result: dict) -> str:
@@ -441,8 +466,11 @@ def _distinct_labels(rows: list[dict[str, Any]]) -> None:
             r["label"] = f"{label} ({tail})"
 
 
-def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None) -> dict[str, Any]:
-    """Expand log directories into runs, summarize each, compare."""
+def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None,
+                 target_of: Callable[[str], str | None] | None = None) -> dict[str, Any]:
+    """Expand log directories into runs, summarize each, compare. `target_of`: the plan target
+    a device kind names (`overlap.plan.targets.target_for_device_kind`), for joining plans of a
+    run's program to it on the right target only (`overlap.analysis.plan_join`)."""
     from overlap.runs.rundir import find_runs, is_complete, is_logdir_run
 
     runs: list[Path] = []
@@ -510,6 +538,11 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None) ->
     # Plans are compiled, never run: they sit beside the measurements, never mixed into them.
     res["left_out"] = left_out
     res["plans"] = [plan_row(m) for m in plans]
+    if plans and rows:
+        # A plan of a measured run's program: its prediction beside the measurement, labelled.
+        from overlap.analysis.plan_join import join_rows
+
+        res["prediction_notes"] = join_rows(res["runs"], plans, target_of)
     res["plan_manifests"] = plans
     return res
 

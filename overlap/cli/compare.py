@@ -25,9 +25,10 @@ def register(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from overlap.analysis.compare import compare_dirs
+    from overlap.plan.targets import target_for_device_kind
     from overlap.report.compare_text import render_text
 
-    res = compare_dirs(args.runs, baseline=args.baseline)
+    res = compare_dirs(args.runs, baseline=args.baseline, target_of=target_for_device_kind)
     if args.json:
         json.dump(res, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

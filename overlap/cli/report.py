@@ -124,6 +124,10 @@ def register(sub) -> None:
                          "target's data sheet)")
     pr.add_argument("--kernel-floor-us", type=float, metavar="US",
                     help="with --predict: least time of one kernel (default: the target's)")
+    pr.add_argument("--plan", metavar="PLAN_RUN",
+                    help="a plan run (overlap plan/advise) of the program this capture ran: its "
+                         "prediction beside the measured copies, per copy op (joined only when "
+                         "module, inputs, policy and target match; else says why)")
     p.set_defaults(func=run)
 
 
@@ -142,9 +146,9 @@ def run(args: argparse.Namespace) -> int:
         require_extra("dashboard", "plotly")
     plan = _plan(args.path)
     if plan is not None:
-        if getattr(args, "predict", False):
-            raise UsageError(f"{args.path}: --predict puts a plan's estimate beside a capture; "
-                             "this is a plan run (its report already is the estimate)")
+        if getattr(args, "predict", False) or getattr(args, "plan", None):
+            raise UsageError(f"{args.path}: --predict and --plan put a plan's estimate beside a "
+                             "capture; this is a plan run (its report already is the estimate)")
         return report_plan(args, plan)
     baseline = baseline_trace = baseline_manifest = None
     if args.baseline:
@@ -180,8 +184,12 @@ def run(args: argparse.Namespace) -> int:
     offload = offload_section(args.path, result)
     if offload is not None:
         result["offload"] = offload
+    if getattr(args, "predict", False) and getattr(args, "plan", None):
+        raise UsageError("--predict and --plan are two predictions: give one")
     if getattr(args, "predict", False):
         result["prediction"] = _predict(args, trace, result)
+    elif getattr(args, "plan", None):
+        result["prediction"] = _plan_prediction(args, trace, result)
     if args.html:
         from pathlib import Path
 
@@ -229,6 +237,31 @@ def _predict(args: argparse.Namespace, trace, result: dict) -> dict:
                            host_link_Bps=None if args.host_bandwidth is None
                            else args.host_bandwidth * 1e9,
                            kernel_floor_us=args.kernel_floor_us)
+
+
+def _plan_prediction(args: argparse.Namespace, trace, result: dict) -> dict:
+    """The `prediction` section from a plan run of the capture's program
+    (`overlap.plan.predict.predict_from_plan`)."""
+    from pathlib import Path
+
+    from overlap.analysis.compare import copy_module_names, device_kinds_of
+    from overlap.runs.rundir import load_manifest
+
+    plan = _plan(args.plan)
+    if plan is None:
+        raise UsageError(f"{args.plan}: --plan takes a plan run directory (overlap plan or "
+                         "overlap advise writes them)")
+    manifest = load_manifest(args.path) if Path(args.path).is_dir() else None
+    prog = (manifest or {}).get("program")
+    run = {"program": prog if isinstance(prog, dict) else {},
+           "policy": (manifest or {}).get("policy"),
+           "copy_modules": copy_module_names(trace), "device_kinds": device_kinds_of(trace),
+           "backend": result.get("backend")}
+    texts = sorted(Path(args.plan).glob("hlo/*.after_optimizations.hlo.txt"))
+    text = texts[0].read_text() if len(texts) == 1 and texts[0].is_file() else None
+    from overlap.plan.predict import predict_from_plan
+
+    return predict_from_plan(trace, result, plan, run, hlo_text=text)
 
 
 def _plan(path: str) -> dict | None:

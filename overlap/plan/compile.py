@@ -282,6 +282,9 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
     peak = memory_analysis_peak(mem)
     manifest.update(
         status="ok", compile_s=round(compile_s, 3), module=_module_name(text),
+        # The fingerprint a capture of this step records (module + input shapes and dtypes):
+        # what joins this plan's prediction to a measured run (overlap.analysis.plan_join).
+        program=_program_fingerprint(_module_name(text), state, batch),
         memory_analysis=mem,
         device_peak_bytes=peak,
         # Against the usable budget (JAX's share of the device), named beside the verdict.
@@ -293,6 +296,14 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
     plan = Plan(policy, target.name, "ok", manifest, hlo_text=text, hlo_proto=proto)
     plan.manifest["_timeline"] = timeline
     return plan
+
+
+def _program_fingerprint(module: str, state: Any, batch: Any) -> dict[str, Any]:
+    """Module name and input fingerprint, computed as `overlap.capture` computes a run's."""
+    from overlap.capture.api import _fingerprint
+
+    fp = _fingerprint(module, state, batch)
+    return {"module": fp["module"], "inputs": fp["inputs"]}
 
 
 def lower_for(jitted, state, batch, target: Target, *, topology: str | None = None) -> Any:

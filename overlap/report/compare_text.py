@@ -9,6 +9,7 @@ from typing import Any
 
 from overlap.report.plan_text import render_plans
 from overlap.report.units import format_bytes as _mib
+from overlap.report.units import format_ps
 
 
 def _ms(ns) -> str:
@@ -101,6 +102,7 @@ def render_text(res: dict[str, Any]) -> str:
             out.append("")
             out.append(f"did offload happen in {r['label']}? {chk['answer']}")
             out.extend("  " + line for line in chk["lines"])
+    out.extend(_predicted_lines(res))
     if plans:
         out.append("")
         out.append(render_plans(plans))
@@ -110,3 +112,32 @@ def render_text(res: dict[str, Any]) -> str:
         if r.get("session_note"):
             out.append(f"note: {r['session_note']}")
     return "\n".join(out)
+
+
+def _predicted_lines(res: dict[str, Any]) -> list[str]:
+    """Measured beside predicted for each run a plan of its program predicts
+    (`overlap.analysis.plan_join`): every predicted number next to "predicted (plan for T)"."""
+    out: list[str] = []
+    for r in res.get("runs") or []:
+        for p in (r.get("predicted") or {}).get("pairs") or []:
+            exp_m = p["measured_exposed_ps_per_step"]
+            exp_p = p["predicted_exposed_ps_per_step"]
+            out += ["", f"measured vs {p['label']} for {r['label']} (plan {p['plan']}; "
+                        f"matched by {p['matched_by']}):",
+                    f"  hidden:  measured {_ratio(p['measured_hidden_fraction'])}   "
+                    f"{p['label']} {_ratio(p['predicted_hidden_fraction'])}",
+                    f"  exposed per step:  measured "
+                    f"{'- (no step annotations)' if exp_m is None else format_ps(exp_m)}   "
+                    f"{p['label']} {format_ps(exp_p)}"]
+            for d, v in p["by_direction"].items():
+                if v["predicted_hidden_fraction"] is not None or v["measured_hidden_fraction"] \
+                        is not None:
+                    out.append(f"  {d} hidden:  measured {_ratio(v['measured_hidden_fraction'])}"
+                               f"   {p['label']} {_ratio(v['predicted_hidden_fraction'])}")
+            link = p.get("predicted_link_Bps") or {}
+            out.append("  (the prediction is the plan's roofline estimate at "
+                       + ", ".join(f"{d} {v / 1e9:.1f} GB/s" for d, v in link.items() if v)
+                       + " host link; compiled for the target, not run)")
+    for n in res.get("prediction_notes") or []:
+        out.append(f"note: {n}")
+    return out

@@ -1,7 +1,8 @@
 """Predicted against measured, as text (`overlap report CAPTURE --predict`).
 
 Every predicted number is in a column or line that says "predicted" (the plan estimate of the
-captured program, `overlap.plan.predict`), beside the measured one from the same capture;
+captured program, `overlap.plan.predict`, or with `--plan` the plan run's own estimate, whose
+header names "predicted (plan for TARGET)"), beside the measured one from the same capture;
 the estimate's assumptions are printed under the table.
 """
 
@@ -15,8 +16,14 @@ def _pct(x: float | None) -> str:
 
 
 def render_prediction(section: dict) -> str:
+    if section.get("joined") is False:  # `--plan` of another program: said, nothing joined
+        return (f"no prediction joined: plan {section.get('plan')} ({section['target']}) is not "
+                f"of this capture's program: {section.get('reason')}")
+    label = section.get("label")
     out = [f"PREDICTED vs MEASURED ({section['target']}, {section['target_source']}; "
-           "predicted = the plan estimate of the captured program, not a measurement)"]
+           + (f"{label} = the plan run's estimate, not a measurement; matched by "
+              f"{section.get('matched_by')})" if label else
+              "predicted = the plan estimate of the captured program, not a measurement)")]
     for prog in section["programs"]:
         out.append(f"program {prog['module']}:")
         out.append(f"{'op':<16}{'dir':<5}{'n':>5}{'bytes':>11}{'measured':>11}{'predicted':>11}"
