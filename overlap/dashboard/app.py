@@ -66,7 +66,9 @@ PLAN_COPY_COLUMNS = [("op", "planned copy"), ("direction", "dir"), ("bytes", "by
 COMPARE_COLUMNS = [("run", "run"), ("baseline", "baseline"), ("step_ms", "step (ms)"),
                    ("step_source", "step from"),
                    ("peak", "peak memory"), ("peak_source", "peak from"),
-                   ("D2H", "D2H hidden %"), ("H2D", "H2D hidden %")]
+                   ("D2H", "D2H hidden %"), ("H2D", "H2D hidden %"),
+                   # a plan of the run's program (dashboard.predicted), labelled in each cell
+                   ("predicted_plan", "hidden, predicted (plan)")]
 
 CARD = {"border": "1px solid #ddd", "borderRadius": "6px", "padding": "8px 12px",
         "margin": "8px 0"}
@@ -385,6 +387,10 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
                  "peak": None if r["peak_bytes"] is None else format_bytes(r["peak_bytes"]),
                  **{k: None if r[k] is None else round(100 * r[k], 1) for k in ("D2H", "H2D")}}
                 for r in figures.compare_rows(datas, baseline)]
+        from overlap.dashboard.predicted import predicted_cells
+
+        pred = predicted_cells(datas, table.runs())
+        rows = [{**r, "predicted_plan": pred.get(r["run"], "")} for r in rows]
         status = [_error_card(e) for e in errors]
         if others:
             status.append(html.Div(
