@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from overlap.analysis.units import format_ps
+
 
 def straggler_view(result: dict[str, Any]) -> dict[str, Any] | None:
     """The per-host table and one verdict line; None for a single-host capture."""
@@ -64,8 +66,6 @@ def straggler_view(result: dict[str, Any]) -> dict[str, Any] | None:
     if worst is None:
         verdict = "no host has transfers to compare"
     else:
-        from overlap.analysis.overlap import format_ps
-
         unit = "per step" if worst["per_step"] else "in the capture"
         if worst["gap_to_median"] is None:
             rel = "the median host exposes nothing" if worst["exposed_per_step_ps"] else \

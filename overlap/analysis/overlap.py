@@ -72,16 +72,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from overlap.analysis.intervals import (  # the primitives, re-exported
-    Coverage as Coverage,
-    covered_grouped as covered_grouped,
-    merge_grouped as merge_grouped,
-    merge_intervals as merge_intervals,
-    subtract_grouped as subtract_grouped,
-    subtract_intervals as subtract_intervals,
-)
 from overlap.analysis.hosts import straggler_view
-from overlap.analysis.units import format_ps as format_ps
+from overlap.analysis.intervals import (
+    Coverage,
+    covered_grouped,
+    merge_grouped,
+    merge_intervals,
+    subtract_grouped,
+    subtract_intervals,
+)
+from overlap.analysis.units import format_ps
+
+# The interval primitives (intervals.py) and format_ps (units.py) are part of this module's
+# interface too: callers import them from here.
+__all__ = ["Coverage", "covered_grouped", "merge_grouped", "merge_intervals", "subtract_grouped",
+           "subtract_intervals", "format_ps", "analyze", "verdict", "transfer_table",
+           "host_part", "reduce_parts"]
 
 SCHEMA_VERSION = 1
 
