@@ -184,3 +184,28 @@ def test_compare_real_v6e_capture_beside_its_plans(v6e_plans):
     # No step annotations in this capture: no measured exposed time per step to set beside.
     assert pair["measured_exposed_ps_per_step"] is None
     assert any("jit_f_v5e is for v5e" in n for n in res["prediction_notes"])
+
+
+def test_a_real_plan_and_capture_of_one_step_share_the_fingerprint(tmp_path):
+    """`overlap capture` (XLA:CPU, run) and `overlap plan --target v5e` (XLA:TPU, compiled) of
+    the scan workload under one policy record the same program fingerprint; the join still
+    refuses the pair, since the plan predicts a v5e and the run ran on the CPU."""
+    cap = run_cli("capture", "--workload", "scan", "--policy", "offload:x", "--steps", "2",
+                  "--warmup", "1", "--out", str(tmp_path / "runs"), timeout=300)
+    assert cap.returncode == 0, cap.stderr
+    plan = run_cli("plan", "--target", "v5e", "--workload", "scan", "--policy", "offload:x",
+                   "--out", str(tmp_path / "plans"), timeout=300)
+    assert plan.returncode == 0, plan.stderr
+    run_m = rundir.load_manifest(tmp_path / "runs" / "offload_x")
+    plan_m = rundir.load_manifest(tmp_path / "plans" / "v5e-scan-offload_x")
+    assert run_m is not None and plan_m is not None
+    assert plan_m["program"] == {"module": run_m["program"]["module"],
+                                 "inputs": run_m["program"]["inputs"]}
+    assert plan_m["program"]["inputs"]  # a real fingerprint, not an empty one
+    res = json.loads(run_cli("compare", str(tmp_path / "runs"), str(tmp_path / "plans"),
+                             "--json", timeout=300).stdout)
+    (run,) = res["runs"]
+    assert run["predicted"]["pairs"] == []
+    assert res["prediction_notes"] == [
+        "offload_x: no prediction joined: plan v5e-scan-offload_x is for v5e (tpu), the run "
+        "ran on cpu"]
