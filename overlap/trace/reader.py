@@ -959,9 +959,10 @@ def _device_row(devs, host, device, plane, P: Plane) -> None:
 _SMALL_LINE = 512
 _SEGMENT = 1 << 16
 # Event stats the GPU rules read (the decoder keeps only these; another one asked for costs a
-# second pass over the line, never a wrong answer).
-_GPU_STATS = ("kernel_details", "memcpy_details", "hlo_op", "hlo_module", "program_id",
-              "correlation_id")
+# second pass over the line, never a wrong answer). Not `correlation_id`: only ROCm blit
+# kernels read it (vendors.split_kernels), and keeping it for every CUDA kernel costs ~30 MB
+# per million kernels.
+_GPU_STATS = ("kernel_details", "memcpy_details", "hlo_op", "hlo_module", "program_id")
 
 
 def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Cols,
