@@ -62,6 +62,7 @@ def plan_advice_row(m: dict, budget_bytes: int | None) -> dict[str, Any]:
     h2d = (inv.get("H2D") or {}).get("executed_bytes")
     row: dict[str, Any] = {
         "policy": pol.get("name"), "category": pol.get("category"),
+        "saved": list(pol.get("saved") or []), "offloaded": list(pol.get("offloaded") or []),
         "description": pol.get("description", ""),
         "label": m.get("label"), "status": status,
         "same_program_as": m.get("same_program_as"),
@@ -147,8 +148,25 @@ def recommend(ranked: list[dict]) -> tuple[dict | None, list[str]]:
     return pick, why
 
 
-def offload_verdict(rows: list[dict]) -> dict[str, Any]:
-    """Does offload pay here? The fastest fitting offloading policy against full remat."""
+def on_device_twin(rows: list[dict], off: dict, names: list[str] | None = None) -> dict | None:
+    """The plan that saves on device what `off` offloads (and what it saves): the speed
+    offload approaches when every copy hides. Names the step never tags are ignored."""
+    keep = set(names) if names else None
+
+    def tagged(xs: list[str]) -> set[str]:
+        return set(xs) & keep if keep is not None else set(xs)
+
+    want = tagged(off["saved"] + off["offloaded"])
+    for r in rows:
+        if (r is not off and not r["offloaded"] and r["category"] != "offload"
+                and want and tagged(r["saved"]) == want and r["step_ps"] is not None):
+            return r
+    return None
+
+
+def offload_verdict(rows: list[dict], names: list[str] | None = None) -> dict[str, Any]:
+    """Does offload pay here? The fastest fitting offloading policy against full remat (and,
+    when it was planned, against saving the same tensors on device)."""
     base = full_remat(rows)
     off = [r for r in rows if r["category"] == "offload" and _group(r) == FIT
            and r["step_ps"] is not None and (r["moved_bytes"] or 0) > 0]
@@ -160,15 +178,29 @@ def offload_verdict(rows: list[dict]) -> dict[str, Any]:
     d = best["step_ps"] - base["step_ps"]
     frac = d / base["step_ps"] if base["step_ps"] else 0.0
     pays = frac < -TIE_FRACTION
-    return {"pays": pays, "policy": best["policy"], "vs_full_ps": d, "vs_full_fraction": frac,
-            "why": (f"{best['policy']} is predicted {abs(100 * frac):.1f}% "
-                    f"{'faster' if d < 0 else 'slower'} than {base['policy']} remat")
-            + ("" if pays else f" (offload pays only when more than "
-                               f"{100 * TIE_FRACTION:.0f}% faster)")}
+    why = (f"{best['policy']} is predicted {abs(100 * frac):.1f}% "
+           f"{'faster' if d < 0 else 'slower'} than {base['policy']} remat")
+    if not pays:
+        why += f" (offload pays only when more than {100 * TIE_FRACTION:.0f}% faster)"
+    twin = on_device_twin(rows, best, names)
+    out = {"pays": pays, "policy": best["policy"], "vs_full_ps": d, "vs_full_fraction": frac,
+           "on_device": twin["policy"] if twin else None}
+    if twin is not None and twin["step_ps"]:
+        dt = best["step_ps"] - twin["step_ps"]
+        dpeak = (twin["device_peak_bytes"] or 0) - (best["device_peak_bytes"] or 0)
+        out["vs_on_device_ps"] = dt
+        why += (f"; saving the same on device ({twin['policy']}) is predicted "
+                + ("as fast" if abs(dt) <= TIE_FRACTION * twin["step_ps"] else
+                   f"{abs(100 * dt / twin['step_ps']):.1f}% {'faster' if dt > 0 else 'slower'}")
+                + f" at {dpeak / (1 << 20):+.2f} MiB device peak")
+    out["why"] = why
+    return out
 
 
-def advise(plans: list[dict], budget: dict[str, Any]) -> dict[str, Any]:
-    """Rank `plans` (manifests of one step, one target) against `budget` (`bytes`, `source`)."""
+def advise(plans: list[dict], budget: dict[str, Any],
+           names: list[str] | None = None) -> dict[str, Any]:
+    """Rank `plans` (manifests of one step, one target) against `budget` (`bytes`, `source`);
+    `names`: the checkpoint names the step tags (to match an offload with its on-device twin)."""
     rows = [plan_advice_row(m, budget.get("bytes")) for m in plans]
     base = full_remat(rows)
     for r in rows:
@@ -191,7 +223,7 @@ def advise(plans: list[dict], budget: dict[str, Any]) -> dict[str, Any]:
         "recommended": pick["policy"] if pick else None,
         "recommended_label": pick["label"] if pick else None,
         "why": why,
-        "offload": offload_verdict(rows),
+        "offload": offload_verdict(rows, names),
         "rows": ranked,
         "tie_fraction": TIE_FRACTION,
     }

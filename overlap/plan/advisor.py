@@ -210,7 +210,7 @@ def _advise(make: Callable[[Any], tuple[Any, Any, Any, dict | None]], names: lis
         if progress:
             progress(f"{name}: same program as {m['label']}")
     manifests = [m for m in slots if m is not None]
-    result = rank(manifests, budget.to_dict())
+    result = rank(manifests, budget.to_dict(), names)
     result.update(
         target=tgt.name, subject=subject, checkpoint_names=names,
         policies_considered=len(space), programs_compiled=len(todo), compile_jobs=workers,

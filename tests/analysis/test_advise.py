@@ -13,8 +13,11 @@ def plan(policy: str, *, peak_mib: float = 10, step_us: float = 100, moved: int 
          category: str = "remat", status: str = "ok", error: str = "",
          break_even: float | None = None, same: str | None = None) -> dict:
     """A plan manifest: all of the peak is temp; half the moved bytes each way."""
+    kind, _, names = policy.partition(":")
     m: dict = {"kind": "plan", "label": f"h100-x-{policy}", "status": status,
-               "policy": {"name": policy, "category": category}}
+               "policy": {"name": policy, "category": category,
+                          "saved": names.split(",") if kind == "save" else [],
+                          "offloaded": names.split(",") if kind == "offload" else []}}
     if same:
         m["same_program_as"] = same
     if status != "ok":
@@ -124,3 +127,13 @@ def test_text_rendering_names_the_recommendation_and_says_not_run():
     assert any(ln.split()[:3] == ["3", "boom", "ERROR"] for ln in lines)
     assert any(ln.split()[:3] == ["2", "none", "NO"] for ln in lines)
     assert max(len(ln) for ln in lines[4:8]) <= 110
+
+
+def test_offload_is_set_against_saving_the_same_on_device():
+    plans = [plan("full", step_us=100),
+             plan("offload:x", category="offload", step_us=90, moved=MiB, peak_mib=10),
+             plan("save:x", step_us=80, peak_mib=12)]
+    off = advise(plans, BUDGET, names=["x"])["offload"]
+    assert off["pays"] is True and off["on_device"] == "save:x"
+    assert off["vs_on_device_ps"] == 10 * US
+    assert "save:x" in off["why"] and "12.5% faster" in off["why"] and "+2.00 MiB" in off["why"]
