@@ -23,7 +23,9 @@ nanoseconds), ``step_timing`` for runs of a sweep (``mode`` ``interleaved`` with
 
 A *plan run* (``"kind": "plan"``, written by :mod:`overlap.plan`) was compiled for a target and
 never run: it has ``run.json``, ``hlo/`` (optimized HLO text and HloProto) and
-``program_memory.json`` (heap-simulator live bytes over program order), and no capture.
+``program_memory.json`` (heap-simulator live bytes over program order), and no capture. Its
+``program`` (``module``, ``inputs``) is the fingerprint a capture of the same step records, which
+joins the plan's prediction to measured runs of that program (:mod:`overlap.analysis.plan_join`).
 
 Atomicity: a capture is written into a sibling ``DIR.partial-<random>`` directory, ``run.json``
 goes in last (temp file + ``os.replace``), then the directory is renamed to ``DIR``. A run is
