@@ -5,9 +5,9 @@ stopped happening; `--allow-no-transfers` to accept that) and the duration-weigh
 ratio is at least `--min-overlap` (0.9). Per-direction, per-step and baseline checks are opt-in;
 see `overlap.report.gate` for their exact definitions. A capture with device events the
 reader has no rule for fails `transfers_readable` ("cannot tell") unless `--allow-unknown`.
-`--json` prints the {check, analysis} JSON on stdout (the text report then goes to stderr), as `--json` does on every command;
-`--json-out FILE` and `--junit FILE` write machine-readable files; when `$GITHUB_STEP_SUMMARY`
-is set a Markdown summary is appended.
+`--json` prints the {check, analysis} JSON on stdout (the text report then goes to stderr),
+as `--json` does on every command; `--json-out FILE` and `--junit FILE` write machine-readable
+files; when `$GITHUB_STEP_SUMMARY` is set a Markdown summary is appended.
 
 PATH may be a plan run (`overlap plan`, `overlap advise`: compiled, not run). It gets the same
 two defaults on its PREDICTED numbers (an offloading policy with no planned copies fails; the
