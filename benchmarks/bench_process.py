@@ -16,6 +16,7 @@ Commands:
 * `report`: `python -m overlap report --json FILE > /dev/null` (the compiled scanner).
 * `report (upb)`: the same with `OVERLAP_SCANNER=0`: the fallback where the scanner was not built.
 * `xprof`: xprof's `analyze_async_overlap` CLI tool on the file (TPU files; `--xprof`).
+* `report (before)`: `report` from another checkout (`--before DIR`), for a before/after.
 
 Inputs (SYNTHETIC, cached in `benchmarks/.cache/`): `synthetic_bulk`'s GPU and TPU 1M files
 re-serialised by upb (an independent writer's layout: `bench.py --encodings`), and the
@@ -44,13 +45,17 @@ XPROF = ("from xprof.cli.tools.analyze_async_overlap_tool import analyze_async_o
          "analyze_async_overlap({f!r}, bypass_cache=True)")
 
 
-def commands(f: str, xprof: bool) -> dict[str, tuple[list[str], dict]]:
+def commands(f: str, xprof: bool, before: str | None = None
+             ) -> dict[str, tuple[list[str], dict]]:
     py = sys.executable
     out = {
         "decode": ([py, "-c", DECODE.format(f=f)], {}),
         "report": ([py, "-m", "overlap", "report", "--json", f], {}),
         "report (upb)": ([py, "-m", "overlap", "report", "--json", f], {"OVERLAP_SCANNER": "0"}),
     }
+    if before:  # another checkout of overlap (e.g. `git archive OLD | tar -x -C DIR`)
+        out["report (before)"] = ([py, "-m", "overlap", "report", "--json", f],
+                                  {"PYTHONPATH": before})
     if xprof:
         out["xprof"] = ([py, "-c", XPROF.format(f=f)], {})
     return out
@@ -102,15 +107,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--xprof", action="store_true", help="also time xprof on TPU files")
     ap.add_argument("--no-upb", action="store_true", help="skip the upb fallback's report")
+    ap.add_argument("--before", metavar="DIR",
+                    help="also time `report` from the overlap checkout in DIR (same rounds)")
     a = ap.parse_args(argv)
     print(f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; "
           f"medians of {a.rounds} interleaved rounds (fresh processes)")
     print("| input | MB | " + " | ".join(["decode s", "report", "report (upb)", "xprof",
+                                            "report (before)",
                                             "peak RSS decode / report (x file)"]) + " |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for f in inputs(a.files):
         tpu = "tpu" in f.name
-        cmds = commands(str(f.resolve()), a.xprof and tpu)
+        cmds = commands(str(f.resolve()), a.xprof and tpu, a.before)
         if a.no_upb:
             cmds.pop("report (upb)")
         times: dict[str, list[float]] = {k: [] for k in cmds}
@@ -126,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         peak = {k: max(v) / 1024 for k, v in rss.items()}
         print(f"| {f.name} | {mb:.1f} | {d:.2f} | {cell(med, 'report')} | "
               f"{cell(med, 'report (upb)')} | {cell(med, 'xprof')} | "
+              f"{cell(med, 'report (before)')} | "
               f"{peak['decode']:.0f} / {peak['report']:.0f} MiB "
               f"({peak['report'] * 2**20 / f.stat().st_size:.1f}x) |", flush=True)
     print(f"# load average {os.getloadavg()[0]:.1f} at the end")
