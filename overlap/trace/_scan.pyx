@@ -458,14 +458,14 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     agg_a = np.zeros(total, np.bool_)
     cdef int64_t[::1] mid = mid_a, off = off_a, dur = dur_a
     cdef uint8_t[::1] agg = agg_a.view(np.uint8)
-    # Capacity: a stat record takes at least 2 bytes, so the lines' bytes / 2 bound them all
-    # (and each event holds about one record per wanted id); pages never written are never
-    # backed by memory, so a generous capacity costs nothing and saves regrowing.
+    # Capacity: a stat record takes at least 2 bytes, so the lines' bytes / 2 bound them all,
+    # and an event holds about one record per wanted id (8 when all are kept; more regrow);
+    # pages never written are never backed by memory, so a generous capacity costs nothing and
+    # saves regrowing.
     cdef Py_ssize_t nbytes = 0
     for i in range(nl):
         nbytes += ends[i] - starts[i]
-    cdef _Stats st = _Stats(nbytes // 2 + 16 if all_stats
-                            else min(nbytes // 2, total * (nwa + 1)) + 16)
+    cdef _Stats st = _Stats(min(nbytes // 2, total * (8 if all_stats else nwa + 1)) + 16)
     for i in range(nl):
         p = starts[i]
         e = ends[i]
