@@ -7,11 +7,13 @@ says what was compiled and that nothing was run, the footer what the prediction 
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from overlap.report.units import format_bytes, format_ps, format_rate
 
 _W_POLICY = 33
+WIDTH = 110  # the table's width
 BEYOND_ANY_LINK_BPS = 1e13
 
 
@@ -67,7 +69,7 @@ def render_advice(a: dict[str, Any]) -> str:
             name = name[:_W_POLICY - 2] + "~"
         head = f"{r['rank']:>3}  {name:<{_W_POLICY}}{_fit(r):>5}"
         if r["status"] != "ok" and r["device_peak_bytes"] is None:
-            out.append(f"{head}  {r['reason'][:80]}")
+            out.append(f"{head}  {r['reason'][:WIDTH - len(head) - 2]}")
             continue
         be = r["break_even_Bps"]
         moved = r["moved_bytes"] or 0
@@ -97,4 +99,9 @@ def render_advice(a: dict[str, Any]) -> str:
     out.append(f"{a.get('policies_considered')} policies considered, "
                f"{a.get('programs_compiled')} distinct programs compiled in "
                f"{a.get('seconds')} s")
-    return "\n".join(out)
+    # Ten-second reading: nothing wider than the table; long sentences wrap, indented.
+    wrapped: list[str] = []
+    for line in out:
+        wrapped += textwrap.wrap(line, WIDTH, subsequent_indent="    ",
+                                 break_on_hyphens=False) if len(line) > WIDTH else [line]
+    return "\n".join(wrapped)
