@@ -20,6 +20,10 @@ Per row (one policy):
 * `break_even_Bps`: the slowest host link at which every copy still hides (None: no copies,
   or some copy never hides).
 
+Offload verdict (`offload`): the fastest fitting offloading policy that moves data, against full
+remat: it pays when it is more than `TIE_FRACTION` faster, or when full remat does not fit and
+it does; and against saving the same tensors on device (`on_device_twin`) when that was planned.
+
 Ranking: plans that compiled and fit, fastest predicted step first (ties: fewer bytes moved,
 then lower peak); then plans that compiled but do not fit (smallest peak first); then plans
 that failed to compile. Recommendation: among fitting plans within `TIE_FRACTION` (2%) of the
@@ -180,7 +184,11 @@ def offload_verdict(rows: list[dict], names: list[str] | None = None) -> dict[st
     pays = frac < -TIE_FRACTION
     why = (f"{best['policy']} is predicted {abs(100 * frac):.1f}% "
            f"{'faster' if d < 0 else 'slower'} than {base['policy']} remat")
-    if not pays:
+    if base["fits"] is False:
+        # Full remat does not fit: offload is what makes the step fit at all.
+        pays = True
+        why = f"{base['policy']} remat does not fit the budget and {best['policy']} does; " + why
+    elif not pays:
         why += f" (offload pays only when more than {100 * TIE_FRACTION:.0f}% faster)"
     twin = on_device_twin(rows, best, names)
     out = {"pays": pays, "policy": best["policy"], "vs_full_ps": d, "vs_full_fraction": frac,

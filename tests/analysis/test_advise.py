@@ -137,3 +137,12 @@ def test_offload_is_set_against_saving_the_same_on_device():
     assert off["pays"] is True and off["on_device"] == "save:x"
     assert off["vs_on_device_ps"] == 10 * US
     assert "save:x" in off["why"] and "12.5% faster" in off["why"] and "+2.00 MiB" in off["why"]
+
+
+def test_offload_pays_when_it_is_what_fits():
+    plans = [plan("full", step_us=100, peak_mib=25),
+             plan("offload:x", category="offload", step_us=150, moved=MiB, peak_mib=15)]
+    a = advise(plans, BUDGET)
+    assert a["recommended"] == "offload:x"
+    assert a["offload"]["pays"] is True
+    assert a["offload"]["why"].startswith("full remat does not fit the budget and offload:x does")
