@@ -50,7 +50,7 @@ def bare_decode(path: str):
 
 
 def overlap_read(path: str):
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     t = read_trace(path)
     return len(t.transfers)
@@ -58,7 +58,7 @@ def overlap_read(path: str):
 
 def overlap_report(path: str):
     """File to the `overlap report --json` text: read, analyze, serialize."""
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     try:
         from overlap.analysis.overlap import analyze

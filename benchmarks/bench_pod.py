@@ -41,7 +41,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(1, str(REPO))
 
 SESSION = "2026_11_22_00_00_00"
-WHOLE_READ = ("import sys, json; from overlap.trace.reader import read_trace; "
+WHOLE_READ = ("import sys, json; from overlap.trace import read_trace; "
               "from overlap.analysis.overlap import analyze; "
               "json.dumps(analyze(read_trace(sys.argv[1])))")
 

@@ -17,7 +17,8 @@ from overlap.errors import InputError, OverlapError, UsageError  # noqa: E402
 
 if TYPE_CHECKING:  # loaded on first use (below): `overlap --help` needs neither pandas nor numpy
     from overlap.report.gate import assert_hidden, assert_no_transfers
-    from overlap.trace.reader import Trace, read_trace
+    from overlap.trace.distributed import read_trace
+    from overlap.trace.reader import Trace
 
 __all__ = ["__version__", "InputError", "OverlapError", "UsageError", "Trace", "read_trace",
            "assert_hidden", "assert_no_transfers"]
@@ -28,7 +29,7 @@ _SUBPACKAGES = ("analysis", "capture", "cli", "hlo", "plan", "report", "runs", "
 # The public API's names and the module each lives in, imported on first use: the reader and
 # the gates pull in numpy and pandas (~0.9 s), which `overlap --help` and the command line's
 # start never need.
-_API = {"Trace": "overlap.trace.reader", "read_trace": "overlap.trace.reader",
+_API = {"Trace": "overlap.trace.reader", "read_trace": "overlap.trace.distributed",
         "assert_hidden": "overlap.report.gate", "assert_no_transfers": "overlap.report.gate"}
 
 

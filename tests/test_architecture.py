@@ -120,3 +120,81 @@ def test_wire_decoder_knows_no_xspace_semantics():
     src = (REPO / "overlap" / "trace" / "wire.py").read_text()
     for word in ("MemcpyD2H", "memcpy_details", "XLA Ops", "/device:", "S(5)", "kernel_details"):
         assert word not in src, word
+
+
+MAX_LINES = 1000
+
+
+def _module_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the overlap modules it imports (lazily or not; packages' `__init__` excluded:
+    they re-export)."""
+    mods = {_module_name(f): f for f in sorted((root / "overlap").rglob("*.py"))}
+    graph: dict[str, set[str]] = {m: set() for m in mods}
+    for m, f in mods.items():
+        for _, dst in _imports(f):
+            d = dst
+            while d and d not in mods:  # `from overlap.x.y import name`: the module x.y
+                d = d.rpartition(".")[0]
+            if d and d != m and mods[d].name != "__init__.py":
+                graph[m].add(d)
+    return graph
+
+
+def import_cycles() -> list[list[str]]:
+    """Groups of modules that import each other, directly or around a loop (Tarjan)."""
+    graph = _module_graph(REPO)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_two_modules_import_each_other():
+    """A lazy import is still a dependency: two modules that need each other are one module
+    split in the wrong place (the host map sits above the reader, the straggler view below
+    the result it reads)."""
+    assert import_cycles() == []
+
+
+def test_the_cycle_check_catches_a_lazy_cycle(tmp_path, monkeypatch):
+    monkeypatch.setattr(__import__(__name__, fromlist=["REPO"]), "REPO", tmp_path)
+    pkg = tmp_path / "overlap" / "trace"
+    pkg.mkdir(parents=True)
+    (tmp_path / "overlap" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text('"""x"""')
+    (pkg / "a.py").write_text("from overlap.trace.b import g\n")
+    (pkg / "b.py").write_text("def g():\n    from overlap.trace.a import f\n")
+    assert import_cycles() == [["overlap.trace.a", "overlap.trace.b"]]
+
+
+def test_no_module_over_a_thousand_lines():
+    long = {str(f.relative_to(REPO)): n for f in sorted((REPO / "overlap").rglob("*.py"))
+            if (n := len(f.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}

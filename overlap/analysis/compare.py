@@ -45,7 +45,7 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
     """One run's summary (reads the manifest and the capture)."""
     from overlap.analysis import overlap as analysis
     from overlap.runs.rundir import load_manifest
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     p = Path(run_dir)
     manifest = load_manifest(p) if p.is_dir() else None

@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
             # A run or capture as the baseline: analysed the same way as PATH.
             from overlap.analysis import overlap as analysis
             from overlap.cli.report import fail_on_unreadable
-            from overlap.trace.reader import read_trace
+            from overlap.trace import read_trace
 
             base_trace = read_trace(args.baseline)
             fail_on_unreadable(base_trace, baseline=True)  # else unlike compared with like

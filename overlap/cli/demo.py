@@ -115,7 +115,7 @@ def _real_capture() -> bool:
     hardware); False when this installation has no sample_traces/."""
     from overlap.analysis.overlap import analyze
     from overlap.report.text import text
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     if not REAL_CAPTURE.is_dir():
         print("REAL CAPTURE: not in this installation; a clone of the repository has one with "

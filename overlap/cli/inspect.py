@@ -153,7 +153,7 @@ def render_text(info: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from overlap.cli.report import fail_on_unreadable
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     trace = read_trace(args.path, session=args.session)
     info = inspect_trace(trace)

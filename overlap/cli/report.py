@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
         if Path(args.baseline).is_dir() or args.baseline.endswith(".xplane.pb"):
             from overlap.runs.rundir import load_manifest
-            from overlap.trace.reader import read_trace
+            from overlap.trace import read_trace
 
             baseline_trace = read_trace(args.baseline)
             fail_on_unreadable(baseline_trace, baseline=True)

@@ -346,7 +346,7 @@ def plan_timeline(run_dir: Path, m: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _load_uncached(run: Run) -> RunData | RunLoadError:
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     if run.manifest_path is not None:
         problem = ("run.json points outside the log directory"

@@ -79,6 +79,9 @@ _FREE = {"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "afte
 _LHS_CONTRACT_RE = re.compile(r"lhs_contracting_dims=\{([\d,\s]*)\}")
 _JSON_CONTRACT_RE = re.compile(r'"lhs_contracting_dimensions"\s*:\s*\[([^\]]*)\]')
 _DIM_LABELS_RE = re.compile(r"dim_labels=([\w]+)_([\w]+)->([\w]+)")
+_WINDOW_RE = re.compile(r"window=\{([^}]*)\}")
+_FGC_RE = re.compile(r"feature_group_count=(\d+)")
+_BGC_RE = re.compile(r"batch_group_count=(\d+)")
 _CALLS_ONE_RE = re.compile(r"\b(?:calls|to_apply)=%?([\w.\-]+)")
 _GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul", "__cudnn$convForward")
 # Memory spaces whose bytes are device-memory (HBM) traffic: the default one. TPU's S(1)
@@ -147,6 +150,97 @@ def _operand_shape(ins: _Instr, i: int, m: _Module):
     return src.shape if src is not None else None
 
 
+def _window_dims(attrs: str) -> list[dict[str, tuple[int, ...]]]:
+    """The `window={...}` of a convolution, one dict per spatial dimension (in spatial-index
+    order): size, stride, pad (low, high), lhs_dilate, rhs_dilate; defaults where absent."""
+    mm = _WINDOW_RE.search(attrs)
+    fields: dict[str, list[str]] = {}
+    if mm:
+        for item in mm.group(1).split():
+            key, _, val = item.partition("=")
+            fields[key] = val.split("x")
+    n = len(fields.get("size", []))
+    dims = []
+    for d in range(n):
+        def get(key: str, default: tuple[int, ...], d: int = d) -> tuple[int, ...]:
+            vals = fields.get(key)
+            if not vals or d >= len(vals):
+                return default
+            return tuple(int(v) for v in vals[d].split("_"))
+        dims.append({"size": get("size", (1,)), "stride": get("stride", (1,)),
+                     "pad": get("pad", (0, 0)), "lhs_dilate": get("lhs_dilate", (1,)),
+                     "rhs_dilate": get("rhs_dilate", (1,))})
+    return dims
+
+
+def _valid_positions(n_in: int, n_kernel: int, n_out: int, stride: int, pad_lo: int,
+                     lhs_dilate: int, rhs_dilate: int) -> int:
+    """How many (kernel position, output position) pairs of one spatial dimension read a real
+    input element (not padding, not a hole of the lhs dilation): the multiply-adds that dimension
+    contributes per (batch, input feature, output feature). Counted per kernel position in
+    closed form: output o reads input position (o*stride - pad_lo + k*rhs_dilate) / lhs_dilate,
+    which must be whole and inside [0, n_in)."""
+    if n_in <= 0 or n_kernel <= 0 or n_out <= 0 or stride <= 0 or lhs_dilate <= 0:
+        return 0
+    top = (n_in - 1) * lhs_dilate  # the last real element, in the dilated index space
+    g = math.gcd(stride, lhs_dilate)
+    period = lhs_dilate // g
+    inv = pow(stride // g, -1, period) if period > 1 else 0
+    total = 0
+    for k in range(n_kernel):
+        c = k * rhs_dilate - pad_lo  # dilated index read by output 0
+        # o*stride + c in [0, top]  ->  o in [lo, hi], intersected with the outputs
+        lo = (-c + stride - 1) // stride if c < 0 else 0
+        hi = min(n_out - 1, (top - c) // stride) if top >= c else -1
+        if hi < lo:
+            continue
+        # o*stride + c = 0 (mod lhs_dilate): solvable only when g divides c
+        if c % g:
+            continue
+        if period == 1:  # then every o in range solves it
+            total += hi - lo + 1
+            continue
+        o0 = ((-c // g) * inv) % period  # the first solution; the rest repeat every `period`
+        first = lo + ((o0 - lo) % period)
+        if first <= hi:
+            total += (hi - first) // period + 1
+    return total
+
+
+def _conv_fmas(attrs: str, lhs: tuple[int, ...], rhs: tuple[int, ...],
+               out: tuple[int, ...]) -> int:
+    """Multiply-adds of one HLO `convolution`, as XLA's own cost analysis counts them:
+    (input features / feature_group_count) x output features x (batch / batch_group_count) x
+    the product over spatial dimensions of the valid (kernel, output) position pairs.
+
+    The window is not simply "contracted size": XLA:TPU writes a batched matmul as a
+    convolution whose batch/head dimensions are spatial dimensions with `lhs_dilate=N`,
+    `size=N` and `stride=N-1` (or an input of 1 padded by N-1 on both sides), where each
+    output position meets exactly one kernel position, so that dimension contributes N, not N
+    x N. 0 when the labels or shapes do not fit together."""
+    mm = _DIM_LABELS_RE.search(attrs)
+    if not mm:
+        return 0
+    lhs_l, rhs_l, out_l = mm.groups()
+    if len(lhs_l) != len(lhs) or len(rhs_l) != len(rhs) or len(out_l) != len(out):
+        return 0
+    if "f" not in lhs_l or "b" not in lhs_l or "f" not in out_l:
+        return 0
+    fgc = int(m.group(1)) if (m := _FGC_RE.search(attrs)) else 1
+    bgc = int(m.group(1)) if (m := _BGC_RE.search(attrs)) else 1
+    fmas = (lhs[lhs_l.index("f")] // max(fgc, 1)) * out[out_l.index("f")]
+    fmas *= lhs[lhs_l.index("b")] // max(bgc, 1)
+    window = _window_dims(attrs)
+    for sp, w in enumerate(window):
+        ch = str(sp)
+        if ch not in lhs_l or ch not in rhs_l or ch not in out_l:
+            return 0
+        fmas *= _valid_positions(lhs[lhs_l.index(ch)], rhs[rhs_l.index(ch)],
+                                 out[out_l.index(ch)], w["stride"][0], w["pad"][0],
+                                 w["lhs_dilate"][0], w["rhs_dilate"][0])
+    return fmas
+
+
 def _matmul_flops(ins: _Instr, m: _Module) -> tuple[int, bool]:
     """(FLOPs, is_f32) of one dot/convolution/GEMM custom call; (0, False) for anything else."""
     out = _first(ins.shape)
@@ -162,16 +256,12 @@ def _matmul_flops(ins: _Instr, m: _Module) -> tuple[int, bool]:
             for d in (int(x) for x in mm.group(1).split(",") if x.strip()):
                 k *= lhs.dims[d] if d < len(lhs.dims) else 1
     elif ins.opcode == "convolution":
-        mm = _DIM_LABELS_RE.search(ins.attrs)
         rhs = _operand_shape(ins, 1, m)
         rhs = _first(rhs) if rhs is not None else None
-        if mm and "f" in mm.group(1):
-            fi = mm.group(1).index("f")
-            k = lhs.dims[fi] if fi < len(lhs.dims) else 1
-            if rhs is not None:  # spatial window dims of the kernel (digits in its labels)
-                for j, ch in enumerate(mm.group(2)):
-                    if ch.isdigit() and j < len(rhs.dims):
-                        k *= rhs.dims[j]
+        if rhs is None:
+            return 0, False
+        fmas = _conv_fmas(ins.attrs, lhs.dims, rhs.dims, out.dims)
+        return 2 * fmas, lhs.dtype == "f32" and out.dtype == "f32"
     elif ins.opcode == "custom-call" and any(t in ins.attrs for t in _GEMM_TARGETS):
         mm = _JSON_CONTRACT_RE.search(ins.attrs)
         if mm:

@@ -414,7 +414,7 @@ def assert_hidden(path_or_trace, min_overlap: float | None = DEFAULT_MIN_OVERLAP
       AssertionError: with the verdict (and failing checks) as its message.
     """
     if isinstance(path_or_trace, (str, os.PathLike)):
-        from overlap.trace.reader import read_trace
+        from overlap.trace import read_trace
 
         trace = read_trace(path_or_trace)
     else:

@@ -8,6 +8,7 @@ docs/xspace.md, one function per backend; `paths` finds capture files;
 `synthetic`/`synthetic_bulk` write labelled test captures.
 """
 
-from overlap.trace.reader import Trace, read_trace
+from overlap.trace.distributed import read_trace
+from overlap.trace.reader import Trace
 
 __all__ = ["Trace", "read_trace"]

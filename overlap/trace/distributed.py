@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from overlap.errors import InputError, UsageError, install_hint
+from overlap.trace.files import _find_files
+from overlap.trace.reader import Trace, combine_parts, read_host_file
 
 DASK_EXTRA = install_hint("dask")
 # Seconds to wait for a Dask scheduler to accept the client. Dask's own `timeout` bounds the
@@ -139,8 +141,6 @@ def map_hosts_local(files: list[Path], jobs: int, fn: Callable[[str], Any] | Non
     `fn` must be picklable (a module-level function or a `functools.partial` of one).
     """
     if fn is None:
-        from overlap.trace.reader import read_host_file
-
         fn = read_host_file
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=ctx) as pool:
@@ -157,11 +157,30 @@ def map_hosts_dask(files: list[Path], scheduler: str, fn: Callable[[str], Any] |
     except ImportError:
         raise UsageError(f"--scheduler needs Dask distributed: {DASK_EXTRA}") from None
     if fn is None:
-        from overlap.trace.reader import read_host_file as fn
-
+        fn = read_host_file
     client = _connect(Client, address)
     try:
         futures = client.map(fn, [str(f) for f in files], pure=False)
         return client.gather(futures)
     finally:
         client.close()
+
+
+def read_trace(path: str | os.PathLike, session: str | None = None, *, jobs: int = 1,
+               scheduler: str | None = None) -> Trace:
+    """Read a capture into trace tables. See the module docstring for what `path` may be.
+
+    A session holds one file per host. `jobs` > 1 reads host files in that many worker
+    processes (spawned, not forked: jax warns against fork); `scheduler` (a Dask distributed
+    address) reads them on a cluster instead. Either way each host file is read on its own
+    (`read_host_file`) and the tables are combined here, so the result is the same as a serial
+    read and a worker's memory is bounded by the largest host file, not the capture's total.
+    """
+    files = [Path(f) for f in _find_files(path, session)]
+    outs = map_hosts(files, read_host_file, jobs=jobs, scheduler=scheduler)
+    # A damaged host file leaves the others readable: they are read, it is named
+    # (`Trace.unreadable`); with no readable file its error is raised.
+    parts, readable, unreadable = split_readable(outs, files)
+    trace = combine_parts(parts, readable)
+    trace.unreadable = unreadable
+    return trace

@@ -74,10 +74,8 @@ an annotated thunk has no `hlo_op`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import gc
-import math
 import os
 import re
 from collections import defaultdict, deque
@@ -90,8 +88,39 @@ from google.protobuf.message import DecodeError
 
 from overlap.errors import InputError
 from overlap.trace import vendors
+from overlap.trace.files import TASK_ENV_PLANE, _check_space, _corrupt, _read_file
+from overlap.trace.files import _find_files as _find_files
+from overlap.trace.files import load_xspace as load_xspace
+from overlap.trace.hlotext import _DTYPE_BYTES as _DTYPE_BYTES
+from overlap.trace.hlotext import (
+    _SEND_RECV_RE,
+    _START_DONE_RE,
+    array_bytes,
+    async_boundaries_by_bytes,
+    host_transfer_directions,
+    instruction_names,
+    is_host_async_start,
+)
+from overlap.trace.hlotext import _TUPLE_HEAD_RE as _TUPLE_HEAD_RE
+from overlap.trace.hlotext import HOST_MEMORY_SPACE as HOST_MEMORY_SPACE
+from overlap.trace.hlotext import _copy_start_direction_slow as _copy_start_direction_slow
+from overlap.trace.hlotext import copy_directions as copy_directions
+from overlap.trace.hlotext import copy_start_direction as copy_start_direction
+from overlap.trace.hlotext import instruction_name as instruction_name
+from overlap.trace.hlotext import is_async_boundary as is_async_boundary
+from overlap.trace.hlotext import shape_bytes as shape_bytes
 from overlap.trace.programs import ProgramCopies, program_key
-from overlap.trace.protos import XSpace
+from overlap.trace.tables import (
+    COMPUTE_COLUMNS,
+    DEVICE_COLUMNS,
+    LINE_COLUMNS,
+    MEMORY_COLUMNS,
+    MODULE_COLUMNS,
+    STEP_COLUMNS,
+    TRANSFER_COLUMNS,
+    Trace,
+    _frame,
+)
 from overlap.trace.wire import (
     GROUP_STRIDE,
     INVALID_EVENTS,
@@ -125,7 +154,6 @@ GPU_PLANE_RE = re.compile(r"^/device:GPU:(\d+)$")
 TPU_PLANE_RE = re.compile(r"^/device:TPU:(\d+)(?: SparseCore.*)?$")
 HOST_PLANE = "/host:CPU"
 METADATA_PLANE = "/host:metadata"
-TASK_ENV_PLANE = "Task Environment"
 
 TPU_OPS_LINES = frozenset({"XLA Ops", "Sparse Core Ops"})
 TPU_ASYNC_LINE = "Async XLA Ops"
@@ -133,132 +161,7 @@ TPU_ASYNC_LINE = "Async XLA Ops"
 MEMCPY_DIRECTIONS = {"MemcpyD2H": "D2H", "MemcpyH2D": "H2D"}
 MEMORY_EVENT_KINDS = {"MemoryAllocation": "alloc", "MemoryDeallocation": "free"}
 
-# `<base>-start[.N]` / `<base>-done[.N]` and bare `send`/`recv`: async start/done ops, which are
-# not compute (xprof's async_overlap uses the same rule, so TPU answers agree with it).
-_START_DONE_RE = re.compile(r"^(?P<base>.+)-(?P<role>start|done)(?P<n>\.\d+)?$")
-_SEND_RECV_RE = re.compile(r"^(?:send|recv)(?:\.\d+)?$")
-# Host memory space in an HLO shape layout, e.g. `f32[8,128]{1,0:T(8,128)S(5)}`.
-HOST_MEMORY_SPACE = "S(5)"
-
 SYNTHETIC_MARK = "overlap-synthetic"
-
-TRANSFER_COLUMNS = {
-    "host": "object", "device": "object", "direction": "object", "start_ps": "int64",
-    "end_ps": "int64", "bytes": "int64", "src_kind": "object", "dst_kind": "object",
-    "async": "boolean", "stream": "int64", "line": "object", "hlo_op": "object",
-    "hlo_module": "object", "program_id": "UInt64",
-    # False where the capture does not record the copy's size (ROCm host API events write
-    # `size:0`): `bytes` is then 0 and every byte total says how many copies it leaves out.
-    "bytes_known": "bool",
-}
-# Columns a producer may leave out (older callers, other rules): filled with this value.
-COLUMN_DEFAULTS = {"bytes_known": True}
-COMPUTE_COLUMNS = {
-    "host": "object", "device": "object", "start_ps": "int64", "end_ps": "int64",
-    "name": "object", "hlo_op": "object", "hlo_module": "object", "stream": "int64",
-    "line": "object",
-    # Which compile of `hlo_module` ran (a sweep compiles several programs of one name; the
-    # memory views pick the program that executed by it). XLA:CPU and TPU ops only: per GPU
-    # kernel it cost 10-18% of a 1M-event read, and `overlap capture` records the program id
-    # in run.json anyway. None elsewhere.
-    "program_id": "UInt64",
-}
-STEP_COLUMNS = {
-    "host": "object", "step": "int64", "name": "object", "start_ps": "int64", "end_ps": "int64",
-}
-MEMORY_COLUMNS = {
-    "host": "object", "time_ps": "int64", "allocator": "object", "device": "object",
-    "kind": "object", "bytes_allocated": "int64", "bytes_reserved": "int64",
-    "peak_bytes_in_use": "int64", "requested_bytes": "int64", "allocation_bytes": "int64",
-}
-MODULE_COLUMNS = {
-    "host": "object", "program_id": "UInt64", "name": "object", "hlo_proto": "object",
-}
-DEVICE_COLUMNS = {
-    "host": "object", "device": "object", "plane": "object", "vendor": "object",
-    "name": "object", "memory_size": "Int64", "memory_bandwidth": "Int64",
-    "clock_rate_khz": "Int64", "core_count": "Int64", "compute_capability": "object",
-}
-LINE_COLUMNS = {"host": "object", "plane": "object", "line_id": "int64", "line": "object",
-                "events": "int64"}
-
-
-def _frame(rows: dict[str, list] | None, schema: dict[str, str]) -> pd.DataFrame:
-    """A DataFrame with exactly `schema`'s columns and dtypes, from column lists."""
-    rows = rows or {}
-    data = {}
-    n = max((len(v) for v in rows.values()), default=0)
-    for col, dtype in schema.items():
-        values: Any = rows.get(col, [])
-        if col in COLUMN_DEFAULTS:
-            values = _with_default(values, n, COLUMN_DEFAULTS[col])
-        # copy=False: the column arrays are ours alone (built for this frame)
-        data[col] = (_nullable_ints(values, dtype) if dtype in _NULLABLE_INTS
-                     else pd.array(values, dtype=dtype, copy=False) if dtype != "object"
-                     else pd.Series(values, dtype=object, copy=False))
-    return pd.DataFrame(data, copy=False)
-
-
-_NULLABLE_INTS = {"UInt64": np.uint64, "Int64": np.int64}
-
-
-def _nullable_ints(values: Any, dtype: str) -> Any:
-    """`pd.array(values, dtype)` for an object column of ints and missing values (program ids
-    per event) without pandas' per-element coercion (3x faster on a million rows); any other
-    column goes through pandas, which also raises for what it cannot hold."""
-    obj = isinstance(values, np.ndarray) and values.dtype == object and len(values) > 0
-    if obj and pd.api.types.infer_dtype(values, skipna=True) == "integer":
-        mask = np.asarray(pd.isna(values), bool)
-        data = np.zeros(len(values), _NULLABLE_INTS[dtype])
-        try:
-            data[~mask] = values[~mask].astype(data.dtype)
-            return pd.arrays.IntegerArray(data, mask)
-        except (OverflowError, TypeError, ValueError):
-            pass  # pandas says what it cannot hold
-    return pd.array(values, dtype=dtype, copy=False)
-
-
-def _with_default(values, n: int, default: Any) -> np.ndarray:
-    """`values` with None (or a missing column: no values at all) read as `default`."""
-    if not len(values):
-        return np.full(n, default)
-    v = np.asarray(values, dtype=object)
-    return np.where(pd.isna(v), default, v).astype(type(default))
-
-
-@dataclasses.dataclass
-class Trace:
-    """Everything the reader extracts from one capture (one or more host files)."""
-
-    sources: list[Path]
-    backend: str  # "gpu", "tpu", "cpu" or "unknown"
-    transfers: pd.DataFrame
-    compute: pd.DataFrame
-    steps: pd.DataFrame
-    memory: pd.DataFrame
-    modules: pd.DataFrame
-    devices: pd.DataFrame
-    lines: pd.DataFrame
-    capture: dict[str, dict[str, Any]]  # per host: start/stop time, versions, warnings
-    synthetic: bool = False
-    # "all", or a sentence saying which compute events a multi-host read kept (see
-    # overlap.analysis.pod): the analysis always used every event, on its host's worker.
-    compute_scope: str = "all"
-    # Set by that multi-host read: the per-transfer analysis table (overlap.analysis.overlap.
-    # transfer_table) computed on each host's worker from all its compute, with its thresholds.
-    analysed_transfers: Any = None
-    # Set by that multi-host read: compute time per HLO module over all events (for
-    # overlap.analysis.memory.executed_module, which would otherwise rank the kept ones).
-    module_time_ps: dict[str, int] | None = None
-    # Host files of the session that could not be read, `{"path", "problem"}` each: the tables
-    # hold the other hosts only (see overlap.trace.distributed.split_readable).
-    unreadable: list[dict[str, str]] = dataclasses.field(default_factory=list)
-
-    @property
-    def hosts(self) -> list[str]:
-        return sorted(self.capture)
-
-
 
 def parse_details(text: str | None) -> dict[str, str]:
     """Parse a CUPTI `*_details` stat, `"kind_src:device kind_dst:pinned size:64 ..."`.
@@ -279,399 +182,7 @@ def parse_details(text: str | None) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# HLO text helpers (TPU event names are full HLO text)
-
-
-def instruction_name(name: str) -> str:
-    """`%copy-start.5 = (...) copy-start(...)` -> `copy-start.5`; bare names pass through."""
-    name = name.strip()
-    if name.startswith("%"):
-        name = name[1:].split(" = ", 1)[0].strip()
-    return name
-
-
-def instruction_names(texts: list[str]) -> list[str]:
-    """`instruction_name` of many texts; the usual `%name = ...` without a call each."""
-    out = []
-    for t in texts:
-        if t[:1] == "%" and not t[-1:].isspace():  # nothing to strip at either end
-            k = t.find(" = ")
-            out.append((t[1:k] if k > 0 else t[1:]).strip())
-        else:
-            out.append(instruction_name(t))
-    return out
-
-
-def is_async_boundary(instr: str) -> bool:
-    return bool(_START_DONE_RE.match(instr) or _SEND_RECV_RE.match(instr))
-
-
-def _suffix_is(b: np.ndarray, end: np.ndarray, ok: np.ndarray, text: bytes) -> np.ndarray:
-    """Where `ok`: do the bytes of `b` just before `end` spell `text`?"""
-    out = ok.copy()
-    for i, ch in enumerate(text):
-        at = np.where(out, end - len(text) + i, 0)
-        out &= b[at] == ch
-    return out
-
-
-def async_boundaries_by_bytes(b: np.ndarray, ln: np.ndarray) -> np.ndarray:
-    """`is_async_boundary` of many names given as bytes (`MetaTable.string_bytes`): per name,
-    1 (a boundary), 0 (not one) or -1 (not decided here: empty, non-ASCII, or holding a
-    newline; the caller applies the regex to those).
-
-    For ASCII names without a newline the two regexes say exactly: strip a trailing `.digits`
-    (digits alone, without the dot, match neither); what is left ends with `-start` or `-done`
-    after at least one more byte, or is `send` or `recv`. Why bytes: a capture where every copy
-    is its own op has tens of thousands of distinct copy-start/copy-done ops, and a Python
-    string and a regex match each cost more than all the rest of their reading.
-    """
-    n = len(ln)
-    out = np.full(n, -1, np.int8)
-    have = np.flatnonzero(ln > 0)
-    if not have.size:
-        return out
-    L = ln[have]
-    start = np.cumsum(ln)[have] - L  # each name's offset in `b`
-    end = start + L
-    plain = (b < 0x80) & (b != 0x0A)
-    ok = np.add.reduceat(plain.astype(np.int64), start) == L
-    digit = (b >= 0x30) & (b <= 0x39)
-    # the last non-digit byte of each name (-1 where the name is all digits)
-    pos = np.where(digit, -1, np.arange(len(b)))
-    last = np.maximum.reduceat(pos, start)
-    last = np.where(last >= start, last, -1)
-    has_n = last < end - 1  # a trailing run of digits
-    dotted = has_n & (last >= 0) & (b[np.maximum(last, 0)] == 0x2E)
-    core_end = np.where(dotted, last, end)
-    core_len = core_end - start
-    fits = ~has_n | dotted  # digits without a dot: neither regex matches
-    yes = _suffix_is(b, core_end, fits & (core_len >= 7), b"-start")
-    yes |= _suffix_is(b, core_end, fits & (core_len >= 6), b"-done")
-    yes |= _suffix_is(b, core_end, fits & (core_len == 4), b"send")
-    yes |= _suffix_is(b, core_end, fits & (core_len == 4), b"recv")
-    out[have[ok]] = yes[ok].astype(np.int8)
-    return out
-
-
-def _split_top_level(s: str) -> list[str]:
-    """Split `a, b{c,d}, e[1,2]` on commas outside brackets/braces/parens."""
-    parts: list[str] = []
-    depth = 0
-    cur: list[str] = []
-    for ch in s:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if cur:
-        parts.append("".join(cur).strip())
-    return parts
-
-
-_DTYPE_BYTES = {
-    "pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4, "u32": 4,
-    "s64": 8, "u64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16,
-    "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1, "f8e3m4": 1, "f8e4m3fnuz": 1, "f8e5m2fnuz": 1,
-    "f8e4m3b11fnuz": 1, "f8e8m0fnu": 1, "f4e2m1fn": 0.5,
-}
-_ARRAY_SHAPE_RE = re.compile(r"^([a-z0-9]+)\[([0-9,\s]*)\]")
-
-
-@functools.lru_cache(maxsize=1 << 12)  # a few distinct shapes, met once per copy op
-def shape_bytes(shape: str) -> int | None:
-    """Bytes of one array shape such as `bf16[2,2048,4096]{2,1,0:S(5)}`."""
-    m = _ARRAY_SHAPE_RE.match(shape.strip())
-    if not m or m.group(1) not in _DTYPE_BYTES:
-        return None
-    dims = [int(d) for d in m.group(2).replace(" ", "").split(",") if d]
-    return array_bytes(m.group(1), dims)
-
-
-def array_bytes(dtype: str, dims) -> int | None:
-    """Bytes of an array of `dtype` (an HLO type name) and `dims`; None for a type without a
-    size here or a count no array can have. One definition for the HLO text rule and the
-    programs' protos (`overlap.trace.programs`)."""
-    per = _DTYPE_BYTES.get(dtype)
-    if per is None:
-        return None
-    n = 1
-    for d in dims:  # Python ints: a huge shape must not wrap to a small byte count
-        n *= int(d)
-    nbytes = math.ceil(n * per)  # 4-bit types: whole bytes
-    return nbytes if nbytes < (1 << 53) else None
-
-
-_TUPLE_HEAD_RE = re.compile(
-    r" = \((?P<a>[a-z][a-z0-9]*\[[0-9,\s]*\](?:\{[^{}]*\})?), "
-    r"(?P<b>[a-z][a-z0-9]*\[[0-9,\s]*\](?:\{[^{}]*\})?)[,)]")
-
-
-def copy_start_direction(hlo_text: str) -> tuple[str | None, int | None]:
-    """Direction and bytes of a `copy-start` from its HLO text.
-
-    The result tuple is `(destination, source, u32[] context)`: `S(5)` on element 0 means the
-    copy writes host memory (D2H), on element 1 that it reads host memory (H2D).
-    """
-    return copy_directions([hlo_text])[0]
-
-
-def copy_directions(texts: list[str]) -> list[tuple[str | None, int | None]]:
-    """`copy_start_direction` of many texts (a capture where every copy is its own op has tens
-    of thousands of distinct ones: a cache keyed by the text never hits)."""
-    match = _TUPLE_HEAD_RE.match
-    by_head: dict[str, tuple] = {}
-    out = []
-    for t in texts:
-        # Fast path: the first two tuple elements are plain array shapes (every copy-start
-        # XLA writes), matched right at the first " = " (no match can start before it).
-        k = t.find(" = ")
-        if k < 0:
-            out.append(_copy_start_direction_slow(t))
-            continue
-        # Copies of the same shapes share the text from " = " to the opcode: decide once per
-        # such head. Exact: each part of the pattern stops at a byte it cannot take (a
-        # bracket, a brace, the comma), so a match inside the head reads nothing after it
-        # and is the match in the whole text; a head without one is matched in the text.
-        j = t.find(" copy-start(", k)
-        head = t[k:j] if j > 0 else None
-        got = by_head.get(head) if head is not None else None
-        if got is None:
-            m = match(head) if head is not None else None
-            if m is None:
-                m = match(t, k)
-                if m is None:
-                    out.append(_copy_start_direction_slow(t))
-                    continue
-                head = None  # decided in the whole text: not cached
-            a, b = m.group("a", "b")
-            if HOST_MEMORY_SPACE in a:
-                got = ("D2H", shape_bytes(a))
-            elif HOST_MEMORY_SPACE in b:
-                got = ("H2D", shape_bytes(b))
-            else:
-                got = (None, None)
-            if head is not None:
-                by_head[head] = got
-        out.append(got)
-    return out
-
-
-def _copy_start_direction_slow(hlo_text: str) -> tuple[str | None, int | None]:
-    _, _, rhs = hlo_text.partition(" = ")
-    rhs = rhs.strip()
-    if not rhs.startswith("("):
-        return None, None
-    depth = 0
-    for i, ch in enumerate(rhs):
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        if depth == 0:
-            inner = rhs[1:i]
-            break
-    else:
-        return None, None
-    elems = _split_top_level(inner)
-    if len(elems) < 2:
-        return None, None
-    if HOST_MEMORY_SPACE in elems[0]:
-        return "D2H", shape_bytes(elems[0])
-    if HOST_MEMORY_SPACE in elems[1]:
-        return "H2D", shape_bytes(elems[1])
-    return None, None
-
-
-_SLICE_START_RE = re.compile(r"\) (dynamic-update-slice-start|dynamic-slice-start)\(")
-_COMMENT_RE = re.compile(r"/\*.*?\*/")
-
-
-def slice_start_direction(hlo_text: str) -> tuple[str | None, int | None]:
-    """Direction and bytes of an async `dynamic-update-slice-start` / `dynamic-slice-start`
-    across host memory, from its HLO text: how XLA:TPU offloads a scan's per-layer residuals
-    (one slice per iteration into or out of a stacked `S(5)` buffer).
-
-    The result tuple is `((operands...), result, u32[] context)`. A dynamic-update-slice
-    writing an `S(5)` result from a device update (operand 1) is D2H of the update's bytes; a
-    dynamic-slice reading an `S(5)` operand 0 into a device result is H2D of the result's bytes
-    (the rule of `overlap.hlo.program.offload_inventory`, which plans them)."""
-    k = hlo_text.find(" = ")
-    m = _SLICE_START_RE.search(hlo_text, k + 1) if k >= 0 else None
-    if m is None:
-        return None, None
-    shape = hlo_text[k + 3:m.start() + 1].strip()
-    if not shape.startswith("((") or not shape.endswith(")"):
-        return None, None
-    elems = _split_top_level(_COMMENT_RE.sub("", shape[1:-1]))
-    if len(elems) < 2 or not elems[0].startswith("("):
-        return None, None
-    operands, result = _split_top_level(elems[0][1:-1]), elems[1]
-    if m.group(1) == "dynamic-update-slice-start":
-        if len(operands) > 1 and HOST_MEMORY_SPACE in result \
-                and HOST_MEMORY_SPACE not in operands[1]:
-            return "D2H", shape_bytes(operands[1])
-    elif operands and HOST_MEMORY_SPACE in operands[0] and HOST_MEMORY_SPACE not in result:
-        return "H2D", shape_bytes(result)
-    return None, None
-
-
-def is_host_async_start(hlo_text: str) -> bool:
-    """Could this op's HLO text be an async start that moves data across host memory (`S(5)`
-    in it, opcode copy-start or dynamic-(update-)slice-start)? The direction rules decide."""
-    if HOST_MEMORY_SPACE not in hlo_text:
-        return False
-    rhs = hlo_text.split(" = ", 1)[-1]
-    return "copy-start" in rhs or "slice-start(" in rhs
-
-
-def host_transfer_directions(texts: list[str]) -> list[tuple[str | None, int | None]]:
-    """Per async start op's HLO text: (direction, bytes) of the host transfer it makes, or
-    (None, None). copy-starts go through `copy_directions`; dynamic-(update-)slice-starts
-    through `slice_start_direction`."""
-    # By opcode first: a dynamic-slice-start's operand tuple holds S(5) where a copy-start's
-    # destination would, so the copy rule would call an H2D slice D2H.
-    sl = [i for i, t in enumerate(texts) if "slice-start(" in t
-          and _SLICE_START_RE.search(t, max(t.find(" = "), 0))]
-    if not sl:
-        return copy_directions(texts)
-    slset = set(sl)
-    rest = [i for i in range(len(texts)) if i not in slset]
-    out: list[tuple[str | None, int | None]] = [(None, None)] * len(texts)
-    for i, d in zip(rest, copy_directions([texts[i] for i in rest])):
-        out[i] = d
-    for i in sl:
-        out[i] = slice_start_direction(texts[i])
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
 # Loading
-
-
-def load_xspace(path: str | os.PathLike) -> Any:
-    """Parse one `.xplane.pb` file; every failure is an `InputError` naming the file."""
-    return _load(path, XSpace)
-
-
-def _available_memory() -> int | None:
-    """Bytes of memory available to this process (Linux MemAvailable), else None."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
-    """The file's bytes followed by `pad` zero bytes (read in place, one copy), and its size."""
-    from overlap.trace.paths import open_regular
-
-    try:
-        with open_regular(p, "capture file") as fh:  # a FIFO or device is refused, not read
-            size = os.fstat(fh.fileno()).st_size
-            avail = _available_memory()
-            # The reader holds the file plus its tables (about 4-5x the file): refuse up front
-            # what cannot fit, instead of dying of MemoryError half way.
-            if avail is not None and size * 4 > avail:
-                raise InputError(p, f"{size / 2**30:.1f} GiB file; reading it needs about "
-                                    f"{4 * size / 2**30:.0f} GiB of memory and "
-                                    f"{avail / 2**30:.1f} GiB is available")
-            buf = bytearray(size + pad)
-            mv = memoryview(buf)
-            n = 0
-            while n < size:
-                got = fh.readinto(mv[n:size])
-                if not got:
-                    break
-                n += got
-            del mv
-            if n < size:  # the file shrank while we read it
-                del buf[n:size]
-            elif fh.read(1):  # ...or grew: read it whole
-                fh.seek(0)
-                raw = fh.read()
-                n = len(raw)
-                buf = bytearray(raw) + bytearray(pad)
-    except MemoryError:
-        raise InputError(p, "not enough memory to read this file") from None
-    except FileNotFoundError:
-        raise InputError(p, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(p, "is a directory, expected an .xplane.pb file") from None
-    except OSError as e:
-        raise InputError(p, f"cannot read: {e.strerror or e}") from None
-    if not n:
-        raise InputError(p, "empty file (a capture that was cut off before it was written?)")
-    head = bytes(buf[:64]).lstrip()
-    if p.name.endswith((".trace.json.gz", ".trace.json", ".json.gz")) or head[:1] in (b"{", b"["):
-        # Only a regular file can be the capture to name (a directory can end in .xplane.pb).
-        sib = sorted(f for f in p.parent.glob("*.xplane.pb") if f.is_file())
-        raise InputError(p, "a Chrome-trace JSON (jax writes it beside the capture); overlap "
-                            "reads the XSpace capture: "
-                            + (f"use {sib[0]}" if sib else "use the .xplane.pb next to it"))
-    if buf[:2] == b"\x1f\x8b":
-        raise InputError(p, "gzip-compressed; decompress it first (gunzip)")
-    return buf, n
-
-
-def _corrupt(p: Path, e: Exception) -> InputError:
-    return InputError(p, f"not a readable XSpace protobuf (truncated or corrupt): {e}")
-
-
-def _check_space(p: Path, xs) -> None:
-    if not xs.planes or not any(pl.name for pl in xs.planes):
-        raise InputError(p, "not an XSpace capture: it holds no named planes")
-    # Random bytes can parse as a protobuf full of unknown fields; a real XSpace names its planes
-    # with the profiler's prefixes.
-    if not any(pl.name.startswith(("/host:", "/device:", TASK_ENV_PLANE, "#")) for pl in xs.planes):
-        raise InputError(p, "not an XSpace capture: no /host: or /device: planes")
-
-
-def _load(path: str | os.PathLike, cls) -> Any:
-    p = Path(path)
-    data, n = _read_file(p)
-    xs = cls()
-    try:
-        xs.ParseFromString(bytes(data))
-    except (DecodeError, RuntimeError, ValueError) as e:
-        raise _corrupt(p, e) from None
-    _check_space(p, xs)
-    return xs
-
-
-def _find_files(path: str | os.PathLike, session: str | None) -> list[Path]:
-    from overlap.trace.paths import find_xplane_files
-
-    return find_xplane_files(path, session)
-
-
-def read_trace(path: str | os.PathLike, session: str | None = None, *, jobs: int = 1,
-               scheduler: str | None = None) -> Trace:
-    """Read a capture into trace tables. See the module docstring for what `path` may be.
-
-    A session holds one file per host. `jobs` > 1 reads host files in that many worker
-    processes (spawned, not forked: jax warns against fork); `scheduler` (a Dask distributed
-    address) reads them on a cluster instead. Either way each host file is read on its own
-    (`read_host_file`) and the tables are combined here, so the result is the same as a serial
-    read and a worker's memory is bounded by the largest host file, not the capture's total.
-    """
-    from overlap.trace.distributed import map_hosts, split_readable
-
-    files = [Path(f) for f in _find_files(path, session)]
-    outs = map_hosts(files, read_host_file, jobs=jobs, scheduler=scheduler)
-    # A damaged host file leaves the others readable: they are read, it is named
-    # (`Trace.unreadable`); with no readable file its error is raised.
-    parts, readable, unreadable = split_readable(outs, files)
-    trace = combine_parts(parts, readable)
-    trace.unreadable = unreadable
-    return trace
 
 
 @contextlib.contextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from overlap.analysis import overlap as analysis
-from overlap.trace.reader import read_trace
+from overlap.trace import read_trace
 from overlap.trace.synthetic import SyntheticTrace
 from tests.conftest import run_cli
 

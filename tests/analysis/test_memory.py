@@ -11,7 +11,7 @@ import pytest
 
 from overlap.analysis.memory import executed_module, memory_analysis_peak, peak_memory
 from overlap.hlo.program import buffer_assignment_sizes, pick_module
-from overlap.trace.reader import read_trace
+from overlap.trace import read_trace
 from tests.conftest import SAMPLE_TRACES, run_cli
 
 SCAN = SAMPLE_TRACES / "cpu-scan"

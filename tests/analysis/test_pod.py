@@ -10,7 +10,7 @@ import pytest
 
 from overlap.analysis import overlap as analysis
 from overlap.analysis import pod
-from overlap.trace.reader import read_trace
+from overlap.trace import read_trace
 from overlap.trace.synthetic import SyntheticTrace
 from tests.analysis.test_hosts import pod as gpu_pod
 from tests.conftest import run_cli

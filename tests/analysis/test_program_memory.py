@@ -31,7 +31,7 @@ def _own_timeline(run: Path) -> np.ndarray:
     """The heap-simulator live bytes of the program this run's op events executed, read
     straight from the capture (not through the code under test)."""
     from overlap.hlo.program import hlo_protos_from_xspace, memory_timeline
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     t = read_trace(run)
     ran = t.compute[t.compute["hlo_module"] == "jit_train_step"]["program_id"].dropna()
@@ -45,7 +45,7 @@ def _own_timeline(run: Path) -> np.ndarray:
 def _load(run: Path, manifest: dict | None = None):
     from overlap.analysis.overlap import analyze
     from overlap.report.rundata import run_data
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     t = read_trace(run)
     m = json.loads((run / "run.json").read_text()) if manifest is None else manifest
@@ -89,7 +89,7 @@ def test_compare_and_html_draw_each_runs_own_curve(sweep_runs, tmp_path, monkeyp
     from overlap.analysis.overlap import analyze
     from overlap.report import figures
     from overlap.report.html import write_html
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     datas = [(p, _load(r)) for p, r in sweep_runs.items()]
     peaks = _curve_peaks(figures.compare_figures(datas, "full")["memory"])
@@ -125,7 +125,7 @@ def test_cannot_tell_is_said_not_guessed(sweep_runs):
     """No program id anywhere and three candidates: no curve, and the reason."""
     from overlap.analysis.overlap import analyze
     from overlap.report.rundata import run_data
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     run = sweep_runs["full"]
     t = read_trace(run)

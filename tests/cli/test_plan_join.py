@@ -126,7 +126,7 @@ def v6e_plans(tmp_path_factory) -> Path:
     from overlap.hlo.program import hlo_text_from_proto
     from overlap.plan.estimate import estimate_for
     from overlap.plan.targets import get_target
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     root = tmp_path_factory.mktemp("v6e_plans")
     tr = read_trace(V6E)

@@ -173,7 +173,7 @@ def test_run_view_titles_clear_and_html_report_draws(duo, tmp_path):
     from overlap.analysis.overlap import analyze
     from overlap.dashboard.app import create_app
     from overlap.report.html import write_html
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     duo.start_server(create_app([SAMPLE_TRACES / "tpu-v6e-offload"]))
     duo.find_element("#tabs .tab:nth-child(2)").click()

@@ -14,7 +14,7 @@ import pytest
 from overlap.analysis import overlap as analysis
 from overlap.dashboard import data
 from overlap.report import aggregate, figures
-from overlap.trace.reader import read_trace
+from overlap.trace import read_trace
 from tests.dashboard.dashboard_support import COPY_PS, KERNEL_PS, OFFLOAD_HIDDEN_FRACTION, write_run
 
 

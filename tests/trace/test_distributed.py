@@ -8,7 +8,7 @@ import json
 import pytest
 
 from overlap.analysis import overlap as analysis
-from overlap.trace.reader import read_trace
+from overlap.trace import read_trace
 from tests.analysis.test_hosts import pod
 from tests.conftest import run_cli
 

@@ -32,8 +32,8 @@ import pytest
 
 from overlap.analysis import overlap as analysis
 from overlap.errors import InputError
+from overlap.trace import read_trace
 from overlap.trace.protos import XSpace
-from overlap.trace.reader import read_trace
 from overlap.trace.synthetic import SyntheticTrace
 
 REPO = Path(__file__).resolve().parents[2]

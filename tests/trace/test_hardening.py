@@ -7,8 +7,9 @@ import pytest
 
 from overlap.analysis import overlap as analysis
 from overlap.errors import InputError
+from overlap.trace import read_trace
 from overlap.trace.protos import XSpace
-from overlap.trace.reader import read_trace, shape_bytes
+from overlap.trace.reader import shape_bytes
 from overlap.trace.synthetic import SyntheticTrace
 from overlap.trace.wire import as_int
 from tests.conftest import run_cli

@@ -180,7 +180,8 @@ def test_invalid_utf8_in_a_skipped_tpu_entry_is_one_line_naming_the_file(tmp_pat
     read or pass unnoticed into the tables."""
     import pytest
 
-    from overlap.trace.reader import InputError, read_trace
+    from overlap.trace import read_trace
+    from overlap.trace.reader import InputError
     from overlap.trace.synthetic import SyntheticTrace
 
     t = SyntheticTrace()

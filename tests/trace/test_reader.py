@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from overlap.trace import read_trace
 from overlap.trace.protos import XSpace
 from overlap.trace.reader import (
     copy_start_direction,
     load_xspace,
     parse_details,
-    read_trace,
     read_xspace,
     shape_bytes,
 )

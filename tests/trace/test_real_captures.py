@@ -29,8 +29,8 @@ def test_tpu_offload_report_numbers():
 
 
 def test_tpu_every_chip_pairs_600_copies_tpu1_without_async_line():
+    from overlap.trace import read_trace
     from overlap.trace.protos import XSpace
-    from overlap.trace.reader import read_trace
 
     xs = XSpace.FromString(TPU_FILE.read_bytes())
     lines = {p.name: {ln.name for ln in p.lines} for p in xs.planes}
@@ -64,7 +64,7 @@ def _tie_ops():
 def test_tpu1_zero_length_start_pairs_with_the_done_at_its_picosecond():
     """Regression: on TPU:1 a zero-length copy-start.5 begins at the same picosecond as a
     copy-done.5 of 126-172 ms; taking the done first drops the pair (xprof: 598 of 600)."""
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     ties = _tie_ops()
     assert len(ties) == 6
@@ -83,7 +83,7 @@ def test_tie_break_is_start_before_done_whatever_the_durations(tmp_path, file_or
     """A copy-start and its copy-done beginning at one picosecond pair up, however long each
     is and whichever the file lists first: a start comes before a done at a tie (explicit in
     the reader, not a side effect of sorting on end time: here the done ends first)."""
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
     from overlap.trace.synthetic import SyntheticTrace
 
     t = SyntheticTrace()
@@ -110,7 +110,7 @@ def test_tie_break_is_start_before_done_whatever_the_durations(tmp_path, file_or
 
 
 def test_gpu_v100_multiworker_numbers():
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     r = run_cli("report", str(GPU))
     assert r.returncode == 0, r.stderr

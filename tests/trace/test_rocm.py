@@ -16,8 +16,8 @@ import pytest
 from overlap.analysis.overlap import STATUS_CANNOT_TELL, STATUS_NO_TRANSFERS, STATUS_OK, analyze
 from overlap.cli.main import main
 from overlap.report import gate
+from overlap.trace import read_trace
 from overlap.trace.protos import XSpace
-from overlap.trace.reader import read_trace
 from overlap.trace.synthetic import SyntheticTrace
 from tests.conftest import SAMPLE_TRACES
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from overlap.trace import synthetic_bulk
+from overlap.trace import read_trace, synthetic_bulk
 from overlap.trace.protos import XSpace
-from overlap.trace.reader import read_trace
 
 
 def _varint_ref(v: int) -> bytes:

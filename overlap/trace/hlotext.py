@@ -1,0 +1,289 @@
+"""HLO text rules of the TPU reader: a TPU op's event metadata names it by its HLO text.
+
+Instruction names, async start/done boundaries (also decided on name bytes for many ops at
+once), array shapes' bytes, and the direction and bytes of host-memory async copies
+(`copy-start`, `dynamic-update-slice-start`, `dynamic-slice-start` across memory space `S(5)`).
+`overlap.trace.reader` applies them (and re-exports them); `overlap.trace.programs` reads the
+same copy facts from a program's HLO proto where the capture carries it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+
+import numpy as np
+
+# `<base>-start[.N]` / `<base>-done[.N]` and bare `send`/`recv`: async start/done ops, which are
+# not compute (xprof's async_overlap uses the same rule, so TPU answers agree with it).
+_START_DONE_RE = re.compile(r"^(?P<base>.+)-(?P<role>start|done)(?P<n>\.\d+)?$")
+_SEND_RECV_RE = re.compile(r"^(?:send|recv)(?:\.\d+)?$")
+# Host memory space in an HLO shape layout, e.g. `f32[8,128]{1,0:T(8,128)S(5)}`.
+HOST_MEMORY_SPACE = "S(5)"
+
+
+def instruction_name(name: str) -> str:
+    """`%copy-start.5 = (...) copy-start(...)` -> `copy-start.5`; bare names pass through."""
+    name = name.strip()
+    if name.startswith("%"):
+        name = name[1:].split(" = ", 1)[0].strip()
+    return name
+
+
+def instruction_names(texts: list[str]) -> list[str]:
+    """`instruction_name` of many texts; the usual `%name = ...` without a call each."""
+    out = []
+    for t in texts:
+        if t[:1] == "%" and not t[-1:].isspace():  # nothing to strip at either end
+            k = t.find(" = ")
+            out.append((t[1:k] if k > 0 else t[1:]).strip())
+        else:
+            out.append(instruction_name(t))
+    return out
+
+
+def is_async_boundary(instr: str) -> bool:
+    return bool(_START_DONE_RE.match(instr) or _SEND_RECV_RE.match(instr))
+
+
+def _suffix_is(b: np.ndarray, end: np.ndarray, ok: np.ndarray, text: bytes) -> np.ndarray:
+    """Where `ok`: do the bytes of `b` just before `end` spell `text`?"""
+    out = ok.copy()
+    for i, ch in enumerate(text):
+        at = np.where(out, end - len(text) + i, 0)
+        out &= b[at] == ch
+    return out
+
+
+def async_boundaries_by_bytes(b: np.ndarray, ln: np.ndarray) -> np.ndarray:
+    """`is_async_boundary` of many names given as bytes (`MetaTable.string_bytes`): per name,
+    1 (a boundary), 0 (not one) or -1 (not decided here: empty, non-ASCII, or holding a
+    newline; the caller applies the regex to those).
+
+    For ASCII names without a newline the two regexes say exactly: strip a trailing `.digits`
+    (digits alone, without the dot, match neither); what is left ends with `-start` or `-done`
+    after at least one more byte, or is `send` or `recv`. Why bytes: a capture where every copy
+    is its own op has tens of thousands of distinct copy-start/copy-done ops, and a Python
+    string and a regex match each cost more than all the rest of their reading.
+    """
+    n = len(ln)
+    out = np.full(n, -1, np.int8)
+    have = np.flatnonzero(ln > 0)
+    if not have.size:
+        return out
+    L = ln[have]
+    start = np.cumsum(ln)[have] - L  # each name's offset in `b`
+    end = start + L
+    plain = (b < 0x80) & (b != 0x0A)
+    ok = np.add.reduceat(plain.astype(np.int64), start) == L
+    digit = (b >= 0x30) & (b <= 0x39)
+    # the last non-digit byte of each name (-1 where the name is all digits)
+    pos = np.where(digit, -1, np.arange(len(b)))
+    last = np.maximum.reduceat(pos, start)
+    last = np.where(last >= start, last, -1)
+    has_n = last < end - 1  # a trailing run of digits
+    dotted = has_n & (last >= 0) & (b[np.maximum(last, 0)] == 0x2E)
+    core_end = np.where(dotted, last, end)
+    core_len = core_end - start
+    fits = ~has_n | dotted  # digits without a dot: neither regex matches
+    yes = _suffix_is(b, core_end, fits & (core_len >= 7), b"-start")
+    yes |= _suffix_is(b, core_end, fits & (core_len >= 6), b"-done")
+    yes |= _suffix_is(b, core_end, fits & (core_len == 4), b"send")
+    yes |= _suffix_is(b, core_end, fits & (core_len == 4), b"recv")
+    out[have[ok]] = yes[ok].astype(np.int8)
+    return out
+
+
+def _split_top_level(s: str) -> list[str]:
+    """Split `a, b{c,d}, e[1,2]` on commas outside brackets/braces/parens."""
+    parts: list[str] = []
+    depth = 0
+    cur: list[str] = []
+    for ch in s:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        parts.append("".join(cur).strip())
+    return parts
+
+
+_DTYPE_BYTES = {
+    "pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "s32": 4, "u32": 4,
+    "s64": 8, "u64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16,
+    "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1, "f8e3m4": 1, "f8e4m3fnuz": 1, "f8e5m2fnuz": 1,
+    "f8e4m3b11fnuz": 1, "f8e8m0fnu": 1, "f4e2m1fn": 0.5,
+}
+_ARRAY_SHAPE_RE = re.compile(r"^([a-z0-9]+)\[([0-9,\s]*)\]")
+
+
+@functools.lru_cache(maxsize=1 << 12)  # a few distinct shapes, met once per copy op
+def shape_bytes(shape: str) -> int | None:
+    """Bytes of one array shape such as `bf16[2,2048,4096]{2,1,0:S(5)}`."""
+    m = _ARRAY_SHAPE_RE.match(shape.strip())
+    if not m or m.group(1) not in _DTYPE_BYTES:
+        return None
+    dims = [int(d) for d in m.group(2).replace(" ", "").split(",") if d]
+    return array_bytes(m.group(1), dims)
+
+
+def array_bytes(dtype: str, dims) -> int | None:
+    """Bytes of an array of `dtype` (an HLO type name) and `dims`; None for a type without a
+    size here or a count no array can have. One definition for the HLO text rule and the
+    programs' protos (`overlap.trace.programs`)."""
+    per = _DTYPE_BYTES.get(dtype)
+    if per is None:
+        return None
+    n = 1
+    for d in dims:  # Python ints: a huge shape must not wrap to a small byte count
+        n *= int(d)
+    nbytes = math.ceil(n * per)  # 4-bit types: whole bytes
+    return nbytes if nbytes < (1 << 53) else None
+
+
+_TUPLE_HEAD_RE = re.compile(
+    r" = \((?P<a>[a-z][a-z0-9]*\[[0-9,\s]*\](?:\{[^{}]*\})?), "
+    r"(?P<b>[a-z][a-z0-9]*\[[0-9,\s]*\](?:\{[^{}]*\})?)[,)]")
+
+
+def copy_start_direction(hlo_text: str) -> tuple[str | None, int | None]:
+    """Direction and bytes of a `copy-start` from its HLO text.
+
+    The result tuple is `(destination, source, u32[] context)`: `S(5)` on element 0 means the
+    copy writes host memory (D2H), on element 1 that it reads host memory (H2D).
+    """
+    return copy_directions([hlo_text])[0]
+
+
+def copy_directions(texts: list[str]) -> list[tuple[str | None, int | None]]:
+    """`copy_start_direction` of many texts (a capture where every copy is its own op has tens
+    of thousands of distinct ones: a cache keyed by the text never hits)."""
+    match = _TUPLE_HEAD_RE.match
+    by_head: dict[str, tuple] = {}
+    out = []
+    for t in texts:
+        # Fast path: the first two tuple elements are plain array shapes (every copy-start
+        # XLA writes), matched right at the first " = " (no match can start before it).
+        k = t.find(" = ")
+        if k < 0:
+            out.append(_copy_start_direction_slow(t))
+            continue
+        # Copies of the same shapes share the text from " = " to the opcode: decide once per
+        # such head. Exact: each part of the pattern stops at a byte it cannot take (a
+        # bracket, a brace, the comma), so a match inside the head reads nothing after it
+        # and is the match in the whole text; a head without one is matched in the text.
+        j = t.find(" copy-start(", k)
+        head = t[k:j] if j > 0 else None
+        got = by_head.get(head) if head is not None else None
+        if got is None:
+            m = match(head) if head is not None else None
+            if m is None:
+                m = match(t, k)
+                if m is None:
+                    out.append(_copy_start_direction_slow(t))
+                    continue
+                head = None  # decided in the whole text: not cached
+            a, b = m.group("a", "b")
+            if HOST_MEMORY_SPACE in a:
+                got = ("D2H", shape_bytes(a))
+            elif HOST_MEMORY_SPACE in b:
+                got = ("H2D", shape_bytes(b))
+            else:
+                got = (None, None)
+            if head is not None:
+                by_head[head] = got
+        out.append(got)
+    return out
+
+
+def _copy_start_direction_slow(hlo_text: str) -> tuple[str | None, int | None]:
+    _, _, rhs = hlo_text.partition(" = ")
+    rhs = rhs.strip()
+    if not rhs.startswith("("):
+        return None, None
+    depth = 0
+    for i, ch in enumerate(rhs):
+        depth += ch in "([{"
+        depth -= ch in ")]}"
+        if depth == 0:
+            inner = rhs[1:i]
+            break
+    else:
+        return None, None
+    elems = _split_top_level(inner)
+    if len(elems) < 2:
+        return None, None
+    if HOST_MEMORY_SPACE in elems[0]:
+        return "D2H", shape_bytes(elems[0])
+    if HOST_MEMORY_SPACE in elems[1]:
+        return "H2D", shape_bytes(elems[1])
+    return None, None
+
+
+_SLICE_START_RE = re.compile(r"\) (dynamic-update-slice-start|dynamic-slice-start)\(")
+_COMMENT_RE = re.compile(r"/\*.*?\*/")
+
+
+def slice_start_direction(hlo_text: str) -> tuple[str | None, int | None]:
+    """Direction and bytes of an async `dynamic-update-slice-start` / `dynamic-slice-start`
+    across host memory, from its HLO text: how XLA:TPU offloads a scan's per-layer residuals
+    (one slice per iteration into or out of a stacked `S(5)` buffer).
+
+    The result tuple is `((operands...), result, u32[] context)`. A dynamic-update-slice
+    writing an `S(5)` result from a device update (operand 1) is D2H of the update's bytes; a
+    dynamic-slice reading an `S(5)` operand 0 into a device result is H2D of the result's bytes
+    (the rule of `overlap.hlo.program.offload_inventory`, which plans them)."""
+    k = hlo_text.find(" = ")
+    m = _SLICE_START_RE.search(hlo_text, k + 1) if k >= 0 else None
+    if m is None:
+        return None, None
+    shape = hlo_text[k + 3:m.start() + 1].strip()
+    if not shape.startswith("((") or not shape.endswith(")"):
+        return None, None
+    elems = _split_top_level(_COMMENT_RE.sub("", shape[1:-1]))
+    if len(elems) < 2 or not elems[0].startswith("("):
+        return None, None
+    operands, result = _split_top_level(elems[0][1:-1]), elems[1]
+    if m.group(1) == "dynamic-update-slice-start":
+        if len(operands) > 1 and HOST_MEMORY_SPACE in result \
+                and HOST_MEMORY_SPACE not in operands[1]:
+            return "D2H", shape_bytes(operands[1])
+    elif operands and HOST_MEMORY_SPACE in operands[0] and HOST_MEMORY_SPACE not in result:
+        return "H2D", shape_bytes(result)
+    return None, None
+
+
+def is_host_async_start(hlo_text: str) -> bool:
+    """Could this op's HLO text be an async start that moves data across host memory (`S(5)`
+    in it, opcode copy-start or dynamic-(update-)slice-start)? The direction rules decide."""
+    if HOST_MEMORY_SPACE not in hlo_text:
+        return False
+    rhs = hlo_text.split(" = ", 1)[-1]
+    return "copy-start" in rhs or "slice-start(" in rhs
+
+
+def host_transfer_directions(texts: list[str]) -> list[tuple[str | None, int | None]]:
+    """Per async start op's HLO text: (direction, bytes) of the host transfer it makes, or
+    (None, None). copy-starts go through `copy_directions`; dynamic-(update-)slice-starts
+    through `slice_start_direction`."""
+    # By opcode first: a dynamic-slice-start's operand tuple holds S(5) where a copy-start's
+    # destination would, so the copy rule would call an H2D slice D2H.
+    sl = [i for i, t in enumerate(texts) if "slice-start(" in t
+          and _SLICE_START_RE.search(t, max(t.find(" = "), 0))]
+    if not sl:
+        return copy_directions(texts)
+    slset = set(sl)
+    rest = [i for i in range(len(texts)) if i not in slset]
+    out: list[tuple[str | None, int | None]] = [(None, None)] * len(texts)
+    for i, d in zip(rest, copy_directions([texts[i] for i in rest])):
+        out[i] = d
+    for i in sl:
+        out[i] = slice_start_direction(texts[i])
+    return out

@@ -1,0 +1,130 @@
+"""The reader's output: the trace tables' columns and dtypes, and `Trace`, which holds them.
+
+Every `*_ps` column is integer picoseconds on its host's clock (see `overlap.trace.reader`,
+which fills them and re-exports these names).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+TRANSFER_COLUMNS = {
+    "host": "object", "device": "object", "direction": "object", "start_ps": "int64",
+    "end_ps": "int64", "bytes": "int64", "src_kind": "object", "dst_kind": "object",
+    "async": "boolean", "stream": "int64", "line": "object", "hlo_op": "object",
+    "hlo_module": "object", "program_id": "UInt64",
+    # False where the capture does not record the copy's size (ROCm host API events write
+    # `size:0`): `bytes` is then 0 and every byte total says how many copies it leaves out.
+    "bytes_known": "bool",
+}
+# Columns a producer may leave out (older callers, other rules): filled with this value.
+COLUMN_DEFAULTS = {"bytes_known": True}
+COMPUTE_COLUMNS = {
+    "host": "object", "device": "object", "start_ps": "int64", "end_ps": "int64",
+    "name": "object", "hlo_op": "object", "hlo_module": "object", "stream": "int64",
+    "line": "object",
+    # Which compile of `hlo_module` ran (a sweep compiles several programs of one name; the
+    # memory views pick the program that executed by it). XLA:CPU and TPU ops only: per GPU
+    # kernel it cost 10-18% of a 1M-event read, and `overlap capture` records the program id
+    # in run.json anyway. None elsewhere.
+    "program_id": "UInt64",
+}
+STEP_COLUMNS = {
+    "host": "object", "step": "int64", "name": "object", "start_ps": "int64", "end_ps": "int64",
+}
+MEMORY_COLUMNS = {
+    "host": "object", "time_ps": "int64", "allocator": "object", "device": "object",
+    "kind": "object", "bytes_allocated": "int64", "bytes_reserved": "int64",
+    "peak_bytes_in_use": "int64", "requested_bytes": "int64", "allocation_bytes": "int64",
+}
+MODULE_COLUMNS = {
+    "host": "object", "program_id": "UInt64", "name": "object", "hlo_proto": "object",
+}
+DEVICE_COLUMNS = {
+    "host": "object", "device": "object", "plane": "object", "vendor": "object",
+    "name": "object", "memory_size": "Int64", "memory_bandwidth": "Int64",
+    "clock_rate_khz": "Int64", "core_count": "Int64", "compute_capability": "object",
+}
+LINE_COLUMNS = {"host": "object", "plane": "object", "line_id": "int64", "line": "object",
+                "events": "int64"}
+
+
+def _frame(rows: dict[str, list] | None, schema: dict[str, str]) -> pd.DataFrame:
+    """A DataFrame with exactly `schema`'s columns and dtypes, from column lists."""
+    rows = rows or {}
+    data = {}
+    n = max((len(v) for v in rows.values()), default=0)
+    for col, dtype in schema.items():
+        values: Any = rows.get(col, [])
+        if col in COLUMN_DEFAULTS:
+            values = _with_default(values, n, COLUMN_DEFAULTS[col])
+        # copy=False: the column arrays are ours alone (built for this frame)
+        data[col] = (_nullable_ints(values, dtype) if dtype in _NULLABLE_INTS
+                     else pd.array(values, dtype=dtype, copy=False) if dtype != "object"
+                     else pd.Series(values, dtype=object, copy=False))
+    return pd.DataFrame(data, copy=False)
+
+
+_NULLABLE_INTS = {"UInt64": np.uint64, "Int64": np.int64}
+
+
+def _nullable_ints(values: Any, dtype: str) -> Any:
+    """`pd.array(values, dtype)` for an object column of ints and missing values (program ids
+    per event) without pandas' per-element coercion (3x faster on a million rows); any other
+    column goes through pandas, which also raises for what it cannot hold."""
+    obj = isinstance(values, np.ndarray) and values.dtype == object and len(values) > 0
+    if obj and pd.api.types.infer_dtype(values, skipna=True) == "integer":
+        mask = np.asarray(pd.isna(values), bool)
+        data = np.zeros(len(values), _NULLABLE_INTS[dtype])
+        try:
+            data[~mask] = values[~mask].astype(data.dtype)
+            return pd.arrays.IntegerArray(data, mask)
+        except (OverflowError, TypeError, ValueError):
+            pass  # pandas says what it cannot hold
+    return pd.array(values, dtype=dtype, copy=False)
+
+
+def _with_default(values, n: int, default: Any) -> np.ndarray:
+    """`values` with None (or a missing column: no values at all) read as `default`."""
+    if not len(values):
+        return np.full(n, default)
+    v = np.asarray(values, dtype=object)
+    return np.where(pd.isna(v), default, v).astype(type(default))
+
+
+@dataclasses.dataclass
+class Trace:
+    """Everything the reader extracts from one capture (one or more host files)."""
+
+    sources: list[Path]
+    backend: str  # "gpu", "tpu", "cpu" or "unknown"
+    transfers: pd.DataFrame
+    compute: pd.DataFrame
+    steps: pd.DataFrame
+    memory: pd.DataFrame
+    modules: pd.DataFrame
+    devices: pd.DataFrame
+    lines: pd.DataFrame
+    capture: dict[str, dict[str, Any]]  # per host: start/stop time, versions, warnings
+    synthetic: bool = False
+    # "all", or a sentence saying which compute events a multi-host read kept (see
+    # overlap.analysis.pod): the analysis always used every event, on its host's worker.
+    compute_scope: str = "all"
+    # Set by that multi-host read: the per-transfer analysis table (overlap.analysis.overlap.
+    # transfer_table) computed on each host's worker from all its compute, with its thresholds.
+    analysed_transfers: Any = None
+    # Set by that multi-host read: compute time per HLO module over all events (for
+    # overlap.analysis.memory.executed_module, which would otherwise rank the kept ones).
+    module_time_ps: dict[str, int] | None = None
+    # Host files of the session that could not be read, `{"path", "problem"}` each: the tables
+    # hold the other hosts only (see overlap.trace.distributed.split_readable).
+    unreadable: list[dict[str, str]] = dataclasses.field(default_factory=list)
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted(self.capture)
