@@ -1,4 +1,6 @@
-"""The map step of `read_trace` over many host files: local worker processes or Dask.
+"""`read_trace`: a capture's host files read one by one, here, in local worker processes or on
+Dask, and their tables combined. This module sits above the reader (`overlap.trace.reader`
+reads one host file and never imports this one).
 
 A pod capture holds one `.xplane.pb` per host (64 hosts x 100-500 MB). Each host file is read
 on its own by `overlap.trace.reader.read_host_file`, in a worker, and only its tables come back
@@ -168,7 +170,8 @@ def map_hosts_dask(files: list[Path], scheduler: str, fn: Callable[[str], Any] |
 
 def read_trace(path: str | os.PathLike, session: str | None = None, *, jobs: int = 1,
                scheduler: str | None = None) -> Trace:
-    """Read a capture into trace tables. See the module docstring for what `path` may be.
+    """Read a capture into trace tables. `path` is one `.xplane.pb`, a
+    `plugins/profile/<timestamp>/` directory, or a run directory (see `overlap.trace.reader`).
 
     A session holds one file per host. `jobs` > 1 reads host files in that many worker
     processes (spawned, not forked: jax warns against fork); `scheduler` (a Dask distributed
