@@ -1,8 +1,10 @@
 """Read JAX profiler captures (XSpace, `*.xplane.pb`) into columnar trace tables.
 
-`read_trace(path)` accepts one `.xplane.pb`, a `plugins/profile/<timestamp>/` directory, or a run
-directory holding `plugins/profile/<timestamp>/<host>.xplane.pb` (the newest capture by default,
-every host file of it). It returns a `Trace` whose tables are pandas DataFrames:
+`read_trace(path)` (`overlap.trace.read_trace`, in `distributed.py`: it maps this module's
+`read_host_file` over a session's host files) accepts one `.xplane.pb`, a
+`plugins/profile/<timestamp>/` directory, or a run directory holding
+`plugins/profile/<timestamp>/<host>.xplane.pb` (the newest capture by default, every host file
+of it). It returns a `Trace` whose tables are pandas DataFrames:
 
 * `transfers`: device<->host copies (D2H/H2D) with their spans, bytes and memory kinds.
 * `compute`: device compute ops (GPU kernels, TPU XLA ops, XLA:CPU thunks).
