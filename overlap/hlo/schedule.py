@@ -8,7 +8,10 @@ Compute, per instruction (integer picoseconds):
 
 * `max(FLOPs / peak FLOP/s, bytes / HBM bandwidth)` (a roofline at the data sheet's peaks).
   FLOPs are counted for matrix products only (`dot`, `convolution`, cuBLAS/cuDNN custom calls,
-  and those inside fusions): 2 x output elements x contracted size, at the bf16 or f32 peak.
+  and those inside fusions): 2 x output elements x contracted size, at the bf16 or f32 peak;
+  a convolution as XLA's cost analysis counts it (`_conv_fmas`: window positions that read real
+  input, so XLA:TPU's batched matmuls, batch and heads as lhs-dilated spatial dimensions, count
+  each batch/head once).
 * Bytes are what the instruction really reads and writes in device memory: a `dynamic-slice`
   reads and writes the slice (not the array it slices); an in-place `dynamic-update-slice`
   reads and writes its update (not its buffer); a fusion reads what its fused computation uses
