@@ -371,3 +371,23 @@ def test_damaged_file_is_one_line_exit_3_on_both_paths(tmp_path, scanner):
     assert r.returncode == 3, r.stderr
     lines = [x for x in r.stderr.strip().splitlines() if "scanner" not in x]
     assert len(lines) == 1 and str(p) in lines[0]
+
+
+CORRUPT = SHARED / "tpu_v6e_corrupt_upstream.xplane.pb.bin"
+
+
+@pytest.mark.skipif(not CORRUPT.exists(), reason="the shared corrupt capture is not here")
+def test_a_real_corrupt_capture_is_refused_on_both_paths(tmp_path):
+    """The upstream capture damaged by a text round-trip (SOURCES.md): refused with one line
+    naming the file by the scanner and by the upb fallback alike."""
+    p = tmp_path / "h.xplane.pb"
+    p.write_bytes(CORRUPT.read_bytes())
+    old = wire.SCANNER
+    try:
+        for scanner in (wire._scan, None):
+            wire.SCANNER = scanner
+            with pytest.raises(InputError) as e:
+                read_host_file(p)
+            assert str(p) in str(e.value) and "\n" not in str(e.value)
+    finally:
+        wire.SCANNER = old
