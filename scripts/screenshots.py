@@ -130,7 +130,7 @@ def take(out: Path) -> list[Path]:
     from overlap.dashboard import data as rundata
     from overlap.dashboard.app import create_app
     from overlap.report.html import write_html
-    from overlap.trace.reader import read_trace
+    from overlap.trace import read_trace
 
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
