@@ -114,6 +114,9 @@ def test_built_wheel_metadata_and_top_level_names(tmp_path):
     assert {n.split("/")[0] for n in names} == {"overlap", info}
     assert "overlap/dashboard/app.py" in names and "overlap/py.typed" in names
     assert "overlap/trace/protos/xplane.proto" in names
+    # the compiled XSpace scanner (setup.py; Cython at build time only)
+    assert any(n.startswith("overlap/trace/_scan.") and n.endswith((".so", ".pyd"))
+               for n in names), [n for n in names if "_scan" in n]
     entry = zf.read(f"{info}/entry_points.txt").decode()
     assert "overlap = overlap.cli.main:run" in entry
     t = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(wheel)],
