@@ -197,10 +197,14 @@ def offload_verdict(rows: list[dict], names: list[str] | None = None) -> dict[st
         dt = best["step_ps"] - twin["step_ps"]
         dpeak = (twin["device_peak_bytes"] or 0) - (best["device_peak_bytes"] or 0)
         out["vs_on_device_ps"] = dt
-        why += (f"; saving the same on device ({twin['policy']}) is predicted "
+        # Said of the offload, relative to its twin, as vs-full is said relative to full:
+        # "X% slower" = the offload's step takes X% more time than the twin's.
+        why += (f"; against saving the same on device ({twin['policy']}), {best['policy']} is "
+                "predicted "
                 + ("as fast" if abs(dt) <= TIE_FRACTION * twin["step_ps"] else
-                   f"{abs(100 * dt / twin['step_ps']):.1f}% {'faster' if dt > 0 else 'slower'}")
-                + f" at {dpeak / (1 << 20):+.2f} MiB device peak")
+                   f"{abs(100 * dt / twin['step_ps']):.1f}% {'slower' if dt > 0 else 'faster'}")
+                + f" and {'saves' if dpeak >= 0 else 'adds'} {abs(dpeak) / (1 << 20):.2f} MiB "
+                "of device peak")
     out["why"] = why
     return out
 
