@@ -10,8 +10,6 @@ it: the table must refuse, and the answers still agree).
 
 from __future__ import annotations
 
-import struct
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -19,22 +17,10 @@ from hypothesis import strategies as st
 
 from overlap.trace import wire
 from overlap.trace.protos import XSpace
+from tests.trace.wire_bytes import field, stat_value_bytes, stat_values
 
 # The table is the compiled scanner's (without it, upb reads every map and there is no table).
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
-
-
-def varint(v: int) -> bytes:
-    return wire._enc_varint(v & ((1 << 64) - 1))  # negative int64s as their 10-byte form
-
-
-def field(fn: int, wt: int, payload) -> bytes:
-    tag = varint(fn << 3 | wt)
-    if wt == 0:
-        return tag + varint(payload)
-    if wt == 1:
-        return tag + payload
-    return tag + varint(len(payload)) + payload
 
 
 STAT_NAMES = {1: "hlo_module", 2: "program_id", 3: "raw_bytes_accessed", 4: "bytes_accessed",
@@ -42,15 +28,7 @@ STAT_NAMES = {1: "hlo_module", 2: "program_id", 3: "raw_bytes_accessed", 4: "byt
 WANTED = ("hlo_module", "program_id", "raw_bytes_accessed", "bytes_accessed")
 
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
-value = st.one_of(
-    st.none(),
-    st.tuples(st.just(2), st.floats(allow_nan=False)),
-    st.tuples(st.just(3), st.integers(0, (1 << 64) - 1)),
-    st.tuples(st.just(4), st.integers(-(1 << 63), (1 << 63) - 1)),
-    st.tuples(st.just(5), text),
-    st.tuples(st.just(6), st.binary(max_size=6)),
-    st.tuples(st.just(7), st.sampled_from([1, 2, 6, 99])),
-)
+value = stat_values(12, [1, 2, 6, 99])
 stat = st.tuples(st.sampled_from(sorted(STAT_NAMES) + [42]), value,
                  st.sampled_from(["canonical", "value first", "id twice", "no id"]))
 entry = st.fixed_dictionaries({
@@ -63,20 +41,7 @@ entry = st.fixed_dictionaries({
 
 
 def stat_bytes(sid: int, val, how: str) -> bytes:
-    if val is None:
-        v = b""
-    else:
-        k, x = val
-        if k == 2:
-            v = field(2, 1, struct.pack("<d", x))
-        elif k in (3, 7):
-            v = field(k, 0, x)
-        elif k == 4:
-            v = field(4, 0, x)
-        elif k == 5:
-            v = field(5, 2, x.encode())
-        else:
-            v = field(6, 2, x)
+    v = stat_value_bytes(val)
     i = field(1, 0, sid) if sid else b""
     if how == "value first":
         return v + i

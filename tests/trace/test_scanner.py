@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import random
-import struct
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ from overlap.trace import wire
 from overlap.trace.protos import XSpace
 from overlap.trace.reader import read_host_file, read_xspace
 from overlap.trace.synthetic import SyntheticTrace
+from tests.trace.wire_bytes import field, stat_value_bytes, stat_values
 
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
 
@@ -35,37 +35,7 @@ SHARED = Path("/work/shared/captures")
 US = 1_000_000
 
 
-def varint(v: int, pad: int = 0) -> bytes:
-    """`v` (an int64 as its 10-byte form when negative), over-long by `pad` bytes when it
-    fits: a value padded with 0x80 continuation bytes still decodes to it."""
-    b = bytearray(wire._enc_varint(v & ((1 << 64) - 1)))
-    if pad and len(b) + pad <= 10:
-        b[-1] |= 0x80
-        b += b"\x80" * (pad - 1) + b"\x00"
-    return bytes(b)
-
-
-def field(fn: int, wt: int, payload, pad: int = 0) -> bytes:
-    tag = varint(fn << 3 | wt)
-    if wt == 0:
-        return tag + varint(payload, pad)
-    if wt in (1, 5):
-        return tag + payload
-    if wt == 3:  # a group: payload is its fields
-        return tag + payload + varint(fn << 3 | 4)
-    return tag + varint(len(payload), pad) + payload
-
-
-text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=8)
-value = st.one_of(
-    st.none(),
-    st.tuples(st.just(2), st.floats(allow_nan=False)),
-    st.tuples(st.just(3), st.integers(0, (1 << 64) - 1)),
-    st.tuples(st.just(4), st.integers(-(1 << 63), (1 << 63) - 1)),
-    st.tuples(st.just(5), text),
-    st.tuples(st.just(6), st.binary(max_size=6)),
-    st.tuples(st.just(7), st.sampled_from([1, 2, 3, 99])),
-)
+value = stat_values(8, [1, 2, 3, 99])
 stat = st.tuples(st.sampled_from([0, 1, 2, 3, 42]), value,
                  st.sampled_from(["canonical", "value first", "id twice", "no id",
                                   "two values", "unknown", "long varints"]))
@@ -86,18 +56,7 @@ event = st.fixed_dictionaries({
 
 def stat_bytes(sid: int, val, how: str) -> bytes:
     pad = 3 if how == "long varints" else 0
-    if val is None:
-        v = b""
-    else:
-        k, x = val
-        if k == 2:
-            v = field(2, 1, struct.pack("<d", x))
-        elif k in (3, 4, 7):
-            v = field(k, 0, x, pad)
-        elif k == 5:
-            v = field(5, 2, x.encode(), pad)
-        else:
-            v = field(6, 2, x, pad)
+    v = stat_value_bytes(val, pad)
     i = field(1, 0, sid, pad) if sid else b""
     if how == "value first":
         return v + i
@@ -173,13 +132,7 @@ def _events(raw: bytes, scanner) -> list[wire.LineEvents]:
 
 
 def _segment(raw: bytes, scanner) -> wire.LineEvents:
-    old = wire.SCANNER
-    wire.SCANNER = scanner
-    try:
-        _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
-    finally:
-        wire.SCANNER = old
-    seg = wire.merge_lines(planes[0].lines)
+    seg = wire.merge_lines(_lines(raw, scanner))
     n = seg.n_events
     return wire.LineEvents(seg, np.zeros(n, np.int64), plane_of=np.zeros(n, np.int64))
 
