@@ -108,3 +108,13 @@ def duo(tmp_path):
             options=[opts], download_path=str(downloads), percy_run=False,
             percy_finalize=False) as dc:
         yield dc
+
+
+def select(duo, dropdown_id: str, text: str) -> None:
+    """Pick the option of a dcc.Dropdown whose label contains `text`."""
+    duo.find_element(f"#{dropdown_id}").click()
+    for opt in duo.find_elements(".dash-dropdown-option"):
+        if text in opt.text:
+            opt.click()
+            return
+    raise AssertionError(f"no option {text!r} in #{dropdown_id}")

@@ -14,6 +14,7 @@ from tests.dashboard.dashboard_support import (  # noqa: F401
     chrome_available,
     duo,
     make_logdir,
+    select,
     write_run,
 )
 
@@ -52,16 +53,6 @@ def shot(duo, name: str) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     time.sleep(0.5)  # let plotly finish its transitions
     duo.driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
-
-
-def select(duo, dropdown_id: str, text: str) -> None:
-    """Pick the option of a dcc.Dropdown whose label contains `text`."""
-    duo.find_element(f"#{dropdown_id}").click()
-    for opt in duo.find_elements(".dash-dropdown-option"):
-        if text in opt.text:
-            opt.click()
-            return
-    raise AssertionError(f"no option {text!r} in #{dropdown_id}")
 
 
 def test_dash001_views_render_with_data(duo, tmp_path):

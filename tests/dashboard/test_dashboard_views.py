@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLE_TRACES
-from tests.dashboard.dashboard_support import chrome_available, duo  # noqa: F401
+from tests.dashboard.dashboard_support import chrome_available, duo, select  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -72,15 +72,6 @@ def _wait(cond, timeout: float = 30, what: str = "") -> None:
     raise AssertionError(f"timed out: {what}")
 
 
-def _select(duo, dropdown_id: str, text: str) -> None:
-    duo.find_element(f"#{dropdown_id}").click()
-    for opt in duo.find_elements(".dash-dropdown-option"):
-        if text in opt.text:
-            opt.click()
-            return
-    raise AssertionError(f"no option {text!r} in #{dropdown_id}")
-
-
 def _check_titles(duo) -> int:
     """No title overlaps its modebar or leaves its figure; returns how many were checked."""
     n = 0
@@ -101,7 +92,7 @@ def test_plan_run_view_shows_planned_copies_and_predicted_timeline(duo, plans_di
 
     duo.start_server(create_app([plans_dir]))
     duo.find_element("#tabs .tab:nth-child(2)").click()
-    _select(duo, "run-select", "offload_x")
+    select(duo, "run-select", "offload_x")
     duo.wait_for_contains_text("#run-status", "PLAN", timeout=30)
     # compute, D2H, H2D and exposed bars: one loop body per direction in the scan
     _wait(lambda: _traces(duo, "fig-timeline") >= 4, what="predicted timeline")
@@ -153,7 +144,7 @@ def test_compare_defaults_to_one_group_with_its_baseline_and_a_verdict(duo, plan
 
     # Another group: the runs and the baseline follow, the verdict too.
     other = "transformer" if "scan" in baseline or "h100" in baseline else "scan"
-    _select(duo, "compare-group", other)
+    select(duo, "compare-group", other)
     _wait(lambda: duo.find_element("#baseline").text.strip() not in (baseline, ""),
           what="baseline of the other group")
     new_base = duo.find_element("#baseline").text.strip()
@@ -163,7 +154,7 @@ def test_compare_defaults_to_one_group_with_its_baseline_and_a_verdict(duo, plan
 
     # A run of another program added by hand is flagged, not judged.
     tpu = next(n for n in keys if "tpu-v6e-offload" in n)
-    _select(duo, "compare-select", tpu)
+    select(duo, "compare-select", tpu)
     duo.wait_for_contains_text("#compare-status", "Not compared", timeout=30)
     assert "another" in duo.find_element("#compare-status").text
     assert duo.get_logs() in ([], None)
