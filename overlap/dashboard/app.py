@@ -97,6 +97,21 @@ def _graph(id_: str, filename: str) -> dcc.Graph:
     return dcc.Graph(id=id_, config=config, figure=figures.empty_figure("Loading..."))
 
 
+def _toolbar(children: list[Any], wrap: bool = False) -> html.Div:
+    """A row of labels, dropdowns and buttons above a tab's content."""
+    style = {"display": "flex", "gap": "8px", "alignItems": "center", "margin": "8px 0"}
+    if wrap:
+        style["flexWrap"] = "wrap"
+    return html.Div(style=style, children=children)
+
+
+def _side_by_side(*graphs: tuple[str, str]) -> html.Div:
+    """Figures (id, download filename) in one row, sharing its width equally."""
+    return html.Div(style={"display": "flex"},
+                    children=[html.Div(_graph(id_, name), style={"flex": 1})
+                              for id_, name in graphs])
+
+
 class _RunTable:
     """The latest discovery result, shared by the callbacks of one app."""
 
@@ -210,8 +225,7 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
             html.Div(_headline(real), id="headline"),
             dcc.Tabs(id="tabs", value="runs", children=[
                 dcc.Tab(label="Runs", value="runs", children=[
-                    html.Div(style={"display": "flex", "gap": "8px", "alignItems": "center",
-                                    "margin": "8px 0"}, children=[
+                    _toolbar([
                         html.Span(id="runs-count"),
                     ]),
                     _table("runs-table", RUN_COLUMNS, row_selectable=False,
@@ -222,8 +236,7 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
                            style={"color": "#666"}),
                 ]),
                 dcc.Tab(label="Run", value="run", children=[
-                    html.Div(style={"display": "flex", "gap": "8px", "alignItems": "center",
-                                    "margin": "8px 0"}, children=[
+                    _toolbar([
                         html.Label("Run:", htmlFor="run-select"),
                         dcc.Dropdown(id="run-select", options=options, value=first,
                                      clearable=False, style={"width": "420px"}),
@@ -235,19 +248,15 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
                     ]),
                     html.Div(id="run-status"),
                     _graph("fig-timeline", "overlap-timeline"),
-                    html.Div(style={"display": "flex"}, children=[
-                        html.Div(_graph("fig-histogram", "overlap-ratios"), style={"flex": 1}),
-                        html.Div(_graph("fig-bandwidth", "overlap-bandwidth"),
-                                 style={"flex": 1}),
-                    ]),
+                    _side_by_side(("fig-histogram", "overlap-ratios"),
+                                  ("fig-bandwidth", "overlap-bandwidth")),
                     _graph("fig-hosts", "overlap-hosts"),
                     html.H4("Most exposed transfers (whole run)", id="run-table-title"),
                     _table("top-exposed", TOP_COLUMNS),
                 ]),
                 dcc.Tab(label="Compare", value="compare", children=[
                     html.Div(id="compare-verdict", style={**CARD, "fontWeight": "bold"}),
-                    html.Div(style={"display": "flex", "gap": "8px", "alignItems": "center",
-                                    "margin": "8px 0", "flexWrap": "wrap"}, children=[
+                    _toolbar(wrap=True, children=[
                         html.Label("Program and device:", htmlFor="compare-group"),
                         dcc.Dropdown(id="compare-group", options=_group_options(grps),
                                      value=grps[0]["key"] if grps else None, clearable=False,
@@ -258,8 +267,7 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
                                      value=rundata.default_baseline(in_group), clearable=False,
                                      style={"width": "300px"}),
                     ]),
-                    html.Div(style={"display": "flex", "gap": "8px", "alignItems": "center",
-                                    "margin": "8px 0"}, children=[
+                    _toolbar([
                         html.Label("Runs:", htmlFor="compare-select"),
                         dcc.Dropdown(id="compare-select", options=options,
                                      value=group_runs, multi=True,
@@ -269,14 +277,9 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
                     ]),
                     html.Div(id="compare-status"),
                     _graph("fig-memory", "overlap-memory"),
-                    html.Div(style={"display": "flex"}, children=[
-                        html.Div(_graph("fig-step-time", "overlap-step-time"),
-                                 style={"flex": 1}),
-                        html.Div(_graph("fig-peak-memory", "overlap-peak-memory"),
-                                 style={"flex": 1}),
-                        html.Div(_graph("fig-overlap", "overlap-per-direction"),
-                                 style={"flex": 1}),
-                    ]),
+                    _side_by_side(("fig-step-time", "overlap-step-time"),
+                                  ("fig-peak-memory", "overlap-peak-memory"),
+                                  ("fig-overlap", "overlap-per-direction")),
                     _table("compare-table", COMPARE_COLUMNS),
                 ]),
             ]),
