@@ -45,8 +45,9 @@ def run(args: argparse.Namespace) -> int:
     from overlap.plan.targets import get_target
 
     target = get_target(args.target)
-    if args.host_bandwidth is not None and not (0 < args.host_bandwidth < 1e6):
-        raise UsageError("--host-bandwidth must be a positive number of GB/s")
+    from overlap.cli.options import check_host_bandwidth
+
+    check_host_bandwidth("--host-bandwidth", args.host_bandwidth)
     if args.memory_budget is not None and not (0 < args.memory_budget < 1 << 20):
         raise UsageError("--memory-budget must be a positive number of GiB")
     if os.path.exists(os.path.join(args.out, "advice.json")):

@@ -70,12 +70,11 @@ def run(args: argparse.Namespace) -> int:
     target = get_target(args.target)
     if not args.out:
         raise UsageError("--out DIR is required: each policy's plan is written there as a run")
-    for flag, v in (("--host-bandwidth", args.host_bandwidth),
-                    ("--host-bandwidth-h2d", args.host_bandwidth_h2d)):
-        # A real host link moves 0.01-100000 GB/s; 1e-300 would make every time infinite.
-        if v is not None and not (1e-2 <= v <= 1e5):
-            raise UsageError(f"{flag} must be a number of GB/s between 0.01 and 100000, "
-                             f"got {v:g}")
+    from overlap.cli.options import check_host_bandwidth, check_kernel_floor
+
+    check_host_bandwidth("--host-bandwidth", args.host_bandwidth)
+    check_host_bandwidth("--host-bandwidth-h2d", args.host_bandwidth_h2d)
+    check_kernel_floor(args.kernel_floor_us)
     from overlap.plan.targets import memory_budget
 
     budget = memory_budget(target, budget_gib=args.memory_budget, fraction=args.memory_fraction)

@@ -227,8 +227,10 @@ def _predict(args: argparse.Namespace, trace, result: dict) -> dict:
     from overlap.errors import require_extra
 
     require_extra("plan", "jax")
-    if args.host_bandwidth is not None and not (0 < args.host_bandwidth < 1e6):
-        raise UsageError("--host-bandwidth must be a positive number of GB/s")
+    from overlap.cli.options import check_host_bandwidth, check_kernel_floor
+
+    check_host_bandwidth("--host-bandwidth", args.host_bandwidth)
+    check_kernel_floor(args.kernel_floor_us)
     # Printing the captured HloProto needs jaxlib, not an accelerator: keep jax on the CPU.
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from overlap.plan.predict import predict_capture

@@ -214,6 +214,22 @@ def test_plan_inputs_are_usage_errors(tmp_path, args, needle):
     assert needle in line or "pip install" in line  # without the [plan] extra: exit 2 as well
 
 
+@pytest.mark.parametrize("value", ["1e-300", "nan", "-1", "1e9"])
+def test_host_bandwidth_means_the_same_in_every_command(tmp_path, capsys, value):
+    """plan, advise and report --predict share one rule (overlap/cli/options.py), checked
+    before any compile or read."""
+    from overlap.cli.main import main as cli_main
+
+    capture = str(SAMPLE_TRACES / "tpu-v6e-offload")
+    for argv in (["plan", "--target", "h100", "--out", str(tmp_path)],
+                 ["advise", "--target", "h100", "--workload", "scan", "--out", str(tmp_path)],
+                 ["report", capture, "--predict"]):
+        assert cli_main([*argv, "--host-bandwidth", value]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and ("--host-bandwidth must be a number of GB/s between 0.01 "
+                                  "and 100000" in err[0] or "pip install" in err[0]), (argv, err)
+
+
 def test_plan_into_an_existing_run_refuses_before_compiling(tmp_path):
     import time
 
