@@ -18,9 +18,10 @@ import sys
 def register(sub) -> None:
     p = sub.add_parser("advise", help="rank remat/offload policies for a step on a target "
                        "(compiled, not run)", description=__doc__.split("\n\n")[0])
+    from overlap.plan.targets import TARGETS  # light: dataclasses only, no jax
+
     p.add_argument("--target", required=True, metavar="TARGET",
-                   help="h100, h200, b200, b300, v4, v5e, v5p, v6e, tpu7x "
-                        "(see `overlap plan --list-targets`)")
+                   help=f"{', '.join(TARGETS)} (see `overlap plan --list-targets`)")
     p.add_argument("--workload", required=True, metavar="W",
                    help="NAME[:SIZE] or module:function[:SIZE] (e.g. transformer:tiny)")
     p.add_argument("--memory-budget", type=float, metavar="GiB",

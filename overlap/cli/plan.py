@@ -15,10 +15,12 @@ import sys
 
 
 def register(sub) -> None:
+    from overlap.plan.targets import TARGETS  # light: dataclasses only, no jax
+
     p = sub.add_parser("plan", help="compile for a target (h100, v5e, ...) without the hardware",
                        description=__doc__.split("\n\n")[0])
     p.add_argument("--target", metavar="TARGET",
-                   help="h100, h200, b200, b300, v4, v5e, v5p, v6e, tpu7x (see --list-targets)")
+                   help=f"{', '.join(TARGETS)} (see --list-targets)")
     p.add_argument("--list-targets", action="store_true", help="list targets and their numbers")
     p.add_argument("--workload", default="scan", metavar="W",
                    help="NAME[:SIZE] or module:function[:SIZE] (default: scan)")
