@@ -8,7 +8,14 @@ decode of the same file in a fresh interpreter (issue 24).
 Each cell is the median wall time of fresh processes (interpreter start and imports included:
 that is what a user waits for), rounds interleaved so machine noise hits every command alike;
 ratios are against `decode` in the same run. Peak RSS is the child's `ru_maxrss` (this parent
-stays small, so the fork+exec carry-over that spoils it in `bench.py` does not apply here).
+stays small, so the fork+exec carry-over that spoils it in `bench.py` does not apply here);
+`over base` subtracts the peak of a process that only imports what the report imports (the
+interpreter, numpy, pandas, protobuf: ~70 MiB whatever the file), which is what the read
+itself costs.
+
+Bytecode: the package's modules are compiled first (`compileall`), as `pip install` does for a
+user; without it (`PYTHONDONTWRITEBYTECODE=1`, an editable install) every run compiles ~40
+modules again, ~0.4 s of start-up that no installed copy pays.
 
 Commands:
 
@@ -61,6 +68,17 @@ def commands(f: str, xprof: bool, before: str | None = None
     return out
 
 
+BASE = "import overlap.cli.report, overlap.report.text, overlap.analysis.overlap"
+
+
+def compile_bytecode(*roots: str | Path) -> None:
+    """Write `__pycache__` for the package(s) timed, as a wheel install does."""
+    import compileall
+
+    for root in roots:
+        compileall.compile_dir(str(Path(root) / "overlap"), quiet=1)
+
+
 def run_once(argv: list[str], env: dict) -> tuple[float, int]:
     """(wall seconds, peak RSS KiB) of one fresh process."""
     full = dict(os.environ, **env)
@@ -110,12 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", metavar="DIR",
                     help="also time `report` from the overlap checkout in DIR (same rounds)")
     a = ap.parse_args(argv)
+    compile_bytecode(REPO, *([a.before] if a.before else []))
+    base_kib = max(run_once([sys.executable, "-c", BASE], {})[1] for _ in range(3))
     print(f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; "
           f"medians of {a.rounds} interleaved rounds (fresh processes)")
     print("| input | MB | " + " | ".join(["decode s", "report", "report (upb)", "xprof",
                                             "report (before)",
-                                            "peak RSS decode / report (x file)"]) + " |")
-    print("|---|---|---|---|---|---|---|---|")
+                                            "peak RSS decode / report (x file)",
+                                            "report over base (x file)"]) + " |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for f in inputs(a.files):
         tpu = "tpu" in f.name
         cmds = commands(str(f.resolve()), a.xprof and tpu, a.before)
@@ -132,12 +153,15 @@ def main(argv: list[str] | None = None) -> int:
         mb = f.stat().st_size / 1e6
         d = med["decode"]
         peak = {k: max(v) / 1024 for k, v in rss.items()}
+        over = peak["report"] - base_kib / 1024
         print(f"| {f.name} | {mb:.1f} | {d:.2f} | {cell(med, 'report')} | "
               f"{cell(med, 'report (upb)')} | {cell(med, 'xprof')} | "
               f"{cell(med, 'report (before)')} | "
               f"{peak['decode']:.0f} / {peak['report']:.0f} MiB "
-              f"({peak['report'] * 2**20 / f.stat().st_size:.1f}x) |", flush=True)
-    print(f"# load average {os.getloadavg()[0]:.1f} at the end")
+              f"({peak['report'] * 2**20 / f.stat().st_size:.1f}x) | "
+              f"{over:.0f} MiB ({over * 2**20 / f.stat().st_size:.1f}x) |", flush=True)
+    print(f"# load average {os.getloadavg()[0]:.1f} at the end; base (imports only) "
+          f"{base_kib / 1024:.0f} MiB")
     return 0
 
 

@@ -79,8 +79,7 @@ import contextlib
 import functools
 import gc
 import os
-import re
-from collections import defaultdict, deque
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -89,29 +88,34 @@ import pandas as pd
 from google.protobuf.message import DecodeError
 
 from overlap.errors import InputError
-from overlap.trace import vendors
+from overlap.trace import tpu, vendors
 from overlap.trace.files import TASK_ENV_PLANE, _check_space, _corrupt, _read_file
 from overlap.trace.files import _find_files as _find_files
 from overlap.trace.files import load_xspace as load_xspace
+from overlap.trace.gpu import _read_gpu_planes
 from overlap.trace.hlotext import _DTYPE_BYTES as _DTYPE_BYTES
-from overlap.trace.hlotext import (
-    _SEND_RECV_RE,
-    _START_DONE_RE,
-    array_bytes,
-    async_boundaries_by_bytes,
-    host_transfer_directions,
-    instruction_names,
-    is_host_async_start,
-)
 from overlap.trace.hlotext import _TUPLE_HEAD_RE as _TUPLE_HEAD_RE
 from overlap.trace.hlotext import HOST_MEMORY_SPACE as HOST_MEMORY_SPACE
 from overlap.trace.hlotext import _copy_start_direction_slow as _copy_start_direction_slow
+from overlap.trace.hlotext import array_bytes as array_bytes
+from overlap.trace.hlotext import async_boundaries_by_bytes as async_boundaries_by_bytes
 from overlap.trace.hlotext import copy_directions as copy_directions
 from overlap.trace.hlotext import copy_start_direction as copy_start_direction
+from overlap.trace.hlotext import host_transfer_directions as host_transfer_directions
 from overlap.trace.hlotext import instruction_name as instruction_name
+from overlap.trace.hlotext import instruction_names as instruction_names
 from overlap.trace.hlotext import is_async_boundary as is_async_boundary
 from overlap.trace.hlotext import shape_bytes as shape_bytes
-from overlap.trace.programs import ProgramCopies, program_key
+from overlap.trace.host import _read_host_plane
+from overlap.trace.names import (
+    GPU_PLANE_RE,
+    HOST_PLANE,
+    METADATA_PLANE,
+    SYNTHETIC_MARK,
+    TPU_PLANE_RE,
+)
+from overlap.trace.names import parse_details as parse_details
+from overlap.trace.programs import ProgramCopies
 from overlap.trace.tables import (
     COMPUTE_COLUMNS,
     DEVICE_COLUMNS,
@@ -123,65 +127,22 @@ from overlap.trace.tables import (
     Trace,
     _frame,
 )
+from overlap.trace.tpu import _program_copies, _read_tpu_plane
 from overlap.trace.wire import (
-    GROUP_STRIDE,
     INVALID_EVENTS,
     INVALID_REASONS,
     PAD,
     TIME_LIMIT_PS,
     Cols,
     Corrupt,
-    LineEvents,
     Plane,
-    PlaneGroup,
     PlaneView,
     as_id,
     as_int,
     as_text,
-    groupable,
-    map_unique,
-    merge_lines,
     padded,
     parse_space,
-    per_mid,
-    stat_column,
-    stat_keys,
 )
-
-# ---------------------------------------------------------------------------------------------
-# Names (xla/tsl/profiler/utils/xplane_schema.cc); stable strings across versions.
-
-GPU_PLANE_RE = re.compile(r"^/device:GPU:(\d+)$")
-# TensorCore planes only; SparseCore planes are folded into their chip's compute below.
-TPU_PLANE_RE = re.compile(r"^/device:TPU:(\d+)(?: SparseCore.*)?$")
-HOST_PLANE = "/host:CPU"
-METADATA_PLANE = "/host:metadata"
-
-TPU_OPS_LINES = frozenset({"XLA Ops", "Sparse Core Ops"})
-TPU_ASYNC_LINE = "Async XLA Ops"
-
-MEMCPY_DIRECTIONS = {"MemcpyD2H": "D2H", "MemcpyH2D": "H2D"}
-MEMORY_EVENT_KINDS = {"MemoryAllocation": "alloc", "MemoryDeallocation": "free"}
-
-SYNTHETIC_MARK = "overlap-synthetic"
-
-def parse_details(text: str | None) -> dict[str, str]:
-    """Parse a CUPTI `*_details` stat, `"kind_src:device kind_dst:pinned size:64 ..."`.
-
-    Split on spaces, then on the first `:`; xprof's own helper looks for `num_bytes` and misses
-    `size`, so we parse it ourselves.
-    """
-    out: dict[str, str] = {}
-    if not text:
-        return out
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    for tok in str(text).split():
-        key, sep, val = tok.partition(":")
-        if sep:
-            out[key] = val
-    return out
-
 
 # ---------------------------------------------------------------------------------------------
 # Loading
@@ -371,7 +332,7 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
     @functools.cache
     def programs() -> ProgramCopies | None:
         """TPU copy facts from the programs the capture carries (built once, on first use)."""
-        if meta_plane is None or not _PROGRAM_FACTS:
+        if meta_plane is None or not tpu._PROGRAM_FACTS:
             return None
         return _program_copies(meta_plane)
 
@@ -484,501 +445,3 @@ def _device_row(devs, host, device, plane, P: Plane) -> None:
     major, minor = ps.get("compute_cap_major"), ps.get("compute_cap_minor")
     devs["compute_capability"].append(f"{as_text(major)}.{as_text(minor)}"
                                       if major is not None else None)
-
-
-# Lines with fewer events than this are read together with other planes' small lines (one
-# `LineEvents` per segment of up to _SEGMENT events): numpy's fixed cost per call would otherwise
-# make a capture of thousands of few-event planes take seconds per thousand planes.
-_SMALL_LINE = 512
-_SEGMENT = 1 << 16
-# Event stats the GPU rules read (the decoder keeps only these; another one asked for costs a
-# second pass over the line, never a wrong answer). Not `correlation_id`: only ROCm blit
-# kernels read it (vendors.split_kernels), and keeping it for every CUDA kernel costs ~30 MB
-# per million kernels.
-_GPU_STATS = ("kernel_details", "memcpy_details", "hlo_op", "hlo_module", "program_id")
-
-
-def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Cols,
-                     co: Cols, side: vendors.GpuSide | None = None) -> None:
-    """All GPU planes of one file: `items` is (plane, device name) per plane."""
-    details_cache: dict[Any, tuple] = {}
-    pending: list[tuple[int, Any]] = []  # (index into items, line): small lines to merge
-    n_pending = 0
-
-    def flush():
-        nonlocal n_pending
-        if not pending:
-            return
-        used = sorted({i for i, _ in pending})
-        where = {i: j for j, i in enumerate(used)}
-        G = PlaneGroup([items[i][0] for i in used])
-        ns = np.array([ln.n_events for _, ln in pending], np.int64)
-        rep = functools.partial(np.repeat, repeats=ns)
-        plane_of = rep(np.array([where[i] for i, _ in pending], np.int64))
-        base = rep(np.array([line_base_ps(ln) for _, ln in pending], np.int64))
-        device = rep(np.array([items[i][1] for i, _ in pending], object))
-        stream = rep(np.array([ln.id for _, ln in pending], np.int64))
-        name = rep(np.array([ln.name for _, ln in pending], object))
-        seg = merge_lines([ln for _, ln in pending])
-        pending.clear()
-        n_pending = 0
-        ev = LineEvents(seg, base, plane_of=plane_of, wanted=stat_keys(G, _GPU_STATS))
-        if ev.n:
-            _gpu_events(G, _gpu_meta_kinds(G), ev, ev.kept(device), ev.kept(stream),
-                        ev.kept(name), host, tr, co, details_cache, side)
-
-    for i, (P, device) in enumerate(items):
-        small = groupable(P)
-        kinds = None
-        for line in P.plane.lines:
-            if not line.n_events:
-                continue
-            if small and line.n_events < _SMALL_LINE:
-                pending.append((i, line))
-                n_pending += line.n_events
-                if n_pending >= _SEGMENT:
-                    flush()
-                continue
-            ev = LineEvents(line, line_base_ps(line), wanted=stat_keys(P, _GPU_STATS))
-            if ev.n:
-                kinds = kinds or _gpu_meta_kinds(P)
-                _gpu_events(P, kinds, ev, device, line.id, line.name, host, tr, co,
-                            details_cache, side)
-            del ev  # before the next line's arrays exist
-    flush()
-
-
-_TABLE_MIN = 256  # metadata entries from which a plane's kinds are read through `MetaTable`
-
-
-def _gpu_meta_kinds(P) -> tuple[dict[int, str], list[int]]:
-    """(memcpy metadata id -> direction, ids whose events are kernels whatever their stats).
-
-    A plane with many entries (one per distinct kernel: tens of thousands in a large model)
-    is read through its `MetaTable` (names and the kernel_details test for all entries at
-    once, ~0.5 us per entry instead of ~5 us through upb); small planes, thousands of them
-    in a `PlaneGroup`, through upb, which costs less than a table each."""
-    memcpy_mids, kernel_mids = {}, []
-    group = isinstance(P, PlaneGroup)
-    for i, Q in enumerate(P.planes if group else [P]):
-        off = i * GROUP_STRIDE if group else 0
-        t = Q.table() if len(Q.meta) >= _TABLE_MIN else None
-        if t is not None:
-            keys = t.keys
-            rows: Any = zip(keys.tolist(), Q.names(keys),
-                       t.has_stat(keys, Q.stat_ids.get("kernel_details", ())).tolist())
-        else:
-            rows = ((k, md.name, len(md.stats) and "kernel_details" in Q.meta_stats(k))
-                    for k, md in Q.meta.items())
-        for k, name, has_kd in rows:
-            if name in MEMCPY_DIRECTIONS:
-                memcpy_mids[k + off] = MEMCPY_DIRECTIONS[name]
-            elif name.startswith("CudaGraphExec"):
-                kernel_mids.append(k + off)
-            # Metadata-level kernel_details also makes a kernel (stats merge event over
-            # metadata).
-            elif has_kd:
-                kernel_mids.append(k + off)
-    return memcpy_mids, kernel_mids
-
-
-def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: Cols, co: Cols,
-                details_cache: dict, side: vendors.GpuSide | None = None) -> None:
-    """Transfers and kernels of one line (or one merged segment: `P` is then a `PlaneGroup`,
-    and `device`, `stream` and `line_name` are per-event arrays)."""
-    def pick(v, idx):
-        return v[idx] if isinstance(v, np.ndarray) else v
-
-    memcpy_mids, kernel_mids = kinds
-    kd_sids = P.stat_ids.get("kernel_details", [])
-    mids = ev.mids
-    is_mc = np.isin(mids, list(memcpy_mids)) if memcpy_mids else np.zeros(ev.n, bool)
-    # Per event, never per line or per metadata alone: any event may carry kernel_details.
-    is_k = ~is_mc & (ev.has_stat(kd_sids) | np.isin(mids, kernel_mids))
-    idx = np.flatnonzero(is_mc)
-    if idx.size:
-        det_raw = stat_column(P, ev, idx, "memcpy_details")
-        # (bytes, src kind, dst kind, async) once per distinct details value
-        keys = [d if isinstance(d, (str, bytes)) or d is None else str(d)
-                for d in det_raw.tolist()]
-        codes, uniq = pd.factorize(pd.Series(keys, dtype=object))  # None -> -1
-        facts = []
-        for d in uniq.tolist() + [None]:
-            got = details_cache.get(d)
-            if got is None:
-                det = parse_details(d)
-                a = det.get("async")
-                size = as_int(det.get("size"))
-                if size is not None and not 0 <= size < (1 << 53):
-                    size = None  # no byte count a copy can have: unknown, never negative
-                got = details_cache[d] = (size or 0,
-                                          det.get("kind_src", "unknown"),
-                                          det.get("kind_dst", "unknown"),
-                                          None if a is None else a == "1",
-                                          # ROCm writes `kind:Unknown size:0` when it did
-                                          # not record the size: unknown, not 0 bytes
-                                          not ("kind" in det and not size))
-            facts.append(got)
-        fcols = [np.array([f[j] for f in facts] + [None], object)[:-1] for j in range(5)]
-        codes = np.where(codes < 0, len(facts) - 1, codes)
-        tr.add(len(idx), host=host, device=pick(device, idx),
-               direction=per_mid(mids[idx], memcpy_mids.get),
-               start_ps=ev.starts[idx], end_ps=ev.starts[idx] + ev.durs[idx],
-               bytes=fcols[0][codes].astype(np.int64),
-               src_kind=fcols[1][codes], dst_kind=fcols[2][codes],
-               **{"async": fcols[3][codes]}, bytes_known=fcols[4][codes].astype(bool),
-               stream=pick(stream, idx), line=pick(line_name, idx),
-               hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
-               hlo_module=stat_column(P, ev, idx, "hlo_module"),
-               program_id=map_unique(stat_column(P, ev, idx, "program_id"), as_id))
-    # Neither a memcpy nor a kernel: the shape checks look at these (vendors.shape_unknowns).
-    vendors.note_other_events(P, ev, np.flatnonzero(~is_mc & ~is_k), device, line_name, side)
-    idx = np.flatnonzero(is_k)
-    if idx.size:
-        # ROCm runtime copy/fill kernels are copies and memsets, not compute.
-        idx, knames = vendors.split_kernels(P, ev, idx, device, stream, line_name, side)
-    if idx.size:
-        co.add(len(idx), host=host, device=pick(device, idx), start_ps=ev.starts[idx],
-               end_ps=ev.starts[idx] + ev.durs[idx], name=knames,
-               hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
-               hlo_module=stat_column(P, ev, idx, "hlo_module"),
-               stream=pick(stream, idx), line=pick(line_name, idx))
-
-
-def _clean_hlo_op(v: Any) -> str | None:
-    """`hlo_op` can be a `::`-joined stack of annotations (xprof splits it); keep the last."""
-    v = as_text(v)
-    if v is None:
-        return None
-    return v.rsplit("::", 1)[-1] if "::" in v else v
-
-
-def _clean_column(values: np.ndarray) -> np.ndarray:
-    """`_clean_hlo_op` over a column, once per distinct value."""
-    out = map_unique(values, _clean_hlo_op)
-    # map_unique reads NaN as missing (None); a NaN stat is the text "nan" here
-    is_none = np.equal(values, None)  # type: ignore[call-overload]
-    nan = np.flatnonzero(pd.isna(values) & ~is_none)
-    if nan.size:
-        out[nan] = [_clean_hlo_op(v) for v in values[nan].tolist()]
-    return out
-
-
-_COPY_FACTS = ("hlo_module", "program_id", "raw_bytes_accessed", "bytes_accessed")
-
-
-def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
-                    programs=lambda: None) -> None:
-    by_name = {line.name: line for line in P.plane.lines}
-    async_line = by_name.get(TPU_ASYNC_LINE)
-    op_lines = [by_name[n] for n in sorted(TPU_OPS_LINES) if n in by_name]
-    a_ids = P.ids("_a")
-
-    def instrs(uniq: np.ndarray) -> list[str]:
-        """Instruction names of distinct metadata ids: the display name, else parsed from the
-        HLO text."""
-        out = P.names(uniq, display=True)
-        bare = [i for i, s in enumerate(out) if not s]
-        if bare:
-            for i, name in zip(bare, instruction_names(P.names(uniq[bare]))):
-                out[i] = name
-        return out
-
-    def boundaries(uniq: np.ndarray) -> np.ndarray:
-        """Per distinct id: 1 if its instruction is an async boundary, 0 if not, -1 unknown
-        yet. Decided on the display names' bytes where the plane has a `MetaTable`: an id
-        with a display name is its instruction name."""
-        got = P.name_bytes(uniq, display=True)
-        if got is None:
-            return np.full(len(uniq), -1, np.int8)
-        return async_boundaries_by_bytes(*got)
-
-    # Without an Async XLA Ops line, copies are paired from the boundary ops' names.
-    pairing = async_line is None or not async_line.n_events
-    starts_done: list[tuple[int, int, int, str]] = []  # (start, end, mid, instr)
-    for line in op_lines:
-        if not line.n_events:
-            continue
-        ev = LineEvents(line, line_base_ps(line), wanted=a_ids)
-        mids = ev.mids
-        keep = ~ev.has_stat(a_ids) if a_ids else np.ones(ev.n, bool)
-        uniq, inv = np.unique(mids, return_inverse=True)  # once per distinct op
-        b_u = boundaries(uniq)
-        # names only where needed: compute ops, ops not decided yet, boundaries to pair
-        need = np.flatnonzero((b_u != 1) | pairing)
-        u_names = np.full(len(uniq), None, object)
-        u_names[need] = instrs(uniq[need])
-        sd, sr = _START_DONE_RE.match, _SEND_RECV_RE.match  # is_async_boundary, inlined
-        und = np.flatnonzero(b_u == -1)
-        b_u[und] = [bool(sd(n) or sr(n)) for n in u_names[und].tolist()]
-        names = u_names[inv]
-        bnd = b_u.astype(bool)[inv]
-        if line.name == "XLA Ops":
-            b = np.flatnonzero(keep & bnd)
-            starts_done.extend(zip(ev.starts[b].tolist(), (ev.starts[b] + ev.durs[b]).tolist(),
-                                   mids[b].tolist(), names[b].tolist()))
-        idx = np.flatnonzero(keep & ~bnd)
-        co.add(len(idx), host=host, device=device, start_ps=ev.starts[idx],
-               end_ps=ev.starts[idx] + ev.durs[idx], name=names[idx], hlo_op=names[idx],
-               hlo_module=_meta_column(P, mids[idx], "hlo_module"),
-               program_id=_meta_ids(P, mids[idx], "program_id"),
-               stream=line.id, line=line.name)
-
-    def add_transfers(starts, ends, facts, line):
-        n = len(facts)
-        if not n:
-            return
-        direction = np.array([f[0] for f in facts], object)
-        tr.add(n, host=host, device=device, direction=direction,
-               start_ps=np.asarray(starts, np.int64), end_ps=np.asarray(ends, np.int64),
-               bytes=np.array([f[1] for f in facts], np.int64),
-               src_kind=np.where(direction == "H2D", "host", "device").astype(object),
-               dst_kind=np.where(direction == "D2H", "host", "device").astype(object),
-               **{"async": True}, stream=line.id, line=line.name,
-               hlo_op=np.array([f[2] for f in facts], object),
-               hlo_module=np.array([f[3] for f in facts] + [None], object)[:-1],
-               program_id=np.array([f[4] for f in facts] + [None], object)[:-1])
-
-    if async_line is not None and async_line.n_events:
-        # Only metadata (names, metadata stats) decides here: no event stat is ever read.
-        ev = LineEvents(async_line, line_base_ps(async_line), skip_mids=P.meta_keys(),
-                        wanted=())
-
-        uniq, inv = np.unique(ev.mids, return_inverse=True)  # once per distinct op
-        mids = uniq.tolist()
-        texts = P.names(uniq)
-        copies = [i for i, t in enumerate(texts) if is_host_async_start(t)]
-        facts_u: list[tuple | None] = [None] * len(mids)
-        for i, f in zip(copies, _copy_facts(P, [mids[i] for i in copies],
-                                            [texts[i] for i in copies], programs())):
-            facts_u[i] = f
-        facts = np.array(facts_u + [None], object)[:-1][inv]
-        sel = np.flatnonzero(np.array([f is not None for f in facts.tolist()], bool))
-        add_transfers(ev.starts[sel], ev.starts[sel] + ev.durs[sel], facts[sel].tolist(),
-                      async_line)
-        return
-
-    # No Async XLA Ops line: pair each copy-start with the next copy-done of the same key, in
-    # order of begin time. Tie-break (explicit, not left to the rest of the tuple): at one
-    # picosecond a start comes before a done, so a done can close the start issued at that
-    # instant. Real XLA:TPU v6e (sample_traces/tpu-v6e-offload, TPU:1-3) has a zero-length
-    # copy-start.5 that begins at the same picosecond as its 172 ms copy-done.5; taking the
-    # done first (xprof sorts on begin time only) leaves it without a start and shifts every
-    # later pair of that op (598 of 600 pairs).
-    boundary_ops = []  # (begin, 0 start / 1 done, end, metadata id, key)
-    for start, end, mid, ins in starts_done:
-        m = _START_DONE_RE.match(ins)
-        if not m or not (m["base"].endswith("copy") or m["base"] in _HOST_SLICE_OPS):
-            continue
-        boundary_ops.append((start, 0 if m["role"] == "start" else 1, end, mid,
-                             m["base"] + (m["n"] or "")))
-    boundary_ops.sort(key=lambda b: (b[0], b[1], b[2], b[3]))
-    open_starts: dict[str, deque] = defaultdict(deque)
-    pairs = []  # (copy-start's start, copy-done's end, copy-start's metadata id)
-    for start, role, end, mid, key in boundary_ops:
-        if role == 0:
-            open_starts[key].append((start, mid))
-        elif open_starts[key]:
-            s0, smid = open_starts[key].popleft()
-            pairs.append((s0, end, smid))
-    smids = sorted({m for _, _, m in pairs})
-    texts = P.names(smids)
-    to_host = [i for i, t in enumerate(texts) if is_host_async_start(t)]
-    facts_of = dict(zip([smids[i] for i in to_host],
-                        _copy_facts(P, [smids[i] for i in to_host],
-                                    [texts[i] for i in to_host], programs())))
-    kept = [(s0, end, facts_of[m]) for s0, end, m in pairs if facts_of.get(m) is not None]
-    add_transfers([k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept],
-                  by_name.get("XLA Ops"))
-
-
-_HOST_SLICE_OPS = ("dynamic-slice", "dynamic-update-slice")
-
-
-def _meta_column(P: Plane, mids: np.ndarray, name: str) -> np.ndarray:
-    """Per event, its metadata's stat `name` (None where absent), once per distinct id."""
-    uniq, inv = np.unique(mids, return_inverse=True)
-    return P.meta_columns(uniq, (name,))[name][inv]
-
-
-def _meta_ids(P: Plane, mids: np.ndarray, name: str) -> np.ndarray:
-    """Per event, its metadata's identifier stat `name` (`as_id`; None where absent), converted
-    once per distinct metadata id, not once per event."""
-    uniq, inv = np.unique(mids, return_inverse=True)
-    vals = P.meta_columns(uniq, (name,))[name].tolist()
-    return np.array([as_id(v) for v in vals] + [None], object)[:-1][inv]
-
-
-def _copy_facts(P: Plane, mids: list[int], texts: list[str],
-                programs: ProgramCopies | None = None) -> list[tuple | None]:
-    """Per host async start op's metadata id (with its HLO text: copy-start or
-    dynamic-(update-)slice-start): (direction, bytes, instruction, hlo_module, program_id), or
-    None where the text names no host memory side. Both TPU
-    paths (`Async XLA Ops` spans and copy-start/copy-done pairs) use it, once per distinct op;
-    program ids are converted once per distinct value. Where `programs` holds the op's program
-    (its HLO proto), a copy-start's direction and bytes come from there (`overlap.trace.
-    programs`: the same rule on the instruction's shape, once per program); the text decides
-    the rest."""
-    got: list[tuple[str | None, int | None] | None] = [None] * len(mids)
-    if programs and mids:
-        pids_all = map_unique(P.meta_columns(mids, ("program_id",))["program_id"],
-                              as_id).tolist()
-        got = [programs.facts(pid, ins) for pid, ins in zip(pids_all, instruction_names(texts))]
-    rest = [i for i, d in enumerate(got) if d is None]
-    if rest:
-        for i, d in zip(rest, host_transfer_directions([texts[i] for i in rest])):
-            got[i] = d
-    cand, dirs = [], []
-    for i, g in enumerate(got):
-        if g is not None and g[0] is not None:
-            cand.append(i)
-            dirs.append(g)
-    out: list[tuple | None] = [None] * len(mids)
-    if not cand:
-        return out
-    col = P.meta_columns([mids[i] for i in cand], _COPY_FACTS)
-    module, raw, acc = (col[k].tolist() for k in ("hlo_module", "raw_bytes_accessed",
-                                                  "bytes_accessed"))
-    pids = map_unique(col["program_id"], as_id).tolist()
-    instrs = instruction_names([texts[i] for i in cand])
-    for j, i in enumerate(cand):
-        direction, nbytes = dirs[j]
-        if nbytes is None:
-            nbytes = as_int(raw[j]) or as_int(acc[j]) or 0
-        out[i] = (direction, nbytes, instrs[j], module[j], pids[j])
-    return out
-
-
-# TPU copy facts from the capture's HLO protos where it carries them (tests compare with the
-# text rule by turning this off).
-_PROGRAM_FACTS = True
-
-
-def _program_copies(plane) -> ProgramCopies:
-    """Program id -> its serialized HloProto, from the `/host:metadata` plane's entries (keyed
-    by program id; the proto in their `Hlo Proto` stat)."""
-    P = Plane(plane)
-    wanted = P.ids("Hlo Proto")
-    protos = {}
-    if wanted:
-        for k, md in plane.event_metadata.items():
-            proto = P.stats(md.stats, wanted).get("Hlo Proto")
-            if isinstance(proto, bytes) and proto:
-                protos[program_key(k)] = proto
-    return ProgramCopies(protos, array_bytes)
-
-
-# Host event stats read besides _HOST_WANTED (the decoder keeps only these; see _GPU_STATS).
-_HOST_ALSO = ("program_id", "correlation_id", "memcpy_details")
-_HOST_WANTED = ("_r", "step_num", "hlo_op", "hlo_module", "device_ordinal", "allocator_name",
-                "bytes_allocated", "bytes_reserved", "peak_bytes_in_use", "requested_bytes",
-                "allocation_bytes", "index_on_host")
-
-
-def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
-                     hip_calls: Cols | None = None) -> bool:
-    """Steps, allocator events and XLA:CPU compute from the host plane."""
-    wanted = P.ids(*_HOST_WANTED)
-    mem_mids = {k: MEMORY_EVENT_KINDS[md.name] for k, md in P.meta.items()
-                if md.name in MEMORY_EVENT_KINDS}
-    # Python-tracer frames ("$file.py:12 fn") are most of a host plane and never steps/compute.
-    skip = {k for k, md in P.meta.items() if md.name.startswith("$")
-            or md.name.startswith("end: ") or md.name.startswith("ThreadpoolListener::")}
-    if not (P.stat_ids.get("_r") or P.stat_ids.get("hlo_op")):
-        # No event can carry `_r` or `hlo_op` (nor can metadata: same stat ids), so only
-        # memory events can give a row.
-        skip |= {k for k in P.meta.keys() if k not in mem_mids}
-    meta_nonempty = {k for k in P.meta.keys() if k not in skip and P.meta_stats(k)}
-    # ROCm: HIP copy/memset calls say the direction and size of the copy kernels they issue
-    # (vendors.rocm_transfers); their stats must be decoded, whatever else the plane holds.
-    hip_mids = vendors.hip_api_mids(P) if hip_calls is not None else {}
-    skip -= set(hip_mids)
-    saw_compute = False
-    step_rows = []
-    for line in P.plane.lines:
-        if not line.n_events:
-            continue
-        ev = LineEvents(line, line_base_ps(line), skip_mids=skip,
-                        wanted=stat_keys(P, _HOST_WANTED + _HOST_ALSO))
-        if not ev.n:
-            continue
-        mids = ev.mids
-        if hip_mids and hip_calls is not None:
-            vendors.collect_hip_calls(P, ev, hip_mids, hip_calls)
-        cand = ~np.isin(mids, list(skip)) if skip else np.ones(ev.n, bool)
-        # The old per-event rule: the merged (wanted event stats + metadata stats) dict is
-        # non-empty.
-        ok = cand & (ev.has_stat(wanted) | np.isin(mids, list(meta_nonempty)))
-        if not ok.any():
-            continue
-        is_mem = ok & np.isin(mids, list(mem_mids))
-        idx = np.flatnonzero(is_mem)
-        if idx.size:
-            col = {c: stat_column(P, ev, idx, c) for c in (
-                "allocator_name", "index_on_host", "bytes_allocated", "bytes_reserved",
-                "peak_bytes_in_use", "requested_bytes", "allocation_bytes")}
-            alloc = []
-            for a, ioh in zip(col["allocator_name"].tolist(), col["index_on_host"].tolist()):
-                if a is None and ioh is not None:
-                    a = f"index_on_host:{ioh}"
-                alloc.append(a)
-            mem.add(len(idx), host=host, time_ps=ev.starts[idx],
-                    allocator=np.array(alloc + [None], object)[:-1],
-                    device=map_unique(np.array(alloc + [None], object)[:-1], _allocator_device),
-                    kind=per_mid(mids[idx], mem_mids.get),
-                    **{c: map_unique(col[c], lambda v: as_int(v) or 0).astype(np.int64)
-                       for c in ("bytes_allocated", "bytes_reserved", "peak_bytes_in_use",
-                                 "requested_bytes", "allocation_bytes")})
-        rest = np.flatnonzero(ok & ~is_mem)
-        if not rest.size:
-            continue
-        r_vals = stat_column(P, ev, rest, "_r")
-        is_step = np.array([bool(v) for v in r_vals.tolist()], bool)
-        sidx = rest[is_step]
-        if sidx.size:
-            nums = stat_column(P, ev, sidx, "step_num").tolist()
-            names = per_mid(mids[sidx], P.name).tolist()
-            for i, num, name in zip(sidx.tolist(), nums, names):
-                start = int(ev.starts[i])
-                step_rows.append((start, start + int(ev.durs[i]), as_int(num), name))
-        cidx = rest[~is_step]
-        if cidx.size:
-            hlo = stat_column(P, ev, cidx, "hlo_op")
-            # `"hlo_op" in s`: present, even with an empty value
-            present = np.zeros(len(cidx), bool)
-            hsids = P.stat_ids.get("hlo_op")
-            if hsids:
-                present |= ev.has_stat(hsids)[cidx]
-            present |= per_mid(mids[cidx], lambda m: "hlo_op" in P.meta_stats(m)).astype(bool)
-            cidx, hlo = cidx[present], hlo[present]
-            if cidx.size:
-                saw_compute = True
-                ords = stat_column(P, ev, cidx, "device_ordinal").tolist()
-                co.add(len(cidx), _cpu=True, host=host,
-                       device=np.array([f"CPU:{as_int(o) or 0}" for o in ords], object),
-                       start_ps=ev.starts[cidx], end_ps=ev.starts[cidx] + ev.durs[cidx],
-                       name=per_mid(mids[cidx], P.name), hlo_op=_clean_column(hlo),
-                       hlo_module=stat_column(P, ev, cidx, "hlo_module"),
-                       program_id=map_unique(stat_column(P, ev, cidx, "program_id"), as_id),
-                       stream=line.id, line=line.name)
-        del ev, mids, cand, ok, is_mem, idx, rest  # before the next line's arrays exist
-    step_rows.sort(key=lambda r: (r[0], r[1], r[2] if r[2] is not None else -1, r[3]))
-    for k, (start, end, num, name) in enumerate(step_rows):
-        st["host"].append(host)
-        st["step"].append(num if num is not None else k)
-        st["name"].append(name)
-        st["start_ps"].append(start)
-        st["end_ps"].append(end)
-    return saw_compute
-
-
-_ALLOCATOR_RE = re.compile(r"^GPU_(\d+)_bfc$")
-
-
-def _allocator_device(name: str | None) -> str | None:
-    """PjRt GPU names device allocators `GPU_<ordinal>_bfc`; the host staging one is not a
-    device."""
-    if not name or not isinstance(name, str):
-        return None
-    m = _ALLOCATOR_RE.match(name)
-    return f"GPU:{m.group(1)}" if m else None

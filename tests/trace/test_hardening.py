@@ -7,7 +7,7 @@ import pytest
 
 from overlap.analysis import overlap as analysis
 from overlap.errors import InputError
-from overlap.trace import read_trace
+from overlap.trace import gpu, read_trace
 from overlap.trace.protos import XSpace
 from overlap.trace.reader import shape_bytes
 from overlap.trace.synthetic import SyntheticTrace
@@ -241,11 +241,10 @@ def test_many_small_planes_read_together_give_the_same_tables(tmp_path, monkeypa
 
     import pandas as pd
 
-    from overlap.trace import reader
 
     p = _many_gpu_planes(tmp_path, 40)
     merged = read_trace(p)
-    monkeypatch.setattr(reader, "_SMALL_LINE", 0)  # every line on its own, as before
+    monkeypatch.setattr(gpu, "_SMALL_LINE", 0)  # every line on its own, as before
     alone = read_trace(p)
     assert len(alone.transfers) == 40 and len(alone.compute) == 40
     assert (alone.compute["name"] == "").sum() == 1  # the kernel whose metadata is missing

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from overlap.trace import wire
+from overlap.trace import gpu, wire
 from overlap.trace.protos import XSpace
 from tests.trace.wire_bytes import field, stat_value_bytes, stat_values
 
@@ -188,7 +188,6 @@ def test_gpu_kinds_through_the_table_equal_upb(entries):
     """GPU planes with many entries (one per distinct kernel) take memcpy and kernel kinds from
     the `MetaTable`; they must equal the per-entry upb reading, kernel_details ids included
     (two stat ids share that name here)."""
-    import overlap.trace.reader as reader
 
     names = {0: "other", 1: "kernel_details", 2: "kernel_details", 3: "memcpy_details"}
     parts = [field(1, 0, 0), field(2, 2, b"/device:GPU:0")]
@@ -203,14 +202,14 @@ def test_gpu_kinds_through_the_table_equal_upb(entries):
                                                        + field(2, 2, n.encode()))))
     raw = field(1, 2, b"".join(parts))
     _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
-    old = reader._TABLE_MIN
+    old = gpu._TABLE_MIN
     try:
-        reader._TABLE_MIN = 0
+        gpu._TABLE_MIN = 0
         P = wire.Plane(planes[0])
         assert P.table() is not None
-        fast = reader._gpu_meta_kinds(P)
-        reader._TABLE_MIN = 1 << 30
-        slow = reader._gpu_meta_kinds(wire.Plane(planes[0]))
+        fast = gpu._gpu_meta_kinds(P)
+        gpu._TABLE_MIN = 1 << 30
+        slow = gpu._gpu_meta_kinds(wire.Plane(planes[0]))
     finally:
-        reader._TABLE_MIN = old
+        gpu._TABLE_MIN = old
     assert fast[0] == slow[0] and sorted(fast[1]) == sorted(slow[1])

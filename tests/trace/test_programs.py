@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from overlap.trace import reader
+from overlap.trace import reader, tpu
 from overlap.trace.programs import PRIMITIVE_NAMES, ProgramCopies, program_key
 from overlap.trace.protos import HloProto, XSpace
 
@@ -76,7 +76,7 @@ def test_real_tpu_capture_reads_the_same_from_its_programs(monkeypatch):
     for op, pid, direction, nbytes in zip(tr["hlo_op"], tr["program_id"], tr["direction"],
                                           tr["bytes"]):
         assert progs.facts(int(pid), op) == (direction, nbytes)
-    monkeypatch.setattr(reader, "_PROGRAM_FACTS", False)
+    monkeypatch.setattr(tpu, "_PROGRAM_FACTS", False)
     from_text = reader.read_host_file(REAL_TPU)
     for k in ("transfers", "compute", "steps", "memory", "modules", "devices"):
         pd.testing.assert_frame_equal(with_programs[k], from_text[k], check_exact=True)

@@ -1,0 +1,206 @@
+"""GPU device planes: transfers (CUPTI memcpy events) and kernels, per event (see
+`overlap.trace.reader` for the rules and their evidence)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from overlap.trace import vendors
+from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
+from overlap.trace.wire import (
+    GROUP_STRIDE,
+    Cols,
+    LineEvents,
+    Plane,
+    PlaneGroup,
+    as_id,
+    as_int,
+    as_text,
+    groupable,
+    map_unique,
+    merge_lines,
+    per_mid,
+    stat_column,
+    stat_keys,
+)
+
+# Lines with fewer events than this are read together with other planes' small lines (one
+# `LineEvents` per segment of up to _SEGMENT events): numpy's fixed cost per call would otherwise
+# make a capture of thousands of few-event planes take seconds per thousand planes.
+_SMALL_LINE = 512
+_SEGMENT = 1 << 16
+# Event stats the GPU rules read (the decoder keeps only these; another one asked for costs a
+# second pass over the line, never a wrong answer). Not `correlation_id`: only ROCm blit
+# kernels read it (vendors.split_kernels), and keeping it for every CUDA kernel costs ~30 MB
+# per million kernels.
+_GPU_STATS = ("kernel_details", "memcpy_details", "hlo_op", "hlo_module", "program_id")
+
+
+def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Cols,
+                     co: Cols, side: vendors.GpuSide | None = None) -> None:
+    """All GPU planes of one file: `items` is (plane, device name) per plane."""
+    details_cache: dict[Any, tuple] = {}
+    pending: list[tuple[int, Any]] = []  # (index into items, line): small lines to merge
+    n_pending = 0
+
+    def flush():
+        nonlocal n_pending
+        if not pending:
+            return
+        used = sorted({i for i, _ in pending})
+        where = {i: j for j, i in enumerate(used)}
+        G = PlaneGroup([items[i][0] for i in used])
+        ns = np.array([ln.n_events for _, ln in pending], np.int64)
+        rep = functools.partial(np.repeat, repeats=ns)
+        plane_of = rep(np.array([where[i] for i, _ in pending], np.int64))
+        base = rep(np.array([line_base_ps(ln) for _, ln in pending], np.int64))
+        device = rep(np.array([items[i][1] for i, _ in pending], object))
+        stream = rep(np.array([ln.id for _, ln in pending], np.int64))
+        name = rep(np.array([ln.name for _, ln in pending], object))
+        seg = merge_lines([ln for _, ln in pending])
+        pending.clear()
+        n_pending = 0
+        ev = LineEvents(seg, base, plane_of=plane_of, wanted=stat_keys(G, _GPU_STATS))
+        if ev.n:
+            _gpu_events(G, _gpu_meta_kinds(G), ev, ev.kept(device), ev.kept(stream),
+                        ev.kept(name), host, tr, co, details_cache, side)
+
+    for i, (P, device) in enumerate(items):
+        small = groupable(P)
+        kinds = None
+        for line in P.plane.lines:
+            if not line.n_events:
+                continue
+            if small and line.n_events < _SMALL_LINE:
+                pending.append((i, line))
+                n_pending += line.n_events
+                if n_pending >= _SEGMENT:
+                    flush()
+                continue
+            ev = LineEvents(line, line_base_ps(line), wanted=stat_keys(P, _GPU_STATS))
+            if ev.n:
+                kinds = kinds or _gpu_meta_kinds(P)
+                _gpu_events(P, kinds, ev, device, line.id, line.name, host, tr, co,
+                            details_cache, side)
+            del ev  # before the next line's arrays exist
+    flush()
+
+
+_TABLE_MIN = 256  # metadata entries from which a plane's kinds are read through `MetaTable`
+
+
+def _gpu_meta_kinds(P) -> tuple[dict[int, str], list[int]]:
+    """(memcpy metadata id -> direction, ids whose events are kernels whatever their stats).
+
+    A plane with many entries (one per distinct kernel: tens of thousands in a large model)
+    is read through its `MetaTable` (names and the kernel_details test for all entries at
+    once, ~0.5 us per entry instead of ~5 us through upb); small planes, thousands of them
+    in a `PlaneGroup`, through upb, which costs less than a table each."""
+    memcpy_mids, kernel_mids = {}, []
+    group = isinstance(P, PlaneGroup)
+    for i, Q in enumerate(P.planes if group else [P]):
+        off = i * GROUP_STRIDE if group else 0
+        t = Q.table() if len(Q.meta) >= _TABLE_MIN else None
+        if t is not None:
+            keys = t.keys
+            rows: Any = zip(keys.tolist(), Q.names(keys),
+                       t.has_stat(keys, Q.stat_ids.get("kernel_details", ())).tolist())
+        else:
+            rows = ((k, md.name, len(md.stats) and "kernel_details" in Q.meta_stats(k))
+                    for k, md in Q.meta.items())
+        for k, name, has_kd in rows:
+            if name in MEMCPY_DIRECTIONS:
+                memcpy_mids[k + off] = MEMCPY_DIRECTIONS[name]
+            elif name.startswith("CudaGraphExec"):
+                kernel_mids.append(k + off)
+            # Metadata-level kernel_details also makes a kernel (stats merge event over
+            # metadata).
+            elif has_kd:
+                kernel_mids.append(k + off)
+    return memcpy_mids, kernel_mids
+
+
+def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: Cols, co: Cols,
+                details_cache: dict, side: vendors.GpuSide | None = None) -> None:
+    """Transfers and kernels of one line (or one merged segment: `P` is then a `PlaneGroup`,
+    and `device`, `stream` and `line_name` are per-event arrays)."""
+    def pick(v, idx):
+        return v[idx] if isinstance(v, np.ndarray) else v
+
+    memcpy_mids, kernel_mids = kinds
+    kd_sids = P.stat_ids.get("kernel_details", [])
+    mids = ev.mids
+    is_mc = np.isin(mids, list(memcpy_mids)) if memcpy_mids else np.zeros(ev.n, bool)
+    # Per event, never per line or per metadata alone: any event may carry kernel_details.
+    is_k = ~is_mc & (ev.has_stat(kd_sids) | np.isin(mids, kernel_mids))
+    idx = np.flatnonzero(is_mc)
+    if idx.size:
+        det_raw = stat_column(P, ev, idx, "memcpy_details")
+        # (bytes, src kind, dst kind, async) once per distinct details value
+        keys = [d if isinstance(d, (str, bytes)) or d is None else str(d)
+                for d in det_raw.tolist()]
+        codes, uniq = pd.factorize(pd.Series(keys, dtype=object))  # None -> -1
+        facts = []
+        for d in uniq.tolist() + [None]:
+            got = details_cache.get(d)
+            if got is None:
+                det = parse_details(d)
+                a = det.get("async")
+                size = as_int(det.get("size"))
+                if size is not None and not 0 <= size < (1 << 53):
+                    size = None  # no byte count a copy can have: unknown, never negative
+                got = details_cache[d] = (size or 0,
+                                          det.get("kind_src", "unknown"),
+                                          det.get("kind_dst", "unknown"),
+                                          None if a is None else a == "1",
+                                          # ROCm writes `kind:Unknown size:0` when it did
+                                          # not record the size: unknown, not 0 bytes
+                                          not ("kind" in det and not size))
+            facts.append(got)
+        fcols = [np.array([f[j] for f in facts] + [None], object)[:-1] for j in range(5)]
+        codes = np.where(codes < 0, len(facts) - 1, codes)
+        tr.add(len(idx), host=host, device=pick(device, idx),
+               direction=per_mid(mids[idx], memcpy_mids.get),
+               start_ps=ev.starts[idx], end_ps=ev.starts[idx] + ev.durs[idx],
+               bytes=fcols[0][codes].astype(np.int64),
+               src_kind=fcols[1][codes], dst_kind=fcols[2][codes],
+               **{"async": fcols[3][codes]}, bytes_known=fcols[4][codes].astype(bool),
+               stream=pick(stream, idx), line=pick(line_name, idx),
+               hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
+               hlo_module=stat_column(P, ev, idx, "hlo_module"),
+               program_id=map_unique(stat_column(P, ev, idx, "program_id"), as_id))
+    # Neither a memcpy nor a kernel: the shape checks look at these (vendors.shape_unknowns).
+    vendors.note_other_events(P, ev, np.flatnonzero(~is_mc & ~is_k), device, line_name, side)
+    idx = np.flatnonzero(is_k)
+    if idx.size:
+        # ROCm runtime copy/fill kernels are copies and memsets, not compute.
+        idx, knames = vendors.split_kernels(P, ev, idx, device, stream, line_name, side)
+    if idx.size:
+        co.add(len(idx), host=host, device=pick(device, idx), start_ps=ev.starts[idx],
+               end_ps=ev.starts[idx] + ev.durs[idx], name=knames,
+               hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
+               hlo_module=stat_column(P, ev, idx, "hlo_module"),
+               stream=pick(stream, idx), line=pick(line_name, idx))
+
+
+def _clean_hlo_op(v: Any) -> str | None:
+    """`hlo_op` can be a `::`-joined stack of annotations (xprof splits it); keep the last."""
+    v = as_text(v)
+    if v is None:
+        return None
+    return v.rsplit("::", 1)[-1] if "::" in v else v
+
+
+def _clean_column(values: np.ndarray) -> np.ndarray:
+    """`_clean_hlo_op` over a column, once per distinct value."""
+    out = map_unique(values, _clean_hlo_op)
+    # map_unique reads NaN as missing (None); a NaN stat is the text "nan" here
+    is_none = np.equal(values, None)  # type: ignore[call-overload]
+    nan = np.flatnonzero(pd.isna(values) & ~is_none)
+    if nan.size:
+        out[nan] = [_clean_hlo_op(v) for v in values[nan].tolist()]
+    return out
