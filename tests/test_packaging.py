@@ -12,6 +12,7 @@ from __future__ import annotations
 import email
 import subprocess
 import sys
+import tarfile
 import zipfile
 
 import pytest
@@ -122,3 +123,22 @@ def test_built_wheel_metadata_and_top_level_names(tmp_path):
     t = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(wheel)],
                        capture_output=True, text=True, timeout=120)
     assert t.returncode == 0 and "PASSED" in t.stdout, t.stdout + t.stderr
+
+
+@pytest.mark.slow
+def test_sdist_builds_the_scanner_from_source(tmp_path):
+    """The sdist (what pip builds from where no wheel fits the platform) carries the scanner's
+    Cython source and setup.py, never a generated `_scan.c` or a compiled module from this
+    checkout, and no tests (they need the repository)."""
+    r = subprocess.run([sys.executable, "-m", "build", "--sdist", "--no-isolation",
+                        "--outdir", str(tmp_path), str(REPO)],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (sdist,) = tmp_path.glob("overlap_jax-*.tar.gz")
+    with tarfile.open(sdist) as tf:
+        names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
+    assert {"setup.py", "pyproject.toml", "LICENSE", "README.md", "CHANGELOG.md",
+            "overlap/trace/_scan.pyx", "overlap/trace/protos/xplane.proto"} <= names
+    assert not [n for n in names if n.startswith("overlap/trace/_scan.")
+                and not n.endswith(".pyx")]
+    assert not [n for n in names if n.startswith("tests/")]
