@@ -11,7 +11,26 @@ host files here, in worker processes or on Dask and combines them; `paths` finds
 files; `synthetic`/`synthetic_bulk` write labelled test captures.
 """
 
-from overlap.trace.distributed import read_trace
-from overlap.trace.reader import Trace
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from overlap.trace.distributed import read_trace
+    from overlap.trace.reader import Trace
 
 __all__ = ["Trace", "read_trace"]
+
+# Loaded on first use: `overlap.trace.protos` (the message classes alone, e.g. a bare decode
+# for a benchmark's baseline) and the light submodules must not pull in numpy and pandas.
+_API = {"Trace": "overlap.trace.reader", "read_trace": "overlap.trace.distributed"}
+
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        value = getattr(importlib.import_module(_API[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
