@@ -24,6 +24,7 @@ file.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from collections import defaultdict
@@ -355,7 +356,9 @@ def as_int(v: Any) -> int | None:
 # arrays are built from its messages: the same tables, several times slower; said once.
 
 try:
-    from overlap.trace import _scan  # type: ignore[attr-defined]
+    # by name: `overlap.trace` answers unknown attributes lazily, so mypy cannot tell a
+    # missing compiled module from a present one
+    _scan: Any = importlib.import_module("overlap.trace._scan")
 except ImportError:  # no C compiler at install: upb decodes (see `parse_space`)
     _scan = None
 
