@@ -19,6 +19,16 @@ Three entry points, all over a file's bytes (`data`, a buffer of `n` bytes plus 
   position), and its stats whose metadata id is in `wanted` (all when None) as typed
   records: (event index, stat id, value field number, integer value / double bits / string
   length, string position). Events whose metadata id is in `skip` keep no stats.
+  With `groups` (sets of stat ids, one set per stat name a rule reads), also per group and
+  event the *first* stat of the set, as a code into the group's distinct values (-1: none),
+  each distinct value kept once (kind, integer or double bits or string length, where the
+  first such string lies). Why: the rules read "the event's first stat of a name", and
+  most values repeat (a few hundred kernel names over a million launches), so keeping a
+  record per stat (29 bytes) and choosing the first ones later costs ~140 MB and three array
+  passes per million events, and a Python object per record; here it costs 4 bytes per
+  event and group, and one object per distinct value. Values are equal when their kinds
+  and integers are, or, for strings and bytes, their contents (hashed, then compared); a
+  ref in a grouped read is interned as its plane's key (`plane * stride + id`, -1 outside).
 * `decode_meta(data, starts, ends)`: event_metadata map entries: key, name and display-name
   spans and stat records per entry; `ok` False where upb would read the entry differently
   than a table can say (a field other than the key and the value, a value written twice).
@@ -35,6 +45,8 @@ inside event string stats (decoded with replacement later) and names of event me
 import numpy as np
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcmp, memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
 
@@ -421,15 +433,180 @@ cdef inline bint _in(const int64_t* a, Py_ssize_t n, int64_t x) noexcept nogil:
     return lo < n and a[lo] == x
 
 
+cdef inline Py_ssize_t _find(const int64_t* a, Py_ssize_t n, int64_t x) noexcept nogil:
+    """Where x is in the sorted array a[:n], or -1."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if a[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < n and a[lo] == x else -1
+
+
+cdef inline uint64_t _mix(uint64_t h) noexcept nogil:
+    h ^= h >> 33
+    h *= 0xff51afd7ed558ccdULL
+    h ^= h >> 33
+    h *= 0xc4ceb9fe1a85ec53ULL
+    h ^= h >> 33
+    return h
+
+
+cdef inline uint64_t _hash_value(const uint8_t* b, int8_t kind, uint64_t ival,
+                                 int64_t vpos) noexcept nogil:
+    """A hash of a stat value: strings and bytes by their content (`ival` is the length),
+    everything else by its kind and integer (or double's bits)."""
+    cdef uint64_t h = (<uint64_t>(<uint8_t>kind) + 1) * 0x9E3779B97F4A7C15ULL
+    cdef uint64_t w
+    cdef const uint8_t* s
+    cdef Py_ssize_t n, i
+    if kind != 5 and kind != 6:
+        return _mix(h ^ ival)
+    s = b + vpos
+    n = <Py_ssize_t>ival
+    i = 0
+    while i + 8 <= n:  # a word at a time: kernel_details strings are ~100 bytes each
+        memcpy(&w, s + i, 8)
+        h = (h ^ w) * 0x9E3779B97F4A7C15ULL
+        h ^= h >> 29
+        i += 8
+    if i < n:
+        w = 0
+        memcpy(&w, s + i, n - i)
+        h = (h ^ w) * 0x9E3779B97F4A7C15ULL
+    return _mix(h ^ ival)
+
+
+cdef class _Intern:
+    """The distinct values of one stat group: each value's kind, integer (double bits, string
+    length) and, for strings and bytes, where its first occurrence lies, in order of first
+    occurrence; `code` gives a value's index, adding it if new. Open addressing over the
+    values' hashes (strings compare by content, never by position)."""
+    cdef int8_t* kind
+    cdef uint64_t* ival
+    cdef int64_t* vpos
+    cdef uint64_t* hash
+    cdef int32_t* slots
+    cdef Py_ssize_t n, cap, nslots
+
+    def __cinit__(self):
+        self.n = 0
+        self.cap = 16
+        self.nslots = 64
+        self.kind = <int8_t*>malloc(self.cap * sizeof(int8_t))
+        self.ival = <uint64_t*>malloc(self.cap * sizeof(uint64_t))
+        self.vpos = <int64_t*>malloc(self.cap * sizeof(int64_t))
+        self.hash = <uint64_t*>malloc(self.cap * sizeof(uint64_t))
+        self.slots = <int32_t*>malloc(self.nslots * sizeof(int32_t))
+        if not (self.kind and self.ival and self.vpos and self.hash and self.slots):
+            raise MemoryError()
+        for i in range(self.nslots):
+            self.slots[i] = -1
+
+    def __dealloc__(self):
+        free(self.kind)
+        free(self.ival)
+        free(self.vpos)
+        free(self.hash)
+        free(self.slots)
+
+    cdef int _grow(self) except -1:
+        cdef Py_ssize_t cap = self.cap * 2, i, j, mask
+        cdef void* p
+        p = realloc(self.kind, cap * sizeof(int8_t))
+        if not p:
+            raise MemoryError()
+        self.kind = <int8_t*>p
+        p = realloc(self.ival, cap * sizeof(uint64_t))
+        if not p:
+            raise MemoryError()
+        self.ival = <uint64_t*>p
+        p = realloc(self.vpos, cap * sizeof(int64_t))
+        if not p:
+            raise MemoryError()
+        self.vpos = <int64_t*>p
+        p = realloc(self.hash, cap * sizeof(uint64_t))
+        if not p:
+            raise MemoryError()
+        self.hash = <uint64_t*>p
+        self.cap = cap
+        # slots: at most half full
+        free(self.slots)
+        self.nslots = cap * 4
+        self.slots = <int32_t*>malloc(self.nslots * sizeof(int32_t))
+        if not self.slots:
+            raise MemoryError()
+        mask = self.nslots - 1
+        for i in range(self.nslots):
+            self.slots[i] = -1
+        for j in range(self.n):
+            i = <Py_ssize_t>(self.hash[j] & <uint64_t>mask)
+            while self.slots[i] >= 0:
+                i = (i + 1) & mask
+            self.slots[i] = <int32_t>j
+        return 0
+
+    cdef inline int32_t code(self, const uint8_t* b, int8_t kind, uint64_t ival,
+                             int64_t vpos) except -1:
+        cdef uint64_t h = _hash_value(b, kind, ival, vpos)
+        cdef Py_ssize_t mask = self.nslots - 1
+        cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>mask)
+        cdef int32_t s
+        cdef bint text = kind == 5 or kind == 6
+        while True:
+            s = self.slots[i]
+            if s < 0:
+                break
+            if (self.hash[s] == h and self.kind[s] == kind and self.ival[s] == ival
+                    and (not text or memcmp(b + self.vpos[s], b + vpos, <size_t>ival) == 0)):
+                return s
+            i = (i + 1) & mask
+        if self.n == self.cap:
+            self._grow()
+            mask = self.nslots - 1
+            i = <Py_ssize_t>(h & <uint64_t>mask)
+            while self.slots[i] >= 0:
+                i = (i + 1) & mask
+        s = <int32_t>self.n
+        self.kind[s] = kind
+        self.ival[s] = ival
+        self.vpos[s] = vpos
+        self.hash[s] = h
+        self.slots[i] = s
+        self.n += 1
+        return s
+
+    def arrays(self):
+        k = self.n
+        kind = np.empty(k, np.int8)
+        ival = np.empty(k, np.uint64)
+        vpos = np.empty(k, np.int64)
+        cdef int8_t[::1] a = kind
+        cdef uint64_t[::1] c = ival
+        cdef int64_t[::1] d = vpos
+        if k:
+            memcpy(&a[0], self.kind, k * sizeof(int8_t))
+            memcpy(&c[0], self.ival, k * sizeof(uint64_t))
+            memcpy(&d[0], self.vpos, k * sizeof(int64_t))
+        return {"kind": kind, "ival": ival, "vpos": vpos}
+
+
 _EMPTY = np.zeros(1, np.int64)
 
 
 def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_ssize_t total,
-                  skip=None, wanted=None, plane_of=None, int64_t stride=0):
+                  skip=None, wanted=None, plane_of=None, int64_t stride=0, groups=None):
     """The events of lines whose payloads are [starts[i], ends[i]), in order (see the module
     docstring). `skip`, `wanted`: sorted int64 arrays (metadata ids; stat ids, or with
     `plane_of` (per event, its plane's index) the keys `plane * stride + id`) or None.
-    Returns (mid, offset, duration, aggregated, stats dict of arrays)."""
+    `groups`: None or (sorted int64 stat ids/keys, int32 group index of each, group count):
+    per group, each event's first stat whose id is in the group, interned (see the module
+    docstring).
+    Returns (mid, offset, duration, aggregated, stats dict of arrays, groups) where groups is
+    (codes: int32 [group count, events], -1 where the event has no such stat; per group the
+    distinct values: dict of kind, ival, vpos arrays)."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t nl = starts.shape[0], i, p, e, q, es, ee, k = 0, st0
@@ -448,6 +625,27 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     cdef Py_ssize_t nwa = len(wanted) if wanted is not None else 0
     cdef bint all_stats = wanted is None
     cdef bint grouped = plane_of is not None
+    cdef Py_ssize_t ng = 0, ngk = 0, gi
+    cdef int32_t g
+    gk_a = _EMPTY
+    gg_a = np.zeros(1, np.int32)
+    if groups is not None:
+        gk_a = np.ascontiguousarray(groups[0], np.int64)
+        gg_a = np.ascontiguousarray(groups[1], np.int32)
+        ng = groups[2]
+        ngk = len(gk_a)
+        if len(gg_a) != ngk or (ngk and (gg_a.min() < 0 or gg_a.max() >= ng)):
+            raise ValueError("bad stat groups")
+        if not ngk:
+            gk_a, gg_a = _EMPTY, np.zeros(1, np.int32)
+    cdef const int64_t[::1] gk = gk_a
+    cdef const int32_t[::1] gg = gg_a
+    codes_a = np.full((ng, total), -1, np.int32)
+    cdef int32_t[:, ::1] codes = codes_a
+    interns = [_Intern() for _ in range(ng)]
+    cdef list ilist = interns
+    cdef _Intern tab
+    cdef int64_t rkey
     cdef const int64_t[::1] pof = np.ascontiguousarray(plane_of if grouped else _EMPTY,
                                                          np.int64)
     if grouped and pof.shape[0] < total:
@@ -521,12 +719,25 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                         key = sid
                     if all_stats or _in(&wa[0], nwa, key):
                         st.push(<int32_t>k, key, kind, ival, vpos)
+                    if ngk:
+                        gi = _find(&gk[0], ngk, key)
+                        if gi >= 0:
+                            g = gg[gi]
+                            if codes[g, k] < 0:  # the event's first stat of the group
+                                if kind == 7 and grouped:  # a ref names its own plane's id
+                                    rkey = <int64_t>ival
+                                    ival = <uint64_t>(pl * stride + rkey
+                                                      if 0 <= rkey < stride else -1)
+                                tab = <_Intern>ilist[g]
+                                codes[g, k] = tab.code(b, kind, ival, vpos)
                 else:
                     es = _skip(b, es, ee, wt, fn, 0)
                     if es < 0:
                         raise _fail(es)
             if nsk and _in(&sk[0], nsk, m):
                 st.n = st0  # stats of these events never matter
+                for g in range(ng):
+                    codes[g, k] = -1
             mid[k] = m
             off[k] = o
             dur[k] = d
@@ -534,7 +745,8 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
             k += 1
     if k != total:
         raise Corrupt("fewer events than counted")
-    return mid_a, off_a, dur_a, agg_a, st.arrays()
+    return (mid_a, off_a, dur_a, agg_a, st.arrays(),
+            (codes_a, [t.arrays() for t in interns]))
 
 
 def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends):

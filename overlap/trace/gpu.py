@@ -21,9 +21,12 @@ from overlap.trace.wire import (
     as_int,
     as_text,
     groupable,
+    map_stat,
     map_unique,
     merge_lines,
+    object_array,
     per_mid,
+    stat_codes,
     stat_column,
     stat_keys,
 )
@@ -64,7 +67,7 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
         seg = merge_lines([ln for _, ln in pending])
         pending.clear()
         n_pending = 0
-        ev = LineEvents(seg, base, plane_of=plane_of, wanted=stat_keys(G, _GPU_STATS))
+        ev = LineEvents(seg, base, plane_of=plane_of, wanted=(), groups=_groups(G))
         if ev.n:
             _gpu_events(G, _gpu_meta_kinds(G), ev, ev.kept(device), ev.kept(stream),
                         ev.kept(name), host, tr, co, details_cache, side)
@@ -81,13 +84,19 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
                 if n_pending >= _SEGMENT:
                     flush()
                 continue
-            ev = LineEvents(line, line_base_ps(line), wanted=stat_keys(P, _GPU_STATS))
+            ev = LineEvents(line, line_base_ps(line), wanted=(), groups=_groups(P))
             if ev.n:
                 kinds = kinds or _gpu_meta_kinds(P)
                 _gpu_events(P, kinds, ev, device, line.id, line.name, host, tr, co,
                             details_cache, side)
             del ev  # before the next line's arrays exist
     flush()
+
+
+def _groups(P) -> list[list[int]]:
+    """`LineEvents(groups=)`: the ids of each stat the GPU rules read (each one's first stat
+    per event is interned while decoding; no record per stat is kept)."""
+    return [stat_keys(P, (n,)) for n in _GPU_STATS]
 
 
 _TABLE_MIN = 256  # metadata entries from which a plane's kinds are read through `MetaTable`
@@ -139,13 +148,12 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
     is_k = ~is_mc & (ev.has_stat(kd_sids) | np.isin(mids, kernel_mids))
     idx = np.flatnonzero(is_mc)
     if idx.size:
-        det_raw = stat_column(P, ev, idx, "memcpy_details")
-        # (bytes, src kind, dst kind, async) once per distinct details value
-        keys = [d if isinstance(d, (str, bytes)) or d is None else str(d)
-                for d in det_raw.tolist()]
-        codes, uniq = pd.factorize(pd.Series(keys, dtype=object))  # None -> -1
+        # (bytes, src kind, dst kind, async, bytes known) once per distinct details value
+        codes, details = stat_codes(P, ev, idx, "memcpy_details")
         facts = []
-        for d in uniq.tolist() + [None]:
+        d: Any
+        for d in details.tolist():
+            d = d if isinstance(d, (str, bytes)) or d is None else str(d)
             got = details_cache.get(d)
             if got is None:
                 det = parse_details(d)
@@ -161,8 +169,7 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                                           # not record the size: unknown, not 0 bytes
                                           not ("kind" in det and not size))
             facts.append(got)
-        fcols = [np.array([f[j] for f in facts] + [None], object)[:-1] for j in range(5)]
-        codes = np.where(codes < 0, len(facts) - 1, codes)
+        fcols = [object_array([f[j] for f in facts]) for j in range(5)]
         tr.add(len(idx), host=host, device=pick(device, idx),
                direction=per_mid(mids[idx], memcpy_mids.get),
                start_ps=ev.starts[idx], end_ps=ev.starts[idx] + ev.durs[idx],
@@ -170,9 +177,9 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                src_kind=fcols[1][codes], dst_kind=fcols[2][codes],
                **{"async": fcols[3][codes]}, bytes_known=fcols[4][codes].astype(bool),
                stream=pick(stream, idx), line=pick(line_name, idx),
-               hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
+               hlo_op=map_stat(P, ev, idx, "hlo_op", _clean_hlo_op),
                hlo_module=stat_column(P, ev, idx, "hlo_module"),
-               program_id=map_unique(stat_column(P, ev, idx, "program_id"), as_id))
+               program_id=map_stat(P, ev, idx, "program_id", as_id))
     # Neither a memcpy nor a kernel: the shape checks look at these (vendors.shape_unknowns).
     vendors.note_other_events(P, ev, np.flatnonzero(~is_mc & ~is_k), device, line_name, side)
     idx = np.flatnonzero(is_k)
@@ -182,7 +189,7 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
     if idx.size:
         co.add(len(idx), host=host, device=pick(device, idx), start_ps=ev.starts[idx],
                end_ps=ev.starts[idx] + ev.durs[idx], name=knames,
-               hlo_op=_clean_column(stat_column(P, ev, idx, "hlo_op")),
+               hlo_op=map_stat(P, ev, idx, "hlo_op", _clean_hlo_op),
                hlo_module=stat_column(P, ev, idx, "hlo_module"),
                stream=pick(stream, idx), line=pick(line_name, idx))
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import struct
 from collections import defaultdict
 from typing import Any, Iterable
 
@@ -489,9 +490,28 @@ _UPB_KIND = {None: _K_NONE, "double_value": _K_DOUBLE, "uint64_value": _K_U64,
              "ref_value": _K_REF}
 
 
-def _upb_events(events, skip_mids, wanted, plane_of) -> tuple:
+def _group_spec(groups) -> tuple[tuple | None, list[frozenset]]:
+    """`decode_events`'s `groups` argument from sets of stat ids (keys), and the sets kept:
+    empty sets, and sets sharing an id with an earlier one, are left out (their questions
+    are answered from records)."""
+    sets: list[frozenset] = []
+    used: set[int] = set()
+    for g in groups or ():
+        ks = frozenset(int(x) for x in g)
+        if ks and not (ks & used) and ks not in sets:
+            sets.append(ks)
+            used |= ks
+    if not sets:
+        return None, []
+    keys = np.array(sorted(used), np.int64)
+    of = {k: j for j, ks in enumerate(sets) for k in ks}
+    return (keys, np.array([of[k] for k in keys.tolist()], np.int32), len(sets)), sets
+
+
+def _upb_events(events, skip_mids, wanted, plane_of, groups=None) -> tuple:
     """`_scan.decode_events` from upb messages: the same arrays, the stat values as objects
-    (`obj`; a ref's is the referenced id)."""
+    (`obj`; a ref's is the referenced id, in a group's values read with `plane_of` its key
+    as the scanner makes it: `plane * GROUP_STRIDE + id`, 2**64 - 1 outside)."""
     n = len(events)
     mid = np.zeros(n, np.int64)
     off = np.zeros(n, np.int64)
@@ -499,6 +519,11 @@ def _upb_events(events, skip_mids, wanted, plane_of) -> tuple:
     agg = np.zeros(n, bool)
     skip = set(skip_mids) if skip_mids else set()
     want = None if wanted is None else {int(x) for x in wanted}
+    ng = 0 if groups is None else groups[2]
+    group_of = {} if groups is None else dict(zip(groups[0].tolist(), groups[1].tolist()))
+    codes = [[-1] * n for _ in range(ng)]
+    seen: list[dict] = [{} for _ in range(ng)]  # value -> code, per group
+    tabs: list[tuple[list, list]] = [([], []) for _ in range(ng)]  # (kinds, objects)
     ev, sid, kind, obj = [], [], [], []
     for k, e in enumerate(events):
         m = mid[k] = e.metadata_id
@@ -514,40 +539,66 @@ def _upb_events(events, skip_mids, wanted, plane_of) -> tuple:
             i = s.metadata_id
             if pl is not None:
                 i = pl * GROUP_STRIDE + i if 0 <= i < GROUP_STRIDE else -1
-            if want is not None and i not in want:
-                continue
             w = s.WhichOneof("value")
-            ev.append(k)
-            sid.append(i)
-            kind.append(_UPB_KIND[w])
-            obj.append(None if w is None else getattr(s, w))
+            v = None if w is None else getattr(s, w)
+            if want is None or i in want:
+                ev.append(k)
+                sid.append(i)
+                kind.append(_UPB_KIND[w])
+                obj.append(v)
+            g = group_of.get(i)
+            if g is not None and codes[g][k] < 0:
+                kd = _UPB_KIND[w]
+                if kd == _K_REF and pl is not None:
+                    r = int(s.ref_value)
+                    v = pl * GROUP_STRIDE + r if 0 <= r < GROUP_STRIDE else (1 << 64) - 1
+                # equal as the scanner's values are: by kind, and a double by its bits
+                vk = (kd, struct.pack("<d", v) if kd == _K_DOUBLE else v)
+                c = seen[g].get(vk)
+                if c is None:
+                    c = seen[g][vk] = len(tabs[g][0])
+                    tabs[g][0].append(kd)
+                    tabs[g][1].append(v)
+                codes[g][k] = c
     st = {"ev": np.array(ev, np.int64), "sid": np.array(sid, np.int64),
-          "kind": np.array(kind, np.int8), "obj": np.array(obj + [None], object)[:-1]}
-    return mid, off, dur, agg, st
+          "kind": np.array(kind, np.int8), "obj": object_array(obj)}
+    grp = (np.array(codes, np.int32).reshape(ng, n),
+           [{"kind": np.array(kd, np.int8), "obj": object_array(vs)} for kd, vs in tabs])
+    return mid, off, dur, agg, st, grp
+
+
+def object_array(values: list) -> np.ndarray:
+    """A 1-d object array of scalars (never a 2-d one, whatever the values are)."""
+    return np.array(values + [None], object)[:-1]
 
 
 class LineEvents:
-    """One line's positioned events as arrays (`mids`, `starts`, `durs`), and their stats as
-    typed records (event, stat id, value), decoded in one pass by the scanner (or from upb's
-    messages where it was not built).
+    """One line's positioned events as arrays (`mids`, `starts`, `durs`), and their stats,
+    decoded in one pass by the scanner (or from upb's messages where it was not built).
+
+    Stats come two ways. `groups`: sets of stat ids (keys, in a `PlaneGroup`), one per stat
+    name a rule reads: per set, each event's first stat of the set as a code into the set's
+    distinct values (`first_codes`), interned while decoding: 4 bytes per event and set, one
+    Python object per distinct value. `wanted`: stat ids kept as typed records (event, stat
+    id, value), for questions about other sets of ids (a union of ids of several names).
 
     `skip_mids`: metadata ids whose events' stats can never matter: those events keep no
-    stats (the caller must never ask for them). `wanted`: the stat ids (keys, in a
-    `PlaneGroup`) the caller expects to ask about; only those are kept, which saves memory
-    and time on lines of many stats per event. A question about other ids is still answered
-    exactly: the line's stats are decoded again for them (one more pass), so a rule that
-    reads a stat the caller did not list is slower, never wrong.
+    stats (the caller must never ask for them). `wanted` and `groups` save memory and time
+    on lines of many stats per event; a question about other ids is still answered exactly:
+    the line's stats are decoded again for them (one more pass), so a rule that reads a stat
+    the caller did not list is slower, never wrong.
     """
 
     def __init__(self, line, base_ps, skip_mids=None, plane_of: np.ndarray | None = None,
-                 wanted=None):
+                 wanted=None, groups: Iterable[Iterable[int]] | None = None):
         """`base_ps`: the line's origin, or one per event (a `merge_lines` segment);
         `plane_of`: per event, its plane's index in a `PlaneGroup` (metadata and stat ids then
         become that group's keys)."""
         self.buf = line.buf  # the whole file's bytes (None from upb); values are read there
         self._line, self._skip, self._plane_of = line, skip_mids, plane_of
         want = None if wanted is None else np.unique(np.fromiter(wanted, np.int64))
-        mid, off, dur, agg, st = self._decode(want)
+        spec, sets = _group_spec(groups)
+        mid, off, dur, agg, st, (codes, tables) = self._decode(want, spec)
         # Times a profiler cannot have written (negative durations, offsets beyond 26 days,
         # wrapped uint64s) are dropped and counted, never passed on to become impossible spans.
         invalid = (off < 0) | (off >= TIME_LIMIT_PS) | (dur < 0) | (dur >= TIME_LIMIT_PS)
@@ -572,20 +623,24 @@ class LineEvents:
                                        else base_ps)
             self.durs = dur[keep]
             self._plane = None if plane_of is None else plane_of[keep]
+            codes = codes[:, keep]
         del mid, off, dur
         self.n = len(self.mids)
-        self._first: dict[frozenset, tuple] = {}  # first_stat's answers
+        # per set of ids: (each event's code, the distinct values' kind/ival/vpos or obj)
+        self._groups: dict[frozenset, tuple[np.ndarray, dict]] = {
+            ks: (codes[j], tables[j]) for j, ks in enumerate(sets)}
+        self._first: dict[frozenset, tuple] = {}  # first_codes' answers
         # stat batches: (the ids decoded, None for all; their records)
         self._batches: list[tuple[frozenset | None, dict]] = [
             (None if want is None else frozenset(want.tolist()), self._kept_stats(st))]
 
-    def _decode(self, want: np.ndarray | None) -> tuple:
+    def _decode(self, want: np.ndarray | None, groups: tuple | None = None) -> tuple:
         line = self._line
         if line.events is not None:
-            return _upb_events(line.events, self._skip, want, self._plane_of)
+            return _upb_events(line.events, self._skip, want, self._plane_of, groups)
         skip = np.unique(np.fromiter(self._skip, np.int64)) if self._skip else None
         return _scan.decode_events(line.buf, line.pay_s, line.pay_e, line.n_events, skip,
-                                   want, self._plane_of, GROUP_STRIDE)
+                                   want, self._plane_of, GROUP_STRIDE, groups)
 
     def _kept_stats(self, st: dict) -> dict:
         """Stat records of the events kept (indices renumbered)."""
@@ -610,21 +665,43 @@ class LineEvents:
     def has_stat(self, sids) -> np.ndarray:
         """Per event: does it carry a stat with one of these metadata ids?"""
         out = np.zeros(self.n, bool)
-        if self.n and sids:
-            st = self._stats(sids)
-            sel = np.isin(st["sid"], np.fromiter(sids, np.int64))
-            out[st["ev"][sel]] = True
+        if not (self.n and sids):
+            return out
+        need = frozenset(int(x) for x in sids)
+        parts = [ks for ks in self._groups if ks <= need]
+        if parts and frozenset().union(*parts) == need:  # answered by the groups' codes
+            for ks in parts:
+                out |= self._groups[ks][0] >= 0
+            return out
+        st = self._stats(need)
+        sel = np.isin(st["sid"], np.fromiter(need, np.int64))
+        out[st["ev"][sel]] = True
         return out
 
-    def first_stat(self, sids, stat_names: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
-        """(event indices, values as objects) of the first stat with one of `sids` per event."""
+    def first_codes(self, sids, stat_names: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
+        """(per event, a code into the values of its first stat with one of `sids`, -1 where
+        it has none; the values as objects, as `Plane.stats` gives them). Where `sids` is one
+        of the constructor's `groups`, one value per distinct value, else one per event."""
         if not self.n or not sids:
-            return np.zeros(0, np.int64), np.zeros(0, object)
+            return np.full(self.n, -1, np.int32), np.zeros(0, object)
         key = frozenset(int(x) for x in sids)
         got = self._first.get(key)
         if got is not None and got[0] is stat_names:
             return got[1], got[2]
-        st = self._stats(sids)
+        grp = self._groups.get(key)
+        if grp is not None:
+            # refs are already keys of their plane in a grouped read: no plane to apply
+            codes, vals = grp[0], _stat_objects(self.buf, grp[1], stat_names)
+        else:
+            evs, vals = self._first_records(key, stat_names)
+            codes = np.full(self.n, -1, np.int64)
+            codes[evs] = np.arange(len(evs))
+        # rules ask for one stat for several sets of events (copies, kernels, vendors' checks)
+        self._first[key] = (stat_names, codes, vals)
+        return codes, vals
+
+    def _first_records(self, key: frozenset, stat_names) -> tuple[np.ndarray, np.ndarray]:
+        st = self._stats(key)
         sel = np.flatnonzero(np.isin(st["sid"], np.fromiter(key, np.int64)))
         # records are in event order, each event's as written: the first is its earliest stat
         evs, first = np.unique(st["ev"][sel], return_index=True)
@@ -632,9 +709,13 @@ class LineEvents:
         plane = None if self._plane is None else self._plane[evs]
         vals = _stat_objects(self.buf, {k: st[k][rec] for k in _VALUE_COLS if k in st},
                              stat_names, plane)
-        # rules ask for one stat for several sets of events (copies, kernels, vendors' checks)
-        self._first[key] = (stat_names, evs, vals)
         return evs, vals
+
+    def first_stat(self, sids, stat_names: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
+        """(event indices, values as objects) of the first stat with one of `sids` per event."""
+        codes, vals = self.first_codes(sids, stat_names)
+        evs = np.flatnonzero(codes >= 0)
+        return evs, vals[codes[evs]]
 
     def kept(self, per_event: Any) -> Any:
         """A per-event array of the line(s) given to the constructor, for the events kept here
@@ -826,28 +907,57 @@ class MetaTable:
         return out
 
 
+def stat_codes(P: "Plane", ev: LineEvents, idx: np.ndarray,
+               name: str) -> tuple[np.ndarray, np.ndarray]:
+    """`stat_column` as (codes, values): the column is `values[codes]`, every code valid.
+    `values` holds the event stats' distinct values (one per distinct value where the line
+    was decoded with the name's ids as a group), then the metadata's, once per metadata id,
+    so a rule computes once per value (`map_stat`) instead of once per event."""
+    idx = np.asarray(idx, np.int64)
+    sids = P.stat_ids.get(name)
+    if sids and len(idx):
+        codes, vals = ev.first_codes(sids, P.stat_names)
+        c = codes[idx].astype(np.int64)
+    else:
+        c, vals = np.full(len(idx), -1, np.int64), np.zeros(0, object)
+    missing = np.flatnonzero(c < 0)
+    if missing.size:  # fall back to the metadata's stats, once per metadata id
+        uniq, inv = unique_inverse(ev.mids[idx[missing]])
+        mv = object_array([P.meta_stats(u).get(name) for u in uniq.tolist()])
+        c[missing] = len(vals) + inv
+        vals = np.concatenate([vals, mv])
+    return c, vals
+
+
 def stat_column(P: "Plane", ev: LineEvents, idx: np.ndarray, name: str) -> np.ndarray:
     """Values of stat `name` for events `idx`: the event's first such stat, else its metadata's."""
-    out = np.full(len(idx), None, object)
-    if not len(idx):
-        return out
-    pos = np.full(ev.n, -1, np.int64)
-    pos[idx] = np.arange(len(idx))
-    have = np.zeros(len(idx), bool)
-    sids = P.stat_ids.get(name)
-    if sids:
-        evs, vals = ev.first_stat(sids, P.stat_names)
-        where = pos[evs]
-        ok = where >= 0
-        out[where[ok]] = vals[ok]
-        have[where[ok]] = True
-    missing = np.flatnonzero(~have)
-    if missing.size:  # fall back to the metadata's stats, once per metadata id
-        mids = ev.mids[idx[missing]]
-        uniq, inv = np.unique(mids, return_inverse=True)
-        mv = np.array([P.meta_stats(int(u)).get(name) for u in uniq] + [None], object)[:-1]
-        out[missing] = mv[inv]
-    return out
+    codes, vals = stat_codes(P, ev, idx, name)
+    return vals[codes] if len(codes) else np.zeros(0, object)
+
+
+def map_stat(P: "Plane", ev: LineEvents, idx: np.ndarray, name: str, fn) -> np.ndarray:
+    """`fn(v)` for each value of `stat_column(P, ev, idx, name)`, computed once per distinct
+    value (values equal but of different types, 1 and 1.0, each get their own call)."""
+    codes, vals = stat_codes(P, ev, idx, name)
+    if not len(codes):
+        return np.zeros(0, object)
+    return object_array([fn(v) for v in vals.tolist()])[codes]
+
+
+def unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(a, return_inverse=True)` for integers; without a sort where their range is
+    small (metadata ids of one plane: a lookup table over the range, O(n))."""
+    a = np.asarray(a)
+    if len(a) < 1024 or a.dtype.kind not in "iu":
+        return np.unique(a, return_inverse=True)
+    lo, hi = int(a.min()), int(a.max())
+    if hi - lo > 2 * len(a) + (1 << 16):
+        return np.unique(a, return_inverse=True)
+    rel = (a - lo).astype(np.intp)
+    seen = np.zeros(hi - lo + 1, bool)
+    seen[rel] = True
+    rank = np.cumsum(seen) - 1
+    return (np.flatnonzero(seen) + lo).astype(a.dtype), rank[rel]
 
 
 def map_unique(values: np.ndarray, fn) -> np.ndarray:
@@ -865,9 +975,8 @@ def map_unique(values: np.ndarray, fn) -> np.ndarray:
 
 def per_mid(mids: np.ndarray, fn) -> np.ndarray:
     """`fn(mid)` for each event, computed once per distinct metadata id."""
-    uniq, inv = np.unique(mids, return_inverse=True)
-    vals = np.array([fn(int(u)) for u in uniq] + [None], object)[:-1]
-    return vals[inv]
+    uniq, inv = unique_inverse(mids)
+    return object_array([fn(u) for u in uniq.tolist()])[inv]
 
 
 class Cols:
