@@ -490,9 +490,11 @@ cdef class _Intern:
     cdef uint64_t* hash
     cdef int32_t* slots
     cdef Py_ssize_t n, cap, nslots
+    cdef int32_t last  # the value returned last: runs of events repeat one value
 
     def __cinit__(self):
         self.n = 0
+        self.last = -1
         self.cap = 16
         self.nslots = 64
         self.kind = <int8_t*>malloc(self.cap * sizeof(int8_t))
@@ -550,17 +552,21 @@ cdef class _Intern:
 
     cdef inline int32_t code(self, const uint8_t* b, int8_t kind, uint64_t ival,
                              int64_t vpos) except -1:
+        cdef bint text = kind == 5 or kind == 6
+        cdef int32_t s = self.last
+        if (s >= 0 and self.kind[s] == kind and self.ival[s] == ival
+                and (not text or memcmp(b + self.vpos[s], b + vpos, <size_t>ival) == 0)):
+            return s
         cdef uint64_t h = _hash_value(b, kind, ival, vpos)
         cdef Py_ssize_t mask = self.nslots - 1
         cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>mask)
-        cdef int32_t s
-        cdef bint text = kind == 5 or kind == 6
         while True:
             s = self.slots[i]
             if s < 0:
                 break
             if (self.hash[s] == h and self.kind[s] == kind and self.ival[s] == ival
                     and (not text or memcmp(b + self.vpos[s], b + vpos, <size_t>ival) == 0)):
+                self.last = s
                 return s
             i = (i + 1) & mask
         if self.n == self.cap:
@@ -576,6 +582,7 @@ cdef class _Intern:
         self.hash[s] = h
         self.slots[i] = s
         self.n += 1
+        self.last = s
         return s
 
     def arrays(self):

@@ -38,7 +38,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from overlap.trace.wire import Cols, as_id, as_int, map_unique, per_mid, stat_column
+from overlap.trace.wire import (
+    Cols,
+    as_id,
+    as_int,
+    map_stat,
+    map_unique,
+    object_array,
+    per_mid,
+    stat_column,
+    unique_inverse,
+)
 
 # ROCm runtime blit kernels (ROCclr's blit manager): copies and fills, never program compute.
 ROCM_COPY_KERNEL = "__amd_rocclr_copy"
@@ -92,29 +102,29 @@ def split_kernels(P, ev, idx: np.ndarray, device, stream, line_name,
                   side: GpuSide | None) -> tuple[np.ndarray, np.ndarray]:
     """Of the kernel events `idx` of one line: set the ROCm blit kernels aside (they are copies
     and memsets, not compute). Returns (kernel events left, their names)."""
-    mids = ev.mids[idx]
-    uniq, inv = np.unique(mids, return_inverse=True)
-    u_names = np.array([P.name(int(u)) for u in uniq] + [None], object)[:-1]
+    # names and kinds once per distinct kernel (a few hundred over a million launches)
+    uniq, inv = unique_inverse(ev.mids[idx])
+    u_names = object_array([P.name(u) for u in uniq.tolist()])
     if side is None:
         return idx, u_names[inv]
-    u_kind = np.array([runtime_kernel_kind(n) for n in u_names.tolist()] + [None], object)[:-1]
-    kind = u_kind[inv]
-    blit = (kind == "copy") | (kind == "fill")
+    u_kind = [runtime_kernel_kind(n) for n in u_names.tolist()]
+    blit = np.array([k in ("copy", "fill") for k in u_kind], bool)[inv]
     if blit.any():
-        b = idx[blit]
+        b, binv = idx[blit], inv[blit]
         side.blits.add(len(b), device=_pick(device, b), start_ps=ev.starts[b],
-                       end_ps=ev.starts[b] + ev.durs[b], name=u_names[inv][blit],
-                       kind=kind[blit],
-                       correlation_id=map_unique(stat_column(P, ev, b, "correlation_id"), as_id),
+                       end_ps=ev.starts[b] + ev.durs[b], name=u_names[binv],
+                       kind=object_array(u_kind)[binv],
+                       correlation_id=map_stat(P, ev, b, "correlation_id", as_id),
                        stream=_pick(stream, b), line=_pick(line_name, b),
                        hlo_op=stat_column(P, ev, b, "hlo_op"),
                        hlo_module=stat_column(P, ev, b, "hlo_module"),
-                       program_id=map_unique(stat_column(P, ev, b, "program_id"), as_id))
-    like = kind == "copy-like"
+                       program_id=map_stat(P, ev, b, "program_id", as_id))
+    like = np.array([k == "copy-like" for k in u_kind], bool)[inv]
     if like.any():
         c = idx[like]
-        side.copy_like.add(len(c), device=_pick(device, c), name=u_names[inv][like])
-    return idx[~blit], u_names[inv][~blit]
+        side.copy_like.add(len(c), device=_pick(device, c), name=u_names[inv[like]])
+    keep = ~blit
+    return idx[keep], u_names[inv[keep]]
 
 
 def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide | None) -> None:
@@ -172,11 +182,11 @@ def collect_hip_calls(P, ev, mids: dict[int, str], calls: Cols) -> None:
     if not idx.size:
         return
     calls.add(len(idx), api=per_mid(ev.mids[idx], mids.get),
-              correlation_id=map_unique(stat_column(P, ev, idx, "correlation_id"), as_id),
-              size=map_unique(stat_column(P, ev, idx, "memcpy_details"), _details_size),
+              correlation_id=map_stat(P, ev, idx, "correlation_id", as_id),
+              size=map_stat(P, ev, idx, "memcpy_details", _details_size),
               hlo_op=stat_column(P, ev, idx, "hlo_op"),
               hlo_module=stat_column(P, ev, idx, "hlo_module"),
-              program_id=map_unique(stat_column(P, ev, idx, "program_id"), as_id))
+              program_id=map_stat(P, ev, idx, "program_id", as_id))
 
 
 def _details_size(text: Any) -> int | None:
