@@ -102,13 +102,71 @@ def _ranked(*arrays):
     return u, out
 
 
+# Group keys: the grouped primitives search many groups' times in one sorted array by giving
+# each group its own stretch of one int64 line: group g's times [lo_g, hi_g] are shifted by
+# `off_g` onto [base_g, base_g + hi_g - lo_g], the stretches laid end to end in group order.
+# A query time is first clipped into its group's [lo_g, hi_g], which changes no answer (no
+# interval of the group starts before lo_g or ends after hi_g). Exact while every shifted
+# value stays well inside int64: `_KEY_LIMIT` bounds the widths' sum plus the largest |lo_g|
+# (times a capture can hold, under 26 days of picoseconds, always fit); beyond it the
+# primitives rank the times instead (`np.unique`, a sort of every value: 5-10x slower).
+_KEY_LIMIT = float(2**60)
+
+
+class _Layout:
+    """Per group of a table sorted by (group, start): its rows, time range and key offset."""
+
+    def __init__(self, g: np.ndarray, first: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 n: int):
+        self.groups = g[first]  # sorted, distinct
+        self.first = first
+        self.end = np.append(first[1:], n)
+        self.lo, self.hi = lo, hi
+        self.off: np.ndarray | None = None
+        width = hi.astype(float) - lo.astype(float) + 1
+        if len(lo) and float(width.sum()) + float(np.abs(lo.astype(float)).max()) < _KEY_LIMIT:
+            base = np.zeros(len(lo), np.int64)
+            np.cumsum((hi - lo + 1)[:-1], out=base[1:])
+            self.off = base - lo
+
+    def per_row(self, v: np.ndarray) -> np.ndarray:
+        """A per-group array spread over the table's rows."""
+        return np.repeat(v, self.end - self.first)
+
+    def find(self, qg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per query group: its position in `groups` (clipped) and whether the table has it."""
+        p = np.minimum(np.searchsorted(self.groups, qg), len(self.groups) - 1)
+        return p, self.groups[p] == qg
+
+    def key(self, p: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Query times `x` of groups at positions `p`, clipped into the group and shifted."""
+        assert self.off is not None
+        return np.clip(x, self.lo[p], self.hi[p]) + self.off[p]
+
+
+def _first_rows(g: np.ndarray) -> np.ndarray:
+    new = np.empty(len(g), bool)
+    new[0] = True
+    np.not_equal(g[1:], g[:-1], out=new[1:])
+    return np.flatnonzero(new)
+
+
+def _sorted_by_group(g: np.ndarray, s: np.ndarray) -> bool:
+    """Whether rows are in (group, start) order (neighbour tests, no sort)."""
+    if len(g) < 2:
+        return True
+    a, b = g[:-1], g[1:]
+    return bool(np.all((b > a) | ((b == a) & (s[1:] >= s[:-1]))))
+
+
 def merge_grouped(g, s, e) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`merge_intervals` of every group at once: (group, start, end) of each group's sorted,
     disjoint, non-empty intervals, ordered by (group, start).
 
     Why grouped: one call per device costs numpy's fixed overhead per device, and a capture
     may have thousands of devices (issue 11: 10,000 GPU planes). Same answers as the per-group
-    primitives (tests/analysis check this on random intervals).
+    primitives (tests/analysis check this on random intervals). Input already in (group,
+    start) order (the reader sorts compute and transfers so) is not sorted again.
     """
     g = np.asarray(g, np.int64)
     s = np.asarray(s, np.int64)
@@ -119,33 +177,83 @@ def merge_grouped(g, s, e) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not s.size:
         z = np.zeros(0, np.int64)
         return z, z, z
-    order = np.lexsort((s, g))
-    g, s, e = g[order], s[order], e[order]
-    u, (r,) = _ranked(e)
-    n = len(u)
-    # running max of the end within each group: group-major keys make the running max of
-    # the keys restart at every group (a group's keys all exceed the previous group's)
-    cm = np.maximum.accumulate(g * n + r)
-    reach = u[cm - g * n]
+    if not _sorted_by_group(g, s):
+        order = np.lexsort((s, g))
+        g, s, e = g[order], s[order], e[order]
+    reach = _running_max_end(g, s, e)
     new = np.empty(s.size, bool)
     new[0] = True
     np.greater(s[1:], reach[:-1], out=new[1:])
     new[1:] |= g[1:] != g[:-1]
+    if new.all():  # nothing overlaps (one stream, one line): every interval stands alone
+        return g, s, reach
     first = np.flatnonzero(new)
     last = np.append(first[1:] - 1, s.size - 1)
     return g[first], s[first], reach[last]
 
 
+def _running_max_end(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """Per row of a (group, start)-sorted table, the furthest end so far within its group."""
+    first = _first_rows(g)
+    if len(first) == 1:
+        return np.maximum.accumulate(e)
+    lay = _Layout(g, first, s[first], np.maximum.reduceat(e, first), len(g))
+    if lay.off is not None:
+        # Each group's keys lie above the previous groups', so one running maximum over the
+        # keys restarts at every group.
+        off = lay.per_row(lay.off)
+        key = e + off
+        np.maximum.accumulate(key, out=key)
+        key -= off
+        return key
+    # group-major ranks of the ends: the running max of the keys restarts at every group
+    u, (r,) = _ranked(e)
+    n = len(u)
+    cm = np.maximum.accumulate(g * n + r)
+    return u[cm - g * n]
+
+
+def _merged_layout(mg, ms, me) -> _Layout | None:
+    """The key layout of `merge_grouped` output, None where keys would not be exact."""
+    if not len(ms) or not _sorted_by_group(mg, ms):
+        return None
+    first = _first_rows(mg)
+    last = np.append(first[1:], len(mg)) - 1
+    lay = _Layout(mg, first, ms[first], me[last], len(mg))
+    return lay if lay.off is not None else None
+
+
 def covered_grouped(mg, ms, me, qg, lo, hi) -> np.ndarray:
     """`Coverage.covered` for every group at once: per query (group `qg`, window [lo, hi)),
     how much of the window the group's merged intervals (`merge_grouped`) cover."""
-    hi = np.maximum(hi, lo)
-    return _before(mg, ms, me, qg, hi) - _before(mg, ms, me, qg, lo)
+    mg, ms, me = (np.asarray(a, np.int64) for a in (mg, ms, me))
+    qg, lo = np.asarray(qg, np.int64), np.asarray(lo, np.int64)
+    hi = np.maximum(np.asarray(hi, np.int64), lo)
+    lay = _merged_layout(mg, ms, me) if len(qg) else None
+    if lay is None:
+        return _before(mg, ms, me, qg, hi) - _before(mg, ms, me, qg, lo)
+    assert lay.off is not None
+    prefix = np.zeros(len(ms) + 1, np.int64)
+    np.cumsum(me - ms, out=prefix[1:])
+    kstart = ms + lay.per_row(lay.off)
+    p, has = lay.find(qg)
+    gfirst = lay.first[p]
+
+    def before(x: np.ndarray) -> np.ndarray:
+        # the last interval starting at or before x (clipped: there is one in the group)
+        i = np.searchsorted(kstart, lay.key(p, x), side="right") - 1
+        xc = np.clip(x, lay.lo[p], lay.hi[p])
+        return prefix[i] - prefix[gfirst] + np.maximum(np.minimum(xc, me[i]) - ms[i], 0)
+
+    out = before(hi) - before(lo)
+    out[~has] = 0
+    return out
 
 
 def _before(mg, ms, me, qg, x) -> np.ndarray:
     """Per query, the group's covered length in (-inf, x): a search on (group, rank of time)
-    keys, so one `searchsorted` serves every group."""
+    keys, so one `searchsorted` serves every group (`covered_grouped` where group keys are
+    not exact, or the intervals are not in `merge_grouped` order)."""
     out = np.zeros(len(x), np.int64)
     if not len(ms) or not len(x):
         return out
@@ -168,7 +276,45 @@ def _before(mg, ms, me, qg, x) -> np.ndarray:
 
 def subtract_grouped(ag, a_s, a_e, bg, b_s, b_e):
     """`subtract_intervals` of every group at once: per group, the parts of its merged
-    intervals `a` that its merged intervals `b` do not cover, as (group, start, end)."""
+    intervals `a` that its merged intervals `b` do not cover, as (group, start, end).
+
+    Each `a` interval is cut by the `b` intervals of its group that overlap it (found with two
+    searches): its pieces are the gaps between them, so the cost is the number of `a`
+    intervals and of overlapping `b` intervals, not a sort of both sets."""
+    ag, a_s, a_e = (np.asarray(v, np.int64) for v in (ag, a_s, a_e))
+    bg, b_s, b_e = (np.asarray(v, np.int64) for v in (bg, b_s, b_e))
+    if not len(a_s):
+        z = np.zeros(0, np.int64)
+        return z, z, z
+    lay = _merged_layout(bg, b_s, b_e)
+    if lay is None or not _sorted_by_group(ag, a_s):
+        if len(b_s) or not _sorted_by_group(ag, a_s):
+            return _subtract_sweep(ag, a_s, a_e, bg, b_s, b_e)
+        keep = a_e > a_s  # nothing to subtract
+        return ag[keep], a_s[keep], a_e[keep]
+    assert lay.off is not None
+    off = lay.per_row(lay.off)
+    p, has = lay.find(ag)
+    # b intervals overlapping [lo, hi): from the first ending after lo to the last starting
+    # before hi (merged: starts and ends both ascend within a group)
+    i0 = np.searchsorted(b_e + off, lay.key(p, a_s), side="right")
+    i1 = np.searchsorted(b_s + off, lay.key(p, a_e), side="left")
+    i0[~has] = 0
+    i1[~has] = 0
+    cnt = i1 - i0 + 1  # pieces: before the first, between each two, after the last
+    a_idx = np.repeat(np.arange(len(a_s)), cnt)
+    j = np.arange(len(a_idx)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    k = i0[a_idx] + j
+    nb = len(b_s)
+    lo = np.where(j == 0, a_s[a_idx], b_e[np.maximum(k - 1, 0)])
+    hi = np.where(j == cnt[a_idx] - 1, a_e[a_idx], b_s[np.minimum(k, nb - 1)])
+    keep = hi > lo
+    return ag[a_idx][keep], lo[keep], hi[keep]
+
+
+def _subtract_sweep(ag, a_s, a_e, bg, b_s, b_e):
+    """`subtract_grouped` by one sweep over every edge (where group keys are not exact or the
+    input is not in `merge_grouped` order)."""
     t = np.concatenate([a_s, a_e, b_s, b_e]).astype(np.int64, copy=False)
     if not t.size:
         z = np.zeros(0, np.int64)

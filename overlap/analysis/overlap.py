@@ -82,6 +82,7 @@ from overlap.analysis.intervals import (
     subtract_intervals,
 )
 from overlap.analysis.units import format_ps
+from overlap.trace.tables import run_starts
 
 # The interval primitives (intervals.py) and format_ps (units.py) are part of this module's
 # interface too: callers import them from here.
@@ -174,19 +175,45 @@ def classify(ratio: np.ndarray, hidden_threshold: float, exposed_threshold: floa
 
 
 def _group_codes(*frames: pd.DataFrame) -> tuple[list[np.ndarray], list[tuple[str, str]]]:
-    """One integer code per (host, device) shared by all frames, and the key of each code."""
-    hosts = np.concatenate([f["host"].to_numpy(dtype=object) for f in frames])
-    devs = np.concatenate([f["device"].to_numpy(dtype=object) for f in frames])
+    """One integer code per (host, device) shared by all frames, and the key of each code
+    (codes in order of first appearance over the frames, as `pd.factorize` numbers them).
+
+    Only the first row of each run of equal (host, device) neighbours is factorized and its
+    code spread over the run: the reader's tables are sorted by (host, device), so a million
+    compute rows are a few runs (hashing every row's two names cost 0.1 s)."""
+    heads_h, heads_d, counts = [], [], []
+    for f in frames:
+        h = f["host"].to_numpy(dtype=object)
+        d = f["device"].to_numpy(dtype=object)
+        starts = _key_runs(h, d)
+        heads_h.append(h[starts])
+        heads_d.append(d[starts])
+        counts.append(np.diff(np.append(starts, len(f))))
+    hosts = np.concatenate(heads_h)
+    devs = np.concatenate(heads_d)
     hc, hu = pd.factorize(hosts)
     dc, du = pd.factorize(devs)
     combined = hc.astype(np.int64) * max(len(du), 1) + dc
     codes, uniq = pd.factorize(combined)
     keys = [(str(hu[c // max(len(du), 1)]), str(du[c % max(len(du), 1)])) for c in uniq]
     out, pos = [], 0
-    for f in frames:
-        out.append(codes[pos:pos + len(f)])
-        pos += len(f)
+    for cnt in counts:
+        out.append(np.repeat(codes[pos:pos + len(cnt)].astype(np.int64), cnt))
+        pos += len(cnt)
     return out, keys
+
+
+def _key_runs(*cols: np.ndarray) -> np.ndarray:
+    """First row of each run of rows equal in every column (`tables.run_starts`); every row
+    where a column's values do not compare as True/False."""
+    n = len(cols[0])
+    new = np.zeros(n, bool)
+    for c in cols:
+        starts = run_starts(c)
+        if starts is None:
+            return np.arange(n)
+        new[starts] = True
+    return np.flatnonzero(new)
 
 
 def _host_kind_pageable(tr: pd.DataFrame) -> np.ndarray:

@@ -126,6 +126,7 @@ from overlap.trace.tables import (
     TRANSFER_COLUMNS,
     Trace,
     _frame,
+    factorize,
 )
 from overlap.trace.tpu import _program_copies, _read_tpu_plane
 from overlap.trace.wire import (
@@ -209,16 +210,29 @@ def _sort_by_device_start(df: pd.DataFrame) -> pd.DataFrame:
     """Stable sort by (host, device, start_ps), as `sort_values(kind="stable")` would.
 
     Sorting on object columns is slow at millions of rows; sorted factor codes keep the
-    lexicographic order, and `np.lexsort` is stable.
+    lexicographic order, and `np.lexsort` is stable. The codes come from `tables.factorize`
+    (once per run of equal names: a host file's host is one value, its devices a few runs),
+    and a table already in order (one device, one line, or sorted before) is returned as
+    it is, without a sort or a copy of its columns.
     """
     if len(df) < 2:
         return df.reset_index(drop=True)
-    h, _ = pd.factorize(df["host"], sort=True)
-    d, _ = pd.factorize(df["device"], sort=True)
-    order = np.lexsort((df["start_ps"].to_numpy(np.int64), d, h))
-    if (order == np.arange(len(order))).all():
+    h, _ = factorize(df["host"], sort=True)
+    d, _ = factorize(df["device"], sort=True)
+    start = df["start_ps"].to_numpy(np.int64)
+    if _in_order(h, d, start):
         return df.reset_index(drop=True)
+    order = np.lexsort((start, d, h))
     return df.take(order).reset_index(drop=True)
+
+
+def _in_order(h: np.ndarray, d: np.ndarray, start: np.ndarray) -> bool:
+    """Whether rows are already sorted by (h, d, start), in one pass of neighbour tests."""
+    if not (np.any(h != h[0]) or np.any(d != d[0])):  # one device: the common case
+        return bool(np.all(start[1:] >= start[:-1]))
+    key = h * (int(d.max()) + 2) + d  # codes are < len(df), so this cannot overflow
+    dk = np.diff(key)
+    return bool(np.all((dk > 0) | ((dk == 0) & (start[1:] >= start[:-1]))))
 
 
 def combined_backend(backends: list[str]) -> str:
