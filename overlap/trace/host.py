@@ -1,9 +1,25 @@
 """The host plane: step windows, allocator events and XLA:CPU compute (see
-`overlap.trace.reader`)."""
+`overlap.trace.reader`).
+
+Rules, per event (never per line or per metadata id alone):
+
+* an allocator event (`MemoryAllocation`/`MemoryDeallocation` metadata) that carries one of
+  the stats the rules read, or whose metadata carries any stat, is a `memory` row;
+* another event whose `_r` stat (its own first one, else its metadata's) is truthy is a step;
+* another event with an `hlo_op` stat (its own or its metadata's, even empty) is XLA:CPU
+  compute.
+
+Speed: a host plane holds millions of events (CUPTI API calls, thunk annotations, Python-tracer
+frames) of which few give rows. Work per distinct metadata id (names, kinds, whether its own
+stats make a step or compute) is done once per plane; per event only the compiled decoder runs,
+keeping the stats the rules read, and numpy picks the few events that can give a row before
+any stat value becomes a Python object.
+"""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -17,105 +33,89 @@ from overlap.trace.wire import (
     as_id,
     as_int,
     map_unique,
-    per_mid,
     stat_column,
     stat_keys,
 )
 
-# Host event stats read besides _HOST_WANTED (the decoder keeps only these; see _GPU_STATS).
-_HOST_ALSO = ("program_id", "correlation_id", "memcpy_details")
+# The stats the host rules read (the decoder keeps only these, see `_wanted_stats`).
 _HOST_WANTED = ("_r", "step_num", "hlo_op", "hlo_module", "device_ordinal", "allocator_name",
                 "bytes_allocated", "bytes_reserved", "peak_bytes_in_use", "requested_bytes",
                 "allocation_bytes", "index_on_host")
+# Read only where rows that need them can exist: compute rows' program_id, and what
+# `vendors.collect_hip_calls` reads of ROCm HIP calls. Keeping `correlation_id` for every
+# CUDA API call would cost a record per call (a million per million kernels).
+_COMPUTE_ALSO = ("program_id",)
+_HIP_ALSO = ("program_id", "correlation_id", "memcpy_details")
+_MEM_INTS = ("bytes_allocated", "bytes_reserved", "peak_bytes_in_use", "requested_bytes",
+             "allocation_bytes")
+# Python-tracer frames ("$file.py:12 fn") and their ends are most of a host plane and never
+# give a row (they carry no stats the rules read).
+_NEVER_PREFIXES = ("$", "end: ", "ThreadpoolListener::")
 
 
 def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
                      hip_calls: Cols | None = None) -> bool:
-    """Steps, allocator events and XLA:CPU compute from the host plane."""
+    """Steps, allocator events and XLA:CPU compute from the host plane; True when it holds
+    XLA:CPU compute."""
+    names = {k: md.name for k, md in P.meta.items()}  # once per distinct metadata
     wanted = P.ids(*_HOST_WANTED)
-    mem_mids = {k: MEMORY_EVENT_KINDS[md.name] for k, md in P.meta.items()
-                if md.name in MEMORY_EVENT_KINDS}
-    # Python-tracer frames ("$file.py:12 fn") are most of a host plane and never steps/compute.
-    skip = {k for k, md in P.meta.items() if md.name.startswith("$")
-            or md.name.startswith("end: ") or md.name.startswith("ThreadpoolListener::")}
-    if not (P.stat_ids.get("_r") or P.stat_ids.get("hlo_op")):
-        # No event can carry `_r` or `hlo_op` (nor can metadata: same stat ids), so only
-        # memory events can give a row.
-        skip |= {k for k in P.meta.keys() if k not in mem_mids}
-    meta_nonempty = {k for k in P.meta.keys() if k not in skip and P.meta_stats(k)}
+    row_sids = [*(P.stat_ids.get("_r") or ()), *(P.stat_ids.get("hlo_op") or ())]
+    mem_mids = {k: MEMORY_EVENT_KINDS[n] for k, n in names.items() if n in MEMORY_EVENT_KINDS}
     # ROCm: HIP copy/memset calls say the direction and size of the copy kernels they issue
     # (vendors.rocm_transfers); their stats must be decoded, whatever else the plane holds.
     hip_mids = vendors.hip_api_mids(P) if hip_calls is not None else {}
+    if row_sids:
+        skip = {k for k, n in names.items() if n.startswith(_NEVER_PREFIXES)}
+    else:
+        # No event can carry `_r` or `hlo_op` (nor can metadata: same stat ids), so only
+        # memory events can give a row.
+        skip = {k for k in names if k not in mem_mids}
     skip -= set(hip_mids)
+    # Per metadata id, once: does its own stats dict hold anything (an allocator event then
+    # counts even without stats of its own), and `_r` or `hlo_op` (its events are candidates)?
+    meta_any: set[int] = set()
+    meta_row: set[int] = set()
+    for k in names:
+        if k in skip:
+            continue
+        ms = P.meta_stats(k)
+        if ms:
+            meta_any.add(k)
+            if "_r" in ms or "hlo_op" in ms:
+                meta_row.add(k)
+    want = stat_keys(P, _HOST_WANTED + (_COMPUTE_ALSO if row_sids else ())
+                     + (_HIP_ALSO if hip_mids else ()))
+    mem_list, row_list = list(mem_mids), list(meta_row)
     saw_compute = False
-    step_rows = []
+    step_rows: list[tuple[int, int, int | None, str]] = []
     for line in P.plane.lines:
         if not line.n_events:
             continue
-        ev = LineEvents(line, line_base_ps(line), skip_mids=skip,
-                        wanted=stat_keys(P, _HOST_WANTED + _HOST_ALSO))
+        ev = LineEvents(line, line_base_ps(line), skip_mids=skip, wanted=want)
         if not ev.n:
             continue
-        mids = ev.mids
         if hip_mids and hip_calls is not None:
             vendors.collect_hip_calls(P, ev, hip_mids, hip_calls)
-        cand = ~np.isin(mids, list(skip)) if skip else np.ones(ev.n, bool)
-        # The old per-event rule: the merged (wanted event stats + metadata stats) dict is
-        # non-empty.
-        ok = cand & (ev.has_stat(wanted) | np.isin(mids, list(meta_nonempty)))
-        if not ok.any():
-            continue
-        is_mem = ok & np.isin(mids, list(mem_mids))
-        idx = np.flatnonzero(is_mem)
-        if idx.size:
-            col = {c: stat_column(P, ev, idx, c) for c in (
-                "allocator_name", "index_on_host", "bytes_allocated", "bytes_reserved",
-                "peak_bytes_in_use", "requested_bytes", "allocation_bytes")}
-            alloc = []
-            for a, ioh in zip(col["allocator_name"].tolist(), col["index_on_host"].tolist()):
-                if a is None and ioh is not None:
-                    a = f"index_on_host:{ioh}"
-                alloc.append(a)
-            mem.add(len(idx), host=host, time_ps=ev.starts[idx],
-                    allocator=np.array(alloc + [None], object)[:-1],
-                    device=map_unique(np.array(alloc + [None], object)[:-1], _allocator_device),
-                    kind=per_mid(mids[idx], mem_mids.get),
-                    **{c: map_unique(col[c], lambda v: as_int(v) or 0).astype(np.int64)
-                       for c in ("bytes_allocated", "bytes_reserved", "peak_bytes_in_use",
-                                 "requested_bytes", "allocation_bytes")})
-        rest = np.flatnonzero(ok & ~is_mem)
-        if not rest.size:
-            continue
-        r_vals = stat_column(P, ev, rest, "_r")
-        is_step = np.array([bool(v) for v in r_vals.tolist()], bool)
-        sidx = rest[is_step]
-        if sidx.size:
-            nums = stat_column(P, ev, sidx, "step_num").tolist()
-            names = per_mid(mids[sidx], P.name).tolist()
-            for i, num, name in zip(sidx.tolist(), nums, names):
-                start = int(ev.starts[i])
-                step_rows.append((start, start + int(ev.durs[i]), as_int(num), name))
-        cidx = rest[~is_step]
-        if cidx.size:
-            hlo = stat_column(P, ev, cidx, "hlo_op")
-            # `"hlo_op" in s`: present, even with an empty value
-            present = np.zeros(len(cidx), bool)
-            hsids = P.stat_ids.get("hlo_op")
-            if hsids:
-                present |= ev.has_stat(hsids)[cidx]
-            present |= per_mid(mids[cidx], lambda m: "hlo_op" in P.meta_stats(m)).astype(bool)
-            cidx, hlo = cidx[present], hlo[present]
-            if cidx.size:
-                saw_compute = True
-                ords = stat_column(P, ev, cidx, "device_ordinal").tolist()
-                co.add(len(cidx), _cpu=True, host=host,
-                       device=np.array([f"CPU:{as_int(o) or 0}" for o in ords], object),
-                       start_ps=ev.starts[cidx], end_ps=ev.starts[cidx] + ev.durs[cidx],
-                       name=per_mid(mids[cidx], P.name), hlo_op=_clean_column(hlo),
-                       hlo_module=stat_column(P, ev, cidx, "hlo_module"),
-                       program_id=map_unique(stat_column(P, ev, cidx, "program_id"), as_id),
-                       stream=line.id, line=line.name)
-        del ev, mids, cand, ok, is_mem, idx, rest  # before the next line's arrays exist
+        mids = ev.mids
+        is_mem = _isin(mids, mem_list) if mem_list else None
+        if is_mem is not None and is_mem.any():
+            idx = np.flatnonzero(is_mem)
+            # an allocator event counts when it or its metadata carries a stat the merged
+            # (event + metadata) dict would hold
+            ok = _isin(mids[idx], meta_any) | ev.has_stat(wanted)[idx]
+            _memory_rows(P, ev, idx[ok], mem_mids, host, mem)
+        # Steps and compute: only events carrying `_r`/`hlo_op` or whose metadata does.
+        cand = ev.has_stat(row_sids) if row_sids else np.zeros(ev.n, bool)
+        if row_list:
+            cand |= _isin(mids, row_list)
+        if is_mem is not None:
+            cand &= ~is_mem
+        rest = np.flatnonzero(cand)
+        del is_mem, cand
+        if rest.size:
+            saw_compute |= _step_and_compute_rows(P, ev, rest, names, host, line, co,
+                                                  step_rows)
+        del ev, mids, rest  # before the next line's arrays exist
     step_rows.sort(key=lambda r: (r[0], r[1], r[2] if r[2] is not None else -1, r[3]))
     for k, (start, end, num, name) in enumerate(step_rows):
         st["host"].append(host)
@@ -126,10 +126,98 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
     return saw_compute
 
 
+def _isin(values: np.ndarray, keys) -> np.ndarray:
+    """`np.isin` for a few keys: numpy's default builds a lookup table over the values' range
+    (~9 ms per million events); comparing to each key costs ~0.3 ms per key."""
+    keys = list(keys)
+    if len(keys) > 8:
+        return np.isin(values, keys, kind="sort")
+    out = np.zeros(len(values), bool)
+    for k in keys:
+        out |= values == k
+    return out
+
+
+def _memory_rows(P: Plane, ev: LineEvents, idx: np.ndarray, mem_mids: dict[int, str],
+                 host, mem: Cols) -> None:
+    """One `memory` row per allocator event `idx` of the line."""
+    if not idx.size:
+        return
+    alloc = stat_column(P, ev, idx, "allocator_name")
+    # No allocator name: the host staging allocator's events name their index instead.
+    unnamed = np.flatnonzero(np.equal(alloc, None))  # type: ignore[call-overload]
+    if unnamed.size:
+        ioh = stat_column(P, ev, idx[unnamed], "index_on_host")
+        named = np.flatnonzero(~np.equal(ioh, None))  # type: ignore[call-overload]
+        alloc[unnamed[named]] = np.array([f"index_on_host:{v}" for v in ioh[named].tolist()]
+                                         + [None], object)[:-1]
+    mids = ev.mids[idx]
+    uniq, inv = np.unique(mids, return_inverse=True)
+    kinds = np.array([mem_mids[int(u)] for u in uniq] + [None], object)[:-1]
+    mem.add(len(idx), host=host, time_ps=ev.starts[idx], allocator=alloc,
+            device=map_unique(alloc, _allocator_device), kind=kinds[inv],
+            **{c: _int_column(stat_column(P, ev, idx, c)) for c in _MEM_INTS})
+
+
+def _int_column(values: np.ndarray) -> np.ndarray:
+    """`as_int(v) or 0` per value, as int64: at once where every value is a Python int within
+    int64 (what allocators write), else once per distinct value."""
+    lst = values.tolist()
+    if set(map(type, lst)) <= {int}:  # one C pass; bool, float, str, None go below
+        try:
+            return np.array(lst, np.int64)
+        except OverflowError:  # beyond int64: as_int says None, so 0
+            pass
+    return map_unique(values, lambda v: as_int(v) or 0).astype(np.int64)
+
+
+def _step_and_compute_rows(P: Plane, ev: LineEvents, rest: np.ndarray, names: dict[int, str],
+                           host, line, co: Cols, step_rows: list) -> bool:
+    """Steps (truthy `_r`) into `step_rows`, XLA:CPU compute (an `hlo_op` stat) into `co`, of
+    the line's events `rest`; True when there was compute."""
+    mids = ev.mids
+    r_vals = stat_column(P, ev, rest, "_r")
+    is_step = np.array([bool(v) for v in r_vals.tolist()], bool)
+    sidx = rest[is_step]
+    if sidx.size:
+        nums = stat_column(P, ev, sidx, "step_num").tolist()
+        starts = ev.starts[sidx]
+        step_rows.extend(zip(starts.tolist(), (starts + ev.durs[sidx]).tolist(),
+                             [as_int(v) for v in nums],
+                             [names.get(m, "") for m in mids[sidx].tolist()]))
+    cidx = rest[~is_step]
+    if not cidx.size:
+        return False
+    hlo = stat_column(P, ev, cidx, "hlo_op")
+    # `"hlo_op" in s`: present, even with an empty value
+    present = np.zeros(len(cidx), bool)
+    hsids = P.stat_ids.get("hlo_op")
+    if hsids:
+        present |= ev.has_stat(hsids)[cidx]
+    cm = mids[cidx]
+    uniq, inv = np.unique(cm, return_inverse=True)
+    present |= np.array(["hlo_op" in P.meta_stats(int(u)) for u in uniq], bool)[inv]
+    cidx, hlo = cidx[present], hlo[present]
+    if not cidx.size:
+        return False
+    ords = stat_column(P, ev, cidx, "device_ordinal").tolist()
+    cm = mids[cidx]
+    uniq, inv = np.unique(cm, return_inverse=True)
+    cnames = np.array([names.get(int(u), "") for u in uniq] + [None], object)[:-1]
+    co.add(len(cidx), _cpu=True, host=host,
+           device=np.array([f"CPU:{as_int(o) or 0}" for o in ords] + [None], object)[:-1],
+           start_ps=ev.starts[cidx], end_ps=ev.starts[cidx] + ev.durs[cidx],
+           name=cnames[inv], hlo_op=_clean_column(hlo),
+           hlo_module=stat_column(P, ev, cidx, "hlo_module"),
+           program_id=map_unique(stat_column(P, ev, cidx, "program_id"), as_id),
+           stream=line.id, line=line.name)
+    return True
+
+
 _ALLOCATOR_RE = re.compile(r"^GPU_(\d+)_bfc$")
 
 
-def _allocator_device(name: str | None) -> str | None:
+def _allocator_device(name: Any) -> str | None:
     """PjRt GPU names device allocators `GPU_<ordinal>_bfc`; the host staging one is not a
     device."""
     if not name or not isinstance(name, str):

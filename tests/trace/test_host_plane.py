@@ -1,0 +1,136 @@
+"""The host-plane rules (`overlap.trace.host`) against a per-event reference.
+
+The reader decides which host events give rows with whole-line array work (events that can
+never give a row are set aside before any stat is read). The reference here applies the
+rules of `overlap.trace.host` to one event at a time through protobuf's messages, so any
+shortcut that changes a row, drops one or invents one shows up, whatever the stat types.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from overlap.trace.names import MEMORY_EVENT_KINDS
+from overlap.trace.protos import XSpace
+from overlap.trace.reader import read_xspace
+from overlap.trace.synthetic import LINE_TIMESTAMP_NS, U64, Ref, _PlaneWriter
+from overlap.trace.wire import Plane, as_id, as_int
+
+BASE_PS = LINE_TIMESTAMP_NS * 1000
+# The stats the rules read: an event carrying one (or whose metadata carries any stat) counts.
+RULE_STATS = ("_r", "step_num", "hlo_op", "hlo_module", "device_ordinal", "allocator_name",
+              "bytes_allocated", "bytes_reserved", "peak_bytes_in_use", "requested_bytes",
+              "allocation_bytes", "index_on_host")
+INTS = ("bytes_allocated", "bytes_reserved", "peak_bytes_in_use", "requested_bytes",
+        "allocation_bytes")
+
+NAMES = ["MemoryAllocation", "MemoryDeallocation", "train", "ThunkExecutor::Execute",
+         "fusion.1", "$model.py:42 layer", "end: x", "ThreadpoolListener::Run",
+         "cuLaunchKernel"]
+# Values of every type a stat can hold, including ones no profiler writes for that stat.
+value = st.one_of(
+    st.integers(min_value=-3, max_value=5), st.integers(min_value=1 << 40, max_value=1 << 45),
+    st.just(U64((1 << 64) - 1)), st.just(U64(7)), st.sampled_from([0.0, 2.5, float("nan")]),
+    st.sampled_from(["", "3", "GPU_0_bfc", "GPU_1_bfc", "xla_gpu_host_bfc", "a::b::dot.3"]),
+    st.sampled_from([Ref("GPU_0_bfc"), Ref("x::fusion.2")]), st.just(True), st.just(b"12"))
+stats = st.dictionaries(
+    st.sampled_from([*RULE_STATS, "program_id", "correlation_id", "fragmentation"]), value,
+    max_size=4)
+event = st.tuples(st.integers(0, len(NAMES) - 1), st.integers(0, 2),  # metadata, line
+                  st.integers(0, 10**6), st.integers(0, 10**5), stats)
+
+
+def _build(meta_stats: list[dict], events: list[tuple]) -> XSpace:
+    xs = XSpace()
+    w = _PlaneWriter(xs.planes.add(name="/host:CPU"))
+    mids = [w.event_id(n, stats=s) for n, s in zip(NAMES, meta_stats)]
+    for m, line, start, dur, s in events:
+        w.event(w.line(line + 1, f"line{line}"), mids[m], BASE_PS + start, dur, s)
+    return xs
+
+
+def _reference(xs: XSpace) -> tuple[list, list, list]:
+    """(steps, memory rows, compute rows): each event on its own, through upb."""
+    P = Plane(xs.planes[0])
+    plane_can_row = bool(P.stat_ids.get("_r") or P.stat_ids.get("hlo_op"))
+    wanted = P.ids(*RULE_STATS)
+    steps, mem, comp = [], [], []
+    for line in xs.planes[0].lines:
+        for e in line.events:
+            md = P.meta.get(e.metadata_id)
+            name = md.name if md is not None else ""
+            if name.startswith(("$", "end: ", "ThreadpoolListener::")):
+                continue
+            if not plane_can_row and name not in MEMORY_EVENT_KINDS:
+                continue
+            s: dict[str, Any] = dict(P.meta_stats(e.metadata_id))
+            s.update(P.stats(e.stats, wanted))  # the event's own first stat wins
+            if not s:
+                continue
+            start = line.timestamp_ns * 1000 + e.offset_ps
+            if name in MEMORY_EVENT_KINDS:
+                alloc = s.get("allocator_name")
+                if alloc is None and s.get("index_on_host") is not None:
+                    alloc = f"index_on_host:{s['index_on_host']}"
+                dev = (f"GPU:{alloc[4:-4]}" if isinstance(alloc, str) and alloc.startswith("GPU_")
+                       and alloc.endswith("_bfc") and alloc[4:-4].isdigit() else None)
+                mem.append((start, alloc, dev, MEMORY_EVENT_KINDS[name],
+                            *(as_int(s.get(c)) or 0 for c in INTS)))
+            elif s.get("_r"):
+                steps.append((start, start + e.duration_ps, as_int(s.get("step_num")), name))
+            elif "hlo_op" in s:
+                pid = P.stats(e.stats).get("program_id",
+                                           P.meta_stats(e.metadata_id).get("program_id"))
+                comp.append((start, start + e.duration_ps, name,
+                             f"CPU:{as_int(s.get('device_ordinal')) or 0}", as_id(pid)))
+    steps.sort(key=lambda r: (r[0], r[1], r[2] if r[2] is not None else -1, r[3]))
+    steps = [(num if num is not None else k, name, a, b)
+             for k, (a, b, num, name) in enumerate(steps)]
+    return steps, mem, comp
+
+
+def _nan_free(rows: list[tuple]) -> list[tuple]:
+    return [tuple("nan" if isinstance(v, float) and v != v else v for v in r) for r in rows]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(stats, min_size=len(NAMES), max_size=len(NAMES)),
+       st.lists(event, max_size=40))
+def test_host_rows_match_per_event_reference(meta_stats, events):
+    xs = _build(meta_stats, events)
+    want_steps, want_mem, want_comp = _reference(xs)
+    r = read_xspace(xs, host="h")
+    s = r["steps"]
+    assert list(zip(s["step"], s["name"], s["start_ps"], s["end_ps"])) == want_steps
+    m = r["memory"]
+    got_mem = list(zip(m["time_ps"], m["allocator"], m["device"], m["kind"],
+                       *(m[c] for c in INTS)))
+    assert _nan_free(sorted(got_mem, key=repr)) == _nan_free(sorted(want_mem, key=repr))
+    c = r["compute"]
+    pids = [None if pd.isna(v) else int(v) for v in c["program_id"]]
+    got_comp = list(zip(c["start_ps"], c["end_ps"], c["name"], c["device"], pids))
+    assert sorted(got_comp, key=repr) == sorted(want_comp, key=repr)
+
+
+def test_host_plane_rows_by_construction():
+    """A step, an allocator event named by index, a CPU thunk, and events that never give a
+    row (a Python frame carrying `_r`, a CUDA API call, a falsy `_r`)."""
+    meta = [{} for _ in NAMES]
+    meta[4] = {"hlo_op": "fusion.1"}  # fusion.1: compute by its metadata
+    events = [
+        (2, 0, 100, 50, {"_r": 1, "step_num": 4}),
+        (0, 1, 120, 0, {"index_on_host": 2, "bytes_allocated": 64}),
+        (4, 2, 130, 5, {"device_ordinal": 1}),
+        (5, 0, 140, 5, {"_r": 1}),
+        (8, 0, 150, 5, {"correlation_id": 9}),
+        (3, 0, 160, 5, {"_r": 0}),
+    ]
+    r = read_xspace(_build(meta, events), host="h")
+    assert list(zip(r["steps"]["step"], r["steps"]["start_ps"])) == [(4, BASE_PS + 100)]
+    assert r["memory"]["allocator"].tolist() == ["index_on_host:2"]
+    assert r["memory"]["bytes_allocated"].tolist() == [64]
+    assert list(zip(r["compute"]["name"], r["compute"]["device"])) == [("fusion.1", "CPU:1")]
