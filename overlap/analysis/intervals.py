@@ -240,10 +240,10 @@ def covered_grouped(mg, ms, me, qg, lo, hi) -> np.ndarray:
     gfirst = lay.first[p]
 
     def before(x: np.ndarray) -> np.ndarray:
-        # the last interval starting at or before x (clipped: there is one in the group)
+        # the last interval of the group starting at or before x (x clipped into the group:
+        # its first one where x is earlier, whose covered part before x is then 0)
         i = np.searchsorted(kstart, lay.key(p, x), side="right") - 1
-        xc = np.clip(x, lay.lo[p], lay.hi[p])
-        return prefix[i] - prefix[gfirst] + np.maximum(np.minimum(xc, me[i]) - ms[i], 0)
+        return prefix[i] - prefix[gfirst] + np.maximum(np.minimum(x, me[i]) - ms[i], 0)
 
     out = before(hi) - before(lo)
     out[~has] = 0

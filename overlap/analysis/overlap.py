@@ -64,6 +64,7 @@ O((compute + transfers) log n) with no Python loop per event.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import os
@@ -82,7 +83,7 @@ from overlap.analysis.intervals import (
     subtract_intervals,
 )
 from overlap.analysis.units import format_ps
-from overlap.trace.tables import run_starts
+from overlap.trace.tables import factorize, run_starts
 
 # The interval primitives (intervals.py) and format_ps (units.py) are part of this module's
 # interface too: callers import them from here.
@@ -334,7 +335,7 @@ def _group_sums(t: pd.DataFrame, by: list[str], cols: dict[str, np.ndarray],
                              **{c: np.zeros(0, np.int64) for c in cols}})
     code = np.zeros(n, np.int64)
     for k in by:  # codes kept dense after each key, so they never overflow
-        c, u = pd.factorize(t[k], sort=sort, use_na_sentinel=False)
+        c, u = factorize(t[k], sort=sort, use_na_sentinel=False)
         code = code * max(len(u), 1) + c
         if k != by[-1]:
             code = np.unique(code, return_inverse=True)[1].reshape(-1)
@@ -405,7 +406,7 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     if need <= n_missing:  # the top ends among the tied rows with no name
         return np.sort(np.r_[above, ties[missing]])
     strs = tn[~missing].tolist()
-    if not all(type(x) is str for x in strs):  # names that do not order as strings
+    if not set(map(type, strs)) <= {str}:  # names that do not order as strings
         return cand
     cut = heapq.nsmallest(need - n_missing, strs)[-1]
     keep = missing.copy()
@@ -477,26 +478,24 @@ def _step_rows(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], int]:
         dur = s1 - s0
         with np.errstate(divide="ignore", invalid="ignore"):
             frac = np.where(dur > 0, wall / np.where(dur > 0, dur, 1), np.nan)
-        # One row per step, from columns turned into Python values once (not per cell).
-        steps_no = [int(x) for x in st["step"].tolist()]
-        cols = [steps_no, st["name"].tolist(), s0.tolist(), s1.tolist(), dur.tolist(),
-                counts.tolist(), nbytes.tolist(), span.tolist(),
-                *[dir_counts[d].tolist() for d in DIRECTIONS],
-                *[dir_bytes[d].tolist() for d in DIRECTIONS],
-                hidden.tolist(), (span - hidden).tolist(), wall.tolist(),
-                [None if f != f else f for f in frac.tolist()], worst.tolist()]
-        dkeys = [f"{d.lower()}_transfers" for d in DIRECTIONS] + \
-            [f"{d.lower()}_bytes" for d in DIRECTIONS]
-        nd = len(dkeys)
-        for v in zip(*cols):
-            row = {"host": host, "step": v[0], "name": v[1], "start_ps": v[2], "end_ps": v[3],
-                   "duration_ps": v[4], "transfers": v[5], "bytes": v[6], "span_ps": v[7]}
-            row.update(zip(dkeys, v[8:8 + nd]))
-            h, x, w = v[8 + nd], v[9 + nd], v[10 + nd]
-            row.update(hidden_ps=h, exposed_ps=x, overlap_ratio=_ratio(h, v[7]),
-                       exposed_wall_ps=w, exposed_frac=v[11 + nd], worst_device=v[12 + nd])
-            rows.append(row)
+        # One row per step, from columns turned into Python values once (not per cell), each
+        # row one dict(zip(...)): the keys' order is the JSON's.
+        span_l, hidden_l = span.tolist(), hidden.tolist()
+        cols = [[host] * n, [int(x) for x in st["step"].tolist()], st["name"].tolist(),
+                s0.tolist(), s1.tolist(), dur.tolist(), counts.tolist(), nbytes.tolist(),
+                span_l, *[dir_counts[d].tolist() for d in DIRECTIONS],
+                *[dir_bytes[d].tolist() for d in DIRECTIONS], hidden_l,
+                (span - hidden).tolist(), [_ratio(h, x) for h, x in zip(hidden_l, span_l)],
+                wall.tolist(), [None if f != f else f for f in frac.tolist()], worst.tolist()]
+        rows.extend(map(dict, map(functools.partial(zip, _STEP_KEYS), zip(*cols))))
     return rows, int((~assigned).sum())
+
+
+# The keys of a step row, in order (`_step_rows`).
+_STEP_KEYS = ("host", "step", "name", "start_ps", "end_ps", "duration_ps", "transfers", "bytes",
+              "span_ps", *[f"{d.lower()}_transfers" for d in DIRECTIONS],
+              *[f"{d.lower()}_bytes" for d in DIRECTIONS], "hidden_ps", "exposed_ps",
+              "overlap_ratio", "exposed_wall_ps", "exposed_frac", "worst_device")
 
 
 def _step_summary(rows: list[dict], unassigned: int) -> dict[str, Any]:

@@ -75,22 +75,49 @@ _NULLABLE_INTS = {"UInt64": np.uint64, "Int64": np.int64}
 
 def _nullable_ints(values: Any, dtype: str) -> Any:
     """`pd.array(values, dtype)` for an object column of ints and missing values (program ids
-    per event) without pandas' per-element coercion (3x faster on a million rows); any other
-    column goes through pandas, which also raises for what it cannot hold.
+    per event) without pandas' per-element coercion; any other column goes through pandas,
+    which also raises for what it cannot hold.
 
-    A reader's column repeats a few objects in runs (one program id per op, None for a whole
-    line): each run's first element is converted, and the run takes its value
-    (`run_starts`), so a million rows of a few values cost two vector passes, not a million
-    conversions (0.14 s for an all-None GPU column)."""
-    if isinstance(values, np.ndarray) and values.dtype == object and len(values) > 8:
-        starts = run_starts(values, by_value=True)
-        if starts is not None and len(starts) <= len(values) // 8:
-            heads = _nullable_ints(values[starts], dtype)
-            if isinstance(heads, pd.arrays.IntegerArray):
-                counts = np.diff(np.append(starts, len(values)))
-                data = heads.to_numpy(_NULLABLE_INTS[dtype], na_value=0)
-                mask = np.asarray(heads.isna(), bool)
-                return pd.arrays.IntegerArray(np.repeat(data, counts), np.repeat(mask, counts))
+    A reader's column holds a few distinct objects (one int per op's metadata, None for a
+    whole line): each distinct object is converted once and its value spread over its rows,
+    found by the objects' addresses (`object_addresses`): runs of one object (an all-None GPU
+    column: 0.14 s through pandas, 5 ms so), else a hash of the addresses (a TPU column
+    alternating between ops' ids: 70 ms by value, 20 ms so)."""
+    n = len(values)
+    if isinstance(values, np.ndarray) and values.dtype == object and values.ndim == 1 and n > 8:
+        starts = run_starts(values, by_value=False)
+        if starts is not None and len(starts) <= n // 8:
+            heads = _ints_or_none(values[starts], dtype)
+            if heads is not None:
+                counts = np.diff(np.append(starts, n))
+                return pd.arrays.IntegerArray(np.repeat(heads[0], counts),
+                                              np.repeat(heads[1], counts))
+        else:
+            codes, uniq = pd.factorize(object_addresses(values))
+            if len(uniq) <= n // 8:
+                # codes number the objects in order of first appearance: where the running
+                # maximum of the codes grows is each object's first row
+                grow = np.maximum.accumulate(codes)
+                first = np.flatnonzero(np.r_[True, grow[1:] != grow[:-1]])
+                heads = _ints_or_none(values[first], dtype)
+                if heads is not None:
+                    return pd.arrays.IntegerArray(heads[0][codes], heads[1][codes])
+    return _ints(values, dtype)
+
+
+def _ints_or_none(values: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(data, mask) of `_ints(values, dtype)`; None where pandas would not give an
+    IntegerArray (the caller then converts the whole column, and raises as pandas does)."""
+    try:
+        a = _ints(values, dtype)
+    except (OverflowError, TypeError, ValueError):
+        return None
+    if not isinstance(a, pd.arrays.IntegerArray):
+        return None
+    return a.to_numpy(_NULLABLE_INTS[dtype], na_value=0), np.asarray(a.isna(), bool)
+
+
+def _ints(values: Any, dtype: str) -> Any:
     obj = isinstance(values, np.ndarray) and values.dtype == object and len(values) > 0
     if obj and pd.api.types.infer_dtype(values, skipna=True) == "integer":
         mask = np.asarray(pd.isna(values), bool)
@@ -149,21 +176,24 @@ def run_starts(values: np.ndarray, by_value: bool = True) -> np.ndarray | None:
     return np.flatnonzero(new)
 
 
-def factorize(values: Any, sort: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """`pd.factorize(values, sort=sort)` of an object column: (codes as int64, uniques).
+def factorize(values: Any, sort: bool = False,
+              use_na_sentinel: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """`pd.factorize(values, sort=sort, use_na_sentinel=...)` of a column, as an object array:
+    (codes as int64, uniques).
 
-    The same codes and uniques as pandas gives, computed once per run of equal neighbours
+    The same codes as pandas gives, computed once per run of equal neighbours
     (`run_starts`): the reader's host and device columns are a few long runs, and a sorted
-    table keeps them so; pandas' hashing costs 36 ms per million rows and column."""
+    table keeps them so; pandas' hashing costs 36 ms per million rows and column (73 ms
+    through a Series)."""
     v = values.to_numpy(dtype=object) if isinstance(values, pd.Series) else \
         np.asarray(values, dtype=object)
     if v.ndim == 1 and len(v) > 8:
         starts = run_starts(v)
         if starts is not None and len(starts) <= len(v) // 8:
-            codes, uniq = pd.factorize(v[starts], sort=sort)
+            codes, uniq = pd.factorize(v[starts], sort=sort, use_na_sentinel=use_na_sentinel)
             counts = np.diff(np.append(starts, len(v)))
             return np.repeat(codes.astype(np.int64, copy=False), counts), uniq
-    codes, uniq = pd.factorize(v, sort=sort)
+    codes, uniq = pd.factorize(v, sort=sort, use_na_sentinel=use_na_sentinel)
     return codes.astype(np.int64, copy=False), uniq
 
 

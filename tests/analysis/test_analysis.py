@@ -553,3 +553,49 @@ def test_top_ops_with_many_ties_equal_a_full_sort(rows, top):
     key = [(-(r[2]), r[0] is not None, r[0] or "", r[1]) for r in rows]
     want = [(rows[i][0], rows[i][1]) for i in sorted(range(len(rows)), key=key.__getitem__)]
     assert got == want[:top]
+
+
+@pytest.mark.parametrize("scale", [1, 10**6, 2**59, 2**61])
+def test_grouped_primitives_keys_equal_ranks_and_the_per_group_ones(scale, monkeypatch):
+    """The grouped primitives search per-group int64 keys where those are exact and rank the
+    times (np.unique) or sweep every edge where not (times near the int64 limits): both ways
+    give, group by group, what the per-device primitives give, on sorted input (as the reader
+    hands it over) and shuffled, with groups absent from either side."""
+    from overlap.analysis import intervals as iv
+
+    rng = np.random.default_rng(scale % 1000 + 11)
+
+    def run():
+        return (iv.merge_grouped(cg, cs, ce), iv.covered_grouped(*m, tg, ts, te),
+                iv.subtract_grouped(*iv.merge_grouped(tg, ts, te), *m))
+
+    for it in range(150):
+        G = int(rng.integers(1, 5))
+        n, k = int(rng.integers(0, 40)), int(rng.integers(0, 40))
+        base = int(rng.integers(-scale, scale)) if it % 2 else 0
+        step = max(scale // 100, 1)
+        cg = rng.integers(0, G, n)
+        cs = base + rng.integers(0, 100, n) * step
+        ce = cs + rng.integers(-5, 30, n) * step
+        tg = rng.integers(0, G + 1, k)  # group G has no compute
+        ts = base + rng.integers(0, 100, k) * step
+        te = np.maximum(ts + rng.integers(-5, 30, k) * step, ts)
+        if it % 3 == 0:
+            o = np.lexsort((cs, cg))
+            cg, cs, ce = cg[o], cs[o], ce[o]
+        m = iv.merge_grouped(cg, cs, ce)
+        fast = run()
+        with monkeypatch.context() as mp:
+            mp.setattr(iv, "_KEY_LIMIT", 0.0)
+            slow = run()
+        for a, b in zip((*fast[0], fast[1], *fast[2]), (*slow[0], slow[1], *slow[2])):
+            assert np.array_equal(a, b)
+        (mg, ms, me), hidden, (xg, xs, xe) = fast
+        for g in range(G + 1):
+            cov = iv.Coverage(*iv.merge_intervals(cs[cg == g], ce[cg == g]))
+            assert np.array_equal(cov.starts, ms[mg == g]) and np.array_equal(cov.ends,
+                                                                               me[mg == g])
+            ti = np.flatnonzero(tg == g)
+            assert np.array_equal(hidden[ti], cov.covered(ts[ti], te[ti]))
+            ex = iv.subtract_intervals(*iv.merge_intervals(ts[ti], te[ti]), cov.starts, cov.ends)
+            assert np.array_equal(ex[0], xs[xg == g]) and np.array_equal(ex[1], xe[xg == g])
