@@ -95,6 +95,76 @@ def async_boundaries_by_bytes(b: np.ndarray, ln: np.ndarray) -> np.ndarray:
     return out
 
 
+# Byte-level rules over many texts at once: the texts' bytes joined in one uint8 array `b`,
+# text i at [lo[i], hi[i]).
+
+# str.isspace() of the ASCII bytes (str.strip's set)
+_ASCII_SPACE = np.zeros(256, bool)
+_ASCII_SPACE[[0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F, 0x20]] = True
+
+
+def find_all(b: np.ndarray, pat: bytes, anchor: int = 0) -> np.ndarray:
+    """Ascending positions in `b` where `pat` begins (a match may run across two joined
+    texts: `first_within` bounds it). `anchor`: the index of a rare byte of `pat`, the one
+    looked for in a full pass (the rest are checked at its candidates only)."""
+    n = len(b) - len(pat) + 1
+    if n <= 0:
+        return np.zeros(0, np.intp)
+    cand = np.flatnonzero(b[anchor:anchor + n] == pat[anchor])
+    for i, ch in enumerate(pat):
+        if i != anchor and cand.size:
+            cand = cand[b[cand + i] == ch]
+    return cand
+
+
+def first_within(occ: np.ndarray, lo: np.ndarray, hi: np.ndarray, width: int) -> np.ndarray:
+    """Per span [lo, hi): the first of the ascending positions `occ` at or after lo whose
+    `width` bytes end by hi, else -1 (if the first at or after lo runs past hi, every later
+    one does too)."""
+    if not occ.size:
+        return np.full(len(lo), -1, np.int64)
+    i = np.searchsorted(occ, lo)
+    p = occ[np.minimum(i, len(occ) - 1)]
+    return np.where((i < len(occ)) & (p + width <= hi), p, -1)
+
+
+def plain_texts(b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per text: only ASCII bytes and no NUL? (The byte rules are exact on those: a byte is a
+    character, the text is valid UTF-8, and a NUL-separated join splits back.)"""
+    out = np.ones(len(lo), bool)
+    bad = np.flatnonzero(b.view(np.int8) <= 0)  # 0x00 and 0x80-0xff
+    if bad.size:
+        out[np.searchsorted(hi, bad, side="right")] = False
+    return out
+
+
+def instruction_name_spans(b: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                           eq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`instruction_names` of plain ASCII texts (`plain_texts`), on their bytes: per text,
+    the span of its instruction name (`eq`: where its first ` = ` begins, -1 where none), and
+    whether that span is the answer (False where stripping whitespace would change it: the
+    str rule decides those).
+
+    `%name = ...` (not ending in whitespace) -> `name`, up to the first ` = ` (the whole rest
+    without one); a text without the `%` -> itself; each exact where no whitespace is at
+    either end of the result."""
+    n = len(lo)
+    ln = hi - lo
+    some = ln > 0
+    first = np.where(some, b[np.where(some, lo, 0)] if len(b) else 0, 0)
+    last = np.where(some, b[np.where(some, hi - 1, 0)] if len(b) else 0, 0)
+    pct = some & (first == 0x25) & ~_ASCII_SPACE[last]
+    ns = np.where(pct, lo + 1, lo)
+    ne = np.where(pct & (eq >= 0), eq, hi)
+    bare = some & (first != 0x25) & ~_ASCII_SPACE[first] & ~_ASCII_SPACE[last]
+    nonempty = ne > ns
+    ends_ok = np.ones(n, bool)
+    at = np.flatnonzero(nonempty)
+    ends_ok[at] = ~_ASCII_SPACE[b[ns[at]]] & ~_ASCII_SPACE[b[ne[at] - 1]]
+    ok = ~some | bare | (pct & ends_ok)
+    return ns, ne, ok
+
+
 def _split_top_level(s: str) -> list[str]:
     """Split `a, b{c,d}, e[1,2]` on commas outside brackets/braces/parens."""
     parts: list[str] = []
@@ -190,17 +260,49 @@ def copy_directions(texts: list[str]) -> list[tuple[str | None, int | None]]:
                     out.append(_copy_start_direction_slow(t))
                     continue
                 head = None  # decided in the whole text: not cached
-            a, b = m.group("a", "b")
-            if HOST_MEMORY_SPACE in a:
-                got = ("D2H", shape_bytes(a))
-            elif HOST_MEMORY_SPACE in b:
-                got = ("H2D", shape_bytes(b))
-            else:
-                got = (None, None)
+            got = _tuple_head_direction(m)
             if head is not None:
                 by_head[head] = got
         out.append(got)
     return out
+
+
+def _tuple_head_direction(m: re.Match) -> tuple[str | None, int | None]:
+    """A copy-start's direction and bytes from its result tuple's first two elements (a
+    `_TUPLE_HEAD_RE` match): S(5) on the destination, D2H; on the source, H2D."""
+    a, b = m.group("a", "b")
+    if HOST_MEMORY_SPACE in a:
+        return "D2H", shape_bytes(a)
+    if HOST_MEMORY_SPACE in b:
+        return "H2D", shape_bytes(b)
+    return None, None
+
+
+def copy_head_facts(heads: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`copy_directions` of copy-start texts given by their heads: each text's part from its
+    first ` = ` up to the first ` copy-start(` after it (`copy_directions` caches by the same
+    head). Per head: (direction code: 1 D2H, 2 H2D, 0 neither, -1 where the tuple rule does
+    not match the head, so that only the whole text can say; bytes; bytes known), decided
+    once per distinct head.
+
+    Why the head decides: where `_TUPLE_HEAD_RE` matches the head it is the match in the whole
+    text (each part of the pattern stops at a byte it cannot take), so the text's answer is the
+    head's."""
+    order = {h: i for i, h in enumerate(dict.fromkeys(heads))}
+    code = np.full(len(order), -1, np.int64)
+    nbytes = np.zeros(len(order), np.int64)
+    known = np.zeros(len(order), bool)
+    match = _TUPLE_HEAD_RE.match
+    for h, i in order.items():
+        m = match(h)
+        if m is None:
+            continue
+        d, nb = _tuple_head_direction(m)
+        code[i] = 0 if d is None else 1 if d == "D2H" else 2
+        if nb is not None:
+            nbytes[i], known[i] = nb, True
+    at = np.array([order[h] for h in heads], np.intp)
+    return code[at], nbytes[at], known[at]
 
 
 def _copy_start_direction_slow(hlo_text: str) -> tuple[str | None, int | None]:

@@ -1,9 +1,18 @@
 """TPU device planes: host transfers (async copy ops across host memory space) and compute
-ops (see `overlap.trace.reader` for the rules and their evidence)."""
+ops (see `overlap.trace.reader` for the rules and their evidence).
+
+Speed: every rule here is decided once per distinct op (metadata id), never per event. Where
+the plane has a `wire.MetaTable` (the compiled scanner's), the per-op rules run on whole
+columns of name bytes (`overlap.trace.hlotext`'s byte-level rules: async boundaries, the
+instruction name, a copy-start's result-tuple head) and only the values that reach a table
+become Python objects; an op whose text those rules do not cover (not ASCII, a NUL, an
+unusual layout) is read by the same rules on its Python string, as where there is no table.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from typing import Callable
 
 import numpy as np
 
@@ -12,106 +21,93 @@ from overlap.trace.hlotext import (
     _START_DONE_RE,
     array_bytes,
     async_boundaries_by_bytes,
+    copy_head_facts,
+    find_all,
+    first_within,
     host_transfer_directions,
+    instruction_name_spans,
     instruction_names,
     is_host_async_start,
+    plain_texts,
 )
 from overlap.trace.names import TPU_ASYNC_LINE, TPU_OPS_LINES
 from overlap.trace.programs import ProgramCopies, program_key
-from overlap.trace.wire import Cols, LineEvents, Plane, as_id, as_int, map_unique
+from overlap.trace.wire import (
+    Cols,
+    LineEvents,
+    MetaTable,
+    Plane,
+    as_id,
+    as_int,
+    map_unique,
+    unique_inverse,
+)
 
 _COPY_FACTS = ("hlo_module", "program_id", "raw_bytes_accessed", "bytes_accessed")
+_OP_COLUMNS = ("hlo_module", "program_id")
 
 
 def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
-                    programs=lambda: None) -> None:
+                    programs: Callable[[], ProgramCopies | None] = lambda: None) -> None:
     by_name = {line.name: line for line in P.plane.lines}
     async_line = by_name.get(TPU_ASYNC_LINE)
     op_lines = [by_name[n] for n in sorted(TPU_OPS_LINES) if n in by_name]
     a_ids = P.ids("_a")
 
-    def instrs(uniq: np.ndarray) -> list[str]:
-        """Instruction names of distinct metadata ids: the display name, else parsed from the
-        HLO text."""
-        out = P.names(uniq, display=True)
-        bare = [i for i, s in enumerate(out) if not s]
-        if bare:
-            for i, name in zip(bare, instruction_names(P.names(uniq[bare]))):
-                out[i] = name
-        return out
-
-    def boundaries(uniq: np.ndarray) -> np.ndarray:
-        """Per distinct id: 1 if its instruction is an async boundary, 0 if not, -1 unknown
-        yet. Decided on the display names' bytes where the plane has a `MetaTable`: an id
-        with a display name is its instruction name."""
-        got = P.name_bytes(uniq, display=True)
-        if got is None:
-            return np.full(len(uniq), -1, np.int8)
-        return async_boundaries_by_bytes(*got)
-
     # Without an Async XLA Ops line, copies are paired from the boundary ops' names.
     pairing = async_line is None or not async_line.n_events
-    starts_done: list[tuple[int, int, int, str]] = []  # (start, end, mid, instr)
+    starts_done: list[tuple[np.ndarray, ...]] = []  # (starts, ends, mids, names) per chunk
     for line in op_lines:
         if not line.n_events:
             continue
         ev = LineEvents(line, line_base_ps(line), wanted=a_ids)
-        mids = ev.mids
         keep = ~ev.has_stat(a_ids) if a_ids else np.ones(ev.n, bool)
-        uniq, inv = np.unique(mids, return_inverse=True)  # once per distinct op
-        b_u = boundaries(uniq)
-        # names only where needed: compute ops, ops not decided yet, boundaries to pair
-        need = np.flatnonzero((b_u != 1) | pairing)
-        u_names = np.full(len(uniq), None, object)
-        u_names[need] = instrs(uniq[need])
-        sd, sr = _START_DONE_RE.match, _SEND_RECV_RE.match  # is_async_boundary, inlined
-        und = np.flatnonzero(b_u == -1)
-        b_u[und] = [bool(sd(n) or sr(n)) for n in u_names[und].tolist()]
-        names = u_names[inv]
-        bnd = b_u.astype(bool)[inv]
-        if line.name == "XLA Ops":
+        uniq, inv = unique_inverse(ev.mids)  # once per distinct op
+        u_names, b_u = _op_names(P, uniq, pairing)
+        bnd = b_u[inv]
+        if line.name == "XLA Ops" and pairing:
             b = np.flatnonzero(keep & bnd)
-            starts_done.extend(zip(ev.starts[b].tolist(), (ev.starts[b] + ev.durs[b]).tolist(),
-                                   mids[b].tolist(), names[b].tolist()))
+            starts_done.append((ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]],
+                                u_names[inv[b]]))
         idx = np.flatnonzero(keep & ~bnd)
+        iu = inv[idx]
+        # the metadata columns once per distinct compute op
+        nb = np.flatnonzero(~b_u)
+        cols = P.meta_columns(uniq[nb], _OP_COLUMNS)
+        module = np.full(len(uniq), None, object)
+        pid = np.full(len(uniq), None, object)
+        module[nb] = cols["hlo_module"]
+        pid[nb] = map_unique(cols["program_id"], as_id)
         co.add(len(idx), host=host, device=device, start_ps=ev.starts[idx],
-               end_ps=ev.starts[idx] + ev.durs[idx], name=names[idx], hlo_op=names[idx],
-               hlo_module=_meta_column(P, mids[idx], "hlo_module"),
-               program_id=_meta_ids(P, mids[idx], "program_id"),
-               stream=line.id, line=line.name)
+               end_ps=ev.starts[idx] + ev.durs[idx], name=u_names[iu], hlo_op=u_names[iu],
+               hlo_module=module[iu], program_id=pid[iu], stream=line.id, line=line.name)
 
-    def add_transfers(starts, ends, facts, line):
-        n = len(facts)
-        if not n:
+    def add_transfers(starts: np.ndarray, ends: np.ndarray, ok: np.ndarray,
+                      facts: dict[str, np.ndarray], at: np.ndarray, line) -> None:
+        """Transfers of the spans (starts, ends) whose op `at` (index into `facts`) is a host
+        transfer (`ok`)."""
+        sel = np.flatnonzero(ok[at])
+        if not sel.size:
             return
-        direction = np.array([f[0] for f in facts], object)
-        tr.add(n, host=host, device=device, direction=direction,
-               start_ps=np.asarray(starts, np.int64), end_ps=np.asarray(ends, np.int64),
-               bytes=np.array([f[1] for f in facts], np.int64),
-               src_kind=np.where(direction == "H2D", "host", "device").astype(object),
-               dst_kind=np.where(direction == "D2H", "host", "device").astype(object),
+        at = at[sel]
+        direction = facts["direction"][at]
+        h2d = direction == "H2D"
+        tr.add(len(sel), host=host, device=device, direction=direction,
+               start_ps=np.asarray(starts, np.int64)[sel],
+               end_ps=np.asarray(ends, np.int64)[sel], bytes=facts["bytes"][at],
+               src_kind=np.where(h2d, "host", "device").astype(object),
+               dst_kind=np.where(h2d, "device", "host").astype(object),
                **{"async": True}, stream=line.id, line=line.name,
-               hlo_op=np.array([f[2] for f in facts], object),
-               hlo_module=np.array([f[3] for f in facts] + [None], object)[:-1],
-               program_id=np.array([f[4] for f in facts] + [None], object)[:-1])
+               hlo_op=facts["hlo_op"][at], hlo_module=facts["hlo_module"][at],
+               program_id=facts["program_id"][at])
 
     if async_line is not None and async_line.n_events:
-        # Only metadata (names, metadata stats) decides here: no event stat is ever read.
-        ev = LineEvents(async_line, line_base_ps(async_line), skip_mids=P.meta_keys(),
-                        wanted=())
-
-        uniq, inv = np.unique(ev.mids, return_inverse=True)  # once per distinct op
-        mids = uniq.tolist()
-        texts = P.names(uniq)
-        copies = [i for i, t in enumerate(texts) if is_host_async_start(t)]
-        facts_u: list[tuple | None] = [None] * len(mids)
-        for i, f in zip(copies, _copy_facts(P, [mids[i] for i in copies],
-                                            [texts[i] for i in copies], programs())):
-            facts_u[i] = f
-        facts = np.array(facts_u + [None], object)[:-1][inv]
-        sel = np.flatnonzero(np.array([f is not None for f in facts.tolist()], bool))
-        add_transfers(ev.starts[sel], ev.starts[sel] + ev.durs[sel], facts[sel].tolist(),
-                      async_line)
+        # Only metadata (names, metadata stats) decides here: no event stat is ever read (and
+        # none is kept: `wanted` is empty).
+        ev = LineEvents(async_line, line_base_ps(async_line), wanted=())
+        uniq, inv = unique_inverse(ev.mids)  # once per distinct op
+        ok, facts = copy_columns(P, uniq, programs())
+        add_transfers(ev.starts, ev.starts + ev.durs, ok, facts, inv, async_line)
         return
 
     # No Async XLA Ops line: pair each copy-start with the next copy-done of the same key, in
@@ -121,13 +117,22 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
     # copy-start.5 that begins at the same picosecond as its 172 ms copy-done.5; taking the
     # done first (xprof sorts on begin time only) leaves it without a start and shifts every
     # later pair of that op (598 of 600 pairs).
-    boundary_ops = []  # (begin, 0 start / 1 done, end, metadata id, key)
-    for start, end, mid, ins in starts_done:
+    if not starts_done:
+        return
+    s_all, e_all, m_all, n_all = (np.concatenate(c) for c in zip(*starts_done))
+    # the boundary's role and pairing key, once per distinct name
+    role_key: dict[str, tuple[int, str] | None] = {}
+    for ins in dict.fromkeys(n_all.tolist()):
         m = _START_DONE_RE.match(ins)
-        if not m or not (m["base"].endswith("copy") or m["base"] in _HOST_SLICE_OPS):
-            continue
-        boundary_ops.append((start, 0 if m["role"] == "start" else 1, end, mid,
-                             m["base"] + (m["n"] or "")))
+        role_key[ins] = None if not m or not (m["base"].endswith("copy")
+                                              or m["base"] in _HOST_SLICE_OPS) else \
+            (0 if m["role"] == "start" else 1, m["base"] + (m["n"] or ""))
+    boundary_ops = []  # (begin, 0 start / 1 done, end, metadata id, key)
+    for start, end, mid, ins in zip(s_all.tolist(), e_all.tolist(), m_all.tolist(),
+                                    n_all.tolist()):
+        rk = role_key[ins]
+        if rk is not None:
+            boundary_ops.append((start, rk[0], end, mid, rk[1]))
     boundary_ops.sort(key=lambda b: (b[0], b[1], b[2], b[3]))
     open_starts: dict[str, deque] = defaultdict(deque)
     pairs = []  # (copy-start's start, copy-done's end, copy-start's metadata id)
@@ -137,32 +142,211 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         elif open_starts[key]:
             s0, smid = open_starts[key].popleft()
             pairs.append((s0, end, smid))
-    smids = sorted({m for _, _, m in pairs})
-    texts = P.names(smids)
-    to_host = [i for i, t in enumerate(texts) if is_host_async_start(t)]
-    facts_of = dict(zip([smids[i] for i in to_host],
-                        _copy_facts(P, [smids[i] for i in to_host],
-                                    [texts[i] for i in to_host], programs())))
-    kept = [(s0, end, facts_of[m]) for s0, end, m in pairs if facts_of.get(m) is not None]
-    add_transfers([k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept],
-                  by_name.get("XLA Ops"))
+    if not pairs:
+        return
+    p0, p1, pm = (np.array(c, np.int64) for c in zip(*pairs))
+    smids, at = np.unique(pm, return_inverse=True)
+    ok, facts = copy_columns(P, smids, programs())
+    add_transfers(p0, p1, ok, facts, at, by_name.get("XLA Ops"))
 
 
 _HOST_SLICE_OPS = ("dynamic-slice", "dynamic-update-slice")
 
 
-def _meta_column(P: Plane, mids: np.ndarray, name: str) -> np.ndarray:
-    """Per event, its metadata's stat `name` (None where absent), once per distinct id."""
-    uniq, inv = np.unique(mids, return_inverse=True)
-    return P.meta_columns(uniq, (name,))[name][inv]
+def _op_names(P: Plane, uniq: np.ndarray, pairing: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct op id of an ops line: (its instruction name, object: the display name,
+    else parsed from the HLO text; None where not needed: a boundary op when not pairing),
+    (is it an async boundary, bool)."""
+    t = P.table()
+    out = np.full(len(uniq), None, object)
+    if t is not None:
+        fs, fe = t.spans(uniq, display=True)
+        ln = fe - fs
+        # decided on the display names' bytes: an id with a display name is its instruction
+        b_u = async_boundaries_by_bytes(t.gather(fs, fe), ln)
+    else:
+        ln = None
+        b_u = np.full(len(uniq), -1, np.int8)
+    # names only where needed: compute ops, ops not decided yet, boundaries to pair
+    need = (b_u != 1) | pairing
+    if t is not None and ln is not None:
+        disp = np.flatnonzero(need & (ln > 0))
+        got = t.span_strings(fs[disp], fe[disp])
+        # not UTF-8 or a NUL: upb (which refuses the first as it always did)
+        _fill(out, disp, got if got is not None else P.names(uniq[disp], display=True))
+        bare = np.flatnonzero(need & (ln == 0))
+        if bare.size:
+            _fill(out, bare, _instruction_names(P, t, uniq[bare]))
+    else:
+        need_i = np.flatnonzero(need)
+        names = P.names(uniq[need_i], display=True)
+        no_disp = [i for i, s in enumerate(names) if not s]
+        if no_disp:
+            for i, name in zip(no_disp, instruction_names(P.names(uniq[need_i[no_disp]]))):
+                names[i] = name
+        _fill(out, need_i, names)
+    und = np.flatnonzero(b_u == -1)
+    if und.size:
+        sd, sr = _START_DONE_RE.match, _SEND_RECV_RE.match  # is_async_boundary, inlined
+        b_u[und] = [bool(sd(n) or sr(n)) for n in out[und].tolist()]
+    return out, b_u.astype(bool)
 
 
-def _meta_ids(P: Plane, mids: np.ndarray, name: str) -> np.ndarray:
-    """Per event, its metadata's identifier stat `name` (`as_id`; None where absent), converted
-    once per distinct metadata id, not once per event."""
-    uniq, inv = np.unique(mids, return_inverse=True)
-    vals = P.meta_columns(uniq, (name,))[name].tolist()
-    return np.array([as_id(v) for v in vals] + [None], object)[:-1][inv]
+def _fill(out: np.ndarray, at: np.ndarray, values: list) -> None:
+    """`out[at] = values` for a list of Python objects (numpy would read a list of tuples or
+    equal-length sequences as rows)."""
+    col = np.empty(len(values), object)
+    col[:] = values
+    out[at] = col
+
+
+def _instruction_names(P: Plane, t: MetaTable, mids: np.ndarray) -> list[str]:
+    """`instruction_names` of the HLO texts of `mids`: on the texts' bytes where they are
+    plain ASCII and the name needs no stripping, else on their Python strings."""
+    fs, fe = t.spans(mids)
+    ln = fe - fs
+    b = t.gather(fs, fe)
+    hi = np.cumsum(ln)
+    lo = hi - ln
+    plain = plain_texts(b, lo, hi)
+    eq = first_within(find_all(b, b" = ", 1), lo, hi, 3)
+    ns, ne, ok = instruction_name_spans(b, lo, hi, eq)
+    ok &= plain
+    names: list[str] = [""] * len(mids)
+    fast = np.flatnonzero(ok)
+    got = MetaTable.gather_spans(b, ns[fast], ne[fast], 0).tobytes().decode("ascii")
+    for i, s in zip(fast.tolist(), got.split("\0")):
+        names[i] = s
+    rest = np.flatnonzero(~ok)
+    if rest.size:
+        for i, s in zip(rest.tolist(), instruction_names(P.names(mids[rest]))):
+            names[i] = s
+    return names
+
+
+_D2H, _H2D = 1, 2
+_DIRECTIONS = np.array([None, "D2H", "H2D"], object)
+
+
+def copy_columns(P: Plane, mids: np.ndarray,
+                 programs: ProgramCopies | None = None) -> tuple[np.ndarray, dict]:
+    """Per distinct async start op id (sorted `mids`): is it a host transfer (bool), and the
+    transfer columns `direction`, `bytes`, `hlo_op`, `hlo_module`, `program_id` (arrays over
+    `mids`; defined where it is one). The rules of `_copy_facts`; where the plane has a
+    `MetaTable`, decided on the HLO texts' bytes (`_copy_columns_bytes`), and on the Python
+    strings only for the texts those rules leave open."""
+    n = len(mids)
+    ok = np.zeros(n, bool)
+    cols = {"direction": np.full(n, None, object), "bytes": np.zeros(n, np.int64),
+            "hlo_op": np.full(n, None, object), "hlo_module": np.full(n, None, object),
+            "program_id": np.full(n, None, object)}
+    t = P.table()
+    rest = np.arange(n) if t is None else _copy_columns_bytes(P, t, mids, programs, ok, cols)
+    if rest.size:
+        rmids = mids[rest]
+        texts = P.names(rmids)
+        copies = [i for i, s in enumerate(texts) if is_host_async_start(s)]
+        facts = _copy_facts(P, rmids[copies].tolist(), [texts[i] for i in copies], programs)
+        for i, f in zip(copies, facts):
+            if f is not None:
+                r = rest[i]
+                ok[r] = True
+                cols["direction"][r], cols["bytes"][r], cols["hlo_op"][r], \
+                    cols["hlo_module"][r], cols["program_id"][r] = f
+    return ok, cols
+
+
+def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
+                        programs: ProgramCopies | None, ok: np.ndarray,
+                        cols: dict[str, np.ndarray]) -> np.ndarray:
+    """`copy_columns` on the texts' bytes, into `ok` and `cols`; returns the indices of the
+    texts left to the string rules.
+
+    Decided here (exactly the string rules' answers, see `hlotext.copy_head_facts`): a plain
+    ASCII text with neither `copy-start` nor `slice-start(` in it is no host transfer
+    (`is_host_async_start`); one with a ` = ` and a ` copy-start(` after it, and no
+    `slice-start(`, is decided by its head (from the ` = ` to the ` copy-start(`), once per
+    distinct head, where the head holds the result tuple's first two elements. Everything
+    else (slices, heads the tuple rule does not match, non-ASCII or NUL bytes) is left."""
+    n = len(mids)
+    fs, fe = t.spans(mids)
+    ln = fe - fs
+    b = t.gather(fs, fe)
+    hi = np.cumsum(ln)
+    lo = hi - ln
+    plain = plain_texts(b, lo, hi)
+    eq = first_within(find_all(b, b" = ", 1), lo, hi, 3)
+    cs = find_all(b, b"copy-start", 4)
+    has_cs = first_within(cs, lo, hi, 10) >= 0
+    has_sl = first_within(find_all(b, b"slice-start(", 1), lo, hi, 12) >= 0
+    # ` copy-start(` occurrences, the first one at or after the ` = `
+    c = cs[(cs >= 1) & (cs + 10 < len(b))]
+    call = c[(b[c - 1] == 0x20) & (b[c + 10] == 0x28)] - 1
+    j = first_within(call, np.where(eq >= 0, eq, hi), hi, 12)
+    done = plain & ~has_cs & ~has_sl  # not an async start across host memory
+    head = np.flatnonzero(plain & ~has_sl & (eq >= 0) & (j >= 0))
+    code = np.full(n, -1, np.int64)  # per text: _D2H, _H2D, 0 (neither), -1 (left)
+    nbytes = np.zeros(n, np.int64)
+    known = np.zeros(n, bool)  # bytes known from the text (or the program)
+    code[done] = 0
+    if head.size:
+        heads = MetaTable.gather_spans(b, eq[head], j[head], 0).tobytes().decode("ascii")
+        code[head], nbytes[head], known[head] = copy_head_facts(heads.split("\0")[:-1])
+    if programs:
+        # The program's facts, where it has the op, replace the text's (`_copy_facts`) for
+        # every op `is_host_async_start` admits: a decided head with a direction has S(5) in
+        # its tuple; one without needs S(5) looked for in the text.
+        host = code > 0
+        nodir = np.flatnonzero(code == 0)
+        if nodir.size:
+            host[nodir] = first_within(find_all(b, b"S(5)", 0), lo[nodir], hi[nodir], 4) >= 0
+            host[nodir] &= has_cs[nodir] | has_sl[nodir]
+            host[nodir] &= ~done[nodir]
+        at = np.flatnonzero(host)
+        if at.size:
+            pids = map_unique(P.meta_columns(mids[at], ("program_id",))["program_id"],
+                              as_id).tolist()
+            names = _names_from(P, t, b, lo, hi, eq, mids, at)
+            for i, pid, ins in zip(at.tolist(), pids, names):
+                got = programs.facts(pid, ins)
+                if got is not None:
+                    d, size = got
+                    code[i] = 0 if d is None else _D2H if d == "D2H" else _H2D
+                    nbytes[i], known[i] = (0, False) if size is None else (size, True)
+    cand = np.flatnonzero(code > 0)
+    if cand.size:
+        col = P.meta_columns(mids[cand], _COPY_FACTS)
+        nb = nbytes[cand]
+        unknown = np.flatnonzero(~known[cand])
+        if unknown.size:  # the text gave no size: the op's own byte counts, else 0
+            raw, acc = col["raw_bytes_accessed"], col["bytes_accessed"]
+            nb[unknown] = [as_int(raw[i]) or as_int(acc[i]) or 0 for i in unknown.tolist()]
+        ok[cand] = True
+        cols["direction"][cand] = _DIRECTIONS[code[cand]]
+        cols["bytes"][cand] = nb
+        _fill(cols["hlo_op"], cand, _names_from(P, t, b, lo, hi, eq, mids, cand))
+        cols["hlo_module"][cand] = col["hlo_module"]
+        cols["program_id"][cand] = map_unique(col["program_id"], as_id)
+    return np.flatnonzero(code < 0)
+
+
+def _names_from(P: Plane, t: MetaTable, b: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                eq: np.ndarray, mids: np.ndarray, at: np.ndarray) -> list[str]:
+    """`instruction_names` of the texts `at` (plain ASCII, joined in `b`), on their bytes
+    where the name needs no stripping."""
+    ns, ne, ok = instruction_name_spans(b, lo[at], hi[at], eq[at])
+    out: list[str] = [""] * len(at)
+    fast = np.flatnonzero(ok)
+    got = MetaTable.gather_spans(b, ns[fast], ne[fast], 0).tobytes().decode("ascii")
+    for i, s in zip(fast.tolist(), got.split("\0")):
+        out[i] = s
+    rest = np.flatnonzero(~ok)
+    if rest.size:
+        texts = [bytes(b[p:q]).decode("ascii") for p, q in zip(lo[at[rest]].tolist(),
+                                                                hi[at[rest]].tolist())]
+        for i, s in zip(rest.tolist(), instruction_names(texts)):
+            out[i] = s
+    return out
 
 
 def _copy_facts(P: Plane, mids: list[int], texts: list[str],
