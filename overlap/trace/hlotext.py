@@ -58,32 +58,41 @@ def _suffix_is(b: np.ndarray, end: np.ndarray, ok: np.ndarray, text: bytes) -> n
 
 def async_boundaries_by_bytes(b: np.ndarray, ln: np.ndarray) -> np.ndarray:
     """`is_async_boundary` of many names given as bytes (`MetaTable.string_bytes`): per name,
-    1 (a boundary), 0 (not one) or -1 (not decided here: empty, non-ASCII, or holding a
-    newline; the caller applies the regex to those).
+    1 (a boundary), 0 (not one) or -1 (not decided here: empty, non-ASCII, holding a newline,
+    or ending in a run of more than `_DIGITS_MAX` digits; the caller applies the regex to
+    those).
 
     For ASCII names without a newline the two regexes say exactly: strip a trailing `.digits`
     (digits alone, without the dot, match neither); what is left ends with `-start` or `-done`
     after at least one more byte, or is `send` or `recv`. Why bytes: a capture where every copy
     is its own op has tens of thousands of distinct copy-start/copy-done ops, and a Python
-    string and a regex match each cost more than all the rest of their reading.
+    string and a regex match each cost more than all the rest of their reading. Only two
+    passes touch every byte (the ASCII test); the trailing digits are walked back from each
+    name's end, one step for all names at a time.
     """
     n = len(ln)
     out = np.full(n, -1, np.int8)
     have = np.flatnonzero(ln > 0)
     if not have.size:
         return out
-    L = ln[have]
-    start = np.cumsum(ln)[have] - L  # each name's offset in `b`
-    end = start + L
-    plain = (b < 0x80) & (b != 0x0A)
-    ok = np.add.reduceat(plain.astype(np.int64), start) == L
-    digit = (b >= 0x30) & (b <= 0x39)
-    # the last non-digit byte of each name (-1 where the name is all digits)
-    pos = np.where(digit, -1, np.arange(len(b)))
-    last = np.maximum.reduceat(pos, start)
-    last = np.where(last >= start, last, -1)
+    end = np.cumsum(ln)[have]  # each name's end in `b`
+    start = end - ln[have]
+    ok = np.ones(len(have), bool)
+    bad = np.flatnonzero((b >= 0x80) | (b == 0x0A))
+    if bad.size:
+        ok[np.searchsorted(end, bad, side="right")] = False
+    # the last non-digit byte of each name (start - 1 where the name is all digits)
+    last = end - 1
+    walk = np.flatnonzero(_DIGIT[b[last]])
+    for _ in range(_DIGITS_MAX):
+        if not walk.size:
+            break
+        last[walk] -= 1
+        q = last[walk]
+        walk = walk[(q >= start[walk]) & _DIGIT[b[np.maximum(q, 0)]]]
+    ok[walk] = False  # a longer run of digits: the regex decides
     has_n = last < end - 1  # a trailing run of digits
-    dotted = has_n & (last >= 0) & (b[np.maximum(last, 0)] == 0x2E)
+    dotted = has_n & (last >= start) & (b[np.maximum(last, 0)] == 0x2E)
     core_end = np.where(dotted, last, end)
     core_len = core_end - start
     fits = ~has_n | dotted  # digits without a dot: neither regex matches
@@ -93,6 +102,12 @@ def async_boundaries_by_bytes(b: np.ndarray, ln: np.ndarray) -> np.ndarray:
     yes |= _suffix_is(b, core_end, fits & (core_len == 4), b"recv")
     out[have[ok]] = yes[ok].astype(np.int8)
     return out
+
+
+_DIGIT = np.zeros(256, bool)
+_DIGIT[0x30:0x3A] = True
+# Trailing digits walked back per name; an instruction number has a few (`copy-start.35999`).
+_DIGITS_MAX = 24
 
 
 # Byte-level rules over many texts at once: the texts' bytes joined in one uint8 array `b`,
@@ -278,12 +293,12 @@ def _tuple_head_direction(m: re.Match) -> tuple[str | None, int | None]:
     return None, None
 
 
-def copy_head_facts(heads: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def copy_head_facts(heads: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """`copy_directions` of copy-start texts given by their heads: each text's part from its
     first ` = ` up to the first ` copy-start(` after it (`copy_directions` caches by the same
-    head). Per head: (direction code: 1 D2H, 2 H2D, 0 neither, -1 where the tuple rule does
-    not match the head, so that only the whole text can say; bytes; bytes known), decided
-    once per distinct head.
+    head), as ASCII bytes. Per head: (direction code: 1 D2H, 2 H2D, 0 neither, -1 where the
+    tuple rule does not match the head, so that only the whole text can say; bytes; bytes
+    known), decided once per distinct head.
 
     Why the head decides: where `_TUPLE_HEAD_RE` matches the head it is the match in the whole
     text (each part of the pattern stops at a byte it cannot take), so the text's answer is the
@@ -294,7 +309,7 @@ def copy_head_facts(heads: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     known = np.zeros(len(order), bool)
     match = _TUPLE_HEAD_RE.match
     for h, i in order.items():
-        m = match(h)
+        m = match(h.decode("ascii"))
         if m is None:
             continue
         d, nb = _tuple_head_direction(m)
