@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from google.protobuf.message import DecodeError
 
@@ -35,6 +35,16 @@ def _available_memory() -> int | None:
     return None
 
 
+def _check_fits(p: Path, size: int) -> None:
+    # The reader holds the file plus its tables (about 4-5x the file): refuse up front what
+    # cannot fit, instead of dying of MemoryError half way.
+    avail = _available_memory()
+    if avail is not None and size * 4 > avail:
+        raise InputError(p, f"{size / 2**30:.1f} GiB file; reading it needs about "
+                            f"{4 * size / 2**30:.0f} GiB of memory and "
+                            f"{avail / 2**30:.1f} GiB is available")
+
+
 def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
     """The file's bytes followed by `pad` zero bytes (read in place, one copy), and its size."""
     from overlap.trace.paths import open_regular
@@ -42,13 +52,7 @@ def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
     try:
         with open_regular(p, "capture file") as fh:  # a FIFO or device is refused, not read
             size = os.fstat(fh.fileno()).st_size
-            avail = _available_memory()
-            # The reader holds the file plus its tables (about 4-5x the file): refuse up front
-            # what cannot fit, instead of dying of MemoryError half way.
-            if avail is not None and size * 4 > avail:
-                raise InputError(p, f"{size / 2**30:.1f} GiB file; reading it needs about "
-                                    f"{4 * size / 2**30:.0f} GiB of memory and "
-                                    f"{avail / 2**30:.1f} GiB is available")
+            _check_fits(p, size)
             buf = bytearray(size + pad)
             mv = memoryview(buf)
             n = 0
@@ -85,6 +89,147 @@ def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
     if buf[:2] == b"\x1f\x8b":
         raise InputError(p, "gzip-compressed; decompress it first (gunzip)")
     return buf, n
+
+
+def read_chunks(p: Path, pad: int = 0, alone: Callable[[str], bool] = lambda name: False
+                ) -> list[tuple[bytearray, int, list[int], bool]] | None:
+    """The file's top-level XSpace fields in chunks: each plane whose name `alone` accepts in
+    a buffer of its own, every other field (the other planes, host names, errors, warnings)
+    together in one, in file order. Each chunk is followed by `pad` zero bytes: (buffer, size,
+    the file offsets of its planes in order, whether it is a plane read alone).
+
+    Why: each chunk is itself an XSpace (all of XSpace's fields are repeated, so the chunks'
+    planes put back in file order, with the other fields, are the whole file's), and the
+    reader frees a plane's bytes once it has read the plane, while it reads the others; one
+    buffer for the file would hold every byte until the last plane is done. Planes the
+    reader reads together (GPU planes' small lines are decoded as one segment over one
+    buffer) must not be `alone`. A plane's name is peeked from its first bytes, where
+    producers write it (field 2, after the id); the caller checks what it parsed.
+
+    No byte is copied twice: each field is read from the file straight into its place.
+    None where the top level is not a sequence of well-formed fields, or the file changed
+    while it was read: the caller then reads the whole file with `_read_file`, which refuses
+    what it must with the same message as before (a missing, empty, compressed or
+    Chrome-trace file among them).
+    """
+    from overlap.trace.paths import open_regular
+
+    if p.name.endswith((".trace.json.gz", ".trace.json", ".json.gz")):
+        return None
+    try:
+        with open_regular(p, "capture file") as fh:
+            fd = fh.fileno()
+            size = os.fstat(fd).st_size
+            _check_fits(p, size)
+            if not size or bytes(os.pread(fd, 64, 0)).lstrip()[:1] in (b"{", b"["):
+                return None
+            fields = _fields(fd, size)
+            if fields is None:
+                return None
+            own: list[tuple[int, int, bool]] = []
+            shared: list[tuple[int, int, bool]] = []
+            for a, b, is_plane in fields:
+                name = _plane_name(fd, a, b) if is_plane else None
+                (own if name is not None and alone(name) else shared).append((a, b, is_plane))
+            chunks = []
+            for group, by_itself in [([f], True) for f in own] + [(shared, False)]:
+                if not group:
+                    continue
+                group.sort()
+                n = sum(b - a for a, b, _ in group)
+                buf = bytearray(n + pad)
+                mv = memoryview(buf)
+                at = 0
+                for a, b, _ in group:
+                    if os.preadv(fd, [mv[at:at + b - a]], a) != b - a:
+                        return None  # the file shrank while we read it
+                    at += b - a
+                del mv
+                chunks.append((buf, n, [a for a, _, is_plane in group if is_plane], by_itself))
+            if os.fstat(fd).st_size != size:
+                return None  # ...or grew
+            return chunks
+    except MemoryError:
+        raise InputError(p, "not enough memory to read this file") from None
+    except InputError:
+        raise
+    except OSError:
+        return None  # `_read_file` says what is wrong
+
+
+def _fields(fd: int, size: int) -> list[tuple[int, int, bool]] | None:
+    """The top-level fields: (start, end, is it a plane), or None where the top level does
+    not parse as fields."""
+    out = []
+    pos = 0
+    while pos < size:
+        head = os.pread(fd, 20, pos)  # a tag and a length: two varints of at most 10 bytes
+        tag, k = _varint(head, 0)
+        if tag is None or not tag >> 3:
+            return None
+        wt = tag & 7
+        if wt == 0:
+            v, k = _varint(head, k)
+            if v is None:
+                return None
+            end = pos + k
+        elif wt == 1 or wt == 5:
+            end = pos + k + (8 if wt == 1 else 4)
+        elif wt == 2:
+            n, k = _varint(head, k)
+            if n is None:
+                return None
+            end = pos + k + n
+        else:  # groups: no producer writes them in an XSpace
+            return None
+        if end > size:
+            return None
+        out.append((pos, end, tag == (1 << 3 | 2)))
+        pos = end
+    return out
+
+
+def _plane_name(fd: int, start: int, end: int) -> str | None:
+    """The name of the plane field at [start, end) if it is among the plane's first fields
+    (id, then name, as producers write them), else None."""
+    head = os.pread(fd, min(end - start, 1024), start)
+    _, i = _varint(head, 0)  # the field's tag
+    n, i = _varint(head, i)  # and length
+    while n is not None and i < len(head):
+        tag, i = _varint(head, i)
+        if tag is None:
+            return None
+        field, wt = tag >> 3, tag & 7
+        if wt == 2:
+            n, i = _varint(head, i)
+            if n is None or i + n > len(head):
+                return None
+            if field == 2:
+                try:
+                    return head[i:i + n].decode("utf-8")
+                except UnicodeDecodeError:
+                    return None
+            i += n
+        elif wt == 0:
+            n, i = _varint(head, i)
+        elif wt == 1 or wt == 5:
+            i += 8 if wt == 1 else 4
+        else:
+            return None
+    return None
+
+
+def _varint(b: bytes, i: int) -> tuple[int | None, int]:
+    """(the varint at `b[i:]`, the index after it); None where it does not end in `b`."""
+    v = shift = 0
+    while i < len(b) and shift < 70:
+        c = b[i]
+        v |= (c & 0x7F) << shift
+        i += 1
+        if not c & 0x80:
+            return v, i
+        shift += 7
+    return None, i
 
 
 def _corrupt(p: Path, e: Exception) -> InputError:

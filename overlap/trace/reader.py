@@ -89,7 +89,7 @@ from google.protobuf.message import DecodeError
 
 from overlap.errors import InputError
 from overlap.trace import tpu, vendors
-from overlap.trace.files import TASK_ENV_PLANE, _check_space, _corrupt, _read_file
+from overlap.trace.files import TASK_ENV_PLANE, _check_space, _corrupt, _read_file, read_chunks
 from overlap.trace.files import _find_files as _find_files
 from overlap.trace.files import load_xspace as load_xspace
 from overlap.trace.gpu import _read_gpu_planes
@@ -176,17 +176,12 @@ def read_host_file(f: str | os.PathLike) -> dict[str, Any]:
 
 
 def _read_host_file(f: Path) -> dict[str, Any]:
-    # The scanner down to the lines, upb for the rest (see "Speed"); a damaged
-    # event surfaces in the decoder instead of the parser, with the same message.
-    data, n = _read_file(f, PAD)
-    try:
-        xs, planes, _ = parse_space(data, n, strip_meta=_strip_meta)
-    except (Corrupt, DecodeError, RuntimeError, ValueError) as e:
-        raise _corrupt(f, e) from None
+    xs, planes = _parse_file(f)
     _check_space(f, xs)
     host = _host_name(xs, f)
     try:
         with np.errstate(over="raise", invalid="ignore"):
+            # `planes` is handed over: each plane's bytes are freed once it is read
             return _read_space(xs, planes, host=host, source=f)
     except Corrupt as e:
         raise _corrupt(f, e) from None
@@ -195,6 +190,68 @@ def _read_host_file(f: Path) -> dict[str, Any]:
         # refuse the file with one line rather than report numbers built on them.
         raise InputError(f, f"unsupported value in the capture: {type(e).__name__}: "
                             f"{' '.join(str(e).split())[:200]}") from None
+
+
+class _Space:
+    """The skeletons of several parsed chunks of one file as one XSpace (its fields the
+    reader reads): planes, host names, errors and warnings, in file order."""
+
+    def __init__(self, parts: list) -> None:
+        self.planes = [pl for xs in parts for pl in xs.planes]
+        self.hostnames = [h for xs in parts for h in xs.hostnames]
+        self.errors = [e for xs in parts for e in xs.errors]
+        self.warnings = [w for xs in parts for w in xs.warnings]
+
+
+def _parse_file(f: Path) -> tuple[Any, list[PlaneView]]:
+    """The file's XSpace skeleton and planes (the scanner down to the lines, upb for the rest;
+    see "Speed"; a damaged event surfaces in the decoder instead of the parser, with the same
+    message).
+
+    The file is read in chunks of whole planes (`files.read_chunks`), so that `_read_space`
+    can free each plane's bytes once it is read: a GPU file's host plane (a third of it) is
+    gone before the device planes' events are decoded. Where the file cannot be cut, or a
+    chunk does not parse, the whole file is read and parsed at once, as before, and a damaged
+    file is refused with the same message."""
+    chunks = read_chunks(f, PAD, alone=_read_alone)
+    if chunks is not None:
+        got = _parse_chunks(chunks)
+        if got is not None:
+            return got
+    data, n = _read_file(f, PAD)
+    try:
+        xs, planes, _ = parse_space(data, n, strip_meta=_strip_meta)
+    except (Corrupt, DecodeError, RuntimeError, ValueError) as e:
+        raise _corrupt(f, e) from None
+    return xs, planes
+
+
+def _read_alone(plane_name: str) -> bool:
+    """Planes read on their own, whose bytes `_read_space` frees once read: the host plane
+    and TPU planes (GPU planes' small lines are decoded together, over one buffer)."""
+    return plane_name == HOST_PLANE or TPU_PLANE_RE.match(plane_name) is not None
+
+
+def _parse_chunks(chunks: list[tuple[bytearray, int, list[int], bool]]
+                  ) -> tuple[Any, list[PlaneView]] | None:
+    """`_parse_file` of `read_chunks`'s chunks (consumed: the planes' views keep their chunk,
+    nothing else does), the planes in file order; None where a chunk does not parse or a
+    plane read alone is not one `_read_alone` accepts (a name the peek got wrong)."""
+    parts, planes = [], []
+    try:
+        while chunks:
+            buf, n, offsets, alone = chunks.pop(0)
+            xs, got, _ = parse_space(buf, n, strip_meta=_strip_meta)
+            if len(got) != len(offsets) or (alone and not _read_alone(got[0].name)):
+                return None
+            parts.append(xs)
+            planes += [(o, pv, pl) for o, pv, pl in zip(offsets, got, xs.planes)]
+    except (Corrupt, DecodeError, RuntimeError, ValueError):
+        return None
+    planes.sort(key=lambda t: t[0])
+    space = _Space(parts)
+    space.planes = [pl for _, _, pl in planes]
+    return space, [pv for _, pv, _ in planes]
 
 
 def _host_name(xs, f: Path) -> str:
@@ -289,8 +346,10 @@ def _strip_meta(plane_name: str) -> bool:
     return TPU_PLANE_RE.match(plane_name) is not None
 
 
-def _read_space(xs, planes: list[PlaneView], host: str = "host",
+def _read_space(xs, planes: list, host: str = "host",
                 source: Path | None = None) -> dict[str, Any]:
+    """The tables of one host's XSpace. `planes` is consumed: each plane is dropped from it
+    once read, so that its bytes can be freed while the others are read."""
     invalid_before = INVALID_EVENTS[0]
     reasons_before = dict(INVALID_REASONS)
     task = next((pl for pl in xs.planes if pl.name == TASK_ENV_PLANE), None)
@@ -350,14 +409,17 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
             return None
         return _program_copies(meta_plane)
 
-    for plane in planes:
+    plane: Any = None
+    P: Plane | None = None
+    for i in range(len(planes)):
+        plane = planes[i]
         P = Plane(plane)
-        for line in plane.lines:
-            lines["host"].append(host)
-            lines["plane"].append(plane.name)
-            lines["line_id"].append(line.id)
-            lines["line"].append(line.name)
-            lines["events"].append(line.n_events)
+        # (no loop variable: a line left bound would keep its plane's bytes alive)
+        lines["host"] += [host] * len(plane.lines)
+        lines["plane"] += [plane.name] * len(plane.lines)
+        lines["line_id"] += [ln.id for ln in plane.lines]
+        lines["line"] += [ln.name for ln in plane.lines]
+        lines["events"] += [ln.n_events for ln in plane.lines]
 
         if m := GPU_PLANE_RE.match(plane.name):
             backend = "gpu"
@@ -374,9 +436,11 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
                 _device_row(devs, host, device, plane, P)
                 raw_vendor[device] = (None, 0, True)
             _read_tpu_plane(P, device, host, line_base_ps, tr, co, programs)
+            planes[i] = None  # read: its bytes can go (see `_parse_file`)
         elif plane.name == HOST_PLANE:
             cpu_compute_seen |= _read_host_plane(P, host, line_base_ps, co, st, mem,
                                                  hip_calls)
+            planes[i] = None
         elif plane.name == METADATA_PLANE:
             ps = P.plane_stats()
             for key in ("jax_version", "jaxlib_version", "cpu_version"):
@@ -399,8 +463,14 @@ def _read_space(xs, planes: list[PlaneView], host: str = "host",
         elif plane.name.startswith("/device:") and not plane.name.startswith("/device:CUSTOM:"):
             other_planes.append((plane.name, sum(ln.n_events for ln in plane.lines)))
 
+    del plane, P
     # After the loop: small lines of many GPU planes are read together.
     _read_gpu_planes(gpu_planes, host, line_base_ps, tr, co, side)
+    # Every line is decoded: the file's bytes go before the tables are built.
+    planes.clear()
+    gpu_planes.clear()
+    meta_plane = None
+    programs.cache_clear()
     _gpu_vendor_facts(facts, side, hip_calls, host, tr, raw_vendor, other_planes)
     keep_compute = None
     if backend != "cpu":

@@ -1,0 +1,146 @@
+"""Reading a file in chunks of whole planes (`files.read_chunks`, `reader._parse_file`) gives
+exactly what one parse of the whole file gives, refuses damaged files with the same message,
+and frees each plane's bytes once that plane is read."""
+
+from __future__ import annotations
+
+import weakref
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from overlap.errors import InputError
+from overlap.trace import files, reader, wire
+from overlap.trace.names import HOST_PLANE
+from overlap.trace.reader import read_host_file
+from overlap.trace.synthetic import TpuDevice, gpu_offload_scenario
+
+US = 1_000_000
+TABLES = ("transfers", "compute", "steps", "memory", "modules", "devices", "lines")
+
+
+def _capture(tmp_path: Path) -> Path:
+    """Two GPUs, a TPU, allocator events, a program on /host:metadata, steps, a host name
+    and a warning (XSpace's other repeated fields) between the planes."""
+    t = gpu_offload_scenario(steps=2, layers=2)
+    t.gpu(1).kernel(5 * US, 2 * US, hlo_op="fusion.9")
+    tpu: TpuDevice = t.tpu(0)
+    tpu.op(3 * US, 1 * US)
+    t.allocation(2 * US, bytes_allocated=1000, requested_bytes=1000)
+    t.python_noise(3 * US, 2 * US)
+    t.module("jit_step", 7, b"\x08\x01")
+    xs = t.to_xspace()
+    xs.hostnames.append("second-name")
+    xs.warnings.append("a second warning")
+    # the repeated fields written between planes, as a concatenation of XSpaces would
+    raw = xs.SerializeToString()
+    extra = type(xs)()
+    extra.hostnames.append("third-name")
+    extra.errors.append("an error")
+    extra.planes.add(name="/device:CUSTOM:0")
+    p = tmp_path / "h.xplane.pb"
+    p.write_bytes(raw + extra.SerializeToString())
+    return p
+
+
+def _whole(monkeypatch, p: Path) -> dict:
+    with monkeypatch.context() as m:
+        m.setattr(reader, "read_chunks", lambda *a, **k: None)
+        return read_host_file(p)
+
+
+def _same(a: dict, b: dict) -> None:
+    for k in TABLES:
+        pd.testing.assert_frame_equal(a[k], b[k])
+    assert a["capture"] == b["capture"] and a["backend"] == b["backend"]
+
+
+ALONE = {"reader's": reader._read_alone, "none": lambda name: False,
+         "all but GPU planes": lambda name: not name.startswith("/device:GPU")}
+
+
+@pytest.mark.parametrize("alone", list(ALONE))
+@pytest.mark.parametrize("scanner", [True, False])
+def test_chunked_read_equals_whole_read(tmp_path, monkeypatch, alone, scanner):
+    p = _capture(tmp_path)
+    if not scanner:
+        monkeypatch.setattr(wire, "SCANNER", None)
+    want = _whole(monkeypatch, p)
+    monkeypatch.setattr(reader, "_read_alone", ALONE[alone])
+    chunks = files.read_chunks(p, wire.PAD, ALONE[alone])
+    assert chunks is not None
+    raw = p.read_bytes()
+    # every byte once; a plane read alone is its field's bytes, where the field lies
+    assert sum(n for _, n, _, _ in chunks) == len(raw)
+    assert all(bytes(c[:n]) == raw[o[0]:o[0] + n] for c, n, o, by_itself in chunks if by_itself)
+    assert all(bytes(c[n:]) == bytes(wire.PAD) for c, n, _, _ in chunks)
+    assert sum(by_itself for *_, by_itself in chunks) == {
+        "reader's": 2, "none": 0, "all but GPU planes": 5}[alone]
+    got = read_host_file(p)
+    _same(got, want)
+    assert got["capture"]["hostnames"] == ["synthetic-host", "second-name", "third-name"]
+    assert got["capture"]["errors"] == ["an error"]
+
+
+def _outcome(read, p: Path) -> object:
+    try:
+        return read(p)
+    except InputError as e:
+        return str(e)
+
+
+def _same_outcome(monkeypatch, p: Path) -> None:
+    got = _outcome(read_host_file, p)
+    want = _outcome(lambda f: _whole(monkeypatch, f), p)
+    if isinstance(want, str):
+        assert got == want
+    else:
+        assert isinstance(got, dict) and isinstance(want, dict)
+        _same(got, want)
+
+
+@pytest.mark.parametrize("cut", ["tag", "length", "payload", "group", "gzip", "json", "empty"])
+def test_damaged_top_level_is_refused_as_before(tmp_path, monkeypatch, cut):
+    raw = _capture(tmp_path).read_bytes()
+    bad = {"tag": raw + b"\x80", "length": raw + b"\x0a\xff", "payload": raw[:-3],
+           "group": raw + b"\x0b\x0c", "gzip": b"\x1f\x8b" + raw, "json": b'  {"a": 1}',
+           "empty": b""}[cut]
+    p = tmp_path / "bad.xplane.pb"
+    p.write_bytes(bad)
+    _same_outcome(monkeypatch, p)
+    if cut != "group":  # upb skips a group at the top level as an unknown field
+        assert isinstance(_outcome(read_host_file, p), str)
+
+
+@pytest.mark.parametrize("where", [0.2, 0.5, 0.8, 0.95])
+def test_damaged_plane_is_refused_as_before(tmp_path, monkeypatch, where):
+    raw = bytearray(_capture(tmp_path).read_bytes())
+    raw[int(len(raw) * where)] ^= 0xFF
+    p = tmp_path / "bad.xplane.pb"
+    p.write_bytes(bytes(raw))
+    _same_outcome(monkeypatch, p)
+
+
+def test_host_plane_bytes_are_freed_before_gpu_planes_are_read(tmp_path, monkeypatch):
+    p = _capture(tmp_path)
+    host_buf: list = []
+    parse = reader._parse_file
+
+    def parse_file(f):
+        xs, planes = parse(f)
+        host_buf.append(weakref.ref(next(pl for pl in planes if pl.name == HOST_PLANE).buf))
+        return xs, planes
+
+    seen = []
+    read_gpu = reader._read_gpu_planes
+
+    def read_gpu_planes(*a, **k):
+        seen.append(host_buf[0]() is None)
+        return read_gpu(*a, **k)
+
+    monkeypatch.setattr(reader, "_parse_file", parse_file)
+    monkeypatch.setattr(reader, "_read_gpu_planes", read_gpu_planes)
+    out = read_host_file(p)
+    assert seen == [True]
+    assert len(out["steps"]) == 2 and len(out["memory"]) == 1
