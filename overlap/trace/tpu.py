@@ -338,9 +338,11 @@ def _names_from(P: Plane, t: MetaTable, b: np.ndarray, lo: np.ndarray, hi: np.nd
     """`instruction_names` of the texts `at` (plain ASCII, joined in `b`), on their bytes
     where the name needs no stripping."""
     ns, ne, ok = instruction_name_spans(b, lo[at], hi[at], eq[at])
-    out: list[str] = [""] * len(at)
     fast = np.flatnonzero(ok)
     got = MetaTable.gather_spans(b, ns[fast], ne[fast], 0).tobytes().decode("ascii")
+    if len(fast) == len(at):
+        return got.split("\0")[:-1]
+    out: list[str] = [""] * len(at)
     for i, s in zip(fast.tolist(), got.split("\0")):
         out[i] = s
     rest = np.flatnonzero(~ok)

@@ -812,9 +812,14 @@ class MetaTable:
         row_of = np.full(n, -1, np.int64)
         row_of[last] = np.arange(len(uk))
         row = row_of[d["ev"]]
+        cols = ("sid", "kind", "ival", "vpos")
+        if len(uk) == n:  # every key once (the usual): every stat is kept
+            self.st_row = row
+            self.st = {c: d[c] for c in cols}
+            return
         k = row >= 0  # stats of entries a later one of the same key replaced are dropped
         self.st_row = row[k]
-        self.st = {c: d[c][k] for c in ("sid", "kind", "ival", "vpos")}
+        self.st = {c: d[c][k] for c in cols}
 
     def _rows(self, mids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(positions in `mids` that have an entry, those entries' indices)."""
