@@ -9,6 +9,8 @@ group's intervals stay apart (a transfer is only ever hidden by compute of its o
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -46,8 +48,14 @@ class Coverage:
     def __init__(self, starts: np.ndarray, ends: np.ndarray):
         self.starts = np.asarray(starts, dtype=np.int64)
         self.ends = np.asarray(ends, dtype=np.int64)
-        self.prefix = np.zeros(self.starts.size + 1, dtype=np.int64)
-        np.cumsum(self.ends - self.starts, out=self.prefix[1:])
+
+    @functools.cached_property
+    def prefix(self) -> np.ndarray:
+        """Covered length before each interval (built on first query: the analysis keeps a
+        coverage per device and queries only some)."""
+        prefix = np.zeros(self.starts.size + 1, dtype=np.int64)
+        np.cumsum(self.ends - self.starts, out=prefix[1:])
+        return prefix
 
     @property
     def total(self) -> int:
@@ -124,14 +132,16 @@ class _Layout:
         self.lo, self.hi = lo, hi
         self.off: np.ndarray | None = None
         width = hi.astype(float) - lo.astype(float) + 1
-        if len(lo) and float(width.sum()) + float(np.abs(lo.astype(float)).max()) < _KEY_LIMIT:
+        if len(lo) == 1:  # one group: its times are its keys
+            self.off = np.zeros(1, np.int64)
+        elif len(lo) and float(width.sum()) + float(np.abs(lo.astype(float)).max()) < _KEY_LIMIT:
             base = np.zeros(len(lo), np.int64)
             np.cumsum((hi - lo + 1)[:-1], out=base[1:])
             self.off = base - lo
 
     def per_row(self, v: np.ndarray) -> np.ndarray:
-        """A per-group array spread over the table's rows."""
-        return np.repeat(v, self.end - self.first)
+        """A per-group array spread over the table's rows (one group: its value, broadcast)."""
+        return v[:1] if len(v) == 1 else np.repeat(v, self.end - self.first)
 
     def find(self, qg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per query group: its position in `groups` (clipped) and whether the table has it."""
@@ -155,6 +165,8 @@ def _sorted_by_group(g: np.ndarray, s: np.ndarray) -> bool:
     """Whether rows are in (group, start) order (neighbour tests, no sort)."""
     if len(g) < 2:
         return True
+    if not np.any(g != g[0]):  # one group: the common case
+        return bool(np.all(s[1:] >= s[:-1]))
     a, b = g[:-1], g[1:]
     return bool(np.all((b > a) | ((b == a) & (s[1:] >= s[:-1]))))
 
@@ -213,41 +225,104 @@ def _running_max_end(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     return u[cm - g * n]
 
 
-def _merged_layout(mg, ms, me) -> _Layout | None:
-    """The key layout of `merge_grouped` output, None where keys would not be exact."""
-    if not len(ms) or not _sorted_by_group(mg, ms):
-        return None
-    first = _first_rows(mg)
-    last = np.append(first[1:], len(mg)) - 1
-    lay = _Layout(mg, first, ms[first], me[last], len(mg))
-    return lay if lay.off is not None else None
+class MergedGroups:
+    """Many groups' merged intervals (`merge_grouped` output: group, start, end in (group,
+    start) order), laid out once on group keys for any number of `covered` and
+    `subtract_from` queries (the analysis asks both of every device's compute)."""
+
+    def __init__(self, mg, ms, me, *, in_order: bool = False):
+        self.g, self.s, self.e = (np.asarray(a, np.int64) for a in (mg, ms, me))
+        self.layout: _Layout | None = None
+        if len(self.s) and (in_order or _sorted_by_group(self.g, self.s)):
+            first = _first_rows(self.g)
+            last = np.append(first[1:], len(self.g)) - 1
+            lay = _Layout(self.g, first, self.s[first], self.e[last], len(self.g))
+            self.layout = lay if lay.off is not None else None
+
+    @functools.cached_property
+    def _off(self) -> np.ndarray:
+        assert self.layout is not None and self.layout.off is not None
+        return self.layout.per_row(self.layout.off)
+
+    def _keys(self, t: np.ndarray) -> np.ndarray:
+        """Per-row times `t` (starts or ends) as group keys (one group: the times)."""
+        return t if len(self.layout.groups) == 1 else t + self._off  # type: ignore[union-attr]
+
+    @functools.cached_property
+    def _prefix(self) -> np.ndarray:
+        prefix = np.zeros(len(self.s) + 1, np.int64)
+        np.cumsum(self.e - self.s, out=prefix[1:])
+        return prefix
+
+    def covered(self, qg, lo, hi) -> np.ndarray:
+        """Per query (group `qg`, window [lo, hi)), how much of it the group's intervals
+        cover (`covered_grouped`)."""
+        qg, lo = np.asarray(qg, np.int64), np.asarray(lo, np.int64)
+        hi = np.maximum(np.asarray(hi, np.int64), lo)
+        lay = self.layout
+        if lay is None or not len(qg):
+            return _before(self.g, self.s, self.e, qg, hi) - \
+                _before(self.g, self.s, self.e, qg, lo)
+        ms, me, prefix = self.s, self.e, self._prefix
+        kstart = self._keys(ms)
+        p, has = lay.find(qg)
+        gfirst = lay.first[p]
+
+        def before(x: np.ndarray) -> np.ndarray:
+            # the last interval of the group starting at or before x (x clipped into the
+            # group: its first one where x is earlier, whose covered part before x is 0)
+            i = np.searchsorted(kstart, lay.key(p, x), side="right") - 1
+            return prefix[i] - prefix[gfirst] + np.maximum(np.minimum(x, me[i]) - ms[i], 0)
+
+        out = before(hi) - before(lo)
+        out[~has] = 0
+        return out
+
+    def subtract_from(self, ag, a_s, a_e) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per group, the parts of its merged intervals `a` that these do not cover, as
+        (group, start, end) (`subtract_grouped`).
+
+        Each `a` interval is cut by the intervals of its group that overlap it (found with
+        two searches): its pieces are the gaps between them, so the cost is the number of
+        `a` intervals and of overlapping ones, not a sort of both sets."""
+        ag, a_s, a_e = (np.asarray(v, np.int64) for v in (ag, a_s, a_e))
+        bg, b_s, b_e = self.g, self.s, self.e
+        if not len(a_s):
+            z = np.zeros(0, np.int64)
+            return z, z, z
+        lay = self.layout
+        if lay is None or not _sorted_by_group(ag, a_s):
+            if len(b_s) or not _sorted_by_group(ag, a_s):
+                return _subtract_sweep(ag, a_s, a_e, bg, b_s, b_e)
+            keep = a_e > a_s  # nothing to subtract
+            return ag[keep], a_s[keep], a_e[keep]
+        p, has = lay.find(ag)
+        # intervals overlapping [lo, hi): from the first ending after lo to the last
+        # starting before hi (merged: starts and ends both ascend within a group)
+        i0 = np.searchsorted(self._keys(b_e), lay.key(p, a_s), side="right")
+        i1 = np.searchsorted(self._keys(b_s), lay.key(p, a_e), side="left")
+        i0[~has] = 0
+        i1[~has] = 0
+        cnt = i1 - i0 + 1  # pieces: before the first, between each two, after the last
+        a_idx = np.repeat(np.arange(len(a_s)), cnt)
+        j = np.arange(len(a_idx)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        k = i0[a_idx] + j
+        nb = len(b_s)
+        lo = np.where(j == 0, a_s[a_idx], b_e[np.maximum(k - 1, 0)])
+        hi = np.where(j == cnt[a_idx] - 1, a_e[a_idx], b_s[np.minimum(k, nb - 1)])
+        keep = hi > lo
+        return ag[a_idx][keep], lo[keep], hi[keep]
+
+
+def merged_groups(g, s, e) -> MergedGroups:
+    """`merge_grouped(g, s, e)`, ready for queries (`MergedGroups`)."""
+    return MergedGroups(*merge_grouped(g, s, e), in_order=True)
 
 
 def covered_grouped(mg, ms, me, qg, lo, hi) -> np.ndarray:
     """`Coverage.covered` for every group at once: per query (group `qg`, window [lo, hi)),
     how much of the window the group's merged intervals (`merge_grouped`) cover."""
-    mg, ms, me = (np.asarray(a, np.int64) for a in (mg, ms, me))
-    qg, lo = np.asarray(qg, np.int64), np.asarray(lo, np.int64)
-    hi = np.maximum(np.asarray(hi, np.int64), lo)
-    lay = _merged_layout(mg, ms, me) if len(qg) else None
-    if lay is None:
-        return _before(mg, ms, me, qg, hi) - _before(mg, ms, me, qg, lo)
-    assert lay.off is not None
-    prefix = np.zeros(len(ms) + 1, np.int64)
-    np.cumsum(me - ms, out=prefix[1:])
-    kstart = ms + lay.per_row(lay.off)
-    p, has = lay.find(qg)
-    gfirst = lay.first[p]
-
-    def before(x: np.ndarray) -> np.ndarray:
-        # the last interval of the group starting at or before x (x clipped into the group:
-        # its first one where x is earlier, whose covered part before x is then 0)
-        i = np.searchsorted(kstart, lay.key(p, x), side="right") - 1
-        return prefix[i] - prefix[gfirst] + np.maximum(np.minimum(x, me[i]) - ms[i], 0)
-
-    out = before(hi) - before(lo)
-    out[~has] = 0
-    return out
+    return MergedGroups(mg, ms, me).covered(qg, lo, hi)
 
 
 def _before(mg, ms, me, qg, x) -> np.ndarray:
@@ -276,40 +351,9 @@ def _before(mg, ms, me, qg, x) -> np.ndarray:
 
 def subtract_grouped(ag, a_s, a_e, bg, b_s, b_e):
     """`subtract_intervals` of every group at once: per group, the parts of its merged
-    intervals `a` that its merged intervals `b` do not cover, as (group, start, end).
-
-    Each `a` interval is cut by the `b` intervals of its group that overlap it (found with two
-    searches): its pieces are the gaps between them, so the cost is the number of `a`
-    intervals and of overlapping `b` intervals, not a sort of both sets."""
-    ag, a_s, a_e = (np.asarray(v, np.int64) for v in (ag, a_s, a_e))
-    bg, b_s, b_e = (np.asarray(v, np.int64) for v in (bg, b_s, b_e))
-    if not len(a_s):
-        z = np.zeros(0, np.int64)
-        return z, z, z
-    lay = _merged_layout(bg, b_s, b_e)
-    if lay is None or not _sorted_by_group(ag, a_s):
-        if len(b_s) or not _sorted_by_group(ag, a_s):
-            return _subtract_sweep(ag, a_s, a_e, bg, b_s, b_e)
-        keep = a_e > a_s  # nothing to subtract
-        return ag[keep], a_s[keep], a_e[keep]
-    assert lay.off is not None
-    off = lay.per_row(lay.off)
-    p, has = lay.find(ag)
-    # b intervals overlapping [lo, hi): from the first ending after lo to the last starting
-    # before hi (merged: starts and ends both ascend within a group)
-    i0 = np.searchsorted(b_e + off, lay.key(p, a_s), side="right")
-    i1 = np.searchsorted(b_s + off, lay.key(p, a_e), side="left")
-    i0[~has] = 0
-    i1[~has] = 0
-    cnt = i1 - i0 + 1  # pieces: before the first, between each two, after the last
-    a_idx = np.repeat(np.arange(len(a_s)), cnt)
-    j = np.arange(len(a_idx)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    k = i0[a_idx] + j
-    nb = len(b_s)
-    lo = np.where(j == 0, a_s[a_idx], b_e[np.maximum(k - 1, 0)])
-    hi = np.where(j == cnt[a_idx] - 1, a_e[a_idx], b_s[np.minimum(k, nb - 1)])
-    keep = hi > lo
-    return ag[a_idx][keep], lo[keep], hi[keep]
+    intervals `a` that its merged intervals `b` do not cover, as (group, start, end)
+    (`MergedGroups.subtract_from`)."""
+    return MergedGroups(bg, b_s, b_e).subtract_from(ag, a_s, a_e)
 
 
 def _subtract_sweep(ag, a_s, a_e, bg, b_s, b_e):

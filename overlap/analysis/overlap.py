@@ -79,6 +79,7 @@ from overlap.analysis.intervals import (
     covered_grouped,
     merge_grouped,
     merge_intervals,
+    merged_groups,
     subtract_grouped,
     subtract_intervals,
 )
@@ -255,9 +256,10 @@ def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
         cstart = co["start_ps"].to_numpy(dtype=np.int64)
         cend = co["end_ps"].to_numpy(dtype=np.int64)
         # Every device at once (the grouped primitives equal the per-device ones).
-        mg, ms, me = merge_grouped(ccode, cstart, cend)
-        hidden = covered_grouped(mg, ms, me, tcode, start, end)
-        xg, xs, xe = subtract_grouped(*merge_grouped(tcode, start, end), mg, ms, me)
+        comp = merged_groups(ccode, cstart, cend)
+        mg, ms, me = comp.g, comp.s, comp.e
+        hidden = comp.covered(tcode, start, end)
+        xg, xs, xe = comp.subtract_from(*merge_grouped(tcode, start, end))
         groups = np.arange(len(keys) + 1)
         cb, xb = np.searchsorted(mg, groups), np.searchsorted(xg, groups)
         for g in np.flatnonzero(np.bincount(tcode, minlength=len(keys))).tolist():
@@ -334,17 +336,25 @@ def _group_sums(t: pd.DataFrame, by: list[str], cols: dict[str, np.ndarray],
         return pd.DataFrame({**{k: t[k].iloc[:0] for k in by},
                              **{c: np.zeros(0, np.int64) for c in cols}})
     code = np.zeros(n, np.int64)
-    for k in by:  # codes kept dense after each key, so they never overflow
-        c, u = factorize(t[k], sort=sort, use_na_sentinel=False)
-        code = code * max(len(u), 1) + c
-        if k != by[-1]:
-            code = np.unique(code, return_inverse=True)[1].reshape(-1)
-    _, inv = np.unique(code, return_inverse=True)
-    inv = inv.reshape(-1)
+    for k in by:
+        c, u = factorize(t[k], sort=sort)
+        m = len(u)
+        if len(c) and c.min() < 0:
+            # missing keys: a key of their own, after every value (pandas' use_na_sentinel=
+            # False numbers them by first row unsorted: the same groups, in the same order
+            # after the dense numbering below; the flag costs an isna pass per key)
+            c = np.where(c < 0, m, c)
+            m += 1
+        # codes kept dense after each key, so they never overflow; pd.factorize of ints is a
+        # hash (np.unique sorts), numbering in key order with `sort`, else by first row
+        code, _ = pd.factorize(code * max(m, 1) + c, sort=sort)
+    inv = code
     order = np.argsort(inv, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
     first = order[starts]  # each group's first row
-    g = np.arange(len(starts)) if sort else np.argsort(first, kind="stable")
+    # with `sort` the codes follow the keys; else first appearance (each group's first row
+    # rises with its code)
+    g = np.arange(len(starts))
     out = {k: t[k].to_numpy()[first[g]] for k in by}
     for col, v in cols.items():
         out[col] = np.add.reduceat(v[order], starts)[g]

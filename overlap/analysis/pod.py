@@ -61,10 +61,13 @@ def _analyze_host_file(f: Path, hidden_threshold: float, exposed_threshold: floa
 
     tables = read_host_file(f)
     trace = combine_parts([tables], [f])
+    # The sorted tables replace the read ones now, not after the analysis: where the sort
+    # had to reorder (several streams or lines), the unsorted copy is freed before the
+    # analysis' temporaries join the sorted one.
+    tables["transfers"], tables["compute"] = trace.transfers, trace.compute
     part, table = analysis.host_part_and_table(
         trace, hidden_threshold=hidden_threshold, exposed_threshold=exposed_threshold, top=top)
     out = {"part": part, "table": table, "module_time_ps": None}
-    tables["transfers"], tables["compute"] = trace.transfers, trace.compute  # sorted
     if not keep_all:
         out["module_time_ps"] = _module_time(trace.compute)
         lo, hi = _worst_window(part["steps"])

@@ -154,9 +154,11 @@ def run_starts(values: np.ndarray, by_value: bool = True) -> np.ndarray | None:
     """Indices where a run of equal neighbours begins in a 1-D object array (0 included).
 
     Neighbours are in one run when they are the same object or, with `by_value`, compare
-    equal with `==` (asked only where the objects differ). Distinct objects that compare equal
-    are only ever merged by `==`, which is also how pandas' hash tables match keys. None when
-    a comparison does not answer True/False (pd.NA): the caller takes its general path."""
+    equal with `==` (asked only where the objects differ, and not at all where more than half
+    the neighbours are different objects: a column that alternates is no run column).
+    Distinct objects that compare equal are only ever merged by `==`, which is also how
+    pandas' hash tables match keys. None when a comparison does not answer True/False
+    (pd.NA): the caller takes its general path."""
     n = len(values)
     if not n:
         return np.zeros(0, np.intp)
@@ -166,6 +168,8 @@ def run_starts(values: np.ndarray, by_value: bool = True) -> np.ndarray | None:
     np.not_equal(addr[1:], addr[:-1], out=new[1:])
     if by_value:
         at = np.flatnonzero(new[1:])
+        if len(at) > n // 2:  # values that alternate (directions, op names): not runs
+            return np.flatnonzero(new)
         if len(at):
             try:
                 same = np.asarray(values[at + 1] == values[at], dtype=bool)

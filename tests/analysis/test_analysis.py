@@ -599,3 +599,36 @@ def test_grouped_primitives_keys_equal_ranks_and_the_per_group_ones(scale, monke
             assert np.array_equal(hidden[ti], cov.covered(ts[ti], te[ti]))
             ex = iv.subtract_intervals(*iv.merge_intervals(ts[ti], te[ti]), cov.starts, cov.ends)
             assert np.array_equal(ex[0], xs[xg == g]) and np.array_equal(ex[1], xe[xg == g])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["h0", "h1"]),
+                          st.sampled_from(["GPU:0", "GPU:1", "GPU:10"]),
+                          st.one_of(st.none(), st.sampled_from(["D2H", "H2D"])),
+                          st.one_of(st.none(), st.sampled_from(["a", "b", "c.1", "é"])),
+                          st.integers(0, 2**62)),
+                max_size=60),
+       st.booleans(), st.booleans())
+def test_group_sums_equal_pandas_groupby(rows, sort, runs):
+    """`_group_sums` (every aggregate of the result) equals `groupby(by, sort, dropna=False)
+    .sum()`: the same groups, in the same order (missing keys a group of their own, last
+    when sorted), with exact int64 sums; on rows in runs (as the analysis' tables come) and
+    mixed."""
+    import pandas as pd
+
+    from overlap.analysis.overlap import _group_sums
+
+    if runs:
+        rows = sorted(rows, key=lambda r: (r[0], r[1]))
+    cols = ["host", "device", "direction", "hlo_op"]
+    t = pd.DataFrame({c: pd.Series([r[i] for r in rows], dtype=object)
+                      for i, c in enumerate(cols)})
+    t["v"] = np.array([r[4] for r in rows], np.int64)
+    for by in (cols, ["hlo_op", "direction"], ["host", "device"]):
+        got = _group_sums(t, by, {"v": t["v"].to_numpy()}, sort=sort)
+        want = t.groupby(by, sort=sort, dropna=False)["v"].sum().reset_index()
+        assert len(got) == len(want)
+        for c in (*by, "v"):
+            g, w = got[c].tolist(), want[c].tolist()
+            assert [None if pd.isna(x) else x for x in g] == \
+                [None if pd.isna(x) else x for x in w], c
