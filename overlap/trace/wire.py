@@ -498,7 +498,7 @@ def _group_spec(groups) -> tuple[tuple | None, list[frozenset]]:
     used: set[int] = set()
     for g in groups or ():
         ks = frozenset(int(x) for x in g)
-        if ks and not (ks & used) and ks not in sets:
+        if ks and used.isdisjoint(ks):  # (a set given twice is left out the second time)
             sets.append(ks)
             used |= ks
     if not sets:
@@ -668,7 +668,7 @@ class LineEvents:
         if not (self.n and sids):
             return out
         need = frozenset(int(x) for x in sids)
-        parts = [ks for ks in self._groups if ks <= need]
+        parts = [need] if need in self._groups else [ks for ks in self._groups if ks <= need]
         if parts and frozenset().union(*parts) == need:  # answered by the groups' codes
             for ks in parts:
                 out |= self._groups[ks][0] >= 0

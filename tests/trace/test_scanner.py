@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -95,6 +96,13 @@ def event_bytes(e: dict) -> bytes:
 
 
 STAT_NAMES = {1: "hlo_op", 2: "memcpy_details", 3: "hlo_op", 42: "other"}
+GROUPS = [[1, 3], [2], [42]]  # the ids of each stat name, as the GPU rules ask for them
+SIDS = ([1], [2], [3], [42], [0], [1, 3], [99])
+STRIDE = wire.GROUP_STRIDE
+# two planes read as one PlaneGroup: keys `plane * STRIDE + id`
+NAMES2 = {p * STRIDE + k: v for p in (0, 1) for k, v in STAT_NAMES.items()}
+GROUPS2 = [[p * STRIDE + k for p in (0, 1) for k in g] for g in GROUPS]
+SIDS2 = tuple([p * STRIDE + k for p in (0, 1) for k in s] for s in SIDS) + ([STRIDE + 1],)
 
 
 def space_bytes(lines: list[list[dict]], interleave: bool) -> bytes:
@@ -111,9 +119,9 @@ def space_bytes(lines: list[list[dict]], interleave: bool) -> bytes:
     for k, name in ((1, b"MemcpyD2H"), (2, b"kernel")):
         parts.append(field(4, 2, field(1, 0, k) + field(2, 2, field(1, 0, k)
                                                        + field(2, 2, name))))
-    for k, name in STAT_NAMES.items():
+    for k, stat in STAT_NAMES.items():
         parts.append(field(5, 2, field(1, 0, k) + field(2, 2, field(1, 0, k)
-                                                       + field(2, 2, name.encode()))))
+                                                       + field(2, 2, stat.encode()))))
     return field(1, 2, b"".join(parts))
 
 
@@ -131,10 +139,12 @@ def _events(raw: bytes, scanner) -> list[wire.LineEvents]:
     return [wire.LineEvents(ln, 7) for ln in _lines(raw, scanner)]
 
 
-def _segment(raw: bytes, scanner) -> wire.LineEvents:
+def _segment(raw: bytes, scanner, planes: int = 1, groups=None) -> wire.LineEvents:
+    """All lines as one `merge_lines` segment, events alternating between `planes` planes."""
     seg = wire.merge_lines(_lines(raw, scanner))
     n = seg.n_events
-    return wire.LineEvents(seg, np.zeros(n, np.int64), plane_of=np.zeros(n, np.int64))
+    return wire.LineEvents(seg, np.zeros(n, np.int64), plane_of=np.arange(n) % planes,
+                           wanted=None if groups is None else (), groups=groups)
 
 
 def same_values(a: np.ndarray, b: np.ndarray) -> None:
@@ -143,17 +153,43 @@ def same_values(a: np.ndarray, b: np.ndarray) -> None:
         assert type(x) is type(y) and (x == y or (x != x and y != y)), (x, y)
 
 
-def check_line(fast: wire.LineEvents, slow: wire.LineEvents) -> None:
+def check_line(fast: wire.LineEvents, slow: wire.LineEvents, names=STAT_NAMES,
+               sid_sets=SIDS) -> None:
     assert fast.n == slow.n
     for k in ("mids", "starts", "durs"):
         assert getattr(fast, k).tolist() == getattr(slow, k).tolist(), k
     assert fast.all_positioned == slow.all_positioned
-    for sids in ([1], [2], [3], [42], [0], [1, 3], [99]):
+    for sids in sid_sets:
         assert fast.has_stat(sids).tolist() == slow.has_stat(sids).tolist()
-        fe, fv = fast.first_stat(sids, STAT_NAMES)
-        se, sv = slow.first_stat(sids, STAT_NAMES)
+        fe, fv = fast.first_stat(sids, names)
+        se, sv = slow.first_stat(sids, names)
         assert fe.tolist() == se.tolist()
         same_values(fv, sv)
+
+
+def _raw_values(ev: wire.LineEvents, sids) -> list[tuple]:
+    """The scanner's distinct values of a group as written (refs before they become names)."""
+    t = ev._groups[frozenset(sids)][1]
+    buf = ev.buf.tobytes()
+    return [(k, buf[p:p + n] if k in (5, 6) else n)
+            for k, n, p in zip(t["kind"].tolist(), t["ival"].tolist(), t["vpos"].tolist())]
+
+
+def check_groups(fast: wire.LineEvents, upb: wire.LineEvents, slow: wire.LineEvents,
+                 groups=GROUPS, names=STAT_NAMES) -> None:
+    """`fast` (the scanner) and `upb` decoded with `groups`: per group the same codes and
+    values on both decoders, each distinct value once, and the values the codes pick are
+    each event's first stat of the group as `slow`'s records say."""
+    for sids in groups:
+        codes, vals = fast.first_codes(sids, names)
+        u_codes, u_vals = upb.first_codes(sids, names)
+        assert codes.tolist() == u_codes.tolist()
+        same_values(vals, u_vals)
+        if fast.n:  # each distinct value once
+            assert len(set(_raw_values(fast, sids))) == len(vals)
+        se, sv = slow.first_stat(sids, names)
+        assert np.flatnonzero(codes >= 0).tolist() == se.tolist()
+        same_values(vals[codes[codes >= 0]], sv)
 
 
 @settings(max_examples=200, deadline=None)
@@ -174,6 +210,18 @@ def test_scanner_equals_upb_for_any_encoding(lines, interleave):
             check_line(wire.LineEvents(line, 7, wanted=wanted), s)
     # merged segments of several lines (a PlaneGroup read) agree too
     check_line(*[_segment(raw, scanner) for scanner in (wire._scan, None)])
+    # each event's first stat per group of ids, interned while decoding, on both decoders
+    for line, uline, s in zip(_lines(raw, wire._scan), _lines(raw, None), slow):
+        f = wire.LineEvents(line, 7, wanted=(), groups=GROUPS)
+        u = wire.LineEvents(uline, 7, wanted=(), groups=GROUPS)
+        check_line(f, s)
+        check_line(u, s)
+        check_groups(f, u, s)
+    # and in a segment of two planes' events: keys and refs are each event's plane's
+    f2, u2 = [_segment(raw, scanner, 2, GROUPS2) for scanner in (wire._scan, None)]
+    s2 = _segment(raw, None, 2)
+    check_line(f2, s2, NAMES2, SIDS2)
+    check_groups(f2, u2, s2, GROUPS2, NAMES2)
     # and the reader's tables
     tables_equal(lambda: read_xspace(XSpace.FromString(raw), host="h"))
 
@@ -216,6 +264,51 @@ def tables_equal(read) -> dict | None:
     return a
 
 
+# stats the reader's rules read (gpu.py, host.py, vendors.py)
+RULE_STATS = {"kernel_details", "memcpy_details", "hlo_op", "hlo_module", "program_id",
+              "correlation_id", "_r", "step_num", "device_ordinal", "bytes_allocated"}
+
+
+def groups_agree(raw: bytes) -> bool:
+    """Every line of every plane decoded by the scanner with one group of ids per stat name
+    of its plane (as the GPU rules read them), against upb's records: the same first stat
+    per name and event. False where upb refuses the file."""
+    try:
+        XSpace.FromString(raw)
+    except DecodeError:
+        return False
+    fast = _planes(raw, wire._scan)
+    slow = _planes(raw, None)
+    for fp, sp in zip(fast, slow):
+        P = wire.Plane(sp)
+        groups = [P.stat_ids[n] for n in sorted(P.stat_ids)]
+        rules = [P.stat_ids[n] for n in sorted(set(P.stat_ids) & RULE_STATS)]
+        for fl, sl in zip(fp.lines, sp.lines):
+            f = wire.LineEvents(fl, 0, wanted=(), groups=groups)
+            s = wire.LineEvents(sl, 0)
+            check_line(f, s, P.stat_names, rules + groups[:20])
+            idx = np.arange(f.n)
+            # the event's first stat of a name, else its metadata's, one event at a time
+            firsts = [P.stats(e.stats) for e in sl.events]
+            for name in sorted(set(P.stat_ids) & RULE_STATS):
+                want = f.kept(wire.object_array([
+                    d[name] if name in d else P.meta_stats(e.metadata_id).get(name)
+                    for d, e in zip(firsts, sl.events)]))
+                same_values(wire.stat_column(P, f, idx, name), want)
+                same_values(wire.map_stat(P, f, idx, name, repr),
+                            wire.object_array([repr(v) for v in want.tolist()]))
+    return True
+
+
+def _planes(raw: bytes, scanner) -> list:
+    old = wire.SCANNER
+    wire.SCANNER = scanner
+    try:
+        return wire.parse_space(wire.padded(raw), len(raw))[1]
+    finally:
+        wire.SCANNER = old
+
+
 def test_scanner_equals_upb_on_the_fuzz_corpus(tmp_path):
     """The fuzz mutator's cases (tests/trace/test_fuzz.py): wherever upb reads the file, the
     scanner reads it to the same tables."""
@@ -224,13 +317,15 @@ def test_scanner_equals_upb_on_the_fuzz_corpus(tmp_path):
     rng = random.Random(20261123)
     bases = _bases()
     path = tmp_path / "case.xplane.pb"
-    read = 0
+    read = grouped = 0
     for case in range(150):
         name, base = bases[case % len(bases)]
-        path.write_bytes(mutate(base, rng))
+        raw = mutate(base, rng)
+        path.write_bytes(raw)
         if tables_equal(lambda: read_host_file(path)) is not None:
             read += 1
-    assert read > 30
+        grouped += groups_agree(raw)
+    assert read > 30 and grouped > 30
 
 
 def _captures() -> list[Path]:
@@ -243,6 +338,7 @@ def _captures() -> list[Path]:
 @pytest.mark.parametrize("path", _captures(), ids=lambda p: p.parent.name + "/" + p.name)
 def test_fallback_equals_scanner_on_real_captures(path):
     assert tables_equal(lambda: read_host_file(path)) is not None
+    assert groups_agree(path.read_bytes())
 
 
 def _synthetic() -> dict[str, bytes]:
@@ -298,6 +394,16 @@ def test_bulk_captures_equal_on_both_paths(tmp_path):
         write(p, 2_000)
         got = tables_equal(lambda p=p: read_host_file(p))
         assert got is not None and len(got["transfers"]) > 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 1 << 30), st.integers(0, 5000), st.integers(1, 20000),
+       st.sampled_from([0, -(1 << 40), 1 << 50]))
+def test_unique_inverse_equals_np_unique(seed, n, span, shift):
+    a = np.random.default_rng(seed).integers(0, span, n) + shift
+    u, inv = wire.unique_inverse(a)
+    eu, einv = np.unique(a, return_inverse=True)
+    assert u.dtype == a.dtype and u.tolist() == eu.tolist() and inv.tolist() == einv.tolist()
 
 
 def test_the_fallback_says_so_once(monkeypatch, caplog, tmp_path):
