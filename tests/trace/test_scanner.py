@@ -226,6 +226,28 @@ def test_scanner_equals_upb_for_any_encoding(lines, interleave):
     tables_equal(lambda: read_xspace(XSpace.FromString(raw), host="h"))
 
 
+def test_interned_values_are_equal_by_kind_and_content():
+    """Strings written at different places are one value; a str and bytes of the same bytes,
+    0.0 and -0.0, a uint64 and an int64 5 are not; no value is a value (None)."""
+    vals = [(5, "ab"), (5, "ab"), (6, b"ab"), (2, 0.0), (2, -0.0), (3, 5), (4, 5), None,
+            (5, "ab"), (7, 1), (7, 3)]
+    evs = [{"mid": 1, "offset": i, "dur": 1, "stats": [(42, (4, i), "canonical"),
+                                                       (2, v, "canonical"),
+                                                       (2, (5, "later"), "canonical")],
+            "layout": "canonical", "unknown": 0} for i, v in enumerate(vals)]
+    raw = space_bytes([evs], False)
+    for scanner in (wire._scan, None):
+        ev = wire.LineEvents(_lines(raw, scanner)[0], 0, wanted=(), groups=GROUPS)
+        codes, got = ev.first_codes([2], STAT_NAMES)
+        assert codes.tolist() == [0, 0, 1, 2, 3, 4, 5, 6, 0, 7, 8]
+        same_values(got, wire.object_array(["ab", b"ab", 0.0, -0.0, 5, 5, None,
+                                            "hlo_op", "hlo_op"]))
+        assert ev.has_stat([2]).all() and ev.has_stat([42, 2]).all()
+        assert wire.map_stat(wire.Plane(XSpace.FromString(raw).planes[0]), ev,
+                             np.arange(ev.n), "memcpy_details", type).tolist() == [
+            str, str, bytes, float, float, int, int, type(None), str, str, str]
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(0, (1 << 64) - 1), max_size=10), st.integers(0, 8))
 def test_long_and_large_varints(values, pad):
