@@ -415,12 +415,13 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     n_missing = int(missing.sum())
     if need <= n_missing:  # the top ends among the tied rows with no name
         return np.sort(np.r_[above, ties[missing]])
-    strs = tn[~missing].tolist()
+    named = tn[~missing]
+    strs = named.tolist()
     if not set(map(type, strs)) <= {str}:  # names that do not order as strings
         return cand
     cut = heapq.nsmallest(need - n_missing, strs)[-1]
     keep = missing.copy()
-    keep[~missing] = [x <= cut for x in strs]
+    keep[~missing] = np.asarray(named <= cut, bool)  # str <= str per element, in C
     return np.sort(np.r_[above, ties[keep]])
 
 
@@ -745,17 +746,22 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     summary["pageable_transfers"] = int(groups["pageable_transfers"].sum())
     summary["pageable_bytes"] = pageable_bytes
     summary["pageable_share"] = pageable_bytes / nbytes if nbytes else 0.0
-    summary["devices"] = int(groups.groupby(["host", "device"], dropna=False).ngroups) if n else 0
+    device_groups = _regroup(groups, ["host", "device"])  # a missing key is a key, as dropna=False
+    summary["devices"] = len(device_groups) if n else 0
 
     by_direction = {}
+    gdir = groups["direction"].to_numpy(dtype=object)
+    sums = {c: groups[c].to_numpy(np.int64) for c in ("count", "bytes", "span_ps", "hidden_ps",
+                                                      "unknown_bytes", HIDDEN, PARTIAL, EXPOSED)}
     for d in DIRECTIONS:
-        sub = groups[groups["direction"] == d]
-        b = _bucket(int(sub["count"].sum()), int(sub["bytes"].sum()), int(sub["span_ps"].sum()),
-                    int(sub["hidden_ps"].sum()), int(sub["unknown_bytes"].sum()))
-        b.update({c: int(sub[c].sum()) for c in (HIDDEN, PARTIAL, EXPOSED)})
+        m = gdir == d
+        sub = {c: int(v[m].sum()) for c, v in sums.items()}
+        b = _bucket(sub["count"], sub["bytes"], sub["span_ps"], sub["hidden_ps"],
+                    sub["unknown_bytes"])
+        b.update({c: sub[c] for c in (HIDDEN, PARTIAL, EXPOSED)})
         by_direction[d] = b
 
-    by_device = _records(_regroup(groups, ["host", "device"]), ["host", "device"])
+    by_device = _records(device_groups, ["host", "device"])
     by_host_direction = _records(_regroup(groups, ["host", "direction"]), ["host", "direction"])
 
     worst = _top_rows(parts, top)
