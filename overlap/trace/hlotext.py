@@ -48,11 +48,15 @@ def is_async_boundary(instr: str) -> bool:
 
 
 def _suffix_is(b: np.ndarray, end: np.ndarray, ok: np.ndarray, text: bytes) -> np.ndarray:
-    """Where `ok`: do the bytes of `b` just before `end` spell `text`?"""
-    out = ok.copy()
-    for i, ch in enumerate(text):
-        at = np.where(out, end - len(text) + i, 0)
-        out &= b[at] == ch
+    """Where `ok`: do the bytes of `b` just before `end` spell `text`? (Last byte first, on
+    the candidates left: most names fail at once.)"""
+    cand = np.flatnonzero(ok)
+    for i in range(len(text) - 1, -1, -1):
+        if not cand.size:
+            break
+        cand = cand[b[end[cand] - len(text) + i] == text[i]]
+    out = np.zeros(len(ok), bool)
+    out[cand] = True
     return out
 
 
