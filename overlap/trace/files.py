@@ -91,12 +91,17 @@ def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
     return buf, n
 
 
+# Planes smaller than this share the common chunk, whatever `read_chunks(alone=)` says.
+ALONE_MIN_BYTES = 1 << 20
+
+
 def read_chunks(p: Path, pad: int = 0, alone: Callable[[str], bool] = lambda name: False
                 ) -> list[tuple[bytearray, int, list[int], bool]] | None:
-    """The file's top-level XSpace fields in chunks: each plane whose name `alone` accepts in
-    a buffer of its own, every other field (the other planes, host names, errors, warnings)
-    together in one, in file order. Each chunk is followed by `pad` zero bytes: (buffer, size,
-    the file offsets of its planes in order, whether it is a plane read alone).
+    """The file's top-level XSpace fields in chunks: each plane whose name `alone` accepts (of
+    `ALONE_MIN_BYTES` or more) in a buffer of its own, every other field (the other planes,
+    host names, errors, warnings) together in one, in file order. Each chunk is followed by
+    `pad` zero bytes: (buffer, size, the file offsets of its planes in order, whether it is a
+    plane read alone).
 
     Why: each chunk is itself an XSpace (all of XSpace's fields are repeated, so the chunks'
     planes put back in file order, with the other fields, are the whole file's), and the
@@ -128,19 +133,21 @@ def read_chunks(p: Path, pad: int = 0, alone: Callable[[str], bool] = lambda nam
                 return None
             own: list[tuple[int, int, bool]] = []
             shared: list[tuple[int, int, bool]] = []
-            for a, b, is_plane in fields:
-                name = _plane_name(fd, a, b) if is_plane else None
-                (own if name is not None and alone(name) else shared).append((a, b, is_plane))
+            for a, b, head in fields:
+                # a small plane alone would free next to nothing: its name is not looked at
+                name = (_plane_name(fd, a, b, head)
+                        if head is not None and b - a >= ALONE_MIN_BYTES else None)
+                (own if name is not None and alone(name) else shared).append(
+                    (a, b, head is not None))
             chunks = []
             for group, by_itself in [([f], True) for f in own] + [(shared, False)]:
                 if not group:
                     continue
-                group.sort()
                 n = sum(b - a for a, b, _ in group)
                 buf = bytearray(n + pad)
                 mv = memoryview(buf)
                 at = 0
-                for a, b, _ in group:
+                for a, b in _runs([(a, b) for a, b, _ in group]):  # one read per run
                     if os.preadv(fd, [mv[at:at + b - a]], a) != b - a:
                         return None  # the file shrank while we read it
                     at += b - a
@@ -157,13 +164,28 @@ def read_chunks(p: Path, pad: int = 0, alone: Callable[[str], bool] = lambda nam
         return None  # `_read_file` says what is wrong
 
 
-def _fields(fd: int, size: int) -> list[tuple[int, int, bool]] | None:
-    """The top-level fields: (start, end, is it a plane), or None where the top level does
-    not parse as fields."""
+def _runs(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Adjacent [start, end) ranges (in order) joined."""
+    out: list[tuple[int, int]] = []
+    for a, b in ranges:
+        if out and out[-1][1] == a:
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def _fields(fd: int, size: int) -> list[tuple[int, int, bytes | None]] | None:
+    """The top-level fields: (start, end, the first bytes of a plane field, None for other
+    fields), or None where the top level does not parse as fields."""
     out = []
     pos = 0
+    blk_at, blk = 0, b""  # read ahead: a file of thousands of small planes costs few reads
     while pos < size:
-        head = os.pread(fd, 20, pos)  # a tag and a length: two varints of at most 10 bytes
+        if pos + 128 > blk_at + len(blk):
+            blk_at, blk = pos, os.pread(fd, 1 << 16, pos)
+        # a tag and a length (two varints of at most 10 bytes), and a plane's first fields
+        head = blk[pos - blk_at:pos - blk_at + 128]
         tag, k = _varint(head, 0)
         if tag is None or not tag >> 3:
             return None
@@ -184,15 +206,22 @@ def _fields(fd: int, size: int) -> list[tuple[int, int, bool]] | None:
             return None
         if end > size:
             return None
-        out.append((pos, end, tag == (1 << 3 | 2)))
+        out.append((pos, end, head if tag == (1 << 3 | 2) else None))
         pos = end
     return out
 
 
-def _plane_name(fd: int, start: int, end: int) -> str | None:
+def _plane_name(fd: int, start: int, end: int, head: bytes) -> str | None:
     """The name of the plane field at [start, end) if it is among the plane's first fields
-    (id, then name, as producers write them), else None."""
-    head = os.pread(fd, min(end - start, 1024), start)
+    (id, then name, as producers write them), else None. `head`: its first bytes, read on
+    where the name does not end in them."""
+    name = _name_in(head[:end - start])
+    if name is None and len(head) < min(end - start, 1024):
+        name = _name_in(os.pread(fd, min(end - start, 1024), start))
+    return name
+
+
+def _name_in(head: bytes) -> str | None:
     _, i = _varint(head, 0)  # the field's tag
     n, i = _varint(head, i)  # and length
     while n is not None and i < len(head):
@@ -221,6 +250,8 @@ def _plane_name(fd: int, start: int, end: int) -> str | None:
 
 def _varint(b: bytes, i: int) -> tuple[int | None, int]:
     """(the varint at `b[i:]`, the index after it); None where it does not end in `b`."""
+    if i < len(b) and b[i] < 0x80:  # one byte: most tags and short lengths
+        return b[i], i + 1
     v = shift = 0
     while i < len(b) and shift < 70:
         c = b[i]

@@ -20,6 +20,12 @@ US = 1_000_000
 TABLES = ("transfers", "compute", "steps", "memory", "modules", "devices", "lines")
 
 
+@pytest.fixture(autouse=True)
+def _small_planes_alone(monkeypatch):
+    """The test captures are small: let their planes have chunks of their own."""
+    monkeypatch.setattr(files, "ALONE_MIN_BYTES", 0)
+
+
 def _capture(tmp_path: Path) -> Path:
     """Two GPUs, a TPU, allocator events, a program on /host:metadata, steps, a host name
     and a warning (XSpace's other repeated fields) between the planes."""
