@@ -64,57 +64,60 @@ def _frame(rows: dict[str, list] | None, schema: dict[str, str]) -> pd.DataFrame
         if col in COLUMN_DEFAULTS:
             values = _with_default(values, n, COLUMN_DEFAULTS[col])
         # copy=False: the column arrays are ours alone (built for this frame)
-        data[col] = (_nullable_ints(values, dtype) if dtype in _NULLABLE_INTS
+        data[col] = (_nullable(values, dtype) if dtype in _NULLABLE
                      else pd.array(values, dtype=dtype, copy=False) if dtype != "object"
                      else pd.Series(values, dtype=object, copy=False))
     return pd.DataFrame(data, copy=False)
 
 
 _NULLABLE_INTS = {"UInt64": np.uint64, "Int64": np.int64}
+_NULLABLE = {*_NULLABLE_INTS, "boolean"}
 
 
-def _nullable_ints(values: Any, dtype: str) -> Any:
-    """`pd.array(values, dtype)` for an object column of ints and missing values (program ids
-    per event) without pandas' per-element coercion; any other column goes through pandas,
-    which also raises for what it cannot hold.
+def _nullable(values: Any, dtype: str) -> Any:
+    """`pd.array(values, dtype)` for a nullable dtype (program ids, `async` flags), converting
+    each distinct object of an object column once: a reader's column holds a few (one int per
+    op's metadata, None for a whole line, True/False), and pandas coerces per element (0.14 s
+    for an all-None million-row id column; 8.6 ms for 58k async flags).
 
-    A reader's column holds a few distinct objects (one int per op's metadata, None for a
-    whole line): each distinct object is converted once and its value spread over its rows,
-    found by the objects' addresses (`object_addresses`): runs of one object (an all-None GPU
-    column: 0.14 s through pandas, 5 ms so), else a hash of the addresses (a TPU column
-    alternating between ops' ids: 70 ms by value, 20 ms so)."""
+    The distinct objects are found by their addresses (`object_addresses`): runs of one
+    object, else a hash of the addresses. Their conversion is spread with `take`; the same
+    objects give the same values, and where pandas refuses one the whole column goes through
+    pandas, which raises as before."""
     n = len(values)
     if isinstance(values, np.ndarray) and values.dtype == object and values.ndim == 1 and n > 8:
-        starts = run_starts(values, by_value=False)
-        if starts is not None and len(starts) <= n // 8:
-            heads = _ints_or_none(values[starts], dtype)
-            if heads is not None:
-                counts = np.diff(np.append(starts, n))
-                return pd.arrays.IntegerArray(np.repeat(heads[0], counts),
-                                              np.repeat(heads[1], counts))
-        else:
-            codes, uniq = pd.factorize(object_addresses(values))
-            if len(uniq) <= n // 8:
-                # codes number the objects in order of first appearance: where the running
-                # maximum of the codes grows is each object's first row
-                grow = np.maximum.accumulate(codes)
-                first = np.flatnonzero(np.r_[True, grow[1:] != grow[:-1]])
-                heads = _ints_or_none(values[first], dtype)
-                if heads is not None:
-                    return pd.arrays.IntegerArray(heads[0][codes], heads[1][codes])
-    return _ints(values, dtype)
+        found = _distinct_objects(values)
+        if found is not None:
+            codes, first = found
+            try:
+                heads = _convert(values[first], dtype)
+            except (OverflowError, TypeError, ValueError):
+                heads = None
+            if isinstance(heads, pd.api.extensions.ExtensionArray):
+                return heads.take(codes)
+    return _convert(values, dtype)
 
 
-def _ints_or_none(values: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """(data, mask) of `_ints(values, dtype)`; None where pandas would not give an
-    IntegerArray (the caller then converts the whole column, and raises as pandas does)."""
-    try:
-        a = _ints(values, dtype)
-    except (OverflowError, TypeError, ValueError):
+def _convert(values: Any, dtype: str) -> Any:
+    return _ints(values, dtype) if dtype in _NULLABLE_INTS else \
+        pd.array(values, dtype=dtype, copy=False)
+
+
+def _distinct_objects(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(per element, the number of its object; each number's first element), with numbers
+    for at most an eighth of the elements, else None (`_nullable` converts every element)."""
+    n = len(values)
+    starts = run_starts(values, by_value=False)
+    assert starts is not None
+    if len(starts) <= n // 8:
+        return np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n))), starts
+    codes, uniq = pd.factorize(object_addresses(values))
+    if len(uniq) > n // 8:
         return None
-    if not isinstance(a, pd.arrays.IntegerArray):
-        return None
-    return a.to_numpy(_NULLABLE_INTS[dtype], na_value=0), np.asarray(a.isna(), bool)
+    # codes number the objects in order of first appearance: where their running maximum
+    # grows is each object's first element
+    grow = np.maximum.accumulate(codes)
+    return codes, np.flatnonzero(np.r_[True, grow[1:] != grow[:-1]])
 
 
 def _ints(values: Any, dtype: str) -> Any:
@@ -205,6 +208,8 @@ def _with_default(values, n: int, default: Any) -> np.ndarray:
     """`values` with None (or a missing column: no values at all) read as `default`."""
     if not len(values):
         return np.full(n, default)
+    if isinstance(values, np.ndarray) and values.dtype == type(default):
+        return values  # nothing missing (a bool array has no None)
     v = np.asarray(values, dtype=object)
     return np.where(pd.isna(v), default, v).astype(type(default))
 

@@ -1,6 +1,6 @@
 """The tables' column helpers equal the pandas calls they replace, on any object column.
 
-`tables.factorize`, `_nullable_ints` and `reader._sort_by_device_start` find runs and distinct
+`tables.factorize`, `_nullable` and `reader._sort_by_device_start` find runs and distinct
 objects by their addresses (`object_addresses`) to avoid hashing a million names per column;
 these properties hold them to `pd.factorize`, `pd.array` and a stable `sort_values` on columns
 that mix shared objects, equal-but-distinct objects, missing values of every kind and values
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from overlap.trace.reader import _sort_by_device_start
 from overlap.trace.tables import (
-    _nullable_ints,
+    _nullable,
     factorize,
     object_addresses,
     run_starts,
@@ -70,7 +70,7 @@ shuffles = st.one_of(st.none(), st.integers(0, 2**32 - 1))
 def _int_pool() -> list:
     """Values an id column may hold (and a few pandas refuses)."""
     return [None, None, float("nan"), pd.NA, 0, 5, BIG, int(str(BIG)), 2**64, -1, True, 1.0,
-            1.5, None, 7, int(str(BIG)), "a"]
+            1.5, None, 7, int(str(BIG)), "a", False, True, np.True_]
 
 
 def test_object_addresses_are_the_objects():
@@ -111,34 +111,35 @@ def test_factorize_of_a_reader_column_equals_pandas(p, runs):
 
 
 @settings(max_examples=300, deadline=None)
-@given(picks, shuffles, st.sampled_from(["UInt64", "Int64"]))
-def test_nullable_ints_equal_pd_array(p, shuffle, dtype):
+@given(picks, shuffles, st.sampled_from(["UInt64", "Int64", "boolean"]))
+def test_nullable_equals_pd_array(p, shuffle, dtype):
     col = _column(p, shuffle, _int_pool())
     try:
         want = pd.array(col, dtype=dtype)
     except (TypeError, ValueError, OverflowError) as e:
         with pytest.raises(type(e)):
-            _nullable_ints(col, dtype)
+            _nullable(col, dtype)
         return
-    got = _nullable_ints(col, dtype)
+    got = _nullable(col, dtype)
     assert got.dtype == want.dtype and got.equals(want)
 
 
 @pytest.mark.parametrize("n", [9, 1000])
-def test_nullable_ints_of_reader_columns(n):
-    """The two shapes the reader writes: all None (GPU kernels) and an int object per op's
-    metadata, alternating between ops (TPU), each equal to pandas' conversion."""
+def test_nullable_of_reader_columns(n):
+    """The shapes the reader writes: all None (GPU kernels), an int object per op's metadata,
+    alternating between ops (TPU), and async flags; each equal to pandas' conversion."""
     none = np.empty(n, object)
     none[:] = None
     ids = np.array([int(str(BIG)) for _ in range(3)] + [5, None], object)
     alternating = ids[np.arange(n) % len(ids)]
-    for col in (none, alternating):
-        for dtype in ("UInt64", "Int64"):
+    flags = np.array([True, False, None], object)[np.arange(n) % 3]
+    for col in (none, alternating, flags):
+        for dtype in ("UInt64", "Int64", "boolean"):
             try:
                 want = pd.array(col, dtype=dtype)
             except (TypeError, ValueError, OverflowError):
                 continue
-            assert _nullable_ints(col, dtype).equals(want)
+            assert _nullable(col, dtype).equals(want)
 
 
 @settings(max_examples=200, deadline=None)
