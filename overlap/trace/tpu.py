@@ -11,7 +11,6 @@ unusual layout) is read by the same rules on its Python string, as where there i
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
 from typing import Callable
 
 import numpy as np
@@ -56,7 +55,8 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
 
     # Without an Async XLA Ops line, copies are paired from the boundary ops' names.
     pairing = async_line is None or not async_line.n_events
-    starts_done: list[tuple[np.ndarray, ...]] = []  # (starts, ends, mids, names) per chunk
+    # the XLA Ops line's boundary events: (begins, ends, metadata ids, op index, op names)
+    boundaries: tuple[np.ndarray, ...] | None = None
     for line in op_lines:
         if not line.n_events:
             continue
@@ -67,8 +67,8 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         bnd = b_u[inv]
         if line.name == "XLA Ops" and pairing:
             b = np.flatnonzero(keep & bnd)
-            starts_done.append((ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]],
-                                u_names[inv[b]]))
+            boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]], inv[b],
+                          u_names)
         idx = np.flatnonzero(keep & ~bnd)
         iu = inv[idx]
         # the metadata columns once per distinct compute op
@@ -117,40 +117,76 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
     # copy-start.5 that begins at the same picosecond as its 172 ms copy-done.5; taking the
     # done first (xprof sorts on begin time only) leaves it without a start and shifts every
     # later pair of that op (598 of 600 pairs).
-    if not starts_done:
+    if boundaries is None:
         return
-    s_all, e_all, m_all, n_all = (np.concatenate(c) for c in zip(*starts_done))
-    # the boundary's role and pairing key, once per distinct name
-    role_key: dict[str, tuple[int, str] | None] = {}
-    for ins in dict.fromkeys(n_all.tolist()):
-        m = _START_DONE_RE.match(ins)
-        role_key[ins] = None if not m or not (m["base"].endswith("copy")
-                                              or m["base"] in _HOST_SLICE_OPS) else \
-            (0 if m["role"] == "start" else 1, m["base"] + (m["n"] or ""))
-    boundary_ops = []  # (begin, 0 start / 1 done, end, metadata id, key)
-    for start, end, mid, ins in zip(s_all.tolist(), e_all.tolist(), m_all.tolist(),
-                                    n_all.tolist()):
-        rk = role_key[ins]
-        if rk is not None:
-            boundary_ops.append((start, rk[0], end, mid, rk[1]))
-    boundary_ops.sort(key=lambda b: (b[0], b[1], b[2], b[3]))
-    open_starts: dict[str, deque] = defaultdict(deque)
-    pairs = []  # (copy-start's start, copy-done's end, copy-start's metadata id)
-    for start, role, end, mid, key in boundary_ops:
-        if role == 0:
-            open_starts[key].append((start, mid))
-        elif open_starts[key]:
-            s0, smid = open_starts[key].popleft()
-            pairs.append((s0, end, smid))
-    if not pairs:
+    p0, p1, pm = pair_copies(*boundaries)
+    if not len(pm):
         return
-    p0, p1, pm = (np.array(c, np.int64) for c in zip(*pairs))
     smids, at = np.unique(pm, return_inverse=True)
     ok, facts = copy_columns(P, smids, programs())
     add_transfers(p0, p1, ok, facts, at, by_name.get("XLA Ops"))
 
 
 _HOST_SLICE_OPS = ("dynamic-slice", "dynamic-update-slice")
+
+
+def pair_copies(starts: np.ndarray, ends: np.ndarray, mids: np.ndarray, ops: np.ndarray,
+                op_names: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Copy-start/copy-done pairs of boundary events (their begin, end, metadata id, and op:
+    an index into `op_names`, the instruction names): (the start's begin, the done's end, the
+    start's metadata id) per pair, in the order the dones are met.
+
+    The rule (see `_read_tpu_plane`): in order of (begin, start before done, end, metadata
+    id), each copy-start (or host slice start) waits in its key's queue (the name without
+    `-start`/`-done`), and each done takes the oldest waiting start of its key; a done with none
+    waiting is dropped. Vectorized: per key, the number waiting is the running sum of +1
+    (start) / -1 (done) kept from going below 0 (c_i = S_i - min(0, min_{j<=i} S_j)); a done
+    is taken where it was above 0 before it, and, since no start is ever dropped, the k-th
+    taken done of a key pairs with that key's k-th start."""
+    # the role and key once per op that has events here
+    used = np.zeros(len(op_names), bool)
+    used[ops] = True
+    op_role = np.full(len(op_names), -1, np.int64)
+    op_key = np.full(len(op_names), -1, np.int64)
+    keys: dict[str, int] = {}
+    for i in np.flatnonzero(used).tolist():
+        g = _START_DONE_RE.match(op_names[i])
+        if g and (g["base"].endswith("copy") or g["base"] in _HOST_SLICE_OPS):
+            op_key[i] = keys.setdefault(g["base"] + (g["n"] or ""), len(keys))
+            op_role[i] = 0 if g["role"] == "start" else 1
+    sel = np.flatnonzero(op_role[ops] >= 0)
+    s, e, m = starts[sel], ends[sel], mids[sel]
+    role, kc = op_role[ops[sel]], op_key[ops[sel]]
+    t_order = np.lexsort((m, e, role, s))  # stable: ties keep the events' order
+    by_key = np.argsort(kc[t_order], kind="stable")  # by key, that order within each key
+    o = t_order[by_key]
+    s, e, m, role, kc = s[o], e[o], m[o], role[o], kc[o]
+    n = len(o)
+    first = np.ones(n, bool)
+    first[1:] = kc[1:] != kc[:-1]
+    gid = np.cumsum(first) - 1
+    heads = np.flatnonzero(first)
+    is_s = role == 0
+    step = np.where(is_s, 1, -1)
+    run = np.cumsum(step)
+    run -= (run[heads] - step[heads])[gid]  # the running sum within each key
+    big = 2 * n + 2  # keys apart: earlier keys' sums all lie above later keys'
+    low = np.minimum.accumulate(run - gid * big) + gid * big
+    waiting = run - np.minimum(low, 0)
+    before = np.zeros(n, np.int64)
+    before[1:] = waiting[:-1]
+    before[first] = 0
+    taken = ~is_s & (before > 0)
+    # the k-th taken done of a key <-> the key's k-th start
+    cs = np.cumsum(is_s)
+    ct = np.cumsum(taken)
+    s_base = (cs[heads] - is_s[heads])[gid]
+    t_base = (ct[heads] - taken[heads])[gid]
+    done = np.flatnonzero(taken)
+    partner = np.flatnonzero(is_s)[s_base[done] + (ct[done] - t_base[done] - 1)]
+    back = np.argsort(by_key[done])  # the order the dones are met (positions are distinct)
+    done, partner = done[back], partner[back]
+    return s[partner], e[done], m[partner]
 
 
 def _op_names(P: Plane, uniq: np.ndarray, pairing: bool) -> tuple[np.ndarray, np.ndarray]:

@@ -259,3 +259,51 @@ def test_invalid_utf8_in_a_copy_text_is_refused_on_both_paths(tmp_path):
     with pytest.raises(reader.InputError) as e:
         reader.read_host_file(f)
     assert "UTF-8" in str(e.value) and "\n" not in str(e.value)
+
+
+# --- copy-start/copy-done pairing without an Async XLA Ops line ------------------------------
+
+def _pairs_one_at_a_time(starts, ends, mids, names) -> list[tuple[int, int, int]]:
+    """The pairing rule event by event (the reader's loop before it was vectorized)."""
+    from collections import defaultdict, deque
+
+    ops = []
+    for start, end, mid, ins in zip(starts, ends, mids, names):
+        m = hlotext._START_DONE_RE.match(ins)
+        if not m or not (m["base"].endswith("copy") or m["base"] in tpu._HOST_SLICE_OPS):
+            continue
+        ops.append((start, 0 if m["role"] == "start" else 1, end, mid,
+                    m["base"] + (m["n"] or "")))
+    ops.sort(key=lambda b: (b[0], b[1], b[2], b[3]))
+    waiting: dict[str, deque] = defaultdict(deque)
+    pairs = []
+    for start, role, end, mid, key in ops:
+        if role == 0:
+            waiting[key].append((start, mid))
+        elif waiting[key]:
+            s0, smid = waiting[key].popleft()
+            pairs.append((s0, end, smid))
+    return pairs
+
+
+_boundary_names = ["copy-start.1", "copy-done.1", "copy-start.2", "copy-done.2", "copy-start",
+                   "copy-done", "dynamic-slice-start.3", "dynamic-slice-done.3",
+                   "all-reduce-start.1", "all-reduce-done.1", "send.1", "xcopy-start.1",
+                   "xcopy-done.1"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 3),
+                          st.integers(0, len(_boundary_names) - 1)), max_size=60))
+def test_vectorized_pairing_equals_the_queue_rule(events):
+    """Ties on every sort key, dones before any start, several keys interleaved: the pairs
+    and their order are the queue rule's."""
+    starts = np.array([b for b, _, _ in events], np.int64)
+    ends = starts + np.array([d for _, d, _ in events], np.int64)
+    ops = np.array([k for _, _, k in events], np.intp)
+    mids = ops.astype(np.int64) * 10 + 3
+    names = np.array(_boundary_names, object)
+    got = tpu.pair_copies(starts, ends, mids, ops, names)
+    want = _pairs_one_at_a_time(starts.tolist(), ends.tolist(), mids.tolist(),
+                                names[ops].tolist())
+    assert list(zip(*(g.tolist() for g in got))) == want
