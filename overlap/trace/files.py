@@ -96,12 +96,12 @@ ALONE_MIN_BYTES = 1 << 20
 
 
 def read_chunks(p: Path, pad: int = 0, alone: Callable[[str], bool] = lambda name: False
-                ) -> list[tuple[bytearray, int, list[int], bool]] | None:
+                ) -> list[tuple[Any, int, list[int], bool]] | None:
     """The file's top-level XSpace fields in chunks: each plane whose name `alone` accepts (of
     `ALONE_MIN_BYTES` or more) in a buffer of its own, every other field (the other planes,
     host names, errors, warnings) together in one, in file order. Each chunk is followed by
-    `pad` zero bytes: (buffer, size, the file offsets of its planes in order, whether it is a
-    plane read alone).
+    `pad` zero bytes: (buffer (a uint8 ndarray), size, the file offsets of its planes in order,
+    whether it is a plane read alone).
 
     Why: each chunk is itself an XSpace (all of XSpace's fields are repeated, so the chunks'
     planes put back in file order, with the other fields, are the whole file's), and the
@@ -117,6 +117,8 @@ def read_chunks(p: Path, pad: int = 0, alone: Callable[[str], bool] = lambda nam
     what it must with the same message as before (a missing, empty, compressed or
     Chrome-trace file among them).
     """
+    import numpy as np
+
     from overlap.trace.paths import open_regular
 
     if p.name.endswith((".trace.json.gz", ".trace.json", ".json.gz")):
@@ -144,8 +146,11 @@ def read_chunks(p: Path, pad: int = 0, alone: Callable[[str], bool] = lambda nam
                 if not group:
                     continue
                 n = sum(b - a for a, b, _ in group)
-                buf = bytearray(n + pad)
-                mv = memoryview(buf)
+                # not a bytearray: that zero-fills every page before the read writes it
+                # (0.17 s -> 0.10 s for a 110 MB file)
+                buf = np.empty(n + pad, np.uint8)
+                buf[n:] = 0
+                mv = memoryview(buf)  # type: ignore[arg-type]  # an ndarray is a buffer
                 at = 0
                 for a, b in _runs([(a, b) for a, b, _ in group]):  # one read per run
                     if os.preadv(fd, [mv[at:at + b - a]], a) != b - a:
