@@ -615,7 +615,8 @@ class LineEvents:
         if plane_of is not None:
             mid = _group_keys(plane_of, mid)
         if self.all_positioned:
-            self.mids, self.starts, self.durs = mid, off + base_ps, dur
+            off += base_ps  # in place: the offsets are ours, and a copy is 8 bytes per event
+            self.mids, self.starts, self.durs = mid, off, dur
             self._plane = plane_of
         else:
             self.mids = mid[keep]
