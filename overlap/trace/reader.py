@@ -127,6 +127,7 @@ from overlap.trace.tables import (
     Trace,
     _frame,
     factorize,
+    object_runs,
 )
 from overlap.trace.tpu import _program_copies, _read_tpu_plane
 from overlap.trace.wire import (
@@ -274,9 +275,13 @@ def _sort_by_device_start(df: pd.DataFrame) -> pd.DataFrame:
     """
     if len(df) < 2:
         return df.reset_index(drop=True)
-    h, _ = factorize(df["host"], sort=True)
-    d, _ = factorize(df["device"], sort=True)
     start = df["start_ps"].to_numpy(np.int64)
+    host, dev = df["host"].to_numpy(object), df["device"].to_numpy(object)
+    if len(object_runs(host)) == 1 == len(object_runs(dev)) \
+            and np.all(start[1:] >= start[:-1]):  # one host file's one device, in order
+        return df.reset_index(drop=True)
+    h, _ = factorize(host, sort=True)
+    d, _ = factorize(dev, sort=True)
     if _in_order(h, d, start):
         return df.reset_index(drop=True)
     return df.take(_device_start_order(h, d, start)).reset_index(drop=True)

@@ -107,8 +107,7 @@ def _distinct_objects(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | Non
     """(per element, the number of its object; each number's first element), with numbers
     for at most an eighth of the elements, else None (`_nullable` converts every element)."""
     n = len(values)
-    starts = run_starts(values, by_value=False)
-    assert starts is not None
+    starts = object_runs(values)
     if len(starts) <= n // 8:
         return np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n))), starts
     codes, uniq = pd.factorize(object_addresses(values))
@@ -153,6 +152,23 @@ def object_addresses(values: np.ndarray) -> np.ndarray:
     return np.asarray(_Addresses(values))
 
 
+def object_runs(values: np.ndarray) -> np.ndarray:
+    """Indices where a run of one object begins in a 1-D object array (0 included)."""
+    n = len(values)
+    if not n:
+        return np.zeros(0, np.intp)
+    return np.flatnonzero(_new_object(values))
+
+
+def _new_object(values: np.ndarray) -> np.ndarray:
+    """Per element: is it another object than the one before (the first: True)?"""
+    addr = object_addresses(values)
+    new = np.empty(len(values), bool)
+    new[0] = True
+    np.not_equal(addr[1:], addr[:-1], out=new[1:])
+    return new
+
+
 def run_starts(values: np.ndarray, by_value: bool = True) -> np.ndarray | None:
     """Indices where a run of equal neighbours begins in a 1-D object array (0 included).
 
@@ -165,10 +181,7 @@ def run_starts(values: np.ndarray, by_value: bool = True) -> np.ndarray | None:
     n = len(values)
     if not n:
         return np.zeros(0, np.intp)
-    addr = object_addresses(values)
-    new = np.empty(n, bool)
-    new[0] = True
-    np.not_equal(addr[1:], addr[:-1], out=new[1:])
+    new = _new_object(values)
     if by_value:
         at = np.flatnonzero(new[1:])
         if len(at) > n // 2:  # values that alternate (directions, op names): not runs
