@@ -267,13 +267,16 @@ def _plan_prediction(args: argparse.Namespace, trace, result: dict) -> dict:
 
 
 def _plan(path: str) -> dict | None:
-    """The manifest of a plan run (compiled, never run), with its program-order memory."""
+    """The manifest of a plan run (compiled, never run), with its program-order memory; None
+    for anything else (a capture file is never one: it is answered without reading)."""
     from pathlib import Path
 
+    p = Path(path)
+    if not p.is_dir():
+        return None
     from overlap.runs.rundir import is_plan, load_manifest
 
-    p = Path(path)
-    m = load_manifest(p) if p.is_dir() else None
+    m = load_manifest(p)
     if not is_plan(m):
         return None
     m = {**m, "label": m.get("label") or p.name}
