@@ -33,6 +33,7 @@ from overlap.trace.wire import (
     as_id,
     as_int,
     map_unique,
+    stat_codes,
     stat_column,
     stat_keys,
 )
@@ -46,6 +47,10 @@ _HOST_WANTED = ("_r", "step_num", "hlo_op", "hlo_module", "device_ordinal", "all
 # CUDA API call would cost a record per call (a million per million kernels).
 _COMPUTE_ALSO = ("program_id",)
 _HIP_ALSO = ("program_id", "correlation_id", "memcpy_details")
+# Codes cost 4 bytes per event and stat name: lines longer than this (a million CUDA API
+# calls, nearly none of which give a row) keep the rules' stats as records instead. Either
+# way the answers are the same (`LineEvents`).
+_GROUP_MAX_EVENTS = 1 << 18
 _MEM_INTS = ("bytes_allocated", "bytes_reserved", "peak_bytes_in_use", "requested_bytes",
              "allocation_bytes")
 # Python-tracer frames ("$file.py:12 fn") and their ends are most of a host plane and never
@@ -85,13 +90,21 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
                 meta_row.add(k)
     want = stat_keys(P, _HOST_WANTED + (_COMPUTE_ALSO if row_sids else ())
                      + (_HIP_ALSO if hip_mids else ()))
+    # On lines of up to _GROUP_MAX_EVENTS events the rules' stats come as groups: per stat
+    # name, each event's first value as a code into the distinct values, from the decoding
+    # pass itself (no pass over the records per name); the records keep only the others.
+    groups = [P.stat_ids.get(n) or () for n in _HOST_WANTED]
+    grouped = set(stat_keys(P, _HOST_WANTED))
+    want_grouped = [k for k in want if k not in grouped]
     mem_list, row_list = list(mem_mids), list(meta_row)
     saw_compute = False
     step_rows: list[tuple[int, int, int | None, str]] = []
     for line in P.plane.lines:
         if not line.n_events:
             continue
-        ev = LineEvents(line, line_base_ps(line), skip_mids=skip, wanted=want)
+        small = line.n_events <= _GROUP_MAX_EVENTS
+        ev = LineEvents(line, line_base_ps(line), skip_mids=skip,
+                        wanted=want_grouped if small else want, groups=groups if small else None)
         if not ev.n:
             continue
         if hip_mids and hip_calls is not None:
@@ -156,19 +169,27 @@ def _memory_rows(P: Plane, ev: LineEvents, idx: np.ndarray, mem_mids: dict[int, 
     kinds = np.array([mem_mids[int(u)] for u in uniq] + [None], object)[:-1]
     mem.add(len(idx), host=host, time_ps=ev.starts[idx], allocator=alloc,
             device=map_unique(alloc, _allocator_device), kind=kinds[inv],
-            **{c: _int_column(stat_column(P, ev, idx, c)) for c in _MEM_INTS})
+            **{c: _int_stat(P, ev, idx, c) for c in _MEM_INTS})
+
+
+def _int_stat(P: Plane, ev: LineEvents, idx: np.ndarray, name: str) -> np.ndarray:
+    """`as_int(v) or 0` of stat `name` of events `idx`, as int64, once per distinct value
+    where the line's values came interned."""
+    codes, vals = stat_codes(P, ev, idx, name)
+    return _int_column(vals)[codes] if len(codes) else np.zeros(0, np.int64)
 
 
 def _int_column(values: np.ndarray) -> np.ndarray:
     """`as_int(v) or 0` per value, as int64: at once where every value is a Python int within
-    int64 (what allocators write), else once per distinct value."""
+    int64 (what allocators write), else value by value (`values` are distinct where the line's
+    stats came interned; a factorization would merge True with 1 and 1.0)."""
     lst = values.tolist()
     if set(map(type, lst)) <= {int}:  # one C pass; bool, float, str, None go below
         try:
             return np.array(lst, np.int64)
         except OverflowError:  # beyond int64: as_int says None, so 0
             pass
-    return map_unique(values, lambda v: as_int(v) or 0).astype(np.int64)
+    return np.array([as_int(v) or 0 for v in lst], np.int64)
 
 
 def _step_and_compute_rows(P: Plane, ev: LineEvents, rest: np.ndarray, names: dict[int, str],

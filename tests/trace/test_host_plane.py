@@ -8,12 +8,14 @@ shortcut that changes a row, drops one or invents one shows up, whatever the sta
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from overlap.trace import host, wire
 from overlap.trace.names import MEMORY_EVENT_KINDS
 from overlap.trace.protos import XSpace
 from overlap.trace.reader import read_xspace
@@ -97,13 +99,31 @@ def _nan_free(rows: list[tuple]) -> list[tuple]:
     return [tuple("nan" if isinstance(v, float) and v != v else v for v in r) for r in rows]
 
 
-@settings(max_examples=100, deadline=None)
+@contextlib.contextmanager
+def _decoding(scanner: bool, grouped: bool):
+    """The scanner or upb; the rules' stats as interned groups or as records."""
+    saved = wire.SCANNER, host._GROUP_MAX_EVENTS
+    wire.SCANNER = wire.SCANNER if scanner else None
+    host._GROUP_MAX_EVENTS = host._GROUP_MAX_EVENTS if grouped else -1
+    try:
+        yield
+    finally:
+        wire.SCANNER, host._GROUP_MAX_EVENTS = saved
+
+
+@settings(max_examples=60, deadline=None)
 @given(st.lists(stats, min_size=len(NAMES), max_size=len(NAMES)),
        st.lists(event, max_size=40))
 def test_host_rows_match_per_event_reference(meta_stats, events):
     xs = _build(meta_stats, events)
-    want_steps, want_mem, want_comp = _reference(xs)
-    r = read_xspace(xs, host="h")
+    want = _reference(xs)
+    for scanner in (True, False):
+        for grouped in (True, False):
+            with _decoding(scanner, grouped):
+                _check(read_xspace(xs, host="h"), *want)
+
+
+def _check(r: dict, want_steps: list, want_mem: list, want_comp: list) -> None:
     s = r["steps"]
     assert list(zip(s["step"], s["name"], s["start_ps"], s["end_ps"])) == want_steps
     m = r["memory"]
