@@ -705,8 +705,11 @@ class LineEvents:
         st = self._stats(key)
         sel = np.flatnonzero(np.isin(st["sid"], np.fromiter(key, np.int64)))
         # records are in event order, each event's as written: the first is its earliest stat
-        evs, first = np.unique(st["ev"][sel], return_index=True)
-        rec = sel[first]
+        # (where the event index changes: no sort)
+        ev_sel = st["ev"][sel]
+        first = np.flatnonzero(np.concatenate((np.ones(min(len(ev_sel), 1), bool),
+                                               ev_sel[1:] != ev_sel[:-1])))
+        evs, rec = ev_sel[first].astype(np.int64), sel[first]
         plane = None if self._plane is None else self._plane[evs]
         vals = _stat_objects(self.buf, {k: st[k][rec] for k in _VALUE_COLS if k in st},
                              stat_names, plane)
