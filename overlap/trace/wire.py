@@ -8,8 +8,16 @@ What goes in: a file's bytes (padded with `PAD` zero bytes). What comes out: an 
 plane skeleton (names, metadata, plane stats; a plane's event metadata left out where the
 caller asks, `parse_space(strip_meta=...)`) plus, per line (or per segment of several small
 lines, `merge_lines`, read against a `PlaneGroup` of their planes' lookups), arrays of event
-headers (`metadata_id`, `offset_ps`, `duration_ps`) and typed stat records, and per plane
-where its event_metadata entries lie, which `MetaTable` decodes for many ids at once.
+headers (`metadata_id`, `offset_ps`, `duration_ps`), stats (per stat name a rule reads, each
+event's first such stat as a code into that name's distinct values, `LineEvents(groups=)`;
+or typed records, one per stat), and per plane where its event_metadata entries lie, which
+`MetaTable` decodes for many ids at once.
+
+Stat values: `stat_column` is the one definition of "the value of stat X for an event": the
+event's first stat named X, else its metadata's first (`Plane.stats`), None where neither has
+one; a ref is the referenced stat metadata's name. `stat_codes`/`map_stat` give the same
+column as codes into distinct values, so that a rule runs once per distinct value. Values
+are distinct by type and content (1 and 1.0, 0.0 and -0.0, "a" and b"a" are each their own).
 
 Two decoders give the same arrays: the compiled scanner (`_scan.pyx`, built at install with
 the machine's C compiler) and, where it was not built, upb (protobuf's parser: correct,
