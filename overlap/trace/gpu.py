@@ -138,7 +138,10 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
     """Transfers and kernels of one line (or one merged segment: `P` is then a `PlaneGroup`,
     and `device`, `stream` and `line_name` are per-event arrays)."""
     def pick(v, idx):
-        return v[idx] if isinstance(v, np.ndarray) else v
+        # every event (a kernel-only line): the array itself, not a copy of it
+        if not isinstance(v, np.ndarray) or len(idx) == ev.n:
+            return v
+        return v[idx]
 
     memcpy_mids, kernel_mids = kinds
     kd_sids = P.stat_ids.get("kernel_details", [])
@@ -187,8 +190,8 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
         # ROCm runtime copy/fill kernels are copies and memsets, not compute.
         idx, knames = vendors.split_kernels(P, ev, idx, device, stream, line_name, side)
     if idx.size:
-        co.add(len(idx), host=host, device=pick(device, idx), start_ps=ev.starts[idx],
-               end_ps=ev.starts[idx] + ev.durs[idx], name=knames,
+        co.add(len(idx), host=host, device=pick(device, idx), start_ps=pick(ev.starts, idx),
+               end_ps=pick(ev.starts, idx) + pick(ev.durs, idx), name=knames,
                hlo_op=map_stat(P, ev, idx, "hlo_op", _clean_hlo_op),
                hlo_module=stat_column(P, ev, idx, "hlo_module"),
                stream=pick(stream, idx), line=pick(line_name, idx))

@@ -991,13 +991,15 @@ def stat_codes(P: "Plane", ev: LineEvents, idx: np.ndarray,
     sids = P.stat_ids.get(name)
     if sids and len(idx):
         codes, vals = ev.first_codes(sids, P.stat_names)
-        c = codes[idx].astype(np.int64)
+        c = codes[idx]  # int32 where the line was decoded with groups: half the bytes
     else:
         c, vals = np.full(len(idx), -1, np.int64), np.zeros(0, object)
     missing = np.flatnonzero(c < 0)
     if missing.size:  # fall back to the metadata's stats, once per metadata id
         uniq, inv = unique_inverse(ev.mids[idx[missing]])
         mv = object_array([P.meta_stats(u).get(name) for u in uniq.tolist()])
+        if len(vals) + len(mv) > np.iinfo(c.dtype).max:
+            c = c.astype(np.int64)
         c[missing] = len(vals) + inv
         vals = np.concatenate([vals, mv])
     return c, vals
