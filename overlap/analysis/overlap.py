@@ -349,15 +349,18 @@ def _group_sums(t: pd.DataFrame, by: list[str], cols: dict[str, np.ndarray],
         # hash (np.unique sorts), numbering in key order with `sort`, else by first row
         code, _ = pd.factorize(code * max(m, 1) + c, sort=sort)
     inv = code
+    if not sort and int(inv.max()) == n - 1:
+        # every row its own group, numbered by first appearance: the rows as they are (a
+        # capture where every copy is its own op regroups 36k groups by op and direction)
+        return pd.DataFrame({**{k: t[k].to_numpy() for k in by}, **cols})
     order = np.argsort(inv, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
     first = order[starts]  # each group's first row
     # with `sort` the codes follow the keys; else first appearance (each group's first row
     # rises with its code)
-    g = np.arange(len(starts))
-    out = {k: t[k].to_numpy()[first[g]] for k in by}
+    out = {k: t[k].to_numpy()[first] for k in by}
     for col, v in cols.items():
-        out[col] = np.add.reduceat(v[order], starts)[g]
+        out[col] = np.add.reduceat(v[order], starts)
     return pd.DataFrame(out)
 
 
