@@ -4,6 +4,10 @@ Intervals are merged with a sort and a running maximum; coverage of any `[lo, hi
 with prefix sums plus `np.searchsorted`, so the cost is O(n log n) with no Python loop per
 interval. The `*_grouped` forms do the same for many (host, device) groups at once: every
 group's intervals stay apart (a transfer is only ever hidden by compute of its own device).
+They search one sorted int64 array in which each group has its own stretch (see "Group
+keys" below), skip the sort where the input is already in (group, start) order (the
+reader's tables are), and subtract by the gaps between the overlapping intervals, so a
+million compute ops and 60k transfers cost tens of milliseconds.
 `overlap.analysis.overlap` (which re-exports them) defines what is measured with them.
 """
 
