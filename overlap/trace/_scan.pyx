@@ -608,9 +608,10 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     """The events of lines whose payloads are [starts[i], ends[i]), in order (see the module
     docstring). `skip`, `wanted`: sorted int64 arrays (metadata ids; stat ids, or with
     `plane_of` (per event, its plane's index) the keys `plane * stride + id`) or None.
-    `groups`: None or (sorted int64 stat ids/keys, int32 group index of each, group count):
-    per group, each event's first stat whose id is in the group, interned (see the module
-    docstring).
+    `groups`: None or (sorted int64 stat ids/keys, int32 group index of each, group count
+    [, per group 1 where only presence matters]): per group, each event's first stat whose id
+    is in the group, interned (see the module docstring); a presence-only group's code is 0
+    for any value (kernel_details: ~100-byte strings per kernel, only ever tested).
     Returns (mid, offset, duration, aggregated, stats dict of arrays, groups) where groups is
     (codes: int32 [group count, events], -1 where the event has no such stat; per group the
     distinct values: dict of kind, ival, vpos arrays)."""
@@ -645,8 +646,13 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
             raise ValueError("bad stat groups")
         if not ngk:
             gk_a, gg_a = _EMPTY, np.zeros(1, np.int32)
+    # per group: 1 where only presence is asked (code 0 for any value: nothing interned)
+    only_a = np.zeros(max(ng, 1), np.uint8)
+    if groups is not None and len(groups) > 3 and groups[3] is not None:
+        only_a[:ng] = np.asarray(groups[3], np.uint8)[:ng]
     cdef const int64_t[::1] gk = gk_a
     cdef const int32_t[::1] gg = gg_a
+    cdef const uint8_t[::1] only = only_a
     codes_a = np.full((ng, total), -1, np.int32)
     cdef int32_t[:, ::1] codes = codes_a
     interns = [_Intern() for _ in range(ng)]
@@ -730,7 +736,9 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                         gi = _find(&gk[0], ngk, key)
                         if gi >= 0:
                             g = gg[gi]
-                            if codes[g, k] < 0:  # the event's first stat of the group
+                            if codes[g, k] < 0 and only[g]:
+                                codes[g, k] = 0
+                            elif codes[g, k] < 0:  # the event's first stat of the group
                                 if kind == 7 and grouped:  # a ref names its own plane's id
                                     rkey = <int64_t>ival
                                     ival = <uint64_t>(pl * stride + rkey

@@ -67,7 +67,9 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
         seg = merge_lines([ln for _, ln in pending])
         pending.clear()
         n_pending = 0
-        ev = LineEvents(seg, base, plane_of=plane_of, wanted=(), groups=_groups(G))
+        groups, presence = _groups(G)
+        ev = LineEvents(seg, base, plane_of=plane_of, wanted=(), groups=groups,
+                        presence=presence)
         if ev.n:
             _gpu_events(G, _gpu_meta_kinds(G), ev, ev.kept(device), ev.kept(stream),
                         ev.kept(name), host, tr, co, details_cache, side)
@@ -84,7 +86,9 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
                 if n_pending >= _SEGMENT:
                     flush()
                 continue
-            ev = LineEvents(line, line_base_ps(line), wanted=(), groups=_groups(P))
+            groups, presence = _groups(P)
+            ev = LineEvents(line, line_base_ps(line), wanted=(), groups=groups,
+                            presence=presence)
             if ev.n:
                 kinds = kinds or _gpu_meta_kinds(P)
                 _gpu_events(P, kinds, ev, device, line.id, line.name, host, tr, co,
@@ -93,10 +97,12 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
     flush()
 
 
-def _groups(P) -> list[list[int]]:
-    """`LineEvents(groups=)`: the ids of each stat the GPU rules read (each one's first stat
-    per event is interned while decoding; no record per stat is kept)."""
-    return [stat_keys(P, (n,)) for n in _GPU_STATS]
+def _groups(P) -> tuple[list[list[int]], list[list[int]]]:
+    """`LineEvents(groups=, presence=)`: the ids of each stat the GPU rules read (each one's
+    first stat per event is interned while decoding; no record per stat is kept), and of
+    `kernel_details`, which they only test for (a ~100-byte string per kernel: not hashed)."""
+    return ([stat_keys(P, (n,)) for n in _GPU_STATS if n != "kernel_details"],
+            [stat_keys(P, ("kernel_details",))])
 
 
 _TABLE_MIN = 256  # metadata entries from which a plane's kinds are read through `MetaTable`

@@ -498,22 +498,26 @@ _UPB_KIND = {None: _K_NONE, "double_value": _K_DOUBLE, "uint64_value": _K_U64,
              "ref_value": _K_REF}
 
 
-def _group_spec(groups) -> tuple[tuple | None, list[frozenset]]:
-    """`decode_events`'s `groups` argument from sets of stat ids (keys), and the sets kept:
-    empty sets, and sets sharing an id with an earlier one, are left out (their questions
-    are answered from records)."""
+def _group_spec(groups, presence=None) -> tuple[tuple | None, list[frozenset]]:
+    """`decode_events`'s `groups` argument from sets of stat ids (keys): `groups` interned,
+    `presence` only tested (flagged); and the sets kept: empty sets, and sets sharing an id
+    with an earlier one, are left out (their questions are answered from records)."""
     sets: list[frozenset] = []
+    only: list[int] = []
     used: set[int] = set()
-    for g in groups or ():
-        ks = frozenset(int(x) for x in g)
-        if ks and used.isdisjoint(ks):  # (a set given twice is left out the second time)
-            sets.append(ks)
-            used |= ks
+    for flag, gs in ((0, groups), (1, presence)):
+        for g in gs or ():
+            ks = frozenset(int(x) for x in g)
+            if ks and used.isdisjoint(ks):  # (a set given twice is left out the second time)
+                sets.append(ks)
+                only.append(flag)
+                used |= ks
     if not sets:
         return None, []
     keys = np.array(sorted(used), np.int64)
     of = {k: j for j, ks in enumerate(sets) for k in ks}
-    return (keys, np.array([of[k] for k in keys.tolist()], np.int32), len(sets)), sets
+    return (keys, np.array([of[k] for k in keys.tolist()], np.int32), len(sets),
+            np.array(only, np.uint8)), sets
 
 
 def _upb_events(events, skip_mids, wanted, plane_of, groups=None) -> tuple:
@@ -529,6 +533,7 @@ def _upb_events(events, skip_mids, wanted, plane_of, groups=None) -> tuple:
     want = None if wanted is None else {int(x) for x in wanted}
     ng = 0 if groups is None else groups[2]
     group_of = {} if groups is None else dict(zip(groups[0].tolist(), groups[1].tolist()))
+    only = [0] * ng if groups is None or len(groups) < 4 else groups[3].tolist()
     codes = [[-1] * n for _ in range(ng)]
     seen: list[dict] = [{} for _ in range(ng)]  # value -> code, per group
     tabs: list[tuple[list, list]] = [([], []) for _ in range(ng)]  # (kinds, objects)
@@ -555,7 +560,9 @@ def _upb_events(events, skip_mids, wanted, plane_of, groups=None) -> tuple:
                 kind.append(_UPB_KIND[w])
                 obj.append(v)
             g = group_of.get(i)
-            if g is not None and codes[g][k] < 0:
+            if g is not None and codes[g][k] < 0 and only[g]:
+                codes[g][k] = 0
+            elif g is not None and codes[g][k] < 0:
                 kd = _UPB_KIND[w]
                 if kd == _K_REF and pl is not None:
                     r = int(s.ref_value)
@@ -598,14 +605,16 @@ class LineEvents:
     """
 
     def __init__(self, line, base_ps, skip_mids=None, plane_of: np.ndarray | None = None,
-                 wanted=None, groups: Iterable[Iterable[int]] | None = None):
+                 wanted=None, groups: Iterable[Iterable[int]] | None = None,
+                 presence: Iterable[Iterable[int]] | None = None):
         """`base_ps`: the line's origin, or one per event (a `merge_lines` segment);
         `plane_of`: per event, its plane's index in a `PlaneGroup` (metadata and stat ids then
-        become that group's keys)."""
+        become that group's keys); `presence`: like `groups`, for sets of ids only ever
+        tested (`has_stat`): nothing is interned (a value asked for comes from records)."""
         self.buf = line.buf  # the whole file's bytes (None from upb); values are read there
         self._line, self._skip, self._plane_of = line, skip_mids, plane_of
         want = None if wanted is None else np.unique(np.fromiter(wanted, np.int64))
-        spec, sets = _group_spec(groups)
+        spec, sets = _group_spec(groups, presence)
         mid, off, dur, agg, st, (codes, tables) = self._decode(want, spec)
         # Times a profiler cannot have written (negative durations, offsets beyond 26 days,
         # wrapped uint64s) are dropped and counted, never passed on to become impossible spans.
@@ -638,6 +647,7 @@ class LineEvents:
         # per set of ids: (each event's code, the distinct values' kind/ival/vpos or obj)
         self._groups: dict[frozenset, tuple[np.ndarray, dict]] = {
             ks: (codes[j], tables[j]) for j, ks in enumerate(sets)}
+        self._interned = {ks for j, ks in enumerate(sets) if not spec[3][j]} if spec else set()
         self._first: dict[frozenset, tuple] = {}  # first_codes' answers
         # stat batches: (the ids decoded, None for all; their records)
         self._batches: list[tuple[frozenset | None, dict]] = [
@@ -697,7 +707,7 @@ class LineEvents:
         got = self._first.get(key)
         if got is not None and got[0] is stat_names:
             return got[1], got[2]
-        grp = self._groups.get(key)
+        grp = self._groups.get(key) if key in self._interned else None
         if grp is not None:
             # refs are already keys of their plane in a grouped read: no plane to apply
             codes, vals = grp[0], _stat_objects(self.buf, grp[1], stat_names)
