@@ -100,7 +100,8 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
 def _groups(P) -> tuple[list[list[int]], list[list[int]]]:
     """`LineEvents(groups=, presence=)`: the ids of each stat the GPU rules read (each one's
     first stat per event is interned while decoding; no record per stat is kept), and of
-    `kernel_details`, which they only test for (a ~100-byte string per kernel: not hashed)."""
+    `kernel_details`, which they only test for (a ref in the captures here; a producer that
+    writes it as a ~100-byte string per kernel would otherwise have every one hashed)."""
     return ([stat_keys(P, (n,)) for n in _GPU_STATS if n != "kernel_details"],
             [stat_keys(P, ("kernel_details",))])
 
