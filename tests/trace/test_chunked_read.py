@@ -26,9 +26,10 @@ def _small_planes_alone(monkeypatch):
     monkeypatch.setattr(files, "ALONE_MIN_BYTES", 0)
 
 
-def _capture(tmp_path: Path) -> Path:
+def _capture(tmp_path: Path, host_last: bool = False) -> Path:
     """Two GPUs, a TPU, allocator events, a program on /host:metadata, steps, a host name
-    and a warning (XSpace's other repeated fields) between the planes."""
+    and a warning (XSpace's other repeated fields) between the planes; `host_last`: the host
+    plane written after the device planes (as TPU captures do)."""
     t = gpu_offload_scenario(steps=2, layers=2)
     t.gpu(1).kernel(5 * US, 2 * US, hlo_op="fusion.9")
     tpu: TpuDevice = t.tpu(0)
@@ -41,6 +42,13 @@ def _capture(tmp_path: Path) -> Path:
     xs.warnings.append("a second warning")
     # the repeated fields written between planes, as a concatenation of XSpaces would
     raw = xs.SerializeToString()
+    if host_last:
+        order = sorted(xs.planes, key=lambda pl: pl.name == HOST_PLANE)
+        rest = type(xs)()
+        rest.CopyFrom(xs)
+        del rest.planes[:]
+        raw = b"".join(type(xs)(planes=[pl]).SerializeToString() for pl in order) \
+            + rest.SerializeToString()
     extra = type(xs)()
     extra.hostnames.append("third-name")
     extra.errors.append("an error")
@@ -68,8 +76,9 @@ ALONE = {"reader's": reader._read_alone, "none": lambda name: False,
 
 @pytest.mark.parametrize("alone", list(ALONE))
 @pytest.mark.parametrize("scanner", [True, False])
-def test_chunked_read_equals_whole_read(tmp_path, monkeypatch, alone, scanner):
-    p = _capture(tmp_path)
+@pytest.mark.parametrize("host_last", [False, True])
+def test_chunked_read_equals_whole_read(tmp_path, monkeypatch, alone, scanner, host_last):
+    p = _capture(tmp_path, host_last)
     if not scanner:
         monkeypatch.setattr(wire, "SCANNER", None)
     want = _whole(monkeypatch, p)
@@ -128,25 +137,30 @@ def test_damaged_plane_is_refused_as_before(tmp_path, monkeypatch, where):
     _same_outcome(monkeypatch, p)
 
 
-def test_host_plane_bytes_are_freed_before_gpu_planes_are_read(tmp_path, monkeypatch):
-    p = _capture(tmp_path)
+@pytest.mark.parametrize("device", ["_read_gpu_planes", "_read_tpu_plane"])
+def test_host_plane_bytes_are_freed_before_device_planes_are_read(tmp_path, monkeypatch,
+                                                                   device):
+    """The host plane is read first, wherever the file has it, and its chunk freed."""
+    p = _capture(tmp_path, host_last=True)
     host_buf: list = []
     parse = reader._parse_file
 
     def parse_file(f):
         xs, planes = parse(f)
+        names = [pl.name for pl in planes]
+        assert names.index(HOST_PLANE) > names.index("/device:TPU:0")  # written after it
         host_buf.append(weakref.ref(next(pl for pl in planes if pl.name == HOST_PLANE).buf))
         return xs, planes
 
     seen = []
-    read_gpu = reader._read_gpu_planes
+    read_device = getattr(reader, device)
 
-    def read_gpu_planes(*a, **k):
+    def spy(*a, **k):
         seen.append(host_buf[0]() is None)
-        return read_gpu(*a, **k)
+        return read_device(*a, **k)
 
     monkeypatch.setattr(reader, "_parse_file", parse_file)
-    monkeypatch.setattr(reader, "_read_gpu_planes", read_gpu_planes)
+    monkeypatch.setattr(reader, device, spy)
     out = read_host_file(p)
     assert seen == [True]
     assert len(out["steps"]) == 2 and len(out["memory"]) == 1
