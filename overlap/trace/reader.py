@@ -68,6 +68,13 @@ event string stats (decoded with replacement). Events whose metadata id can neve
 XLA Ops` line where only metadata decides, and host events of non-memory metadata on a plane
 with no `_r`/`hlo_op` stat at all) keep no stats.
 
+Memory: the file is read in chunks (`files.read_chunks`): the host plane and each TPU plane
+in a buffer of its own, every other field together. The host plane is read first (wherever the
+file has it), each plane's bytes are freed once it is read, and all of them before the tables
+are built; then freed heap pages go back to the system (glibc keeps them otherwise, and the
+analysis would sit on top of them). At the peak a reader holds the plane being decoded, the
+rows of the planes read so far and the decoder's arrays for one line.
+
 Blind spots: events aggregated with `num_occurrences` have no position and are skipped; GPU time
 is CUPTI time shifted once onto wall time (no drift correction); a memcpy that XLA issues outside
 an annotated thunk has no `hlo_op`.
