@@ -196,6 +196,10 @@ def merge_grouped(g, s, e) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not _sorted_by_group(g, s):
         order = np.lexsort((s, g))
         g, s, e = g[order], s[order], e[order]
+    if s.size < 2 or np.all(s[1:] > e[:-1]):
+        # every interval ends before the next starts (one stream, one line): each stands
+        # alone and the input is the answer (no running maximum, no copy of a million ends)
+        return g, s, e
     reach = _running_max_end(g, s, e)
     new = np.empty(s.size, bool)
     new[0] = True
@@ -255,7 +259,9 @@ class MergedGroups:
     @functools.cached_property
     def _prefix(self) -> np.ndarray:
         prefix = np.zeros(len(self.s) + 1, np.int64)
-        np.cumsum(self.e - self.s, out=prefix[1:])
+        lengths = prefix[1:]  # the lengths, summed in place (no second array of a million)
+        np.subtract(self.e, self.s, out=lengths)
+        np.cumsum(lengths, out=lengths)
         return prefix
 
     def covered(self, qg, lo, hi) -> np.ndarray:
