@@ -632,3 +632,26 @@ def test_group_sums_equal_pandas_groupby(rows, sort, runs):
             g, w = got[c].tolist(), want[c].tolist()
             assert [None if pd.isna(x) else x for x in g] == \
                 [None if pd.isna(x) else x for x in w], c
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_merge_grouped_of_disjoint_input_is_the_input(groups):
+    """One line per device (the reader's usual table): every interval ends before the next
+    starts; merge_grouped hands the input back unchanged, equal to the per-group merge, and a
+    single touching pair is merged as before."""
+    from overlap.analysis.intervals import merge_grouped, merge_intervals
+
+    rng = np.random.default_rng(groups)
+    g = np.repeat(np.arange(groups), 50)
+    gaps = rng.integers(1, 5, len(g))
+    s = np.cumsum(gaps + 10) - 10
+    e = s + 10 - rng.integers(0, 3, len(g))  # ends before the next start (gaps >= 1)
+    mg, ms, me = merge_grouped(g, s, e)
+    assert np.array_equal(mg, g) and np.array_equal(ms, s) and np.array_equal(me, e)
+    e2 = e.copy()
+    e2[10] = s[11]  # touching: merged
+    mg, ms, me = merge_grouped(g, s, e2)
+    for k in range(groups):
+        want = merge_intervals(s[g == k], e2[g == k])
+        assert np.array_equal(ms[mg == k], want[0]) and np.array_equal(me[mg == k], want[1])
+    assert len(ms) == len(s) - 1
