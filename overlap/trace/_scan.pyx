@@ -601,6 +601,20 @@ cdef class _Intern:
 
 
 _EMPTY = np.zeros(1, np.int64)
+_DIRECT_MAX = 1 << 20  # ids below this get a lookup table (4 bytes each: 4 MB at most)
+
+
+_NO_TABLE = np.full(1, -1, np.int32)
+
+
+def _direct(keys, values):
+    """For sorted int64 `keys` all in [0, _DIRECT_MAX): a table indexed by key holding its
+    value (or 0; -1 where not a key). None otherwise (keys are then searched)."""
+    if keys is None or not len(keys) or keys[0] < 0 or keys[-1] >= _DIRECT_MAX:
+        return None
+    out = np.full(int(keys[-1]) + 1, -1, np.int32)
+    out[keys] = 0 if values is None else values
+    return out
 
 
 def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_ssize_t total,
@@ -653,6 +667,19 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     cdef const int64_t[::1] gk = gk_a
     cdef const int32_t[::1] gg = gg_a
     cdef const uint8_t[::1] only = only_a
+    # Stat and metadata ids are small integers: where they are, a table indexed by the id
+    # answers "which group / wanted / skipped" without a binary search (whose data-dependent
+    # branches mispredict several times per stat).
+    cdef Py_ssize_t ngd = 0, nwd = 0, nsd = 0
+    gdir_a = _direct(gk_a if ngk else None, gg_a)
+    wdir_a = _direct(want_a if nwa else None, None)
+    sdir_a = _direct(skip_a if nsk else None, None)
+    ngd = len(gdir_a) if gdir_a is not None else 0  # 0: no table, search the keys
+    nwd = len(wdir_a) if wdir_a is not None else 0
+    nsd = len(sdir_a) if sdir_a is not None else 0
+    cdef const int32_t[::1] gdir = gdir_a if ngd else _NO_TABLE
+    cdef const int32_t[::1] wdir = wdir_a if nwd else _NO_TABLE
+    cdef const int32_t[::1] sdir = sdir_a if nsd else _NO_TABLE
     codes_a = np.full((ng, total), -1, np.int32)
     cdef int32_t[:, ::1] codes = codes_a
     interns = [_Intern() for _ in range(ng)]
@@ -730,12 +757,16 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                         key = pl * stride + sid if 0 <= sid < stride else -1
                     else:
                         key = sid
-                    if all_stats or _in(&wa[0], nwa, key):
+                    if all_stats or (wdir[key] >= 0 if 0 <= key < nwd else
+                                     (not nwd and _in(&wa[0], nwa, key))):
                         st.push(<int32_t>k, key, kind, ival, vpos)
                     if ngk:
-                        gi = _find(&gk[0], ngk, key)
-                        if gi >= 0:
-                            g = gg[gi]
+                        if ngd:
+                            g = gdir[key] if 0 <= key < ngd else -1
+                        else:
+                            gi = _find(&gk[0], ngk, key)
+                            g = gg[gi] if gi >= 0 else -1
+                        if g >= 0:
                             if codes[g, k] < 0 and only[g]:
                                 codes[g, k] = 0
                             elif codes[g, k] < 0:  # the event's first stat of the group
@@ -749,7 +780,8 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                     es = _skip(b, es, ee, wt, fn, 0)
                     if es < 0:
                         raise _fail(es)
-            if nsk and _in(&sk[0], nsk, m):
+            if nsk and (sdir[m] >= 0 if 0 <= m < nsd else
+                        (not nsd and _in(&sk[0], nsk, m))):
                 st.n = st0  # stats of these events never matter
                 for g in range(ng):
                     codes[g, k] = -1

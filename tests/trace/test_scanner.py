@@ -217,6 +217,15 @@ def test_scanner_equals_upb_for_any_encoding(lines, interleave):
         check_line(f, s)
         check_line(u, s)
         check_groups(f, u, s)
+    # records of some ids of a two-plane segment (keys past the scanner's lookup tables:
+    # searched), and events whose metadata is skipped keep no stats (ids small and large)
+    seg = [wire.LineEvents(wire.merge_lines(_lines(raw, scanner)), 0,
+                           plane_of=np.arange(sum(len(x) for x in lines)) % 2,
+                           wanted=[2, STRIDE + 1, STRIDE + 3]) for scanner in (wire._scan, None)]
+    check_line(*seg, NAMES2, SIDS2)
+    for skip in ([1], [1 << 40, 7], [-1, 3]):
+        check_line(*[wire.LineEvents(ln, 7, skip_mids=skip, wanted=(), groups=GROUPS)
+                     for ln in (_lines(raw, wire._scan)[0], _lines(raw, None)[0])])
     # sets only tested for (presence): nothing interned, values still exact (from records)
     for scanner in (wire._scan, None):
         for line, s in zip(_lines(raw, scanner), slow):
