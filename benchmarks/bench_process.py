@@ -7,11 +7,11 @@ decode of the same file in a fresh interpreter (issue 24).
 
 Each cell is the median wall time of fresh processes (interpreter start and imports included:
 that is what a user waits for), rounds interleaved so machine noise hits every command alike;
-ratios are against `decode` in the same run. Peak RSS is the child's `ru_maxrss` (this parent
-stays small, so the fork+exec carry-over that spoils it in `bench.py` does not apply here);
-`over base` subtracts the peak of a process that only imports what the report imports (the
-interpreter, numpy, pandas, protobuf: ~70 MiB whatever the file), which is what the read
-itself costs.
+ratios are against `decode` in the same run. Peak RSS is the child's own high-water mark
+(`VmHWM`, written by an exit hook each command runs under; not `ru_maxrss`, which Linux carries
+across fork+exec from this parent, whose size then floors every cell); `over base` subtracts the
+peak of a process that only imports what the report imports (the interpreter, numpy, pandas,
+protobuf: ~70 MiB whatever the file), which is what the read itself costs.
 
 Bytecode: the package's modules are compiled first (`compileall`), as `pip install` does for a
 user; without it (`PYTHONDONTWRITEBYTECODE=1`, an editable install) every run compiles ~40
@@ -19,8 +19,10 @@ modules again, ~0.4 s of start-up that no installed copy pays.
 
 Commands:
 
-* `decode`: `XSpace.FromString(open(f).read())` with the project's schema, nothing else.
-* `report`: `python -m overlap report --json FILE > /dev/null` (the compiled scanner).
+* `decode`: `XSpace.FromString(open(f).read())` with the project's schema, nothing else
+  (`overlap.trace.protos` imports protobuf only: no numpy, no pandas).
+* `report`: `python -m overlap report --json FILE > /dev/null` (the compiled scanner; run as
+  `runpy.run_module('overlap')` under the exit hook).
 * `report (upb)`: the same with `OVERLAP_SCANNER=0`: the fallback where the scanner was not built.
 * `xprof`: xprof's `analyze_async_overlap` CLI tool on the file (TPU files; `--xprof`).
 * `report (before)`: `report` from another checkout (`--before DIR`), for a before/after.
@@ -46,6 +48,10 @@ CACHE = HERE / ".cache"
 if str(REPO) not in sys.path:
     sys.path.insert(1, str(REPO))
 
+# Every command runs under this hook: it prints the process's own peak RSS on exit.
+PEAK = ("import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write('\\nPEAK_KIB %s\\n' % next(\n"
+        "    l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM'))))\n")
 DECODE = ("from overlap.trace.protos import XSpace\n"
           "XSpace.FromString(open({f!r}, 'rb').read())")
 XPROF = ("from xprof.cli.tools.analyze_async_overlap_tool import analyze_async_overlap\n"
@@ -55,16 +61,18 @@ XPROF = ("from xprof.cli.tools.analyze_async_overlap_tool import analyze_async_o
 def commands(f: str, xprof: bool, before: str | None = None
              ) -> dict[str, tuple[list[str], dict]]:
     py = sys.executable
+    # `python -m overlap report --json f`, under the hook
+    report = [py, "-c", PEAK + "import runpy\nsys.argv = ['overlap', 'report', '--json', "
+              f"{f!r}]\nrunpy.run_module('overlap', run_name='__main__')"]
     out = {
-        "decode": ([py, "-c", DECODE.format(f=f)], {}),
-        "report": ([py, "-m", "overlap", "report", "--json", f], {}),
-        "report (upb)": ([py, "-m", "overlap", "report", "--json", f], {"OVERLAP_SCANNER": "0"}),
+        "decode": ([py, "-c", PEAK + DECODE.format(f=f)], {}),
+        "report": (report, {}),
+        "report (upb)": (report, {"OVERLAP_SCANNER": "0"}),
     }
     if before:  # another checkout of overlap (e.g. `git archive OLD | tar -x -C DIR`)
-        out["report (before)"] = ([py, "-m", "overlap", "report", "--json", f],
-                                  {"PYTHONPATH": before})
+        out["report (before)"] = (report, {"PYTHONPATH": before})
     if xprof:
-        out["xprof"] = ([py, "-c", XPROF.format(f=f)], {})
+        out["xprof"] = ([py, "-c", PEAK + XPROF.format(f=f)], {})
     return out
 
 
@@ -85,13 +93,14 @@ def run_once(argv: list[str], env: dict) -> tuple[float, int]:
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=full,
                          cwd="/")
-    _, status, ru = os.wait4(p.pid, 0)
+    _, status, _ = os.wait4(p.pid, 0)
     dt = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
     err = p.stderr.read().decode() if p.stderr else ""
     if p.returncode not in (0, 1):
         raise SystemExit(f"{argv[:4]} exited {p.returncode}: {err[-500:]}")
-    return dt, ru.ru_maxrss
+    peak = [ln.split()[1] for ln in err.splitlines() if ln.startswith("PEAK_KIB ")]
+    return dt, int(peak[-1])
 
 
 def cell(med: dict[str, float], k: str) -> str:
@@ -129,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="also time `report` from the overlap checkout in DIR (same rounds)")
     a = ap.parse_args(argv)
     compile_bytecode(REPO, *([a.before] if a.before else []))
-    base_kib = max(run_once([sys.executable, "-c", BASE], {})[1] for _ in range(3))
+    base_kib = max(run_once([sys.executable, "-c", PEAK + BASE], {})[1] for _ in range(3))
     print(f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; "
           f"medians of {a.rounds} interleaved rounds (fresh processes)")
     print("| input | MB | " + " | ".join(["decode s", "report", "report (upb)", "xprof",
