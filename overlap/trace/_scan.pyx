@@ -607,10 +607,10 @@ _DIRECT_MAX = 1 << 20  # ids below this get a lookup table (4 bytes each: 4 MB a
 _NO_TABLE = np.full(1, -1, np.int32)
 
 
-def _direct(keys, values):
-    """For sorted int64 `keys` all in [0, _DIRECT_MAX): a table indexed by key holding its
-    value (or 0; -1 where not a key). None otherwise (keys are then searched)."""
-    if keys is None or not len(keys) or keys[0] < 0 or keys[-1] >= _DIRECT_MAX:
+def _direct(keys, values, limit):
+    """For sorted int64 `keys` all in [0, limit): a table indexed by key holding its value
+    (or 0; -1 where not a key). None otherwise (keys are then searched)."""
+    if keys is None or not len(keys) or keys[0] < 0 or keys[-1] >= limit:
         return None
     out = np.full(int(keys[-1]) + 1, -1, np.int32)
     out[keys] = 0 if values is None else values
@@ -671,9 +671,11 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     # answers "which group / wanted / skipped" without a binary search (whose data-dependent
     # branches mispredict several times per stat).
     cdef Py_ssize_t ngd = 0, nwd = 0, nsd = 0
-    gdir_a = _direct(gk_a if ngk else None, gg_a)
-    wdir_a = _direct(want_a if nwa else None, None)
-    sdir_a = _direct(skip_a if nsk else None, None)
+    # (a table costs its size to fill: only where it is small next to the events)
+    cdef Py_ssize_t dmax = min(_DIRECT_MAX, max(1 << 16, 4 * total))
+    gdir_a = _direct(gk_a if ngk else None, gg_a, dmax)
+    wdir_a = _direct(want_a if nwa else None, None, dmax)
+    sdir_a = _direct(skip_a if nsk else None, None, dmax)
     ngd = len(gdir_a) if gdir_a is not None else 0  # 0: no table, search the keys
     nwd = len(wdir_a) if wdir_a is not None else 0
     nsd = len(sdir_a) if sdir_a is not None else 0
