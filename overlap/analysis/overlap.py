@@ -282,7 +282,7 @@ def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
         bw = np.where((span > 0) & known, nbytes * 1e12 / np.where(span > 0, span, 1), np.nan)
     hlo = tr["hlo_op"].astype(object).to_numpy(dtype=object)
     hlo = np.where(pd.isna(hlo), UNKNOWN_OP, hlo)
-    table = pd.DataFrame({
+    table = _frame_of({
         "host": tr["host"].to_numpy(dtype=object),
         "device": tr["device"].to_numpy(dtype=object),
         "direction": tr["direction"].to_numpy(dtype=object),
@@ -293,6 +293,14 @@ def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
         "hlo_op": hlo, "bytes_known": known,
     })
     return table, coverages
+
+
+def _frame_of(cols: dict[str, np.ndarray]) -> pd.DataFrame:
+    """A DataFrame of numpy columns, object columns kept as object, as the reader's tables
+    are (pandas 3 would infer a string dtype, converting every name: 10 ms per 36k-row
+    table and groups frame on the many-ops capture, and back again for every factorize)."""
+    return pd.DataFrame({k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v
+                         for k, v in cols.items()}, copy=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -362,7 +370,7 @@ def _group_sums(t: pd.DataFrame, by: list[str], cols: dict[str, np.ndarray],
     if not sort and int(inv.max()) == n - 1:
         # every row its own group, numbered by first appearance: the rows as they are (a
         # capture where every copy is its own op regroups 36k groups by op and direction)
-        return pd.DataFrame({**{k: t[k].to_numpy() for k in by}, **cols})
+        return _frame_of({**{k: t[k].to_numpy() for k in by}, **cols})
     order = np.argsort(inv, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
     first = order[starts]  # each group's first row
@@ -371,7 +379,7 @@ def _group_sums(t: pd.DataFrame, by: list[str], cols: dict[str, np.ndarray],
     out = {k: t[k].to_numpy()[first] for k in by}
     for col, v in cols.items():
         out[col] = np.add.reduceat(v[order], starts)
-    return pd.DataFrame(out)
+    return _frame_of(out)
 
 
 def _records(df: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
