@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # Lower rank = closer to the data. Modules directly under overlap/ are listed by stem.
 RANK = {
-    "errors": 0, "env": 0, "__init__": 99, "__main__": 99,
+    "errors": 0, "env": 0, "arrays": 0, "__init__": 99, "__main__": 99,
     "trace": 1,
     "hlo": 2, "runs": 2,
     "analysis": 3,

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from overlap.analysis.overlap import merge_intervals, subtract_intervals
+from overlap.arrays import sorted_unique
 
 DIRECTIONS = ("D2H", "H2D")
 DEFAULT_TIMELINE_CAP = 4000  # bars drawn in one timeline, over all lanes
@@ -128,11 +129,11 @@ def step_timeline(data, host: str, step: int, *, cap: int = DEFAULT_TIMELINE_CAP
     lane_keys: list[tuple[str, str, int]] = []
     for dev in devices:
         dc = cidx[c["device"][cidx] == dev]
-        lane_keys += [(dev, "compute", int(s)) for s in np.unique(c["stream"][dc])]
+        lane_keys += [(dev, "compute", int(s)) for s in sorted_unique(c["stream"][dc])]
         dt = tidx[t["device"][tidx] == dev]
         for d in DIRECTIONS:
             ds = dt[t["direction"][dt] == d]
-            lane_keys += [(dev, d, int(s)) for s in np.unique(t["stream"][ds])]
+            lane_keys += [(dev, d, int(s)) for s in sorted_unique(t["stream"][ds])]
     lane_cap = max(MIN_LANE_CAP, cap // max(len(lane_keys), 1))
 
     frames, merged_lanes, lanes = [], [], []
@@ -247,7 +248,7 @@ def downsample_minmax(x: np.ndarray, y: np.ndarray, buckets: int = DEFAULT_MEMOR
     bs = b[order]
     first = np.flatnonzero(np.r_[True, bs[1:] != bs[:-1]])
     last = np.r_[first[1:] - 1, n - 1]
-    keep = np.unique(np.concatenate([order[first], order[last]]))  # sorted = time order
+    keep = sorted_unique(np.concatenate([order[first], order[last]]))  # sorted = time order
     return x[keep], y[keep]
 
 

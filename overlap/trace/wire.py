@@ -40,10 +40,31 @@ from collections import defaultdict
 from typing import Any, Iterable
 
 import numpy as np
-import pandas as pd
 from google.protobuf.message import DecodeError
 
+from overlap.arrays import sorted_unique
+from overlap.trace.metatable import MetaTable as MetaTable
 from overlap.trace.protos import XPlane, XSpace
+from overlap.trace.values import _K_BYTES as _K_BYTES
+from overlap.trace.values import _K_DOUBLE as _K_DOUBLE
+from overlap.trace.values import _K_I64 as _K_I64
+from overlap.trace.values import _K_NONE as _K_NONE
+from overlap.trace.values import _K_REF as _K_REF
+from overlap.trace.values import _K_STR as _K_STR
+from overlap.trace.values import _K_U64 as _K_U64
+from overlap.trace.values import GROUP_STRIDE as GROUP_STRIDE
+from overlap.trace.values import INT64_MAX as INT64_MAX
+from overlap.trace.values import INT64_MIN as INT64_MIN
+from overlap.trace.values import Cols as Cols
+from overlap.trace.values import _group_keys as _group_keys
+from overlap.trace.values import _stat_objects as _stat_objects
+from overlap.trace.values import as_id as as_id
+from overlap.trace.values import as_int as as_int
+from overlap.trace.values import as_text as as_text
+from overlap.trace.values import map_unique as map_unique
+from overlap.trace.values import object_array as object_array
+from overlap.trace.values import per_mid as per_mid
+from overlap.trace.values import unique_inverse as unique_inverse
 
 # ---------------------------------------------------------------------------------------------
 # Stats
@@ -197,17 +218,6 @@ class Plane:
         return self.stats(self.plane.stats)
 
 
-# Metadata and stat ids of several planes read as one (`PlaneGroup`) become keys
-# `plane index * GROUP_STRIDE + id`. Only planes whose ids all lie in [0, GROUP_STRIDE) are
-# grouped; an event or stat whose id lies outside gets key -1, which names nothing (as an id
-# missing from its plane's metadata does when the plane is read alone).
-GROUP_STRIDE = 1 << 31
-
-
-def _group_keys(plane: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    ids = ids.view(np.int64) if ids.dtype == np.uint64 else ids.astype(np.int64, copy=False)
-    ok = (ids >= 0) & (ids < GROUP_STRIDE)
-    return np.where(ok, plane.astype(np.int64) * GROUP_STRIDE + ids, -1)
 
 
 def groupable(P: Plane) -> bool:
@@ -295,7 +305,6 @@ def merge_lines(lines: list) -> Any:
     return seg
 
 
-INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # Event offsets, durations and line origins are accepted below 2**61 ps (26 days): sums of two
 # or three of them can never wrap int64. Anything beyond is not a time a profiler wrote.
 TIME_LIMIT_PS = 1 << 61
@@ -308,49 +317,6 @@ INVALID_EVENTS = [0]
 DROP_NEGATIVE = "negative offset or duration"
 DROP_RANGE = "time beyond 2**61 ps (26 days)"
 INVALID_REASONS = {DROP_NEGATIVE: 0, DROP_RANGE: 0}
-
-
-def as_id(v: Any) -> int | None:
-    """An identifier stat (program_id, a uint64): a value in [0, 2**64), else None."""
-    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
-        v = int(v)
-    else:
-        v = as_int(v)
-    return v if v is not None and 0 <= v < (1 << 64) else None
-
-
-def as_text(v: Any) -> str | None:
-    """A name or version stat as text, whatever type the producer stored it as: `bytes_value`
-    is decoded as UTF-8 (undecodable bytes as `\\xNN` escapes), numbers are formatted, an
-    empty value is None. Renderers then only ever see `str`."""
-    if v is None:
-        return None
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        v = bytes(v).decode("utf-8", "backslashreplace")
-    elif not isinstance(v, str):
-        v = str(v)
-    return v or None
-
-
-def as_int(v: Any) -> int | None:
-    """An integer stat value, or None when there is none that fits int64 (NaN, inf, 1e300,
-    uint64 max, text that is not a number, a value of another type)."""
-    if v is None or isinstance(v, bool):
-        return None
-    if isinstance(v, (int, np.integer)):
-        v = int(v)
-    elif isinstance(v, (float, np.floating)):
-        if not np.isfinite(v):
-            return None
-        v = int(v)
-    elif isinstance(v, (str, bytes)):
-        try:
-            v = int(v)
-        except ValueError:
-            return None
-    else:
-        return None
-    return v if INT64_MIN <= v <= INT64_MAX else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -492,7 +458,6 @@ def padded(raw: bytes) -> bytearray:
 
 
 # XStat value fields, as the scanner's `kind` (0: no value).
-_K_NONE, _K_DOUBLE, _K_U64, _K_I64, _K_STR, _K_BYTES, _K_REF = 0, 2, 3, 4, 5, 6, 7
 _UPB_KIND = {None: _K_NONE, "double_value": _K_DOUBLE, "uint64_value": _K_U64,
              "int64_value": _K_I64, "str_value": _K_STR, "bytes_value": _K_BYTES,
              "ref_value": _K_REF}
@@ -582,11 +547,6 @@ def _upb_events(events, skip_mids, wanted, plane_of, groups=None) -> tuple:
     return mid, off, dur, agg, st, grp
 
 
-def object_array(values: list) -> np.ndarray:
-    """A 1-d object array of scalars (never a 2-d one, whatever the values are)."""
-    return np.array(values + [None], object)[:-1]
-
-
 class LineEvents:
     """One line's positioned events as arrays (`mids`, `starts`, `durs`), and their stats,
     decoded in one pass by the scanner (or from upb's messages where it was not built).
@@ -613,7 +573,7 @@ class LineEvents:
         tested (`has_stat`): nothing is interned (a value asked for comes from records)."""
         self.buf = line.buf  # the whole file's bytes (None from upb); values are read there
         self._line, self._skip, self._plane_of = line, skip_mids, plane_of
-        want = None if wanted is None else np.unique(np.fromiter(wanted, np.int64))
+        want = None if wanted is None else sorted_unique(np.fromiter(wanted, np.int64))
         spec, sets = _group_spec(groups, presence)
         mid, off, dur, agg, st, (codes, tables) = self._decode(want, spec)
         # Times a profiler cannot have written (negative durations, offsets beyond 26 days,
@@ -657,7 +617,7 @@ class LineEvents:
         line = self._line
         if line.events is not None:
             return _upb_events(line.events, self._skip, want, self._plane_of, groups)
-        skip = np.unique(np.fromiter(self._skip, np.int64)) if self._skip else None
+        skip = sorted_unique(np.fromiter(self._skip, np.int64)) if self._skip else None
         return _scan.decode_events(line.buf, line.pay_s, line.pay_e, line.n_events, skip,
                                    want, self._plane_of, GROUP_STRIDE, groups)
 
@@ -677,7 +637,7 @@ class LineEvents:
         for have, st in self._batches:
             if have is None or need <= have:
                 return st
-        st = self._kept_stats(self._decode(np.unique(np.fromiter(need, np.int64)))[4])
+        st = self._kept_stats(self._decode(sorted_unique(np.fromiter(need, np.int64)))[4])
         self._batches.append((need, st))
         return st
 
@@ -755,242 +715,6 @@ def stat_keys(P: Any, names: Iterable[str]) -> list[int]:
     return [k for n in names for k in (P.stat_ids.get(n) or ())]
 
 
-def _stat_objects(buf, d, stat_names: dict[int, str], plane=None) -> np.ndarray:
-    """Python values of decoded stats, as `Plane.stats` gives them (refs resolved to names;
-    with `plane`, each record's plane index in a `PlaneGroup`, refs are that plane's ids).
-    `d`: the records' `kind` and either `obj` (from upb) or `ival`/`vpos` (from the scanner:
-    the integer, the double's bits or a string's length, and where a string lies in `buf`)."""
-    kind = d["kind"]
-    m = np.flatnonzero(kind == _K_REF)
-    if "obj" in d:
-        out = d["obj"].copy()
-        ref = out[m].astype(np.uint64)
-    else:
-        ival, vpos = d["ival"], d["vpos"]
-        out = np.full(len(kind), None, object)
-        ref = ival[m]
-        for k, tolist in ((_K_I64, lambda x: x.view(np.int64).tolist()),
-                          (_K_U64, lambda x: x.tolist()),
-                          (_K_DOUBLE, lambda x: x.view(np.float64).tolist())):
-            i = np.flatnonzero(kind == k)
-            if i.size:
-                out[i] = tolist(ival[i])
-        mv = memoryview(buf)
-        for k in (_K_STR, _K_BYTES):
-            i = np.flatnonzero(kind == k)
-            seen: dict[bytes, Any] = {}  # one object per distinct value, not per event
-            for j, p, ln in zip(i.tolist(), vpos[i].tolist(), ival[i].tolist()):
-                b = bytes(mv[p:p + ln])
-                v = seen.get(b)
-                if v is None:
-                    v = seen[b] = b.decode("utf-8", "replace") if k == _K_STR else b
-                out[j] = v
-    if m.size:
-        if plane is not None:
-            ref = _group_keys(plane[m], ref)
-        uniq, inv = np.unique(ref, return_inverse=True)
-        names = np.array([stat_names.get(int(u), "") for u in uniq] + [None], object)[:-1]
-        out[m] = names[inv]
-    return out
-
-
-class MetaTable:
-    """A plane's event_metadata entries as arrays, decoded from the file's bytes by the
-    scanner, so that the names and stats of many metadata are read at once (`Plane.names`,
-    `Plane.meta_columns`).
-
-    Why: reading one entry through upb costs ~1.3 us for a name and 10-15 us for its stats (the
-    map lookup, a wrapper per XStat, a oneof test per value); a capture where every copy is its
-    own op has tens of thousands of entries the reader needs. Here every entry is decoded once
-    and only wanted values become Python objects.
-
-    Semantics are upb's: of a key written twice the last entry counts; of a string field
-    written twice the last value; within an entry the first stat of a name wins (as
-    `Plane.stats`). An entry field other than the int64 key and the value message, a value
-    written twice (upb merges the messages), or damage makes the table refuse (`ok` False):
-    callers then read through upb.
-    """
-
-    def __init__(self, buf: np.ndarray, ms: np.ndarray, me: np.ndarray):
-        self.buf = buf
-        d = _scan.decode_meta(buf, np.ascontiguousarray(ms, np.int64),
-                              np.ascontiguousarray(me, np.int64))
-        self.ok = bool(d["ok"])
-        self.keys = np.zeros(0, np.int64)
-        if not self.ok:
-            return
-        key = d["key"]
-        n = len(key)
-        # the last entry of each key: the last of its run in a stable sort (np.unique would
-        # take the same, slower; producers write each key once, mostly in order)
-        o = np.argsort(key, kind="stable")
-        ks = key[o]
-        end = np.ones(n, bool)
-        end[:-1] = ks[1:] != ks[:-1]
-        uk, last = ks[end], o[end]
-        self.keys = uk
-        self.name = d["name"][:, last]  # [start; end] of the name ("" where absent)
-        self.disp = d["disp"][:, last]
-        row_of = np.full(n, -1, np.int64)
-        row_of[last] = np.arange(len(uk))
-        row = row_of[d["ev"]]
-        cols = ("sid", "kind", "ival", "vpos")
-        if len(uk) == n:  # every key once (the usual): every stat is kept
-            self.st_row = row
-            self.st = {c: d[c] for c in cols}
-            return
-        k = row >= 0  # stats of entries a later one of the same key replaced are dropped
-        self.st_row = row[k]
-        self.st = {c: d[c][k] for c in cols}
-
-    def _rows(self, mids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(positions in `mids` that have an entry, those entries' indices)."""
-        if not len(self.keys):
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        i = np.minimum(np.searchsorted(self.keys, mids), len(self.keys) - 1)
-        rows = np.flatnonzero(self.keys[i] == mids)
-        return rows, i[rows]
-
-    def spans(self, mids, display: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Where the name (or display name) of each id of `mids` lies in `buf`: (starts,
-        ends), an empty span where there is no entry."""
-        mids = np.asarray(mids, np.int64)
-        pos = self.disp if display else self.name
-        rows, ent = self._rows(mids)
-        fs = np.zeros(len(mids), np.int64)
-        fe = np.zeros(len(mids), np.int64)
-        fs[rows], fe[rows] = pos[0, ent], pos[1, ent]
-        return fs, fe
-
-    def gather(self, fs: np.ndarray, fe: np.ndarray, sep: int | None = None) -> np.ndarray:
-        """The bytes of the spans [fs, fe) of `buf`, concatenated (with the byte `sep` after
-        each span where given), as uint8 (`gather_spans`)."""
-        return MetaTable.gather_spans(self.buf, fs, fe, sep)
-
-    @staticmethod
-    def gather_spans(buf: np.ndarray, fs: np.ndarray, fe: np.ndarray,
-                     sep: int | None = None) -> np.ndarray:
-        """The bytes of the spans [fs, fe) of the uint8 array `buf`, concatenated (with the
-        byte `sep` after each span where given). Read-only where the spans are long.
-
-        How: short spans (names) by one index array built by a cumulative sum and one take,
-        ~10 ns per byte; long ones (HLO texts) by joining buffer slices, ~0.3 us per span. A
-        Python str per value would cost more than the rules applied to it."""
-        fs = np.asarray(fs, np.int64)
-        ln = np.asarray(fe, np.int64) - fs
-        if sep is None:  # empty spans add nothing (and would share an output position)
-            k = ln > 0
-            fs, ln = fs[k], ln[k]
-            w = ln
-        else:
-            w = ln + 1
-        if not len(w):
-            return np.zeros(0, np.uint8)
-        total = int(w.sum())
-        if total == len(w) and sep is not None:  # only empty spans: the separators
-            return np.full(total, sep, np.uint8)
-        if total > 48 * len(w):
-            mv = memoryview(buf)  # type: ignore[arg-type]  # an ndarray is a buffer
-            parts = [mv[p:q] for p, q in zip(fs.tolist(), (fs + ln).tolist())]
-            if sep is None:
-                return np.frombuffer(b"".join(parts), np.uint8)
-            s = bytes((sep,))
-            return np.frombuffer(s.join(parts) + s, np.uint8)
-        off = np.cumsum(w) - w  # each span's first byte in the output
-        # output byte i reads buf[idx[i]]: +1 within a span, a jump at each span's start
-        # (with `sep`, the slot after a span reads the byte after it, then is overwritten)
-        d = np.ones(total, np.intp)  # (int32 indices cost more: numpy converts them)
-        jump = fs.copy()
-        jump[1:] -= fs[:-1] + w[:-1] - 1
-        d[off] = jump
-        out = buf.take(np.cumsum(d, out=d), mode="clip")
-        if sep is not None:
-            out[off + ln] = sep
-        return out
-
-    def strings(self, mids: np.ndarray, display: bool) -> list[str] | None:
-        """Names (or display names) of the entries of `mids` ("" where absent), or None where
-        a value holds a NUL or is not UTF-8 (the caller then uses upb)."""
-        return self.span_strings(*self.spans(mids, display))
-
-    def span_strings(self, fs: np.ndarray, fe: np.ndarray) -> list[str] | None:
-        """The spans [fs, fe) of `buf` as Python strs, or None where a value holds a NUL or
-        is not UTF-8.
-
-        Every value becomes a Python str, but not through upb: the values are gathered into
-        one NUL-separated buffer (`gather`), decoded and split once (~0.1 us per value; upb's
-        map lookup and attribute read ~1.3 us)."""
-        if not len(fs):
-            return []
-        joined = self.gather(fs, fe, 0).tobytes()
-        try:
-            got = joined.decode("utf-8").split("\0")
-        except UnicodeDecodeError:
-            return None
-        got.pop()  # after the last separator
-        return got if len(got) == len(fs) else None
-
-    def string_bytes(self, mids: np.ndarray, display: bool) -> tuple[np.ndarray, np.ndarray]:
-        """The names (or display names) of the entries of `mids` as bytes, without a Python
-        object each: (all their bytes concatenated as uint8, each one's length; 0 where
-        absent), for byte-level rules over many names at once."""
-        fs, fe = self.spans(mids, display)
-        return self.gather(fs, fe), fe - fs
-
-    def has_stat(self, mids: np.ndarray, sids) -> np.ndarray:
-        """Per id of `mids`: does its entry hold a stat whose id is one of `sids`?"""
-        mids = np.asarray(mids, np.int64)
-        out = np.zeros(len(mids), bool)
-        rows, ent = self._rows(mids)
-        if not rows.size or not len(sids) or not len(self.st_row):
-            return out
-        hit = np.zeros(len(self.keys), bool)
-        hit[self.st_row[np.isin(self.st["sid"], np.fromiter(sids, np.int64))]] = True
-        out[rows] = hit[ent]
-        return out
-
-    def columns(self, mids: np.ndarray, wanted: dict[int, str], names: tuple[str, ...],
-                stat_names: dict[int, str]) -> dict[str, np.ndarray]:
-        """Per id of `mids`: the first stat whose id is in `wanted` (id -> name), per name of
-        `names`, as object columns (None where absent)."""
-        mids = np.asarray(mids, np.int64)
-        out = {k: np.full(len(mids), None, object) for k in names}
-        rows, ent = self._rows(mids)
-        if not rows.size or not wanted or not len(self.st_row):
-            return out
-        need = np.zeros(len(self.keys), bool)
-        need[ent] = True
-        rec = np.flatnonzero(need[self.st_row])
-        sid = self.st["sid"][rec]
-        wid = np.fromiter(wanted.keys(), np.int64)
-        name_ix = {k: j for j, k in enumerate(names)}
-        wname = np.array([name_ix.get(wanted[k], -1) for k in wanted], np.int64)
-        o = np.argsort(wid)
-        wid, wname = wid[o], wname[o]
-        j = np.minimum(np.searchsorted(wid, sid), len(wid) - 1)
-        hit = np.flatnonzero((wid[j] == sid) & (wname[j] >= 0))
-        if not hit.size:
-            return out
-        entry, nm = self.st_row[rec[hit]], wname[j[hit]]
-        # records keep each entry's order: the first of each (entry, name) is the earliest
-        # (the start of its run in a stable sort, as np.unique's return_index, faster)
-        k2 = entry * len(names) + nm
-        o = np.argsort(k2, kind="stable")
-        k2 = k2[o]
-        start = np.ones(len(k2), bool)
-        start[1:] = k2[1:] != k2[:-1]
-        first = o[start]
-        sel = rec[hit[first]]
-        vals = _stat_objects(self.buf, {k: v[sel] for k, v in self.st.items()}, stat_names)
-        entry, nm = entry[first], nm[first]
-        for k, name in enumerate(names):
-            m = nm == k
-            col = np.full(len(self.keys), None, object)
-            col[entry[m]] = vals[m]
-            out[name][rows] = col[ent]
-        return out
-
-
 def stat_codes(P: "Plane", ev: LineEvents, idx: np.ndarray,
                name: str) -> tuple[np.ndarray, np.ndarray]:
     """`stat_column` as (codes, values): the column is `values[codes]`, every code valid.
@@ -1028,73 +752,3 @@ def map_stat(P: "Plane", ev: LineEvents, idx: np.ndarray, name: str, fn) -> np.n
     if not len(codes):
         return np.zeros(0, object)
     return object_array([fn(v) for v in vals.tolist()])[codes]
-
-
-def unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`np.unique(a, return_inverse=True)` for integers; without a sort where their range is
-    small (metadata ids of one plane: a lookup table over the range, O(n))."""
-    a = np.asarray(a)
-    if len(a) < 1024 or a.dtype.kind not in "iu":
-        return np.unique(a, return_inverse=True)
-    lo, hi = int(a.min()), int(a.max())
-    if hi - lo > 2 * len(a) + (1 << 16):
-        return np.unique(a, return_inverse=True)
-    rel = (a - lo).astype(np.intp)
-    seen = np.zeros(hi - lo + 1, bool)
-    seen[rel] = True
-    rank = np.cumsum(seen) - 1
-    return (np.flatnonzero(seen) + lo).astype(a.dtype), rank[rel]
-
-
-def map_unique(values: np.ndarray, fn) -> np.ndarray:
-    """`fn(v)` for each value of an object column, computed once per distinct value."""
-    if not len(values):
-        return np.zeros(0, object)
-    try:
-        codes, uniq = pd.factorize(pd.Series(values, dtype=object))
-    except TypeError:  # unhashable values (never for stat values, but be safe)
-        return np.array([fn(v) for v in values.tolist()] + [None], object)[:-1]
-    # missing values (None, NaN) get code -1: the trailing entry, fn(None)
-    out = np.array([fn(u) for u in uniq.tolist()] + [fn(None), None], object)[:-1]
-    return out[codes]
-
-
-def per_mid(mids: np.ndarray, fn) -> np.ndarray:
-    """`fn(mid)` for each event, computed once per distinct metadata id."""
-    uniq, inv = unique_inverse(mids)
-    return object_array([fn(u) for u in uniq.tolist()])[inv]
-
-
-class Cols:
-    """Column chunks (arrays or one scalar per chunk), concatenated once at the end."""
-
-    def __init__(self):
-        self.chunks: list[tuple[int, dict[str, Any]]] = []
-
-    def add(self, n: int, **cols) -> None:
-        if n:
-            self.chunks.append((n, cols))
-
-    def rows(self, schema: dict[str, str], keep=None) -> dict[str, Any]:
-        chunks = [c for c in self.chunks if keep is None or keep(c[1])]
-        out: dict[str, Any] = {}
-        for col, dtype in schema.items():
-            parts = []
-            for n, cols in chunks:
-                v = cols.get(col)
-                if isinstance(v, np.ndarray):
-                    parts.append(v if dtype != "object" else v.astype(object, copy=False))
-                else:
-                    parts.append(_filled(n, v, object if dtype == "object" or v is None
-                                         else np.int64))
-            out[col] = (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else []
-        self.chunks = []  # the frame owns the columns now
-        return out
-
-
-def _filled(n: int, v: Any, dtype: Any) -> np.ndarray:
-    """`np.full(n, v, dtype)`, 5x faster for objects (`np.full` converts the fill value once
-    per element there: 66 ms per million rows, a chunk's host or device name)."""
-    out = np.empty(n, dtype)
-    out[:] = v
-    return out

@@ -1,0 +1,213 @@
+"""`MetaTable`: a plane's event_metadata entries decoded as arrays by the compiled scanner
+(see the class)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+
+from overlap.trace.values import _stat_objects
+
+try:
+    _scan: Any = importlib.import_module("overlap.trace._scan")
+except ImportError:  # no C compiler at install: planes read their metadata through upb
+    _scan = None
+
+
+class MetaTable:
+    """A plane's event_metadata entries as arrays, decoded from the file's bytes by the
+    scanner, so that the names and stats of many metadata are read at once (`Plane.names`,
+    `Plane.meta_columns`).
+
+    Why: reading one entry through upb costs ~1.3 us for a name and 10-15 us for its stats (the
+    map lookup, a wrapper per XStat, a oneof test per value); a capture where every copy is its
+    own op has tens of thousands of entries the reader needs. Here every entry is decoded once
+    and only wanted values become Python objects.
+
+    Semantics are upb's: of a key written twice the last entry counts; of a string field
+    written twice the last value; within an entry the first stat of a name wins (as
+    `Plane.stats`). An entry field other than the int64 key and the value message, a value
+    written twice (upb merges the messages), or damage makes the table refuse (`ok` False):
+    callers then read through upb.
+    """
+
+    def __init__(self, buf: np.ndarray, ms: np.ndarray, me: np.ndarray):
+        self.buf = buf
+        d = _scan.decode_meta(buf, np.ascontiguousarray(ms, np.int64),
+                              np.ascontiguousarray(me, np.int64))
+        self.ok = bool(d["ok"])
+        self.keys = np.zeros(0, np.int64)
+        if not self.ok:
+            return
+        key = d["key"]
+        n = len(key)
+        # the last entry of each key: the last of its run in a stable sort (np.unique would
+        # take the same, slower; producers write each key once, mostly in order)
+        o = np.argsort(key, kind="stable")
+        ks = key[o]
+        end = np.ones(n, bool)
+        end[:-1] = ks[1:] != ks[:-1]
+        uk, last = ks[end], o[end]
+        self.keys = uk
+        self.name = d["name"][:, last]  # [start; end] of the name ("" where absent)
+        self.disp = d["disp"][:, last]
+        row_of = np.full(n, -1, np.int64)
+        row_of[last] = np.arange(len(uk))
+        row = row_of[d["ev"]]
+        cols = ("sid", "kind", "ival", "vpos")
+        if len(uk) == n:  # every key once (the usual): every stat is kept
+            self.st_row = row
+            self.st = {c: d[c] for c in cols}
+            return
+        k = row >= 0  # stats of entries a later one of the same key replaced are dropped
+        self.st_row = row[k]
+        self.st = {c: d[c][k] for c in cols}
+
+    def _rows(self, mids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(positions in `mids` that have an entry, those entries' indices)."""
+        if not len(self.keys):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        i = np.minimum(np.searchsorted(self.keys, mids), len(self.keys) - 1)
+        rows = np.flatnonzero(self.keys[i] == mids)
+        return rows, i[rows]
+
+    def spans(self, mids, display: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Where the name (or display name) of each id of `mids` lies in `buf`: (starts,
+        ends), an empty span where there is no entry."""
+        mids = np.asarray(mids, np.int64)
+        pos = self.disp if display else self.name
+        rows, ent = self._rows(mids)
+        fs = np.zeros(len(mids), np.int64)
+        fe = np.zeros(len(mids), np.int64)
+        fs[rows], fe[rows] = pos[0, ent], pos[1, ent]
+        return fs, fe
+
+    def gather(self, fs: np.ndarray, fe: np.ndarray, sep: int | None = None) -> np.ndarray:
+        """The bytes of the spans [fs, fe) of `buf`, concatenated (with the byte `sep` after
+        each span where given), as uint8 (`gather_spans`)."""
+        return MetaTable.gather_spans(self.buf, fs, fe, sep)
+
+    @staticmethod
+    def gather_spans(buf: np.ndarray, fs: np.ndarray, fe: np.ndarray,
+                     sep: int | None = None) -> np.ndarray:
+        """The bytes of the spans [fs, fe) of the uint8 array `buf`, concatenated (with the
+        byte `sep` after each span where given). Read-only where the spans are long.
+
+        How: short spans (names) by one index array built by a cumulative sum and one take,
+        ~10 ns per byte; long ones (HLO texts) by joining buffer slices, ~0.3 us per span. A
+        Python str per value would cost more than the rules applied to it."""
+        fs = np.asarray(fs, np.int64)
+        ln = np.asarray(fe, np.int64) - fs
+        if sep is None:  # empty spans add nothing (and would share an output position)
+            k = ln > 0
+            fs, ln = fs[k], ln[k]
+            w = ln
+        else:
+            w = ln + 1
+        if not len(w):
+            return np.zeros(0, np.uint8)
+        total = int(w.sum())
+        if total == len(w) and sep is not None:  # only empty spans: the separators
+            return np.full(total, sep, np.uint8)
+        if total > 48 * len(w):
+            mv = memoryview(buf)  # type: ignore[arg-type]  # an ndarray is a buffer
+            parts = [mv[p:q] for p, q in zip(fs.tolist(), (fs + ln).tolist())]
+            if sep is None:
+                return np.frombuffer(b"".join(parts), np.uint8)
+            s = bytes((sep,))
+            return np.frombuffer(s.join(parts) + s, np.uint8)
+        off = np.cumsum(w) - w  # each span's first byte in the output
+        # output byte i reads buf[idx[i]]: +1 within a span, a jump at each span's start
+        # (with `sep`, the slot after a span reads the byte after it, then is overwritten)
+        d = np.ones(total, np.intp)  # (int32 indices cost more: numpy converts them)
+        jump = fs.copy()
+        jump[1:] -= fs[:-1] + w[:-1] - 1
+        d[off] = jump
+        out = buf.take(np.cumsum(d, out=d), mode="clip")
+        if sep is not None:
+            out[off + ln] = sep
+        return out
+
+    def strings(self, mids: np.ndarray, display: bool) -> list[str] | None:
+        """Names (or display names) of the entries of `mids` ("" where absent), or None where
+        a value holds a NUL or is not UTF-8 (the caller then uses upb)."""
+        return self.span_strings(*self.spans(mids, display))
+
+    def span_strings(self, fs: np.ndarray, fe: np.ndarray) -> list[str] | None:
+        """The spans [fs, fe) of `buf` as Python strs, or None where a value holds a NUL or
+        is not UTF-8.
+
+        Every value becomes a Python str, but not through upb: the values are gathered into
+        one NUL-separated buffer (`gather`), decoded and split once (~0.1 us per value; upb's
+        map lookup and attribute read ~1.3 us)."""
+        if not len(fs):
+            return []
+        joined = self.gather(fs, fe, 0).tobytes()
+        try:
+            got = joined.decode("utf-8").split("\0")
+        except UnicodeDecodeError:
+            return None
+        got.pop()  # after the last separator
+        return got if len(got) == len(fs) else None
+
+    def string_bytes(self, mids: np.ndarray, display: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The names (or display names) of the entries of `mids` as bytes, without a Python
+        object each: (all their bytes concatenated as uint8, each one's length; 0 where
+        absent), for byte-level rules over many names at once."""
+        fs, fe = self.spans(mids, display)
+        return self.gather(fs, fe), fe - fs
+
+    def has_stat(self, mids: np.ndarray, sids) -> np.ndarray:
+        """Per id of `mids`: does its entry hold a stat whose id is one of `sids`?"""
+        mids = np.asarray(mids, np.int64)
+        out = np.zeros(len(mids), bool)
+        rows, ent = self._rows(mids)
+        if not rows.size or not len(sids) or not len(self.st_row):
+            return out
+        hit = np.zeros(len(self.keys), bool)
+        hit[self.st_row[np.isin(self.st["sid"], np.fromiter(sids, np.int64))]] = True
+        out[rows] = hit[ent]
+        return out
+
+    def columns(self, mids: np.ndarray, wanted: dict[int, str], names: tuple[str, ...],
+                stat_names: dict[int, str]) -> dict[str, np.ndarray]:
+        """Per id of `mids`: the first stat whose id is in `wanted` (id -> name), per name of
+        `names`, as object columns (None where absent)."""
+        mids = np.asarray(mids, np.int64)
+        out = {k: np.full(len(mids), None, object) for k in names}
+        rows, ent = self._rows(mids)
+        if not rows.size or not wanted or not len(self.st_row):
+            return out
+        need = np.zeros(len(self.keys), bool)
+        need[ent] = True
+        rec = np.flatnonzero(need[self.st_row])
+        sid = self.st["sid"][rec]
+        wid = np.fromiter(wanted.keys(), np.int64)
+        name_ix = {k: j for j, k in enumerate(names)}
+        wname = np.array([name_ix.get(wanted[k], -1) for k in wanted], np.int64)
+        o = np.argsort(wid)
+        wid, wname = wid[o], wname[o]
+        j = np.minimum(np.searchsorted(wid, sid), len(wid) - 1)
+        hit = np.flatnonzero((wid[j] == sid) & (wname[j] >= 0))
+        if not hit.size:
+            return out
+        entry, nm = self.st_row[rec[hit]], wname[j[hit]]
+        # records keep each entry's order: the first of each (entry, name) is the earliest
+        # (the start of its run in a stable sort, as np.unique's return_index, faster)
+        k2 = entry * len(names) + nm
+        o = np.argsort(k2, kind="stable")
+        k2 = k2[o]
+        start = np.ones(len(k2), bool)
+        start[1:] = k2[1:] != k2[:-1]
+        first = o[start]
+        sel = rec[hit[first]]
+        vals = _stat_objects(self.buf, {k: v[sel] for k, v in self.st.items()}, stat_names)
+        entry, nm = entry[first], nm[first]
+        for k, name in enumerate(names):
+            m = nm == k
+            col = np.full(len(self.keys), None, object)
+            col[entry[m]] = vals[m]
+            out[name][rows] = col[ent]
+        return out
