@@ -884,3 +884,36 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends):
     out = st.arrays()
     out.update(ok=ok, key=key_a, name=name_a, disp=disp_a)
     return out
+
+
+def gather_spans(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1] fe,
+                 int sep=-1):
+    """The bytes of the spans [fs[i], fe[i]) of `buf`, concatenated (with the byte `sep`
+    after each span where sep >= 0), as a new uint8 array (`MetaTable.gather_spans`).
+    Why here: numpy does it with an index array of 8 bytes per output byte (names) or a
+    memoryview slice object per span (HLO texts); this is one memcpy per span. Spans must
+    lie within `buf` and be non-negative in length (the caller's spans of one table)."""
+    cdef Py_ssize_t n = fs.shape[0], i, total = 0, ln, o = 0
+    cdef Py_ssize_t nb = buf.shape[0]
+    for i in range(n):
+        ln = fe[i] - fs[i]
+        if ln < 0 or fs[i] < 0 or fe[i] > nb:
+            raise ValueError("span outside the buffer")
+        total += ln + (1 if sep >= 0 else 0)
+    out_a = np.empty(total, np.uint8)
+    if total == 0:
+        return out_a
+    cdef uint8_t[::1] out = out_a
+    cdef uint8_t* po = &out[0]
+    cdef const uint8_t* pb = &buf[0] if nb else NULL
+    cdef uint8_t s = <uint8_t>(sep if sep >= 0 else 0)
+    with nogil:
+        for i in range(n):
+            ln = fe[i] - fs[i]
+            if ln:
+                memcpy(po + o, pb + fs[i], ln)
+                o += ln
+            if sep >= 0:
+                po[o] = s
+                o += 1
+    return out_a

@@ -78,9 +78,12 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         pid = np.full(len(uniq), None, object)
         module[nb] = cols["hlo_module"]
         pid[nb] = map_unique(cols["program_id"], as_id)
-        co.add(len(idx), host=host, device=device, start_ps=ev.starts[idx],
-               end_ps=ev.starts[idx] + ev.durs[idx], name=u_names[iu], hlo_op=u_names[iu],
-               hlo_module=module[iu], program_id=pid[iu], stream=line.id, line=line.name)
+        starts = ev.starts[idx]
+        names = u_names[iu]  # one object column for both: the name is the HLO op
+        co.add(len(idx), host=host, device=device, start_ps=starts,
+               end_ps=starts + ev.durs[idx], name=names, hlo_op=names,
+               hlo_module=_per_event(module, nb, iu),
+               program_id=_per_event(pid, nb, iu, True), stream=line.id, line=line.name)
 
     def add_transfers(starts: np.ndarray, ends: np.ndarray, ok: np.ndarray,
                       facts: dict[str, np.ndarray], at: np.ndarray, line) -> None:
@@ -125,6 +128,22 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
     smids, at = np.unique(pm, return_inverse=True)
     ok, facts = copy_columns(P, smids, programs())
     add_transfers(p0, p1, ok, facts, at, by_name.get("XLA Ops"))
+
+
+def _per_event(per_op: np.ndarray, nb: np.ndarray, iu: np.ndarray,
+               ids: bool = False) -> np.ndarray:
+    """`per_op[iu]` (an object column per event from one per distinct op), filled with its one
+    value where every compute op (`nb`) has the same (the usual: one module, one program per
+    line): a fill costs about half a take over a million events. Only where `==` cannot call
+    values of two types the same: a str, or (`ids`: `as_id`'s ints or None) an int."""
+    if len(nb) and len(iu):
+        v = per_op[nb[0]]
+        if type(v) is str or (ids and type(v) is int):
+            if bool((per_op[nb] == v).all()):
+                out = np.empty(len(iu), object)
+                out[:] = v
+                return out
+    return per_op[iu]
 
 
 _HOST_SLICE_OPS = ("dynamic-slice", "dynamic-update-slice")
@@ -326,9 +345,11 @@ def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
     known = np.zeros(n, bool)  # bytes known from the text (or the program)
     code[done] = 0
     if head.size:
-        jb = b.tobytes()  # a bytes slice per head (~0.1 us), decoded once per distinct head
-        code[head], nbytes[head], known[head] = copy_head_facts(
-            [jb[p:q] for p, q in zip(eq[head].tolist(), j[head].tolist())])
+        # the heads alone as bytes (plain texts: no NUL inside), decoded once per distinct
+        # head; not a bytes copy of all the texts to slice them from
+        heads = MetaTable.gather_spans(b, eq[head], j[head], 0).tobytes().split(b"\0")
+        heads.pop()  # after the last separator
+        code[head], nbytes[head], known[head] = copy_head_facts(heads)
     if programs:
         # The program's facts, where it has the op, replace the text's (`_copy_facts`) for
         # every op `is_host_async_start` admits: a decided head with a direction has S(5) in
