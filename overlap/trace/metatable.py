@@ -39,12 +39,23 @@ class MetaTable:
                               np.ascontiguousarray(me, np.int64))
         self.ok = bool(d["ok"])
         self.keys = np.zeros(0, np.int64)
+        self._dense = False  # keys are a run of consecutive ids (`_rows`)
         if not self.ok:
             return
         key = d["key"]
         n = len(key)
+        if n < 2 or bool((key[1:] > key[:-1]).all()):
+            # each key once, in order (what producers write): every entry and stat is kept
+            # as decoded, without a sort or a per-stat row lookup
+            self.keys = key
+            self.name, self.disp = d["name"], d["disp"]
+            self.st_row = d["ev"]  # int32 entry index per stat record
+            self.st = {c: d[c] for c in ("sid", "kind", "ival", "vpos")}
+            # ids 1..n (or any run without gaps): a row is the id minus the first, no search
+            self._dense = bool(n) and int(key[-1]) - int(key[0]) == n - 1
+            return
         # the last entry of each key: the last of its run in a stable sort (np.unique would
-        # take the same, slower; producers write each key once, mostly in order)
+        # take the same, slower)
         o = np.argsort(key, kind="stable")
         ks = key[o]
         end = np.ones(n, bool)
@@ -53,11 +64,11 @@ class MetaTable:
         self.keys = uk
         self.name = d["name"][:, last]  # [start; end] of the name ("" where absent)
         self.disp = d["disp"][:, last]
-        row_of = np.full(n, -1, np.int64)
-        row_of[last] = np.arange(len(uk))
+        row_of = np.full(n, -1, np.int32)  # entry index -> row (int32, as the records' own)
+        row_of[last] = np.arange(len(uk), dtype=np.int32)
         row = row_of[d["ev"]]
         cols = ("sid", "kind", "ival", "vpos")
-        if len(uk) == n:  # every key once (the usual): every stat is kept
+        if len(uk) == n:  # every key once: every stat is kept
             self.st_row = row
             self.st = {c: d[c] for c in cols}
             return
@@ -69,7 +80,11 @@ class MetaTable:
         """(positions in `mids` that have an entry, those entries' indices)."""
         if not len(self.keys):
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        i = np.minimum(np.searchsorted(self.keys, mids), len(self.keys) - 1)
+        if self._dense:  # the candidate row by a subtraction (checked below: exact, even
+            # where it wraps around)
+            i = np.clip(mids - self.keys[0], 0, len(self.keys) - 1)
+        else:
+            i = np.minimum(np.searchsorted(self.keys, mids), len(self.keys) - 1)
         rows = np.flatnonzero(self.keys[i] == mids)
         return rows, i[rows]
 
@@ -201,7 +216,7 @@ class MetaTable:
         hit = np.flatnonzero((wid[j] == sid) & (wname[j] >= 0))
         if not hit.size:
             return out
-        entry, nm = self.st_row[rec[hit]], wname[j[hit]]
+        entry, nm = self.st_row[rec[hit]].astype(np.int64), wname[j[hit]]
         # records keep each entry's order: the first of each (entry, name) is the earliest
         # (the start of its run in a stable sort, as np.unique's return_index, faster)
         k2 = entry * len(names) + nm

@@ -240,3 +240,22 @@ def test_compiled_gather_equals_the_numpy_gather(data, draw):
             assert wire.MetaTable.gather_spans(buf, fs, fe, sep).tobytes() == want
         finally:
             metatable._scan = scan
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(entry, min_size=1, max_size=8),
+       st.sampled_from([-3, 0, 1, (1 << 63) - 8, -(1 << 63)]))
+def test_keys_in_order_without_gaps_are_found_by_subtraction_exactly(entries, k0):
+    """Keys written once each, in order, without gaps (what producers write: ids 1..n) are
+    looked up by a subtraction; ids outside the run, at the int64 extremes where the
+    subtraction wraps around, get no entry, the run's ids theirs, as upb says."""
+    entries = [dict(e, key=k0 + i, layout="canonical") for i, e in enumerate(entries)]
+    P, xs = both(plane_bytes(entries, merged_value=False))
+    t = P.table()
+    assert t is not None and t._dense
+    upb = xs.planes[0].event_metadata
+    lo, hi = -(1 << 63), (1 << 63) - 1
+    near = [k0 - 1, k0 + len(entries), lo, hi, lo + 1, hi - 1, 0]
+    mids = np.array([k0 + i for i in range(len(entries))]
+                    + [m for m in near if lo <= m <= hi], np.int64)
+    check(P, mids, upb)
