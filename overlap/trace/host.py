@@ -33,9 +33,11 @@ from overlap.trace.wire import (
     as_id,
     as_int,
     map_unique,
+    object_array,
     stat_codes,
     stat_column,
     stat_keys,
+    unique_inverse,
 )
 
 # The stats the host rules read (the decoder keeps only these, see `_wanted_stats`).
@@ -156,7 +158,10 @@ def _memory_rows(P: Plane, ev: LineEvents, idx: np.ndarray, mem_mids: dict[int, 
     """One `memory` row per allocator event `idx` of the line."""
     if not idx.size:
         return
-    alloc = stat_column(P, ev, idx, "allocator_name")
+    codes, vals = stat_codes(P, ev, idx, "allocator_name")
+    alloc = vals[codes]
+    # once per distinct name (the staging allocator's `index_on_host:N` below is no device)
+    device = object_array([_allocator_device(v) for v in vals.tolist()])[codes]
     # No allocator name: the host staging allocator's events name their index instead.
     unnamed = np.flatnonzero(np.equal(alloc, None))  # type: ignore[call-overload]
     if unnamed.size:
@@ -164,11 +169,10 @@ def _memory_rows(P: Plane, ev: LineEvents, idx: np.ndarray, mem_mids: dict[int, 
         named = np.flatnonzero(~np.equal(ioh, None))  # type: ignore[call-overload]
         alloc[unnamed[named]] = np.array([f"index_on_host:{v}" for v in ioh[named].tolist()]
                                          + [None], object)[:-1]
-    mids = ev.mids[idx]
-    uniq, inv = np.unique(mids, return_inverse=True)
-    kinds = np.array([mem_mids[int(u)] for u in uniq] + [None], object)[:-1]
+    uniq, inv = unique_inverse(ev.mids[idx])
+    kinds = object_array([mem_mids[u] for u in uniq.tolist()])
     mem.add(len(idx), host=host, time_ps=ev.starts[idx], allocator=alloc,
-            device=map_unique(alloc, _allocator_device), kind=kinds[inv],
+            device=device, kind=kinds[inv],
             **{c: _int_stat(P, ev, idx, c) for c in _MEM_INTS})
 
 

@@ -609,6 +609,7 @@ class LineEvents:
             ks: (codes[j], tables[j]) for j, ks in enumerate(sets)}
         self._interned = {ks for j, ks in enumerate(sets) if not spec[3][j]} if spec else set()
         self._first: dict[frozenset, tuple] = {}  # first_codes' answers
+        self._sparse: dict[frozenset, tuple] = {}  # codes_at's: (names, events, values)
         # stat batches: (the ids decoded, None for all; their records)
         self._batches: list[tuple[frozenset | None, dict]] = [
             (None if want is None else frozenset(want.tolist()), self._kept_stats(st))]
@@ -679,6 +680,25 @@ class LineEvents:
         self._first[key] = (stat_names, codes, vals)
         return codes, vals
 
+    def codes_at(self, sids, stat_names: dict[int, str],
+                 idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`first_codes` for events `idx` only: (their codes, the values). Where the stat comes
+        from records, no code per event of the line is made (8 bytes per event, and its
+        page faults, on a line of a million events for a few thousand asked)."""
+        key = frozenset(int(x) for x in sids)
+        got = self._first.get(key)
+        if (got is not None and got[0] is stat_names) or key in self._interned:
+            codes, vals = self.first_codes(sids, stat_names)
+            return codes[idx], vals
+        sparse = self._sparse.get(key)
+        if sparse is None or sparse[0] is not stat_names:
+            sparse = self._sparse[key] = (stat_names, *self._first_records(key, stat_names))
+        evs, vals = sparse[1], sparse[2]
+        if not len(evs):
+            return np.full(len(idx), -1, np.int64), vals
+        pos = np.minimum(np.searchsorted(evs, idx), len(evs) - 1)
+        return np.where(evs[pos] == idx, pos, -1), vals
+
     def _first_records(self, key: frozenset, stat_names) -> tuple[np.ndarray, np.ndarray]:
         st = self._stats(key)
         sel = np.flatnonzero(np.isin(st["sid"], np.fromiter(key, np.int64)))
@@ -724,8 +744,7 @@ def stat_codes(P: "Plane", ev: LineEvents, idx: np.ndarray,
     idx = np.asarray(idx, np.int64)
     sids = P.stat_ids.get(name)
     if sids and len(idx):
-        codes, vals = ev.first_codes(sids, P.stat_names)
-        c = codes[idx]  # int32 where the line was decoded with groups: half the bytes
+        c, vals = ev.codes_at(sids, P.stat_names, idx)  # int32 from groups: half the bytes
     else:
         c, vals = np.full(len(idx), -1, np.int64), np.zeros(0, object)
     missing = np.flatnonzero(c < 0)
