@@ -194,6 +194,15 @@ class MetaTable:
         out[rows] = hit[ent]
         return out
 
+    def _sid_top(self) -> int | None:
+        """The largest stat id of the records where all lie in [0, 2**20) (a lookup table
+        over them is small), else None; computed once."""
+        if not hasattr(self, "_top"):
+            sid = self.st["sid"]
+            ok = len(sid) and int(sid.min()) >= 0 and int(sid.max()) < (1 << 20)
+            self._top = int(sid.max()) if ok else None
+        return self._top
+
     def columns(self, mids: np.ndarray, wanted: dict[int, str], names: tuple[str, ...],
                 stat_names: dict[int, str]) -> dict[str, np.ndarray]:
         """Per id of `mids`: the first stat whose id is in `wanted` (id -> name), per name of
@@ -205,18 +214,34 @@ class MetaTable:
             return out
         need = np.zeros(len(self.keys), bool)
         need[ent] = True
-        rec = np.flatnonzero(need[self.st_row])
-        sid = self.st["sid"][rec]
+        keep = need[self.st_row]  # the records of the entries asked for
         wid = np.fromiter(wanted.keys(), np.int64)
         name_ix = {k: j for j, k in enumerate(names)}
         wname = np.array([name_ix.get(wanted[k], -1) for k in wanted], np.int64)
-        o = np.argsort(wid)
-        wid, wname = wid[o], wname[o]
-        j = np.minimum(np.searchsorted(wid, sid), len(wid) - 1)
-        hit = np.flatnonzero((wid[j] == sid) & (wname[j] >= 0))
-        if not hit.size:
+        sids = self.st["sid"]
+        top = self._sid_top()
+        if top is not None and len(names) < (1 << 15):
+            # small stat ids (the usual): the name index by a lookup per record, kept only
+            # for the wanted records (no search, no int64 temporary per record asked for)
+            lut = np.full(top + 1, -1, np.int16)
+            inside = (wid >= 0) & (wid <= top)
+            lut[wid[inside]] = wname[inside]
+            keep &= lut[sids] >= 0
+            rec = np.flatnonzero(keep)
+            del keep
+            nm = lut[sids[rec]].astype(np.int64)
+        else:
+            rec = np.flatnonzero(keep)
+            del keep
+            sid = sids[rec]
+            o = np.argsort(wid)
+            wid, wname = wid[o], wname[o]
+            j = np.minimum(np.searchsorted(wid, sid), len(wid) - 1)
+            hit = np.flatnonzero((wid[j] == sid) & (wname[j] >= 0))
+            rec, nm = rec[hit], wname[j[hit]]
+        if not rec.size:
             return out
-        entry, nm = self.st_row[rec[hit]].astype(np.int64), wname[j[hit]]
+        entry = self.st_row[rec].astype(np.int64)
         # records keep each entry's order: the first of each (entry, name) is the earliest
         # (the start of its run in a stable sort, as np.unique's return_index, faster)
         k2 = entry * len(names) + nm
@@ -225,7 +250,7 @@ class MetaTable:
         start = np.ones(len(k2), bool)
         start[1:] = k2[1:] != k2[:-1]
         first = o[start]
-        sel = rec[hit[first]]
+        sel = rec[first]
         vals = _stat_objects(self.buf, {k: v[sel] for k, v in self.st.items()}, stat_names)
         entry, nm = entry[first], nm[first]
         for k, name in enumerate(names):

@@ -259,3 +259,16 @@ def test_keys_in_order_without_gaps_are_found_by_subtraction_exactly(entries, k0
     mids = np.array([k0 + i for i in range(len(entries))]
                     + [m for m in near if lo <= m <= hi], np.int64)
     check(P, mids, upb)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(entry, max_size=12), st.lists(st.integers(-5, 45), max_size=20))
+def test_columns_by_searched_stat_ids_equal_upb(entries, extra):
+    """The columns where the stat ids are not all small (looked up by a binary search, not
+    through a table over the ids) equal upb's too."""
+    P, xs = both(plane_bytes(entries, merged_value=False))
+    t = P.table()
+    if t is not None:
+        t._top = None  # as where a stat id lies outside [0, 2**20)
+    upb = xs.planes[0].event_metadata
+    check(P, np.array(sorted(upb.keys()) + extra, np.int64), upb)
