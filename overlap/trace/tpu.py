@@ -61,15 +61,17 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         if not line.n_events:
             continue
         ev = LineEvents(line, line_base_ps(line), wanted=a_ids)
-        keep = ~ev.has_stat(a_ids) if a_ids else np.ones(ev.n, bool)
+        keep = ~ev.has_stat(a_ids) if a_ids else None  # None: every event
         uniq, inv = unique_inverse(ev.mids)  # once per distinct op
         u_names, b_u = _op_names(P, uniq, pairing)
-        bnd = b_u[inv]
         if line.name == "XLA Ops" and pairing:
-            b = np.flatnonzero(keep & bnd)
+            m = b_u[inv]
+            b = np.flatnonzero(m if keep is None else m & keep)
             boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]], inv[b],
                           u_names)
-        idx = np.flatnonzero(keep & ~bnd)
+        m = (~b_u)[inv]  # compute events: the per-op test taken per event, one pass
+        idx = np.flatnonzero(m if keep is None else m & keep)
+        del m
         iu = inv[idx]
         # the metadata columns once per distinct compute op
         nb = np.flatnonzero(~b_u)
