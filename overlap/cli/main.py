@@ -38,7 +38,10 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, or with `only` that one subcommand (what `main` parses a
+    command's arguments with: importing and registering the other nine costs start-up time
+    and changes nothing in that command's parsing, usage lines or errors)."""
     parser = _Parser(
         prog="overlap",
         description="Does your JAX host offloading pay off? Reads jax.profiler captures and "
@@ -48,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="print the traceback of an internal error (also OVERLAP_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         try:
             module = importlib.import_module(f"overlap.cli.{name}")
         except ModuleNotFoundError as e:
@@ -69,8 +72,20 @@ def _stderr_for(command: str | None, debug: bool) -> contextlib.AbstractContextM
     return native_stderr_filtered()
 
 
+def _command_of(argv: list[str]) -> str | None:
+    """The subcommand `argv` names where nothing before it asks for the whole parser (help,
+    version, or anything but `--debug`); None otherwise."""
+    for a in argv:
+        if a != "--debug":
+            return a if a in COMMANDS else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    command = _command_of(sys.argv[1:] if argv is None else list(argv))
+    parser = build_parser(command)
+    if command is not None and command not in parser.get_default("_subparsers"):
+        parser = build_parser()  # a command not built in this checkout: the full message
     args, extra = parser.parse_known_args(argv)
     if extra:  # an unknown flag belongs to the subcommand's usage, not the top level's
         subs = getattr(args, "_subparsers", {}) or {}

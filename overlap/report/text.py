@@ -9,7 +9,6 @@ picoseconds happens here and only here. Results from SYNTHETIC traces say so in 
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from typing import Any
 
 from overlap.analysis.overlap import DIRECTIONS, format_ps, vendor_names
@@ -202,6 +201,8 @@ def _emit(fp, v: Any, indent: str, depth: int) -> None:
 
 def junit(result: dict[str, Any], outcome: dict[str, Any]) -> str:
     """JUnit XML: one testcase per check, so CI systems list each gate separately."""
+    import xml.etree.ElementTree as ET  # here: every report imports this module (~8 ms)
+
     checks = outcome["checks"]
     suite = ET.Element("testsuite", {
         "name": "overlap check", "tests": str(len(checks)),
