@@ -44,15 +44,23 @@ class MetaTable:
             return
         key = d["key"]
         n = len(key)
-        if n < 2 or bool((key[1:] > key[:-1]).all()):
-            # each key once, in order (what producers write): every entry and stat is kept
-            # as decoded, without a sort or a per-stat row lookup
-            self.keys = key
-            self.name, self.disp = d["name"], d["disp"]
-            self.st_row = d["ev"]  # int32 entry index per stat record
+        up = n < 2 or bool((key[1:] > key[:-1]).all())
+        if up or bool((key[1:] < key[:-1]).all()):
+            # each key once, in order or in reverse order (what producers write: upb
+            # serializes a map newest first): every entry and stat is kept as decoded,
+            # without a sort or a per-stat row lookup
+            if up:
+                self.keys = key
+                self.name, self.disp = d["name"], d["disp"]
+                self.st_row = d["ev"]  # int32 entry index per stat record
+            else:
+                self.keys = key[::-1].copy()
+                self.name = d["name"][:, ::-1].copy()
+                self.disp = d["disp"][:, ::-1].copy()
+                self.st_row = (n - 1) - d["ev"]  # int32, as the records' own
             self.st = {c: d[c] for c in ("sid", "kind", "ival", "vpos")}
             # ids 1..n (or any run without gaps): a row is the id minus the first, no search
-            self._dense = bool(n) and int(key[-1]) - int(key[0]) == n - 1
+            self._dense = bool(n) and int(self.keys[-1]) - int(self.keys[0]) == n - 1
             return
         # the last entry of each key: the last of its run in a stable sort (np.unique would
         # take the same, slower)
