@@ -673,7 +673,9 @@ class LineEvents:
             # refs are already keys of their plane in a grouped read: no plane to apply
             codes, vals = grp[0], _stat_objects(self.buf, grp[1], stat_names)
         else:
-            evs, vals = self._first_records(key, stat_names)
+            sparse = self._sparse.get(key)  # `codes_at` read these records already
+            evs, vals = (sparse[1], sparse[2]) if sparse is not None and sparse[0] is stat_names \
+                else self._first_records(key, stat_names)
             codes = np.full(self.n, -1, np.int64)
             codes[evs] = np.arange(len(evs))
         # rules ask for one stat for several sets of events (copies, kernels, vendors' checks)
