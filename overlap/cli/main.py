@@ -13,10 +13,12 @@ can always tell a crash (4) from a failed gate (1).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import importlib
 import os
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import NoReturn
@@ -128,5 +130,29 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+# Commands that only read inputs and write stdout or files they close themselves: their process
+# ends without the interpreter's teardown (`run`).
+QUICK_EXIT_COMMANDS = ("inspect", "report", "check", "compare")
+
+
 def run() -> None:
-    sys.exit(main())
+    code = main()
+    if _command_of(sys.argv[1:]) in QUICK_EXIT_COMMANDS and threading.active_count() == 1:
+        # Tearing the interpreter down (freeing every module of pandas and numpy, object by
+        # object) takes ~70 ms after the work is done, 8% of a 1M-event report. What a
+        # normal exit does that matters is done here: streams flushed, atexit handlers run
+        # (coverage, multiprocessing, a caller's hooks); no other thread is left to join.
+        # A failed flush (a closed pipe) takes the normal path, which reports it as before.
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            sys.exit(code)
+        atexit._run_exitfuncs()
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            sys.exit(code)
+        os._exit(code)
+    sys.exit(code)
