@@ -171,6 +171,9 @@ def run(args: argparse.Namespace) -> int:
 
             baseline = load_baseline(args.baseline)
     trace, result = read_and_analyze(args)
+    from overlap.cli.main import keep_until_exit
+
+    keep_until_exit(trace, result)
     from pathlib import Path as _P
 
     from overlap.trace.paths import list_sessions

@@ -41,6 +41,7 @@ def test_report_output_exit_code_and_hooks() -> None:
     with redirect_stdout(buf):  # the same command in this process, ended normally
         assert cli_main.main(["report", "--json", str(TRACE.relative_to(REPO))]) == 0
     assert p.stdout == buf.getvalue()
+    assert cli_main._EXIT_KEEP is None  # in-process: nothing kept past the call
     assert json.loads(p.stdout)["status"]
 
 
