@@ -206,9 +206,11 @@ def run(args: argparse.Namespace) -> int:
         exposed_slack_ms=args.exposed_slack_ms, allow_no_transfers=args.allow_no_transfers,
         allow_unknown=args.allow_unknown)
     config.validate()
+    from overlap.cli.main import keep_until_exit
     from overlap.cli.report import read_and_analyze
 
     trace, result = read_and_analyze(args)
+    keep_until_exit(trace, result)  # freed by the process's end (`overlap.cli.main.run`)
     outcome = check.run_checks(result, config, trace)
 
     human = render.text(result, outcome)
