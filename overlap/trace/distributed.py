@@ -22,11 +22,9 @@ reports the readable hosts and names the damaged ones.
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import os
 import re
 import threading
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -144,6 +142,10 @@ def map_hosts_local(files: list[Path], jobs: int, fn: Callable[[str], Any] | Non
     """
     if fn is None:
         fn = read_host_file
+    # imported here: a single-file read (most reports) never starts a pool (~10 ms of imports)
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(files)), mp_context=ctx) as pool:
         return list(pool.map(fn, [str(f) for f in files]))
