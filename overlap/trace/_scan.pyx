@@ -421,18 +421,6 @@ cdef inline Py_ssize_t _stat(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64
     return 0
 
 
-cdef inline bint _in(const int64_t* a, Py_ssize_t n, int64_t x) noexcept nogil:
-    """Is x in the sorted array a[:n]?"""
-    cdef Py_ssize_t lo = 0, hi = n, mid
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if a[mid] < x:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo < n and a[lo] == x
-
-
 cdef inline Py_ssize_t _find(const int64_t* a, Py_ssize_t n, int64_t x) noexcept nogil:
     """Where x is in the sorted array a[:n], or -1."""
     cdef Py_ssize_t lo = 0, hi = n, mid
@@ -443,6 +431,11 @@ cdef inline Py_ssize_t _find(const int64_t* a, Py_ssize_t n, int64_t x) noexcept
         else:
             hi = mid
     return lo if lo < n and a[lo] == x else -1
+
+
+cdef inline bint _in(const int64_t* a, Py_ssize_t n, int64_t x) noexcept nogil:
+    """Is x in the sorted array a[:n]?"""
+    return _find(a, n, x) >= 0
 
 
 cdef inline uint64_t _mix(uint64_t h) noexcept nogil:
@@ -610,9 +603,10 @@ _NO_TABLE = np.full(1, -1, np.int32)
 def _direct(keys, values, limit):
     """For sorted int64 `keys` all in [0, limit): a table indexed by key holding its value
     (or 0; -1 where not a key). None otherwise (keys are then searched)."""
-    if keys is None or not len(keys) or keys[0] < 0 or keys[-1] >= limit:
+    # keys[len(keys) - 1], not keys[-1]: this module is compiled with wraparound=False
+    if keys is None or not len(keys) or keys[0] < 0 or keys[len(keys) - 1] >= limit:
         return None
-    out = np.full(int(keys[-1]) + 1, -1, np.int32)
+    out = np.full(int(keys[len(keys) - 1]) + 1, -1, np.int32)
     out[keys] = 0 if values is None else values
     return out
 

@@ -257,16 +257,21 @@ def _fill(out: np.ndarray, at: np.ndarray, values: list) -> None:
     out[at] = col
 
 
-def _instruction_names(P: Plane, t: MetaTable, mids: np.ndarray) -> list[str]:
-    """`instruction_names` of the HLO texts of `mids`: on the texts' bytes where they are
-    plain ASCII and the name needs no stripping, else on their Python strings."""
+def _text_bytes(t: MetaTable, mids: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The HLO texts of `mids` as one byte buffer: (bytes, each text's [lo, hi) in it, whether
+    it is plain ASCII, where its first ` = ` lies or -1), what the byte rules start from."""
     fs, fe = t.spans(mids)
     ln = fe - fs
     b = t.gather(fs, fe)
     hi = np.cumsum(ln)
     lo = hi - ln
-    plain = plain_texts(b, lo, hi)
-    eq = first_within(find_all(b, b" = ", 1), lo, hi, 3)
+    return b, lo, hi, plain_texts(b, lo, hi), first_within(find_all(b, b" = ", 1), lo, hi, 3)
+
+
+def _instruction_names(P: Plane, t: MetaTable, mids: np.ndarray) -> list[str]:
+    """`instruction_names` of the HLO texts of `mids`: on the texts' bytes where they are
+    plain ASCII and the name needs no stripping, else on their Python strings."""
+    b, lo, hi, plain, eq = _text_bytes(t, mids)
     ns, ne, ok = instruction_name_spans(b, lo, hi, eq)
     ok &= plain
     names: list[str] = [""] * len(mids)
@@ -326,13 +331,7 @@ def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
     distinct head, where the head holds the result tuple's first two elements. Everything
     else (slices, heads the tuple rule does not match, non-ASCII or NUL bytes) is left."""
     n = len(mids)
-    fs, fe = t.spans(mids)
-    ln = fe - fs
-    b = t.gather(fs, fe)
-    hi = np.cumsum(ln)
-    lo = hi - ln
-    plain = plain_texts(b, lo, hi)
-    eq = first_within(find_all(b, b" = ", 1), lo, hi, 3)
+    b, lo, hi, plain, eq = _text_bytes(t, mids)
     cs = find_all(b, b"copy-start", 4)
     has_cs = first_within(cs, lo, hi, 10) >= 0
     has_sl = first_within(find_all(b, b"slice-start(", 1), lo, hi, 12) >= 0
