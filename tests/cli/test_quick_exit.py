@@ -58,3 +58,15 @@ def test_other_commands_exit_normally() -> None:
     p = _run("completion", "bash")
     assert p.returncode in (0, 2)  # 2: shtab not installed (an optional extra)
     assert p.stderr.endswith("HOOK RAN\n")
+
+
+@pytest.mark.skipif(not TRACE.exists(), reason="sample trace not present")
+def test_a_profiler_still_writes_its_results(tmp_path: Path) -> None:
+    """`python -m cProfile -o F -m overlap report ...` writes F after `run` returns: under a
+    profiler the process ends normally (os._exit would lose the profile)."""
+    out = tmp_path / "report.prof"
+    p = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m", "overlap",
+                        "report", "--json", str(TRACE.relative_to(REPO))],
+                       capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert out.stat().st_size > 0
