@@ -68,6 +68,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from google.protobuf.message import DecodeError
 
 from overlap.trace.protos import HloProto, XSpace
 
@@ -886,9 +887,12 @@ def buffer_assignment_sizes(hlo_proto: bytes | Any, color: int = 0) -> dict[str,
     `color` 0): arguments (entry parameters), outputs (maybe-live-out), aliases (both: donated
     buffers), temp (every other allocation but constants and thread-local ones). A capture
     carries this proto for every program, so a capture without a manifest still gets the same
-    definition of peak memory. None when the proto has no buffer assignment."""
+    definition of peak memory. None when the proto has no buffer assignment or does not parse."""
     if isinstance(hlo_proto, (bytes, bytearray)):
-        hlo_proto = HloProto.FromString(bytes(hlo_proto))
+        try:
+            hlo_proto = HloProto.FromString(bytes(hlo_proto))
+        except DecodeError:  # a damaged proto in a capture: no sizes to give, not a crash
+            return None
     allocs = list(hlo_proto.buffer_assignment.buffer_allocations)
     if not allocs:
         return None

@@ -48,6 +48,19 @@ def test_buffer_assignment_matches_memory_analysis_on_both_samples():
         assert memory_analysis_peak(buffer_assignment_sizes(proto)) == _expected(run)
 
 
+def test_a_damaged_hlo_proto_gives_no_sizes_and_no_crash():
+    """A capture whose HLO proto does not parse (fuzz seed 8, case 44): the buffer-assignment
+    peak is unknown, and the headline falls back to what else the capture says."""
+    run = SCAN / "offload_x"
+    trace = read_trace(run)
+    assert buffer_assignment_sizes(b"\xff\xff\xff") is None
+    damaged = trace.modules.copy()
+    damaged["hlo_proto"] = [b"\x0a\xff\xff\xff" for _ in range(len(damaged))]
+    trace.modules = damaged
+    pm = peak_memory({}, trace)
+    assert "buffer assignment" not in pm["source"]
+
+
 def test_pick_module_never_guesses_the_largest():
     protos = {"jit__normal(8)": b"x" * 100, "jit_step(18)": b"y"}
     assert pick_module(protos, "jit_step")[0] == "jit_step(18)"
