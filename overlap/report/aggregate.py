@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from overlap.analysis.overlap import merge_intervals, subtract_intervals
-from overlap.arrays import sorted_unique
+from overlap.arrays import filled, sorted_unique
 
 DIRECTIONS = ("D2H", "H2D")
 DEFAULT_TIMELINE_CAP = 4000  # bars drawn in one timeline, over all lanes
@@ -85,7 +85,7 @@ def _clip(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> tuple[np.nd
 def _lane_frame(lane: str, kind: str, s: np.ndarray, e: np.ndarray, count: np.ndarray,
                 **extra) -> pd.DataFrame:
     n = s.size
-    data = {"lane": np.full(n, lane, dtype=object), "kind": np.full(n, kind, dtype=object),
+    data = {"lane": filled(n, lane), "kind": filled(n, kind),
             "start_ps": s.astype(np.int64), "end_ps": e.astype(np.int64),
             "count": count.astype(np.int64)}
     data["hlo_op"] = extra.get("hlo_op", np.full(n, None, dtype=object))

@@ -472,6 +472,14 @@ cdef inline uint64_t _hash_value(const uint8_t* b, int8_t kind, uint64_t ival,
     return _mix(h ^ ival)
 
 
+cdef void* _resized(void* p, size_t nbytes) except NULL:
+    """`realloc`, or MemoryError (the old block then stays its owner's, freed as before)."""
+    cdef void* q = realloc(p, nbytes)
+    if not q:
+        raise MemoryError()
+    return q
+
+
 cdef class _Intern:
     """The distinct values of one stat group: each value's kind, integer (double bits, string
     length) and, for strings and bytes, where its first occurrence lies, in order of first
@@ -509,23 +517,10 @@ cdef class _Intern:
 
     cdef int _grow(self) except -1:
         cdef Py_ssize_t cap = self.cap * 2, i, j, mask
-        cdef void* p
-        p = realloc(self.kind, cap * sizeof(int8_t))
-        if not p:
-            raise MemoryError()
-        self.kind = <int8_t*>p
-        p = realloc(self.ival, cap * sizeof(uint64_t))
-        if not p:
-            raise MemoryError()
-        self.ival = <uint64_t*>p
-        p = realloc(self.vpos, cap * sizeof(int64_t))
-        if not p:
-            raise MemoryError()
-        self.vpos = <int64_t*>p
-        p = realloc(self.hash, cap * sizeof(uint64_t))
-        if not p:
-            raise MemoryError()
-        self.hash = <uint64_t*>p
+        self.kind = <int8_t*>_resized(self.kind, cap * sizeof(int8_t))
+        self.ival = <uint64_t*>_resized(self.ival, cap * sizeof(uint64_t))
+        self.vpos = <int64_t*>_resized(self.vpos, cap * sizeof(int64_t))
+        self.hash = <uint64_t*>_resized(self.hash, cap * sizeof(uint64_t))
         self.cap = cap
         # slots: at most half full
         free(self.slots)

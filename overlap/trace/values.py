@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from overlap.arrays import filled
+
 # Metadata and stat ids of several planes read as one (`PlaneGroup`) become keys
 # `plane index * GROUP_STRIDE + id`. Only planes whose ids all lie in [0, GROUP_STRIDE) are
 # grouped; an event or stat whose id lies outside gets key -1, which names nothing (as an id
@@ -169,16 +171,8 @@ class Cols:
                 if isinstance(v, np.ndarray):
                     parts.append(v if dtype != "object" else v.astype(object, copy=False))
                 else:
-                    parts.append(_filled(n, v, object if dtype == "object" or v is None
+                    parts.append(filled(n, v, object if dtype == "object" or v is None
                                          else np.int64))
             out[col] = (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else []
         self.chunks = []  # the frame owns the columns now
         return out
-
-
-def _filled(n: int, v: Any, dtype: Any) -> np.ndarray:
-    """`np.full(n, v, dtype)`, 5x faster for objects (`np.full` converts the fill value once
-    per element there: 66 ms per million rows, a chunk's host or device name)."""
-    out = np.empty(n, dtype)
-    out[:] = v
-    return out
