@@ -4,7 +4,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from overlap.arrays import filled, sorted_unique
+from overlap.arrays import factorize, filled, sorted_unique
 
 
 @given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=200))
@@ -31,3 +31,65 @@ def test_filled_equals_np_full():
         got, want = filled(5, v, dtype), np.full(5, v, dtype=dtype)
         assert got.dtype == want.dtype and got.tolist() == want.tolist()
     assert filled(0, "a").shape == (0,)
+
+
+# factorize: pandas' answer, with no pandas on the way (the reference imports it here).
+_VALUES = st.one_of(st.none(), st.just(float("nan")), st.sampled_from(["a", "b", "GPU:0", ""]),
+                    st.text(max_size=3), st.integers(-3, 3))
+
+
+def _same_as_pandas(a, sort):
+    import pandas as pd
+
+    codes, uniq = factorize(a, sort=sort)
+    want_codes, want_uniq = pd.factorize(a, sort=sort)
+    assert codes.dtype == np.int64
+    assert codes.tolist() == want_codes.tolist()
+    assert uniq.dtype == want_uniq.dtype
+    assert [type(x) for x in uniq.tolist()] == [type(x) for x in want_uniq.tolist()]
+    assert uniq.tolist() == want_uniq.tolist()
+
+
+@given(st.lists(_VALUES, max_size=60), st.booleans())
+def test_factorize_objects_equals_pandas(xs, sort):
+    a = np.empty(len(xs), object)
+    a[:] = xs
+    if sort and len({type(x) for x in xs if x is not None and x == x}) > 1:
+        sort = False  # str and int do not order (pandas' mixed sort is its own rule)
+    _same_as_pandas(a, sort)
+
+
+@given(st.lists(st.sampled_from(["h0", "h1", None, "dev"]), max_size=12),
+       st.lists(st.integers(1, 40), max_size=12), st.booleans())
+def test_factorize_runs_equals_pandas(heads, lengths, sort):
+    # long runs of one object, and of equal but distinct objects: the run-compressed path
+    xs = [("".join(h) if h is not None and k % 2 else h)
+          for k, (h, n) in enumerate(zip(heads, lengths)) for _ in range(n)]
+    a = np.empty(len(xs), object)
+    a[:] = xs
+    _same_as_pandas(a, sort)
+
+
+@given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=80), st.booleans())
+def test_factorize_ints_equals_pandas(xs, sort):
+    _same_as_pandas(np.array(xs, np.int64), sort)
+
+
+def test_factorize_hands_pd_na_and_mixed_sort_to_pandas():
+    import pandas as pd
+
+    a = np.array(["b", pd.NA, "a", "b"], object)
+    assert factorize(a)[0].tolist() == pd.factorize(a)[0].tolist() == [0, -1, 1, 0]
+    m = np.array([2, "x", 1], object)
+    assert factorize(m, sort=True)[0].tolist() == pd.factorize(m, sort=True)[0].tolist()
+
+
+def test_factorize_does_not_import_pandas():
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\nfrom overlap.arrays import factorize\n"
+            "a = np.array(['b', None, 'a', float('nan')] * 9, object)\n"
+            "assert factorize(a, sort=True)[0].tolist()[:4] == [1, -1, 0, -1]\n"
+            "assert 'pandas' not in sys.modules, 'pandas imported'\n")
+    subprocess.run([sys.executable, "-c", code], check=True)

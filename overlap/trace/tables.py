@@ -13,6 +13,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+# pandas-free, shared with the analysis; re-exported here for the reader's callers
+from overlap.arrays import (  # noqa: F401
+    factorize,
+    object_addresses,
+    object_runs,
+    run_starts,
+)
+
 TRANSFER_COLUMNS = {
     "host": "object", "device": "object", "direction": "object", "start_ps": "int64",
     "end_ps": "int64", "bytes": "int64", "src_kind": "object", "dst_kind": "object",
@@ -130,91 +138,6 @@ def _ints(values: Any, dtype: str) -> Any:
         except (OverflowError, TypeError, ValueError):
             pass  # pandas says what it cannot hold
     return pd.array(values, dtype=dtype, copy=False)
-
-
-class _Addresses:
-    """An object array's element pointers as a uintp array (`object_addresses`); holds the
-    object array, so the pointers stay valid while the view lives."""
-
-    def __init__(self, values: np.ndarray):
-        self._values = values
-        self.__array_interface__ = {"data": (values.ctypes.data, True), "version": 3,
-                                    "typestr": np.dtype(np.uintp).str, "shape": values.shape}
-
-
-def object_addresses(values: np.ndarray) -> np.ndarray:
-    """Per element of a 1-D object array, the address of the object it holds (read-only).
-
-    Equal addresses are the same object, hence equal values: whole columns that repeat one
-    object (a reader's host and device names, None) are recognised without calling Python's
-    comparison per element (0.4 ms instead of 12-36 ms per million rows)."""
-    values = np.ascontiguousarray(values)
-    return np.asarray(_Addresses(values))
-
-
-def object_runs(values: np.ndarray) -> np.ndarray:
-    """Indices where a run of one object begins in a 1-D object array (0 included)."""
-    n = len(values)
-    if not n:
-        return np.zeros(0, np.intp)
-    return np.flatnonzero(_new_object(values))
-
-
-def _new_object(values: np.ndarray) -> np.ndarray:
-    """Per element: is it another object than the one before (the first: True)?"""
-    addr = object_addresses(values)
-    new = np.empty(len(values), bool)
-    new[0] = True
-    np.not_equal(addr[1:], addr[:-1], out=new[1:])
-    return new
-
-
-def run_starts(values: np.ndarray, by_value: bool = True) -> np.ndarray | None:
-    """Indices where a run of equal neighbours begins in a 1-D object array (0 included).
-
-    Neighbours are in one run when they are the same object or, with `by_value`, compare
-    equal with `==` (asked only where the objects differ, and not at all where more than half
-    the neighbours are different objects: a column that alternates is no run column).
-    Distinct objects that compare equal are only ever merged by `==`, which is also how
-    pandas' hash tables match keys. None when a comparison does not answer True/False
-    (pd.NA): the caller takes its general path."""
-    n = len(values)
-    if not n:
-        return np.zeros(0, np.intp)
-    new = _new_object(values)
-    if by_value:
-        at = np.flatnonzero(new[1:])
-        if len(at) > n // 2:  # values that alternate (directions, op names): not runs
-            return np.flatnonzero(new)
-        if len(at):
-            try:
-                same = np.asarray(values[at + 1] == values[at], dtype=bool)
-            except (TypeError, ValueError):  # a value whose == is no bool (pd.NA)
-                return None
-            if same.shape == at.shape:
-                new[at[same] + 1] = False
-    return np.flatnonzero(new)
-
-
-def factorize(values: Any, sort: bool = False,
-              use_na_sentinel: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """`pd.factorize(values, sort=sort, use_na_sentinel=...)` of a column, as an object array:
-    (codes as int64, uniques).
-
-    The same codes as pandas gives, computed once per run of equal neighbours
-    (`run_starts`): the reader's host and device columns are a few long runs, and a sorted
-    table keeps them so; pandas' hashing costs 36 ms per million rows and column (73 ms
-    through a Series)."""
-    v = values.to_numpy(dtype=object) if isinstance(values, pd.Series) else \
-        np.asarray(values, dtype=object)
-    if v.ndim == 1 and len(v) > 8:
-        starts = run_starts(v)
-        if starts is not None and len(starts) <= len(v) // 8:
-            codes, uniq = pd.factorize(v[starts], sort=sort, use_na_sentinel=use_na_sentinel)
-            counts = np.diff(np.append(starts, len(v)))
-            return np.repeat(codes.astype(np.int64, copy=False), counts), uniq
-    codes, uniq = pd.factorize(v, sort=sort, use_na_sentinel=use_na_sentinel)
-    return codes.astype(np.int64, copy=False), uniq
 
 
 def _with_default(values, n: int, default: Any) -> np.ndarray:
