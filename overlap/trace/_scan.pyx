@@ -808,7 +808,14 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends):
     disp_a = np.zeros((2, n), np.int64)
     cdef int64_t[::1] key = key_a
     cdef int64_t[:, ::1] name = name_a, disp = disp_a
-    cdef _Stats st = _Stats(n)
+    # Capacity as `decode_events` sizes it: a record takes at least 2 bytes, an entry holds a
+    # few (5 on XLA:TPU ops); untouched capacity is never backed by memory, and regrowing
+    # copied every record up to three times (the many-ops capture's 540k: ~40 ms of a fresh
+    # process' page faults and copies)
+    cdef Py_ssize_t nbytes = 0
+    for i in range(n):
+        nbytes += ends[i] - starts[i]
+    cdef _Stats st = _Stats(min(nbytes // 2, n * 8) + 16)
     cdef bint ok = True
     for i in range(n):
         p = starts[i]
