@@ -7,19 +7,23 @@ which fills them and re-exports these names).
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 # pandas-free, shared with the analysis; re-exported here for the reader's callers
 from overlap.arrays import (  # noqa: F401
     factorize,
+    filled,
     object_addresses,
     object_runs,
     run_starts,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TRANSFER_COLUMNS = {
     "host": "object", "device": "object", "direction": "object", "start_ps": "int64",
@@ -62,8 +66,16 @@ LINE_COLUMNS = {"host": "object", "plane": "object", "line_id": "int64", "line":
                 "events": "int64"}
 
 
+# Each table of a `Trace`, by attribute name.
+TABLES = {"transfers": TRANSFER_COLUMNS, "compute": COMPUTE_COLUMNS, "steps": STEP_COLUMNS,
+          "memory": MEMORY_COLUMNS, "modules": MODULE_COLUMNS, "devices": DEVICE_COLUMNS,
+          "lines": LINE_COLUMNS}
+
+
 def _frame(rows: dict[str, list] | None, schema: dict[str, str]) -> pd.DataFrame:
     """A DataFrame with exactly `schema`'s columns and dtypes, from column lists."""
+    import pandas as pd
+
     rows = rows or {}
     data = {}
     n = max((len(v) for v in rows.values()), default=0)
@@ -92,6 +104,8 @@ def _nullable(values: Any, dtype: str) -> Any:
     object, else a hash of the addresses. Their conversion is spread with `take`; the same
     objects give the same values, and where pandas refuses one the whole column goes through
     pandas, which raises as before."""
+    import pandas as pd
+
     n = len(values)
     if isinstance(values, np.ndarray) and values.dtype == object and values.ndim == 1 and n > 8:
         found = _distinct_objects(values)
@@ -107,6 +121,8 @@ def _nullable(values: Any, dtype: str) -> Any:
 
 
 def _convert(values: Any, dtype: str) -> Any:
+    import pandas as pd
+
     return _ints(values, dtype) if dtype in _NULLABLE_INTS else \
         pd.array(values, dtype=dtype, copy=False)
 
@@ -118,7 +134,7 @@ def _distinct_objects(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | Non
     starts = object_runs(values)
     if len(starts) <= n // 8:
         return np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n))), starts
-    codes, uniq = pd.factorize(object_addresses(values))
+    codes, uniq = factorize(object_addresses(values))
     if len(uniq) > n // 8:
         return None
     # codes number the objects in order of first appearance: where their running maximum
@@ -128,6 +144,8 @@ def _distinct_objects(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | Non
 
 
 def _ints(values: Any, dtype: str) -> Any:
+    import pandas as pd
+
     obj = isinstance(values, np.ndarray) and values.dtype == object and len(values) > 0
     if obj and pd.api.types.infer_dtype(values, skipna=True) == "integer":
         mask = np.asarray(pd.isna(values), bool)
@@ -147,23 +165,278 @@ def _with_default(values, n: int, default: Any) -> np.ndarray:
     if isinstance(values, np.ndarray) and values.dtype == type(default):
         return values  # nothing missing (a bool array has no None)
     v = np.asarray(values, dtype=object)
-    return np.where(pd.isna(v), default, v).astype(type(default))
+    return np.where(_missing_mask(v), default, v).astype(type(default))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables as columns (what `overlap report` reads: no pandas)
+
+
+class Columns(dict):
+    """A table as one numpy array per schema column, in `Trace.columns`' representation
+    (`as_columns` made it, or `frame_columns`): a `Trace` given one keeps it as it is."""
+
+
+_BOOL_OBJECTS = np.array([False, True, None], object)
+
+
+def as_columns(rows: Any, schema: dict[str, str], *,
+               checked: Any = None) -> Columns:
+    """`rows` (column name -> list or array, what `_frame` takes) in `Trace.columns`'
+    representation, without pandas: "int64" an int64 array; "object" an object array whose
+    missing values (NaN, pd.NA) are None; "UInt64"/"Int64" an object array of Python int or
+    None; "boolean" an object array of True/False/None; "bool" a bool array with
+    `COLUMN_DEFAULTS` applied. A column `rows` lacks (no key, or no values in a table that has
+    rows) is all None (missing), its default for "bool", and an error for "int64".
+
+    `checked`: the object columns whose missing values are looked for (default: all). The
+    reader passes the few whose values are a capture's raw stat values; its other object
+    columns are names its rules made, None where missing (looking costs ~14 ms per million
+    rows of a column that alternates between values)."""
+    rows = rows or {}
+    n = max((len(v) for v in rows.values()), default=0)
+    out = Columns()
+    for col, dtype in schema.items():
+        v = rows.get(col)
+        if v is None or (n and not len(v)):
+            if dtype == "int64":
+                if n:
+                    raise ValueError(f"column {col!r} has no values for {n} rows")
+                out[col] = np.zeros(0, np.int64)
+            elif dtype == "bool":
+                out[col] = np.full(n, COLUMN_DEFAULTS.get(col, False), bool)
+            else:
+                out[col] = filled(n, None)
+            continue
+        if dtype == "int64":
+            out[col] = np.asarray(v, np.int64)
+        elif dtype == "object":
+            a = _objects(v)
+            out[col] = a if checked is not None and col not in checked else _none_for_missing(a)
+        elif dtype in _NULLABLE_INTS:
+            out[col] = _int_objects(v)
+        elif dtype == "boolean":
+            out[col] = _bool_objects(v)
+        elif dtype == "bool":
+            out[col] = _bools(v, COLUMN_DEFAULTS.get(col, False))
+        else:
+            raise ValueError(f"column {col!r}: no columns representation for dtype {dtype!r}")
+    return out
+
+
+def _objects(v: Any) -> np.ndarray:
+    """A 1-d object array of `v`'s elements (tuples stay elements, never a second axis)."""
+    if isinstance(v, np.ndarray):
+        return v if v.dtype == object else v.astype(object)
+    out = np.empty(len(v), object)
+    if any(isinstance(x, (tuple, list)) for x in v):
+        for i, x in enumerate(v):
+            out[i] = x
+    else:
+        out[:] = v
+    return out
+
+
+def _heads(a: np.ndarray) -> np.ndarray | None:
+    """The start of each run of one object in an object array, where runs are at most an
+    eighth of the elements (a reader's column of a few distinct objects), else None."""
+    if len(a) <= 8:
+        return None
+    starts = object_runs(a)
+    return starts if len(starts) <= len(a) // 8 else None
+
+
+def _spread(a: np.ndarray, starts: np.ndarray, heads: np.ndarray) -> np.ndarray:
+    """`a` with each run's elements replaced by its new head value."""
+    return heads[np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(a))))]
+
+
+def _missing_mask(a: np.ndarray) -> np.ndarray:
+    """Per element of an object array: None, NaN or another value pandas calls missing."""
+    pd = sys.modules.get("pandas")
+    if pd is not None:  # pd.NA and NaT can only exist once pandas is imported
+        return np.asarray(pd.isna(a), bool)
+    miss = np.equal(a, None)  # type: ignore[call-overload]
+    try:  # NaN is the one value that is not equal to itself
+        miss |= np.not_equal(a, a)
+    except (TypeError, ValueError):  # a value whose != answers no bool
+        miss |= np.array([x is not None and bool(x != x) for x in a.tolist()], bool)
+    return miss
+
+
+def _none_for_missing(a: np.ndarray) -> np.ndarray:
+    """An object array with missing values (NaN, pd.NA) as None; `a` itself where none is."""
+    starts = _heads(a)
+    if starts is not None:
+        h = a[starts]
+        miss = _missing_mask(h) & ~np.equal(h, None)  # type: ignore[call-overload]
+        if not miss.any():
+            return a
+        h = h.copy()
+        h[miss] = None
+        return _spread(a, starts, h)
+    miss = _missing_mask(a) & ~np.equal(a, None)  # type: ignore[call-overload]
+    if not miss.any():
+        return a
+    a = a.copy()
+    a[miss] = None
+    return a
+
+
+def _int_objects(v: Any) -> np.ndarray:
+    """An object array of Python int or None (a nullable integer column)."""
+    if isinstance(v, np.ndarray) and v.dtype.kind in "iu":
+        return _objects(v.tolist())
+    a = _none_for_missing(_objects(v))
+    starts = _heads(a)
+    h = a if starts is None else a[starts]
+    lst = h.tolist()
+    if set(map(type, lst)) <= {int, type(None)}:
+        return a
+    h = np.empty(len(lst), object)
+    h[:] = [x if x is None else _as_int(x) for x in lst]
+    return h if starts is None else _spread(a, starts, h)
+
+
+def _as_int(x: Any) -> int:
+    """An integral value as a Python int (numpy integers, 3.0); anything else is refused."""
+    i = int(x)
+    if i != x or isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"not an integer: {x!r}")
+    return i
+
+
+def _bool_objects(v: Any) -> np.ndarray:
+    """An object array of True, False or None (a nullable boolean column)."""
+    if isinstance(v, np.ndarray) and v.dtype.kind in "biu":
+        return _BOOL_OBJECTS[v.astype(bool).astype(np.intp)]
+    a = _none_for_missing(_objects(v))
+    starts = _heads(a)
+    h = a if starts is None else a[starts]
+    lst = h.tolist()
+    if set(map(type, lst)) <= {bool, type(None)}:
+        return a
+    h = np.empty(len(lst), object)
+    h[:] = [x if x is None else _as_bool(x) for x in lst]
+    return h if starts is None else _spread(a, starts, h)
+
+
+def _as_bool(x: Any) -> bool:
+    """True/False of a boolean value (numpy bools, 0 and 1); anything else is refused."""
+    if x in (0, 1) and not isinstance(x, str):
+        return bool(x)
+    raise TypeError(f"not a boolean: {x!r}")
+
+
+def _bools(v: Any, default: bool) -> np.ndarray:
+    if isinstance(v, np.ndarray) and v.dtype.kind in "biu":
+        return v.astype(bool, copy=False)
+    a = _objects(v)
+    return np.where(_missing_mask(a), default, a).astype(bool)
+
+
+def frame_columns(df: Any, schema: dict[str, str]) -> Columns:
+    """A DataFrame's table in `Trace.columns`' representation (see `as_columns`). A schema
+    column the frame lacks is all None, its default for "bool"; an "int64" one it lacks is
+    left out where the frame has rows (what `df[col]` would refuse)."""
+    import pandas as pd
+
+    n = len(df)
+    out = Columns()
+    for col, dtype in schema.items():
+        if col not in df.columns:
+            if dtype != "int64" or not n:
+                out[col] = as_columns({"_": np.zeros(n)}, {col: dtype})[col]
+            continue
+        s = df[col]
+        if dtype == "int64":
+            out[col] = s.to_numpy(np.int64)
+        elif dtype == "object":
+            a = s.to_numpy(dtype=object)
+            miss = np.asarray(pd.isna(a), bool) & ~np.equal(a, None)  # type: ignore
+            if miss.any():
+                a = a.copy()
+                a[miss] = None
+            out[col] = a
+        elif dtype in _NULLABLE_INTS:
+            arr: Any = pd.array(s, dtype=dtype)
+            data = arr.to_numpy(dtype=_NULLABLE_INTS[dtype], na_value=0)
+            a = _objects(data.tolist())
+            a[np.asarray(arr.isna(), bool)] = None
+            out[col] = a
+        elif dtype == "boolean":
+            arr = pd.array(s, dtype="boolean")
+            out[col] = _BOOL_OBJECTS[arr.to_numpy(dtype=np.intp, na_value=2)]
+        elif dtype == "bool":
+            out[col] = (s.to_numpy(bool) if s.dtype == bool else
+                        _bools(s.to_numpy(dtype=object), COLUMN_DEFAULTS.get(col, False)))
+        else:
+            raise ValueError(f"column {col!r}: no columns representation for dtype {dtype!r}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Trace
+
+
+class _Stored:
+    """One table of a `Trace`: its columns, its DataFrame, or both (the frame built from the
+    columns on first use)."""
+
+    __slots__ = ("cols", "frame")
+
+    def __init__(self, cols: Columns | None, frame: Any) -> None:
+        self.cols, self.frame = cols, frame
+
+
+class _Table:
+    """A `Trace` table attribute. Reading it gives a DataFrame, built from the table's columns
+    the first time it is read (`_frame`, the same frame the reader always gave) and kept;
+    setting it takes a DataFrame (kept as given), a `Columns` (kept) or a dict of column lists
+    (`as_columns`)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.schema = TABLES[name]
+
+    def __get__(self, obj: Any, owner: Any = None) -> pd.DataFrame:
+        if obj is None:  # no default for the dataclass field
+            raise AttributeError(self.name)
+        st: _Stored = obj.__dict__[self.name]
+        if st.frame is None:
+            st.frame = _frame(st.cols, self.schema)
+        return st.frame
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        if isinstance(value, Columns):
+            obj.__dict__[self.name] = _Stored(value, None)
+        elif isinstance(value, dict):
+            obj.__dict__[self.name] = _Stored(as_columns(value, self.schema), None)
+        else:
+            obj.__dict__[self.name] = _Stored(None, value)
 
 
 @dataclasses.dataclass
 class Trace:
-    """Everything the reader extracts from one capture (one or more host files)."""
+    """Everything the reader extracts from one capture (one or more host files).
+
+    Tables (`transfers`, `compute`, `steps`, `memory`, `modules`, `devices`, `lines`) read as
+    pandas DataFrames with the dtypes of the `*_COLUMNS` schemas above. The reader hands them
+    over as columns, and each DataFrame is built the first time its attribute is read:
+    `columns(name)` gives a table's numpy columns without pandas (`overlap report` on one
+    capture never imports it)."""
 
     sources: list[Path]
     backend: str  # "gpu", "tpu", "cpu" or "unknown"
-    transfers: pd.DataFrame
-    compute: pd.DataFrame
-    steps: pd.DataFrame
-    memory: pd.DataFrame
-    modules: pd.DataFrame
-    devices: pd.DataFrame
-    lines: pd.DataFrame
-    capture: dict[str, dict[str, Any]]  # per host: start/stop time, versions, warnings
+    transfers: _Table = _Table()
+    compute: _Table = _Table()
+    steps: _Table = _Table()
+    memory: _Table = _Table()
+    modules: _Table = _Table()
+    devices: _Table = _Table()
+    lines: _Table = _Table()
+    # per host: start/stop time, versions, warnings
+    capture: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     synthetic: bool = False
     # "all", or a sentence saying which compute events a multi-host read kept (see
     # overlap.analysis.pod): the analysis always used every event, on its host's worker.
@@ -181,3 +454,25 @@ class Trace:
     @property
     def hosts(self) -> list[str]:
         return sorted(self.capture)
+
+    def columns(self, name: str) -> dict[str, np.ndarray]:
+        """Table `name` as one numpy array per column of its schema (`TABLES[name]`), the
+        same for a table the reader gave and a DataFrame a caller set: "int64" an int64 array;
+        "object" an object array, missing values None (never NaN or pd.NA); "UInt64"/"Int64"
+        an object array of Python int or None; "boolean" an object array of True/False/None;
+        "bool" a bool array (`COLUMN_DEFAULTS` applied to missing values).
+
+        No pandas for a table the reader gave, and no copy: the arrays are the table's own
+        (do not modify them). A DataFrame set by a caller is converted on each call (pandas
+        is imported then anyway), so it may be modified in between; the frame built from the
+        reader's columns is not read back (modify a table by setting its attribute)."""
+        st: _Stored = self.__dict__[name]
+        cols = st.cols if st.cols is not None else frame_columns(st.frame, TABLES[name])
+        return dict(cols)
+
+    def rows(self, name: str) -> int:
+        """The number of rows of table `name` (without building its DataFrame)."""
+        st: _Stored = self.__dict__[name]
+        if st.cols is not None:
+            return len(next(iter(st.cols.values()))) if st.cols else 0
+        return len(st.frame)
