@@ -7,10 +7,10 @@ import functools
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from overlap.trace import vendors
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
+from overlap.trace.tables import missing_mask
 from overlap.trace.wire import (
     GROUP_STRIDE,
     Cols,
@@ -217,7 +217,7 @@ def _clean_column(values: np.ndarray) -> np.ndarray:
     out = map_unique(values, _clean_hlo_op)
     # map_unique reads NaN as missing (None); a NaN stat is the text "nan" here
     is_none = np.equal(values, None)  # type: ignore[call-overload]
-    nan = np.flatnonzero(pd.isna(values) & ~is_none)
+    nan = np.flatnonzero(missing_mask(values) & ~is_none)
     if nan.size:
         out[nan] = [_clean_hlo_op(v) for v in values[nan].tolist()]
     return out

@@ -4,7 +4,8 @@
 `read_host_file` over a session's host files) accepts one `.xplane.pb`, a
 `plugins/profile/<timestamp>/` directory, or a run directory holding
 `plugins/profile/<timestamp>/<host>.xplane.pb` (the newest capture by default, every host file
-of it). It returns a `Trace` whose tables are pandas DataFrames:
+of it). It returns a `Trace` whose tables are pandas DataFrames (built on first use from the
+columns the reader makes; `Trace.columns` gives those without pandas):
 
 * `transfers`: device<->host copies (D2H/H2D) with their spans, bytes and memory kinds.
 * `compute`: device compute ops (GPU kernels, TPU XLA ops, XLA:CPU thunks).
@@ -91,7 +92,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from google.protobuf.message import DecodeError
 
 from overlap.errors import InputError
@@ -130,10 +130,14 @@ from overlap.trace.tables import (
     MEMORY_COLUMNS,
     MODULE_COLUMNS,
     STEP_COLUMNS,
+    TABLES,
     TRANSFER_COLUMNS,
+    Columns,
     Trace,
     _frame,
+    as_columns,
     factorize,
+    frame_columns,
     object_runs,
 )
 from overlap.trace.tpu import _program_copies, _read_tpu_plane
@@ -178,7 +182,8 @@ def gc_paused():
 
 
 def read_host_file(f: str | os.PathLike) -> dict[str, Any]:
-    """One host's `.xplane.pb` -> its tables and facts (the map step of `read_trace`)."""
+    """One host's `.xplane.pb` -> its tables (`Columns`, see `Trace.columns`; picklable) and
+    facts: the map step of `read_trace` (`combine_parts` makes the Trace)."""
     with gc_paused():
         return _read_host_file(Path(f))
 
@@ -292,8 +297,9 @@ def _host_name(xs, f: Path) -> str:
     return xs.hostnames[0] if xs.hostnames and xs.hostnames[0] else "host"
 
 
-def _sort_by_device_start(df: pd.DataFrame) -> pd.DataFrame:
-    """Stable sort by (host, device, start_ps), as `sort_values(kind="stable")` would.
+def _sort_by_device_start(t: Any) -> Any:
+    """Stable sort by (host, device, start_ps), as `sort_values(kind="stable")` would, of a
+    table's `Columns` (returns `Columns`) or a DataFrame (returns a DataFrame, index reset).
 
     Sorting on object columns is slow at millions of rows; sorted factor codes keep the
     lexicographic order, and `np.lexsort` is stable. The codes come from `tables.factorize`
@@ -301,18 +307,29 @@ def _sort_by_device_start(df: pd.DataFrame) -> pd.DataFrame:
     and a table already in order (one device, one line, or sorted before) is returned as
     it is, without a sort or a copy of its columns.
     """
-    if len(df) < 2:
-        return df.reset_index(drop=True)
-    start = df["start_ps"].to_numpy(np.int64)
-    host, dev = df["host"].to_numpy(object), df["device"].to_numpy(object)
+    if isinstance(t, dict):
+        order = _device_start_take(t["host"], t["device"], t["start_ps"])
+        return t if order is None else Columns({k: v[order] for k, v in t.items()})
+    if len(t) < 2:
+        return t.reset_index(drop=True)
+    order = _device_start_take(t["host"].to_numpy(object), t["device"].to_numpy(object),
+                               t["start_ps"].to_numpy(np.int64))
+    return t.reset_index(drop=True) if order is None else t.take(order).reset_index(drop=True)
+
+
+def _device_start_take(host: np.ndarray, dev: np.ndarray, start: np.ndarray
+                       ) -> np.ndarray | None:
+    """The row order of `_sort_by_device_start`, or None where the rows are in it already."""
+    if len(start) < 2:
+        return None
     if len(object_runs(host)) == 1 == len(object_runs(dev)) \
             and np.all(start[1:] >= start[:-1]):  # one host file's one device, in order
-        return df.reset_index(drop=True)
+        return None
     h, _ = factorize(host, sort=True)
     d, _ = factorize(dev, sort=True)
     if _in_order(h, d, start):
-        return df.reset_index(drop=True)
-    return df.take(_device_start_order(h, d, start)).reset_index(drop=True)
+        return None
+    return _device_start_order(h, d, start)
 
 
 def _device_start_order(h: np.ndarray, d: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -345,13 +362,20 @@ def combined_backend(backends: list[str]) -> str:
 
 
 def combine_parts(parts: list[dict], files: list[Path]) -> Trace:
-    """One Trace from the `read_host_file` parts of `files` (same order), as one read gives."""
+    """One Trace from the `read_host_file` parts of `files` (same order), as one read gives.
 
-    def cat(key, schema):
-        frames = [p[key] for p in parts if len(p[key])]
-        if not frames:
-            return _frame(None, schema)
-        return pd.concat(frames, ignore_index=True)
+    A part's table may be `Columns` (what `read_host_file` gives), a DataFrame (`read_xspace`,
+    a caller's) or a dict of column lists; the Trace holds the tables' columns, concatenated
+    in part order (`pd.concat`'s rows), transfers and compute sorted by device and start."""
+
+    def cat(key: str, schema: dict[str, str]) -> Columns:
+        tabs = [_part_columns(p[key], schema) for p in parts]
+        tabs = [t for t in tabs if len(next(iter(t.values())))]
+        if not tabs:
+            return as_columns(None, schema)
+        if len(tabs) == 1:
+            return tabs[0]
+        return Columns({c: np.concatenate([t[c] for t in tabs]) for c in schema})
 
     backend = combined_backend([p["backend"] for p in parts])
     # Host names come from file names, which are unique within a session directory.
@@ -369,6 +393,14 @@ def combine_parts(parts: list[dict], files: list[Path]) -> Trace:
     )
 
 
+def _part_columns(table: Any, schema: dict[str, str]) -> Columns:
+    if isinstance(table, Columns):
+        return table
+    if isinstance(table, dict):
+        return as_columns(table, schema)
+    return frame_columns(table, schema)
+
+
 # ---------------------------------------------------------------------------------------------
 # One XSpace
 
@@ -377,11 +409,22 @@ def read_xspace(xs, host: str = "host", source: Path | None = None) -> dict[str,
     """Extract the tables of one host's XSpace. Returns a dict of DataFrames and facts.
 
     `xs` is a parsed XSpace message (any schema with the same field numbers); it is serialized
-    and read the way `read_trace` reads files.
+    and read the way `read_trace` reads files (`read_host_file`'s part, its tables as
+    DataFrames).
     """
     raw = xs.SerializeToString()
     xs, planes, _ = parse_space(padded(raw), len(raw), strip_meta=_strip_meta)
-    return _read_space(xs, planes, host, source)
+    return part_frames(_read_space(xs, planes, host, source))
+
+
+def part_frames(part: dict[str, Any]) -> dict[str, Any]:
+    """A `read_host_file` part with its tables as the reader's DataFrames (`_frame`), as
+    `read_xspace` returns it: for callers and tests that want pandas."""
+    out = dict(part)
+    for key, schema in TABLES.items():
+        if isinstance(out[key], dict):
+            out[key] = _frame(out[key], schema)
+    return out
 
 
 def _strip_meta(plane_name: str) -> bool:
@@ -537,14 +580,18 @@ def _read_space(xs, planes: list, host: str = "host",
     facts["events_dropped_invalid"] = INVALID_EVENTS[0] - invalid_before
     facts["events_dropped_reasons"] = {k: n for k, v in INVALID_REASONS.items()
                                        if (n := v - reasons_before.get(k, 0))}
+    # Tables as `Columns`: the rules make names and ids with None where missing; only the
+    # raw stat values (a module or allocator name stat written as a NaN double) are looked at.
     return {
         "host": host, "backend": backend, "capture": facts, "synthetic": synthetic,
-        "transfers": _frame(tr.rows(TRANSFER_COLUMNS), TRANSFER_COLUMNS),
-        "compute": _frame(co.rows(COMPUTE_COLUMNS, keep_compute), COMPUTE_COLUMNS),
-        "steps": _frame(st, STEP_COLUMNS),
-        "memory": _frame(mem.rows(MEMORY_COLUMNS), MEMORY_COLUMNS),
-        "modules": _frame(mods, MODULE_COLUMNS), "devices": _frame(devs, DEVICE_COLUMNS),
-        "lines": _frame(lines, LINE_COLUMNS),
+        "transfers": as_columns(tr.rows(TRANSFER_COLUMNS), TRANSFER_COLUMNS,
+                                checked=("hlo_module",)),
+        "compute": as_columns(co.rows(COMPUTE_COLUMNS, keep_compute), COMPUTE_COLUMNS,
+                              checked=("hlo_module",)),
+        "steps": as_columns(st, STEP_COLUMNS),
+        "memory": as_columns(mem.rows(MEMORY_COLUMNS), MEMORY_COLUMNS, checked=("allocator",)),
+        "modules": as_columns(mods, MODULE_COLUMNS), "devices": as_columns(devs, DEVICE_COLUMNS),
+        "lines": as_columns(lines, LINE_COLUMNS),
     }
 
 

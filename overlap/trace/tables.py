@@ -165,7 +165,7 @@ def _with_default(values, n: int, default: Any) -> np.ndarray:
     if isinstance(values, np.ndarray) and values.dtype == type(default):
         return values  # nothing missing (a bool array has no None)
     v = np.asarray(values, dtype=object)
-    return np.where(_missing_mask(v), default, v).astype(type(default))
+    return np.where(missing_mask(v), default, v).astype(type(default))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,10 +189,11 @@ def as_columns(rows: Any, schema: dict[str, str], *,
     `COLUMN_DEFAULTS` applied. A column `rows` lacks (no key, or no values in a table that has
     rows) is all None (missing), its default for "bool", and an error for "int64".
 
-    `checked`: the object columns whose missing values are looked for (default: all). The
-    reader passes the few whose values are a capture's raw stat values; its other object
-    columns are names its rules made, None where missing (looking costs ~14 ms per million
-    rows of a column that alternates between values)."""
+    `checked`: the columns held as object arrays whose values are looked at (default: all).
+    The reader names the few that hold a capture's raw stat values (a NaN double where a name
+    belongs); its other columns are names and ids its rules made, None where missing, and are
+    taken as they are (looking costs ~14 ms per million rows of a column that alternates
+    between values)."""
     rows = rows or {}
     n = max((len(v) for v in rows.values()), default=0)
     out = Columns()
@@ -210,9 +211,11 @@ def as_columns(rows: Any, schema: dict[str, str], *,
             continue
         if dtype == "int64":
             out[col] = np.asarray(v, np.int64)
+        elif (checked is not None and col not in checked and isinstance(v, np.ndarray)
+              and v.dtype == object and dtype != "bool"):
+            out[col] = v  # made by the reader's rules: already so
         elif dtype == "object":
-            a = _objects(v)
-            out[col] = a if checked is not None and col not in checked else _none_for_missing(a)
+            out[col] = _none_for_missing(_objects(v))
         elif dtype in _NULLABLE_INTS:
             out[col] = _int_objects(v)
         elif dtype == "boolean":
@@ -251,7 +254,7 @@ def _spread(a: np.ndarray, starts: np.ndarray, heads: np.ndarray) -> np.ndarray:
     return heads[np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(a))))]
 
 
-def _missing_mask(a: np.ndarray) -> np.ndarray:
+def missing_mask(a: np.ndarray) -> np.ndarray:
     """Per element of an object array: None, NaN or another value pandas calls missing."""
     pd = sys.modules.get("pandas")
     if pd is not None:  # pd.NA and NaT can only exist once pandas is imported
@@ -269,13 +272,13 @@ def _none_for_missing(a: np.ndarray) -> np.ndarray:
     starts = _heads(a)
     if starts is not None:
         h = a[starts]
-        miss = _missing_mask(h) & ~np.equal(h, None)  # type: ignore[call-overload]
+        miss = missing_mask(h) & ~np.equal(h, None)  # type: ignore[call-overload]
         if not miss.any():
             return a
         h = h.copy()
         h[miss] = None
         return _spread(a, starts, h)
-    miss = _missing_mask(a) & ~np.equal(a, None)  # type: ignore[call-overload]
+    miss = missing_mask(a) & ~np.equal(a, None)  # type: ignore[call-overload]
     if not miss.any():
         return a
     a = a.copy()
@@ -332,7 +335,7 @@ def _bools(v: Any, default: bool) -> np.ndarray:
     if isinstance(v, np.ndarray) and v.dtype.kind in "biu":
         return v.astype(bool, copy=False)
     a = _objects(v)
-    return np.where(_missing_mask(a), default, a).astype(bool)
+    return np.where(missing_mask(a), default, a).astype(bool)
 
 
 def frame_columns(df: Any, schema: dict[str, str]) -> Columns:
@@ -455,7 +458,7 @@ class Trace:
     def hosts(self) -> list[str]:
         return sorted(self.capture)
 
-    def columns(self, name: str) -> dict[str, np.ndarray]:
+    def columns(self, name: str) -> Columns:
         """Table `name` as one numpy array per column of its schema (`TABLES[name]`), the
         same for a table the reader gave and a DataFrame a caller set: "int64" an int64 array;
         "object" an object array, missing values None (never NaN or pd.NA); "UInt64"/"Int64"
@@ -468,7 +471,7 @@ class Trace:
         reader's columns is not read back (modify a table by setting its attribute)."""
         st: _Stored = self.__dict__[name]
         cols = st.cols if st.cols is not None else frame_columns(st.frame, TABLES[name])
-        return dict(cols)
+        return Columns(cols)
 
     def rows(self, name: str) -> int:
         """The number of rows of table `name` (without building its DataFrame)."""

@@ -8,9 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from overlap.arrays import filled
+from overlap.arrays import factorize, filled
 
 # Metadata and stat ids of several planes read as one (`PlaneGroup`) become keys
 # `plane index * GROUP_STRIDE + id`. Only planes whose ids all lie in [0, GROUP_STRIDE) are
@@ -137,7 +136,7 @@ def map_unique(values: np.ndarray, fn) -> np.ndarray:
     if not len(values):
         return np.zeros(0, object)
     try:
-        codes, uniq = pd.factorize(pd.Series(values, dtype=object))
+        codes, uniq = factorize(values)
     except TypeError:  # unhashable values (never for stat values, but be safe)
         return np.array([fn(v) for v in values.tolist()] + [None], object)[:-1]
     # missing values (None, NaN) get code -1: the trailing entry, fn(None)

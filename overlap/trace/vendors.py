@@ -36,8 +36,8 @@ import re
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
+from overlap.arrays import factorize
 from overlap.trace.wire import (
     Cols,
     as_id,
@@ -134,7 +134,7 @@ def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide |
         return
     if isinstance(line_name, np.ndarray):
         # once per distinct line name: a merged segment holds many events of few lines
-        codes, names = pd.factorize(pd.Series(line_name[idx], dtype=object))
+        codes, names = factorize(line_name[idx])
         ok = np.array([_is_stream_line(n) for n in names.tolist()] + [False], bool)
         idx = idx[ok[codes]]
         if not idx.size:
@@ -204,7 +204,11 @@ def _details_size(text: Any) -> int | None:
     return None
 
 
-def _cols_frame(c: Cols, names: tuple[str, ...]) -> pd.DataFrame:
+def _cols_frame(c: Cols, names: tuple[str, ...]) -> Any:
+    """A DataFrame of object columns `names` from `c`'s chunks (ROCm copies and the shapes
+    the rules cannot read: rare, and grouped with pandas; imported only where there are)."""
+    import pandas as pd
+
     rows = c.rows({k: "object" for k in names})
     n = max((len(v) for v in rows.values()), default=0)
     return pd.DataFrame({k: pd.Series(rows[k] if len(rows[k]) else [None] * n, dtype=object)
@@ -219,6 +223,10 @@ _CALL_COLS = ("api", "correlation_id", "size", "hlo_op", "hlo_module", "program_
 def rocm_transfers(side: GpuSide, calls: Cols, host: str, tr: Cols) -> list[dict[str, Any]]:
     """Transfers from ROCm copy kernels and their correlated HIP calls (added to `tr`); returns
     the "cannot tell" entries for copies whose direction or device span the capture lacks."""
+    if not side.blits.chunks and not calls.chunks:
+        return []  # no ROCm copy kernel or HIP call (CUDA, TPU): pandas is not needed
+    import pandas as pd
+
     blits = _cols_frame(side.blits, _BLIT_COLS)
     api = _cols_frame(calls, _CALL_COLS)
     unknown: list[dict[str, Any]] = []
@@ -306,8 +314,8 @@ def shape_unknowns(side: GpuSide, plane_vendors: dict[str, tuple[str, int]],
             out.append({"device": pdev, "events": n, "reason": (
                 f"device_vendor {vendor!r}: overlap reads NVIDIA (CUPTI) and AMD (ROCm) GPU "
                 "planes only")})
-    other = _cols_frame(side.other, ("device", "line", "name"))
-    if len(other):
+    if side.other.chunks:
+        other = _cols_frame(side.other, ("device", "line", "name"))
         for (dev, line, name), g in other.groupby(["device", "line", "name"], sort=True):
             m = _STREAM_RE.match(str(line))
             kinds = [k.strip() for k in (m["kinds"] or "").split(",") if k.strip()] if m else []
@@ -320,8 +328,8 @@ def shape_unknowns(side: GpuSide, plane_vendors: dict[str, tuple[str, int]],
                 why = "neither a kernel nor a copy overlap reads"
             out.append({"device": dev, "events": int(len(g)), "reason": (
                 f"{len(g)} {name!r} event(s) on {line}: {why}")})
-    like = _cols_frame(side.copy_like, ("device", "name"))
-    if len(like):
+    if side.copy_like.chunks:
+        like = _cols_frame(side.copy_like, ("device", "name"))
         for (dev, name), g in like.groupby(["device", "name"], sort=True):
             out.append({"device": dev, "events": int(len(g)), "reason": (
                 f"{len(g)} kernel(s) named like a copy ({str(name)[:80]}): whether they move "

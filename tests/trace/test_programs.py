@@ -67,7 +67,7 @@ def test_program_keys_are_the_uint64_program_ids():
 def test_real_tpu_capture_reads_the_same_from_its_programs(monkeypatch):
     """tpu_v6e_offload carries jit_f's HLO proto: every copy's facts come from it, and the
     tables equal those the text rule gives."""
-    with_programs = reader.read_host_file(REAL_TPU)
+    with_programs = reader.part_frames(reader.read_host_file(REAL_TPU))
     tr = with_programs["transfers"]
     xs = XSpace.FromString(REAL_TPU.read_bytes())
     meta = next(p for p in xs.planes if p.name == reader.METADATA_PLANE)
@@ -77,6 +77,6 @@ def test_real_tpu_capture_reads_the_same_from_its_programs(monkeypatch):
                                           tr["bytes"]):
         assert progs.facts(int(pid), op) == (direction, nbytes)
     monkeypatch.setattr(tpu, "_PROGRAM_FACTS", False)
-    from_text = reader.read_host_file(REAL_TPU)
+    from_text = reader.part_frames(reader.read_host_file(REAL_TPU))
     for k in ("transfers", "compute", "steps", "memory", "modules", "devices"):
         pd.testing.assert_frame_equal(with_programs[k], from_text[k], check_exact=True)
