@@ -37,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from overlap.arrays import factorize
+from overlap.arrays import factorize, filled
+from overlap.trace.tables import missing_mask
 from overlap.trace.wire import (
     Cols,
     as_id,
@@ -204,15 +205,52 @@ def _details_size(text: Any) -> int | None:
     return None
 
 
-def _cols_frame(c: Cols, names: tuple[str, ...]) -> Any:
-    """A DataFrame of object columns `names` from `c`'s chunks (ROCm copies and the shapes
-    the rules cannot read: rare, and grouped with pandas; imported only where there are)."""
-    import pandas as pd
-
+def _cols_rows(c: Cols, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Object columns `names` of `c`'s chunks (None where a chunk left one out)."""
     rows = c.rows({k: "object" for k in names})
     n = max((len(v) for v in rows.values()), default=0)
-    return pd.DataFrame({k: pd.Series(rows[k] if len(rows[k]) else [None] * n, dtype=object)
-                         for k in names})
+    return {k: rows[k] if len(rows[k]) else filled(n, None) for k in names}
+
+
+def _groups(*keys: np.ndarray) -> list[tuple[tuple, np.ndarray]]:
+    """`DataFrame.groupby(keys, sort=True)` of object columns, without pandas: (key values,
+    the group's rows in order) per group, by ascending key; rows with a missing key are in
+    no group."""
+    n = len(keys[0])
+    if not n:
+        return []
+    codes, uniqs = zip(*(factorize(k) for k in keys))
+    ok = np.logical_and.reduce([c >= 0 for c in codes])
+    key = np.zeros(n, np.int64)
+    for c, u in zip(codes, uniqs):
+        key = key * (len(u) + 1) + c  # a few hundred distinct names at most: no overflow
+    rows = np.flatnonzero(ok)
+    rows = rows[np.argsort(key[rows], kind="stable")]
+    ks = key[rows]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if len(rows) else rows
+    ends = np.append(starts[1:], len(rows))
+    out = [(tuple(u[c[rows[s]]] for c, u in zip(codes, uniqs)), rows[s:e])
+           for s, e in zip(starts.tolist(), ends.tolist())]
+    out.sort(key=lambda g: g[0])
+    return out
+
+
+def _among(values: np.ndarray, options: tuple[str, ...]) -> np.ndarray:
+    """Per element of an object array: equal to one of `options` (`Series.isin`)."""
+    out = np.zeros(len(values), bool)
+    for o in options:
+        out |= np.equal(values, o)
+    return out
+
+
+def _fill_missing(values: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """`values` where not missing, else `other` (`Series.where(notna, other)`)."""
+    miss = missing_mask(values)
+    if not miss.any():
+        return values
+    out = values.copy()
+    out[miss] = other[miss]
+    return out
 
 
 _BLIT_COLS = ("device", "start_ps", "end_ps", "name", "kind", "correlation_id", "stream",
@@ -222,59 +260,69 @@ _CALL_COLS = ("api", "correlation_id", "size", "hlo_op", "hlo_module", "program_
 
 def rocm_transfers(side: GpuSide, calls: Cols, host: str, tr: Cols) -> list[dict[str, Any]]:
     """Transfers from ROCm copy kernels and their correlated HIP calls (added to `tr`); returns
-    the "cannot tell" entries for copies whose direction or device span the capture lacks."""
-    if not side.blits.chunks and not calls.chunks:
-        return []  # no ROCm copy kernel or HIP call (CUDA, TPU): pandas is not needed
-    import pandas as pd
+    the "cannot tell" entries for copies whose direction or device span the capture lacks.
 
-    blits = _cols_frame(side.blits, _BLIT_COLS)
-    api = _cols_frame(calls, _CALL_COLS)
+    A copy kernel's call is the first HIP call of its `correlation_id` (a left join on it);
+    columns of whole arrays, ids matched by `factorize` over both sides."""
     unknown: list[dict[str, Any]] = []
-    if api.empty and blits.empty:
+    if not side.blits.chunks and not calls.chunks:
         return unknown
-    api = api[api["correlation_id"].notna()].drop_duplicates("correlation_id")
-    kinds = [hip_api_kind(str(a)) or ("other", None) for a in api["api"].tolist()]
-    api = api.assign(call=[k[0] for k in kinds],
-                     direction=np.array([k[1] for k in kinds], dtype=object))
-    copies = blits[blits["kind"] == "copy"]
-    m = copies.merge(api, how="left", on="correlation_id", suffixes=("", "_api"))
-    to_host = m["direction"].isin(list(HOST_DIRECTIONS)).to_numpy(bool)
-    t = m[to_host]
-    if len(t):
-        size = t["size"].to_numpy(object)
-        known = np.array([s is not None and not pd.isna(s) for s in size.tolist()], bool)
-        direction = t["direction"].to_numpy(object)
-        hlo = t["hlo_op"].where(t["hlo_op"].notna(), t["hlo_op_api"]).to_numpy(object)
-        module = t["hlo_module"].where(t["hlo_module"].notna(), t["hlo_module_api"])
-        pid = t["program_id"].where(t["program_id"].notna(), t["program_id_api"])
-        tr.add(len(t), host=host, device=t["device"].to_numpy(object), direction=direction,
-               start_ps=t["start_ps"].to_numpy(np.int64), end_ps=t["end_ps"].to_numpy(np.int64),
+    blits = _cols_rows(side.blits, _BLIT_COLS)
+    api = _cols_rows(calls, _CALL_COLS)
+    na = len(api["api"])
+    kinds = map_unique(api["api"], lambda a: hip_api_kind(str(a)) or ("other", None))
+    # one more entry, None: what index -1 (no call) reads
+    call = object_array([k[0] for k in kinds.tolist()] + [None])
+    direction = object_array([k[1] for k in kinds.tolist()] + [None])
+    # Per distinct correlation id, the first call that carries it (the calls kept).
+    copy = np.flatnonzero(np.equal(blits["kind"], "copy"))
+    ids, uniq = factorize(np.concatenate([api["correlation_id"], blits["correlation_id"]]))
+    a_ids, b_ids = ids[:na], ids[na:]
+    first = np.full(len(uniq) + 1, -1, np.intp)  # by id; the last entry (id -1) stays -1
+    has = np.flatnonzero(a_ids >= 0)
+    u, at = np.unique(a_ids[has], return_index=True)
+    first[u] = has[at]
+    kept = np.sort(first[first >= 0])
+    match = first[b_ids[copy]]  # per copy kernel: its call, or -1
+    matched = match >= 0
+    m_dir = direction[match]
+    to_host = _among(m_dir, HOST_DIRECTIONS)
+    if to_host.any():
+        b, a = copy[to_host], match[to_host]
+        size = api["size"][a]
+        known = ~missing_mask(size)
+        d = m_dir[to_host]
+        hlo = _fill_missing(blits["hlo_op"][b], api["hlo_op"][a])
+        tr.add(len(b), host=host, device=blits["device"][b], direction=d,
+               start_ps=blits["start_ps"][b].astype(np.int64),
+               end_ps=blits["end_ps"][b].astype(np.int64),
                bytes=np.where(known, size, 0).astype(np.int64), bytes_known=known,
-               src_kind=np.where(direction == "H2D", "host", "device").astype(object),
-               dst_kind=np.where(direction == "D2H", "host", "device").astype(object),
-               **{"async": True}, stream=t["stream"].to_numpy(np.int64),
-               line=t["line"].to_numpy(object),
-               hlo_op=map_unique(hlo, _last_hlo_op), hlo_module=module.to_numpy(object),
-               program_id=pid.to_numpy(object))
+               src_kind=np.where(d == "H2D", "host", "device").astype(object),
+               dst_kind=np.where(d == "D2H", "host", "device").astype(object),
+               **{"async": True}, stream=blits["stream"][b].astype(np.int64),
+               line=blits["line"][b], hlo_op=map_unique(hlo, _last_hlo_op),
+               hlo_module=_fill_missing(blits["hlo_module"][b], api["hlo_module"][a]),
+               program_id=_fill_missing(blits["program_id"][b], api["program_id"][a]))
     # Copy kernels whose direction the capture does not say.
-    no_call = m["call"].isna().to_numpy(bool)
-    no_dir = (~no_call) & m["direction"].isna().to_numpy(bool)
-    for mask, why in ((no_call, "with no correlated hipMemcpy* call"),
+    no_dir = matched & np.equal(m_dir, None)  # type: ignore[call-overload]
+    for mask, why in ((~matched, "with no correlated hipMemcpy* call"),
                       (no_dir, "from calls that do not name a direction")):
-        sub = m[mask]
-        for (dev, name), g in sub.groupby(["device", "name"], sort=True):
-            apis = sorted({str(a) for a in g["api"].dropna().tolist()})
-            unknown.append({"device": dev, "events": int(len(g)), "reason": (
-                f"{len(g)} {name} copy kernel(s) {why}"
+        sub, sub_call = copy[mask], match[mask]
+        for (dev, name), rows in _groups(blits["device"][sub], blits["name"][sub]):
+            names = api["api"][sub_call[rows][sub_call[rows] >= 0]]
+            apis = sorted({str(x) for x in names[~missing_mask(names)].tolist()})
+            unknown.append({"device": dev, "events": len(rows), "reason": (
+                f"{len(rows)} {name} copy kernel(s) {why}"
                 + (f" ({', '.join(apis)})" if apis else "")
                 + ": direction unknown")})
     # Host copy calls with no device copy: no span to measure.
-    seen = set(blits["correlation_id"].dropna().tolist())
-    lost = api[(api["call"] == "copy") & api["direction"].isin(list(HOST_DIRECTIONS))
-               & ~api["correlation_id"].isin(seen)]
-    for name, g in lost.groupby("api", sort=True):
-        unknown.append({"device": None, "events": int(len(g)), "reason": (
-            f"{len(g)} {name!s} call(s) with no device copy event correlated: "
+    seen = np.zeros(len(first), bool)
+    seen[b_ids[b_ids >= 0]] = True
+    lost = kept[_among(call[kept], ("copy",)) & _among(direction[kept], HOST_DIRECTIONS)
+                & ~seen[a_ids[kept]]]
+    for (name,), rows in _groups(api["api"][lost]):
+        unknown.append({"device": None, "events": len(rows), "reason": (
+            f"{len(rows)} {name!s} call(s) with no device copy event correlated: "
             "no device span to measure")})
     return unknown
 
@@ -315,8 +363,8 @@ def shape_unknowns(side: GpuSide, plane_vendors: dict[str, tuple[str, int]],
                 f"device_vendor {vendor!r}: overlap reads NVIDIA (CUPTI) and AMD (ROCm) GPU "
                 "planes only")})
     if side.other.chunks:
-        other = _cols_frame(side.other, ("device", "line", "name"))
-        for (dev, line, name), g in other.groupby(["device", "line", "name"], sort=True):
+        other = _cols_rows(side.other, ("device", "line", "name"))
+        for (dev, line, name), g in _groups(other["device"], other["line"], other["name"]):
             m = _STREAM_RE.match(str(line))
             kinds = [k.strip() for k in (m["kinds"] or "").split(",") if k.strip()] if m else []
             odd = [k for k in kinds if k not in KNOWN_STREAM_KINDS]
@@ -329,8 +377,8 @@ def shape_unknowns(side: GpuSide, plane_vendors: dict[str, tuple[str, int]],
             out.append({"device": dev, "events": int(len(g)), "reason": (
                 f"{len(g)} {name!r} event(s) on {line}: {why}")})
     if side.copy_like.chunks:
-        like = _cols_frame(side.copy_like, ("device", "name"))
-        for (dev, name), g in like.groupby(["device", "name"], sort=True):
+        like = _cols_rows(side.copy_like, ("device", "name"))
+        for (dev, name), g in _groups(like["device"], like["name"]):
             out.append({"device": dev, "events": int(len(g)), "reason": (
                 f"{len(g)} kernel(s) named like a copy ({str(name)[:80]}): whether they move "
                 "host data cannot be told (counted as compute)")})
