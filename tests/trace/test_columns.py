@@ -188,3 +188,58 @@ def test_reader_tables_equal_their_frames(tmp_path):
         frame = getattr(trace, name)
         assert trace.rows(name) == len(frame)
         assert_same_columns(cols, frame_columns(frame, schema))
+
+
+def test_several_host_files_combine_as_pandas_did(tmp_path):
+    """Parts of several host files (and a part held as DataFrames): the Trace's frames equal
+    what `pd.concat` of the parts' frames and the stable (host, device, start) sort gave."""
+    import pickle
+
+    from overlap.trace.reader import (
+        _sort_by_device_start,
+        combine_parts,
+        part_frames,
+        read_host_file,
+    )
+    from overlap.trace.synthetic import SyntheticTrace
+
+    US = 1_000_000
+    files = []
+    for host in ("w-1", "w-0"):  # file order is not host order
+        t = SyntheticTrace(host)
+        for ordinal in (1, 0):
+            g = t.gpu(ordinal)
+            for i in range(3):
+                g.kernel((10 + 30 * i) * US, 10 * US, stream=7 + i % 2)
+                g.memcpy("D2H" if i % 2 else "H2D", (40 - 10 * i) * US, 3 * US, 1000 * i,
+                         stream=13 + i)
+        t.step(0, 5 * US, 100 * US)
+        files.append(tmp_path / f"{host}.xplane.pb")
+        files[-1].write_bytes(t.to_bytes())
+    parts = [read_host_file(f) for f in files]
+    parts = pickle.loads(pickle.dumps(parts))  # what a worker sends back
+    frames = [part_frames(p) for p in parts]
+    for mixed in (parts, [parts[0], frames[1]]):
+        trace = combine_parts(mixed, files)
+        for name in TABLES:
+            want = pd.concat([f[name] for f in frames], ignore_index=True)
+            if name in ("transfers", "compute"):
+                want = _sort_by_device_start(want)
+            pd.testing.assert_frame_equal(getattr(trace, name), want, check_exact=True)
+            assert_same_columns(trace.columns(name), frame_columns(want, TABLES[name]))
+    assert trace.rows("transfers") == 12 and trace.rows("compute") == 12
+
+
+def test_dataclass_helpers_and_pickle_keep_the_tables():
+    import dataclasses
+    import pickle
+
+    t = _trace(transfers=ROWS)
+    assert [f.name for f in dataclasses.fields(t)][:9] == [
+        "sources", "backend", *TABLES]
+    u = pickle.loads(pickle.dumps(t))  # columns travel, no frame built
+    assert_same_columns(u.columns("transfers"), t.columns("transfers"))
+    r = dataclasses.replace(t, backend="gpu")
+    assert r.backend == "gpu"
+    pd.testing.assert_frame_equal(r.transfers, t.transfers)
+    assert_same_columns(r.columns("transfers"), t.columns("transfers"))

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from overlap.trace.reader import _sort_by_device_start
 from overlap.trace.tables import (
+    Columns,
     _nullable,
     factorize,
     object_addresses,
@@ -174,6 +175,13 @@ def test_sort_by_device_start_equals_a_stable_sort(rows, presorted):
     got = _sort_by_device_start(df)
     want = df.sort_values(["host", "device", "start_ps"], kind="stable").reset_index(drop=True)
     pd.testing.assert_frame_equal(got, want)
+    # the same order for a table held as Columns (the reader's), which comes back as Columns
+    cols = Columns({k: df[k].to_numpy() for k in df.columns})
+    got_cols = _sort_by_device_start(cols)
+    assert isinstance(got_cols, Columns)
+    assert {k: v.tolist() for k, v in got_cols.items()} == want.to_dict("list")
+    if (got_cols["row"] == np.arange(len(rows))).all():
+        assert got_cols is cols  # in order already: no copy
 
 
 def test_runs_of_equal_but_distinct_objects_merge_by_value():
