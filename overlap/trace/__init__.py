@@ -1,8 +1,9 @@
 """trace: a capture on disk -> trace tables.
 
 In: a `.xplane.pb` file, a `plugins/profile/<session>/` directory, or a run directory.
-Out: `Trace` (pandas tables of transfers, compute, steps, memory events, HLO modules, devices;
-integer picoseconds). From the bottom up: `files` reads a capture file's bytes; `wire`
+Out: `Trace` (tables of transfers, compute, steps, memory events, HLO modules, devices;
+integer picoseconds), as pandas DataFrames built on first use or as numpy columns
+(`Trace.columns`, no pandas). From the bottom up: `files` reads a capture file's bytes; `wire`
 decodes the protobuf wire format (the compiled scanner `_scan`, or upb where it was not built)
 and knows no semantics; `reader` applies the XSpace rules of docs/xspace.md to one host file,
 one function per backend (with `hlotext` and `programs` for TPU ops, `vendors` for ROCm;

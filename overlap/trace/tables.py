@@ -2,6 +2,16 @@
 
 Every `*_ps` column is integer picoseconds on its host's clock (see `overlap.trace.reader`,
 which fills them and re-exports these names).
+
+Two forms of one table. The reader makes `Columns`: one numpy array per schema column, in the
+representation `Trace.columns` documents (missing values None, nullable ids as Python ints).
+A `Trace` keeps them and builds a table's pandas DataFrame (`_frame`, the schema's dtypes) the
+first time its attribute is read, so a caller that only reads columns (`overlap report` on one
+capture) never imports pandas (~0.3 s and ~43 MiB). A DataFrame a caller sets is kept as it
+is, and `Trace.columns` converts it to the same representation.
+
+Blind spot: a name column that holds a raw stat value (`hlo_module`, a memory allocator name)
+written as a NaN double reads as None (missing), in the columns and in the frame alike.
 """
 
 from __future__ import annotations
@@ -130,11 +140,13 @@ def _convert(values: Any, dtype: str) -> Any:
 def _distinct_objects(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """(per element, the number of its object; each number's first element), with numbers
     for at most an eighth of the elements, else None (`_nullable` converts every element)."""
+    import pandas as pd  # building a frame: pandas hashes the addresses (no sort)
+
     n = len(values)
     starts = object_runs(values)
     if len(starts) <= n // 8:
         return np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n))), starts
-    codes, uniq = factorize(object_addresses(values))
+    codes, uniq = pd.factorize(object_addresses(values))
     if len(uniq) > n // 8:
         return None
     # codes number the objects in order of first appearance: where their running maximum
