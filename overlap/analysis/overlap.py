@@ -66,12 +66,12 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from overlap.analysis.hosts import straggler_view
 from overlap.analysis.intervals import (
@@ -84,7 +84,16 @@ from overlap.analysis.intervals import (
     subtract_intervals,
 )
 from overlap.analysis.units import format_ps
-from overlap.trace.tables import factorize, run_starts
+from overlap.arrays import factorize, object_addresses, run_starts
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# A table inside the analysis: one numpy array per column, all of one length (object columns
+# hold Python objects, None where a value is missing). pandas is never imported on the way
+# from a capture to its result (`overlap report` on one file): only the public
+# `transfer_table` builds a DataFrame, for the renderers that draw each transfer.
+Columns = dict[str, np.ndarray]
 
 # The interval primitives (intervals.py) and format_ps (units.py) are part of this module's
 # interface too: callers import them from here.
@@ -183,28 +192,60 @@ _CLASS_LABELS = np.array(["", HIDDEN, EXPOSED, PARTIAL], dtype=object)
 # Per-transfer table
 
 
-def _group_codes(*frames: pd.DataFrame) -> tuple[list[np.ndarray], list[tuple[str, str]]]:
-    """One integer code per (host, device) shared by all frames, and the key of each code
-    (codes in order of first appearance over the frames, as `pd.factorize` numbers them).
+def _columns(trace: Any, name: str) -> Columns:
+    """The trace's table `name` as columns (`Trace.columns`): int64 arrays, object arrays
+    with None for a missing value, bool arrays; reading them builds no DataFrame."""
+    return trace.columns(name)
+
+
+def _rows(t: Columns) -> int:
+    """Rows of a column table."""
+    return len(next(iter(t.values()))) if t else 0
+
+
+def _take(t: Columns, idx: np.ndarray) -> Columns:
+    """The rows `idx` of every column (`DataFrame.take`)."""
+    return {k: v[idx] for k, v in t.items()}
+
+
+def _is_none(values: np.ndarray) -> np.ndarray:
+    """Per element of an object array: is it None (a missing value in `Trace.columns`)? By
+    address: no Python comparison per element."""
+    values = np.asarray(values, dtype=object)
+    if not len(values):
+        return np.zeros(0, bool)
+    return object_addresses(values) == id(None)
+
+
+def _isna(values: np.ndarray) -> np.ndarray:
+    """`pd.isna` of an object array whose values are names, None or float NaN."""
+    values = np.asarray(values, dtype=object)
+    return _is_none(values) | np.asarray(values != values, dtype=bool)
+
+
+def _group_codes(*tables: Columns) -> tuple[list[np.ndarray], list[tuple[str, str]]]:
+    """One integer code per (host, device) shared by all tables, and the key of each code
+    (codes in order of first appearance over the tables, as `pd.factorize` numbers them).
 
     Only the first row of each run of equal (host, device) neighbours is factorized and its
     code spread over the run: the reader's tables are sorted by (host, device), so a million
     compute rows are a few runs (hashing every row's two names cost 0.1 s)."""
     heads_h, heads_d, counts = [], [], []
-    for f in frames:
-        h = f["host"].to_numpy(dtype=object)
-        d = f["device"].to_numpy(dtype=object)
+    for t in tables:
+        h = np.asarray(t["host"], dtype=object)
+        d = np.asarray(t["device"], dtype=object)
         starts = _key_runs(h, d)
         heads_h.append(h[starts])
         heads_d.append(d[starts])
-        counts.append(np.diff(np.append(starts, len(f))))
+        counts.append(np.diff(np.append(starts, len(h))))
     hosts = np.concatenate(heads_h)
     devs = np.concatenate(heads_d)
-    hc, hu = pd.factorize(hosts)
-    dc, du = pd.factorize(devs)
+    hc, hu = factorize(hosts)
+    dc, du = factorize(devs)
     combined = hc.astype(np.int64) * max(len(du), 1) + dc
-    codes, uniq = pd.factorize(combined)
-    keys = [(str(hu[c // max(len(du), 1)]), str(du[c % max(len(du), 1)])) for c in uniq]
+    codes, uniq = factorize(combined)
+    keys = [(str(hu[c // max(len(du), 1)]), str(du[c % max(len(du), 1)]))
+            for c in uniq.tolist()]
     out, pos = [], 0
     for cnt in counts:
         c = codes[pos:pos + len(cnt)].astype(np.int64)
@@ -216,7 +257,7 @@ def _group_codes(*frames: pd.DataFrame) -> tuple[list[np.ndarray], list[tuple[st
 
 
 def _key_runs(*cols: np.ndarray) -> np.ndarray:
-    """First row of each run of rows equal in every column (`tables.run_starts`); every row
+    """First row of each run of rows equal in every column (`arrays.run_starts`); every row
     where a column's values do not compare as True/False."""
     n = len(cols[0])
     new = np.zeros(n, bool)
@@ -228,18 +269,30 @@ def _key_runs(*cols: np.ndarray) -> np.ndarray:
     return np.flatnonzero(new)
 
 
-def _host_kind_pageable(tr: pd.DataFrame) -> np.ndarray:
-    src = tr["src_kind"].to_numpy(dtype=object)
-    dst = tr["dst_kind"].to_numpy(dtype=object)
+def _host_kind_pageable(tr: Columns) -> np.ndarray:
+    src = np.asarray(tr["src_kind"], dtype=object)
+    dst = np.asarray(tr["dst_kind"], dtype=object)
     return (src == "pageable") | (dst == "pageable")
 
 
 def _bytes_known(tr: pd.DataFrame) -> np.ndarray:
-    """Per transfer: does the capture record its size? (`bytes_known`; tables built before the
-    column existed know every size.)"""
+    """Per transfer of a transfers DataFrame: does the capture record its size?
+    (`bytes_known`; tables built before the column existed know every size.)"""
     if "bytes_known" not in tr.columns:
         return np.ones(len(tr), bool)
     return tr["bytes_known"].fillna(True).to_numpy(dtype=bool)
+
+
+def _known(tr: Columns, n: int) -> np.ndarray:
+    """`_bytes_known` of a column table (`Trace.columns` fills the column's default; a table
+    without it, or with None in it, knows those sizes)."""
+    v = tr.get("bytes_known")
+    if v is None:
+        return np.ones(n, bool)
+    v = np.asarray(v)
+    if v.dtype != bool:
+        v = np.where(_is_none(v), True, v).astype(bool)
+    return v
 
 
 def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
@@ -249,22 +302,33 @@ def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
 
     Returns `(table, coverages)`. `table` has one row per transfer with `host, device,
     direction, start_ps, end_ps, span_ps, hidden_ps, exposed_ps, overlap_ratio (NaN when
-    span is 0), class, bytes, bandwidth_Bps, pageable, hlo_op`. `coverages[(host, device)]` is
-    `(compute, exposed)`: the device's compute union and the wall-clock set where a transfer is
-    in flight with no compute (for per-step exposed wall time).
+    span is 0), class, bytes, bandwidth_Bps, pageable, hlo_op, bytes_known`.
+    `coverages[(host, device)]` is `(compute, exposed)`: the device's compute union and the
+    wall-clock set where a transfer is in flight with no compute (for per-step exposed wall
+    time). The same numbers as `transfer_columns`, as a DataFrame.
     """
-    tr = trace.transfers
-    co = trace.compute
-    start = tr["start_ps"].to_numpy(dtype=np.int64)
-    end = np.maximum(tr["end_ps"].to_numpy(dtype=np.int64), start)
+    cols, coverages = transfer_columns(trace, hidden_threshold=hidden_threshold,
+                                       exposed_threshold=exposed_threshold)
+    return _frame_of(cols), coverages
+
+
+def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
+                     exposed_threshold: float = DEFAULT_EXPOSED_THRESHOLD,
+                     ) -> tuple[Columns, dict[tuple[str, str], tuple[Coverage, Coverage]]]:
+    """`transfer_table`, its table as a dict of numpy arrays (no pandas)."""
+    tr = _columns(trace, "transfers")
+    start = np.asarray(tr["start_ps"], dtype=np.int64)
+    n = len(start)
+    end = np.maximum(np.asarray(tr["end_ps"], dtype=np.int64), start)
     span = end - start
-    hidden = np.zeros(len(tr), np.int64)
+    hidden = np.zeros(n, np.int64)
     coverages: dict[tuple[str, str], tuple[Coverage, Coverage]] = {}
-    if len(tr):
+    if n:
+        co = _columns(trace, "compute")
         (tcode, ccode), keys = _group_codes(tr, co)
         tcode = tcode.astype(np.int64)
-        cstart = co["start_ps"].to_numpy(dtype=np.int64)
-        cend = co["end_ps"].to_numpy(dtype=np.int64)
+        cstart = np.asarray(co["start_ps"], dtype=np.int64)
+        cend = np.asarray(co["end_ps"], dtype=np.int64)
         # Every device at once (the grouped primitives equal the per-device ones).
         comp = merged_groups(ccode, cstart, cend)
         mg, ms, me = comp.g, comp.s, comp.e
@@ -277,28 +341,30 @@ def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
                                   Coverage(xs[xb[g]:xb[g + 1]], xe[xb[g]:xb[g + 1]]))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(span > 0, hidden / np.where(span > 0, span, 1), np.nan)
-        nbytes = tr["bytes"].to_numpy(dtype=np.int64)
-        known = _bytes_known(tr)
+        nbytes = np.asarray(tr["bytes"], dtype=np.int64)
+        known = _known(tr, n)
         bw = np.where((span > 0) & known, nbytes * 1e12 / np.where(span > 0, span, 1), np.nan)
-    hlo = tr["hlo_op"].astype(object).to_numpy(dtype=object)
-    hlo = np.where(pd.isna(hlo), UNKNOWN_OP, hlo)
-    table = _frame_of({
-        "host": tr["host"].to_numpy(dtype=object),
-        "device": tr["device"].to_numpy(dtype=object),
-        "direction": tr["direction"].to_numpy(dtype=object),
+    hlo = np.asarray(tr["hlo_op"], dtype=object)
+    hlo = np.where(_is_none(hlo), UNKNOWN_OP, hlo)  # `Trace.columns`: missing is None
+    table = {
+        "host": np.asarray(tr["host"], dtype=object),
+        "device": np.asarray(tr["device"], dtype=object),
+        "direction": np.asarray(tr["direction"], dtype=object),
         "start_ps": start, "end_ps": end, "span_ps": span, "hidden_ps": hidden,
         "exposed_ps": span - hidden, "overlap_ratio": ratio,
         "class": classify(ratio, hidden_threshold, exposed_threshold),
         "bytes": nbytes, "bandwidth_Bps": bw, "pageable": _host_kind_pageable(tr),
         "hlo_op": hlo, "bytes_known": known,
-    })
+    }
     return table, coverages
 
 
-def _frame_of(cols: dict[str, np.ndarray]) -> pd.DataFrame:
+def _frame_of(cols: Columns) -> pd.DataFrame:
     """A DataFrame of numpy columns, object columns kept as object, as the reader's tables
     are (pandas 3 would infer a string dtype, converting every name: 10 ms per 36k-row
     table and groups frame on the many-ops capture, and back again for every factorize)."""
+    import pandas as pd  # for the callers that want a frame; the analysis itself never does
+
     return pd.DataFrame({k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v
                          for k, v in cols.items()}, copy=False)
 
@@ -324,71 +390,127 @@ def _bucket(count: int, nbytes: int, span: int, hidden: int,
     }
 
 
-def _grouped(t: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+def _grouped(t: Columns, by: list[str]) -> Columns:
     """Sums per group of `by` (`_SUMS`), groups in the order they first appear."""
     # One-hot class columns so the class counts are plain sums per group.
-    cls = t["class"].to_numpy(dtype=object)
-    pageable = t["pageable"].to_numpy(dtype=bool)
-    span = t["span_ps"].to_numpy(np.int64)
-    unknown = ~_bytes_known(t)
-    cols = {"count": np.ones(len(t), np.int64), "bytes": t["bytes"].to_numpy(np.int64),
-            "span_ps": span, "hidden_ps": t["hidden_ps"].to_numpy(np.int64),
+    cls = np.asarray(t["class"], dtype=object)
+    pageable = np.asarray(t["pageable"], dtype=bool)
+    span = np.asarray(t["span_ps"], np.int64)
+    nbytes = np.asarray(t["bytes"], np.int64)
+    n = len(span)
+    unknown = ~_known(t, n)
+    cols = {"count": np.ones(n, np.int64), "bytes": nbytes,
+            "span_ps": span, "hidden_ps": np.asarray(t["hidden_ps"], np.int64),
             **{label: (cls == label).astype(np.int64) for label in (HIDDEN, PARTIAL, EXPOSED)},
             "zero_length": (span == 0).astype(np.int64),
             "pageable_transfers": pageable.astype(np.int64),
-            "pageable_bytes": np.where(pageable, t["bytes"].to_numpy(np.int64), 0),
+            "pageable_bytes": np.where(pageable, nbytes, 0),
             "unknown_bytes": unknown.astype(np.int64)}
     return _group_sums(t, by, cols, sort=False)
 
 
-def _group_sums(t: pd.DataFrame, by: list[str], cols: dict[str, np.ndarray],
-                sort: bool) -> pd.DataFrame:
+def _key_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
+    """`arrays.factorize(values, sort)` of a key column. A column of str values that is not
+    in runs (op names: 36k distinct ones on the many-ops capture; directions) is numbered
+    here by one pass of `dict.setdefault` (each value's first row) and a few array
+    operations, without `factorize`'s missing-value test per distinct value (a Python call
+    each: it tripled this function's time there); a str is never missing."""
+    v = np.asarray(values, dtype=object)
+    if len(v) > 8:
+        starts = run_starts(v)
+        if starts is not None and len(starts) > len(v) // 8:  # no runs: factorize's case
+            few = _few_objects(v)
+            if few is not None:
+                code, heads = few
+                hc, hu = factorize(v[heads], sort=sort)
+                return hc[code], hu
+            keys = v.tolist()
+            seen: dict[Any, int] = {}
+            # per row: the row where its value first appears
+            first = np.fromiter(map(seen.setdefault, keys, itertools.count()), np.int64,
+                                len(keys))
+            if set(map(type, seen)) == {str}:
+                is_first = first == np.arange(len(keys))
+                codes = (np.cumsum(is_first) - 1)[first]  # numbered by first appearance
+                uniq = v[is_first]
+                if not sort:
+                    return codes, uniq
+                names = uniq.tolist()
+                order = np.array(sorted(range(len(names)), key=names.__getitem__), np.int64)
+                rank = np.empty(len(order), np.int64)
+                rank[order] = np.arange(len(order))
+                return rank[codes], uniq[order]
+    return factorize(v, sort=sort)
+
+
+def _few_objects(v: np.ndarray, most: int = 8) -> tuple[np.ndarray, np.ndarray] | None:
+    """A column of at most `most` distinct objects (directions, a pod's hosts in turn): per
+    row the number of its object in order of first appearance, and each object's first row;
+    None where there are more. By address (`arrays.object_addresses`): no Python call per
+    row. Distinct objects may still be equal values: the caller factorizes the heads."""
+    addr = object_addresses(v)
+    code = np.full(len(v), -1, np.int64)
+    heads = []
+    i = 0
+    for k in range(most):
+        code[addr == addr[i]] = k
+        heads.append(i)
+        rest = np.flatnonzero(code < 0)
+        if not len(rest):
+            return code, np.array(heads, np.int64)
+        i = int(rest[0])
+    return None
+
+
+def _group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
+                sort: bool) -> Columns:
     """Exact int64 sums of `cols` per group of the key columns `by` (a missing key is a key of
     its own), as `t.groupby(by, sort=sort, dropna=False).sum()` gives them: groups in key order
-    with `sort` (missing keys last), else in order of first appearance.
+    with `sort` (missing keys last), else in order of first appearance. Returns the key
+    columns (each group's first row's values) and the sums, one row per group.
 
     Why not pandas' groupby: on a capture where every copy is its own op (tens of thousands of
     groups) its per-aggregation overhead was most of the analysis' time."""
-    n = len(t)
+    n = len(t[by[0]])
     if not n:
-        return pd.DataFrame({**{k: t[k].iloc[:0] for k in by},
-                             **{c: np.zeros(0, np.int64) for c in cols}})
+        return {**{k: t[k][:0] for k in by}, **{c: np.zeros(0, np.int64) for c in cols}}
     code = np.zeros(n, np.int64)
     for k in by:
-        c, u = factorize(t[k], sort=sort)
+        c, u = _key_codes(t[k], sort=sort)
         m = len(u)
         if len(c) and c.min() < 0:
             # missing keys: a key of their own, after every value (pandas' use_na_sentinel=
             # False numbers them by first row unsorted: the same groups, in the same order
-            # after the dense numbering below; the flag costs an isna pass per key)
+            # after the dense numbering below)
             c = np.where(c < 0, m, c)
             m += 1
-        # codes kept dense after each key, so they never overflow; pd.factorize of ints is a
-        # hash (np.unique sorts), numbering in key order with `sort`, else by first row
-        code, _ = pd.factorize(code * max(m, 1) + c, sort=sort)
+        # codes kept dense after each key, so they never overflow; numbering in key order
+        # with `sort`, else by first row
+        code, _ = factorize(code * max(m, 1) + c, sort=sort)
     inv = code
     if not sort and int(inv.max()) == n - 1:
         # every row its own group, numbered by first appearance: the rows as they are (a
         # capture where every copy is its own op regroups 36k groups by op and direction)
-        return _frame_of({**{k: t[k].to_numpy() for k in by}, **cols})
+        return {**{k: t[k] for k in by}, **cols}
     order = np.argsort(inv, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
     first = order[starts]  # each group's first row
     # with `sort` the codes follow the keys; else first appearance (each group's first row
     # rises with its code)
-    out = {k: t[k].to_numpy()[first] for k in by}
+    out = {k: t[k][first] for k in by}
     for col, v in cols.items():
         out[col] = np.add.reduceat(v[order], starts)
-    return _frame_of(out)
+    return out
 
 
-def _records(df: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
+def _records(df: Columns, keys: list[str]) -> list[dict[str, Any]]:
     # One row per group (devices, ops), not per event; columns to lists once, not per row.
     c = {k: df[k].tolist() for k in (*keys, "count", "bytes", "span_ps", "hidden_ps",
                                       HIDDEN, PARTIAL, EXPOSED)}
-    unknown = df["unknown_bytes"].tolist() if "unknown_bytes" in df.columns else [0] * len(df)
+    n = len(c["count"])
+    unknown = df["unknown_bytes"].tolist() if "unknown_bytes" in df else [0] * n
     rows = []
-    for i in range(len(df)):
+    for i in range(n):
         row = {k: c[k][i] for k in keys}
         row.update(_bucket(c["count"][i], c["bytes"][i], c["span_ps"][i], c["hidden_ps"][i],
                            unknown[i]))
@@ -397,28 +519,29 @@ def _records(df: pd.DataFrame, keys: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _most_exposed_ops(groups: pd.DataFrame, top: int) -> dict[str, Any]:
+def _most_exposed_ops(groups: Columns, top: int) -> dict[str, Any]:
     """`by_hlo_op`: the `top` (op, direction) rows by exposed time (ties: op, then direction);
     records are built for those rows only (a capture may have tens of thousands of ops)."""
     ops = _regroup(groups, ["hlo_op", "direction"], sort=False)  # ordered below
-    exposed = ops["span_ps"].to_numpy(np.int64) - ops["hidden_ps"].to_numpy(np.int64)
+    exposed = ops["span_ps"] - ops["hidden_ps"]
+    n = len(exposed)
     k = max(top, 0)
     # Only rows at or above the k-th largest exposed time can be in the top k: the names are
     # sorted for those alone (sorting 36k op names was half of this function).
-    cand = np.arange(len(ops))
-    if 0 < k < len(ops):
-        thr = np.partition(exposed, len(ops) - k)[len(ops) - k]
+    cand = np.arange(n)
+    if 0 < k < n:
+        thr = np.partition(exposed, n - k)[n - k]
         cand = np.flatnonzero(exposed >= thr)
         if len(cand) > 2 * k:  # many ties at the threshold (all hidden: every op exposes 0)
-            cand = _fewest_tied(ops["hlo_op"].to_numpy(dtype=object), exposed, cand, thr, k)
+            cand = _fewest_tied(ops["hlo_op"], exposed, cand, thr, k)
     elif k == 0:
         cand = cand[:0]
-    sub = ops.take(cand)
+    sub = _take(ops, cand)
     op_code = _sorted_codes(sub["hlo_op"])
     dir_code = _sorted_codes(sub["direction"])
-    keep = sub.take(np.lexsort((dir_code, op_code, -exposed[cand]))[:k])
+    keep = _take(sub, np.lexsort((dir_code, op_code, -exposed[cand]))[:k])
     rows = _records(keep, ["hlo_op", "direction"])
-    return {"records": rows, "truncated": len(rows) < len(ops), "total_records": len(ops),
+    return {"records": rows, "truncated": len(rows) < n, "total_records": n,
             "returned_records": len(rows)}
 
 
@@ -431,8 +554,8 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     above = cand[exposed[cand] > thr]
     ties = cand[exposed[cand] == thr]
     need = k - len(above)
-    tn = names[ties]
-    missing = pd.isna(tn)
+    tn = np.asarray(names, dtype=object)[ties]
+    missing = _isna(tn)
     n_missing = int(missing.sum())
     if need <= n_missing:  # the top ends among the tied rows with no name
         return np.sort(np.r_[above, ties[missing]])
@@ -446,31 +569,36 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     return np.sort(np.r_[above, ties[keep]])
 
 
-def _sorted_codes(col: pd.Series) -> np.ndarray:
+def _sorted_codes(col: Any) -> np.ndarray:
     """`pd.factorize(col, sort=True)[0]`: each value's rank among the distinct values, -1 for a
     missing one. All-string columns are ranked as fixed-width numpy strings (the same code-point
     order as Python's, sorted in C: twice as fast on 36k op names) unless a value holds a NUL,
     which numpy's strings drop at the end."""
-    vals = col.to_numpy(dtype=object)
-    if len(vals) and pd.api.types.infer_dtype(vals, skipna=False) == "string":
+    vals = np.asarray(col, dtype=object)
+    if len(vals):
         as_list = vals.tolist()
-        if "\0" not in "".join(as_list):
+        if set(map(type, as_list)) == {str} and "\0" not in "".join(as_list):
             return np.unique(np.array(as_list, dtype=str), return_inverse=True)[1].reshape(-1)
-    return pd.factorize(col, sort=True)[0]
+    return factorize(vals, sort=True)[0]
 
 
-def _step_rows(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], int]:
+def _step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
     """Per-step rows of every host in `trace`, and how many transfers started in no step."""
-    steps = trace.steps
+    steps = _columns(trace, "steps")
     rows: list[dict[str, Any]] = []
-    assigned = np.zeros(len(table), bool)
-    t_host = table["host"].to_numpy(dtype=object)
-    t_start = table["start_ps"].to_numpy(dtype=np.int64)
-    for host, st in steps.groupby("host", sort=True):  # one iteration per host
-        st = st.sort_values("start_ps", kind="stable")
-        s0 = st["start_ps"].to_numpy(dtype=np.int64)
-        s1 = np.maximum(st["end_ps"].to_numpy(dtype=np.int64), s0)
-        n = len(st)
+    t_host = np.asarray(table["host"], dtype=object)
+    assigned = np.zeros(len(t_host), bool)
+    t_start = np.asarray(table["start_ps"], dtype=np.int64)
+    # One group per host, hosts in order; steps without a host are in none (as
+    # `groupby("host", sort=True)` drops missing keys).
+    host_code, step_hosts = factorize(np.asarray(steps["host"], dtype=object), sort=True)
+    st_start = np.asarray(steps["start_ps"], dtype=np.int64)
+    for g, host in enumerate(step_hosts.tolist()):  # one iteration per host
+        sel = np.flatnonzero(host_code == g)
+        sel = sel[np.argsort(st_start[sel], kind="stable")]  # in start order, ties as read
+        s0 = st_start[sel]
+        s1 = np.maximum(np.asarray(steps["end_ps"], dtype=np.int64)[sel], s0)
+        n = len(sel)
         mask = t_host == host
         ti = np.flatnonzero(mask)
         idx = np.searchsorted(s0, t_start[ti], side="right") - 1  # latest step starting <= t
@@ -482,12 +610,12 @@ def _step_rows(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], int]:
         def per_step(col: str, _ti=ti, _idx=idx, _n=n) -> np.ndarray:
             # Integer sums (not bincount's float64 weights): picosecond totals pass 2**53.
             out = np.zeros(_n, np.int64)
-            np.add.at(out, _idx, table[col].to_numpy(dtype=np.int64)[_ti])
+            np.add.at(out, _idx, np.asarray(table[col], dtype=np.int64)[_ti])
             return out
 
         counts = np.bincount(idx, minlength=n)
-        t_dir = table["direction"].to_numpy(dtype=object)[ti]
-        t_bytes = table["bytes"].to_numpy(dtype=np.int64)[ti]
+        t_dir = np.asarray(table["direction"], dtype=object)[ti]
+        t_bytes = np.asarray(table["bytes"], dtype=np.int64)[ti]
         dir_counts, dir_bytes = {}, {}
         for d in DIRECTIONS:  # per direction: the transfer gates count copies per step
             m = t_dir == d
@@ -513,7 +641,8 @@ def _step_rows(trace, table: pd.DataFrame, coverages) -> tuple[list[dict], int]:
         # One row per step, from columns turned into Python values once (not per cell), each
         # row one dict(zip(...)): the keys' order is the JSON's.
         span_l, hidden_l = span.tolist(), hidden.tolist()
-        cols = [[host] * n, [int(x) for x in st["step"].tolist()], st["name"].tolist(),
+        cols = [[host] * n, [int(x) for x in np.asarray(steps["step"])[sel].tolist()],
+                np.asarray(steps["name"], dtype=object)[sel].tolist(),
                 s0.tolist(), s1.tolist(), dur.tolist(), counts.tolist(), nbytes.tolist(),
                 span_l, *[dir_counts[d].tolist() for d in DIRECTIONS],
                 *[dir_bytes[d].tolist() for d in DIRECTIONS], hidden_l,
@@ -617,23 +746,25 @@ def host_part(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
 
 
 def host_part_and_table(trace, *, hidden_threshold: float, exposed_threshold: float,
-                        top: int) -> tuple[dict[str, Any], pd.DataFrame]:
-    """`host_part`, and the per-transfer table it was built from (`transfer_table`)."""
+                        top: int) -> tuple[dict[str, Any], Columns]:
+    """`host_part`, and the per-transfer table it was built from (`transfer_columns`: a dict
+    of numpy arrays; `_frame_of` makes it `transfer_table`'s DataFrame)."""
     _check_thresholds(hidden_threshold, exposed_threshold)
-    table, coverages = transfer_table(trace, hidden_threshold=hidden_threshold,
-                                      exposed_threshold=exposed_threshold)
+    table, coverages = transfer_columns(trace, hidden_threshold=hidden_threshold,
+                                        exposed_threshold=exposed_threshold)
     rows, unassigned = _step_rows(trace, table, coverages)
-    order = np.lexsort((table["start_ps"].to_numpy(), -table["exposed_ps"].to_numpy()))
+    order = np.lexsort((table["start_ps"], -table["exposed_ps"]))
     # `pos` keeps this part's row order, which the reducer needs to break ties as one sort
     # over all hosts would.
-    worst = table.iloc[order[: max(top, 0)]].assign(pos=order[: max(top, 0)])
+    keep = order[: max(top, 0)]
+    worst = {**_take(table, keep), "pos": keep}
     return {
         "groups": _grouped(table, list(GROUP_KEYS)), "top": worst, "top_n": top,
         "steps": rows, "unassigned": unassigned,
         "backend": trace.backend, "synthetic": bool(trace.synthetic),
         "sources": [str(s) for s in trace.sources],
         "capture_hosts": sorted(trace.capture or ()),
-        "compute_events": int(len(trace.compute)),
+        "compute_events": int(trace.rows("compute")),
         "thresholds": (hidden_threshold, exposed_threshold),
         "dropped": _dropped_by_reason(trace),
         **_vendor_facts(trace),
@@ -703,20 +834,46 @@ _SUMS = ("count", "bytes", "span_ps", "hidden_ps", HIDDEN, PARTIAL, EXPOSED, "ze
          "pageable_transfers", "pageable_bytes", "unknown_bytes")
 
 
-def _regroup(groups: pd.DataFrame, by: list[str], sort: bool = True) -> pd.DataFrame:
-    return _group_sums(groups, by, {c: groups[c].to_numpy(np.int64) for c in _SUMS}, sort)
+def _regroup(groups: Columns, by: list[str], sort: bool = True) -> Columns:
+    return _group_sums(groups, by, {c: np.asarray(groups[c], np.int64) for c in _SUMS}, sort)
 
 
-def _top_rows(parts: list[dict[str, Any]], top: int) -> pd.DataFrame:
+def _concat(tables: list[Columns]) -> Columns:
+    """The rows of `tables` (the same columns each) one after the other."""
+    return {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
+
+
+def _top_rows(parts: list[dict[str, Any]], top: int) -> Columns:
     """The `top` most exposed transfers over all parts, ties broken as one global sort would
     (by start, then host, then the row's place in its host's table)."""
-    t = pd.concat([p["top"] for p in parts], ignore_index=True)
-    if len(t) < 2:
+    t = _concat([p["top"] for p in parts])
+    if _rows(t) < 2:
         return t
-    h, _ = pd.factorize(t["host"], sort=True)
-    order = np.lexsort((t["pos"].to_numpy(), h, t["start_ps"].to_numpy(),
-                        -t["exposed_ps"].to_numpy()))
-    return t.take(order[: max(top, 0)])
+    h, _ = factorize(t["host"], sort=True)
+    order = np.lexsort((t["pos"], h, t["start_ps"], -t["exposed_ps"]))
+    return _take(t, order[: max(top, 0)])
+
+
+def _top_records(worst: Columns) -> list[dict[str, Any]]:
+    """`top_exposed` records of the rows `_top_rows` kept (at most `top`): Python values, NaN
+    ratios and bandwidths as None."""
+    c = {k: worst[k].tolist() for k in (
+        "host", "device", "direction", "hlo_op", "start_ps", "span_ps", "hidden_ps",
+        "exposed_ps", "overlap_ratio", "class", "bytes", "bandwidth_Bps", "pageable")}
+    n = len(c["host"])
+    known = worst["bytes_known"].tolist() if "bytes_known" in worst else [True] * n
+    return [{
+        "host": c["host"][i], "device": c["device"][i], "direction": c["direction"][i],
+        "hlo_op": c["hlo_op"][i], "start_ps": int(c["start_ps"][i]),
+        "span_ps": int(c["span_ps"][i]), "hidden_ps": int(c["hidden_ps"][i]),
+        "exposed_ps": int(c["exposed_ps"][i]),
+        "ratio": None if math.isnan(c["overlap_ratio"][i]) else float(c["overlap_ratio"][i]),
+        "class": c["class"][i] or None, "bytes": int(c["bytes"][i]),
+        "bytes_known": bool(known[i]),
+        "bandwidth_Bps": None if math.isnan(c["bandwidth_Bps"][i])
+        else float(c["bandwidth_Bps"][i]),
+        "pageable": bool(c["pageable"][i]),
+    } for i in range(n)]
 
 
 def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict[str, Any]:
@@ -734,7 +891,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     if any(p["top_n"] < top for p in parts):
         raise ValueError(f"parts kept fewer than top={top} transfers")
     hidden_threshold, exposed_threshold = thresholds.pop()
-    groups = pd.concat([p["groups"] for p in parts], ignore_index=True)
+    groups = _concat([p["groups"] for p in parts])
     from overlap.trace.reader import combined_backend
 
     backend = combined_backend([p["backend"] for p in parts])
@@ -768,11 +925,11 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     summary["pageable_bytes"] = pageable_bytes
     summary["pageable_share"] = pageable_bytes / nbytes if nbytes else 0.0
     device_groups = _regroup(groups, ["host", "device"])  # a missing key is a key, as dropna=False
-    summary["devices"] = len(device_groups) if n else 0
+    summary["devices"] = _rows(device_groups) if n else 0
 
     by_direction = {}
-    gdir = groups["direction"].to_numpy(dtype=object)
-    sums = {c: groups[c].to_numpy(np.int64) for c in ("count", "bytes", "span_ps", "hidden_ps",
+    gdir = np.asarray(groups["direction"], dtype=object)
+    sums = {c: np.asarray(groups[c], np.int64) for c in ("count", "bytes", "span_ps", "hidden_ps",
                                                       "unknown_bytes", HIDDEN, PARTIAL, EXPOSED)}
     for d in DIRECTIONS:
         m = gdir == d
@@ -785,17 +942,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     by_device = _records(device_groups, ["host", "device"])
     by_host_direction = _records(_regroup(groups, ["host", "direction"]), ["host", "direction"])
 
-    worst = _top_rows(parts, top)
-    top_rows = [{
-        "host": r["host"], "device": r["device"], "direction": r["direction"],
-        "hlo_op": r["hlo_op"], "start_ps": int(r["start_ps"]), "span_ps": int(r["span_ps"]),
-        "hidden_ps": int(r["hidden_ps"]), "exposed_ps": int(r["exposed_ps"]),
-        "ratio": None if np.isnan(r["overlap_ratio"]) else float(r["overlap_ratio"]),
-        "class": r["class"] or None, "bytes": int(r["bytes"]),
-        "bytes_known": bool(r.get("bytes_known", True)),
-        "bandwidth_Bps": None if np.isnan(r["bandwidth_Bps"]) else float(r["bandwidth_Bps"]),
-        "pageable": bool(r["pageable"]),
-    } for r in worst.to_dict("records")]  # at most `top` rows
+    top_rows = _top_records(_top_rows(parts, top))  # at most `top` rows
     top_exposed = {"records": top_rows, "truncated": len(top_rows) < n, "total_records": n,
                    "returned_records": len(top_rows)}
 
@@ -852,7 +999,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         },
         "sources": [s for p in parts for s in p["sources"]],
         # A trace built without capture metadata (capture={}) names its hosts by its transfers.
-        "hosts": capture_hosts or sorted(set(groups["host"].dropna())),
+        "hosts": capture_hosts or sorted(set(groups["host"][~_isna(groups["host"])].tolist())),
         "summary": summary,
         "by_direction": by_direction,
         "by_device": by_device,

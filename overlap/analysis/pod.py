@@ -40,14 +40,19 @@ from typing import Any
 import numpy as np
 
 from overlap.analysis import overlap as analysis
+from overlap.arrays import factorize
 
 
 def analyze_host_file(f: str | os.PathLike, hidden_threshold: float, exposed_threshold: float,
                       top: int, keep_all: bool) -> dict[str, Any]:
-    """The map step for one host file: `{"tables": ..., "part": ..., ...}` (picklable).
+    """The map step for one host file: `{"part": ..., "table": ..., ...}` (picklable).
 
-    With `keep_all` False (several host files), the tables keep only the events the views
-    draw: compute, transfers and allocator events inside the host's worst step (see `_keep`).
+    With `keep_all` (one host file) the host's whole `Trace` comes back as `trace`, and the
+    per-transfer table as columns (`overlap.analysis.overlap.transfer_columns`): no DataFrame
+    is built on this path. Without it (several host files), `tables` (the read part) keeps
+    only the events the views draw: compute, transfers and allocator events inside the
+    host's worst step (see `_inside`, `_kept_memory`), and `table` is a DataFrame of the
+    kept transfers' rows.
     """
     from overlap.trace.reader import gc_paused
 
@@ -61,24 +66,37 @@ def _analyze_host_file(f: Path, hidden_threshold: float, exposed_threshold: floa
 
     tables = read_host_file(f)
     trace = combine_parts([tables], [f])
-    # The sorted tables replace the read ones now, not after the analysis: where the sort
-    # had to reorder (several streams or lines), the unsorted copy is freed before the
-    # analysis' temporaries join the sorted one.
-    tables["transfers"], tables["compute"] = trace.transfers, trace.compute
+    # The read part is let go (one host file) or takes the sorted tables (several) before the
+    # analysis, not after it: where the sort had to reorder (several streams or lines), the
+    # unsorted copy is freed before the analysis' temporaries join the sorted one. Only
+    # `Trace.columns` is read here: no DataFrame is built on either path.
+    if keep_all:
+        # One host file: its trace is the capture's trace, handed back as it is.
+        del tables
+        part, table = analysis.host_part_and_table(
+            trace, hidden_threshold=hidden_threshold, exposed_threshold=exposed_threshold,
+            top=top)
+        return {"part": part, "table": table, "module_time_ps": None, "trace": trace}
+    transfers, compute = trace.columns("transfers"), trace.columns("compute")
+    tables["transfers"], tables["compute"] = transfers, compute
     part, table = analysis.host_part_and_table(
         trace, hidden_threshold=hidden_threshold, exposed_threshold=exposed_threshold, top=top)
-    out = {"part": part, "table": table, "module_time_ps": None}
-    if not keep_all:
-        out["module_time_ps"] = _module_time(trace.compute)
-        lo, hi = _worst_window(part["steps"])
-        keep_t = _inside(trace.transfers, "start_ps", "end_ps", lo, hi)
-        out["table"] = table[keep_t].reset_index(drop=True)  # same row order as transfers
-        tables["transfers"] = trace.transfers[keep_t].reset_index(drop=True)
-        tables["compute"] = trace.compute[_inside(trace.compute, "start_ps", "end_ps", lo, hi)
-                                          ].reset_index(drop=True)
-        tables["memory"] = _kept_memory(tables["memory"], lo, hi)
+    out: dict[str, Any] = {"part": part, "module_time_ps": _module_time(compute)}
+    lo, hi = _worst_window(part["steps"])
+    keep_t = _inside(transfers, "start_ps", "end_ps", lo, hi)
+    # the kept rows of both, in the same (transfers') order
+    out["table"] = _rows_of(table, keep_t)
+    tables["transfers"] = _rows_of(transfers, keep_t)
+    tables["compute"] = _rows_of(compute, _inside(compute, "start_ps", "end_ps", lo, hi))
+    tables["memory"] = _kept_memory(trace.columns("memory"), lo, hi)
     out["tables"] = tables
     return out
+
+
+def _rows_of(t: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows `keep` (a mask) of a column table, as the same kind of dict (`Columns` stays
+    `Columns`, which `combine_parts` takes as it is)."""
+    return type(t)({k: v[keep] for k, v in t.items()})
 
 
 def _worst_window(steps: list[dict[str, Any]]) -> tuple[int, int]:
@@ -90,36 +108,56 @@ def _worst_window(steps: list[dict[str, Any]]) -> tuple[int, int]:
     return int(worst["start_ps"]), int(worst["end_ps"])
 
 
-def _inside(df, start: str, end: str, lo: int, hi: int) -> np.ndarray:
-    s = df[start].to_numpy(np.int64)
-    e = df[end].to_numpy(np.int64)
-    return ((e > lo) | (s >= lo)) & (s < hi) if hi > lo else np.zeros(len(df), bool)
+def _inside(t: dict[str, np.ndarray], start: str, end: str, lo: int, hi: int) -> np.ndarray:
+    s = np.asarray(t[start], np.int64)
+    e = np.asarray(t[end], np.int64)
+    return ((e > lo) | (s >= lo)) & (s < hi) if hi > lo else np.zeros(len(s), bool)
 
 
-def _kept_memory(mem, lo: int, hi: int):
-    """Allocator events in the window, plus each allocator's peak-in-use row, so that the
-    allocator peak (`overlap.analysis.memory.peak_memory`) stays exact."""
-    if not len(mem):
+def _name_codes(values: np.ndarray) -> np.ndarray:
+    """Group codes of an object column read as names: `fillna("").astype(str)` (a missing
+    name and "" are one group; values equal as text are one group)."""
+    codes, uniq = factorize(values)
+    text = np.empty(len(uniq) + 1, object)
+    text[:] = [*(str(u) for u in uniq.tolist()), ""]  # code -1 (missing) reads the last
+    tc, _ = factorize(text)
+    return tc[codes]
+
+
+def _kept_memory(mem: dict[str, np.ndarray], lo: int, hi: int) -> dict[str, np.ndarray]:
+    """Allocator events in the window, plus each allocator's peak-in-use row (the first of
+    its largest `peak_bytes_in_use`, as `idxmax` picks), so that the allocator peak
+    (`overlap.analysis.memory.peak_memory`) stays exact."""
+    t = np.asarray(mem["time_ps"], np.int64)
+    if not len(t):
         return mem
-    t = mem["time_ps"].to_numpy(np.int64)
-    keep = (t >= lo) & (t < hi) if hi > lo else np.zeros(len(mem), bool)
+    keep = (t >= lo) & (t < hi) if hi > lo else np.zeros(len(t), bool)
     if "peak_bytes_in_use" in mem:
-        peak = mem["peak_bytes_in_use"]
-        keys = [mem["device"].astype(object).fillna("").astype(str),
-                mem["allocator"].astype(object).fillna("").astype(str)]
-        best = peak.groupby(keys, sort=False).idxmax().dropna()
-        keep[mem.index.get_indexer(best.to_numpy())] = True
-    return mem[keep].reset_index(drop=True)
+        peak = np.asarray(mem["peak_bytes_in_use"], np.int64)
+        dc = _name_codes(np.asarray(mem["device"], dtype=object))
+        ac = _name_codes(np.asarray(mem["allocator"], dtype=object))
+        key = dc * (int(ac.max()) + 1) + ac
+        order = np.lexsort((-peak, key))  # stable: the earliest row of each largest peak
+        ks = key[order]
+        first = np.r_[True, ks[1:] != ks[:-1]]
+        keep[order[first]] = True
+    return _rows_of(mem, keep)
 
 
-def _module_time(compute) -> dict[str, int]:
-    """Compute time per HLO module (what `executed_module` ranks), before compute is cut."""
-    if not len(compute) or "hlo_module" not in compute:
+def _module_time(compute: dict[str, np.ndarray]) -> dict[str, int]:
+    """Compute time per HLO module (what `executed_module` ranks), before compute is cut;
+    modules in name order."""
+    mod = compute.get("hlo_module")
+    if mod is None or not len(mod):
         return {}
-    dur = (compute["end_ps"] - compute["start_ps"]).clip(lower=0)
-    mod = compute["hlo_module"].astype(object)
-    by = dur.groupby(mod.where(mod.notna(), None), dropna=True).sum()
-    return {str(k): int(v) for k, v in by.items() if isinstance(k, str) and k}
+    dur = np.maximum(np.asarray(compute["end_ps"], np.int64)
+                     - np.asarray(compute["start_ps"], np.int64), 0)
+    codes, names = factorize(np.asarray(mod, dtype=object), sort=True)
+    ok = codes >= 0
+    total = np.zeros(len(names), np.int64)
+    np.add.at(total, codes[ok], dur[ok])
+    return {str(k): int(v) for k, v in zip(names.tolist(), total.tolist())
+            if isinstance(k, str) and k}
 
 
 def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, jobs: int = 1,
@@ -132,8 +170,6 @@ def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, job
     `jobs` > 1 runs the map in that many spawned worker processes; `scheduler` (a Dask
     distributed address) runs it on that cluster instead. The result is the same either way.
     """
-    import pandas as pd
-
     from overlap.trace.distributed import map_hosts, split_readable
     from overlap.trace.reader import _find_files, _sort_by_device_start, combine_parts
 
@@ -146,15 +182,17 @@ def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, job
     # parts accumulate; a damaged host file comes back as its InputError, the others are used.
     outs, readable, unreadable = split_readable(
         map_hosts(files, fn, jobs=jobs, scheduler=scheduler), files)
-    trace = combine_parts([o["tables"] for o in outs], readable)
+    # One host file: the worker's trace is the capture's (`_analyze_host_file`).
+    trace = outs[0]["trace"] if single else combine_parts([o["tables"] for o in outs], readable)
     trace.unreadable = unreadable
     result = analysis.reduce_parts([o["part"] for o in outs], top=top)
     analysis.note_unreadable(result, unreadable, len(files))
     if not single:
         trace.compute_scope = COMPUTE_SCOPE.format(hosts=len(files))
-        # in the order one read of all files gives, as combine_parts sorts the transfers
-        rows = pd.concat([o["table"] for o in outs], ignore_index=True)
-        trace.analysed_transfers = (_sort_by_device_start(rows),
+        # in the order one read of all files gives, as combine_parts sorts the transfers;
+        # a DataFrame, as `transfer_table` gives it to the views
+        rows = _sort_by_device_start(analysis._concat([o["table"] for o in outs]))
+        trace.analysed_transfers = (analysis._frame_of(rows),
                                     (hidden_threshold, exposed_threshold))
         times: dict[str, int] = {}
         for o in outs:

@@ -525,8 +525,10 @@ def test_sorted_codes_equal_pandas_sorted_factorize(values):
 
     from overlap.analysis.overlap import _sorted_codes
 
-    col = pd.Series(values, dtype=object)
-    assert _sorted_codes(col).tolist() == pd.factorize(col, sort=True)[0].tolist()
+    col = np.empty(len(values), object)
+    col[:] = values
+    want = pd.factorize(pd.Series(values, dtype=object), sort=True)[0].tolist()
+    assert _sorted_codes(col).tolist() == want
 
 
 @settings(max_examples=200, deadline=None)
@@ -542,12 +544,14 @@ def test_top_ops_with_many_ties_equal_a_full_sort(rows, top):
 
     from overlap.analysis.overlap import _SUMS, _most_exposed_ops
 
-    g = pd.DataFrame({"host": "h", "device": "TPU:0",
-                      "direction": [r[1] for r in rows], "hlo_op": [r[0] for r in rows]})
+    n = len(rows)
+    g = {"host": np.array(["h"] * n, object), "device": np.array(["TPU:0"] * n, object),
+         "direction": np.array([r[1] for r in rows], object),
+         "hlo_op": np.array([r[0] for r in rows], object)}
     for c in _SUMS:
-        g[c] = 1
-    g["span_ps"] = [10 + r[2] for r in rows]
-    g["hidden_ps"] = 10
+        g[c] = np.ones(n, np.int64)
+    g["span_ps"] = np.array([10 + r[2] for r in rows], np.int64)
+    g["hidden_ps"] = np.full(n, 10, np.int64)
     got = [(None if pd.isna(r["hlo_op"]) else r["hlo_op"], r["direction"])
            for r in _most_exposed_ops(g, top)["records"]]
     key = [(-(r[2]), r[0] is not None, r[0] or "", r[1]) for r in rows]
@@ -624,10 +628,12 @@ def test_group_sums_equal_pandas_groupby(rows, sort, runs):
     t = pd.DataFrame({c: pd.Series([r[i] for r in rows], dtype=object)
                       for i, c in enumerate(cols)})
     t["v"] = np.array([r[4] for r in rows], np.int64)
+    # the analysis' tables are dicts of numpy arrays (object columns: None where missing)
+    tc = {c: t[c].to_numpy(dtype=object) for c in cols}
     for by in (cols, ["hlo_op", "direction"], ["host", "device"]):
-        got = _group_sums(t, by, {"v": t["v"].to_numpy()}, sort=sort)
+        got = _group_sums(tc, by, {"v": t["v"].to_numpy()}, sort=sort)
         want = t.groupby(by, sort=sort, dropna=False)["v"].sum().reset_index()
-        assert len(got) == len(want)
+        assert all(isinstance(v, np.ndarray) and len(v) == len(want) for v in got.values())
         for c in (*by, "v"):
             g, w = got[c].tolist(), want[c].tolist()
             assert [None if pd.isna(x) else x for x in g] == \
