@@ -243,3 +243,20 @@ def test_dataclass_helpers_and_pickle_keep_the_tables():
     assert r.backend == "gpu"
     pd.testing.assert_frame_equal(r.transfers, t.transfers)
     assert_same_columns(r.columns("transfers"), t.columns("transfers"))
+
+
+def _samples() -> list:
+    from tests.conftest import SAMPLE_TRACES
+
+    return sorted(SAMPLE_TRACES.rglob("*.xplane.pb"))
+
+
+@pytest.mark.parametrize("path", _samples(), ids=lambda p: p.parts[-5] + "/" + p.name)
+def test_real_captures_columns_are_in_the_representation(path):
+    """On every sample capture (CPU, GPU, TPU, ROCm) the reader's columns, taken as they are
+    where its rules made them, equal their frame's converted ones, value types included."""
+    from overlap.trace.reader import combine_parts, read_host_file
+
+    trace = combine_parts([read_host_file(path)], [path])
+    for name, schema in TABLES.items():
+        assert_same_columns(trace.columns(name), frame_columns(getattr(trace, name), schema))
