@@ -47,12 +47,12 @@ def analyze_host_file(f: str | os.PathLike, hidden_threshold: float, exposed_thr
                       top: int, keep_all: bool) -> dict[str, Any]:
     """The map step for one host file: `{"part": ..., "table": ..., ...}` (picklable).
 
-    With `keep_all` (one host file) the host's whole `Trace` comes back as `trace`, and the
-    per-transfer table as columns (`overlap.analysis.overlap.transfer_columns`): no DataFrame
-    is built on this path. Without it (several host files), `tables` (the read part) keeps
-    only the events the views draw: compute, transfers and allocator events inside the
-    host's worst step (see `_inside`, `_kept_memory`), and `table` is a DataFrame of the
-    kept transfers' rows.
+    `table` is the per-transfer table as columns (`overlap.analysis.overlap.
+    transfer_columns`); no DataFrame is built here. With `keep_all` (one host file) the
+    host's whole `Trace` comes back as `trace`. Without it (several host files), `tables`
+    (the read part, as `Columns`) keeps only the events the views draw: compute, transfers
+    and allocator events inside the host's worst step (see `_inside`, `_kept_memory`), and
+    `table` only the kept transfers' rows.
     """
     from overlap.trace.reader import gc_paused
 
