@@ -1,0 +1,71 @@
+"""`overlap report` on one capture never imports pandas (issue 24: start-up and memory).
+
+`import pandas` costs ~0.3 s and ~43 MiB of RSS, half of a whole `overlap report --json` process
+on a 35 MB capture. The reader and the analysis hold their tables as numpy columns and build a
+DataFrame only when something asks for one (`Trace.transfers`, `transfer_table`, the
+dashboard). Each case runs the real command in a fresh interpreter on a real capture (GPU,
+TPU, CPU, ROCm) and a synthetic one with steps, and checks what that process imported.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = REPO / "sample_traces"
+
+# Runs `overlap ARGS` as the console script does; at exit (the quick exit runs atexit hooks
+# too) it says which of the heavy modules the process imported, on stderr.
+_RUN = """
+import atexit, runpy, sys
+def said():
+    heavy = sorted(m for m in ('pandas', 'pyarrow', 'plotly', 'dash', 'jax') if m in sys.modules)
+    sys.stderr.write('\\nIMPORTED ' + ','.join(heavy) + '\\n')
+atexit.register(said)
+sys.argv = ['overlap'] + {args!r}
+runpy.run_module('overlap', run_name='__main__')
+"""
+
+
+def _run(args: list[str]) -> tuple[int, str, list[str]]:
+    p = subprocess.run([sys.executable, "-c", _RUN.format(args=args)], capture_output=True,
+                       text=True, cwd=REPO)
+    line = [x for x in p.stderr.splitlines() if x.startswith("IMPORTED ")]
+    assert line, p.stderr[-2000:]
+    heavy = [m for m in line[-1][len("IMPORTED "):].split(",") if m]
+    return p.returncode, p.stdout, heavy
+
+
+def _capture(glob: str) -> Path:
+    found = sorted(SAMPLES.glob(glob))
+    assert found, glob
+    return found[0]
+
+
+@pytest.mark.parametrize("glob", [
+    "tpu-v6e-offload/**/*.xplane.pb",
+    "gpu-v100-tf-multiworker/**/*.xplane.pb",
+    "cpu-scan/offload_x/**/*.xplane.pb",
+    "rocm/mi300x-jax08-attention/**/*.xplane.pb",
+])
+def test_report_json_of_a_real_capture_imports_no_pandas(glob: str) -> None:
+    code, out, heavy = _run(["report", "--json", str(_capture(glob))])
+    assert code == 0
+    assert json.loads(out)["schema_version"] >= 1
+    assert heavy == []
+
+
+def test_text_report_with_steps_imports_no_pandas(tmp_path: Path) -> None:
+    from overlap.trace.synthetic import gpu_offload_scenario
+
+    # synthetic (labelled so in the report): steps, kernels and copies known by construction
+    f = gpu_offload_scenario(steps=3, layers=2, hidden_fraction=0.5).write(
+        tmp_path / "synthetic.xplane.pb")
+    code, out, heavy = _run(["report", str(f)])
+    assert code == 0 and "hidden" in out
+    assert heavy == []
