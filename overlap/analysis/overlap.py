@@ -405,7 +405,7 @@ def _grouped(t: Columns, by: list[str]) -> Columns:
     unknown = ~_known(t, n)
     cols = {"count": np.ones(n, np.int64), "bytes": nbytes,
             "span_ps": span, "hidden_ps": np.asarray(t["hidden_ps"], np.int64),
-            **{label: (cls == label).astype(np.int64) for label in (HIDDEN, PARTIAL, EXPOSED)},
+            **_one_hot(cls, (HIDDEN, PARTIAL, EXPOSED)),
             "zero_length": (span == 0).astype(np.int64),
             "pageable_transfers": pageable.astype(np.int64),
             "pageable_bytes": np.where(pageable, nbytes, 0),
@@ -466,6 +466,39 @@ def _few_objects(v: np.ndarray, most: int = 8) -> tuple[np.ndarray, np.ndarray] 
     return None
 
 
+def _dense_codes(x: np.ndarray, sort: bool) -> np.ndarray:
+    """`factorize(x, sort)[0]` of non-negative int64 keys: each key's number in key order
+    (`sort`) or in order of first appearance. Keys below a few times their count are
+    numbered through a table indexed by key (linear: a sort per grouping key cost more than
+    pandas' hash did); larger ones by `arrays.factorize`."""
+    n = len(x)
+    k = int(x.max()) + 1 if n else 0
+    if k > 4 * n + 1024:
+        return factorize(x, sort=sort)[0]
+    if sort:
+        seen = np.zeros(k, bool)
+        seen[x] = True
+        return (np.cumsum(seen) - 1)[x]
+    first = np.full(k, n, np.int64)
+    np.minimum.at(first, x, np.arange(n))  # each key's first row
+    present = np.flatnonzero(first < n)
+    number = np.empty(k, np.int64)
+    number[present[np.argsort(first[present], kind="stable")]] = np.arange(len(present))
+    return number[x]
+
+
+def _one_hot(values: np.ndarray, labels: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Per label, 1 where `values` equals it, else 0 (int64). The class column holds a few
+    shared label objects (`classify`): compared once per distinct object, not per row."""
+    few = _few_objects(values) if len(values) > 8 else None
+    if few is None:
+        return {label: (values == label).astype(np.int64) for label in labels}
+    code, heads = few
+    head_values = values[heads].tolist()
+    return {label: np.array([v == label for v in head_values], np.int64)[code]
+            for label in labels}
+
+
 def _group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
                 sort: bool) -> Columns:
     """Exact int64 sums of `cols` per group of the key columns `by` (a missing key is a key of
@@ -490,7 +523,7 @@ def _group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
             m += 1
         # codes kept dense after each key, so they never overflow; numbering in key order
         # with `sort`, else by first row
-        code, _ = factorize(code * max(m, 1) + c, sort=sort)
+        code = _dense_codes(code * max(m, 1) + c, sort=sort)
     inv = code
     if not sort and int(inv.max()) == n - 1:
         # every row its own group, numbered by first appearance: the rows as they are (a

@@ -209,3 +209,27 @@ def test_group_sums_every_row_its_own_group_and_empty(sort):
     assert got["v"].tolist() == ([2, 1, 3] if sort else [1, 2, 3])
     empty = analysis._group_sums({"k": t["k"][:0]}, ["k"], {"v": np.zeros(0, np.int64)}, sort)
     assert empty["k"].dtype == object and len(empty["k"]) == len(empty["v"]) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.integers(0, 30), st.integers(0, 2**40)), max_size=50),
+       st.booleans())
+def test_dense_codes_equal_pandas_factorize(keys, sort):
+    """Group keys are numbered through a table indexed by key where they are small, else by
+    `arrays.factorize`: both as `pd.factorize` numbers them."""
+    x = np.array(keys, np.int64)
+    assert analysis._dense_codes(x, sort).tolist() == pd.factorize(x, sort=sort)[0].tolist()
+
+
+def test_one_hot_compares_values_not_objects():
+    """Class labels are compared once per distinct object, by value: equal strings that are
+    other objects (a table not made by `classify`) count alike."""
+    labels = ["hid" + "den", "exposed", "", "partial"] * 5
+    values = np.empty(len(labels), object)
+    values[:] = [str(v) for v in labels]  # new objects, equal values
+    values[3] = "".join(["part", "ial"])
+    got = analysis._one_hot(values, ("hidden", "partial", "exposed"))
+    for label in ("hidden", "partial", "exposed"):
+        assert got[label].tolist() == [int(v == label) for v in labels]
+    many = np.array([f"x{i}" for i in range(20)] + ["hidden"], object)
+    assert analysis._one_hot(many, ("hidden",))["hidden"].tolist() == [0] * 20 + [1]
