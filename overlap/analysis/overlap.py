@@ -62,8 +62,8 @@ Vectorisation: intervals are merged with a sort and a running maximum, and cover
 O((compute + transfers) log n) with no Python loop per event.
 
 Tables: the analysis reads the trace through `Trace.columns` and keeps every table of its own
-(per transfer, per group, the top rows) as a dict of numpy arrays; groups are numbered with
-`overlap.arrays.factorize` in the orders pandas' `groupby`/`factorize` give. It never imports
+(per transfer, per group, the top rows) as a dict of numpy arrays, grouped and numbered by
+`overlap.analysis.grouping` in the orders pandas' `groupby`/`factorize` give. It never imports
 pandas (`overlap report` on one capture does not load it: ~0.3 s and ~43 MiB); only the public
 `transfer_table` builds a DataFrame, for the views that draw each transfer.
 """
@@ -72,13 +72,25 @@ from __future__ import annotations
 
 import functools
 import heapq
-import itertools
 import math
 import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from overlap.analysis.grouping import (
+    Columns,
+    concat,
+    frame_of,
+    group_codes,
+    group_sums,
+    is_none,
+    isna,
+    n_rows,
+    one_hot,
+    sorted_codes,
+    take,
+)
 from overlap.analysis.hosts import straggler_view
 from overlap.analysis.intervals import (
     Coverage,
@@ -90,14 +102,10 @@ from overlap.analysis.intervals import (
     subtract_intervals,
 )
 from overlap.analysis.units import format_ps
-from overlap.arrays import factorize, object_addresses, run_starts
+from overlap.arrays import factorize
 
 if TYPE_CHECKING:
     import pandas as pd
-
-# A table inside the analysis: one numpy array per column, all of one length (object columns
-# hold Python objects, None where a value is missing; see the module docstring).
-Columns = dict[str, np.ndarray]
 
 # The interval primitives (intervals.py) and format_ps (units.py) are part of this module's
 # interface too: callers import them from here.
@@ -202,77 +210,6 @@ def _columns(trace: Any, name: str) -> Columns:
     return trace.columns(name)
 
 
-def _rows(t: Columns) -> int:
-    """Rows of a column table."""
-    return len(next(iter(t.values()))) if t else 0
-
-
-def _take(t: Columns, idx: np.ndarray) -> Columns:
-    """The rows `idx` of every column (`DataFrame.take`)."""
-    return {k: v[idx] for k, v in t.items()}
-
-
-def _is_none(values: np.ndarray) -> np.ndarray:
-    """Per element of an object array: is it None (a missing value in `Trace.columns`)? By
-    address: no Python comparison per element."""
-    values = np.asarray(values, dtype=object)
-    if not len(values):
-        return np.zeros(0, bool)
-    return object_addresses(values) == id(None)
-
-
-def _isna(values: np.ndarray) -> np.ndarray:
-    """`pd.isna` of an object array whose values are names, None or float NaN."""
-    values = np.asarray(values, dtype=object)
-    return _is_none(values) | np.asarray(values != values, dtype=bool)
-
-
-def _group_codes(*tables: Columns) -> tuple[list[np.ndarray], list[tuple[str, str]]]:
-    """One integer code per (host, device) shared by all tables, and the key of each code
-    (codes in order of first appearance over the tables, as `pd.factorize` numbers them).
-
-    Only the first row of each run of equal (host, device) neighbours is factorized and its
-    code spread over the run: the reader's tables are sorted by (host, device), so a million
-    compute rows are a few runs (hashing every row's two names cost 0.1 s)."""
-    heads_h, heads_d, counts = [], [], []
-    for t in tables:
-        h = np.asarray(t["host"], dtype=object)
-        d = np.asarray(t["device"], dtype=object)
-        starts = _key_runs(h, d)
-        heads_h.append(h[starts])
-        heads_d.append(d[starts])
-        counts.append(np.diff(np.append(starts, len(h))))
-    hosts = np.concatenate(heads_h)
-    devs = np.concatenate(heads_d)
-    hc, hu = factorize(hosts)
-    dc, du = factorize(devs)
-    combined = hc.astype(np.int64) * max(len(du), 1) + dc
-    codes, uniq = factorize(combined)
-    keys = [(str(hu[c // max(len(du), 1)]), str(du[c % max(len(du), 1)]))
-            for c in uniq.tolist()]
-    out, pos = [], 0
-    for cnt in counts:
-        c = codes[pos:pos + len(cnt)].astype(np.int64)
-        # one run (a host file's one device): a read-only broadcast of its code, not a
-        # million-row array
-        out.append(np.broadcast_to(c[0], int(cnt[0])) if len(c) == 1 else np.repeat(c, cnt))
-        pos += len(cnt)
-    return out, keys
-
-
-def _key_runs(*cols: np.ndarray) -> np.ndarray:
-    """First row of each run of rows equal in every column (`arrays.run_starts`); every row
-    where a column's values do not compare as True/False."""
-    n = len(cols[0])
-    new = np.zeros(n, bool)
-    for c in cols:
-        starts = run_starts(c)
-        if starts is None:
-            return np.arange(n)
-        new[starts] = True
-    return np.flatnonzero(new)
-
-
 def _host_kind_pageable(tr: Columns) -> np.ndarray:
     src = np.asarray(tr["src_kind"], dtype=object)
     dst = np.asarray(tr["dst_kind"], dtype=object)
@@ -295,7 +232,7 @@ def _known(tr: Columns, n: int) -> np.ndarray:
         return np.ones(n, bool)
     v = np.asarray(v)
     if v.dtype != bool:
-        v = np.where(_is_none(v), True, v).astype(bool)
+        v = np.where(is_none(v), True, v).astype(bool)
     return v
 
 
@@ -313,7 +250,7 @@ def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
     """
     cols, coverages = transfer_columns(trace, hidden_threshold=hidden_threshold,
                                        exposed_threshold=exposed_threshold)
-    return _frame_of(cols), coverages
+    return frame_of(cols), coverages
 
 
 def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
@@ -329,7 +266,7 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
     coverages: dict[tuple[str, str], tuple[Coverage, Coverage]] = {}
     if n:
         co = _columns(trace, "compute")
-        (tcode, ccode), keys = _group_codes(tr, co)
+        (tcode, ccode), keys = group_codes(tr, co)
         tcode = tcode.astype(np.int64)
         cstart = np.asarray(co["start_ps"], dtype=np.int64)
         cend = np.asarray(co["end_ps"], dtype=np.int64)
@@ -349,7 +286,7 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
         known = _known(tr, n)
         bw = np.where((span > 0) & known, nbytes * 1e12 / np.where(span > 0, span, 1), np.nan)
     hlo = np.asarray(tr["hlo_op"], dtype=object)
-    hlo = np.where(_is_none(hlo), UNKNOWN_OP, hlo)  # `Trace.columns`: missing is None
+    hlo = np.where(is_none(hlo), UNKNOWN_OP, hlo)  # `Trace.columns`: missing is None
     table = {
         "host": np.asarray(tr["host"], dtype=object),
         "device": np.asarray(tr["device"], dtype=object),
@@ -361,16 +298,6 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
         "hlo_op": hlo, "bytes_known": known,
     }
     return table, coverages
-
-
-def _frame_of(cols: Columns) -> pd.DataFrame:
-    """A DataFrame of numpy columns, object columns kept as object, as the reader's tables
-    are (pandas 3 would infer a string dtype, converting every name: 10 ms per 36k-row
-    table and groups frame on the many-ops capture, and back again for every factorize)."""
-    import pandas as pd  # for the callers that want a frame; the analysis itself never does
-
-    return pd.DataFrame({k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v
-                         for k, v in cols.items()}, copy=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -405,139 +332,12 @@ def _grouped(t: Columns, by: list[str]) -> Columns:
     unknown = ~_known(t, n)
     cols = {"count": np.ones(n, np.int64), "bytes": nbytes,
             "span_ps": span, "hidden_ps": np.asarray(t["hidden_ps"], np.int64),
-            **_one_hot(cls, (HIDDEN, PARTIAL, EXPOSED)),
+            **one_hot(cls, (HIDDEN, PARTIAL, EXPOSED)),
             "zero_length": (span == 0).astype(np.int64),
             "pageable_transfers": pageable.astype(np.int64),
             "pageable_bytes": np.where(pageable, nbytes, 0),
             "unknown_bytes": unknown.astype(np.int64)}
-    return _group_sums(t, by, cols, sort=False)
-
-
-def _key_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
-    """`arrays.factorize(values, sort)` of a key column. A column of str values that is not
-    in runs (op names: 36k distinct ones on the many-ops capture; directions) is numbered
-    here by one pass of `dict.setdefault` (each value's first row) and a few array
-    operations, without `factorize`'s missing-value test per distinct value (a Python call
-    each: it tripled this function's time there); a str is never missing."""
-    v = np.asarray(values, dtype=object)
-    if len(v) > 8:
-        starts = run_starts(v)
-        if starts is not None and len(starts) > len(v) // 8:  # no runs: factorize's case
-            few = _few_objects(v)
-            if few is not None:
-                code, heads = few
-                hc, hu = factorize(v[heads], sort=sort)
-                return hc[code], hu
-            keys = v.tolist()
-            seen: dict[Any, int] = {}
-            # per row: the row where its value first appears
-            first = np.fromiter(map(seen.setdefault, keys, itertools.count()), np.int64,
-                                len(keys))
-            if set(map(type, seen)) == {str}:
-                is_first = first == np.arange(len(keys))
-                codes = (np.cumsum(is_first) - 1)[first]  # numbered by first appearance
-                uniq = v[is_first]
-                if not sort:
-                    return codes, uniq
-                names = uniq.tolist()
-                order = np.array(sorted(range(len(names)), key=names.__getitem__), np.int64)
-                rank = np.empty(len(order), np.int64)
-                rank[order] = np.arange(len(order))
-                return rank[codes], uniq[order]
-    return factorize(v, sort=sort)
-
-
-def _few_objects(v: np.ndarray, most: int = 8) -> tuple[np.ndarray, np.ndarray] | None:
-    """A column of at most `most` distinct objects (directions, a pod's hosts in turn): per
-    row the number of its object in order of first appearance, and each object's first row;
-    None where there are more. By address (`arrays.object_addresses`): no Python call per
-    row. Distinct objects may still be equal values: the caller factorizes the heads."""
-    addr = object_addresses(v)
-    code = np.full(len(v), -1, np.int64)
-    heads = []
-    i = 0
-    for k in range(most):
-        code[addr == addr[i]] = k
-        heads.append(i)
-        rest = np.flatnonzero(code < 0)
-        if not len(rest):
-            return code, np.array(heads, np.int64)
-        i = int(rest[0])
-    return None
-
-
-def _dense_codes(x: np.ndarray, sort: bool) -> np.ndarray:
-    """`factorize(x, sort)[0]` of non-negative int64 keys: each key's number in key order
-    (`sort`) or in order of first appearance. Keys below a few times their count are
-    numbered through a table indexed by key (linear: a sort per grouping key cost more than
-    pandas' hash did); larger ones by `arrays.factorize`."""
-    n = len(x)
-    k = int(x.max()) + 1 if n else 0
-    if k > 4 * n + 1024:
-        return factorize(x, sort=sort)[0]
-    if sort:
-        seen = np.zeros(k, bool)
-        seen[x] = True
-        return (np.cumsum(seen) - 1)[x]
-    first = np.full(k, n, np.int64)
-    np.minimum.at(first, x, np.arange(n))  # each key's first row
-    present = np.flatnonzero(first < n)
-    number = np.empty(k, np.int64)
-    number[present[np.argsort(first[present], kind="stable")]] = np.arange(len(present))
-    return number[x]
-
-
-def _one_hot(values: np.ndarray, labels: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Per label, 1 where `values` equals it, else 0 (int64). The class column holds a few
-    shared label objects (`classify`): compared once per distinct object, not per row."""
-    few = _few_objects(values) if len(values) > 8 else None
-    if few is None:
-        return {label: (values == label).astype(np.int64) for label in labels}
-    code, heads = few
-    head_values = values[heads].tolist()
-    return {label: np.array([v == label for v in head_values], np.int64)[code]
-            for label in labels}
-
-
-def _group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
-                sort: bool) -> Columns:
-    """Exact int64 sums of `cols` per group of the key columns `by` (a missing key is a key of
-    its own), as `t.groupby(by, sort=sort, dropna=False).sum()` gives them: groups in key order
-    with `sort` (missing keys last), else in order of first appearance. Returns the key
-    columns (each group's first row's values) and the sums, one row per group.
-
-    Why not pandas' groupby: on a capture where every copy is its own op (tens of thousands of
-    groups) its per-aggregation overhead was most of the analysis' time."""
-    n = len(t[by[0]])
-    if not n:
-        return {**{k: t[k][:0] for k in by}, **{c: np.zeros(0, np.int64) for c in cols}}
-    code = np.zeros(n, np.int64)
-    for k in by:
-        c, u = _key_codes(t[k], sort=sort)
-        m = len(u)
-        if len(c) and c.min() < 0:
-            # missing keys: a key of their own, after every value (pandas' use_na_sentinel=
-            # False numbers them by first row unsorted: the same groups, in the same order
-            # after the dense numbering below)
-            c = np.where(c < 0, m, c)
-            m += 1
-        # codes kept dense after each key, so they never overflow; numbering in key order
-        # with `sort`, else by first row
-        code = _dense_codes(code * max(m, 1) + c, sort=sort)
-    inv = code
-    if not sort and int(inv.max()) == n - 1:
-        # every row its own group, numbered by first appearance: the rows as they are (a
-        # capture where every copy is its own op regroups 36k groups by op and direction)
-        return {**{k: t[k] for k in by}, **cols}
-    order = np.argsort(inv, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
-    first = order[starts]  # each group's first row
-    # with `sort` the codes follow the keys; else first appearance (each group's first row
-    # rises with its code)
-    out = {k: t[k][first] for k in by}
-    for col, v in cols.items():
-        out[col] = np.add.reduceat(v[order], starts)
-    return out
+    return group_sums(t, by, cols, sort=False)
 
 
 def _records(df: Columns, keys: list[str]) -> list[dict[str, Any]]:
@@ -573,10 +373,10 @@ def _most_exposed_ops(groups: Columns, top: int) -> dict[str, Any]:
             cand = _fewest_tied(ops["hlo_op"], exposed, cand, thr, k)
     elif k == 0:
         cand = cand[:0]
-    sub = _take(ops, cand)
-    op_code = _sorted_codes(sub["hlo_op"])
-    dir_code = _sorted_codes(sub["direction"])
-    keep = _take(sub, np.lexsort((dir_code, op_code, -exposed[cand]))[:k])
+    sub = take(ops, cand)
+    op_code = sorted_codes(sub["hlo_op"])
+    dir_code = sorted_codes(sub["direction"])
+    keep = take(sub, np.lexsort((dir_code, op_code, -exposed[cand]))[:k])
     rows = _records(keep, ["hlo_op", "direction"])
     return {"records": rows, "truncated": len(rows) < n, "total_records": n,
             "returned_records": len(rows)}
@@ -592,7 +392,7 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     ties = cand[exposed[cand] == thr]
     need = k - len(above)
     tn = np.asarray(names, dtype=object)[ties]
-    missing = _isna(tn)
+    missing = isna(tn)
     n_missing = int(missing.sum())
     if need <= n_missing:  # the top ends among the tied rows with no name
         return np.sort(np.r_[above, ties[missing]])
@@ -604,19 +404,6 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     keep = missing.copy()
     keep[~missing] = np.asarray(named <= cut, bool)  # str <= str per element, in C
     return np.sort(np.r_[above, ties[keep]])
-
-
-def _sorted_codes(col: Any) -> np.ndarray:
-    """`pd.factorize(col, sort=True)[0]`: each value's rank among the distinct values, -1 for a
-    missing one. All-string columns are ranked as fixed-width numpy strings (the same code-point
-    order as Python's, sorted in C: twice as fast on 36k op names) unless a value holds a NUL,
-    which numpy's strings drop at the end."""
-    vals = np.asarray(col, dtype=object)
-    if len(vals):
-        as_list = vals.tolist()
-        if set(map(type, as_list)) == {str} and "\0" not in "".join(as_list):
-            return np.unique(np.array(as_list, dtype=str), return_inverse=True)[1].reshape(-1)
-    return factorize(vals, sort=True)[0]
 
 
 def _step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
@@ -785,7 +572,7 @@ def host_part(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
 def host_part_and_table(trace, *, hidden_threshold: float, exposed_threshold: float,
                         top: int) -> tuple[dict[str, Any], Columns]:
     """`host_part`, and the per-transfer table it was built from (`transfer_columns`: a dict
-    of numpy arrays; `_frame_of` makes it `transfer_table`'s DataFrame)."""
+    of numpy arrays; `frame_of` makes it `transfer_table`'s DataFrame)."""
     _check_thresholds(hidden_threshold, exposed_threshold)
     table, coverages = transfer_columns(trace, hidden_threshold=hidden_threshold,
                                         exposed_threshold=exposed_threshold)
@@ -794,7 +581,7 @@ def host_part_and_table(trace, *, hidden_threshold: float, exposed_threshold: fl
     # `pos` keeps this part's row order, which the reducer needs to break ties as one sort
     # over all hosts would.
     keep = order[: max(top, 0)]
-    worst = {**_take(table, keep), "pos": keep}
+    worst = {**take(table, keep), "pos": keep}
     return {
         "groups": _grouped(table, list(GROUP_KEYS)), "top": worst, "top_n": top,
         "steps": rows, "unassigned": unassigned,
@@ -872,23 +659,18 @@ _SUMS = ("count", "bytes", "span_ps", "hidden_ps", HIDDEN, PARTIAL, EXPOSED, "ze
 
 
 def _regroup(groups: Columns, by: list[str], sort: bool = True) -> Columns:
-    return _group_sums(groups, by, {c: np.asarray(groups[c], np.int64) for c in _SUMS}, sort)
-
-
-def _concat(tables: list[Columns]) -> Columns:
-    """The rows of `tables` (the same columns each) one after the other."""
-    return {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
+    return group_sums(groups, by, {c: np.asarray(groups[c], np.int64) for c in _SUMS}, sort)
 
 
 def _top_rows(parts: list[dict[str, Any]], top: int) -> Columns:
     """The `top` most exposed transfers over all parts, ties broken as one global sort would
     (by start, then host, then the row's place in its host's table)."""
-    t = _concat([p["top"] for p in parts])
-    if _rows(t) < 2:
+    t = concat([p["top"] for p in parts])
+    if n_rows(t) < 2:
         return t
     h, _ = factorize(t["host"], sort=True)
     order = np.lexsort((t["pos"], h, t["start_ps"], -t["exposed_ps"]))
-    return _take(t, order[: max(top, 0)])
+    return take(t, order[: max(top, 0)])
 
 
 def _top_records(worst: Columns) -> list[dict[str, Any]]:
@@ -928,7 +710,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     if any(p["top_n"] < top for p in parts):
         raise ValueError(f"parts kept fewer than top={top} transfers")
     hidden_threshold, exposed_threshold = thresholds.pop()
-    groups = _concat([p["groups"] for p in parts])
+    groups = concat([p["groups"] for p in parts])
     from overlap.trace.reader import combined_backend
 
     backend = combined_backend([p["backend"] for p in parts])
@@ -962,7 +744,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     summary["pageable_bytes"] = pageable_bytes
     summary["pageable_share"] = pageable_bytes / nbytes if nbytes else 0.0
     device_groups = _regroup(groups, ["host", "device"])  # a missing key is a key, as dropna=False
-    summary["devices"] = _rows(device_groups) if n else 0
+    summary["devices"] = n_rows(device_groups) if n else 0
 
     by_direction = {}
     gdir = np.asarray(groups["direction"], dtype=object)
@@ -1036,7 +818,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         },
         "sources": [s for p in parts for s in p["sources"]],
         # A trace built without capture metadata (capture={}) names its hosts by its transfers.
-        "hosts": capture_hosts or sorted(set(groups["host"][~_isna(groups["host"])].tolist())),
+        "hosts": capture_hosts or sorted(set(groups["host"][~isna(groups["host"])].tolist())),
         "summary": summary,
         "by_direction": by_direction,
         "by_device": by_device,

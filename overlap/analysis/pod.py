@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from overlap.analysis import overlap as analysis
+from overlap.analysis.grouping import concat, frame_of
 from overlap.arrays import factorize
 
 
@@ -191,8 +192,8 @@ def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, job
         trace.compute_scope = COMPUTE_SCOPE.format(hosts=len(files))
         # in the order one read of all files gives, as combine_parts sorts the transfers;
         # a DataFrame, as `transfer_table` gives it to the views
-        rows = _sort_by_device_start(analysis._concat([o["table"] for o in outs]))
-        trace.analysed_transfers = (analysis._frame_of(rows),
+        rows = _sort_by_device_start(concat([o["table"] for o in outs]))
+        trace.analysed_transfers = (frame_of(rows),
                                     (hidden_threshold, exposed_threshold))
         times: dict[str, int] = {}
         for o in outs:

@@ -523,12 +523,12 @@ def test_sorted_codes_equal_pandas_sorted_factorize(values):
     be pandas' (the tie-break order of `by_hlo_op`), NULs and missing values included."""
     import pandas as pd
 
-    from overlap.analysis.overlap import _sorted_codes
+    from overlap.analysis.grouping import sorted_codes
 
     col = np.empty(len(values), object)
     col[:] = values
     want = pd.factorize(pd.Series(values, dtype=object), sort=True)[0].tolist()
-    assert _sorted_codes(col).tolist() == want
+    assert sorted_codes(col).tolist() == want
 
 
 @settings(max_examples=200, deadline=None)
@@ -614,13 +614,13 @@ def test_grouped_primitives_keys_equal_ranks_and_the_per_group_ones(scale, monke
                 max_size=60),
        st.booleans(), st.booleans())
 def test_group_sums_equal_pandas_groupby(rows, sort, runs):
-    """`_group_sums` (every aggregate of the result) equals `groupby(by, sort, dropna=False)
+    """`grouping.group_sums` (every aggregate of the result) equals `groupby(by, sort, dropna=False)
     .sum()`: the same groups, in the same order (missing keys a group of their own, last
     when sorted), with exact int64 sums; on rows in runs (as the analysis' tables come) and
     mixed."""
     import pandas as pd
 
-    from overlap.analysis.overlap import _group_sums
+    from overlap.analysis.grouping import group_sums
 
     if runs:
         rows = sorted(rows, key=lambda r: (r[0], r[1]))
@@ -631,7 +631,7 @@ def test_group_sums_equal_pandas_groupby(rows, sort, runs):
     # the analysis' tables are dicts of numpy arrays (object columns: None where missing)
     tc = {c: t[c].to_numpy(dtype=object) for c in cols}
     for by in (cols, ["hlo_op", "direction"], ["host", "device"]):
-        got = _group_sums(tc, by, {"v": t["v"].to_numpy()}, sort=sort)
+        got = group_sums(tc, by, {"v": t["v"].to_numpy()}, sort=sort)
         want = t.groupby(by, sort=sort, dropna=False)["v"].sum().reset_index()
         assert all(isinstance(v, np.ndarray) and len(v) == len(want) for v in got.values())
         for c in (*by, "v"):

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from overlap.analysis import grouping, pod
 from overlap.analysis import overlap as analysis
-from overlap.analysis import pod
 from overlap.trace.reader import combine_parts, read_host_file
 from overlap.trace.synthetic import SyntheticTrace
 from overlap.trace.tables import (
@@ -134,7 +134,7 @@ _NAMES = st.one_of(st.none(), st.just(float("nan")),
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_NAMES, max_size=60), st.booleans(), st.sampled_from(["as is", "runs", "str"]))
 def test_key_codes_equal_pandas_factorize(values, sort, shape):
-    """`_key_codes` (few distinct objects by address, str columns by one dict pass, else
+    """`grouping.key_codes` (few distinct objects by address, str columns by one dict pass, else
     `arrays.factorize`) numbers keys as `pd.factorize` does: first appearance or sorted,
     missing values -1 and no unique."""
     if shape == "runs":
@@ -143,7 +143,7 @@ def test_key_codes_equal_pandas_factorize(values, sort, shape):
         values = [f"op.{v}" for v in values]
     col = np.empty(len(values), object)
     col[:] = values
-    codes, uniq = analysis._key_codes(col, sort)
+    codes, uniq = grouping.key_codes(col, sort)
     want_c, want_u = pd.factorize(pd.Series(col, dtype=object), sort=sort)
     assert codes.tolist() == want_c.tolist()
     assert uniq.tolist() == list(want_u)
@@ -204,10 +204,10 @@ def test_module_time_equals_pandas(rows):
 @pytest.mark.parametrize("sort", [False, True])
 def test_group_sums_every_row_its_own_group_and_empty(sort):
     t = {"k": np.array(["b", "a", "c"], object)}
-    got = analysis._group_sums(t, ["k"], {"v": np.array([1, 2, 3], np.int64)}, sort=sort)
+    got = grouping.group_sums(t, ["k"], {"v": np.array([1, 2, 3], np.int64)}, sort=sort)
     assert got["k"].tolist() == (["a", "b", "c"] if sort else ["b", "a", "c"])
     assert got["v"].tolist() == ([2, 1, 3] if sort else [1, 2, 3])
-    empty = analysis._group_sums({"k": t["k"][:0]}, ["k"], {"v": np.zeros(0, np.int64)}, sort)
+    empty = grouping.group_sums({"k": t["k"][:0]}, ["k"], {"v": np.zeros(0, np.int64)}, sort)
     assert empty["k"].dtype == object and len(empty["k"]) == len(empty["v"]) == 0
 
 
@@ -218,7 +218,7 @@ def test_dense_codes_equal_pandas_factorize(keys, sort):
     """Group keys are numbered through a table indexed by key where they are small, else by
     `arrays.factorize`: both as `pd.factorize` numbers them."""
     x = np.array(keys, np.int64)
-    assert analysis._dense_codes(x, sort).tolist() == pd.factorize(x, sort=sort)[0].tolist()
+    assert grouping.dense_codes(x, sort).tolist() == pd.factorize(x, sort=sort)[0].tolist()
 
 
 def test_one_hot_compares_values_not_objects():
@@ -228,8 +228,8 @@ def test_one_hot_compares_values_not_objects():
     values = np.empty(len(labels), object)
     values[:] = [str(v) for v in labels]  # new objects, equal values
     values[3] = "".join(["part", "ial"])
-    got = analysis._one_hot(values, ("hidden", "partial", "exposed"))
+    got = grouping.one_hot(values, ("hidden", "partial", "exposed"))
     for label in ("hidden", "partial", "exposed"):
         assert got[label].tolist() == [int(v == label) for v in labels]
     many = np.array([f"x{i}" for i in range(20)] + ["hidden"], object)
-    assert analysis._one_hot(many, ("hidden",))["hidden"].tolist() == [0] * 20 + [1]
+    assert grouping.one_hot(many, ("hidden",))["hidden"].tolist() == [0] * 20 + [1]

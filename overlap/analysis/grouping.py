@@ -1,0 +1,263 @@
+"""Tables as columns, grouped without pandas: what `overlap.analysis.overlap` computes with.
+
+A table here is a `Columns`: a dict of equally long 1-d numpy arrays, object columns holding
+Python objects with None for a missing value (the representation of `Trace.columns`). The
+functions give the answers of the pandas calls they replace, in the same orders:
+
+* `key_codes`, `dense_codes`, `sorted_codes`: `pd.factorize` of a key column, of non-negative
+  int keys, ranks with `sort=True` (missing values -1).
+* `group_sums`: `groupby(by, sort=..., dropna=False).sum()` of int64 columns (exact sums; a
+  missing key is a key of its own, last when sorted).
+* `group_codes`: one code per (host, device) over several tables, as one `pd.factorize` of
+  the pairs numbers them (first appearance).
+* `take`, `concat`, `n_rows`: `DataFrame.take`, `pd.concat(..., ignore_index=True)`, `len`.
+* `frame_of`: the DataFrame of a `Columns`, for callers that want one (pandas imported there).
+
+Speed: a reader's host and device columns are a few long runs (numbered once per run), a
+direction or class column a few shared objects (numbered by address, `few_objects`), op names
+many distinct str values (one `dict.setdefault` pass); no Python loop per row elsewhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from overlap.arrays import factorize, object_addresses, run_starts
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# A table: one numpy array per column, all of one length (object columns hold Python
+# objects, None where a value is missing).
+Columns = dict[str, np.ndarray]
+
+
+def n_rows(t: Columns) -> int:
+    """Rows of a column table."""
+    return len(next(iter(t.values()))) if t else 0
+
+
+def take(t: Columns, idx: np.ndarray) -> Columns:
+    """The rows `idx` of every column (`DataFrame.take`)."""
+    return {k: v[idx] for k, v in t.items()}
+
+
+def concat(tables: list[Columns]) -> Columns:
+    """The rows of `tables` (the same columns each) one after the other."""
+    return {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
+
+
+def is_none(values: np.ndarray) -> np.ndarray:
+    """Per element of an object array: is it None (a missing value in `Trace.columns`)? By
+    address: no Python comparison per element."""
+    values = np.asarray(values, dtype=object)
+    if not len(values):
+        return np.zeros(0, bool)
+    return object_addresses(values) == id(None)
+
+
+def isna(values: np.ndarray) -> np.ndarray:
+    """`pd.isna` of an object array whose values are names, None or float NaN."""
+    values = np.asarray(values, dtype=object)
+    return is_none(values) | np.asarray(values != values, dtype=bool)
+
+
+def group_codes(*tables: Columns) -> tuple[list[np.ndarray], list[tuple[str, str]]]:
+    """One integer code per (host, device) shared by all tables, and the key of each code
+    (codes in order of first appearance over the tables, as `pd.factorize` numbers them).
+
+    Only the first row of each run of equal (host, device) neighbours is factorized and its
+    code spread over the run: the reader's tables are sorted by (host, device), so a million
+    compute rows are a few runs (hashing every row's two names cost 0.1 s)."""
+    heads_h, heads_d, counts = [], [], []
+    for t in tables:
+        h = np.asarray(t["host"], dtype=object)
+        d = np.asarray(t["device"], dtype=object)
+        starts = key_runs(h, d)
+        heads_h.append(h[starts])
+        heads_d.append(d[starts])
+        counts.append(np.diff(np.append(starts, len(h))))
+    hosts = np.concatenate(heads_h)
+    devs = np.concatenate(heads_d)
+    hc, hu = factorize(hosts)
+    dc, du = factorize(devs)
+    combined = hc.astype(np.int64) * max(len(du), 1) + dc
+    codes, uniq = factorize(combined)
+    keys = [(str(hu[c // max(len(du), 1)]), str(du[c % max(len(du), 1)]))
+            for c in uniq.tolist()]
+    out, pos = [], 0
+    for cnt in counts:
+        c = codes[pos:pos + len(cnt)].astype(np.int64)
+        # one run (a host file's one device): a read-only broadcast of its code, not a
+        # million-row array
+        out.append(np.broadcast_to(c[0], int(cnt[0])) if len(c) == 1 else np.repeat(c, cnt))
+        pos += len(cnt)
+    return out, keys
+
+
+def key_runs(*cols: np.ndarray) -> np.ndarray:
+    """First row of each run of rows equal in every column (`arrays.run_starts`); every row
+    where a column's values do not compare as True/False."""
+    n = len(cols[0])
+    new = np.zeros(n, bool)
+    for c in cols:
+        starts = run_starts(c)
+        if starts is None:
+            return np.arange(n)
+        new[starts] = True
+    return np.flatnonzero(new)
+
+
+def key_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
+    """`arrays.factorize(values, sort)` of a key column. A column of str values that is not
+    in runs (op names: 36k distinct ones on the many-ops capture; directions) is numbered
+    here by one pass of `dict.setdefault` (each value's first row) and a few array
+    operations, without `factorize`'s missing-value test per distinct value (a Python call
+    each: it tripled this function's time there); a str is never missing."""
+    v = np.asarray(values, dtype=object)
+    if len(v) > 8:
+        starts = run_starts(v)
+        if starts is not None and len(starts) > len(v) // 8:  # no runs: factorize's case
+            few = few_objects(v)
+            if few is not None:
+                code, heads = few
+                hc, hu = factorize(v[heads], sort=sort)
+                return hc[code], hu
+            keys = v.tolist()
+            seen: dict[Any, int] = {}
+            # per row: the row where its value first appears
+            first = np.fromiter(map(seen.setdefault, keys, itertools.count()), np.int64,
+                                len(keys))
+            if set(map(type, seen)) == {str}:
+                is_first = first == np.arange(len(keys))
+                codes = (np.cumsum(is_first) - 1)[first]  # numbered by first appearance
+                uniq = v[is_first]
+                if not sort:
+                    return codes, uniq
+                names = uniq.tolist()
+                order = np.array(sorted(range(len(names)), key=names.__getitem__), np.int64)
+                rank = np.empty(len(order), np.int64)
+                rank[order] = np.arange(len(order))
+                return rank[codes], uniq[order]
+    return factorize(v, sort=sort)
+
+
+def few_objects(v: np.ndarray, most: int = 8) -> tuple[np.ndarray, np.ndarray] | None:
+    """A column of at most `most` distinct objects (directions, a pod's hosts in turn): per
+    row the number of its object in order of first appearance, and each object's first row;
+    None where there are more. By address (`arrays.object_addresses`): no Python call per
+    row. Distinct objects may still be equal values: the caller factorizes the heads."""
+    addr = object_addresses(v)
+    code = np.full(len(v), -1, np.int64)
+    heads = []
+    i = 0
+    for k in range(most):
+        code[addr == addr[i]] = k
+        heads.append(i)
+        rest = np.flatnonzero(code < 0)
+        if not len(rest):
+            return code, np.array(heads, np.int64)
+        i = int(rest[0])
+    return None
+
+
+def dense_codes(x: np.ndarray, sort: bool) -> np.ndarray:
+    """`factorize(x, sort)[0]` of non-negative int64 keys: each key's number in key order
+    (`sort`) or in order of first appearance. Keys below a few times their count are
+    numbered through a table indexed by key (linear: a sort per grouping key cost more than
+    pandas' hash did); larger ones by `arrays.factorize`."""
+    n = len(x)
+    k = int(x.max()) + 1 if n else 0
+    if k > 4 * n + 1024:
+        return factorize(x, sort=sort)[0]
+    if sort:
+        seen = np.zeros(k, bool)
+        seen[x] = True
+        return (np.cumsum(seen) - 1)[x]
+    first = np.full(k, n, np.int64)
+    np.minimum.at(first, x, np.arange(n))  # each key's first row
+    present = np.flatnonzero(first < n)
+    number = np.empty(k, np.int64)
+    number[present[np.argsort(first[present], kind="stable")]] = np.arange(len(present))
+    return number[x]
+
+
+def one_hot(values: np.ndarray, labels: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """Per label, 1 where `values` equals it, else 0 (int64). The class column holds a few
+    shared label objects (`overlap.analysis.overlap.classify`): compared once per distinct
+    object, not per row."""
+    few = few_objects(values) if len(values) > 8 else None
+    if few is None:
+        return {label: (values == label).astype(np.int64) for label in labels}
+    code, heads = few
+    head_values = values[heads].tolist()
+    return {label: np.array([v == label for v in head_values], np.int64)[code]
+            for label in labels}
+
+
+def group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
+               sort: bool) -> Columns:
+    """Exact int64 sums of `cols` per group of the key columns `by` (a missing key is a key of
+    its own), as `t.groupby(by, sort=sort, dropna=False).sum()` gives them: groups in key order
+    with `sort` (missing keys last), else in order of first appearance. Returns the key
+    columns (each group's first row's values) and the sums, one row per group.
+
+    Why not pandas' groupby: on a capture where every copy is its own op (tens of thousands of
+    groups) its per-aggregation overhead was most of the analysis' time."""
+    n = len(t[by[0]])
+    if not n:
+        return {**{k: t[k][:0] for k in by}, **{c: np.zeros(0, np.int64) for c in cols}}
+    code = np.zeros(n, np.int64)
+    for k in by:
+        c, u = key_codes(t[k], sort=sort)
+        m = len(u)
+        if len(c) and c.min() < 0:
+            # missing keys: a key of their own, after every value (pandas' use_na_sentinel=
+            # False numbers them by first row unsorted: the same groups, in the same order
+            # after the dense numbering below)
+            c = np.where(c < 0, m, c)
+            m += 1
+        # codes kept dense after each key, so they never overflow; numbering in key order
+        # with `sort`, else by first row
+        code = dense_codes(code * max(m, 1) + c, sort=sort)
+    inv = code
+    if not sort and int(inv.max()) == n - 1:
+        # every row its own group, numbered by first appearance: the rows as they are (a
+        # capture where every copy is its own op regroups 36k groups by op and direction)
+        return {**{k: t[k] for k in by}, **cols}
+    order = np.argsort(inv, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
+    first = order[starts]  # each group's first row
+    # with `sort` the codes follow the keys; else first appearance (each group's first row
+    # rises with its code)
+    out = {k: t[k][first] for k in by}
+    for col, v in cols.items():
+        out[col] = np.add.reduceat(v[order], starts)
+    return out
+
+
+def sorted_codes(col: Any) -> np.ndarray:
+    """`pd.factorize(col, sort=True)[0]`: each value's rank among the distinct values, -1 for a
+    missing one. All-string columns are ranked as fixed-width numpy strings (the same code-point
+    order as Python's, sorted in C: twice as fast on 36k op names) unless a value holds a NUL,
+    which numpy's strings drop at the end."""
+    vals = np.asarray(col, dtype=object)
+    if len(vals):
+        as_list = vals.tolist()
+        if set(map(type, as_list)) == {str} and "\0" not in "".join(as_list):
+            return np.unique(np.array(as_list, dtype=str), return_inverse=True)[1].reshape(-1)
+    return factorize(vals, sort=True)[0]
+
+
+def frame_of(cols: Columns) -> pd.DataFrame:
+    """A DataFrame of numpy columns, object columns kept as object, as the reader's tables
+    are (pandas 3 would infer a string dtype, converting every name: 10 ms per 36k-row
+    table and groups frame on the many-ops capture, and back again for every factorize)."""
+    import pandas as pd  # for the callers that want a frame; the analysis itself never does
+
+    return pd.DataFrame({k: pd.Series(v, dtype=object, copy=False) if v.dtype == object else v
+                         for k, v in cols.items()}, copy=False)
+
