@@ -166,7 +166,10 @@ def _factorize_objects(v: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarra
     keys = v.tolist()
     try:
         table: dict[Any, int] = dict.fromkeys(keys, -1)
-        uniq = [k for k in table if not _missing(k)]
+        # names (the usual keys) are never missing: one pass over the types, not a Python
+        # call per distinct value (36k op names: 20 ms -> 4)
+        uniq = list(table) if set(map(type, table)) == {str} else \
+            [k for k in table if not _missing(k)]
         if sort:
             uniq.sort()
     except TypeError:  # unhashable, a value with no bool `!=` (pd.NA), or unorderable

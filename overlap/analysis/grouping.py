@@ -15,12 +15,11 @@ functions give the answers of the pandas calls they replace, in the same orders:
 
 Speed: a reader's host and device columns are a few long runs (numbered once per run), a
 direction or class column a few shared objects (numbered by address, `few_objects`), op names
-many distinct str values (one `dict.setdefault` pass); no Python loop per row elsewhere.
+many distinct str values (`arrays.factorize`: one dict pass); no Python loop per row elsewhere.
 """
 
 from __future__ import annotations
 
-import itertools
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -112,11 +111,9 @@ def key_runs(*cols: np.ndarray) -> np.ndarray:
 
 
 def key_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
-    """`arrays.factorize(values, sort)` of a key column. A column of str values that is not
-    in runs (op names: 36k distinct ones on the many-ops capture; directions) is numbered
-    here by one pass of `dict.setdefault` (each value's first row) and a few array
-    operations, without `factorize`'s missing-value test per distinct value (a Python call
-    each: it tripled this function's time there); a str is never missing."""
+    """`arrays.factorize(values, sort)` of a key column. A column that is not in runs but
+    holds a few shared objects (directions, a pod's hosts in turn) is numbered by address
+    (`few_objects`) and only its heads factorized: no dict lookup per row."""
     v = np.asarray(values, dtype=object)
     if len(v) > 8:
         starts = run_starts(v)
@@ -126,22 +123,6 @@ def key_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
                 code, heads = few
                 hc, hu = factorize(v[heads], sort=sort)
                 return hc[code], hu
-            keys = v.tolist()
-            seen: dict[Any, int] = {}
-            # per row: the row where its value first appears
-            first = np.fromiter(map(seen.setdefault, keys, itertools.count()), np.int64,
-                                len(keys))
-            if set(map(type, seen)) == {str}:
-                is_first = first == np.arange(len(keys))
-                codes = (np.cumsum(is_first) - 1)[first]  # numbered by first appearance
-                uniq = v[is_first]
-                if not sort:
-                    return codes, uniq
-                names = uniq.tolist()
-                order = np.array(sorted(range(len(names)), key=names.__getitem__), np.int64)
-                rank = np.empty(len(order), np.int64)
-                rank[order] = np.arange(len(order))
-                return rank[codes], uniq[order]
     return factorize(v, sort=sort)
 
 
