@@ -787,10 +787,13 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
             (codes_a, [t.arrays() for t in interns]))
 
 
-def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends):
+def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends,
+                bint keep_stats=True):
     """event_metadata map entries (payloads [starts[i], ends[i])) -> dict with `ok`, per entry
-    `key`, `name` and `disp` spans ([2, n] start/end, empty where absent), and stat records
-    (`ev`: the entry's index, sid, kind, ival, vpos), each entry's in the order written.
+    `key`, `name`, `disp` and `value` spans ([2, n] start/end, empty where absent; `value`:
+    the XEventMetadata message), and stat records (`ev`: the entry's index, sid, kind, ival,
+    vpos), each entry's in the order written; with `keep_stats` False every stat is checked
+    but none kept (`decode_meta_stats` decodes those of the entries asked for, later).
     `ok` is False (and nothing else trustworthy) where upb reads the entries differently than
     these columns say: a field other than the key and the value, a value written twice, or
     bytes upb refuses."""
@@ -806,16 +809,18 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends):
     key_a = np.zeros(n, np.int64)
     name_a = np.zeros((2, n), np.int64)
     disp_a = np.zeros((2, n), np.int64)
+    value_a = np.zeros((2, n), np.int64)
     cdef int64_t[::1] key = key_a
-    cdef int64_t[:, ::1] name = name_a, disp = disp_a
+    cdef int64_t[:, ::1] name = name_a, disp = disp_a, value = value_a
     # Capacity as `decode_events` sizes it: a record takes at least 2 bytes, an entry holds a
     # few (5 on XLA:TPU ops); untouched capacity is never backed by memory, and regrowing
     # copied every record up to three times (the many-ops capture's 540k: ~40 ms of a fresh
     # process' page faults and copies)
     cdef Py_ssize_t nbytes = 0
-    for i in range(n):
-        nbytes += ends[i] - starts[i]
-    cdef _Stats st = _Stats(min(nbytes // 2, n * 8) + 16)
+    if keep_stats:
+        for i in range(n):
+            nbytes += ends[i] - starts[i]
+    cdef _Stats st = _Stats(min(nbytes // 2, n * 8) + 16 if keep_stats else 16)
     cdef bint ok = True
     for i in range(n):
         p = starts[i]
@@ -846,6 +851,8 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends):
             ok = False
             break
         # the XEventMetadata value [vs, ve)
+        value[0, i] = vs
+        value[1, i] = ve
         p = vs
         while p < ve:
             p = _tag(b, p, ve, &fn, &wt)
@@ -868,7 +875,8 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends):
                     if rc < 0:
                         ok = False
                         break
-                    st.push(<int32_t>i, sid, kind, ival, vpos)
+                    if keep_stats:
+                        st.push(<int32_t>i, sid, kind, ival, vpos)
                 p = q
             else:
                 p = _skip(b, p, ve, wt, fn, 0)
@@ -878,8 +886,63 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends):
         if not ok:
             break
     out = st.arrays()
-    out.update(ok=ok, key=key_a, name=name_a, disp=disp_a)
+    out.update(ok=ok, key=key_a, name=name_a, disp=disp_a, value=value_a)
     return out
+
+
+def decode_meta_stats(data, const int64_t[::1] vs, const int64_t[::1] ve,
+                      const int64_t[::1] sids):
+    """The stat records of XEventMetadata messages [vs[i], ve[i]) that `decode_meta` checked
+    (its `value` spans) whose stat id is one of `sids`: `ev` (i), sid, kind, ival, vpos, each
+    message's in the order written.
+    Why apart: a table keeps only its entries' spans; the few entries a rule asks about are
+    decoded when asked, and only the stats it asks for (the many-ops capture's 108k entries
+    hold 540k records, 11-16 MiB kept for the ~36k entries whose 1-3 stats the rules read)."""
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* b = &mv[0] if mv.shape[0] else NULL
+    cdef Py_ssize_t n = vs.shape[0], i, p, e, q, vp, nb = mv.shape[0], total = 0
+    cdef Py_ssize_t nw = sids.shape[0], j
+    cdef uint64_t fn
+    cdef int wt, rc
+    cdef int64_t sid
+    cdef int8_t kind
+    cdef uint64_t ival
+    cdef int64_t vpos
+    cdef bint hit
+    if ve.shape[0] != n:
+        raise ValueError("value starts and ends differ in length")
+    for i in range(n):
+        if vs[i] < 0 or ve[i] < vs[i] or ve[i] > nb:
+            raise ValueError("value span outside the buffer")
+        total += ve[i] - vs[i]
+    cdef _Stats st = _Stats(min(total // 2, n * (nw + 1)) + 16)
+    for i in range(n):
+        p = vs[i]
+        e = ve[i]
+        while p < e:
+            p = _tag(b, p, e, &fn, &wt)
+            if p < 0:
+                raise ValueError("damaged event metadata")
+            if wt == 2 and fn == 5:
+                vp = _len(b, p, e, &q)
+                if vp < 0:
+                    raise ValueError("damaged event metadata")
+                rc = _stat(b, vp, q, &sid, &kind, &ival, &vpos)
+                if rc < 0:
+                    raise ValueError("damaged event metadata")
+                hit = False
+                for j in range(nw):  # a rule asks for 1-4 ids
+                    if sids[j] == sid:
+                        hit = True
+                        break
+                if hit:
+                    st.push(<int32_t>i, sid, kind, ival, vpos)
+                p = q
+            else:
+                p = _skip(b, p, e, wt, fn, 0)
+                if p < 0:
+                    raise ValueError("damaged event metadata")
+    return st.arrays()
 
 
 def gather_spans(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1] fe,
