@@ -10,16 +10,15 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from google.protobuf.message import DecodeError
-
 from overlap.errors import InputError
-from overlap.trace.protos import XSpace
 
 TASK_ENV_PLANE = "Task Environment"
 
 
 def load_xspace(path: str | os.PathLike) -> Any:
     """Parse one `.xplane.pb` file; every failure is an `InputError` naming the file."""
+    from overlap.trace.protos import XSpace  # (protobuf loads where upb parses: not on import)
+
     return _load(path, XSpace)
 
 
@@ -282,6 +281,8 @@ def _check_space(p: Path, xs) -> None:
 
 
 def _load(path: str | os.PathLike, cls) -> Any:
+    from google.protobuf.message import DecodeError
+
     p = Path(path)
     data, n = _read_file(p)
     xs = cls()

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from overlap.trace.protos import HloProto
-
 HOST_MEMORY_SPACE = 5
 
 # xla_data.proto PrimitiveType -> the dtype names HLO text uses (reader._DTYPE_BYTES's keys).
@@ -64,6 +62,8 @@ class ProgramCopies:
         raw = self._protos.get(pid)
         got = None
         if raw is not None:
+            from overlap.trace.protos import HloProto  # protobuf loads only where a program is read
+
             try:
                 mod = HloProto.FromString(bytes(raw)).hlo_module
             except Exception:  # noqa: BLE001 - a program we cannot parse: the text rule decides

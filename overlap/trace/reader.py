@@ -92,7 +92,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
 from overlap.errors import InputError
 from overlap.trace import tpu, vendors
@@ -154,6 +153,7 @@ from overlap.trace.wire import (
     as_int,
     as_text,
     padded,
+    parse_errors,
     parse_space,
 )
 
@@ -236,7 +236,7 @@ def _parse_file(f: Path) -> tuple[Any, list[PlaneView]]:
     data, n = _read_file(f, PAD)
     try:
         xs, planes, _ = parse_space(data, n, strip_meta=_strip_meta)
-    except (Corrupt, DecodeError, RuntimeError, ValueError) as e:
+    except parse_errors() as e:
         raise _corrupt(f, e) from None
     return xs, planes
 
@@ -261,7 +261,7 @@ def _parse_chunks(chunks: list[tuple[np.ndarray, int, list[int], bool]]
                 return None
             parts.append(xs)
             planes += [(o, pv, pl) for o, pv, pl in zip(offsets, got, xs.planes)]
-    except (Corrupt, DecodeError, RuntimeError, ValueError):
+    except parse_errors():
         return None
     planes.sort(key=lambda t: t[0])
     space = _Space(parts)

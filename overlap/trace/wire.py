@@ -36,15 +36,15 @@ import importlib
 import logging
 import os
 import struct
+import sys
 from collections import defaultdict
 from typing import Any, Iterable
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
 from overlap.arrays import sorted_unique
 from overlap.trace.metatable import MetaTable as MetaTable
-from overlap.trace.protos import XPlane, XSpace
+from overlap.trace.skeleton import decode_space
 from overlap.trace.values import _K_BYTES as _K_BYTES
 from overlap.trace.values import _K_DOUBLE as _K_DOUBLE
 from overlap.trace.values import _K_I64 as _K_I64
@@ -95,6 +95,10 @@ class Plane:
             mv = memoryview(pv.buf)
             raw = b"".join(b"\x22" + _enc_varint(int(q - p)) + mv[p:q]
                            for p, q in zip(ms.tolist(), me.tolist()))
+            from google.protobuf.message import DecodeError
+
+            from overlap.trace.protos import XPlane
+
             try:
                 self._meta = XPlane.FromString(raw).event_metadata
             except DecodeError as e:
@@ -349,6 +353,29 @@ else:
         """The bytes are not a valid XSpace (a damaged event, line or plane)."""
 
 
+def parse_errors() -> tuple[type[Exception], ...]:
+    """What parsing a capture raises on damaged bytes: `Corrupt`, RuntimeError, ValueError
+    and, once protobuf is loaded, upb's DecodeError. protobuf is imported only where upb is
+    used (`skeleton`): an `except parse_errors()` clause, evaluated when an exception
+    arrives, names DecodeError exactly where one can have been raised."""
+    pb = sys.modules.get("google.protobuf.message")
+    return (Corrupt, RuntimeError, ValueError) + ((pb.DecodeError,) if pb is not None else ())
+
+
+def __getattr__(name: str) -> Any:
+    # the message classes and DecodeError, for callers that import them from here: loaded on
+    # first use (protobuf costs ~26 ms and ~3.5 MiB where the scanner never needs it)
+    if name in ("XPlane", "XSpace"):
+        from overlap.trace import protos
+
+        return getattr(protos, name)
+    if name == "DecodeError":
+        from google.protobuf.message import DecodeError
+
+        return DecodeError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 PAD = 16  # zero bytes after the data (the scanner never reads them; kept for callers)
 
 
@@ -424,7 +451,8 @@ def _upb_line(msg) -> _Line:
 def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np.ndarray | None]:
     """Parse XSpace bytes `data[:n]` (followed by >= `PAD` zero bytes).
 
-    Returns (skeleton XSpace message, planes with their lines, the buffer as uint8 array).
+    Returns (skeleton XSpace message (upb's, or `skeleton.SpaceMsg` with the same fields),
+    planes with their lines, the buffer as uint8 array).
     `strip_meta(plane name)`: planes whose event_metadata upb does not parse up front (read
     through `MetaTable`, and through upb only when asked for the whole map). Raises `Corrupt`
     or DecodeError on damaged input. Without the scanner (`SCANNER` None) upb parses the
@@ -433,7 +461,13 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
     if SCANNER is None:
         return _parse_space_upb(data, n)
     skel, planes = SCANNER.split_space(data, n, strip_meta)
-    xs = XSpace.FromString(skel)
+    # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`); once
+    # protobuf is loaded, upb is the faster decoder
+    xs = decode_space(skel) if "overlap.trace.protos" not in sys.modules else None
+    if xs is None:
+        from overlap.trace.protos import XSpace
+
+        xs = XSpace.FromString(skel)
     if len(xs.planes) != len(planes):
         raise Corrupt("plane count mismatch")
     a = np.frombuffer(data, np.uint8)
@@ -447,6 +481,8 @@ def _parse_space_upb(data, n: int) -> tuple[Any, list[PlaneView], None]:
         logging.getLogger("overlap").warning(
             "overlap: the compiled XSpace scanner (overlap.trace._scan) was not built at "
             "install (no C compiler?); reading with protobuf, several times slower")
+    from overlap.trace.protos import XSpace
+
     xs = XSpace.FromString(bytes(memoryview(data)[:n]))
     return xs, [PlaneView(pl, [_upb_line(ln) for ln in pl.lines]) for pl in xs.planes], None
 

@@ -1,0 +1,184 @@
+"""`overlap.trace.skeleton`: a skeleton decoded without protobuf must be upb's answer, or none.
+
+upb is the reference: wherever `decode_space` answers, upb must accept the same bytes and give
+the same fields (the map iteration order included: readers iterate event metadata), and
+wherever upb refuses, `decode_space` must refuse too (the caller then asks upb, which raises
+its own message). Checked on the skeletons of every sample capture and synthetic ones, on
+byte-level mutations of them, and on encodings the canonical writers never produce.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+from pathlib import Path
+
+import pytest
+from google.protobuf.message import DecodeError
+
+from overlap.trace import files, reader, skeleton, wire
+from overlap.trace.protos import XPlane, XSpace
+from overlap.trace.synthetic import SyntheticTrace, gpu_offload_scenario
+from tests.trace.wire_bytes import field, varint
+
+pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+US = 1_000_000
+
+
+def _stat(s) -> tuple:
+    kind = s.WhichOneof("value")
+    vals = (s.double_value, s.uint64_value, s.int64_value, s.str_value, s.bytes_value,
+            s.ref_value)
+    return (s.metadata_id, kind, struct.pack("<d", vals[0]), *vals[1:])
+
+
+def _plain(xs) -> tuple:
+    """What the reader reads of a skeleton, in iteration order."""
+    planes = []
+    for p in xs.planes:
+        ems = [(k, m.id, m.name, m.display_name, bytes(m.metadata),
+                [_stat(s) for s in m.stats], list(m.child_id))
+               for k, m in p.event_metadata.items()]
+        sms = [(k, m.id, m.name, m.description) for k, m in p.stat_metadata.items()]
+        planes.append((p.id, p.name, len(p.lines), ems, sms, [_stat(s) for s in p.stats]))
+    return planes, list(xs.errors), list(xs.warnings), list(xs.hostnames)
+
+
+def _upb(raw: bytes):
+    try:
+        return XSpace.FromString(raw)
+    except DecodeError:
+        return None
+
+
+def _agree(raw: bytes) -> bool:
+    """decode_space answers upb's answer or none; True where it answered."""
+    ours = skeleton.decode_space(raw)
+    if ours is None:
+        return False
+    ref = _upb(raw)
+    assert ref is not None, raw
+    assert _plain(ours) == _plain(ref)
+    return True
+
+
+def _skeletons(path: Path) -> list[bytes]:
+    chunks = files.read_chunks(path, wire.PAD, alone=reader._read_alone)
+    assert chunks is not None
+    return [wire._scan.split_space(buf, n, reader._strip_meta)[0] for buf, n, _, _ in chunks]
+
+
+def _many_ops(path: Path, steps: int = 20) -> Path:
+    # SYNTHETIC: the shape of benchmarks/bench_shapes.py's many-ops TPU capture (every copy its
+    # own copy-start op), no HLO protos
+    t = SyntheticTrace()
+    tpu = t.tpu(0)
+    for s in range(steps):
+        t0 = (10 + 100 * s) * US
+        t.step(s, t0, t0 + 95 * US)
+        for k in range(12):
+            tpu.op(t0 + k * 7 * US, 6 * US, name=f"fusion.{k}")
+            tpu.async_copy("D2H" if k % 2 else "H2D", t0 + k * 7 * US,
+                           t0 + k * 7 * US + 5 * US, dims=(8, 128))
+    return t.write(path)
+
+
+def test_sample_captures_decode_as_upb_does():
+    answered = 0
+    for f in sorted(SAMPLES.rglob("*.xplane.pb")):
+        for raw in _skeletons(f):
+            _agree(raw)
+            # each plane alone too (a chunk of several planes is refused where one of them is:
+            # the `/host:metadata` plane keys its entries by program id)
+            for pl in XSpace.FromString(raw).planes:
+                one = XSpace()
+                one.planes.append(pl)
+                answered += _agree(one.SerializeToString())
+    assert answered > 10  # (planes of dense ids: device planes, most host planes)
+
+
+def test_synthetic_captures_decode_as_upb_does(tmp_path: Path):
+    for f in (_many_ops(tmp_path / "many.xplane.pb"),
+              gpu_offload_scenario(steps=2, layers=2).write(tmp_path / "gpu.xplane.pb")):
+        raws = _skeletons(f)
+        assert all(_agree(raw) for raw in raws if len(raw) <= skeleton.LIMIT)
+
+
+def test_mutated_skeletons_never_disagree_with_upb(tmp_path: Path):
+    raws = _skeletons(_many_ops(tmp_path / "many.xplane.pb", 2))
+    rng = random.Random(24)
+    answered = refused = 0
+    for _ in range(3000):
+        b = bytearray(rng.choice(raws))
+        for _ in range(rng.randint(1, 3)):
+            op = rng.randrange(4)
+            i = rng.randrange(len(b))
+            if op == 0:
+                b[i] = rng.randrange(256)
+            elif op == 1:
+                b[i] ^= 1 << rng.randrange(8)
+            elif op == 2:
+                del b[i:i + rng.randint(1, 4)]
+            else:
+                b[i:i] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 3)))
+            if not b:
+                break
+        if _agree(bytes(b)):
+            answered += 1
+        else:
+            refused += 1
+    assert answered > 100 and refused > 100
+
+
+def _plane(*fields: bytes) -> bytes:
+    return field(1, 2, b"".join(fields))
+
+
+def _entry(fn: int, key: int, value: bytes) -> bytes:
+    return field(fn, 2, field(1, 0, key) + field(2, 2, value))
+
+
+def test_encodings_the_writers_never_write():
+    st = field(1, 0, 3) + field(3, 0, 7) + field(5, 2, b"last") + field(9, 5, b"abcd")
+    em = (field(2, 2, b"op") + field(6, 0, 5) + field(6, 2, varint(1) + varint(-2))
+          + field(5, 2, st) + field(2, 2, b"op2") + field(15, 1, b"12345678"))
+    raw = (field(4, 2, b"host")
+           + _plane(field(2, 2, b"/host:CPU"), field(1, 0, -4),
+                    _entry(4, 2, em), _entry(4, 1, b""), _entry(4, 2, field(2, 2, b"again")),
+                    field(4, 2, field(2, 2, field(2, 2, b"no key"))),
+                    _entry(5, 1, field(2, 2, b"name") + field(3, 2, b"why")),
+                    field(6, 2, field(1, 0, 1) + field(6, 2, b"\xff\x00") + field(2, 1,
+                                                                              b"\0" * 8)),
+                    field(6, 2, b""))
+           + field(2, 2, "ü".encode()) + field(3, 2, b"w") + field(99, 0, 1))
+    assert _agree(raw)
+    # ids upb keeps in its hash table's order (not ascending): upb builds that map
+    sparse = _plane(_entry(4, 1, b""), _entry(4, 1 << 40, b""))
+    assert skeleton.decode_space(sparse) is None and _upb(sparse) is not None
+    for bad in (_plane(field(2, 2, b"\xff")),  # invalid UTF-8: upb refuses too
+                _plane(field(1, 2, b"")),  # a known field of another wire type
+                _plane(field(3, 2, b"")),  # lines: never in a skeleton
+                _plane(field(7, 3, b"")),  # a group
+                _plane(field(4, 2, field(2, 2, b"") + field(2, 2, b""))),  # merged value
+                field(1, 2, b"\x08"),  # a truncated varint
+                b"\x00\x00",  # field number 0
+                b"x" * (skeleton.LIMIT + 1)):
+        assert skeleton.decode_space(bad) is None, bad
+
+
+def test_stat_reads_like_upb():
+    raw = _plane(field(6, 2, field(7, 0, 9) + field(1, 0, 2)), field(6, 2, b""))
+    ours = skeleton.decode_space(raw)
+    ref = XSpace.FromString(raw)
+    assert ours is not None
+    for a, b in zip(ours.planes[0].stats, ref.planes[0].stats):
+        assert a.WhichOneof("value") == b.WhichOneof("value")
+        assert (a.ref_value, a.str_value, a.bytes_value) == (b.ref_value, b.str_value,
+                                                            b.bytes_value)
+    with pytest.raises(ValueError):
+        ours.planes[0].stats[0].WhichOneof("data")
+    with pytest.raises(AttributeError):
+        ours.planes[0].stats[0].no_such_field  # noqa: B018
+    assert isinstance(XPlane.FromString(b""), object)  # (the message classes still load)
