@@ -122,18 +122,30 @@ _ASCII_SPACE = np.zeros(256, bool)
 _ASCII_SPACE[[0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F, 0x20]] = True
 
 
+# Bytes per pass of `find_all`/`plain_texts`: their temporaries (a bool per byte, a position
+# per candidate) stay this small, where a pass over all of a TPU plane's texts at once (5 MB on
+# 36k copy ops) would add them to the read's peak; at this size the blocks cost no time.
+_BLOCK = 1 << 18
+
+
 def find_all(b: np.ndarray, pat: bytes, anchor: int = 0) -> np.ndarray:
     """Ascending positions in `b` where `pat` begins (a match may run across two joined
     texts: `first_within` bounds it). `anchor`: the index of a rare byte of `pat`, the one
-    looked for in a full pass (the rest are checked at its candidates only)."""
+    looked for in a full pass (the rest are checked at its candidates only), `_BLOCK` bytes
+    at a time."""
     n = len(b) - len(pat) + 1
     if n <= 0:
         return np.zeros(0, np.intp)
-    cand = np.flatnonzero(b[anchor:anchor + n] == pat[anchor])
-    for i, ch in enumerate(pat):
-        if i != anchor and cand.size:
-            cand = cand[b[cand + i] == ch]
-    return cand
+    parts = []
+    for s in range(0, n, _BLOCK):
+        cand = np.flatnonzero(b[anchor + s:anchor + min(n, s + _BLOCK)] == pat[anchor])
+        if s:
+            cand += s
+        for i, ch in enumerate(pat):
+            if i != anchor and cand.size:
+                cand = cand[b[cand + i] == ch]
+        parts.append(cand)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def first_within(occ: np.ndarray, lo: np.ndarray, hi: np.ndarray, width: int) -> np.ndarray:
@@ -151,9 +163,11 @@ def plain_texts(b: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """Per text: only ASCII bytes and no NUL? (The byte rules are exact on those: a byte is a
     character, the text is valid UTF-8, and a NUL-separated join splits back.)"""
     out = np.ones(len(lo), bool)
-    bad = np.flatnonzero(b.view(np.int8) <= 0)  # 0x00 and 0x80-0xff
-    if bad.size:
-        out[np.searchsorted(hi, bad, side="right")] = False
+    v = b.view(np.int8)
+    for s in range(0, len(v), _BLOCK):  # (a bool per byte of a block at a time)
+        bad = np.flatnonzero(v[s:s + _BLOCK] <= 0)  # 0x00 and 0x80-0xff
+        if bad.size:
+            out[np.searchsorted(hi, bad + s, side="right")] = False
     return out
 
 

@@ -287,6 +287,11 @@ def _instruction_names(P: Plane, t: MetaTable, mids: np.ndarray) -> list[str]:
 
 
 _D2H, _H2D = 1, 2
+# Texts per block of `_copy_columns_bytes`. Each text's answer is its own, so the rules run on
+# blocks of texts: the temporaries (the texts' bytes, a bool per byte, positions of each
+# pattern, a bytes object per copy head) are a block's, where all of a many-ops capture's
+# (36k copy ops, 5 MB of text) added ~18 MiB to the read's peak.
+_TEXTS = 4096
 _DIRECTIONS = np.array([None, "D2H", "H2D"], object)
 
 
@@ -329,44 +334,29 @@ def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
     (`is_host_async_start`); one with a ` = ` and a ` copy-start(` after it, and no
     `slice-start(`, is decided by its head (from the ` = ` to the ` copy-start(`), once per
     distinct head, where the head holds the result tuple's first two elements. Everything
-    else (slices, heads the tuple rule does not match, non-ASCII or NUL bytes) is left."""
+    else (slices, heads the tuple rule does not match, non-ASCII or NUL bytes) is left.
+
+    The texts' bytes are read `_TEXTS` at a time (`_text_block`: each text's answer is its
+    own); the metadata columns are then read once for all of them (a `MetaTable.columns`
+    call costs ~5 ms whatever the number of ids)."""
     n = len(mids)
-    b, lo, hi, plain, eq = _text_bytes(t, mids)
-    cs = find_all(b, b"copy-start", 4)
-    has_cs = first_within(cs, lo, hi, 10) >= 0
-    has_sl = first_within(find_all(b, b"slice-start(", 1), lo, hi, 12) >= 0
-    # ` copy-start(` occurrences, the first one at or after the ` = `
-    c = cs[(cs >= 1) & (cs + 10 < len(b))]
-    call = c[(b[c - 1] == 0x20) & (b[c + 10] == 0x28)] - 1
-    j = first_within(call, np.where(eq >= 0, eq, hi), hi, 12)
-    done = plain & ~has_cs & ~has_sl  # not an async start across host memory
-    head = np.flatnonzero(plain & ~has_sl & (eq >= 0) & (j >= 0))
     code = np.full(n, -1, np.int64)  # per text: _D2H, _H2D, 0 (neither), -1 (left)
     nbytes = np.zeros(n, np.int64)
     known = np.zeros(n, bool)  # bytes known from the text (or the program)
-    code[done] = 0
-    if head.size:
-        # the heads alone as bytes (plain texts: no NUL inside), decoded once per distinct
-        # head; not a bytes copy of all the texts to slice them from
-        heads = MetaTable.gather_spans(b, eq[head], j[head], 0).tobytes().split(b"\0")
-        heads.pop()  # after the last separator
-        code[head], nbytes[head], known[head] = copy_head_facts(heads)
+    host = np.zeros(n, bool)  # where the program's facts are looked up
+    names = np.full(n, None, object)  # instruction names, where `host` or code > 0
+    for s in range(0, n, _TEXTS):
+        e = s + _TEXTS  # (slices are views: the block writes into the arrays above)
+        _text_block(t, mids[s:e], bool(programs), code[s:e], nbytes[s:e], known[s:e],
+                    host[s:e], names[s:e])
     if programs:
         # The program's facts, where it has the op, replace the text's (`_copy_facts`) for
-        # every op `is_host_async_start` admits: a decided head with a direction has S(5) in
-        # its tuple; one without needs S(5) looked for in the text.
-        host = code > 0
-        nodir = np.flatnonzero(code == 0)
-        if nodir.size:
-            host[nodir] = first_within(find_all(b, b"S(5)", 0), lo[nodir], hi[nodir], 4) >= 0
-            host[nodir] &= has_cs[nodir] | has_sl[nodir]
-            host[nodir] &= ~done[nodir]
+        # every op `is_host_async_start` admits.
         at = np.flatnonzero(host)
         if at.size:
             pids = map_unique(P.meta_columns(mids[at], ("program_id",))["program_id"],
                               as_id).tolist()
-            names = _names_from(P, t, b, lo, hi, eq, mids, at)
-            for i, pid, ins in zip(at.tolist(), pids, names):
+            for i, pid, ins in zip(at.tolist(), pids, names[at].tolist()):
                 got = programs.facts(pid, ins)
                 if got is not None:
                     d, size = got
@@ -385,14 +375,54 @@ def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
         ok[cand] = True
         cols["direction"][cand] = _DIRECTIONS[code[cand]]
         cols["bytes"][cand] = nb
-        _fill(cols["hlo_op"], cand, _names_from(P, t, b, lo, hi, eq, mids, cand))
+        cols["hlo_op"][cand] = names[cand]
         cols["hlo_module"][cand] = col["hlo_module"]
         cols["program_id"][cand] = map_unique(col["program_id"], as_id)
     return np.flatnonzero(code < 0)
 
 
-def _names_from(P: Plane, t: MetaTable, b: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                eq: np.ndarray, mids: np.ndarray, at: np.ndarray) -> list[str]:
+def _text_block(t: MetaTable, mids: np.ndarray, programs: bool, code: np.ndarray,
+                nbytes: np.ndarray, known: np.ndarray, host: np.ndarray,
+                names: np.ndarray) -> None:
+    """The byte rules of `_copy_columns_bytes` on one block of texts, into its arrays'
+    slices: `code`, `nbytes`, `known` from the texts; with `programs`, `host` (the ops whose
+    program's facts are looked up) and their `names`, else the names where code > 0."""
+    b, lo, hi, plain, eq = _text_bytes(t, mids)
+    cs = find_all(b, b"copy-start", 4)
+    has_cs = first_within(cs, lo, hi, 10) >= 0
+    has_sl = first_within(find_all(b, b"slice-start(", 1), lo, hi, 12) >= 0
+    # ` copy-start(` occurrences, the first one at or after the ` = `
+    c = cs[(cs >= 1) & (cs + 10 < len(b))]
+    call = c[(b[c - 1] == 0x20) & (b[c + 10] == 0x28)] - 1
+    j = first_within(call, np.where(eq >= 0, eq, hi), hi, 12)
+    done = plain & ~has_cs & ~has_sl  # not an async start across host memory
+    head = np.flatnonzero(plain & ~has_sl & (eq >= 0) & (j >= 0))
+    code[done] = 0
+    if head.size:
+        # the heads alone as bytes (plain texts: no NUL inside), decoded once per distinct
+        # head; not a bytes copy of all the texts to slice them from
+        heads = MetaTable.gather_spans(b, eq[head], j[head], 0).tobytes().split(b"\0")
+        heads.pop()  # after the last separator
+        code[head], nbytes[head], known[head] = copy_head_facts(heads)
+        del heads
+    if programs:
+        # a decided head with a direction has S(5) in its tuple; one without needs S(5)
+        # looked for in the text
+        host[:] = code > 0
+        nodir = np.flatnonzero(code == 0)
+        if nodir.size:
+            host[nodir] = first_within(find_all(b, b"S(5)", 0), lo[nodir], hi[nodir], 4) >= 0
+            host[nodir] &= has_cs[nodir] | has_sl[nodir]
+            host[nodir] &= ~done[nodir]
+        need = np.flatnonzero(host)
+    else:
+        need = np.flatnonzero(code > 0)
+    if need.size:
+        _fill(names, need, _names_from(b, lo, hi, eq, need))
+
+
+def _names_from(b: np.ndarray, lo: np.ndarray, hi: np.ndarray, eq: np.ndarray,
+                at: np.ndarray) -> list[str]:
     """`instruction_names` of the texts `at` (plain ASCII, joined in `b`), on their bytes
     where the name needs no stripping."""
     ns, ne, ok = instruction_name_spans(b, lo[at], hi[at], eq[at])

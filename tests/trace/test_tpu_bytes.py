@@ -56,6 +56,20 @@ def test_find_all_and_first_within_equal_str_find(texts, pat):
         assert f == (-1 if k < 0 else p0 + k)
 
 
+@settings(max_examples=200, deadline=None)
+@given(_texts, st.sampled_from([b" = ", b"copy-start", b"S(5)", b"slice-start(", b"a"]),
+       st.integers(1, 9))
+def test_find_all_and_plain_texts_in_blocks_equal_one_pass(texts, pat, block):
+    # (they run `_BLOCK` bytes at a time: a match or a bad byte across a block's end counts)
+    b, lo, hi, _ = _joined(texts)
+    occ = hlotext.find_all(b, pat, len(pat) // 2)
+    plain = hlotext.plain_texts(b, lo, hi)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(hlotext, "_BLOCK", block)
+        assert hlotext.find_all(b, pat, len(pat) // 2).tolist() == occ.tolist()
+        assert hlotext.plain_texts(b, lo, hi).tolist() == plain.tolist()
+
+
 @settings(max_examples=300, deadline=None)
 @given(_texts)
 def test_plain_texts_and_instruction_name_spans_equal_the_str_rule(texts):
@@ -226,6 +240,20 @@ def test_all_mutations_at_once_both_lines():
         for program in (False, True):
             xs = _capture(async_line, 20, muts, program)
             _same(_read(xs, tables=True), _read(xs, tables=False))
+
+
+def test_copy_rules_in_small_blocks_equal_the_string_rules():
+    # `_copy_columns_bytes` reads the texts `tpu._TEXTS` at a time, then the metadata columns
+    # and programs once for all: blocks of 3 texts (and 7 bytes per byte pass) change nothing
+    muts = [(k * 5 + j, k) for k in range(len(MUTATIONS)) for j in range(2)]
+    for async_line in (True, False):
+        for program in (False, True):
+            xs = _capture(async_line, 20, muts, program)
+            want = _read(xs, tables=False)
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(tpu, "_TEXTS", 3)
+                mp.setattr(hlotext, "_BLOCK", 7)
+                _same(_read(xs, tables=True), want)
 
 
 def test_copy_columns_decide_canonical_copies_on_bytes(monkeypatch):
