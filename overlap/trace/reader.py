@@ -48,11 +48,12 @@ Classification (see docs/xspace.md for the evidence behind each rule):
   offload away, so a CPU capture has no transfers; that is reported, not raised.
 
 Speed: `read_trace` reads the file with the compiled scanner (`overlap/trace/_scan.pyx`, see
-`wire`): upb parses only the rest (names, metadata, plane stats), and each line's events are
-decoded in one compiled pass into arrays (metadata id, offset, duration, the stats the rules
-read, typed): no Python object per event. Where the scanner was not built (no C compiler at
-install) upb parses the whole file and the same arrays are built from its messages: the same
-tables, several times slower (said once on stderr).
+`wire`): upb parses only the rest (names, metadata, plane stats; `skeleton` decodes it where
+that gives upb's answer, and protobuf is then never imported: ~26 ms and ~3.5 MiB), and each
+line's events are decoded in one compiled pass into arrays (metadata id, offset, duration,
+the stats the rules read, typed): no Python object per event. Where the scanner was not built
+(no C compiler at install) upb parses the whole file and the same arrays are built from its
+messages: the same tables, several times slower (said once on stderr).
 TPU planes' event metadata (one op's HLO text per entry, most of a TPU file) is not given to
 upb: `wire.MetaTable` decodes the entries' names and stats for many ids at once, and the
 per-op rules work on whole columns (async boundaries on display-name bytes, copy directions

@@ -4,9 +4,10 @@ This module knows the protobuf encoding and the field numbers of the XSpace sche
 XLine, XEvent, XStat; see `protos/xplane.proto`) and nothing about what events mean: which
 event is a transfer, which line is compute, how clocks line up is `reader.py`'s business.
 
-What goes in: a file's bytes (padded with `PAD` zero bytes). What comes out: an upb-parsed
-plane skeleton (names, metadata, plane stats; a plane's event metadata left out where the
-caller asks, `parse_space(strip_meta=...)`) plus, per line (or per segment of several small
+What goes in: a file's bytes (padded with `PAD` zero bytes). What comes out: a parsed plane
+skeleton (names, metadata, plane stats; a plane's event metadata left out where the caller
+asks, `parse_space(strip_meta=...)`; decoded by `skeleton` without importing protobuf where
+that gives upb's answer, else by upb) plus, per line (or per segment of several small
 lines, `merge_lines`, read against a `PlaneGroup` of their planes' lookups), arrays of event
 headers (`metadata_id`, `offset_ps`, `duration_ps`), stats (per stat name a rule reads, each
 event's first such stat as a code into that name's distinct values, `LineEvents(groups=)`;
