@@ -42,6 +42,9 @@ from overlap.trace.wire import (
     unique_inverse,
 )
 
+# a memory kind per transfer as one of two shared objects (not a str per transfer: 2 MiB a
+# column on 36k copies)
+_KINDS = np.array(["device", "host"], object)
 _COPY_FACTS = ("hlo_module", "program_id", "raw_bytes_accessed", "bytes_accessed")
 _OP_COLUMNS = ("hlo_module", "program_id")
 
@@ -100,8 +103,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         tr.add(len(sel), host=host, device=device, direction=direction,
                start_ps=np.asarray(starts, np.int64)[sel],
                end_ps=np.asarray(ends, np.int64)[sel], bytes=facts["bytes"][at],
-               src_kind=np.where(h2d, "host", "device").astype(object),
-               dst_kind=np.where(h2d, "device", "host").astype(object),
+               src_kind=_KINDS[h2d.astype(np.intp)], dst_kind=_KINDS[(~h2d).astype(np.intp)],
                **{"async": True}, stream=line.id, line=line.name,
                hlo_op=facts["hlo_op"][at], hlo_module=facts["hlo_module"][at],
                program_id=facts["program_id"][at])
@@ -292,6 +294,7 @@ _D2H, _H2D = 1, 2
 # pattern, a bytes object per copy head) are a block's, where all of a many-ops capture's
 # (36k copy ops, 5 MB of text) added ~18 MiB to the read's peak.
 _TEXTS = 4096
+_IDS = 8192  # ids per `meta_columns` call of `_copy_columns_bytes`
 _DIRECTIONS = np.array([None, "D2H", "H2D"], object)
 
 
@@ -364,7 +367,6 @@ def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
                     nbytes[i], known[i] = (0, False) if size is None else (size, True)
     cand = np.flatnonzero(code > 0)
     if cand.size:
-        col = P.meta_columns(mids[cand], _OP_COLUMNS)
         nb = nbytes[cand]
         unknown = np.flatnonzero(~known[cand])
         if unknown.size:  # the text gave no size: the op's own byte counts, else 0
@@ -376,8 +378,13 @@ def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
         cols["direction"][cand] = _DIRECTIONS[code[cand]]
         cols["bytes"][cand] = nb
         cols["hlo_op"][cand] = names[cand]
-        cols["hlo_module"][cand] = col["hlo_module"]
-        cols["program_id"][cand] = map_unique(col["program_id"], as_id)
+        for s in range(0, cand.size, _IDS):
+            # (the stat records of all 36k copy ops of a many-ops capture at once were the
+            # read's peak, +7 MiB; a call costs next to nothing more per block)
+            c = cand[s:s + _IDS]
+            col = P.meta_columns(mids[c], _OP_COLUMNS)
+            cols["hlo_module"][c] = col["hlo_module"]
+            cols["program_id"][c] = map_unique(col["program_id"], as_id)
     return np.flatnonzero(code < 0)
 
 
