@@ -36,19 +36,9 @@ US = 1_000_000
 
 
 def many_ops_tpu(path: Path, steps: int, distinct_compute: bool = False) -> Path:
-    from overlap.trace.synthetic import SyntheticTrace
+    from overlap.trace.synthetic import many_ops_scenario
 
-    t = SyntheticTrace()
-    tpu = t.tpu(0)
-    for s in range(steps):
-        t0 = (10 + 100 * s) * US
-        t.step(s, t0, t0 + 95 * US)
-        for k in range(12):
-            name = f"fusion.{s * 12 + k}" if distinct_compute else f"fusion.{k}"
-            tpu.op(t0 + k * 7 * US, 6 * US, name=name)
-            tpu.async_copy("D2H" if k % 2 else "H2D", t0 + k * 7 * US, t0 + k * 7 * US + 5 * US,
-                           dims=(8, 128))
-    return t.write(path)
+    return many_ops_scenario(steps, distinct_compute).write(path)
 
 
 def id0_events(path: Path, n: int, zero: bool) -> Path:

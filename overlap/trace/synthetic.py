@@ -574,6 +574,25 @@ def _max_end_ps(xs) -> int:
 # Ready-made scenarios (used by tests, benchmarks and `overlap demo --synthetic`)
 
 
+def many_ops_scenario(steps: int = 30, distinct_compute: bool = False) -> SyntheticTrace:
+    """A TPU step loop where every copy is its own `copy-start` op (the many-distinct-copy-ops
+    shape of benchmarks/bench_shapes.py, 24k metadata entries per 1000 steps): per step 12
+    compute ops of 6 us, each with an async copy of 5 us (D2H and H2D in turn) beside it.
+    `distinct_compute`: every compute op its own name too. No HLO protos."""
+    t = SyntheticTrace()
+    tpu = t.tpu(0)
+    us = 1_000_000
+    for s in range(steps):
+        t0 = (10 + 100 * s) * us
+        t.step(s, t0, t0 + 95 * us)
+        for k in range(12):
+            name = f"fusion.{s * 12 + k}" if distinct_compute else f"fusion.{k}"
+            tpu.op(t0 + k * 7 * us, 6 * us, name=name)
+            tpu.async_copy("D2H" if k % 2 else "H2D", t0 + k * 7 * us, t0 + k * 7 * us + 5 * us,
+                           dims=(8, 128))
+    return t
+
+
 def gpu_offload_scenario(steps: int = 3, layers: int = 4, *, hidden_fraction: float = 1.0,
                          host: str = "synthetic-host", kernel_ps: int = 400_000_000,
                          copy_ps: int = 200_000_000, nbytes: int = 8 << 20) -> SyntheticTrace:

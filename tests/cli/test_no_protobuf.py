@@ -12,53 +12,23 @@ with upb (`overlap.trace.programs`): they are not cases for this test.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from overlap.trace import wire
-
-REPO = Path(__file__).resolve().parents[2]
-US = 1_000_000
+from overlap.trace.synthetic import many_ops_scenario
+from tests.cli.test_no_pandas import REPO, run_overlap
 
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
 
-# Runs `overlap ARGS` as the console script does; at exit it says whether protobuf was loaded.
-_RUN = """
-import atexit, runpy, sys
-def said():
-    sys.stderr.write('\\nPROTOBUF ' + str('google.protobuf' in sys.modules) + '\\n')
-atexit.register(said)
-sys.argv = ['overlap'] + {args!r}
-runpy.run_module('overlap', run_name='__main__')
-"""
-
-
 def _run(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str, bool]:
-    import os
-
-    p = subprocess.run([sys.executable, "-c", _RUN.format(args=args)], capture_output=True,
-                       text=True, cwd=REPO, env={**os.environ, **(env or {})})
-    line = [x for x in p.stderr.splitlines() if x.startswith("PROTOBUF ")]
-    assert line, p.stderr[-2000:]
-    return p.returncode, p.stdout, line[-1] == "PROTOBUF True"
+    code, out, heavy = run_overlap(args, env)
+    return code, out, "google.protobuf" in heavy
 
 
-def _many_ops(path: Path, steps: int = 30) -> Path:
-    from overlap.trace.synthetic import SyntheticTrace
-
-    t = SyntheticTrace()
-    tpu = t.tpu(0)
-    for s in range(steps):
-        t0 = (10 + 100 * s) * US
-        t.step(s, t0, t0 + 95 * US)
-        for k in range(12):
-            tpu.op(t0 + k * 7 * US, 6 * US, name=f"fusion.{k}")
-            tpu.async_copy("D2H" if k % 2 else "H2D", t0 + k * 7 * US,
-                           t0 + k * 7 * US + 5 * US, dims=(8, 128))
-    return t.write(path)
+def _many_ops(path: Path) -> Path:
+    return many_ops_scenario(30).write(path)
 
 
 def test_report_of_a_many_ops_tpu_capture_imports_no_protobuf(tmp_path: Path) -> None:

@@ -18,13 +18,12 @@ from google.protobuf.message import DecodeError
 
 from overlap.trace import files, reader, skeleton, wire
 from overlap.trace.protos import XPlane, XSpace
-from overlap.trace.synthetic import SyntheticTrace, gpu_offload_scenario
+from overlap.trace.synthetic import gpu_offload_scenario, many_ops_scenario
 from tests.trace.wire_bytes import field, varint
 
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
-US = 1_000_000
 
 
 def _stat(s) -> tuple:
@@ -73,16 +72,7 @@ def _skeletons(path: Path) -> list[bytes]:
 def _many_ops(path: Path, steps: int = 20) -> Path:
     # SYNTHETIC: the shape of benchmarks/bench_shapes.py's many-ops TPU capture (every copy its
     # own copy-start op), no HLO protos
-    t = SyntheticTrace()
-    tpu = t.tpu(0)
-    for s in range(steps):
-        t0 = (10 + 100 * s) * US
-        t.step(s, t0, t0 + 95 * US)
-        for k in range(12):
-            tpu.op(t0 + k * 7 * US, 6 * US, name=f"fusion.{k}")
-            tpu.async_copy("D2H" if k % 2 else "H2D", t0 + k * 7 * US,
-                           t0 + k * 7 * US + 5 * US, dims=(8, 128))
-    return t.write(path)
+    return many_ops_scenario(steps).write(path)
 
 
 def test_sample_captures_decode_as_upb_does():
