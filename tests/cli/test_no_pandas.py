@@ -77,3 +77,21 @@ def test_text_report_with_steps_imports_no_pandas(tmp_path: Path) -> None:
     code, out, heavy = run_overlap(["report", str(f)])
     assert code == 0 and "hidden" in out
     assert not set(heavy) & _NEVER
+
+
+def test_check_against_a_saved_baseline_imports_no_pandas(tmp_path: Path) -> None:
+    # the CI gate: a capture checked against its own saved report (passes, exit 0; this real
+    # capture hides 2% of its copies, so the default overlap gate is lowered) and with a gate
+    # it fails (exit 1), both without pandas
+    f = _capture("tpu-v6e-offload/**/*.xplane.pb")
+    code, out, _ = run_overlap(["report", "--json", str(f)])
+    assert code == 0
+    base = tmp_path / "baseline.json"
+    base.write_text(out)
+    code, out, heavy = run_overlap(["check", str(f), "--baseline", str(base), "--min-overlap", "0",
+                                    "--json"])
+    assert code == 0 and json.loads(out)["check"]
+    assert not set(heavy) & _NEVER
+    code, _, heavy = run_overlap(["check", str(f), "--min-overlap", "0.99"])
+    assert code == 1
+    assert not set(heavy) & _NEVER
