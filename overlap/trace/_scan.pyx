@@ -787,40 +787,69 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
             (codes_a, [t.arrays() for t in interns]))
 
 
-def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends,
-                bint keep_stats=True):
+cdef int _meta_value(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* spans,
+                     _Stats st, int32_t i, const int64_t* sids, Py_ssize_t nw) except -1:
+    """Walk one XEventMetadata message [p, e) (entry `i`): where `spans` is given, the name's
+    and display name's spans go there (name start, end, display start, end; of a string
+    written twice the last); every stat is checked, and pushed to `st` (where given) when
+    `nw` < 0 or its id is one of `sids[:nw]`. 0, or 1 where the bytes are malformed."""
+    cdef uint64_t fn, ival
+    cdef int wt
+    cdef Py_ssize_t q, vp, j
+    cdef int64_t sid, vpos
+    cdef int8_t kind
+    cdef bint hit
+    while p < e:
+        p = _tag(b, p, e, &fn, &wt)
+        if p < 0:
+            return 1
+        if wt == 2 and (fn == 2 or fn == 4 or fn == 5):
+            vp = _len(b, p, e, &q)
+            if vp < 0:
+                return 1
+            if fn == 5:
+                if _stat(b, vp, q, &sid, &kind, &ival, &vpos) < 0:
+                    return 1
+                if st is not None:
+                    hit = nw < 0
+                    for j in range(nw if nw > 0 else 0):  # a rule asks for 1-4 ids
+                        if sids[j] == sid:
+                            hit = True
+                            break
+                    if hit:
+                        st.push(i, sid, kind, ival, vpos)
+            elif spans != NULL:
+                j = 0 if fn == 2 else 2
+                spans[j] = vp
+                spans[j + 1] = q
+            p = q
+        else:
+            p = _skip(b, p, e, wt, fn, 0)
+            if p < 0:
+                return 1
+    return 0
+
+
+def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends):
     """event_metadata map entries (payloads [starts[i], ends[i])) -> dict with `ok`, per entry
     `key`, `name`, `disp` and `value` spans ([2, n] start/end, empty where absent; `value`:
-    the XEventMetadata message), and stat records (`ev`: the entry's index, sid, kind, ival,
-    vpos), each entry's in the order written; with `keep_stats` False every stat is checked
-    but none kept (`decode_meta_stats` decodes those of the entries asked for, later).
+    the XEventMetadata message). Every stat is checked, none kept: `decode_meta_stats`
+    decodes those of the entries a rule asks about.
     `ok` is False (and nothing else trustworthy) where upb reads the entries differently than
     these columns say: a field other than the key and the value, a value written twice, or
     bytes upb refuses."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
-    cdef Py_ssize_t n = starts.shape[0], i, p, e, q, vs, ve, nval, vp
+    cdef Py_ssize_t n = starts.shape[0], i, p, e, vs, ve, nval
     cdef uint64_t fn, v
-    cdef int wt, rc
-    cdef int64_t sid
-    cdef int8_t kind
-    cdef uint64_t ival
-    cdef int64_t vpos
+    cdef int wt
     key_a = np.zeros(n, np.int64)
     name_a = np.zeros((2, n), np.int64)
     disp_a = np.zeros((2, n), np.int64)
     value_a = np.zeros((2, n), np.int64)
     cdef int64_t[::1] key = key_a
     cdef int64_t[:, ::1] name = name_a, disp = disp_a, value = value_a
-    # Capacity as `decode_events` sizes it: a record takes at least 2 bytes, an entry holds a
-    # few (5 on XLA:TPU ops); untouched capacity is never backed by memory, and regrowing
-    # copied every record up to three times (the many-ops capture's 540k: ~40 ms of a fresh
-    # process' page faults and copies)
-    cdef Py_ssize_t nbytes = 0
-    if keep_stats:
-        for i in range(n):
-            nbytes += ends[i] - starts[i]
-    cdef _Stats st = _Stats(min(nbytes // 2, n * 8) + 16 if keep_stats else 16)
+    cdef int64_t sp[4]
     cdef bint ok = True
     for i in range(n):
         p = starts[i]
@@ -853,41 +882,12 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends,
         # the XEventMetadata value [vs, ve)
         value[0, i] = vs
         value[1, i] = ve
-        p = vs
-        while p < ve:
-            p = _tag(b, p, ve, &fn, &wt)
-            if p < 0:
-                ok = False
-                break
-            if wt == 2 and (fn == 2 or fn == 4 or fn == 5):
-                vp = _len(b, p, ve, &q)
-                if vp < 0:
-                    ok = False
-                    break
-                if fn == 2:  # a string written twice: the last one
-                    name[0, i] = vp
-                    name[1, i] = q
-                elif fn == 4:
-                    disp[0, i] = vp
-                    disp[1, i] = q
-                else:
-                    rc = _stat(b, vp, q, &sid, &kind, &ival, &vpos)
-                    if rc < 0:
-                        ok = False
-                        break
-                    if keep_stats:
-                        st.push(<int32_t>i, sid, kind, ival, vpos)
-                p = q
-            else:
-                p = _skip(b, p, ve, wt, fn, 0)
-                if p < 0:
-                    ok = False
-                    break
-        if not ok:
+        sp[0] = sp[1] = sp[2] = sp[3] = 0
+        if _meta_value(b, vs, ve, sp, None, <int32_t>i, NULL, -1):
+            ok = False
             break
-    out = st.arrays()
-    out.update(ok=ok, key=key_a, name=name_a, disp=disp_a, value=value_a)
-    return out
+        name[0, i], name[1, i], disp[0, i], disp[1, i] = sp[0], sp[1], sp[2], sp[3]
+    return {"ok": ok, "key": key_a, "name": name_a, "disp": disp_a, "value": value_a}
 
 
 def decode_meta_stats(data, const int64_t[::1] vs, const int64_t[::1] ve,
@@ -900,15 +900,9 @@ def decode_meta_stats(data, const int64_t[::1] vs, const int64_t[::1] ve,
     hold 540k records, 11-16 MiB kept for the ~36k entries whose 1-3 stats the rules read)."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0] if mv.shape[0] else NULL
-    cdef Py_ssize_t n = vs.shape[0], i, p, e, q, vp, nb = mv.shape[0], total = 0
-    cdef Py_ssize_t nw = sids.shape[0], j
-    cdef uint64_t fn
-    cdef int wt, rc
-    cdef int64_t sid
-    cdef int8_t kind
-    cdef uint64_t ival
-    cdef int64_t vpos
-    cdef bint hit
+    cdef Py_ssize_t n = vs.shape[0], i, nb = mv.shape[0], total = 0
+    cdef Py_ssize_t nw = sids.shape[0]
+    cdef const int64_t* w = &sids[0] if nw else NULL
     if ve.shape[0] != n:
         raise ValueError("value starts and ends differ in length")
     for i in range(n):
@@ -917,31 +911,8 @@ def decode_meta_stats(data, const int64_t[::1] vs, const int64_t[::1] ve,
         total += ve[i] - vs[i]
     cdef _Stats st = _Stats(min(total // 2, n * (nw + 1)) + 16)
     for i in range(n):
-        p = vs[i]
-        e = ve[i]
-        while p < e:
-            p = _tag(b, p, e, &fn, &wt)
-            if p < 0:
-                raise ValueError("damaged event metadata")
-            if wt == 2 and fn == 5:
-                vp = _len(b, p, e, &q)
-                if vp < 0:
-                    raise ValueError("damaged event metadata")
-                rc = _stat(b, vp, q, &sid, &kind, &ival, &vpos)
-                if rc < 0:
-                    raise ValueError("damaged event metadata")
-                hit = False
-                for j in range(nw):  # a rule asks for 1-4 ids
-                    if sids[j] == sid:
-                        hit = True
-                        break
-                if hit:
-                    st.push(<int32_t>i, sid, kind, ival, vpos)
-                p = q
-            else:
-                p = _skip(b, p, e, wt, fn, 0)
-                if p < 0:
-                    raise ValueError("damaged event metadata")
+        if _meta_value(b, vs[i], ve[i], NULL, st, <int32_t>i, w, nw):
+            raise ValueError("damaged event metadata")
     return st.arrays()
 
 

@@ -28,10 +28,10 @@ class MetaTable:
     and only wanted values become Python objects.
 
     What is kept: per entry its key and where its name, display name and value message lie
-    in the buffer. Stats are checked when the table is built and decoded only for the entries
-    a rule asks about (`_stats`): on the many-ops capture the 540k records of 108k entries
-    took 11 MiB kept (16 while built) at the read's peak, for rules that read 1-3 stats of a
-    third of the entries.
+    in the buffer. Stats are checked when the table is built (`decode_meta`) and decoded only
+    for the entries and stat ids a rule asks about (`_stats`, `decode_meta_stats`): on the
+    many-ops capture the 540k records of 108k entries took 11 MiB kept (16 while built) at the
+    read's peak, for rules that read 1-3 stats of a third of the entries.
 
     Semantics are upb's: of a key written twice the last entry counts; of a string field
     written twice the last value; within an entry the first stat of a name wins (as
@@ -43,7 +43,7 @@ class MetaTable:
     def __init__(self, buf: np.ndarray, ms: np.ndarray, me: np.ndarray):
         self.buf = buf
         d = _scan.decode_meta(buf, np.ascontiguousarray(ms, np.int64),
-                              np.ascontiguousarray(me, np.int64), False)
+                              np.ascontiguousarray(me, np.int64))
         self.ok = bool(d["ok"])
         self.keys = np.zeros(0, np.int64)
         self._dense = False  # keys are a run of consecutive ids (`_rows`)
