@@ -173,6 +173,14 @@ def _signed(v: int) -> int:
     return v - _U64 if v >= _I64 else v
 
 
+def _int64(b: bytes, i: int, end: int, wt: int) -> tuple[int, int]:
+    """An int64 field's value (a varint, two's complement) and the position after it."""
+    if wt != 0:
+        raise _Refuse
+    v, i = _varint(b, i, end)
+    return _signed(v), i
+
+
 def _text(b: bytes, s: int, e: int) -> str:
     return b[s:e].decode("utf-8")  # strict: invalid UTF-8 is refused (upb refuses it too)
 
@@ -200,10 +208,7 @@ def _plane(b: bytes, i: int, end: int) -> PlaneMsg:
     while i < end:
         fn, wt, i = _tag(b, i, end)
         if fn == 1:
-            if wt != 0:
-                raise _Refuse
-            v, i = _varint(b, i, end)
-            p.id = _signed(v)
+            p.id, i = _int64(b, i, end, wt)
         elif fn in (2, 3, 4, 5, 6):
             if wt != 2 or fn == 3:  # lines: never in a skeleton
                 raise _Refuse
@@ -233,10 +238,7 @@ def _entry(b: bytes, i: int, end: int, value) -> tuple[int, Any]:
     while i < end:
         fn, wt, i = _tag(b, i, end)
         if fn == 1:
-            if wt != 0:
-                raise _Refuse
-            v, i = _varint(b, i, end)
-            key = _signed(v)
+            key, i = _int64(b, i, end, wt)
         elif fn == 2:
             if wt != 2 or got is not None:  # a second value merges in upb: left to it
                 raise _Refuse
@@ -252,10 +254,7 @@ def _event_metadata(b: bytes, i: int, end: int) -> EventMetadata:
     while i < end:
         fn, wt, i = _tag(b, i, end)
         if fn == 1:
-            if wt != 0:
-                raise _Refuse
-            v, i = _varint(b, i, end)
-            m.id = _signed(v)
+            m.id, i = _int64(b, i, end, wt)
         elif fn in (2, 3, 4, 5):
             if wt != 2:
                 raise _Refuse
@@ -289,10 +288,7 @@ def _stat_metadata(b: bytes, i: int, end: int) -> StatMetadata:
     while i < end:
         fn, wt, i = _tag(b, i, end)
         if fn == 1:
-            if wt != 0:
-                raise _Refuse
-            v, i = _varint(b, i, end)
-            m.id = _signed(v)
+            m.id, i = _int64(b, i, end, wt)
         elif fn in (2, 3):
             if wt != 2:
                 raise _Refuse
@@ -317,10 +313,7 @@ def _stat(b: bytes, i: int, end: int) -> Stat:
     while i < end:
         fn, wt, i = _tag(b, i, end)
         if fn == 1:
-            if wt != 0:
-                raise _Refuse
-            v, i = _varint(b, i, end)
-            st.metadata_id = _signed(v)
+            st.metadata_id, i = _int64(b, i, end, wt)
             continue
         f = _STAT_FIELDS.get(fn)
         if f is None:
