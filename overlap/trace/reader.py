@@ -545,13 +545,15 @@ def _read_space(xs, planes: list, host: str = "host",
             for md in plane.event_metadata.values():
                 s = P.stats(md.stats)
                 proto = s.get("Hlo Proto")
-                if proto is None:
+                if not isinstance(proto, bytes):
+                    # a proto is a bytes_value: any other type is no program (as the TPU copy
+                    # rules read it; bytes() of an int n would be n zero bytes)
                     continue
                 mods["host"].append(host)
                 pid = as_id(s.get("program_id"))
                 mods["program_id"].append(pid)
                 mods["name"].append(md.name)
-                mods["hlo_proto"].append(bytes(proto) if proto is not None else None)
+                mods["hlo_proto"].append(proto)
         elif plane.name == TASK_ENV_PLANE:
             continue
         elif plane.name.startswith("/device:") and not plane.name.startswith("/device:CUSTOM:"):

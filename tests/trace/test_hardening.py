@@ -97,6 +97,34 @@ def test_allocator_name_of_the_wrong_type(tmp_path):
     analysis.analyze(read_trace(p))  # no TypeError
 
 
+@pytest.mark.parametrize("value", ["int", "str"])
+def test_hlo_proto_stat_of_the_wrong_type_is_no_program(tmp_path, value):
+    # Found by a 4,000-case fuzz run (seed 11, case 2006): an `Hlo Proto` stat written as a
+    # uint64 became bytes(n), n zero bytes (a MemoryError for a large n); a str one a
+    # TypeError. A proto is a bytes_value: any other type is no program (as the TPU copy
+    # rules already read it), and the module's other programs still count.
+    t = SyntheticTrace()
+    t.gpu(0).kernel(10 * US, 5 * US)
+    t.module("jit_step", 5, hlo_proto=b"")
+    t.module("jit_other", 6, hlo_proto=b"")
+    xs = XSpace.FromString(t.to_bytes())
+    meta = next(p for p in xs.planes if p.name == "/host:metadata")
+    sid = next(k for k, m in meta.stat_metadata.items() if m.name == "Hlo Proto")
+    md = next(m for m in meta.event_metadata.values() if m.name == "jit_step(5)")
+    st = next(s for s in md.stats if s.metadata_id == sid)
+    if value == "int":
+        st.uint64_value = 1 << 62
+    else:
+        st.str_value = "not a proto"
+    p = tmp_path / "a.xplane.pb"
+    p.write_bytes(xs.SerializeToString())
+    trace = read_trace(p)
+    assert trace.modules["name"].tolist() == ["jit_other(6)"]
+    analysis.analyze(trace)
+    r = run_cli("report", "--json", str(p))
+    assert r.returncode == 0, r.stderr
+
+
 def test_host_planes_only_is_not_called_a_cpu_run(tmp_path):
     def edit(xs):
         for i in reversed([i for i, p in enumerate(xs.planes) if p.name.startswith("/device:")]):
