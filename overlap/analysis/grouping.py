@@ -10,7 +10,8 @@ functions give the answers of the pandas calls they replace, in the same orders:
   missing key is a key of its own, last when sorted).
 * `group_codes`: one code per (host, device) over several tables, as one `pd.factorize` of
   the pairs numbers them (first appearance).
-* `take`, `concat`, `n_rows`: `DataFrame.take`, `pd.concat(..., ignore_index=True)`, `len`.
+* `take`, `concat`, `n_rows` (`overlap.trace.tables`, beside `Columns`): `DataFrame.take`,
+  `pd.concat(..., ignore_index=True)`, `len`.
 * `frame_of`: the DataFrame of a `Columns`, for callers that want one (pandas imported there).
 
 Speed: a reader's host and device columns are a few long runs (numbered once per run), a
@@ -34,21 +35,6 @@ if TYPE_CHECKING:
 Columns = dict[str, np.ndarray]
 
 
-def n_rows(t: Columns) -> int:
-    """Rows of a column table."""
-    return len(next(iter(t.values()))) if t else 0
-
-
-def take(t: Columns, idx: np.ndarray) -> Columns:
-    """The rows `idx` of every column (`DataFrame.take`)."""
-    return {k: v[idx] for k, v in t.items()}
-
-
-def concat(tables: list[Columns]) -> Columns:
-    """The rows of `tables` (the same columns each) one after the other."""
-    return {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
-
-
 def is_none(values: np.ndarray) -> np.ndarray:
     """Per element of an object array: is it None (a missing value in `Trace.columns`)? By
     address: no Python comparison per element."""
@@ -56,12 +42,6 @@ def is_none(values: np.ndarray) -> np.ndarray:
     if not len(values):
         return np.zeros(0, bool)
     return object_addresses(values) == id(None)
-
-
-def isna(values: np.ndarray) -> np.ndarray:
-    """`pd.isna` of an object array whose values are names, None or float NaN."""
-    values = np.asarray(values, dtype=object)
-    return is_none(values) | np.asarray(values != values, dtype=bool)
 
 
 def group_codes(*tables: Columns) -> tuple[list[np.ndarray], list[tuple[str, str]]]:

@@ -80,16 +80,12 @@ import numpy as np
 
 from overlap.analysis.grouping import (
     Columns,
-    concat,
     frame_of,
     group_codes,
     group_sums,
     is_none,
-    isna,
-    n_rows,
     one_hot,
     sorted_codes,
-    take,
 )
 from overlap.analysis.hosts import straggler_view
 from overlap.analysis.intervals import (
@@ -103,6 +99,7 @@ from overlap.analysis.intervals import (
 )
 from overlap.analysis.units import format_ps
 from overlap.arrays import factorize
+from overlap.trace.tables import concat, missing_mask, n_rows, take
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -204,12 +201,6 @@ _CLASS_LABELS = np.array(["", HIDDEN, EXPOSED, PARTIAL], dtype=object)
 # Per-transfer table
 
 
-def _columns(trace: Any, name: str) -> Columns:
-    """The trace's table `name` as columns (`Trace.columns`): int64 arrays, object arrays
-    with None for a missing value, bool arrays; reading them builds no DataFrame."""
-    return trace.columns(name)
-
-
 def _host_kind_pageable(tr: Columns) -> np.ndarray:
     src = np.asarray(tr["src_kind"], dtype=object)
     dst = np.asarray(tr["dst_kind"], dtype=object)
@@ -257,7 +248,7 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
                      exposed_threshold: float = DEFAULT_EXPOSED_THRESHOLD,
                      ) -> tuple[Columns, dict[tuple[str, str], tuple[Coverage, Coverage]]]:
     """`transfer_table`, its table as a dict of numpy arrays (no pandas)."""
-    tr = _columns(trace, "transfers")
+    tr = trace.columns("transfers")
     start = np.asarray(tr["start_ps"], dtype=np.int64)
     n = len(start)
     end = np.maximum(np.asarray(tr["end_ps"], dtype=np.int64), start)
@@ -265,7 +256,7 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
     hidden = np.zeros(n, np.int64)
     coverages: dict[tuple[str, str], tuple[Coverage, Coverage]] = {}
     if n:
-        co = _columns(trace, "compute")
+        co = trace.columns("compute")
         (tcode, ccode), keys = group_codes(tr, co)
         tcode = tcode.astype(np.int64)
         cstart = np.asarray(co["start_ps"], dtype=np.int64)
@@ -392,7 +383,7 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     ties = cand[exposed[cand] == thr]
     need = k - len(above)
     tn = np.asarray(names, dtype=object)[ties]
-    missing = isna(tn)
+    missing = missing_mask(tn)
     n_missing = int(missing.sum())
     if need <= n_missing:  # the top ends among the tied rows with no name
         return np.sort(np.r_[above, ties[missing]])
@@ -408,7 +399,7 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
 
 def _step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
     """Per-step rows of every host in `trace`, and how many transfers started in no step."""
-    steps = _columns(trace, "steps")
+    steps = trace.columns("steps")
     rows: list[dict[str, Any]] = []
     t_host = np.asarray(table["host"], dtype=object)
     assigned = np.zeros(len(t_host), bool)
@@ -818,7 +809,8 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         },
         "sources": [s for p in parts for s in p["sources"]],
         # A trace built without capture metadata (capture={}) names its hosts by its transfers.
-        "hosts": capture_hosts or sorted(set(groups["host"][~isna(groups["host"])].tolist())),
+        "hosts": capture_hosts or sorted(
+            set(groups["host"][~missing_mask(groups["host"])].tolist())),
         "summary": summary,
         "by_direction": by_direction,
         "by_device": by_device,

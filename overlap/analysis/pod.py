@@ -40,8 +40,9 @@ from typing import Any
 import numpy as np
 
 from overlap.analysis import overlap as analysis
-from overlap.analysis.grouping import concat, frame_of
+from overlap.analysis.grouping import frame_of
 from overlap.arrays import factorize
+from overlap.trace.tables import concat, take
 
 
 def analyze_host_file(f: str | os.PathLike, hidden_threshold: float, exposed_threshold: float,
@@ -86,18 +87,12 @@ def _analyze_host_file(f: Path, hidden_threshold: float, exposed_threshold: floa
     lo, hi = _worst_window(part["steps"])
     keep_t = _inside(transfers, "start_ps", "end_ps", lo, hi)
     # the kept rows of both, in the same (transfers') order
-    out["table"] = _rows_of(table, keep_t)
-    tables["transfers"] = _rows_of(transfers, keep_t)
-    tables["compute"] = _rows_of(compute, _inside(compute, "start_ps", "end_ps", lo, hi))
+    out["table"] = take(table, keep_t)
+    tables["transfers"] = take(transfers, keep_t)
+    tables["compute"] = take(compute, _inside(compute, "start_ps", "end_ps", lo, hi))
     tables["memory"] = _kept_memory(trace.columns("memory"), lo, hi)
     out["tables"] = tables
     return out
-
-
-def _rows_of(t: dict[str, np.ndarray], keep: np.ndarray) -> dict[str, np.ndarray]:
-    """The rows `keep` (a mask) of a column table, as the same kind of dict (`Columns` stays
-    `Columns`, which `combine_parts` takes as it is)."""
-    return type(t)({k: v[keep] for k, v in t.items()})
 
 
 def _worst_window(steps: list[dict[str, Any]]) -> tuple[int, int]:
@@ -142,7 +137,7 @@ def _kept_memory(mem: dict[str, np.ndarray], lo: int, hi: int) -> dict[str, np.n
         ks = key[order]
         first = np.r_[True, ks[1:] != ks[:-1]]
         keep[order[first]] = True
-    return _rows_of(mem, keep)
+    return take(mem, keep)
 
 
 def _module_time(compute: dict[str, np.ndarray]) -> dict[str, int]:

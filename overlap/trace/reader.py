@@ -136,9 +136,12 @@ from overlap.trace.tables import (
     Trace,
     _frame,
     as_columns,
+    concat,
     factorize,
     frame_columns,
+    n_rows,
     object_runs,
+    take,
 )
 from overlap.trace.tpu import _program_copies, _read_tpu_plane
 from overlap.trace.wire import (
@@ -310,7 +313,7 @@ def _sort_by_device_start(t: Any) -> Any:
     """
     if isinstance(t, dict):
         order = _device_start_take(t["host"], t["device"], t["start_ps"])
-        return t if order is None else Columns({k: v[order] for k, v in t.items()})
+        return t if order is None else take(t, order)
     if len(t) < 2:
         return t.reset_index(drop=True)
     order = _device_start_take(t["host"].to_numpy(object), t["device"].to_numpy(object),
@@ -371,12 +374,10 @@ def combine_parts(parts: list[dict], files: list[Path]) -> Trace:
 
     def cat(key: str, schema: dict[str, str]) -> Columns:
         tabs = [_part_columns(p[key], schema) for p in parts]
-        tabs = [t for t in tabs if len(next(iter(t.values())))]
+        tabs = [t for t in tabs if n_rows(t)]
         if not tabs:
             return as_columns(None, schema)
-        if len(tabs) == 1:
-            return tabs[0]
-        return Columns({c: np.concatenate([t[c] for t in tabs]) for c in schema})
+        return tabs[0] if len(tabs) == 1 else concat(tabs)
 
     backend = combined_backend([p["backend"] for p in parts])
     # Host names come from file names, which are unique within a session directory.

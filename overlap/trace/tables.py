@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -143,9 +144,9 @@ def _distinct_objects(values: np.ndarray) -> tuple[np.ndarray, np.ndarray] | Non
     import pandas as pd  # building a frame: pandas hashes the addresses (no sort)
 
     n = len(values)
-    starts = object_runs(values)
-    if len(starts) <= n // 8:
-        return np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n))), starts
+    starts = _heads(values)
+    if starts is not None:
+        return _run_codes(starts, n), starts
     codes, uniq = pd.factorize(object_addresses(values))
     if len(uniq) > n // 8:
         return None
@@ -187,6 +188,24 @@ def _with_default(values, n: int, default: Any) -> np.ndarray:
 class Columns(dict):
     """A table as one numpy array per schema column, in `Trace.columns`' representation
     (`as_columns` made it, or `frame_columns`): a `Trace` given one keeps it as it is."""
+
+
+def n_rows(t: dict[str, np.ndarray]) -> int:
+    """Rows of a column table (a `Columns` or any dict of equally long arrays)."""
+    return len(next(iter(t.values()))) if t else 0
+
+
+def take(t: dict[str, np.ndarray], idx: np.ndarray) -> Any:
+    """The rows `idx` (positions or a mask) of every column, as the same kind of dict
+    (`DataFrame.take`; a `Columns` stays one, which `combine_parts` and `Trace` keep as
+    they are)."""
+    return type(t)({k: v[idx] for k, v in t.items()})
+
+
+def concat(tables: Sequence[dict[str, np.ndarray]]) -> Any:
+    """The rows of `tables` (the same columns each) one after the other, as the first one's
+    kind of dict (`pd.concat(..., ignore_index=True)`)."""
+    return type(tables[0])({k: np.concatenate([t[k] for t in tables]) for k in tables[0]})
 
 
 _BOOL_OBJECTS = np.array([False, True, None], object)
@@ -261,9 +280,14 @@ def _heads(a: np.ndarray) -> np.ndarray | None:
     return starts if len(starts) <= len(a) // 8 else None
 
 
+def _run_codes(starts: np.ndarray, n: int) -> np.ndarray:
+    """Per element of `n`, the number of the run (begun at `starts`) it lies in."""
+    return np.repeat(np.arange(len(starts)), np.diff(np.append(starts, n)))
+
+
 def _spread(a: np.ndarray, starts: np.ndarray, heads: np.ndarray) -> np.ndarray:
     """`a` with each run's elements replaced by its new head value."""
-    return heads[np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(a))))]
+    return heads[_run_codes(starts, len(a))]
 
 
 def missing_mask(a: np.ndarray) -> np.ndarray:
@@ -302,14 +326,28 @@ def _int_objects(v: Any) -> np.ndarray:
     """An object array of Python int or None (a nullable integer column)."""
     if isinstance(v, np.ndarray) and v.dtype.kind in "iu":
         return _objects(v.tolist())
+    return _typed_objects(v, int, _as_int)
+
+
+def _bool_objects(v: Any) -> np.ndarray:
+    """An object array of True, False or None (a nullable boolean column)."""
+    if isinstance(v, np.ndarray) and v.dtype.kind in "biu":
+        return _BOOL_OBJECTS[v.astype(bool).astype(np.intp)]
+    return _typed_objects(v, bool, _as_bool)
+
+
+def _typed_objects(v: Any, kind: type, convert: Any) -> np.ndarray:
+    """An object array of `v`'s values as `kind` objects or None: missing values None, the
+    others through `convert` (once per run of one object, where the column is a few runs),
+    unless every one is a `kind` already."""
     a = _none_for_missing(_objects(v))
     starts = _heads(a)
     h = a if starts is None else a[starts]
     lst = h.tolist()
-    if set(map(type, lst)) <= {int, type(None)}:
+    if set(map(type, lst)) <= {kind, type(None)}:
         return a
     h = np.empty(len(lst), object)
-    h[:] = [x if x is None else _as_int(x) for x in lst]
+    h[:] = [x if x is None else convert(x) for x in lst]
     return h if starts is None else _spread(a, starts, h)
 
 
@@ -319,21 +357,6 @@ def _as_int(x: Any) -> int:
     if i != x or isinstance(x, (bool, np.bool_)):
         raise TypeError(f"not an integer: {x!r}")
     return i
-
-
-def _bool_objects(v: Any) -> np.ndarray:
-    """An object array of True, False or None (a nullable boolean column)."""
-    if isinstance(v, np.ndarray) and v.dtype.kind in "biu":
-        return _BOOL_OBJECTS[v.astype(bool).astype(np.intp)]
-    a = _none_for_missing(_objects(v))
-    starts = _heads(a)
-    h = a if starts is None else a[starts]
-    lst = h.tolist()
-    if set(map(type, lst)) <= {bool, type(None)}:
-        return a
-    h = np.empty(len(lst), object)
-    h[:] = [x if x is None else _as_bool(x) for x in lst]
-    return h if starts is None else _spread(a, starts, h)
 
 
 def _as_bool(x: Any) -> bool:
@@ -488,6 +511,4 @@ class Trace:
     def rows(self, name: str) -> int:
         """The number of rows of table `name` (without building its DataFrame)."""
         st: _Stored = self.__dict__[name]
-        if st.cols is not None:
-            return len(next(iter(st.cols.values()))) if st.cols else 0
-        return len(st.frame)
+        return n_rows(st.cols) if st.cols is not None else len(st.frame)
