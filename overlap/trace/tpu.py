@@ -340,8 +340,8 @@ def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
     else (slices, heads the tuple rule does not match, non-ASCII or NUL bytes) is left.
 
     The texts' bytes are read `_TEXTS` at a time (`_text_block`: each text's answer is its
-    own); the metadata columns are then read once for all of them (a `MetaTable.columns`
-    call costs ~5 ms whatever the number of ids)."""
+    own); the module and program columns of the copies found, `_IDS` ids at a time (a
+    `MetaTable` decodes the stats of the ids asked: a block's records are held, not all)."""
     n = len(mids)
     code = np.full(n, -1, np.int64)  # per text: _D2H, _H2D, 0 (neither), -1 (left)
     nbytes = np.zeros(n, np.int64)
