@@ -23,7 +23,12 @@ import os
 import sys
 from pathlib import Path
 
-from overlap.cli.report import add_analysis_args, non_negative_int, unit_fraction
+from overlap.cli.report import (
+    add_analysis_args,
+    non_negative_int,
+    note_planned_copies,
+    unit_fraction,
+)
 from overlap.errors import EXIT_CHECK_FAILED, EXIT_OK, UsageError
 
 
@@ -211,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
 
     trace, result = read_and_analyze(args)
     keep_until_exit(trace, result)  # freed by the process's end (`overlap.cli.main.run`)
+    note_planned_copies(args.path, trace, result)
     outcome = check.run_checks(result, config, trace)
 
     human = render.text(result, outcome)

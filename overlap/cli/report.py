@@ -184,6 +184,7 @@ def run(args: argparse.Namespace) -> int:
         result.setdefault("notes", []).append(
             f"{len(sessions)} capture sessions here; this report reads {used}"
             + ("" if args.session else " (the newest; --session picks another)"))
+    note_planned_copies(args.path, trace, result)
     offload = offload_section(args.path, result)
     if offload is not None:
         result["offload"] = offload
@@ -325,6 +326,24 @@ def _refuse_overwrite_of_capture(path: str) -> None:
         raise UsageError(f"{path}: refusing to overwrite a capture file with an HTML report")
 
 
+
+
+def note_planned_copies(path: str, trace, result: dict) -> None:
+    """A capture without transfers: whether its compiled programs planned any host copy
+    (`overlap.analysis.planned`), as `planned_host_copies`, and the reason says which case it
+    is. `overlap check` passes `no_transfers` on a baseline that planned none."""
+    from overlap.analysis import overlap as analysis
+
+    # XLA:CPU never moves host copies (CPU_REASON says why): its answer stays as it is.
+    if result.get("status") != analysis.STATUS_NO_TRANSFERS or result.get("backend") == "cpu":
+        return
+    from overlap.analysis.planned import planned_host_copies, planned_reason
+
+    planned = result["planned_host_copies"] = planned_host_copies(path, trace)
+    reason = planned_reason(planned)
+    if reason is not None:
+        result["reason"] = reason
+        result["verdict"] = analysis.verdict(result)
 
 
 def offload_section(path: str, result: dict) -> dict | None:

@@ -6,6 +6,8 @@ Checks (each is one JUnit testcase and one line of output):
   that almost always means offload silently stopped happening (a policy or memory-kind change,
   or a backend that compiles it away). `allow_no_transfers=True` turns it into a pass, and then
   the ratio checks are skipped.
+  A capture whose own compiled programs plan no host copy at all (`planned_host_copies`,
+  `overlap.analysis.planned`: a remat or save baseline) passes: nothing was meant to move.
 * `min_overlap` (on by default, 0.9): the duration-weighted overlap ratio over all transfers.
 * `min_overlap_d2h` / `min_overlap_h2d`: the same per direction (skipped when that direction
   has no transfers: there is nothing to hide).
@@ -225,6 +227,16 @@ def _readable_check(result: dict[str, Any], config: CheckConfig) -> dict[str, An
                   f"overlap reads ({what}); --allow-unknown to accept", len(unknown), 0)
 
 
+def _baseline_without_offload(result: dict[str, Any]) -> bool:
+    """No transfers, and the capture's compiled programs plan none (`overlap.analysis.planned`):
+    a remat/save baseline, for which "no transfers" is the expected answer, not offload that
+    stopped happening."""
+    from overlap.analysis.planned import is_baseline
+
+    return (result["status"] == analysis.STATUS_NO_TRANSFERS
+            and is_baseline(result.get("planned_host_copies")))
+
+
 def run_checks(result: dict[str, Any], config: CheckConfig | None = None,
                trace=None) -> dict[str, Any]:
     """Evaluate `config` against an analysis result.
@@ -255,6 +267,11 @@ def run_checks(result: dict[str, Any], config: CheckConfig | None = None,
     elif config.allow_no_transfers:
         checks.append(_check("no_transfers", PASS,
                              f"{result['status']} allowed (--allow-no-transfers)"))
+    elif _baseline_without_offload(result):
+        planned = result["planned_host_copies"]
+        checks.append(_check("no_transfers", PASS,
+                             f"{result['status']}: a baseline without offload (no host copy "
+                             f"planned, per {planned['source']})"))
     else:
         checks.append(_check("no_transfers", FAIL,
                              f"offload silently stopped happening? {result['reason']}"))

@@ -56,6 +56,9 @@ ROCM_COPY_KERNEL = "__amd_rocclr_copy"
 ROCM_FILL_KERNEL = "__amd_rocclr_fill"
 # Kernels of other runtimes named like copies: we cannot tell what they move.
 _COPY_LIKE_RE = re.compile(r"memcpy", re.IGNORECASE)
+# The CUDA driver's own copy kernels (`memcpy128`, `memcpy32_post`, ...): what a memcpy node of
+# a CUDA graph runs when both ends are device memory. See `graph_device_copies`.
+_CUDA_GRAPH_COPY_RE = re.compile(r"^memcpy\d+(?:_(?:pre|post))?$")
 
 # HIP API direction tokens (hipMemcpyHtoDAsync, hipMemcpyDtoH, hipMemcpyPeerAsync, ...).
 _HIP_DIRECTIONS = (("HtoD", "H2D"), ("DtoH", "D2H"), ("DtoD", "D2D"), ("HtoH", "H2H"),
@@ -84,6 +87,7 @@ class GpuSide:
     def __init__(self) -> None:
         self.blits = Cols()  # ROCm runtime copy/fill kernels
         self.copy_like = Cols()  # other kernels named like copies (still compute)
+        self.graph_copies = Cols()  # CUDA graph device-to-device copy kernels (still compute)
         self.other = Cols()  # stream events that are neither kernels nor CUPTI memcpys
 
 
@@ -122,10 +126,43 @@ def split_kernels(P, ev, idx: np.ndarray, device, stream, line_name,
                        program_id=map_stat(P, ev, b, "program_id", as_id))
     like = np.array([k == "copy-like" for k in u_kind], bool)[inv]
     if like.any():
-        c = idx[like]
-        side.copy_like.add(len(c), device=_pick(device, c), name=u_names[inv[like]])
+        c, cinv = idx[like], inv[like]
+        graph = graph_device_copies(P, ev, c, cinv, u_names)
+        if graph.any():
+            side.graph_copies.add(int(graph.sum()), device=_pick(device, c[graph]),
+                                  name=u_names[cinv[graph]])
+        c, cinv = c[~graph], cinv[~graph]
+        if len(c):
+            side.copy_like.add(len(c), device=_pick(device, c), name=u_names[cinv])
     keep = ~blit
     return idx[keep], u_names[inv[keep]]
+
+
+def graph_device_copies(P, ev, idx: np.ndarray, codes: np.ndarray,
+                        names: np.ndarray) -> np.ndarray:
+    """Per copy-like kernel `idx` (named `names[codes]`): is it a device-to-device copy of a
+    CUDA graph?
+
+    XLA:GPU's command buffers (its default; `--xla_gpu_enable_command_buffer=`) run a program's
+    copies as memcpy nodes of a CUDA graph. CUPTI records a graph's host<->device memcpy node as
+    a `MemcpyD2H`/`MemcpyH2D` activity carrying `cuda_graph_id`, like any copy-engine copy;
+    a node copying device memory to device memory the driver may run as one of its own kernels,
+    `memcpy128`, `memcpy32_post`, ..., recorded as a kernel of the graph. Evidence (the H100
+    corpus, shared/captures/SOURCES.md): the same program with command buffers off has 760 + 170
+    `MemcpyD2D` copies, with them on 760 `memcpy128` + 170 `memcpy32_post` kernels and no
+    `MemcpyD2D`, while its 120 + 120 host copies stay `MemcpyD2H`/`MemcpyH2D` records with
+    `cuda_graph_id`. So a kernel with exactly such a name *and* a `cuda_graph_id` stat is a
+    device copy: not a transfer, not "cannot tell". It stays device work (compute) as any
+    kernel on the SMs does. A copy-like kernel outside a graph, or named otherwise, is still one
+    whose direction the capture cannot tell."""
+    # once per distinct name, not per launch
+    shaped = np.array([bool(_CUDA_GRAPH_COPY_RE.match(str(n))) for n in names.tolist()],
+                      bool)[codes]
+    if not shaped.any():
+        return shaped
+    graph_id = stat_column(P, ev, idx[shaped], "cuda_graph_id")
+    shaped[np.flatnonzero(shaped)] = ~missing_mask(graph_id)
+    return shaped
 
 
 def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide | None) -> None:
