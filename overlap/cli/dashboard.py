@@ -1,8 +1,9 @@
 """`overlap dashboard [LOGDIR ...]`: browse runs, one run's steps, and comparisons in a browser.
 
-With no LOGDIR it opens `./runs` when that exists, else the bundled `sample_traces/`. It binds to
-127.0.0.1 unless `--host` says otherwise: the app serves whatever runs lie under the logdirs, so
-exposing it on a network is a choice the user makes explicitly.
+With no LOGDIR it opens `./runs` when that exists, else the bundled `sample_traces/` (a clone's
+real captures: TPU v6e, NVIDIA H100/H200 offload runs beside their remat baselines, V100, ROCm,
+CPU). It binds to 127.0.0.1 unless `--host` says otherwise: the app serves whatever runs lie
+under the logdirs, so exposing it on a network is a choice the user makes explicitly.
 """
 
 from __future__ import annotations

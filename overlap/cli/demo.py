@@ -8,8 +8,11 @@ no transfers to measure.
 
 Beside them it reads the real TPU v6e host-offload capture shipped in
 `sample_traces/tpu-v6e-offload` (openxla/xprof's test data, Apache-2.0): 2400 real D2H/H2D
-copies, so the first answer on screen is about real transfers even on a laptop. The dashboard
-opens on it, next to the runs made here and the plans.
+copies, so the first answer on screen is about real transfers even on a laptop. Then a real
+NVIDIA H100 pair made for this project (`sample_traces/gpu-h100/scan-h100`: the tutorial scan
+with `x` offloaded, and full remat): its transfer answer and its step time against the remat
+baseline, measured on the H100. The dashboard opens on both, next to the runs made here and
+the plans.
 
 Then it plans (compiles without running, with the real XLA:GPU and XLA:TPU compilers) the
 tutorial scan and the tiny transformer for an H100 and a TPU v5e, so a machine with no
@@ -31,6 +34,10 @@ DEMO_PLAN_TARGETS = ("h100", "v5e")
 # The real capture with host transfers the demo shows beside its own runs (a clone has it; an
 # installed wheel does not ship sample_traces/, and the demo then says where to find it).
 REAL_CAPTURE = Path(__file__).resolve().parents[2] / "sample_traces" / "tpu-v6e-offload"
+# A real H100 offload run and its remat baseline, made by `overlap capture` for this project
+# (sample_traces/README.md): measured step times, so the demo shows what offload cost there.
+REAL_GPU_PAIR = REAL_CAPTURE.parent / "gpu-h100" / "scan-h100"
+REAL_GPU_OFFLOAD = "offload_x"
 
 
 def register(sub) -> None:
@@ -96,11 +103,13 @@ def run(args: argparse.Namespace) -> int:
                  warmup=args.warmup)
     print()
     real = _real_capture()
+    real_gpu = _real_gpu_pair()
     print(f"MEASURED here on {platform}:")
     print(render_text(compare_dirs([str(r) for r in runs], baseline="full")))
     if not args.no_plan:
         _plans(out / "plans")
-    logdirs = [str(out)] + ([str(REAL_CAPTURE)] if real else [])
+    logdirs = ([str(out)] + ([str(REAL_CAPTURE)] if real else [])
+               + ([str(REAL_GPU_PAIR)] if real_gpu else []))
     if args.no_serve:
         print(f"\nruns in {out}; browse them with: overlap dashboard {' '.join(logdirs)}")
         return 0
@@ -127,6 +136,32 @@ def _real_capture() -> bool:
     # The verdict and the totals line (count, bytes, hidden/partial/exposed classes).
     print("\n".join(["  " + lines[0]] + ["  " + ln for ln in lines if " transfers, " in ln][:1]))
     print(f"  (all of it: overlap report {REAL_CAPTURE})")
+    print()
+    return True
+
+
+def _real_gpu_pair() -> bool:
+    """Print the real H100 offload run's answer and its step time against its remat baseline
+    (both measured on the H100 by `overlap capture`); False when this installation has no
+    sample_traces/."""
+    from overlap.analysis.compare import compare_dirs
+    from overlap.analysis.overlap import analyze
+    from overlap.report.text import text
+    from overlap.trace import read_trace
+
+    offload = REAL_GPU_PAIR / REAL_GPU_OFFLOAD
+    if not offload.is_dir():
+        print("REAL H100 RUNS: not in this installation; a clone of the repository has them: "
+              "overlap compare sample_traces/gpu-h100/scan-h100")
+        return False
+    print("MEASURED on a real NVIDIA H100 by this project (overlap capture, the tutorial scan; "
+          f"{REAL_GPU_PAIR}):")
+    lines = text(analyze(read_trace(offload))).splitlines()
+    print("\n".join(["  " + lines[0]] + ["  " + ln for ln in lines if " transfers, " in ln][:1]))
+    # The step-time verdict against the remat baseline (unprofiled step times in run.json).
+    for verdict in compare_dirs([str(REAL_GPU_PAIR)])["verdicts"]:
+        print(f"  {verdict}")
+    print(f"  (all of it: overlap report {offload}; overlap compare {REAL_GPU_PAIR})")
     print()
     return True
 
