@@ -22,6 +22,14 @@ Baseline: `--baseline` names a run; by default the full-remat run (policy `full`
 `nothing_saveable`), else any remat run. The memory reference for offload runs is the no-remat
 run (`everything_saveable`/`none`) when present: offload exists to save that memory.
 
+How a run was made (`made_with`): the XLA flags in force (run.json `xla_flags`, its `XLA_FLAGS`
+string with flags that only name output paths, `--xla_dump_*`, left out; sorted) and the jax
+and jaxlib versions. Two runs of one program made with other flags or another runtime (command
+buffers on vs off) are another experiment: `same_program` is false for them, their deltas are
+never computed, and `compare` judges each set of runs made the same way against its own
+baseline (`groups`). A run whose manifest records none of it (a plain jax.profiler log
+directory) is "not recorded": it is compared only with runs that record nothing either.
+
 Break-even: offload pays when moving the bytes costs less than recomputing them. Both sides are
 shown from measurements: recompute cost per step = step(full remat) - step(no remat); transfer
 cost per step = the offload run's exposed transfer time per step (what the step actually waited)
@@ -104,6 +112,7 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "step_timing": _step_timing(manifest if step_source == step_stats.SOURCE_MANIFEST
                                     else None),
         "program": _program(manifest, pm["module"]),
+        "made_with": made_with(manifest),
         # what a plan's prediction is joined on where run.json names no program
         # (overlap.analysis.plan_join)
         "copy_modules": copy_module_names(trace), "device_kinds": device_kinds_of(trace),
@@ -228,8 +237,12 @@ def _mib(n) -> str:
 
 def _pick_baseline(rows: list[dict], baseline: str | None) -> dict | None:
     if baseline:
+        # A run's own name first: "full" is full's, not the first run of policy full (full_cb).
         for r in rows:
-            if baseline in (r["label"], r["run"], Path(r["run"]).name, r["policy"]):
+            if baseline in (r["label"], r["run"], Path(r["run"]).name):
+                return r
+        for r in rows:
+            if baseline == r["policy"]:
                 return r
         names = ", ".join(r["label"] for r in rows)
         raise UsageError(f"--baseline {baseline!r} is none of the runs ({names})")
@@ -303,6 +316,11 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
     if len(platforms) > 1:
         mixed = True
         modules = modules or sorted({_program_key(r) for r in rows})
+    # Other XLA flags or another runtime: another experiment, even for one program.
+    made = sorted({(r.get("made_with") or {}).get("text") or "" for r in rows
+                   if r.get("made_with") is not None})
+    made_mixed = len({made_key(r.get("made_with")) for r in rows}) > 1
+    mixed = mixed or made_mixed
     if mixed:
         # Runs of the baseline's program (same module, inputs and platform) keep their verdicts;
         # any other run is flagged with what differs, never judged: its deltas would compare
@@ -317,8 +335,12 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
                 not same_program(r, base) for r in rows if r["offloads"])):
             breakeven = None
     return {
-        "mixed_programs": modules if mixed else None,
+        "mixed_programs": modules if modules else None,
         "mixed_platforms": platforms if len(platforms) > 1 else None,
+        "mixed_made": made if made_mixed else None,
+        # each set of runs made alike (program, platform, flags, runtime), judged against a
+        # baseline of its own; None when all runs are one such set
+        "groups": experiment_groups(rows, base) if mixed else None,
         "baseline": base["label"] if base else None,
         "no_remat": no_remat["label"] if no_remat else None,
         "synthetic": any(r["synthetic"] for r in rows),
@@ -327,6 +349,32 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
         "verdicts": [r["verdict"] for r in out_rows if r["verdict"]],
         "step_timing": timing_note(rows),
     }
+
+
+def experiment_groups(rows: list[dict], base: dict | None) -> list[dict[str, Any]]:
+    """The runs split into experiments (`same_program`: one program, platform, XLA flags and
+    runtime), the baseline's first; each one compared on its own (`compare` of its rows, its
+    default baseline), so no run is judged against a run made another way."""
+    parts: list[list[dict]] = []
+    for r in rows:
+        for p in parts:
+            if same_program(r, p[0]):
+                p.append(r)
+                break
+        else:
+            parts.append([r])
+    parts.sort(key=lambda p: base is None or not any(r is base for r in p))
+    out = []
+    for p in parts:
+        sub = compare(p, base["label"] if base is not None and any(r is base for r in p)
+                      else None)
+        made = (p[0].get("made_with") or {}).get("text") or "flags and runtime not recorded"
+        out.append({"program": _program_key(p[0]),
+                    "platform": p[0].get("platform") or str(p[0].get("backend")),
+                    "made_with": made, "runs": [r["label"] for r in p],
+                    "baseline": sub["baseline"], "verdicts": sub["verdicts"],
+                    "breakeven": sub["breakeven"]})
+    return out
 
 
 def _step_timing(manifest: dict | None) -> dict[str, Any]:
@@ -360,9 +408,90 @@ def _program(manifest: dict | None, module: str | None) -> dict:
     return {"module": module, "inputs": None}
 
 
+# Flags that only say where XLA writes files: the program and its runtime are the same.
+_OUTPUT_ONLY_FLAGS = ("--xla_dump",)
+
+
+def made_with(manifest: dict | None) -> dict[str, Any]:
+    """How a run was made (see the module docstring): `xla_flags` (sorted tuple of the flags in
+    force, or None when not recorded), `runtime` ("jax X, jaxlib Y", or None), `text` (one
+    line for a label)."""
+    import shlex
+
+    m = manifest or {}
+    raw = m.get("xla_flags")
+    flags_s = raw.get("XLA_FLAGS") if isinstance(raw, dict) else raw
+    flags: tuple[str, ...] | None = None
+    if isinstance(flags_s, str):
+        try:
+            parts = shlex.split(flags_s)
+        except ValueError:  # unbalanced quotes: the words as written
+            parts = flags_s.split()
+        flags = tuple(sorted(f for f in parts if not f.startswith(_OUTPUT_ONLY_FLAGS)))
+    v = m.get("versions") if isinstance(m.get("versions"), dict) else {}
+    rt = ", ".join(f"{k} {v[k]}" for k in ("jax", "jaxlib") if isinstance(v.get(k), str)) or None
+    return {"xla_flags": None if flags is None else list(flags), "runtime": rt,
+            "text": made_text(flags, rt)}
+
+
+def made_text(flags, runtime: str | None) -> str:
+    """`command buffers off (--xla_gpu_enable_command_buffer=), jax 0.11.2, jaxlib 0.11.2`."""
+    if flags is None and runtime is None:
+        return "flags and runtime not recorded"
+    words = []
+    if flags is not None:
+        shown = [_flag_words(f) for f in flags]
+        words.append("XLA_FLAGS: " + " ".join(shown) if shown else "default XLA flags")
+    else:
+        words.append("XLA flags not recorded")
+    if runtime:
+        words.append(runtime)
+    return ", ".join(words)
+
+
+def _flag_words(flag: str) -> str:
+    """A flag as a user reads it: the command-buffer flag with what it does."""
+    if flag.split("=", 1)[0] == "--xla_gpu_enable_command_buffer":
+        return f"command buffers {'off' if flag.endswith('=') else 'limited to ' + flag}"
+    return flag
+
+
+def made_key(made: dict | None) -> str:
+    """A string equal for runs made the same way (flags and runtime)."""
+    made = made or {}
+    fl = made.get("xla_flags")
+    return f"{'?' if fl is None else ' '.join(fl)}|{made.get('runtime') or '?'}"
+
+
+def made_differs(a: dict | None, b: dict | None) -> str | None:
+    """What differs in how two runs were made, in words, or None when nothing does."""
+    a, b = a or {}, b or {}
+    if made_key(a) == made_key(b):
+        return None
+    fa, fb = a.get("xla_flags"), b.get("xla_flags")
+    out = []
+    if fa != fb:
+        if fa is None or fb is None:
+            out.append("XLA flags recorded for one run only")
+        else:
+            only_a = sorted(set(fa) - set(fb))
+            only_b = sorted(set(fb) - set(fa))
+            out.append("XLA flags differ (" + "; ".join(
+                f"{who}: {' '.join(_flag_words(f) for f in fl)} ({' '.join(fl)})"
+                for who, fl in (("this run only", only_a), ("the baseline only", only_b))
+                if fl) + ")")
+    if a.get("runtime") != b.get("runtime"):
+        out.append(f"runtime {a.get('runtime') or 'not recorded'} vs "
+                   f"{b.get('runtime') or 'not recorded'}")
+    return ", ".join(out)
+
+
 def same_program(a: dict, b: dict) -> bool:
-    """Whether two run summaries ran one program on one platform: the same module name, input
-    fingerprints equal where both are recorded, the same backend and vendor."""
+    """Whether two run summaries ran one program on one platform, made the same way: the same
+    module name, input fingerprints equal where both are recorded, the same backend and vendor,
+    the same XLA flags and runtime (`made_with`)."""
+    if made_differs(a.get("made_with"), b.get("made_with")):
+        return False
     pa = a.get("program") or {"module": a.get("peak_module")}
     pb = b.get("program") or {"module": b.get("peak_module")}
     if pa.get("module") != pb.get("module"):
@@ -391,6 +520,10 @@ def what_differs(row: dict, base: dict | None) -> str:
                 f"shapes or dtypes (input fingerprints {ia} vs {ib})")
     if pr != pb:
         return f"another platform than the baseline {base['label']} ({pr} vs {pb})"
+    how = made_differs(row.get("made_with"), base.get("made_with"))
+    if how:
+        return (f"the same program as the baseline {base['label']}, made another way: {how} "
+                "(another experiment)")
     return f"a different program from the baseline {base['label']}"
 
 

@@ -14,12 +14,14 @@ own). Three tabs:
   exposed transfers. A plan run shows what its plan predicts instead, labelled PREDICTED: the
   estimate's step timeline, memory over program order with the device peak and budget, hidden
   vs exposed per planned copy, and the planned-copies table.
-* **Compare**: like with like. Runs are grouped by program and device
-  (`overlap.report.groups`); it opens on the newest group of two or more runs with that group's
+* **Compare**: like with like. Runs are grouped by program, device and how they were made (XLA
+  flags and jax/jaxlib versions: command buffers on and off are two experiments;
+  `overlap.report.groups`); it opens on the newest group of two or more runs with that group's
   remat run as baseline (`data.default_baseline`), and a run of another group added by hand is
   listed with what differs, never judged. One verdict sentence on top
-  (`groups.group_verdict`), then memory curves of the runs over the baseline's (each run's own
-  program), step-time and peak-memory bars, overlap per direction.
+  (`groups.group_verdict`: does offload pay here, and if not why not, first), then memory
+  curves of the runs over the baseline's (each run's own program), step-time and
+  peak-memory bars, overlap per direction.
 
 Callbacks are thin: they look a run name up in the discovered-runs table (`data.find_run`; a
 name is never turned into a path), take its cached `RunData`, and call the pure builders in
@@ -41,6 +43,7 @@ from typing import Any
 import dash
 from dash import Dash, Input, Output, State, dash_table, dcc, html
 
+from overlap.dashboard import causes_view
 from overlap.dashboard import data as rundata
 from overlap.report import figures
 from overlap.report import groups as rgroups
@@ -397,7 +400,8 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") ->
         status = [_error_card(e) for e in errors]
         if others:
             status.append(html.Div(
-                [html.B(f"Not compared with {baseline} (another program or device): "),
+                [html.B(f"Not compared with {baseline} (another program, device or way of "
+                        "making it): "),
                  "; ".join(f"{n}: {why}" for n, why in others)],
                 className="other-program-card", style={**CARD, "borderColor": "#F58518"}))
         if any(d.synthetic for _, d in datas):
@@ -541,6 +545,7 @@ def _status_cards(d: rundata.RunData) -> list:
                               "not measured.", style=SYNTHETIC_CARD, className="synthetic-card"))
     cards.append(html.Div([html.B("Verdict: "), r.get("verdict", "")], id="run-verdict",
                           style=CARD))
+    cards += causes_view.cards(r, CARD)  # why the exposed time is exposed
     vl = vendor_line(r)  # which vendor's devices, and any shape the reader cannot read
     if vl:
         cards.append(html.Div(vl, id="run-vendor", style=CARD))

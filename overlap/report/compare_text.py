@@ -47,6 +47,10 @@ def render_text(res: dict[str, Any]) -> str:
         out.append("WARNING: these runs are different programs (" + ", ".join(
             res["mixed_programs"]) + "): only runs of the baseline's program are judged "
             "against it; the others say what differs")
+    if res.get("mixed_made"):
+        out.append("WARNING: these runs were made with other XLA flags or another runtime ("
+                   + "; ".join(res["mixed_made"]) + "): each is another experiment, judged "
+                   "against a baseline made the same way (below)")
     baseline = res["baseline"] or "(none: no run is known to be a remat run; give --baseline)"
     out.append(f"baseline: {baseline}"
                + (f"   no-remat reference: {res['no_remat']}" if res["no_remat"] else ""))
@@ -83,6 +87,7 @@ def render_text(res: dict[str, Any]) -> str:
     out.append("")
     for v in res["verdicts"]:
         out.append(v)
+    out.extend(_group_lines(res))
     be = res["breakeven"]
     if be and be.get("recompute_ns_per_step") is None:
         out.append("")
@@ -140,4 +145,16 @@ def _predicted_lines(res: dict[str, Any]) -> list[str]:
                        + " host link; compiled for the target, not run)")
     for n in res.get("prediction_notes") or []:
         out.append(f"note: {n}")
+    return out
+
+
+def _group_lines(res: dict[str, Any]) -> list[str]:
+    """The experiments other than the baseline's (`overlap.analysis.compare.experiment_groups`),
+    each with its own baseline and verdicts."""
+    out: list[str] = []
+    for g in (res.get("groups") or [])[1:]:
+        out += ["", f"experiment: {g['program']} on {g['platform']}, {g['made_with']} "
+                    f"({len(g['runs'])} run{'s' if len(g['runs']) != 1 else ''})",
+                f"  baseline: {g['baseline'] or '(no remat run among them)'}"]
+        out += [f"  {v}" for v in g["verdicts"]] or ["  (one run: nothing to compare)"]
     return out

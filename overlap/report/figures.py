@@ -288,6 +288,31 @@ def memory_figure(curves: list[dict[str, Any]], axis: str, missing: list[str] | 
                    yaxis_title=f"{unit} in use")
 
 
+def axis_names(names: list[str], width: int = 16) -> list[str]:
+    """Bar-axis labels for run names that stay readable when long: the shortest tails of the
+    names' `/` paths that still tell them apart, broken onto lines of about `width` characters
+    at `/`, `_` and `-` (the full name is in each bar's hover)."""
+    import re
+
+    parts = [n.split("/") for n in names]
+    tails = list(names)
+    for k in range(1, max((len(p) for p in parts), default=1) + 1):
+        cand = ["/".join(p[-k:]) for p in parts]
+        if len(set(cand)) == len(set(names)):
+            tails = cand
+            break
+    out = []
+    for t in tails:
+        lines, cur = [], ""
+        for piece in re.split(r"(?<=[/_-])", t):
+            if cur and len(cur) + len(piece) > width:
+                lines.append(cur)
+                cur = ""
+            cur += piece
+        out.append("<br>".join([*lines, cur]))
+    return out
+
+
 def _bars(rows: list[dict[str, Any]], key: str, title: str, ytitle: str, synthetic: bool,
           scale: float = 1.0) -> go.Figure:
     have = [r for r in rows if r.get(key) is not None]
@@ -297,9 +322,11 @@ def _bars(rows: list[dict[str, Any]], key: str, title: str, ytitle: str, synthet
         return empty_figure(f"No {'step times' if key == 'step_ps' else ytitle} for these "
                             f"runs{why}.", title, synthetic)
     fig = go.Figure(go.Bar(
-        x=[r["run"] for r in have], y=[r[key] / scale for r in have],
+        x=axis_names([r["run"] for r in have]), y=[r[key] / scale for r in have],
+        customdata=[r["run"] for r in have],
         marker_color=[COLORS["baseline"] if r["baseline"] else COLORS["compute"] for r in have],
-        hovertemplate="%{x}: %{y:.3f} " + ytitle + "<extra></extra>"))
+        hovertemplate="%{customdata}: %{y:.3f} " + ytitle + "<extra></extra>"))
+    fig.update_xaxes(automargin=True, tickangle=0)  # wrapped names (axis_names), not slanted
     return _layout(fig, title, synthetic, yaxis_title=ytitle, height=320, showlegend=False)
 
 
@@ -331,17 +358,21 @@ def direction_overlap_figure(rows: list[dict[str, Any]], synthetic: bool = False
            for r in rows):
         title += _sup("plans (hatched): PREDICTED by the roofline estimate, not measured")
     fig = go.Figure()
+    label = dict(zip([r["run"] for r in rows], axis_names([r["run"] for r in rows])))
     for d in aggregate.DIRECTIONS:
         have = [r for r in rows if r.get(d) is not None]
         if have:
-            fig.add_trace(go.Bar(name=d, x=[r["run"] for r in have],
+            fig.add_trace(go.Bar(name=d, x=[label[r["run"]] for r in have],
+                                 customdata=[r["run"] for r in have],
                                  y=[100 * r[d] for r in have], marker_color=COLORS[d],
                                  marker_pattern_shape=["/" if r.get("predicted") else ""
                                                        for r in have],
-                                 hovertemplate="%{x}: %{y:.1f}% hidden<extra>" + d + "</extra>"))
+                                 hovertemplate="%{customdata}: %{y:.1f}% hidden<extra>" + d
+                                 + "</extra>"))
     if not fig.data:
         return empty_figure("No timed transfers in these runs.", title, synthetic)
     fig.update_yaxes(range=[0, 100])
+    fig.update_xaxes(automargin=True, tickangle=0)
     return _layout(fig, title, synthetic, barmode="group", yaxis_title="% hidden", height=320)
 
 

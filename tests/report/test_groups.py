@@ -95,7 +95,8 @@ def test_group_verdict_calls_a_faster_run_with_its_interval():
 
     v = groups.group_verdict([("base", run(100, [], None)), ("off", run(90, ["x"], 0.75))],
                              "base")
-    assert v.startswith("off is 10.0% faster than base (99% CI ")
+    assert v.startswith("offload pays here: off is 10.0% faster than base (99% CI ")
+    assert v.count("faster than base") == 1  # said once, by the offload answer
     assert "off's transfers: 75% hidden (measured)" in v
 
 
