@@ -144,3 +144,82 @@ def test_sample_traces_are_corpus_members(corpus):
         assert twin.is_file(), rel
         assert hashlib.sha256(p.read_bytes()).digest() == \
             hashlib.sha256(twin.read_bytes()).digest(), rel
+
+
+# docs/real-gpu-runs.md: its numbers are the tool's answers on these captures.
+DOC = REPO / "docs" / "real-gpu-runs.md"
+
+
+def _pct(x: float, digits: int = 1) -> str:
+    return f"{100 * x:+.{digits}f}%"
+
+
+def _doc_rows() -> list[list[str]]:
+    rows = [[c.strip() for c in ln.strip().strip("|").split("|")]
+            for ln in DOC.read_text().splitlines() if ln.startswith("| H100 |")
+            or ln.startswith("| H200 |")]
+    return [r for r in rows if r[1].startswith("`gpu-h")]
+
+
+def _user_medians_ms(folder: Path, size: str) -> dict[str, float]:
+    """The user's script's own unprofiled step times (median of 5) per policy."""
+    import statistics
+
+    out = {}
+    for ln in (folder / "user_runs.jsonl").read_text().splitlines():
+        j = json.loads(ln)
+        if j["size"] == size:
+            out[j["policy"]] = statistics.median(j["step_s_unprofiled"]) * 1e3
+    return out
+
+
+def test_docs_step_time_table_is_the_tools_answer(corpus):
+    from overlap.analysis.compare import compare_dirs
+
+    rows = _doc_rows()
+    assert len(rows) == 14
+    cache: dict[str, dict] = {}
+    for gpu, run, baseline, steps, delta, peak, d2h, h2d, exposed, cb in rows:
+        path = run.strip("`")
+        folder, label = path.rsplit("/", 1)
+        assert gpu == ("H100" if folder.startswith("gpu-h100") else "H200")
+        if "user-script" in folder:
+            res = compare_dirs([str(corpus / path), str(corpus / folder / baseline)],
+                               baseline=baseline)
+        else:
+            res = cache.setdefault(folder, compare_dirs([str(corpus / folder)]))
+        assert res["baseline"] == baseline, path
+        runs = {r["label"]: r for r in res["runs"]}
+        o, b = runs[label], runs[baseline]
+        assert (d2h, h2d) == (f"{100 * o['d2h_overlap']:.1f}%", f"{100 * o['h2d_overlap']:.1f}%")
+        assert exposed == f"{o['exposed_ps_per_step'] / 1e9:.2f} ms", path
+        if "user-script" in folder:
+            med = _user_medians_ms(corpus / folder, baseline.split("-")[0])
+            assert steps == f"{med['remat']:.2f} -> {med['offload']:.2f} ms (script)"
+            assert delta == (f"**{_pct(med['offload'] / med['remat'] - 1, 0)}** "
+                             f"(trace: {_pct(o['step_delta'])})"), path
+            assert cb == "on"
+        else:
+            assert steps == f"{b['step_ns_median'] / 1e6:.2f} -> {o['step_ns_median'] / 1e6:.2f} ms"
+            assert (delta, peak) == (f"**{_pct(o['step_delta'])}**", _pct(o["peak_delta"])), path
+            flag = json.loads((corpus / path / "run.json").read_text())["xla_flags"]
+            assert cb == ("off" if flag["command_buffer_flag"] == "set" else "on"), path
+        assert o["step_delta"] > 0  # offload slower than its remat baseline, every time
+
+
+def test_docs_link_table_is_bw_json(corpus):
+    def span(sizes: list[dict], key: str) -> str:
+        v = [b[key] for b in sizes if key in b]
+        return f"{min(v):.1f}-{max(v):.1f}"
+
+    text = DOC.read_text()
+    cells = {}
+    for gpu in ("gpu-h100", "gpu-h200"):
+        bw = list(json.loads((corpus / gpu / "bw.json").read_text())["torch"].values())
+        cells[gpu] = (f"{span(bw, 'h2d_GBps')} GB/s", f"{span(bw, 'd2h_GBps')} GB/s",
+                      f"{span(bw, 'duplex_each_GBps')} GB/s",
+                      f"{span(bw, 'pageable_h2d_GBps')} / {span(bw, 'pageable_d2h_GBps')} GB/s")
+    for i, what in enumerate(("pinned H2D, one way", "pinned D2H, one way",
+                              "both directions at once, each",
+                              "pageable H2D / D2H (16 MiB-1 GiB)")):
+        assert f"| {what} | {cells['gpu-h100'][i]} | {cells['gpu-h200'][i]} |" in text, what
