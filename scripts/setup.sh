@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create ./.venv (if missing) and install overlap into it; `--test` adds the test extras and the
+# Create ./.venv (if missing) and install overlap into it; `--test` adds the test extras (they
+# include [all], hence [serve]: gunicorn for the WSGI serving test) and the
 # headless Chromium + ChromeDriver that the dashboard's browser tests drive (Debian packages).
 # pip runs at its normal verbosity: the first install downloads about 0.6 GB of wheels (libtpu,
 # the CUDA compiler plugin and jaxlib are most of it) that unpack into 2-2.5 GB, and its

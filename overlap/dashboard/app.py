@@ -192,20 +192,24 @@ def _guard_framework_routes(app: Dash) -> None:
         views[suites] = checked_serve
 
 
-def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1") -> Dash:
+def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
+               allowed_hosts: frozenset[str] | None = None) -> Dash:
     """A Dash app serving the runs under `logdirs` (see the module docstring).
 
     Bound to a loopback address (the default), it answers only requests whose `Host` header
     names a loopback host: a web page the user visits cannot reach the traces through DNS
-    rebinding (its requests carry the attacker's host name)."""
+    rebinding (its requests carry the attacker's host name). `allowed_hosts` (host names
+    without port, e.g. from `overlap.dashboard.serve`) replaces that set, whatever `host`."""
     table = _RunTable([os.fspath(d) for d in logdirs])
     app = Dash(__name__, title="overlap dashboard", suppress_callback_exceptions=True)
-    if host in LOOPBACK_HOSTS:
+    allowed = frozenset(allowed_hosts) if allowed_hosts is not None else (
+        LOOPBACK_HOSTS if host in LOOPBACK_HOSTS else None)
+    if allowed is not None:
         from flask import abort, request
 
         @app.server.before_request
-        def _loopback_only():
-            if _host_name(request.headers.get("Host", "")) not in LOOPBACK_HOSTS:
+        def _known_hosts_only():
+            if _host_name(request.headers.get("Host", "")) not in allowed:
                 abort(403)
     _guard_framework_routes(app)
 
