@@ -68,7 +68,9 @@ def plan_row(m: dict) -> dict[str, Any]:
         "h2d_count": (inv.get("H2D") or {}).get("executed_count"),
         "trip_counts_known": inv.get("trip_counts_known"),
         "predicted_hidden_fraction": (est.get("all") or {}).get("hidden_fraction"),
-        "predicted_exposed_ps": (est.get("all") or {}).get("exposed_ps"),
+        # Wall time with a copy in flight and no compute (concurrent copies once; at most the
+        # step), where the estimate has it; older plans: the per-copy sum.
+        "predicted_exposed_ps": _exposed(est.get("all")),
         "break_even_Bps": (m.get("estimate") or {}).get("break_even_Bps"),
         "fits": m.get("fits"),
         "device_memory_bytes": (m.get("target") or {}).get("device_memory_bytes")
@@ -80,9 +82,16 @@ def plan_row(m: dict) -> dict[str, Any]:
         **{f"{d.lower()}_{k}": (est.get(d) or {}).get(v)
            for d in ("D2H", "H2D")
            for k, v in (("predicted_hidden_fraction", "hidden_fraction"),
-                        ("predicted_exposed_ps", "exposed_ps"),
                         ("break_even_Bps", "break_even_Bps"), ("link_Bps", "link_Bps"),
                         ("never_hides", "never_hides"))},
+        **{f"{d.lower()}_predicted_exposed_ps": _exposed(est.get(d)) for d in ("D2H", "H2D")},
     }
 
 
+def _exposed(per_step: dict | None) -> int | None:
+    """A plan's predicted exposed time per step: `exposed_wall_ps` (overlap.hlo.schedule), or
+    the summed per-copy `exposed_ps` of a plan written before it existed."""
+    if not per_step:
+        return None
+    wall = per_step.get("exposed_wall_ps")
+    return wall if wall is not None else per_step.get("exposed_ps")

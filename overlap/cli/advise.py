@@ -34,6 +34,14 @@ def register(sub) -> None:
     p.add_argument("--topology", metavar="TOPO", help="TPU topology (default per target)")
     p.add_argument("--host-bandwidth", type=float, metavar="GB/s",
                    help="host link bandwidth for the estimate (default: the target's)")
+    p.add_argument("--calibrate", metavar="RUN",
+                   help="a run of the same step captured on the target (e.g. its full-remat "
+                        "baseline): its measured kernel times, launch gaps, link and command-"
+                        "buffer setting replace the data sheet's in the estimate")
+    p.add_argument("--command-buffers", choices=("on", "off"),
+                   help="XLA:GPU command buffers in the estimate (on: copies share the compute "
+                        "stream); default: --calibrate's run, else XLA_FLAGS, else XLA's "
+                        "default (on)")
     p.add_argument("--jobs", type=int, metavar="N",
                    help="programs compiled at once (default: 2 on a machine with 2+ cores)")
     p.add_argument("--json", action="store_true", help="print the advice as JSON")
@@ -59,6 +67,9 @@ def run(args: argparse.Namespace) -> int:
     from overlap.plan.compile import require_compiler
 
     require_compiler(target)
+    from overlap.plan.calibrate import calibration_args
+
+    calibration, command_buffers = calibration_args(args)
 
     if args.jobs is not None and not 1 <= args.jobs <= 64:
         raise UsageError("--jobs must be between 1 and 64")
@@ -75,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
             args.workload, target, policies=args.policy, memory_budget_gib=args.memory_budget,
             out=args.out, topology=args.topology,
             host_link_Bps=None if args.host_bandwidth is None else args.host_bandwidth * 1e9,
-            progress=progress, jobs=args.jobs)
+            progress=progress, jobs=args.jobs, calibration=calibration,
+            command_buffers=command_buffers)
     except ValueError as e:  # unknown workload or size
         raise UsageError(str(e)) from None
     except FileExistsError as e:

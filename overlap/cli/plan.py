@@ -45,6 +45,14 @@ def register(sub) -> None:
     budget.add_argument("--memory-fraction", type=float, metavar="F",
                         help="fraction of the target's device memory a plan must fit in, as "
                              "XLA_PYTHON_CLIENT_MEM_FRACTION sets it for JAX on GPUs")
+    p.add_argument("--calibrate", metavar="RUN",
+                   help="a run of the same step captured on the target (e.g. its full-remat "
+                        "baseline): its measured kernel times, launch gaps, link and command-"
+                        "buffer setting replace the data sheet's in the estimate")
+    p.add_argument("--command-buffers", choices=("on", "off"),
+                   help="XLA:GPU command buffers in the estimate (on: copies share the compute "
+                        "stream); default: --calibrate's run, else XLA_FLAGS, else XLA's "
+                        "default (on)")
     p.add_argument("--json", action="store_true", help="print the plans' manifests as JSON")
     p.set_defaults(func=run)
 
@@ -87,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
     from overlap.report.plan_text import render_plans
 
     require_compiler(target)
+    from overlap.plan.calibrate import calibration_args
+
+    calibration, command_buffers = calibration_args(args)
     policies = args.policy or (["offload:x", "nothing_saveable"]
                                if args.workload.split(":")[0] == "scan"
                                else ["qkv_proj_offloaded", "full"])
@@ -97,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
                               else args.host_bandwidth * 1e9,
                               h2d_link_Bps=None if args.host_bandwidth_h2d is None
                               else args.host_bandwidth_h2d * 1e9,
-                              kernel_floor_us=args.kernel_floor_us, budget=budget)
+                              kernel_floor_us=args.kernel_floor_us, budget=budget,
+                              calibration=calibration, command_buffers=command_buffers)
     except ValueError as e:  # unknown workload or policy
         raise UsageError(str(e)) from None
     except FileExistsError as e:  # checked before the first compile (plan_workload)

@@ -111,6 +111,19 @@ class Roofline:
     kernel_floor_ps: int = 0
     h2d_link_Bps: float | None = None
     full_duplex: bool = True
+    # Each direction's rate while the other direction also moves, as a share of its rate
+    # alone (1: full duplex; H100 PCIe measured 44 of 54.7 GB/s, 0.80). Ignored when not
+    # full_duplex (then the directions take turns).
+    duplex_share: float = 1.0
+    # XLA:GPU command buffers (CUDA graphs) run the copies on the compute stream: each copy
+    # occupies the stream for its whole transfer and nothing hides it.
+    copies_on_compute_stream: bool = False
+    # Roofline times are multiplied by this (a calibration's measured/roofline ratio; 1 = the
+    # data sheet's peaks as they are).
+    compute_scale: float = 1.0
+    # Idle time of the compute stream after each kernel (launch gaps between kernels, measured
+    # by a calibration; 0 = back to back). Counts in step time, never as hiding compute.
+    kernel_gap_ps: int = 0
 
     def link_Bps(self, direction: str) -> float:
         if direction == "H2D" and self.h2d_link_Bps:
@@ -391,7 +404,8 @@ def _kernel_ps(ins: _Instr, m: _Module, model: Roofline) -> int:
             lo, hi = lo + a, hi + b
     t_flops = lo / model.peak_flops_bf16 + hi / model.peak_flops_f32
     t_mem = _instr_bytes(ins, m) / model.hbm_Bps
-    return max(int(round(max(t_flops, t_mem) * PS_PER_S)), int(model.kernel_floor_ps))
+    t = max(t_flops, t_mem) * PS_PER_S * model.compute_scale
+    return max(int(round(t)), int(model.kernel_floor_ps))
 
 
 @dataclasses.dataclass
@@ -405,6 +419,7 @@ class _Rec:
     stall: int
     hidden: int
     done_found: bool
+    direction: str = ""
 
 
 @dataclasses.dataclass
@@ -412,6 +427,75 @@ class _Sim:
     total: int
     busy: float
     recs: dict[str, _Rec]
+    segs: list[tuple[int, int, float]] = dataclasses.field(default_factory=list)
+    gaps: int = 0  # launch gaps (Roofline.kernel_gap_ps) in `total`
+
+
+class _Link:
+    """The host link as a fluid queue, advanced in time as the schedule walk reaches copies.
+
+    Copies join their queue (one per direction on a duplex link, one for both on a half-duplex
+    one) when they are ready; each queue moves its head copy at the direction's rate, or at
+    `share` of it while the other direction's queue also moves (measured PCIe: both ways at
+    once is not twice one way). Ready times come in non-decreasing order (the walk's clock), and
+    a copy's end is asked for only at its done, where the compute stream then waits for it, so
+    no later copy can change an end already given: advancing the fluid state is exact."""
+
+    def __init__(self, bw: dict[str, float], share: float, duplex: bool):
+        self.bw, self.share, self.duplex = bw, share, duplex
+        self.now = 0.0
+        self.queues: dict[str, list[str]] = {}
+        self.left: dict[str, float] = {}
+        self.dirs: dict[str, str] = {}
+        self.begin: dict[str, float] = {}
+        self.end: dict[str, float] = {}
+
+    def _heads(self) -> list[str]:
+        return [q[0] for q in self.queues.values() if q]
+
+    def _step(self, until: float | None) -> bool:
+        """Move the heads until the first completes or `until`; False when nothing moves."""
+        heads = self._heads()
+        if not heads:
+            return False
+        both = self.duplex and len({self.dirs[h] for h in heads}) > 1
+        rate = {h: self.bw[self.dirs[h]] * (self.share if both else 1.0) / PS_PER_S
+                for h in heads}
+        dt = min(self.left[h] / rate[h] for h in heads)
+        if until is not None and self.now + dt >= until:
+            dt = until - self.now
+        for h in heads:
+            self.left[h] = max(0.0, self.left[h] - rate[h] * dt)
+        self.now += dt
+        for q in self.queues.values():
+            # A copy is complete once its bytes are moved (sub-byte float error is nothing).
+            while q and self.left[q[0]] <= 1e-3:
+                self.end[q.pop(0)] = self.now
+                if q:
+                    self.begin[q[0]] = self.now
+        return True
+
+    def advance(self, to: float) -> None:
+        while self.now < to and self._step(to):
+            pass
+        self.now = max(self.now, to)
+
+    def add(self, name: str, direction: str, ready: float, nbytes: float) -> None:
+        self.advance(ready)
+        q = self.queues.setdefault(direction if self.duplex else "link", [])
+        self.dirs[name], self.left[name] = direction, float(nbytes)
+        q.append(name)
+        if len(q) == 1:
+            self.begin[name] = self.now
+        if nbytes <= 0:
+            self._step(self.now)
+
+    def finish(self, name: str) -> tuple[int, int]:
+        """(begin, end) of copy `name`, moving the link on until it is complete."""
+        while name not in self.end and self._step(None):
+            pass
+        return int(round(self.begin.get(name, self.now))), int(round(self.end.get(name,
+                                                                                  self.now)))
 
 
 class _Simulator:
@@ -421,6 +505,7 @@ class _Simulator:
                  bw: dict[str, float], static: dict[str, int]):
         self.m, self.ops, self.model, self.bw, self.static = m, ops, model, bw, static
         self.cache: dict[str, _Sim] = {}
+        self.gaps = 0  # launch gaps added by cost() since the current run() began
 
     def cost(self, ins: _Instr, depth: int) -> tuple[int, float]:
         """(elapsed, busy) of one instruction on the compute stream."""
@@ -433,45 +518,51 @@ class _Simulator:
             n = int(trip.group(1)) if trip else derived_trip_count(ins, self.m.comps,
                                                                    self.m.by_name)
             s = self.run(bm.group(1), depth + 1)
+            self.gaps += (n or 1) * s.gaps
             return (n or 1) * s.total, (n or 1) * s.busy
         if op in ("call", "conditional"):
             el, busy = 0, 0.0
             for callee in _CALLS_ONE_RE.findall(ins.attrs):
                 s = self.run(callee, depth + 1)
                 el, busy = el + s.total, busy + s.busy
+                self.gaps += s.gaps
             return el, busy
         t = self.static.get(ins.name)
         if t is None:
             t = self.static[ins.name] = _kernel_ps(ins, self.m, self.model)
-        return t, float(t)
+        gap = int(self.model.kernel_gap_ps) if t > 0 else 0
+        self.gaps += gap
+        return t + gap, float(t)
 
     def run(self, comp_name: str, depth: int = 0) -> _Sim:
         if comp_name in self.cache:
             return self.cache[comp_name]
         floor = int(self.model.kernel_floor_ps)
+        on_stream = self.model.copies_on_compute_stream
+        link = _Link(self.bw, self.model.duplex_share, self.model.full_duplex)
+        outer_gaps, self.gaps = self.gaps, 0
         t = 0
         busy = 0.0
         segs: list[tuple[int, int, float]] = []  # (start, end, busy density) of compute
-        free: dict[str, int] = {}
-        inflight: dict[str, tuple[int, int, int]] = {}
+        inflight: dict[str, int] = {}
         recs: dict[str, _Rec] = {}
         for ins in self.m.comps.get(comp_name, []):
             o = self.ops.get(ins.name)
             if o is not None:
-                key = o.direction if self.model.full_duplex else "link"
-                begin = max(t + floor, free.get(key, 0))
-                moved = o.layout_bytes or o.bytes
-                end = begin + int(round(moved / self.bw[o.direction] * PS_PER_S))
-                free[key] = end
-                if o.is_async:
-                    inflight[ins.name] = (t, begin, end)
-                else:  # synchronous: the compute stream waits for it
-                    recs[ins.name] = _Rec(t, begin, end, t, end - t, 0, True)
+                link.add(ins.name, o.direction, t + floor, o.layout_bytes or o.bytes)
+                if o.is_async and not on_stream:
+                    inflight[ins.name] = t
+                else:  # synchronous, or on the compute stream: the stream waits for it
+                    begin, end = link.finish(ins.name)
+                    recs[ins.name] = _Rec(t, begin, end, t, end - t, 0, True, o.direction)
                     t = end
                 continue
             if ins.opcode.endswith("-done") and ins.operands and ins.operands[0] in inflight:
-                issue, begin, end = inflight.pop(ins.operands[0])
-                recs[ins.operands[0]] = _Rec(issue, begin, end, t, max(0, end - t), 0, True)
+                name = ins.operands[0]
+                issue = inflight.pop(name)
+                begin, end = link.finish(name)
+                recs[name] = _Rec(issue, begin, end, t, max(0, end - t), 0, True,
+                                  self.ops[name].direction)
                 t = max(t, end)
                 continue
             el, b = self.cost(ins, depth)
@@ -479,8 +570,9 @@ class _Simulator:
                 segs.append((t, t + el, b / el))
                 busy += b
                 t += el
-        for name, (issue, begin, end) in inflight.items():  # done not in this computation
-            recs[name] = _Rec(issue, begin, end, t, 0, 0, False)
+        for name, issue in inflight.items():  # done not in this computation
+            begin, end = link.finish(name)
+            recs[name] = _Rec(issue, begin, end, t, 0, 0, False, self.ops[name].direction)
         for r in recs.values():
             h = 0.0
             for s, e, dens in segs:
@@ -493,9 +585,58 @@ class _Simulator:
             # Sub-picosecond rounding is not exposure.
             if r.end - r.issue - r.hidden <= max(1, (r.end - r.issue) // 10**9):
                 r.hidden = r.end - r.issue
-        sim = _Sim(t, busy, recs)
+        sim = _Sim(t, busy, recs, segs, self.gaps)
+        self.gaps = outer_gaps
         self.cache[comp_name] = sim
         return sim
+
+
+def _exposed_wall(sim: _Sim, direction: str | None) -> int:
+    """Wall time of one run of a computation during which at least one of its transfers (of
+    `direction`, or any) is in flight and its compute stream is not busy: |union \\ compute|,
+    as `overlap.analysis.overlap` measures a step's `exposed_wall_ps`. Concurrent copies count
+    once, so the sum never exceeds the computation's time."""
+    iv = sorted((r.issue, r.end) for r in sim.recs.values()
+                if direction is None or r.direction == direction)
+    merged: list[list[int]] = []
+    for a, b in iv:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        elif b > a:
+            merged.append([a, b])
+    total = 0.0
+    for a, b in merged:
+        cov = 0.0
+        for s, e, dens in sim.segs:
+            if e <= a:
+                continue
+            if s >= b:
+                break
+            cov += (min(e, b) - max(s, a)) * dens
+        total += max(0.0, (b - a) - cov)
+    return int(round(total))
+
+
+def _why_not(sim_hi: _Sim | None, name: str, comp: list[_Instr], beside: list[str],
+             floor_ps: int) -> str:
+    """Why copy `name` hides at no bandwidth, read from the walk with its link at the
+    bisection's highest bandwidth (where the copy takes its setup and nothing else)."""
+    if not beside:
+        return "nothing scheduled beside it"
+    r = sim_hi.recs.get(name) if sim_hi is not None else None
+    if sim_hi is not None and r is not None and floor_ps:
+        # Waits at other copies' dones inside its setup window: the compute stream is idle
+        # there, waiting for a copy issued before this one (queued ahead of it or not).
+        waits = [rr for nn, rr in sim_hi.recs.items()
+                 if nn != name and rr.stall > 0 and rr.done_at < r.end
+                 and rr.done_at + rr.stall > r.issue]
+        if waits:
+            other = next(nn for nn, rr in sim_hi.recs.items() if rr is waits[0])
+            done = next((i.name for i in comp if i.opcode.endswith("-done")
+                         and other in i.operands), other)
+            return (f"during its {floor_ps / 1e6:g} us setup the compute stream waits at "
+                    f"{done} for an earlier copy, so that part is exposed at any bandwidth")
+    return "the work beside it is shorter than the copy's setup at any bandwidth"
 
 
 def _done_of(start: _Instr, comp: list[_Instr]) -> int | None:
@@ -515,36 +656,59 @@ def _fmt_rate(bps: float) -> str:
     return f"{bps / 1e9:.1f} GB/s"
 
 
-def assumptions(model: Roofline, link_name: str = "", tiled: bool = False) -> list[str]:
+def assumptions(model: Roofline, link_name: str = "", tiled: bool = False,
+                calibration: str = "") -> list[str]:
     """What an estimate with `model` assumes, one sentence each (printed next to it)."""
-    out = ["compute: per instruction max(FLOPs / peak FLOP/s, bytes it really reads and writes "
-           "/ HBM bandwidth), at the data sheet's peaks (achieved rates are lower)"]
+    if calibration:
+        out = [f"compute: {calibration}"]
+    else:
+        out = ["compute: per instruction max(FLOPs / peak FLOP/s, bytes it really reads and "
+               "writes / HBM bandwidth), at the data sheet's peaks (achieved rates are lower)"
+               + (f", times {model.compute_scale:.3g}" if model.compute_scale != 1.0 else "")]
+    if model.kernel_gap_ps:
+        out.append(f"the compute stream idles {model.kernel_gap_ps / 1e6:.3g} us after each "
+                   "kernel (launch gaps, measured by the calibration)")
     if model.kernel_floor_ps:
         out.append(f"each kernel takes at least {model.kernel_floor_ps / 1e6:g} us (launch + "
                    "tail), and each copy starts that long after it is issued")
     d2h, h2d = model.link_Bps("D2H"), model.link_Bps("H2D")
-    link = (f"host link {_fmt_rate(d2h)} each way" if d2h == h2d
-            else f"host link {_fmt_rate(d2h)} D2H, {_fmt_rate(h2d)} H2D")
-    out.append(link + (f" ({link_name})" if link_name else "") + "; copies in flight together "
-               "share it: one direction's copies are served one at a time in issue order"
-               + ("; D2H and H2D run at once (full duplex; measured two-way throughput is "
-                  "lower)" if model.full_duplex else "; D2H and H2D take turns (half duplex)"))
+    link = (f"host link {_fmt_rate(d2h)} each way alone" if d2h == h2d
+            else f"host link {_fmt_rate(d2h)} D2H, {_fmt_rate(h2d)} H2D alone")
+    if not model.full_duplex:
+        both = "D2H and H2D take turns (half duplex)"
+    elif model.duplex_share < 1.0:
+        both = (f"while both directions move, each runs at {100 * model.duplex_share:.0f}% of "
+                "its rate alone (partial duplex)")
+    else:
+        both = "D2H and H2D move at once at full rate (full duplex)"
+    out.append(link + (f" ({link_name})" if link_name else "") + "; one direction's copies "
+               "are served one at a time in issue order; " + both)
+    if model.copies_on_compute_stream:
+        out.append("command buffers on (XLA:GPU's default): every copy runs on the compute "
+                   "stream, so no copy hides behind compute")
     if tiled:
         out.append("bytes in the tiled layout the compiler chose (padding included)")
     out.append("not modelled: other streams, collectives, host work, caches")
     return out
 
 
-def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "") -> dict[str, Any]:
+def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "",
+                     kernel_ps: dict[str, int] | None = None,
+                     calibration: str = "") -> dict[str, Any]:
     """The predicted overlap of every planned host transfer in `hlo_text` (see the module
     docstring). Returns a JSON-safe dict: `ops` (one row per transfer), `per_step` totals per
-    direction and overall, `model` (the numbers used) and `assumptions`."""
+    direction and overall, `model` (the numbers used) and `assumptions`.
+
+    `kernel_ps`: times of instructions by name (picoseconds per execution, e.g. measured by a
+    calibration, `overlap.plan.calibrate`), used in place of their roofline time;
+    `calibration` says where they come from (the compute assumption)."""
     comps, entry = _parse_module(_COMMENT_RE.sub("", hlo_text))
     m = _Module(comps, {i.name: i for instrs in comps.values() for i in instrs})
     inv = offload_inventory(hlo_text)
     ops = {o.name: o for o in inv.ops}
     entry_name = _find_entry(comps, entry)
-    static: dict[str, int] = {}
+    static: dict[str, int] = {k: max(0, int(v)) for k, v in (kernel_ps or {}).items()
+                              if k in m.by_name}
     base_bw = {"D2H": model.link_Bps("D2H"), "H2D": model.link_Bps("H2D")}
 
     def simulate(bw: dict[str, float]) -> tuple[_Simulator, _Sim | None]:
@@ -567,7 +731,7 @@ def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "") -> 
         return r is not None and r.hidden >= r.end - r.issue
 
     def break_even(o: OffloadOp) -> float | None:
-        if not o.is_async or not hidden_at(o, _BW_HI):
+        if not o.is_async or model.copies_on_compute_stream or not hidden_at(o, _BW_HI):
             return None
         lo, hi = math.log(_BW_LO), math.log(_BW_HI)
         if hidden_at(o, _BW_LO):
@@ -600,20 +764,30 @@ def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "") -> 
         duration = (r.end - r.issue) if r else transfer_ps
         hidden = r.hidden if r else 0
         be = break_even(o)
+        why = None
+        if be is None:
+            if not o.is_async:
+                why = "synchronous copy"
+            elif model.copies_on_compute_stream:
+                why = ("command buffers: the copy runs on the compute stream, so nothing runs "
+                       "beside it")
+            else:
+                s_hi, _ = simulate({**base_bw, o.direction: _BW_HI})
+                why = _why_not(s_hi.cache.get(o.computation), o.name, comp, beside,
+                               int(model.kernel_floor_ps))
         rows.append({
             "op": o.name, "direction": o.direction, "bytes": o.bytes, "layout_bytes": moved,
             "executions": o.executions, "trip_count_known": o.trip_count_known,
             "is_async": o.is_async, "transfer_ps": transfer_ps, "duration_ps": duration,
             "queued_ps": max(0, r.begin - r.issue - int(model.kernel_floor_ps)) if r else 0,
+            # Moving alone (begin to end): what a GPU capture's copy activity spans.
+            "moving_ps": (r.end - r.begin) if r else transfer_ps - int(model.kernel_floor_ps),
             "compute_ps": compute_ps, "hidden_ps": hidden, "exposed_ps": duration - hidden,
             "stall_ps": r.stall if r else 0,
             "hidden_fraction": 1.0 if duration == 0 else hidden / duration,
             "break_even_Bps": be,
             "never_hides": be is None,
-            "why_not": None if be is not None else (
-                "synchronous copy" if not o.is_async else
-                "nothing scheduled beside it" if not beside else
-                "the work beside it is shorter than the copy's setup at any bandwidth"),
+            "why_not": why,
             "done_found": r.done_found if r else False,
             "scheduled_beside": beside[:8], "scheduled_beside_count": len(beside),
         })
@@ -633,6 +807,16 @@ def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "") -> 
                        "never_hides": never,
                        "break_even_Bps": (max(bes) if bes else None) if sel and not never
                        else None}
+        # Wall time with a copy in flight and no compute (concurrent copies once): at most
+        # the step, unlike the summed per-copy exposed_ps.
+        wall = 0
+        for cname in {o.computation for o in inv.ops
+                      if d == "all" or o.direction == d}:
+            c = sim.cache.get(cname)
+            if c is not None:
+                n = max((o.executions for o in inv.ops if o.computation == cname), default=1)
+                wall += _exposed_wall(c, None if d == "all" else d) * max(n, 1)
+        per_step[d]["exposed_wall_ps"] = wall
         if d != "all":
             per_step[d]["link_Bps"] = base_bw[d]
     tiled = any(a.tile for instrs in comps.values() for i in instrs for a in _flatten(i.shape))
@@ -641,14 +825,17 @@ def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "") -> 
         "note": "predicted from the compiled schedule (roofline + host-link model), "
                 "not a measurement",
         "model": {**dataclasses.asdict(model), "h2d_link_Bps": base_bw["H2D"]},
-        "assumptions": assumptions(model, link_name, tiled),
+        "assumptions": assumptions(model, link_name, tiled, calibration),
         "ops": rows, "per_step": per_step,
         "trip_counts_known": inv.trip_counts_known,
         # The slowest host link (both directions) at which every async transfer still hides.
         "break_even_Bps": per_step["all"]["break_even_Bps"],
         "step_ps": top.total if top else None,
         "busy_ps": int(round(top.busy)) if top else None,
-        "stall_ps": (top.total - int(round(top.busy))) if top else None,
+        # Waits at copies' dones only (not the calibrated launch gaps, which are neither
+        # compute nor copy).
+        "stall_ps": (top.total - int(round(top.busy)) - top.gaps) if top else None,
+        "gap_ps": top.gaps if top else None,
     }
 
 

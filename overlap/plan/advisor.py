@@ -133,7 +133,8 @@ def _advise(make: Callable[[Any], tuple[Any, Any, Any, dict | None]], names: lis
             tgt: Target, *, policies: Iterable[str] | None, budget: Any,
             out: str | os.PathLike | None, topology: str | None,
             host_link_Bps: float | None, label_prefix: str, subject: str,
-            progress: Callable[[str], None] | None, jobs: int | None = None) -> Advice:
+            progress: Callable[[str], None] | None, jobs: int | None = None,
+            calibration: Any = None, command_buffers: bool | None = None) -> Advice:
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from overlap.analysis.advise import advise as rank
@@ -186,7 +187,8 @@ def _advise(make: Callable[[Any], tuple[Any, Any, Any, dict | None]], names: lis
         plan = compile_one(jitted, state, batch, tgt, topology=topology,
                            host_link_Bps=host_link_Bps, policy=job.policy.name,
                            policy_info=job.info, workload=workload, budget=budget,
-                           lowered=lowered)
+                           lowered=lowered, calibration=calibration,
+                           command_buffers=command_buffers)
         return plan, time.perf_counter() - t0
 
     done: dict[str, dict] = {}
@@ -218,7 +220,8 @@ def _advise(make: Callable[[Any], tuple[Any, Any, Any, dict | None]], names: lis
         estimate_model=next(((m.get("estimate") or {}).get("model") for m in manifests
                              if m.get("estimate")), None),
         assumptions=next(((m.get("estimate") or {}).get("assumptions") for m in manifests
-                          if m.get("estimate")), None))
+                          if m.get("estimate")), None),
+        calibration=calibration.to_dict() if calibration is not None else None)
     advice = Advice(result, plans)
     if out is not None:
         path = Path(out) / ADVICE_FILE
@@ -238,14 +241,17 @@ def advise(step_factory: Callable, state: Any, batch: Any, *, target: str | Targ
            out: str | os.PathLike | None = None, topology: str | None = None,
            host_link_Bps: float | None = None, label_prefix: str = "",
            name: str = "step", progress: Callable[[str], None] | None = None,
-           jobs: int | None = None) -> Advice:
+           jobs: int | None = None, calibration: Any = None,
+           command_buffers: bool | None = None) -> Advice:
     """Rank policies for a user's step on `target` (see the module docstring).
 
     `step_factory(policy)` returns the step for that `overlap.capture.policies.Policy` (apply it
     with `policy.wrap(layer_fn)`), as `plan_step` takes it; `state`/`batch` are pytrees of
     arrays or `jax.ShapeDtypeStruct`s. `policies` replaces the automatic policy space.
     `memory_budget_gib` replaces the target's usable memory (`targets.memory_budget`).
-    `jobs`: programs compiled at once (default `default_jobs()`)."""
+    `jobs`: programs compiled at once (default `default_jobs()`). `calibration`
+    (`overlap.plan.calibrate.load_calibration` of a run measured on the target) and
+    `command_buffers` go to every policy's estimate (`overlap.plan.estimate.estimate_for`)."""
     import jax
 
     from overlap.capture.policies import get_policy
@@ -268,7 +274,8 @@ def advise(step_factory: Callable, state: Any, batch: Any, *, target: str | Targ
 
     return _advise(make, names, tgt, policies=policies, budget=budget, out=out,
                    topology=topology, host_link_Bps=host_link_Bps, label_prefix=label_prefix,
-                   subject=name, progress=progress, jobs=jobs)
+                   subject=name, progress=progress, jobs=jobs, calibration=calibration,
+                   command_buffers=command_buffers)
 
 
 def advise_workload(spec: str, target: str | Target, *, policies: Iterable[str] | None = None,
@@ -276,7 +283,8 @@ def advise_workload(spec: str, target: str | Target, *, policies: Iterable[str] 
                     out: str | os.PathLike | None = None, topology: str | None = None,
                     host_link_Bps: float | None = None,
                     progress: Callable[[str], None] | None = None,
-                    jobs: int | None = None) -> Advice:
+                    jobs: int | None = None, calibration: Any = None,
+                    command_buffers: bool | None = None) -> Advice:
     """Rank policies for a built-in (or `module:function`) workload on `target`."""
     from overlap.capture.policies import get_policy
     from overlap.capture.workloads import parse_spec
@@ -294,7 +302,8 @@ def advise_workload(spec: str, target: str | Target, *, policies: Iterable[str] 
 
     advice = _advise(make, names, tgt, policies=policies, budget=budget, out=out,
                      topology=topology, host_link_Bps=host_link_Bps, label_prefix="",
-                     subject=wname, progress=progress, jobs=jobs)
+                     subject=wname, progress=progress, jobs=jobs, calibration=calibration,
+                     command_buffers=command_buffers)
     advice.result["workload"] = f"{wname}:{size}"
     if advice.path is not None:
         advice.path.write_text(json.dumps(advice.result, indent=2, default=str) + "\n")

@@ -185,14 +185,17 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
                 host_link_Bps: float | None = None, policy: str = "as given",
                 policy_info: dict | None = None, workload: dict | None = None,
                 budget: MemoryBudget | None = None, kernel_floor_us: float | None = None,
-                h2d_link_Bps: float | None = None, lowered: Any = None) -> Plan:
+                h2d_link_Bps: float | None = None, lowered: Any = None,
+                calibration: Any = None, command_buffers: bool | None = None) -> Plan:
     """Compile `jitted(state, batch)` for `target`; never raises for a step that does not fit.
 
     `lowered`: the step already lowered for this target (`lower_for`), to skip lowering again.
 
     `budget`: the device memory the plan must fit in (default `memory_budget(target)`: JAX's
     usable share of the device); `host_link_Bps`, `h2d_link_Bps`, `kernel_floor_us` replace
-    the target's numbers in the estimate (`overlap.plan.estimate.roofline_for`)."""
+    the target's numbers in the estimate (`overlap.plan.estimate.roofline_for`), as do
+    `calibration` (`overlap.plan.calibrate.Calibration`: measured kernel times and link) and
+    `command_buffers` (None: from XLA_FLAGS, else XLA's default)."""
     import jax
 
     from overlap.hlo.program import memory_analysis_dict, memory_timeline, offload_inventory
@@ -264,7 +267,8 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
         manifest["pinned_host_arguments_unseen_bytes"] = 0
     inv = offload_inventory(text)
     est = estimate_for(text, target, host_link_Bps=host_link_Bps, h2d_link_Bps=h2d_link_Bps,
-                       kernel_floor_us=kernel_floor_us)
+                       kernel_floor_us=kernel_floor_us, calibration=calibration,
+                       command_buffers=command_buffers)
     heap = None
     timeline = None
     if proto:
@@ -291,6 +295,7 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
         fits=None if peak is None else peak <= budget.bytes,
         memory_budget=budget.to_dict(),
         offload_inventory=inv.to_dict(), heap_simulator=heap, estimate=est,
+        calibration=calibration.to_dict() if calibration is not None else None,
         program_memory_points=len(timeline) if timeline else 0,
     )
     plan = Plan(policy, target.name, "ok", manifest, hlo_text=text, hlo_proto=proto)
@@ -439,7 +444,8 @@ def plan_workload(spec: str, policies: list[str], target: str | Target, *,
                   out: str | os.PathLike | None = None, topology: str | None = None,
                   host_link_Bps: float | None = None, budget: MemoryBudget | None = None,
                   kernel_floor_us: float | None = None,
-                  h2d_link_Bps: float | None = None) -> list[Plan]:
+                  h2d_link_Bps: float | None = None, calibration: Any = None,
+                  command_buffers: bool | None = None) -> list[Plan]:
     """Plan a built-in (or `module:function`) workload under each policy.
 
     The workload is built abstractly (`jax.eval_shape`), so no parameter is materialised on
@@ -466,7 +472,8 @@ def plan_workload(spec: str, policies: list[str], target: str | Target, *,
         plan = compile_one(w.step_fn, state, batch, tgt, topology=topology,
                            host_link_Bps=host_link_Bps, policy=p.name,
                            policy_info=_policy_info(p), workload=info, budget=budget,
-                           kernel_floor_us=kernel_floor_us, h2d_link_Bps=h2d_link_Bps)
+                           kernel_floor_us=kernel_floor_us, h2d_link_Bps=h2d_link_Bps,
+                           calibration=calibration, command_buffers=command_buffers)
         if out is not None:
             write_plan(plan, out, _safe_label(f"{tgt.name}-{wname}-{p.name}"))
         plans.append(plan)

@@ -2,9 +2,15 @@
 
 Each target names the accelerator, how to get a compile-only device for it, and the numbers the
 roofline estimate needs. Every number is from the vendor's public data sheet for that part
-(dense, no sparsity), rounded as the sheet gives it; `host_link_Bps` is the nominal one-way
-bandwidth of the host link the sheet names (PCIe), which real pinned-memory copies reach only
-in part (typically 70-85% on PCIe Gen5): pass `--host-bandwidth` to use a measured figure.
+(dense, no sparsity), rounded as the sheet gives it, except the host link of the H100 and
+H200: `host_link_Bps` there is the one-way rate measured on those machines (54.7 and 55.3 GB/s
+of the sheet's 64, `nominal_link_Bps`), and `duplex_share` the share of it each direction
+keeps while both move (measured 0.81 and 0.89: PCIe is not full duplex at full rate). Other
+targets carry the nominal one-way bandwidth of the link the sheet names, which real
+pinned-memory copies reach only in part: pass `--host-bandwidth` (or `--calibrate RUN`) to
+use a measured figure. `command_buffers_default`: XLA:GPU runs with command buffers on unless
+`--xla_gpu_enable_command_buffer=` turns them off, and then host copies share the compute
+stream (`overlap.plan.estimate.command_buffers_from_flags`).
 
 GPU targets carry a `stream_executor.GpuTargetConfigProto` in text format, written here from
 the same data sheets (SM count, clocks, memory size and bandwidth, L2, per-SM limits of the
@@ -55,6 +61,13 @@ class Target:
     kernel_floor_s: float = 0.0  # least time of one kernel (launch + tail)
     kernel_floor_source: str = ""
     full_duplex: bool = True     # D2H and H2D at once (PCIe is full duplex)
+    # Each direction's rate while both move, as a share of its rate alone (1 = full rate both
+    # ways; measured on H100 PCIe: 44.5 of 54.7 GB/s).
+    duplex_share: float = 1.0
+    nominal_link_Bps: float = 0.0  # the data sheet's one-way rate, where host_link_Bps is measured
+    # XLA:GPU's default: command buffers on (`--xla_gpu_enable_command_buffer` unset), which
+    # puts host copies on the compute stream; TPUs have no command buffers.
+    command_buffers_default: bool = False
 
     def model(self) -> dict:
         """The numbers the estimate uses, as printed next to every estimate."""
@@ -64,7 +77,8 @@ class Target:
                 "device_memory_bytes": self.device_memory_bytes, "source": self.source,
                 "kernel_floor_ps": int(round(self.kernel_floor_s * 1e12)),
                 "kernel_floor_source": self.kernel_floor_source,
-                "full_duplex": self.full_duplex}
+                "full_duplex": self.full_duplex, "duplex_share": self.duplex_share,
+                "nominal_link_Bps": self.nominal_link_Bps or self.host_link_Bps}
 
 
 def _gpu_spec(*, major: int, minor: int, sms: int, fp32_per_sm: int, clock_ghz: float,
@@ -103,6 +117,18 @@ _MiB = 1 << 20
 _PCIE5 = 64e9  # PCIe Gen5 x16, one direction
 _PCIE4 = 32e9  # PCIe Gen4 x16, one direction
 _XLA_FLOOR = 1e-6
+# The host link measured on the machines of the real GPU captures (shared/captures/SOURCES.md,
+# bw.json beside them: torch pinned copies timed with CUDA events, 16 MiB-4 GiB): H100 one way
+# 54.0-55.0 GB/s (medians), both ways at once 43.3-45.5 GB/s each; H200 54.3-55.4 one way,
+# 46.3-50.8 both. The copies in the captures themselves ran at 47-55 GB/s.
+_H100_LINK, _H100_SHARE = 54.7e9, 44.5 / 54.7
+_H200_LINK, _H200_SHARE = 55.3e9, 49.0 / 55.3
+_H100_LINK_SOURCE = ("PCIe Gen5 x16, measured on an H100 80GB HBM3: 54.7 GB/s one way, 44.5 GB/s "
+                     "each way with both at once (torch pinned copies; the sheet's 64 GB/s is "
+                     "not reached)")
+_H200_LINK_SOURCE = ("PCIe Gen5 x16, measured on an H200: 55.3 GB/s one way, 49 GB/s each way "
+                     "with both at once (torch pinned copies; the sheet's 64 GB/s is not "
+                     "reached)")
 _XLA_FLOOR_SOURCE = ("XLA's GPU cost model, kKernelLaunchOverhead = 1 us "
                      "(openxla/xla xla/service/gpu/model/gpu_performance_model_base.h)")
 _SCALING_BOOK = "jax-ml/scaling-book, tpus.md"
@@ -117,7 +143,8 @@ def _add(t: Target) -> None:
 _add(Target(
     "h100", "cuda", "NVIDIA H100 SXM5 80GB HBM3", "1x1x1",
     device_memory_bytes=81559 * _MiB, hbm_Bps=3.35e12, peak_flops_bf16=989e12,
-    peak_flops_f32=494e12, host_link_Bps=_PCIE5, host_link="PCIe Gen5 x16",
+    peak_flops_f32=494e12, host_link_Bps=_H100_LINK, host_link=_H100_LINK_SOURCE,
+    nominal_link_Bps=_PCIE5, duplex_share=_H100_SHARE, command_buffers_default=True,
     source="NVIDIA H100 Tensor Core GPU data sheet (SXM5: 132 SMs, 1.98 GHz boost, 3.35 TB/s)",
     memory_source="nvidia-smi total of a real H100 80GB HBM3: 81559 MiB (NVIDIA/nccl#1264, "
                   "modal-labs/modal-client#2797)",
@@ -129,7 +156,8 @@ _add(Target(
 _add(Target(
     "h200", "cuda", "NVIDIA H200 SXM 141GB HBM3e", "1x1x1",
     device_memory_bytes=143771 * _MiB, hbm_Bps=4.8e12, peak_flops_bf16=989e12,
-    peak_flops_f32=494e12, host_link_Bps=_PCIE5, host_link="PCIe Gen5 x16",
+    peak_flops_f32=494e12, host_link_Bps=_H200_LINK, host_link=_H200_LINK_SOURCE,
+    nominal_link_Bps=_PCIE5, duplex_share=_H200_SHARE, command_buffers_default=True,
     source="NVIDIA H200 Tensor Core GPU data sheet (GH100 as H100 SXM; 141 GB at 4.8 TB/s)",
     memory_source="nvidia-smi total of a real H200: 143771 MiB",
     kernel_floor_s=_XLA_FLOOR, kernel_floor_source=_XLA_FLOOR_SOURCE,
@@ -140,7 +168,8 @@ _add(Target(
 _add(Target(
     "b200", "cuda", "NVIDIA B200 180GB HBM3e (HGX B200)", "1x1x1",
     device_memory_bytes=183359 * _MiB, hbm_Bps=7.7e12, peak_flops_bf16=2.25e15,
-    peak_flops_f32=1.1e15, host_link_Bps=_PCIE5, host_link="PCIe Gen5 x16 (HGX B200 host link)",
+    peak_flops_f32=1.1e15, host_link_Bps=_PCIE5, host_link="PCIe Gen5 x16 (HGX B200 host link; "
+    "data sheet rate, not measured)", command_buffers_default=True,
     source="NVIDIA HGX B200 data sheet, per GPU (dense BF16 2.25 PFLOP/s, 180 GB, 7.7 TB/s); "
            "148 SMs, compute capability 10.0",
     memory_source="nvidia-smi total of a real B200: 183359 MiB",
@@ -196,7 +225,8 @@ _add(Target(
     "b300", "cuda", "NVIDIA B300 (Blackwell Ultra) 288GB HBM3e (HGX B300)", "1x1x1",
     device_memory_bytes=288 * 10**9, hbm_Bps=8e12, peak_flops_bf16=2.25e15,
     peak_flops_f32=1.125e15, host_link_Bps=128e9,
-    host_link="PCIe Gen6 x16 (B300's host interface; a Gen5 host halves it)",
+    host_link="PCIe Gen6 x16 (B300's host interface; a Gen5 host halves it; data sheet rate, "
+              "not measured)", command_buffers_default=True,
     source="NVIDIA HGX B300 data sheet, per GPU of 8 (dense = half the sparse figures: "
            "BF16 2.25 PFLOP/s, TF32 1.125 PFLOP/s; 288 GB HBM3e at 8 TB/s); compute "
            "capability 10.3; SM count 160 and clock as B200 are assumptions (not on the sheet)",
@@ -233,9 +263,10 @@ def memory_budget(target: Target, *, budget_gib: float | None = None,
 
     In order: `budget_gib` (the user's number, GiB); `fraction` of the device's capacity;
     on GPUs, `XLA_PYTHON_CLIENT_ALLOCATOR=platform` in `env` (no preallocated pool: the whole
-    device) or `XLA_PYTHON_CLIENT_MEM_FRACTION` in `env`, else JAX's default 75%; on TPUs the
+    device) or `XLA_CLIENT_MEM_FRACTION` / `XLA_PYTHON_CLIENT_MEM_FRACTION` in `env` (in that
+    order, as jaxlib reads them), else JAX's default 75%; on TPUs the
     whole HBM (JAX applies no fraction there). `env` defaults to this process's environment,
-    read only for those two variables. Bad values raise UsageError (exit 2)."""
+    read only for those variables. Bad values raise UsageError (exit 2)."""
     cap = target.device_memory_bytes
     what = f"{target.name} capacity {cap / _GiB:.1f} GiB ({target.memory_source or target.source})"
     if budget_gib is not None:
@@ -253,16 +284,23 @@ def memory_budget(target: Target, *, budget_gib: float | None = None,
     if env.get("XLA_PYTHON_CLIENT_ALLOCATOR", "").lower() == "platform":
         return MemoryBudget(cap, cap, 1.0, f"all of {what}: XLA_PYTHON_CLIENT_ALLOCATOR=platform "
                             "in this environment")
-    raw = env.get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+    # jaxlib reads XLA_CLIENT_MEM_FRACTION, and the deprecated XLA_PYTHON_CLIENT_MEM_FRACTION
+    # only where that is unset; both set is an error there (jaxlib/xla_client.py,
+    # generate_pjrt_gpu_plugin_options), so it is one here too.
+    if env.get("XLA_CLIENT_MEM_FRACTION") and env.get("XLA_PYTHON_CLIENT_MEM_FRACTION"):
+        raise UsageError("XLA_CLIENT_MEM_FRACTION and XLA_PYTHON_CLIENT_MEM_FRACTION are both "
+                         "set; jaxlib refuses that (remove the deprecated second one)")
+    var = next((v for v in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION")
+                if env.get(v)), "XLA_PYTHON_CLIENT_MEM_FRACTION")
+    raw = env.get(var)
     if raw:
         try:
             f = float(raw)
         except ValueError:
             f = -1.0
         if not 0 < f <= 1:
-            raise UsageError(f"XLA_PYTHON_CLIENT_MEM_FRACTION={raw!r} is not a fraction in (0, 1]")
-        return MemoryBudget(int(cap * f), cap, f, f"{f:g} of {what}: "
-                            "XLA_PYTHON_CLIENT_MEM_FRACTION in this environment")
+            raise UsageError(f"{var}={raw!r} is not a fraction in (0, 1]")
+        return MemoryBudget(int(cap * f), cap, f, f"{f:g} of {what}: {var} in this environment")
     return MemoryBudget(int(cap * JAX_GPU_MEM_FRACTION), cap, JAX_GPU_MEM_FRACTION,
                         f"JAX's default GPU preallocation, {JAX_GPU_MEM_FRACTION:g} of {what}")
 
@@ -288,6 +326,20 @@ def target_for_device_kind(kind: str | None) -> str | None:
         if name in TARGETS and any(n in k for n in needles):
             return name
     return None
+
+
+def target_mismatch(target: str, device_kinds: list[str]) -> str | None:
+    """One sentence when a capture's devices (`device_kinds`, as the trace names them) are not
+    the hardware of `target` (e.g. `--predict --target h100` on a TPU capture); None when one
+    of them is, or when no kind is known."""
+    kinds = [k for k in device_kinds if k]
+    named = {target_for_device_kind(k) for k in kinds}
+    if not kinds or target.lower() in named:
+        return None
+    return (f"--target {target} does not match the capture's device kind "
+            f"{', '.join(repr(k) for k in kinds[:3])}"
+            + (f" (target {', '.join(sorted(n for n in named if n))})"
+               if any(named) else "") + ": the prediction models other hardware than ran")
 
 
 def get_target(name: str) -> Target:

@@ -194,9 +194,11 @@ def test_a_copy_with_nothing_beside_it_hides_at_no_bandwidth():
 def test_h100_scan_cannot_hide_at_pcie_gen5():
     """The physics check of issue 20 on the real XLA:GPU module: each layer's work beside a
     256 KiB copy is a few microseconds on an H100 (two 1 MiB slice copies, two small GEMMs,
-    1 us floor each), while the copy takes ~4 us at 64 GB/s plus its setup."""
-    model, _ = roofline_for(get_target("h100"))
-    assert model.host_link_Bps == 64e9 and model.kernel_floor_ps == 1_000_000
+    1 us floor each), while the copy takes ~5 us at the measured 54.7 GB/s plus its setup
+    (command buffers off, as `overlap capture` runs: with them on nothing hides at all)."""
+    model, _ = roofline_for(get_target("h100"), command_buffers=False)
+    assert model.host_link_Bps == 54.7e9 and model.kernel_floor_ps == 1_000_000
+    assert get_target("h100").nominal_link_Bps == 64e9
     est = estimate_overlap((FIX / "h100_scan_offload_x.hlo.txt").read_text(), model)
     assert est["per_step"]["all"]["hidden_fraction"] < 1.0
     assert est["break_even_Bps"] > 64e9
