@@ -135,6 +135,17 @@ TRANSFERS_CANNOT_TELL = "cannot_tell"
 
 DIRECTIONS = ("D2H", "H2D")
 UNKNOWN_OP = "(unknown)"  # transfers whose hlo_op the capture did not record
+# A copy the runtime made outside every compiled program (`jax.device_put` of host arrays,
+# `jax.device_get`, a pinned staging buffer). Evidence, all of: an NVIDIA device (read from
+# its CUPTI plane, not inferred), the CUPTI memcpy event carries no `hlo_op`, `hlo_module` nor
+# `program_id`, while the same device's kernels do carry `hlo_module` (XLA annotated the
+# programs this capture ran, so an unannotated copy ran outside them). On the real H100
+# capture `user-pageable/io` the host side agrees: each copy's CUPTI API call (same
+# correlation_id) runs on a `pjrt_async_work_runner` thread inside PJRT's
+# `CopyRawHostToDevice`/`CopyRawDeviceToHost`, not in a program's thunk (not read here).
+# Elsewhere (TPU, ROCm copies correlated from HIP calls, a TensorFlow capture without XLA
+# annotations) a missing op stays UNKNOWN_OP: nothing says where the copy came from.
+OUTSIDE_PROGRAM_OP = "(outside any program: device_put/device_get)"
 
 CPU_REASON = (
     "CPU capture: XLA:CPU compiles host offload away (host and device memory are the same), so "
@@ -276,8 +287,7 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
         nbytes = np.asarray(tr["bytes"], dtype=np.int64)
         known = _known(tr, n)
         bw = np.where((span > 0) & known, nbytes * 1e12 / np.where(span > 0, span, 1), np.nan)
-    hlo = np.asarray(tr["hlo_op"], dtype=object)
-    hlo = np.where(is_none(hlo), UNKNOWN_OP, hlo)  # `Trace.columns`: missing is None
+    hlo = missing_op_labels(trace, tr)
     table = {
         "host": np.asarray(tr["host"], dtype=object),
         "device": np.asarray(tr["device"], dtype=object),
@@ -289,6 +299,37 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
         "hlo_op": hlo, "bytes_known": known,
     }
     return table, coverages
+
+
+def missing_op_labels(trace, tr: Columns) -> np.ndarray:
+    """The transfers' `hlo_op`, a missing one named `OUTSIDE_PROGRAM_OP` where the evidence
+    says so (see there), else `UNKNOWN_OP`. `tr` is `trace.columns("transfers")`."""
+    hlo = np.asarray(tr["hlo_op"], dtype=object)
+    missing = is_none(hlo)  # `Trace.columns`: missing is None
+    if not missing.any():
+        return hlo
+    out = np.where(missing, UNKNOWN_OP, hlo)
+    cand = missing & is_none(np.asarray(tr["hlo_module"], dtype=object)) & is_none(
+        np.asarray(tr["program_id"], dtype=object))
+    if not cand.any():
+        return out
+    co = trace.columns("compute")
+    annotated = ~is_none(np.asarray(co["hlo_module"], dtype=object))
+    vendors = {h: (f or {}).get("vendors") or {} for h, f in (trace.capture or {}).items()}
+    idx = np.flatnonzero(cand)
+    # per distinct (host, device) of the candidates (a handful), never per event
+    th = np.asarray(tr["host"], dtype=object)[idx]
+    td = np.asarray(tr["device"], dtype=object)[idx]
+    ch = np.asarray(co["host"], dtype=object)
+    cd = np.asarray(co["device"], dtype=object)
+    for h in set(factorize(th)[1].tolist()):
+        on_host = th == h
+        for d in set(factorize(td[on_host])[1].tolist()):
+            if vendors.get(h, {}).get(d) != "NVIDIA":
+                continue
+            if (annotated & (ch == h) & (cd == d)).any():
+                out[idx[on_host & (td == d)]] = OUTSIDE_PROGRAM_OP
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

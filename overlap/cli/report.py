@@ -188,6 +188,9 @@ def run(args: argparse.Namespace) -> int:
     offload = offload_section(args.path, result)
     if offload is not None:
         result["offload"] = offload
+    by_name = names_section(args.path, trace, result)
+    if by_name is not None:
+        result["offload_by_name"] = by_name
     if getattr(args, "predict", False) and getattr(args, "plan", None):
         raise UsageError("--predict and --plan are two predictions: give one")
     if getattr(args, "predict", False):
@@ -214,6 +217,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"did offload happen? {offload['answer']}")
             for line in offload["lines"]:
                 print(f"  {line}")
+        if by_name is not None:
+            from overlap.report.names_text import render_offload_by_name
+
+            lines = render_offload_by_name(by_name)
+            if lines:
+                print()
+                print("\n".join(lines))
         if "prediction" in result:
             from overlap.report.predict_text import render_prediction
 
@@ -366,3 +376,20 @@ def offload_section(path: str, result: dict) -> dict | None:
     out = offload_check(planned, executed, bool(policy.get("offloaded")))
     out["policy"] = policy.get("name")
     return out
+
+
+def names_section(path: str, trace, result: dict) -> dict | None:
+    """`offload_by_name` (`overlap.analysis.names`): per checkpoint name, asked for, compiled
+    into host copies, seen in the trace. Only for captures with host copies or a policy that
+    asks for some; a CPU capture (offload compiled away) gets none."""
+    if result.get("backend") not in ("gpu", "tpu"):
+        return None
+    from pathlib import Path
+
+    from overlap.analysis.names import offload_by_name
+    from overlap.runs.rundir import load_manifest
+
+    p = Path(path)
+    manifest = load_manifest(p) if p.is_dir() else None
+    return offload_by_name(path, trace, result, manifest)
+

@@ -1,0 +1,420 @@
+"""Did each checkpoint name offload? Per name: asked for, compiled into host copies, seen.
+
+`offload_by_name(path, trace, result)` answers, for every name given to
+`jax.ad_checkpoint.checkpoint_name` that a policy (`save_and_offload_only_these_names`) offloads:
+
+* ``asked``: the run's policy lists it (run.json `policy.offloaded`, written by `overlap
+  capture`); None where the capture has no manifest (a user's own script).
+* ``compiled``: per direction, the compiled program's host-copy instructions (`overlap.hlo.
+  program.offload_inventory`) that carry the name: their count and bytes per execution of the
+  program (loop trip counts multiplied: `executed_bytes`).
+* ``seen``: per direction, the trace's copies whose op maps to those instructions
+  (`overlap.hlo.trace_ops.trace_op_instructions`): count, bytes, in-flight (`span_ps`),
+  hidden and exposed ps, hidden / in-flight (the definitions of `overlap.analysis.overlap`).
+* ``flag``: one line where users want one: asked but never compiled into host copies, or
+  compiled but never seen in the trace.
+
+Where a name comes from. jax (0.10/0.11) lowers `checkpoint_name` to nothing: no HLO op, no
+op_name, no attribute carries the name (checked on every real capture here). What the
+program keeps is each instruction's source location (op metadata `stack_frame_id`). A D2H
+copy's name is read from the source: the value it copies out (followed back through bitcasts,
+tuples and loops: `trace_ops.origins`) was computed by an expression that lies inside the first
+argument of a `checkpoint_name(EXPR, "NAME")` call at that location (Python's `ast`, the exact
+line and column span). An H2D copy takes the names of the D2H copies that wrote the host buffer
+it reads (the same data flow). Each name says which file was read. Evidence, in order:
+
+* ``source``: as above.
+* ``only name left``: a copy no source location names (the named value is a function
+  argument, `x = checkpoint_name(x, "x")`, which no op computes), in a run that asked for
+  exactly one name that no other copy claims.
+
+Copies whose op maps to instructions of several names (a CUDA graph's `command_buffer_N`
+holds every host copy of its direction) are a ``shared`` row: their time cannot be split.
+Copies outside any program (`overlap.analysis.overlap.OUTSIDE_PROGRAM_OP`) and host copies of
+no name (parameters or optimizer state in host memory) are rows of their own.
+
+Blind spots: the source file must be on this machine (the recorded path, a file of that name
+in or above the run directory, or this package's own module for `overlap capture`'s
+workloads) and unchanged since the capture (a location that no longer lies inside a
+`checkpoint_name` call names nothing); a program whose HLO the capture lacks has no names.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from overlap.analysis.grouping import group_sums
+from overlap.hlo import trace_ops
+from overlap.hlo.program import offload_inventory
+
+DIRECTIONS = ("D2H", "H2D")
+SOURCE, ONLY_LEFT = "source", "only name left"
+NO_NAME = "(no checkpoint name)"
+_PID = re.compile(r"^(.*)\((\d+)\)$")
+
+
+# ---------------------------------------------------------------------------------------------
+# Names in the source
+
+
+def _checkpoint_aliases(tree: ast.AST) -> set[str]:
+    names = {"checkpoint_name"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names |= {a.asname for a in node.names if a.name == "checkpoint_name" and a.asname}
+    return names
+
+
+@functools.lru_cache(maxsize=64)
+def named_spans(path: str) -> tuple[tuple[tuple[int, int, int, int], str], ...]:
+    """Every `checkpoint_name(EXPR, NAME)` call of a Python file with a literal name: (EXPR's
+    span (line, col, end_line, end_col), NAME). Empty for a file that does not parse."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    aliases = _checkpoint_aliases(tree)
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        f = node.func
+        fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+        if fname not in aliases:
+            continue
+        name = node.args[1] if len(node.args) > 1 else next(
+            (k.value for k in node.keywords if k.arg == "name"), None)
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            continue
+        a = node.args[0]
+        out.append(((a.lineno, a.col_offset, a.end_lineno or a.lineno, a.end_col_offset or 0),
+                    name.value))
+    return tuple(out)
+
+
+def name_at(path: str, loc: trace_ops.Location) -> str | None:
+    """The name of the innermost `checkpoint_name` call whose first argument contains `loc`."""
+    best = None
+    for (l0, c0, l1, c1), name in named_spans(path):
+        if (l0, c0) <= (loc.line, loc.column) and (loc.end_line, loc.end_column) <= (l1, c1):
+            size = (l1 - l0, c1 - c0)
+            if best is None or size < best[0]:
+                best = (size, name)
+    return best[1] if best else None
+
+
+def source_file(recorded: str, hints: tuple[Path, ...]) -> tuple[str, str] | None:
+    """(path read, how found) for a file a program's stack frames name, or None."""
+    p = Path(recorded)
+    if recorded and p.is_file():
+        return str(p), "as recorded"
+    if not p.name or p.suffix != ".py":
+        return None
+    for d in hints:
+        if (d / p.name).is_file():
+            return str(d / p.name), f"{p.name} beside the capture"
+    parts = p.parts
+    if "overlap" in parts:
+        # `overlap capture`'s own workloads: this package's copy of the module
+        rel = parts[len(parts) - 1 - parts[::-1].index("overlap") + 1:]
+        mine = Path(__file__).resolve().parent.parent.joinpath(*rel)
+        if rel and mine.is_file():
+            return str(mine), "this overlap package's copy"
+    return None
+
+
+def _hints(path: str | Path | None) -> tuple[Path, ...]:
+    if path is None:
+        return ()
+    p = Path(path).resolve()
+    d = p if p.is_dir() else p.parent
+    return tuple([d, *list(d.parents)[:3]])
+
+
+def _named(program: trace_ops.Program, start: str, hints: tuple[Path, ...]
+           ) -> tuple[str, dict[str, Any]] | None:
+    """(name, evidence) of the value `start`: the nearest origin whose source location lies
+    inside a checkpoint_name call."""
+    for ins, idx in trace_ops.origins(program, start):
+        if idx is not None:
+            continue
+        for loc in trace_ops.frame_locations(program, ins):
+            found = source_file(loc.file, hints)
+            if found is None:
+                continue
+            name = name_at(found[0], loc)
+            if name is not None:
+                return name, {"how": SOURCE, "instruction": ins,
+                              "at": f"{found[0]}:{loc.line}:{loc.column}",
+                              "file": found[1]}
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Names of a program's host copies
+
+
+def op_names(program: trace_ops.Program, raw: Any, hints: tuple[Path, ...] = (),
+             asked: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Per host-copy instruction of the program: {direction, bytes, executed_bytes, executions,
+    name (None: none found), evidence}. `raw` is what `offload_inventory` reads (the text or
+    the proto the program was built from)."""
+    inv = offload_inventory(raw)
+    ops: dict[str, dict[str, Any]] = {}
+    for o in inv.ops:
+        # an HloProto's inventory names the slice inside the async wrapper: key by the
+        # instruction the schedule runs (what the trace's op maps to)
+        key = trace_ops.outermost_async(program, o.name) if o.name in program.instrs else o.name
+        ops[key] = {"direction": o.direction, "bytes": o.bytes, "executions": o.executions,
+                    "trip_count_known": o.trip_count_known,
+                    "executed_bytes": o.bytes * o.executions,
+                    "in_loop": key in program.instrs and trace_ops.in_loop(program, key),
+                    "name": None, "evidence": None}
+    d2h = [n for n, o in ops.items() if o["direction"] == "D2H"]
+    for n in d2h:
+        ins = program.instrs.get(n)
+        if ins is None or not ins.operands:
+            continue
+        value = ins.operands[1] if "dynamic-update-slice" in ops_opcode(program, n) \
+            and len(ins.operands) > 1 else ins.operands[0]
+        got = _named(program, value, hints)
+        if got:
+            ops[n]["name"], ops[n]["evidence"] = got
+    for n, h in ops.items():
+        if h["direction"] != "H2D":
+            continue
+        ins = program.instrs.get(n)
+        if ins is None or not ins.operands:
+            continue
+        writers = [k for k, _ in trace_ops.origins(program, ins.operands[0])
+                   if k in ops and ops[k]["direction"] == "D2H"]
+        names = sorted({ops[w]["name"] for w in writers if ops[w]["name"]})
+        if len(names) == 1:
+            h["name"] = names[0]
+            h["evidence"] = {"how": SOURCE, "instruction": n,
+                             "at": f"reads the host buffer {', '.join(sorted(set(writers)))} "
+                                   "wrote", "file": None}
+    left = _only_left(ops, asked)
+    if left is not None:
+        for r in ops.values():
+            if r["name"] is None and r["in_loop"]:
+                r["name"], r["evidence"] = left, {
+                    "how": ONLY_LEFT, "instruction": None, "file": None,
+                    "at": "no source location names this copy (a loop's residual); the run "
+                          f"asked for {left!r} alone"}
+    return ops
+
+
+def _only_left(ops: dict[str, dict[str, Any]], asked: list[str] | None) -> str | None:
+    """The one asked-for name no copy claims, where copies in loops have no name."""
+    if not asked:
+        return None
+    claimed = {o["name"] for o in ops.values() if o["name"]}
+    rest = [a for a in dict.fromkeys(asked) if a not in claimed]
+    unnamed = [o for o in ops.values() if o["name"] is None and o["in_loop"]]
+    return rest[0] if len(rest) == 1 and unnamed and len(set(asked)) == 1 else None
+
+
+def ops_opcode(program: trace_ops.Program, name: str) -> str:
+    """The opcode of a host copy, or of the dynamic-(update-)slice an async wrapper holds."""
+    ins = program.instrs[name]
+    if ins.opcode not in ("fusion-start", "async-start", "fusion", "call-start"):
+        return ins.opcode
+    todo, seen = list(ins.calls), set()
+    while todo:
+        c = todo.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        for i in program.instrs.values():
+            if i.computation == c:
+                if i.opcode in ("dynamic-update-slice", "dynamic-slice"):
+                    return i.opcode
+                todo += i.calls
+    return ins.opcode
+
+
+def tagged_names(program: trace_ops.Program, hints: tuple[Path, ...] = ()) -> dict[str, str]:
+    """Every literal name a `checkpoint_name` call gives in the source files the program's
+    stack frames name (name -> first `file:line`): what the code tags, offloaded or not."""
+    out: dict[str, str] = {}
+    files = sorted({loc.file for loc, _ in program.frames.values() if loc.file})
+    for f in files:
+        found = source_file(f, hints)
+        if found is None:
+            continue
+        for (line, _, _, _), name in named_spans(found[0]):
+            out.setdefault(name, f"{found[0]}:{line}")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Programs of a capture
+
+
+def _programs(path: str | Path | None, trace: Any, keys: list[tuple[str, Any]]
+              ) -> dict[tuple[str, Any], tuple[trace_ops.Program, Any, str]]:
+    """(module, program id) -> (program, raw HLO, where from): a run directory's
+    `hlo/<module>.hlo.txt` first, else the capture's `Hlo Proto` of that program id."""
+    out: dict[tuple[str, Any], tuple[trace_ops.Program, Any, str]] = {}
+    p = Path(path) if path is not None else None
+    texts = {t.name[: -len(".hlo.txt")]: t for t in sorted(p.glob("hlo/*.hlo.txt"))} \
+        if p is not None and p.is_dir() else {}
+    need = []
+    for module, pid in keys:
+        t = texts.get(module)
+        if t is not None:
+            text = t.read_text(encoding="utf-8", errors="replace")
+            out[(module, pid)] = (trace_ops.program_from_text(text, module), text,
+                                  f"hlo/{t.name}")
+        else:
+            need.append((module, pid))
+    if need:
+        from overlap.hlo.program import hlo_protos_from_xspace
+
+        wanted = {f"{m}({pid})": (m, pid) for m, pid in need}
+        for f in getattr(trace, "sources", None) or []:
+            try:
+                protos = hlo_protos_from_xspace(f)
+            except Exception:  # noqa: BLE001 - a file without readable programs names nothing
+                continue
+            for k, raw in protos.items():
+                if k in wanted and wanted[k] not in out:
+                    out[wanted[k]] = (trace_ops.program_from_proto(raw, k), raw,
+                                      f"the capture's HloProto {k}")
+    return out
+
+
+def _transfer_groups(trace: Any, result: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Per (module, program id, hlo_op, direction): count, bytes, span_ps, hidden_ps (the
+    analysis' per-transfer numbers, `overlap.analysis.overlap.transfer_columns`)."""
+    from overlap.analysis.overlap import transfer_columns
+
+    th = result.get("thresholds") or {}
+    kw = {k: th[v] for k, v in (("hidden_threshold", "hidden"), ("exposed_threshold", "exposed"))
+          if v in th}
+    table, _ = transfer_columns(trace, **kw)
+    tr = trace.columns("transfers")
+    t = {"hlo_module": np.asarray(tr["hlo_module"], dtype=object),
+         "program_id": np.asarray(tr["program_id"], dtype=object),
+         "hlo_op": np.asarray(table["hlo_op"], dtype=object),
+         "direction": np.asarray(table["direction"], dtype=object)}
+    n = len(t["hlo_op"])
+    sums = {"count": np.ones(n, np.int64), "bytes": np.asarray(table["bytes"], np.int64),
+            "span_ps": np.asarray(table["span_ps"], np.int64),
+            "hidden_ps": np.asarray(table["hidden_ps"], np.int64)}
+    return group_sums(t, list(t), sums, sort=True)
+
+
+def _bucket(count: int = 0, nbytes: int = 0, span: int = 0, hidden: int = 0) -> dict[str, Any]:
+    return {"count": count, "bytes": nbytes, "span_ps": span, "hidden_ps": hidden,
+            "exposed_ps": span - hidden, "overlap_ratio": hidden / span if span > 0 else None}
+
+
+def _add(b: dict[str, Any], count: int, nbytes: int, span: int, hidden: int) -> None:
+    b.update(_bucket(b["count"] + count, b["bytes"] + nbytes, b["span_ps"] + span,
+                     b["hidden_ps"] + hidden))
+
+
+def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
+                    manifest: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The `offload_by_name` section (module docstring); None for a capture with no host
+    copies and no names asked for."""
+    from overlap.analysis.overlap import OUTSIDE_PROGRAM_OP
+
+    policy = (manifest or {}).get("policy")
+    asked = list(policy.get("offloaded") or []) if isinstance(policy, dict) else None
+    if not (trace.rows("transfers") if hasattr(trace, "rows") else 0) and not asked:
+        return None
+    g = _transfer_groups(trace, result)
+    keys = sorted({(m, p) for m, p in zip(g["hlo_module"].tolist(), g["program_id"].tolist())
+                   if m is not None}, key=str)
+    hints = _hints(path)
+    programs = _programs(path, trace, keys)
+    names: dict[str, dict[str, Any]] = {}
+    shared: dict[tuple[str, ...], dict[str, Any]] = {}
+    other: dict[str, dict[str, Any]] = {}
+    tagged: dict[str, str] = {}
+    notes: list[str] = []
+
+    def row(name: str) -> dict[str, Any]:
+        return names.setdefault(name, {
+            "name": name, "asked": None if asked is None else name in asked,
+            "compiled": {d: {"ops": [], "count": 0, "executed_bytes": 0} for d in DIRECTIONS},
+            "seen": {d: _bucket() for d in DIRECTIONS}, "evidence": [], "flag": None})
+
+    per_program: dict[tuple[str, Any], dict[str, dict[str, Any]]] = {}
+    for key, (prog, raw, where) in programs.items():
+        ops = per_program[key] = op_names(prog, raw, hints, asked)
+        tagged.update({k: v for k, v in tagged_names(prog, hints).items() if k not in tagged})
+        for op, o in ops.items():
+            if o["name"] is None:
+                continue
+            r = row(o["name"])
+            c = r["compiled"][o["direction"]]
+            c["ops"].append(op)
+            c["count"] += 1
+            c["executed_bytes"] += o["executed_bytes"]
+            ev = {**o["evidence"], "program": f"{key[0]}({key[1]})", "hlo": where}
+            if ev not in r["evidence"]:
+                r["evidence"].append(ev)
+    for a in asked or []:
+        row(a)
+    for i in range(len(g["hlo_op"])):  # one row per (program, op, direction): few
+        module, pid, op, d = (g["hlo_module"][i], g["program_id"][i], g["hlo_op"][i],
+                              g["direction"][i])
+        vals = (int(g["count"][i]), int(g["bytes"][i]), int(g["span_ps"][i]),
+                int(g["hidden_ps"][i]))
+        got = programs.get((module, pid))
+        ops = per_program.get((module, pid), {})
+        if got is None:
+            label = op if op == OUTSIDE_PROGRAM_OP else (
+                "(program's HLO not in the capture)" if module is not None else str(op))
+            _add(other.setdefault(label, _bucket()), *vals)
+            continue
+        instrs, rule = trace_ops.trace_op_instructions(got[0], str(op))
+        if instrs is None and rule == trace_ops.COMMAND_BUFFER:
+            # a CUDA graph holds every host copy of its direction: narrow by direction
+            instrs = [k for k, o in ops.items() if o["direction"] == d]
+        cand = {ops[k]["name"] for k in instrs or () if k in ops and ops[k]["direction"] == d}
+        if not cand or cand == {None}:
+            _add(other.setdefault(NO_NAME, _bucket()), *vals)
+        elif len(cand) == 1 and None not in cand:
+            (nm,) = cand
+            _add(row(str(nm))["seen"][d], *vals)
+        else:
+            k = tuple(sorted(str(c) if c else NO_NAME for c in cand))
+            s = shared.setdefault(k, {"names": list(k), "ops": [], "by_direction": {
+                dd: _bucket() for dd in DIRECTIONS}, "why": f"{rule}: one trace op for copies "
+                "of several names; its time cannot be split between them"})
+            if op not in s["ops"]:
+                s["ops"].append(op)
+            _add(s["by_direction"][d], *vals)
+    in_shared = {n for s in shared.values() for n in s["names"]}
+    for r in names.values():
+        compiled = sum(r["compiled"][d]["count"] for d in DIRECTIONS)
+        seen = sum(r["seen"][d]["count"] for d in DIRECTIONS)
+        if r["asked"] and not compiled and programs:
+            tag = tagged.get(r["name"])
+            r["flag"] = (f"asked for, never compiled into host copies (tagged at {tag}: "
+                         "the backward pass may not need it, or it is kept on device)"
+                         if tag else "asked for, never compiled into host copies (no "
+                         "checkpoint_name in the program's sources gives this name)")
+        elif compiled and not seen and r["name"] not in in_shared:
+            r["flag"] = "compiled into host copies, never seen in the trace"
+        elif r["asked"] is False and compiled:
+            r["flag"] = "offloaded, but the run's policy does not list it"
+    if not programs and keys:
+        notes.append("no compiled program of the copies is in the run directory or the "
+                     "capture (HloProto off?): names cannot be told")
+    return {"asked": asked, "names": sorted(names.values(), key=lambda r: r["name"]),
+            "shared": list(shared.values()),
+            "other": [{"label": k, **v} for k, v in sorted(other.items())],
+            "programs": {f"{k[0]}({k[1]})": v[2] for k, v in programs.items()},
+            "notes": notes}

@@ -1,0 +1,347 @@
+"""From a trace's copy op to the compiled program's instructions, and along their data flow.
+
+A GPU copy event of a capture names the op that launched it (`hlo_op` stat) and its program
+(`hlo_module`, `program_id`); the compiled program (a run directory's `hlo/*.hlo.txt`, or the
+`Hlo Proto` the capture carries per program) holds the instructions. They do not always share
+a name. Rules (:func:`trace_op_instructions`), checked on the real H100/H200 captures of jax
+0.11.2 (/work/notes/trace-hlo-names.md has the evidence):
+
+* ``name``: the op is an instruction's name (`copy-start.14.0`: XLA:GPU's async copies; every
+  TPU op).
+* ``called computation``: the op is `X` (or `X.N`) and an instruction calls the computation
+  `X_computation` (or `X_computation.N`: XLA numbers a clone after the suffix):
+  `wrapped_dynamic-update-slice.1` is the thunk of the async `dynamic-update-slice-start.1.0
+  = fusion-start(...), calls=%wrapped_dynamic-update-slice_computation.1` (XLA:GPU keeps the
+  wrapped fusion's name for the thunk; the instruction was renamed). An instruction inside an
+  async wrapper computation (the proto's `async-start` calls a computation holding the
+  fusion) maps to the async-start that calls it.
+* ``command buffer``: `command_buffer_N` is a CUDA-graph thunk XLA:GPU builds after the HLO
+  is final; no HLO instruction or computation carries the name, so the op maps to no
+  instruction (None): a caller can only narrow it by direction and bytes.
+
+Data flow (:func:`origins`): where a value comes from, through bitcasts, copies, tuples,
+`get-tuple-element`, async done/start pairs and while loops (a body parameter's tuple element
+comes from the loop's initial tuple and from the body's result of the previous iteration).
+:func:`frame_locations` gives an instruction's source locations (op metadata `stack_frame_id`
+into the module's stack frame index), innermost first.
+
+Blind spots: the positional operand rule (an async wrapper's operands are the wrapped
+computation's parameters, in order) is XLA's convention, not checked per instruction; loops
+other than `while` (conditionals, calls) are followed only through their parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+from overlap.hlo.program import _CALLS_RE, _parse_module
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+    """A source location (1-based line; 0-based columns, end exclusive, as Python's)."""
+
+    file: str
+    function: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+@dataclasses.dataclass
+class Ins:
+    name: str
+    opcode: str
+    computation: str
+    operands: list[str]
+    calls: list[str]
+    tuple_index: int | None = None
+    parameter_number: int | None = None
+    frame: int = 0  # stack_frame_id, 1-based; 0 = none
+    op_name: str = ""
+
+
+@dataclasses.dataclass
+class Program:
+    """One compiled module: instructions by name, each computation's root and callers, and the
+    stack frames (id -> (location, parent id)) its metadata points to."""
+
+    name: str
+    instrs: dict[str, Ins]
+    roots: dict[str, str]
+    frames: dict[int, tuple[Location, int]]
+    callers: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    by_computation_called: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for ins in self.instrs.values():
+            for c in ins.calls:
+                self.callers.setdefault(c, []).append(ins.name)
+
+
+_INDEX_RE = re.compile(r"\bindex=(\d+)")
+_FRAME_RE = re.compile(r"\bstack_frame_id=(\d+)")
+_OPNAME_RE = re.compile(r'\bop_name="((?:[^"\\]|\\.)*)"')
+_SECTION_ROW = re.compile(r"^(\d+)\s+(.*)$")
+_KV_RE = re.compile(r"(\w+)=(-?\d+)")
+
+
+def program_from_text(text: str, name: str = "") -> Program:
+    """A `compiled.as_text()` module (with its FileNames/.../StackFrames sections)."""
+    comps, _ = _parse_module(text)
+    instrs: dict[str, Ins] = {}
+    roots: dict[str, str] = {}
+    for cname, lst in comps.items():
+        for i in lst:
+            calls = [m.group(2) for m in _CALLS_RE.finditer(i.attrs)]
+            idx = _INDEX_RE.search(i.attrs) if i.opcode == "get-tuple-element" else None
+            fr = _FRAME_RE.search(i.attrs)
+            on = _OPNAME_RE.search(i.attrs)
+            pnum = None
+            if i.opcode == "parameter" and i.operands and i.operands[0].isdigit():
+                pnum = int(i.operands[0])
+            instrs[i.name] = Ins(i.name, i.opcode, cname,
+                                 [] if i.opcode in ("parameter", "constant") else i.operands,
+                                 calls, int(idx.group(1)) if idx else None, pnum,
+                                 int(fr.group(1)) if fr else 0, on.group(1) if on else "")
+            if i.root:
+                roots[cname] = i.name
+        if cname not in roots and lst:
+            roots[cname] = lst[-1].name
+    return Program(name or _module_name(text), instrs, roots, _text_frames(text))
+
+
+def _module_name(text: str) -> str:
+    m = re.match(r"\s*HloModule\s+([\w.\-]+)", text)
+    return m.group(1) if m else ""
+
+
+def _text_frames(text: str) -> dict[int, tuple[Location, int]]:
+    """The text's stack frame sections. The printer writes a frame's parent as its 1-based id
+    plus one (frame 1, which has none, prints `parent_frame_id=1`; the proto of the same
+    program says 0): checked against the capture's own HloProto (tests)."""
+    sections: dict[str, dict[int, str]] = {}
+    current = None
+    for line in text.splitlines():
+        s = line.strip()
+        if s in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            current = sections.setdefault(s, {})
+            continue
+        if current is None:
+            continue
+        m = _SECTION_ROW.match(s)
+        if not m:
+            if s.startswith(("%", "ENTRY", "HloModule")) or s.endswith("{"):
+                current = None
+            continue
+        current[int(m.group(1))] = m.group(2)
+    files = {k: v.strip().strip('"') for k, v in sections.get("FileNames", {}).items()}
+    funcs = {k: v.strip().strip('"') for k, v in sections.get("FunctionNames", {}).items()}
+    locs = {k: dict((a, int(b)) for a, b in _KV_RE.findall(v))
+            for k, v in sections.get("FileLocations", {}).items()}
+    out: dict[int, tuple[Location, int]] = {}
+    for k, v in sections.get("StackFrames", {}).items():
+        f = dict((a, int(b)) for a, b in _KV_RE.findall(v))
+        loc = locs.get(f.get("file_location_id", 0))
+        if loc is None:
+            continue
+        out[k] = (_location(files.get(loc.get("file_name_id", 0), ""),
+                            funcs.get(loc.get("function_name_id", 0), ""), loc),
+                  max(f.get("parent_frame_id", 0) - 1, 0))
+    return out
+
+
+def _location(file: str, function: str, loc: dict[str, int]) -> Location:
+    line = loc.get("line", 0)
+    return Location(file, function, line, loc.get("column", 0), loc.get("end_line", line) or line,
+                    loc.get("end_column", 0))
+
+
+def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
+    """A serialized `HloProto` (the `Hlo Proto` a capture carries) or its message."""
+    if isinstance(hlo, (bytes, bytearray, memoryview)):
+        from overlap.trace.protos import HloProto
+
+        hlo = HloProto.FromString(bytes(hlo))
+    mod = hlo.hlo_module if hasattr(hlo, "hlo_module") else hlo
+    comp_names = {c.id: c.name for c in mod.computations}
+    instrs: dict[str, Ins] = {}
+    roots: dict[str, str] = {}
+    for c in mod.computations:
+        ids = {i.id: i.name for i in c.instructions}
+        for i in c.instructions:
+            instrs[i.name] = Ins(
+                i.name, i.opcode, c.name, [ids.get(o, f"#{o}") for o in i.operand_ids],
+                [comp_names[k] for k in i.called_computation_ids if k in comp_names],
+                int(i.tuple_index) if i.opcode == "get-tuple-element" else None,
+                int(i.parameter_number) if i.opcode == "parameter" else None,
+                int(i.metadata.stack_frame_id), i.metadata.op_name)
+        if c.root_id in ids:
+            roots[c.name] = ids[c.root_id]
+    # Operand ids are unique in the module: resolve operands named in other computations.
+    all_ids = {i.id: i.name for c in mod.computations for i in c.instructions}
+    for ins in instrs.values():
+        ins.operands = [all_ids.get(int(o[1:]), o) if o.startswith("#") else o
+                        for o in ins.operands]
+    si = mod.stack_frame_index
+    files, funcs = list(si.file_names), list(si.function_names)
+    frames: dict[int, tuple[Location, int]] = {}
+    for k, f in enumerate(si.stack_frames, start=1):
+        if not 0 < f.file_location_id <= len(si.file_locations):
+            continue
+        fl = si.file_locations[f.file_location_id - 1]
+        loc = {"line": fl.line, "column": fl.column, "end_line": fl.end_line,
+               "end_column": fl.end_column}
+        frames[k] = (_location(files[fl.file_name_id - 1] if 0 < fl.file_name_id <= len(files)
+                               else "",
+                               funcs[fl.function_name_id - 1]
+                               if 0 < fl.function_name_id <= len(funcs) else "", loc),
+                     int(f.parent_frame_id))
+    return Program(name or mod.name, instrs, roots, frames)
+
+
+# ---------------------------------------------------------------------------------------------
+# Trace op -> instructions
+
+NAME, CALLED, COMMAND_BUFFER = "name", "called computation", "command buffer"
+_COMMAND_BUFFER = re.compile(r"^command_buffer_\d+$")
+_ASYNC_WRAPPERS = ("async-start", "fusion-start", "call-start")
+
+
+def trace_op_instructions(program: Program, op: str) -> tuple[list[str] | None, str | None]:
+    """(instruction names, rule) for a trace's `hlo_op` (module docstring); (None, rule) for a
+    command buffer, (None, None) where no rule applies."""
+    if op in program.instrs:
+        return [op], NAME
+    if _COMMAND_BUFFER.match(op or ""):
+        return None, COMMAND_BUFFER
+    # XLA numbers clones after the suffix: op `X.1` is the thunk of `X_computation.1`
+    m = re.match(r"^(.*)\.(\d+)$", op or "")
+    comp = f"{m.group(1)}_computation.{m.group(2)}" if m else f"{op}_computation"
+    callers = program.callers.get(comp) or program.callers.get(f"{op}_computation")
+    if callers:
+        return sorted({outermost_async(program, c) for c in callers}), CALLED
+    return None, None
+
+
+def outermost_async(program: Program, name: str) -> str:
+    """The async-start (or fusion) whose called computations hold `name`, outermost first,
+    else `name`: the instruction a thunk runs (an HloProto's offload inventory names the
+    dynamic-update-slice inside `wrapped_..._computation`; the schedule runs its async-start)."""
+    for _ in range(6):
+        ins = program.instrs[name]
+        up = [c for c in program.callers.get(ins.computation, ())
+              if program.instrs[c].opcode in _ASYNC_WRAPPERS + ("fusion",)]
+        if not up:
+            return name
+        name = up[0]
+    return name
+
+
+def in_loop(program: Program, name: str) -> bool:
+    """Whether the instruction runs inside a while loop (its computation, or one that calls
+    it, is a while's body)."""
+    comp, seen = program.instrs[name].computation, set()
+    todo = [comp]
+    while todo:
+        c = todo.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        for caller in program.callers.get(c, ()):
+            ins = program.instrs[caller]
+            if ins.opcode == "while":
+                return True
+            todo.append(ins.computation)
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Data flow
+
+_PASS = ("bitcast", "copy", "reshape", "convert", "transpose", "copy-done", "async-done",
+         "fusion-done", "bitcast-convert", "optimization-barrier")
+
+
+def origins(program: Program, name: str, index: int | None = None, limit: int = 4000
+            ) -> list[tuple[str, int | None]]:
+    """Every (instruction, tuple index) the value `name` (element `index` of a tuple) may come
+    from, nearest first, including itself: a breadth-first walk backwards through the ops
+    that pass a value on unchanged (module docstring). Bounded by `limit` steps."""
+    seen: set[tuple[str, int | None]] = set()
+    order: list[tuple[str, int | None]] = []
+    todo = [(name, index)]
+    while todo and len(order) < limit:
+        nxt: list[tuple[str, int | None]] = []
+        for key in todo:
+            if key in seen or key[0] not in program.instrs:
+                continue
+            seen.add(key)
+            order.append(key)
+            nxt += _sources(program, *key)
+        todo = nxt
+    return order
+
+
+def _sources(program: Program, name: str, index: int | None) -> list[tuple[str, int | None]]:
+    ins = program.instrs[name]
+    op = ins.opcode
+    out: list[tuple[str, int | None]] = []
+    if op == "get-tuple-element" and ins.operands:
+        return [(ins.operands[0], ins.tuple_index)]
+    if op == "tuple" and index is not None and index < len(ins.operands):
+        return [(ins.operands[index], None)]
+    if op == "while" and index is not None:
+        body = next(iter(c for c in ins.calls if _is_body(program, name, c)), None)
+        out = [(ins.operands[0], index)] if ins.operands else []
+        if body is not None and body in program.roots:
+            out.insert(0, (program.roots[body], index))
+        return out
+    if op == "parameter":
+        for c in program.callers.get(ins.computation, ()):
+            caller = program.instrs[c]
+            if caller.opcode == "while" and caller.operands:
+                out.append((caller.operands[0], index))
+                body = program.roots.get(ins.computation)
+                if body is not None and _is_body(program, c, ins.computation):
+                    out.append((body, index))
+            elif ins.parameter_number is not None and ins.parameter_number < len(caller.operands):
+                out.append((caller.operands[ins.parameter_number], index))
+        return out
+    if op in _PASS and ins.operands and index is None:
+        return [(ins.operands[0], None)]
+    return []
+
+
+def _is_body(program: Program, while_name: str, comp: str) -> bool:
+    """`comp` is the body of `while_name` (its first called computation that is not the
+    condition: the condition returns pred[] and is never a value's origin)."""
+    calls = program.instrs[while_name].calls
+    # _CALLS_RE lists body= and condition= in the order printed; the proto lists
+    # (body, condition) for a while (XLA's HloInstruction::called_computations order).
+    return bool(calls) and comp == _body_of(program, while_name)
+
+
+def _body_of(program: Program, while_name: str) -> str | None:
+    calls = program.instrs[while_name].calls
+    for c in calls:
+        root = program.instrs.get(program.roots.get(c, ""))
+        if root is not None and root.opcode == "tuple":
+            return c
+    return calls[0] if calls else None
+
+
+def frame_locations(program: Program, name: str) -> list[Location]:
+    """The instruction's source locations, innermost first (empty without metadata)."""
+    out: list[Location] = []
+    f = program.instrs[name].frame if name in program.instrs else 0
+    seen: set[int] = set()
+    while f and f in program.frames and f not in seen:
+        seen.add(f)
+        loc, parent = program.frames[f]
+        out.append(loc)
+        f = parent
+    return out

@@ -1,0 +1,283 @@
+"""Did each checkpoint name offload (`overlap.analysis.names`), the trace-op -> HLO mapping
+(`overlap.hlo.trace_ops`) and the label of copies outside any program
+(`overlap.analysis.overlap.OUTSIDE_PROGRAM_OP`), on the real H100 captures, real CPU compiler
+output and small cases whose answers are known by construction."""
+
+from __future__ import annotations
+
+import glob
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from overlap.analysis import names as nm
+from overlap.analysis.overlap import DIRECTIONS, OUTSIDE_PROGRAM_OP, UNKNOWN_OP, analyze
+from overlap.hlo import trace_ops
+from overlap.trace import read_trace
+
+REPO = Path(__file__).resolve().parents[2]
+H100 = REPO / "sample_traces" / "gpu-h100"
+CB = H100 / "transformer-h100-command-buffers" / "qkv_proj_offloaded_cb"
+SCAN = H100 / "scan-h100" / "offload_x"
+USER = H100 / "user-script" / "balanced-offload"
+IO = H100 / "user-pageable" / "io"
+CAPS = Path("/tmp/caps/gpu-h100")  # the whole archive, where unpacked (skip if absent)
+
+
+def _need(p: Path) -> Path:
+    if not p.exists():
+        pytest.skip(f"{p} not here")
+    return p
+
+
+def _report(path: Path) -> dict:
+    out = subprocess.run([sys.executable, "-m", "overlap", "report", "--json", str(path)],
+                         capture_output=True, text=True, timeout=600, check=True)
+    return json.loads(out.stdout)
+
+
+def _sums_cover_directions(result: dict) -> None:
+    """Per direction, names + shared + other rows hold every copy exactly once."""
+    sec = result["offload_by_name"]
+    for d in DIRECTIONS:
+        tot = {k: 0 for k in ("count", "bytes", "span_ps", "hidden_ps")}
+        parts = [r["seen"][d] for r in sec["names"]] + [s["by_direction"][d]
+                                                      for s in sec["shared"]]
+        for b in parts:
+            for k in tot:
+                tot[k] += b[k]
+            assert 0 <= b["hidden_ps"] <= b["span_ps"]
+        want = result["by_direction"][d]
+        assert tot["count"] <= want["count"]
+    total = {k: sum(r["seen"][d][k] for r in sec["names"] for d in DIRECTIONS)
+             + sum(s["by_direction"][d][k] for s in sec["shared"] for d in DIRECTIONS)
+             + sum(o[k] for o in sec["other"]) for k in ("count", "bytes", "span_ps", "hidden_ps")}
+    assert total["count"] == result["summary"]["transfers"]
+    assert total["bytes"] == result["summary"]["bytes"]
+    assert total["span_ps"] == result["summary"]["span_ps"]
+    assert total["hidden_ps"] == result["summary"]["hidden_ps"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Names in the source (by construction)
+
+
+def test_name_at_finds_the_enclosing_call(tmp_path):
+    src = tmp_path / "model.py"
+    src.write_text(
+        "from jax.ad_checkpoint import checkpoint_name as cn\n"
+        "import jax\n"
+        "def f(h, w, x):\n"
+        "    q = cn(h @ w, 'query_proj')\n"
+        "    k = jax.ad_checkpoint.checkpoint_name(jax.numpy.tanh(h @ w), name='act')\n"
+        "    return q + k + x\n")
+    at = trace_ops.Location(str(src), "f", 4, 11, 4, 16)  # `h @ w` on line 4
+    assert nm.name_at(str(src), at) == "query_proj"
+    inner = trace_ops.Location(str(src), "f", 5, 56, 5, 61)  # `h @ w` inside tanh
+    assert nm.name_at(str(src), inner) == "act"
+    outside = trace_ops.Location(str(src), "f", 6, 11, 6, 16)
+    assert nm.name_at(str(src), outside) is None
+    # a span wider than the call's first argument is not inside it
+    assert nm.name_at(str(src), trace_ops.Location(str(src), "f", 4, 4, 4, 30)) is None
+
+
+def test_source_file_rules(tmp_path):
+    run = tmp_path / "runs" / "r1"
+    run.mkdir(parents=True)
+    (tmp_path / "runs" / "train.py").write_text("x = 1\n")
+    got = nm.source_file("/elsewhere/train.py", nm._hints(run))
+    assert got is not None and got[0] == str(tmp_path / "runs" / "train.py")
+    mine = nm.source_file("/some/checkout/overlap/capture/workloads.py", ())
+    assert mine is not None and mine[0].endswith("overlap/capture/workloads.py")
+    assert nm.source_file("/nowhere/else.py", ()) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Trace op -> instructions, on a module written for the test
+
+
+_MODULE = """HloModule m
+
+%wrapped_dynamic-update-slice_computation.1 (p0: f32[4,8], p1: f32[1,8], p2: s32[], p3: s32[]) -> f32[4,8] {
+  %p0 = f32[4,8]{1,0} parameter(0)
+  %p1 = f32[1,8]{1,0} parameter(1)
+  %p2 = s32[] parameter(2)
+  %p3 = s32[] parameter(3)
+  ROOT %dus = f32[4,8]{1,0} dynamic-update-slice(%p0, %p1, %p2, %p3)
+}
+
+ENTRY %main (a: f32[4,8], b: f32[1,8]) -> f32[4,8] {
+  %a = f32[4,8]{1,0:S(5)} parameter(0)
+  %b = f32[1,8]{1,0} parameter(1)
+  %mul = f32[1,8]{1,0} multiply(%b, %b), metadata={op_name="jit(f)/mul" stack_frame_id=1}
+  %bc = f32[1,8]{1,0} bitcast(%mul)
+  %z = s32[] constant(0)
+  %dus-start.1.0 = ((f32[4,8]{1,0:S(5)}, f32[1,8]{1,0}, s32[], s32[]), f32[4,8]{1,0:S(5)}, u32[]) fusion-start(%a, %bc, %z, %z), kind=kLoop, calls=%wrapped_dynamic-update-slice_computation.1
+  ROOT %dus-done = f32[4,8]{1,0:S(5)} fusion-done(%dus-start.1.0)
+  %copy-start.3.0 = (f32[1,8]{1,0:S(5)}, f32[1,8]{1,0}, u32[]) copy-start(%b)
+}
+
+FileNames
+1 "{src}"
+
+FunctionNames
+1 "f"
+
+FileLocations
+1 {{file_name_id=1 function_name_id=1 line=2 end_line=2 column=24 end_column=29}}
+
+StackFrames
+1 {{file_location_id=1 parent_frame_id=1}}
+"""
+
+
+def test_trace_ops_and_names_on_a_written_module(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("def f(b):\n    y = checkpoint_name(b * b, 'act')\n    return y\n")
+    text = _MODULE.replace("{src}", str(src)).replace("{{", "{").replace("}}", "}")
+    prog = trace_ops.program_from_text(text)
+    # the thunk is named after the wrapped computation, numbered after its suffix
+    assert trace_ops.trace_op_instructions(prog, "wrapped_dynamic-update-slice.1") == (
+        ["dus-start.1.0"], trace_ops.CALLED)
+    assert trace_ops.trace_op_instructions(prog, "copy-start.3.0") == (["copy-start.3.0"],
+                                                                       trace_ops.NAME)
+    assert trace_ops.trace_op_instructions(prog, "command_buffer_7") == (
+        None, trace_ops.COMMAND_BUFFER)
+    assert trace_ops.trace_op_instructions(prog, "fusion.9") == (None, None)
+    # frame 1 has no parent (the text prints parent_frame_id=1 for it)
+    assert [loc.line for loc in trace_ops.frame_locations(prog, "mul")] == [2]
+    ops = nm.op_names(prog, text, ())
+    assert ops["dus-start.1.0"]["direction"] == "D2H"
+    assert ops["dus-start.1.0"]["name"] == "act"
+    assert ops["dus-start.1.0"]["evidence"]["instruction"] == "mul"
+    # change the source so the location no longer lies inside the call: no name
+    src.write_text("def f(b):\n    y = b * b + checkpoint_name(b, 'act')\n    return y\n")
+    nm.named_spans.cache_clear()
+    assert nm.op_names(prog, text, ())["dus-start.1.0"]["name"] is None
+    nm.named_spans.cache_clear()
+
+
+# ---------------------------------------------------------------------------------------------
+# Real compiler output and captures
+
+
+def test_text_and_proto_of_one_program_agree():
+    """The run directory's HLO text and the capture's HloProto of the command-buffer run: the
+    same name for every host-copy instruction (the text's frame parents are shifted by one)."""
+    from overlap.hlo.program import hlo_protos_from_xspace
+
+    raw_text = (CB / "hlo" / "jit_train_step.hlo.txt").read_text()
+    t = nm.op_names(trace_ops.program_from_text(raw_text), raw_text, (CB,))
+    f = glob.glob(str(CB / "plugins/profile/*/*.xplane.pb"))[0]
+    protos = hlo_protos_from_xspace(f)
+    raw = protos["jit_train_step(4664)"]
+    p = nm.op_names(trace_ops.program_from_proto(raw), raw, (CB,))
+    assert {k: v["name"] for k, v in t.items()} == {k: v["name"] for k, v in p.items()}
+    assert sorted(v["name"] for v in t.values() if v["direction"] == "D2H") == [
+        "key_proj", "query_proj", "value_proj"]
+    assert sorted(v["name"] for v in t.values() if v["direction"] == "H2D") == [
+        "key_proj", "query_proj", "value_proj"]
+    assert all(v["executed_bytes"] == 8 * 64 << 20 for v in t.values())
+
+
+def test_command_buffer_run_shares_time_and_flags_kv_proj():
+    r = _report(CB)
+    sec = r["offload_by_name"]
+    rows = {x["name"]: x for x in sec["names"]}
+    assert "never compiled" in rows["kv_proj"]["flag"] and rows["kv_proj"]["asked"]
+    assert rows["query_proj"]["compiled"]["D2H"]["count"] == 1
+    assert rows["query_proj"]["flag"] is None  # its copies are in the shared row
+    (shared,) = sec["shared"]
+    assert shared["names"] == ["key_proj", "query_proj", "value_proj"]
+    assert shared["by_direction"]["D2H"]["count"] == 120
+    assert shared["by_direction"]["H2D"]["bytes"] == 8_053_063_680
+    _sums_cover_directions(r)
+
+
+def test_scan_run_names_x_by_elimination():
+    r = _report(SCAN)
+    (row,) = r["offload_by_name"]["names"]
+    assert row["name"] == "x" and row["asked"] is True and row["flag"] is None
+    assert {e["how"] for e in row["evidence"]} == {nm.ONLY_LEFT}
+    assert row["seen"]["D2H"]["bytes"] == row["seen"]["H2D"]["bytes"] == 6_710_886_400
+    assert row["seen"]["D2H"]["hidden_ps"] == r["by_direction"]["D2H"]["hidden_ps"]
+    _sums_cover_directions(r)
+
+
+def test_user_script_names_act_from_the_script_beside_it():
+    r = _report(USER)
+    (row,) = r["offload_by_name"]["names"]
+    assert row["name"] == "act" and row["asked"] is None  # a bare capture: no policy
+    assert row["evidence"][0]["how"] == nm.SOURCE
+    assert row["evidence"][0]["at"].startswith(str(H100 / "user-script" / "user_offload.py"))
+    assert row["seen"]["D2H"]["count"] == row["seen"]["H2D"]["count"] == 80
+    assert row["seen"]["D2H"]["bytes"] == 10_737_418_240
+    _sums_cover_directions(r)
+
+
+def test_full_archive_qkv_run_per_name():
+    run = _need(CAPS / "transformer-h100" / "qkv_proj_offloaded")
+    r = _report(run)
+    rows = {x["name"]: x for x in r["offload_by_name"]["names"]}
+    assert set(rows) == {"query_proj", "key_proj", "value_proj", "kv_proj"}
+    for n in ("query_proj", "key_proj", "value_proj"):
+        assert rows[n]["seen"]["D2H"]["count"] == rows[n]["seen"]["H2D"]["count"] == 40
+        assert rows[n]["flag"] is None
+    assert not r["offload_by_name"]["shared"] and not r["offload_by_name"]["other"]
+    _sums_cover_directions(r)
+
+
+def test_cpu_compile_keeps_the_source_locations_not_the_names():
+    """A program compiled here on XLA:CPU with an offload policy: the HLO carries no name
+    (jax lowers checkpoint_name to nothing) and no host copy (XLA:CPU compiles offload away),
+    but its stack frames lead to this file, whose checkpoint_name call the source rule reads."""
+    import jax
+    import jax.numpy as jnp
+    from jax.ad_checkpoint import checkpoint_name
+
+    pol = jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=["probe_act"],
+        offload_src="device", offload_dst="pinned_host")
+
+    def layer(x, w):
+        a = checkpoint_name(jnp.tanh(x @ w), "probe_act")
+        return x + a, None
+
+    def loss(ws, x):
+        y, _ = jax.lax.scan(jax.checkpoint(layer, policy=pol), x, ws)
+        return jnp.sum(y)
+
+    ws, x = jnp.ones((3, 8, 8)), jnp.ones((4, 8))
+    text = jax.jit(jax.grad(loss)).lower(ws, x).compile().as_text()
+    assert "probe_act" not in text
+    prog = trace_ops.program_from_text(text)
+    assert nm.op_names(prog, text, ()) == {}
+    assert nm.tagged_names(prog, ())["probe_act"].startswith(__file__)
+    here = [loc for ins in prog.instrs.values() for loc in trace_ops.frame_locations(
+        prog, ins.name) if loc.file == __file__]
+    assert any(nm.name_at(__file__, loc) == "probe_act" for loc in here)
+
+
+# ---------------------------------------------------------------------------------------------
+# Copies outside any program
+
+
+def test_device_put_copies_are_outside_any_program():
+    t = read_trace(IO)
+    res = analyze(t)
+    ops = {x["hlo_op"] for x in res["by_hlo_op"]["records"]}
+    assert ops == {OUTSIDE_PROGRAM_OP}
+    assert {x["hlo_op"] for x in res["top_exposed"]["records"]} == {OUTSIDE_PROGRAM_OP}
+    # the same copies on a device whose vendor was only inferred: the evidence is gone
+    for facts in t.capture.values():
+        facts["vendors"] = {d: "NVIDIA (inferred)" for d in facts.get("vendors") or {}}
+    assert {x["hlo_op"] for x in analyze(t)["by_hlo_op"]["records"]} == {UNKNOWN_OP}
+
+
+@pytest.mark.parametrize("sample", ["gpu-v100-tf-multiworker", "rocm/mi300x-jax08-attention"])
+def test_other_platforms_keep_unknown(sample):
+    res = analyze(read_trace(REPO / "sample_traces" / sample))
+    assert {x["hlo_op"] for x in res["by_hlo_op"]["records"]} == {UNKNOWN_OP}
