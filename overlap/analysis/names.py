@@ -54,7 +54,8 @@ from overlap.hlo import trace_ops
 from overlap.hlo.program import offload_inventory
 
 DIRECTIONS = ("D2H", "H2D")
-SOURCE, ONLY_LEFT = "source", "only name left"
+SOURCE, ONLY_LEFT, MERGED = "source", "only name left", "merged"
+MERGED_OP = "(merged op: names cannot be told apart)"
 NO_NAME = "(no checkpoint name)"
 _PID = re.compile(r"^(.*)\((\d+)\)$")
 
@@ -138,22 +139,44 @@ def _hints(path: str | Path | None) -> tuple[Path, ...]:
 
 
 def _named(program: trace_ops.Program, start: str, hints: tuple[Path, ...]
-           ) -> tuple[str, dict[str, Any]] | None:
+           ) -> tuple[str | None, dict[str, Any]] | None:
     """(name, evidence) of the value `start`: the nearest origin whose source location lies
-    inside a checkpoint_name call."""
+    inside a checkpoint_name call. A value sliced out of a bigger result on the way (XLA
+    merged several dots into one and slices it: the merged op keeps one source location) has
+    no name of its own: (None, evidence `merged`)."""
+    sliced = None
     for ins, idx in trace_ops.origins(program, start):
         if idx is not None:
             continue
+        if sliced is None and _is_slice(program, ins):
+            sliced = ins
         for loc in trace_ops.frame_locations(program, ins):
             found = source_file(loc.file, hints)
             if found is None:
                 continue
             name = name_at(found[0], loc)
             if name is not None:
-                return name, {"how": SOURCE, "instruction": ins,
-                              "at": f"{found[0]}:{loc.line}:{loc.column}",
-                              "file": found[1]}
+                ev = {"how": SOURCE, "instruction": ins,
+                      "at": f"{found[0]}:{loc.line}:{loc.column}", "file": found[1]}
+                if sliced is not None:
+                    return None, {**ev, "how": MERGED, "instruction": sliced,
+                                  "at": f"a slice of a merged op whose metadata names "
+                                        f"{name!r} at {ev['at']}"}
+                return name, ev
     return None
+
+
+def _is_slice(program: trace_ops.Program, name: str) -> bool:
+    """A slice, or a fusion whose result is one (XLA's `loop_slice_fusion`)."""
+    ins = program.instrs[name]
+    if ins.opcode == "slice":
+        return True
+    if ins.opcode == "fusion":
+        for c in ins.calls:
+            root = program.instrs.get(program.roots.get(c, ""))
+            if root is not None and root.opcode == "slice":
+                return True
+    return False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -186,6 +209,7 @@ def op_names(program: trace_ops.Program, raw: Any, hints: tuple[Path, ...] = (),
         got = _named(program, value, hints)
         if got:
             ops[n]["name"], ops[n]["evidence"] = got
+            ops[n]["merged"] = got[0] is None
     for n, h in ops.items():
         if h["direction"] != "H2D":
             continue
@@ -195,6 +219,10 @@ def op_names(program: trace_ops.Program, raw: Any, hints: tuple[Path, ...] = (),
         writers = [k for k, _ in trace_ops.origins(program, ins.operands[0])
                    if k in ops and ops[k]["direction"] == "D2H"]
         names = sorted({ops[w]["name"] for w in writers if ops[w]["name"]})
+        if not names and any(ops[w].get("merged") for w in writers):
+            h["merged"] = True
+            h["evidence"] = {"how": MERGED, "instruction": n, "file": None,
+                             "at": "reads the host buffer a merged op's copy wrote"}
         if len(names) == 1:
             h["name"] = names[0]
             h["evidence"] = {"how": SOURCE, "instruction": n,
@@ -382,8 +410,11 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
         if instrs is None and rule == trace_ops.COMMAND_BUFFER:
             # a CUDA graph holds every host copy of its direction: narrow by direction
             instrs = [k for k, o in ops.items() if o["direction"] == d]
-        cand = {ops[k]["name"] for k in instrs or () if k in ops and ops[k]["direction"] == d}
-        if not cand or cand == {None}:
+        mine = [ops[k] for k in instrs or () if k in ops and ops[k]["direction"] == d]
+        cand = {o["name"] for o in mine}
+        if mine and all(o.get("merged") for o in mine):
+            _add(other.setdefault(MERGED_OP, _bucket()), *vals)
+        elif not cand or cand == {None}:
             _add(other.setdefault(NO_NAME, _bucket()), *vals)
         elif len(cand) == 1 and None not in cand:
             (nm,) = cand
@@ -397,6 +428,7 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
                 s["ops"].append(op)
             _add(s["by_direction"][d], *vals)
     in_shared = {n for s in shared.values() for n in s["names"]}
+    merged = sum(1 for ops in per_program.values() for o in ops.values() if o.get("merged"))
     for r in names.values():
         compiled = sum(r["compiled"][d]["count"] for d in DIRECTIONS)
         seen = sum(r["seen"][d]["count"] for d in DIRECTIONS)
@@ -406,6 +438,11 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
                          "the backward pass may not need it, or it is kept on device)"
                          if tag else "asked for, never compiled into host copies (no "
                          "checkpoint_name in the program's sources gives this name)")
+            if merged and tag:
+                r["flag"] = ("asked for; no host copy carries it by name, but "
+                             f"{merged} host-copy instruction(s) copy slices of merged ops "
+                             "(XLA combined several dots; one source location kept) and may "
+                             "hold it")
         elif compiled and not seen and r["name"] not in in_shared:
             r["flag"] = "compiled into host copies, never seen in the trace"
         elif r["asked"] is False and compiled:

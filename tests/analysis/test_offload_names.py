@@ -101,7 +101,8 @@ def test_source_file_rules(tmp_path):
 
 _MODULE = """HloModule m
 
-%wrapped_dynamic-update-slice_computation.1 (p0: f32[4,8], p1: f32[1,8], p2: s32[], p3: s32[]) -> f32[4,8] {
+%wrapped_dynamic-update-slice_computation.1 (p0: f32[4,8], p1: f32[1,8], p2: s32[], \
+p3: s32[]) -> f32[4,8] {
   %p0 = f32[4,8]{1,0} parameter(0)
   %p1 = f32[1,8]{1,0} parameter(1)
   %p2 = s32[] parameter(2)
@@ -115,7 +116,8 @@ ENTRY %main (a: f32[4,8], b: f32[1,8]) -> f32[4,8] {
   %mul = f32[1,8]{1,0} multiply(%b, %b), metadata={op_name="jit(f)/mul" stack_frame_id=1}
   %bc = f32[1,8]{1,0} bitcast(%mul)
   %z = s32[] constant(0)
-  %dus-start.1.0 = ((f32[4,8]{1,0:S(5)}, f32[1,8]{1,0}, s32[], s32[]), f32[4,8]{1,0:S(5)}, u32[]) fusion-start(%a, %bc, %z, %z), kind=kLoop, calls=%wrapped_dynamic-update-slice_computation.1
+  %dus-start.1.0 = ((f32[4,8]{1,0:S(5)}, f32[1,8]{1,0}, s32[], s32[]), f32[4,8]{1,0:S(5)}, \
+u32[]) fusion-start(%a, %bc, %z, %z), kind=kLoop, calls=%wrapped_dynamic-update-slice_computation.1
   ROOT %dus-done = f32[4,8]{1,0:S(5)} fusion-done(%dus-start.1.0)
   %copy-start.3.0 = (f32[1,8]{1,0:S(5)}, f32[1,8]{1,0}, u32[]) copy-start(%b)
 }
@@ -281,3 +283,19 @@ def test_device_put_copies_are_outside_any_program():
 def test_other_platforms_keep_unknown(sample):
     res = analyze(read_trace(REPO / "sample_traces" / sample))
     assert {x["hlo_op"] for x in res["by_hlo_op"]["records"]} == {UNKNOWN_OP}
+
+
+def test_merged_dots_have_no_name_of_their_own():
+    """transformer:control: XLA merged the query and value dots into one (one source location
+    kept) and offloads slices of it: those copies are a merged row, not value_proj's."""
+    run = _need(CAPS / "transformer-control" / "qkv_proj_offloaded")
+    r = _report(run)
+    sec = r["offload_by_name"]
+    rows = {x["name"]: x for x in sec["names"]}
+    assert rows["key_proj"]["seen"]["D2H"]["count"] == 40
+    assert rows["value_proj"]["compiled"]["D2H"]["count"] == 0
+    assert "merged" in rows["query_proj"]["flag"] and "merged" in rows["value_proj"]["flag"]
+    assert "never compiled" in rows["kv_proj"]["flag"]
+    (merged,) = [o for o in sec["other"] if o["label"] == nm.MERGED_OP]
+    assert merged["count"] == 160
+    _sums_cover_directions(r)
