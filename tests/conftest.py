@@ -32,6 +32,22 @@ def private_cache_dir(tmp_path_factory) -> Iterator[Path]:
         os.environ["OVERLAP_CACHE_DIR"] = saved
 
 
+GPU_CORPUS = REPO / "tests" / "data" / "gpu-corpus"  # the 38 real H100/H200 captures (SOURCES)
+
+
+@pytest.fixture(scope="session")
+def gpu_corpus(tmp_path_factory) -> Path:
+    """The real H100/H200 corpus (tests/data/gpu-corpus/*.tar.xz) unpacked once per session:
+    `gpu_corpus / "gpu-h100" / "transformer-h100" / "full"` is a run directory. Read only."""
+    import tarfile
+
+    root = tmp_path_factory.mktemp("gpu-corpus")
+    for name in ("gpu-h100.tar.xz", "gpu-h200.tar.xz"):
+        with tarfile.open(GPU_CORPUS / name) as tf:
+            tf.extractall(root, filter="data")
+    return root
+
+
 @pytest.fixture(scope="session")
 def cpu_capture(tmp_path_factory) -> Path:
     """A real jax.profiler capture of a tiny jitted function: 3 annotated steps on XLA:CPU."""

@@ -9,9 +9,9 @@ import pytest
 
 from tests.dashboard.dashboard_support import chrome_available, duo, select  # noqa: F401
 from tests.dashboard.test_dashboard_views import _wait
-from tests.report.test_like_with_like import CB, NO_CB, real
+from tests.report.test_like_with_like import sweeps  # noqa: F401 (a fixture)
 
-pytestmark = [pytest.mark.browser, real,
+pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(chrome_available() is not None,
                                  reason=str(chrome_available()))]
 
@@ -20,10 +20,10 @@ TICKS_JS = ("const g = document.getElementById(arguments[0]); const p = g && "
             "Array.from(p._fullData[0].x) : []")
 
 
-def test_compare_groups_command_buffer_runs_apart_with_their_own_baselines(duo):
+def test_compare_groups_command_buffer_runs_apart_with_their_own_baselines(duo, sweeps):
     from overlap.dashboard.app import create_app
 
-    duo.start_server(create_app([NO_CB, CB]))
+    duo.start_server(create_app(list(sweeps)))
     duo.wait_for_element("#tabs", timeout=60)
     duo.find_element("#tabs .tab:nth-child(3)").click()
     duo.wait_for_contains_text("#compare-verdict", "offload does not pay here", timeout=60)

@@ -12,12 +12,14 @@ import pytest
 from overlap.analysis.compare import compare, made_differs, made_with
 from tests.analysis.test_compare import MS, _row
 
-CAPS = Path("/tmp/caps/gpu-h100")
-NO_CB = CAPS / "transformer-h100"  # XLA_FLAGS=--xla_gpu_enable_command_buffer= (off)
-CB = CAPS / "transformer-h100-command-buffers"  # XLA's default flags (command buffers on)
-real = pytest.mark.skipif(not (NO_CB / "full" / "run.json").is_file()
-                          or not (CB / "full_cb" / "run.json").is_file(),
-                          reason="the real H100 captures are not unpacked at /tmp/caps")
+
+@pytest.fixture
+def sweeps(gpu_corpus) -> tuple[Path, Path]:
+    """The real H100 transformer sweeps (tests/data/gpu-corpus): command buffers off
+    (`XLA_FLAGS=--xla_gpu_enable_command_buffer=`) and on (XLA's default flags)."""
+    h100 = gpu_corpus / "gpu-h100"
+    return h100 / "transformer-h100", h100 / "transformer-h100-command-buffers"
+
 
 OFF = {"xla_flags": {"XLA_FLAGS": "--xla_gpu_enable_command_buffer="},
        "versions": {"jax": "0.11.2", "jaxlib": "0.11.2"}}
@@ -87,12 +89,11 @@ def _loaded(*dirs):
     return runs, [(r.name, data.load_run(r), 0.0) for r in runs]
 
 
-@real
-def test_real_h100_command_buffer_runs_are_another_group_with_their_own_baseline():
+def test_real_h100_command_buffer_runs_are_another_group_with_their_own_baseline(sweeps):
     from overlap.dashboard import data
     from overlap.report import groups
 
-    runs, items = _loaded(NO_CB, CB)
+    runs, items = _loaded(*sweeps)
     gs = groups.groups(items)
     assert sorted(len(g["runs"]) for g in gs) == [2, 4]
     d = {n: dd for n, dd, _ in items}
@@ -113,11 +114,10 @@ def test_real_h100_command_buffer_runs_are_another_group_with_their_own_baseline
     assert "made another way" in why and "command buffers off" in why
 
 
-@real
-def test_real_h100_compare_cli_judges_each_experiment_against_its_own_baseline():
+def test_real_h100_compare_cli_judges_each_experiment_against_its_own_baseline(sweeps):
     from tests.conftest import run_cli
 
-    r = run_cli("compare", str(NO_CB), str(CB))
+    r = run_cli("compare", *map(str, sweeps))
     assert r.returncode == 0, r.stderr
     out = r.stdout
     assert "made with other XLA flags or another runtime" in out

@@ -16,7 +16,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
-import tarfile
 from decimal import Decimal
 from pathlib import Path
 
@@ -40,13 +39,10 @@ BY_NAME = {row["capture"]: row for row in EXPECTED}
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
-    """Both archives unpacked (read-only data; members checked to stay inside the directory)."""
-    root = tmp_path_factory.mktemp("gpu-corpus")
-    for name in ARCHIVES:
-        with tarfile.open(CORPUS / name) as tf:
-            tf.extractall(root, filter="data")
-    return root
+def corpus(gpu_corpus) -> Path:
+    """Both archives unpacked once per session (tests/conftest.py; members checked to stay
+    inside the directory)."""
+    return gpu_corpus
 
 
 def test_table_is_whole():
