@@ -38,6 +38,10 @@ Metrics (per transfer, then aggregated):
 * Pageable host memory: a GPU copy to or from pageable memory is staged synchronously by the
   driver and cannot overlap compute; `summary.pageable_share` is the share of bytes that went
   that way, and `notes` says so when it is non-zero.
+* Why copies are exposed (`exposure_causes` of each `by_direction` entry, `exposure_causes`
+  of op, device and step rows, `cause` of `top_exposed` records): every exposed picosecond of
+  a transfer gets one cause, defined with its evidence and blind spots in
+  `overlap.analysis.causes`; per direction the causes' `exposed_ps` sum to its `exposed_ps`.
 * `dropped_events` (`count`, `by_reason`): events the reader dropped because their times are
   impossible (negative offsets or durations, times beyond 26 days). They are in no number
   here; a note says so, and a verdict they may explain (no device events, no compute) says so
@@ -78,6 +82,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from overlap.analysis import causes as exposure
 from overlap.analysis.grouping import (
     Columns,
     frame_of,
@@ -368,7 +373,8 @@ def _grouped(t: Columns, by: list[str]) -> Columns:
             "zero_length": (span == 0).astype(np.int64),
             "pageable_transfers": pageable.astype(np.int64),
             "pageable_bytes": np.where(pageable, nbytes, 0),
-            "unknown_bytes": unknown.astype(np.int64)}
+            "unknown_bytes": unknown.astype(np.int64),
+            **{c: np.asarray(t[c], np.int64) for c in exposure.CAUSE_COLUMNS}}
     return group_sums(t, by, cols, sort=False)
 
 
@@ -378,12 +384,14 @@ def _records(df: Columns, keys: list[str]) -> list[dict[str, Any]]:
                                       HIDDEN, PARTIAL, EXPOSED)}
     n = len(c["count"])
     unknown = df["unknown_bytes"].tolist() if "unknown_bytes" in df else [0] * n
+    causes = {k: df[k].tolist() if k in df else [0] * n for k in exposure.CAUSE_COLUMNS}
     rows = []
     for i in range(n):
         row = {k: c[k][i] for k in keys}
         row.update(_bucket(c["count"][i], c["bytes"][i], c["span_ps"][i], c["hidden_ps"][i],
                            unknown[i]))
         row.update({label: int(c[label][i]) for label in (HIDDEN, PARTIAL, EXPOSED)})
+        row["exposure_causes"] = exposure.cause_dict({k: v[i] for k, v in causes.items()})
         rows.append(row)
     return rows
 
@@ -481,6 +489,7 @@ def _step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
             dir_bytes[d] = b
         span = per_step("span_ps")
         hidden = per_step("hidden_ps")
+        causes = {k: per_step(k).tolist() for k in exposure.CAUSE_COLUMNS}
         nbytes = per_step("bytes")
         wall = np.zeros(n, np.int64)
         worst = np.full(n, None, dtype=object)
@@ -503,7 +512,8 @@ def _step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
                 span_l, *[dir_counts[d].tolist() for d in DIRECTIONS],
                 *[dir_bytes[d].tolist() for d in DIRECTIONS], hidden_l,
                 (span - hidden).tolist(), [_ratio(h, x) for h, x in zip(hidden_l, span_l)],
-                wall.tolist(), [None if f != f else f for f in frac.tolist()], worst.tolist()]
+                wall.tolist(), [None if f != f else f for f in frac.tolist()], worst.tolist(),
+                [exposure.cause_dict({k: v[i] for k, v in causes.items()}) for i in range(n)]]
         rows.extend(map(dict, map(functools.partial(zip, _STEP_KEYS), zip(*cols))))
     return rows, int((~assigned).sum())
 
@@ -512,7 +522,8 @@ def _step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
 _STEP_KEYS = ("host", "step", "name", "start_ps", "end_ps", "duration_ps", "transfers", "bytes",
               "span_ps", *[f"{d.lower()}_transfers" for d in DIRECTIONS],
               *[f"{d.lower()}_bytes" for d in DIRECTIONS], "hidden_ps", "exposed_ps",
-              "overlap_ratio", "exposed_wall_ps", "exposed_frac", "worst_device")
+              "overlap_ratio", "exposed_wall_ps", "exposed_frac", "worst_device",
+              "exposure_causes")
 
 
 def _step_summary(rows: list[dict], unassigned: int) -> dict[str, Any]:
@@ -608,6 +619,8 @@ def host_part_and_table(trace, *, hidden_threshold: float, exposed_threshold: fl
     _check_thresholds(hidden_threshold, exposed_threshold)
     table, coverages = transfer_columns(trace, hidden_threshold=hidden_threshold,
                                         exposed_threshold=exposed_threshold)
+    extra = exposure.transfer_causes(trace, table)
+    table.update({k: extra[k] for k in exposure.TABLE_COLUMNS})
     rows, unassigned = _step_rows(trace, table, coverages)
     order = np.lexsort((table["start_ps"], -table["exposed_ps"]))
     # `pos` keeps this part's row order, which the reducer needs to break ties as one sort
@@ -623,6 +636,7 @@ def host_part_and_table(trace, *, hidden_threshold: float, exposed_threshold: fl
         "compute_events": int(trace.rows("compute")),
         "thresholds": (hidden_threshold, exposed_threshold),
         "dropped": _dropped_by_reason(trace),
+        "causes": exposure.part_stats(table, extra),
         **_vendor_facts(trace),
     }, table
 
@@ -687,7 +701,7 @@ def note_unreadable(result: dict[str, Any], unreadable: list[dict[str, str]],
 # The finest grouping a part keeps; every aggregate of the result is a sum over these groups.
 GROUP_KEYS = ("host", "device", "direction", "hlo_op")
 _SUMS = ("count", "bytes", "span_ps", "hidden_ps", HIDDEN, PARTIAL, EXPOSED, "zero_length",
-         "pageable_transfers", "pageable_bytes", "unknown_bytes")
+         "pageable_transfers", "pageable_bytes", "unknown_bytes", *exposure.CAUSE_COLUMNS)
 
 
 def _regroup(groups: Columns, by: list[str], sort: bool = True) -> Columns:
@@ -724,6 +738,7 @@ def _top_records(worst: Columns) -> list[dict[str, Any]]:
         "bandwidth_Bps": None if math.isnan(c["bandwidth_Bps"][i])
         else float(c["bandwidth_Bps"][i]),
         "pageable": bool(c["pageable"][i]),
+        **exposure.top_fields(worst, i),
     } for i in range(n)]
 
 
@@ -779,6 +794,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     summary["devices"] = n_rows(device_groups) if n else 0
 
     by_direction = {}
+    cause_stats = exposure.merge_stats([p.get("causes") or {} for p in parts])
     gdir = np.asarray(groups["direction"], dtype=object)
     sums = {c: np.asarray(groups[c], np.int64) for c in ("count", "bytes", "span_ps", "hidden_ps",
                                                       "unknown_bytes", HIDDEN, PARTIAL, EXPOSED)}
@@ -788,6 +804,10 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         b = _bucket(sub["count"], sub["bytes"], sub["span_ps"], sub["hidden_ps"],
                     sub["unknown_bytes"])
         b.update({c: sub[c] for c in (HIDDEN, PARTIAL, EXPOSED)})
+        b["exposure_causes"] = exposure.exposure_causes(
+            {c: int(np.asarray(groups[k], np.int64)[m].sum())
+             for c, k in zip(exposure.CAUSES, exposure.CAUSE_COLUMNS)},
+            b["exposed_ps"], cause_stats.get(d, {}))
         by_direction[d] = b
 
     by_device = _records(device_groups, ["host", "device"])

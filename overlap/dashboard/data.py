@@ -382,8 +382,8 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
 # allow_pickle=False, so a tampered cache file cannot run code. Keyed on the files' fingerprint
 # plus the overlap version and this format's number; a stale entry is simply never looked up.
 
-CACHE_FORMAT = 5  # 2: result carries peak_memory; 3: stragglers; 4: the executed program;
-# 5: dropped_events and unreadable_hosts
+CACHE_FORMAT = 6  # 2: result carries peak_memory; 3: stragglers; 4: the executed program;
+# 5: dropped_events and unreadable_hosts; 6: exposure_causes
 _GROUPS = ("compute", "transfers", "memory", "program_memory")
 
 

@@ -49,6 +49,7 @@ import os
 from pathlib import Path
 from typing import Any, cast
 
+from overlap.analysis import causes
 from overlap.analysis import overlap as analysis
 from overlap.errors import InputError, UsageError
 
@@ -401,11 +402,33 @@ def run_checks(result: dict[str, Any], config: CheckConfig | None = None,
                 f"{sv['verdict']} (limit {config.max_host_skew:g}x)", sv["max_skew"],
                 config.max_host_skew))
 
+    _name_causes(result, checks)
     failed = [c["name"] for c in checks if c["status"] == FAIL]
     passed = not failed
     head = "PASS" if passed else "FAIL (" + ", ".join(failed) + ")"
     return {"passed": passed, "checks": checks, "failed": failed,
             "verdict": f"{head}: {analysis.verdict(result)}"}
+
+
+# The gates that fail on exposed transfer time, and the directions whose causes explain it.
+_EXPOSURE_GATES = {"min_overlap": analysis.DIRECTIONS, "min_overlap_d2h": ("D2H",),
+                   "min_overlap_h2d": ("H2D",), "max_exposed_ms": analysis.DIRECTIONS,
+                   "max_exposed_frac": analysis.DIRECTIONS, "max_ratio_drop": analysis.DIRECTIONS,
+                   "max_ratio_drop_d2h": ("D2H",), "max_ratio_drop_h2d": ("H2D",),
+                   "max_exposed_growth": analysis.DIRECTIONS}
+
+
+def _name_causes(result: dict[str, Any], checks: list[dict[str, Any]]) -> None:
+    """A failed exposure gate's message names the dominant cause of the exposed time
+    (`overlap.analysis.causes`) and its evidence, and the check carries it as `cause`."""
+    for c in checks:
+        dirs = _EXPOSURE_GATES.get(c["name"])
+        if c["status"] != FAIL or dirs is None or result.get("status") != analysis.STATUS_OK:
+            continue
+        why = causes.dominant(result, dirs)
+        if why:
+            c["message"] += f"; {why}"
+            c["cause"] = why.split(" ", 3)[2]
 
 
 def assert_hidden(path_or_trace, min_overlap: float | None = DEFAULT_MIN_OVERLAP, *,

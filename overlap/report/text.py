@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from overlap.analysis.overlap import DIRECTIONS, format_ps, vendor_names
+from overlap.report import causes_text
 
 SYNTHETIC_BANNER = "SYNTHETIC trace (written by overlap.trace.synthetic, not a real capture)"
 
@@ -110,6 +111,9 @@ def text(result: dict[str, Any], outcome: dict[str, Any] | None = None) -> str:
             if result["by_direction"][d]["count"]]
     out += _table(["direction"] + GROUP_HEADERS[1:], _group_rows(rows, lambda r: r["label"]),
                   "<>>>>>>>")
+    why = causes_text.lines(result)  # why the exposed time is exposed
+    if why:
+        out += [""] + why
     if len(result["by_device"]) > 1:
         out.append("")
         multi = len({r["host"] for r in result["by_device"]}) > 1

@@ -1,0 +1,547 @@
+"""Why each exposed copy is exposed: every exposed picosecond of a transfer gets one cause.
+
+A transfer's exposed time is `exposed_ps = span_ps - hidden_ps` (`overlap.analysis.overlap`):
+the part of its flight during which its device ran no compute. `transfer_causes` splits that
+time, per transfer, into the causes below; the split of each transfer sums exactly to its
+`exposed_ps` (integer picoseconds, none negative), so the sums per direction, per HLO op, per
+device and per step (`exposure_causes` in the result) cover each group's exposed time exactly.
+
+Causes, in precedence order (a picosecond goes to the first that applies):
+
+1. `pageable_memory`: the copy's host side is pageable memory (`src_kind`/`dst_kind`
+   `pageable`, the same test as `summary.pageable_share`). The driver stages such a copy
+   through a pinned bounce buffer synchronously, so it cannot overlap compute whatever the
+   schedule. Evidence: copies, bytes, their rate. Fix: `memory_kind='pinned_host'`.
+2. `shares_stream_with_compute`: the copy runs on a GPU stream (trace line) that also runs
+   compute kernels of its device. A stream executes in order, so no kernel of that stream can
+   run beside the copy. XLA:GPU's command buffers (`--xla_gpu_enable_command_buffer`, on by
+   default) put copies into CUDA graphs launched on the compute stream; `overlap capture`
+   turns them off (`COMMAND_BUFFER_FLAG`, the same string as `overlap.capture.api`'s).
+   Evidence: the streams (line names), their kernels, the flag, and what the flag measured on
+   an H100 (`COMMAND_BUFFER_MEASURED`). GPU devices only: a TPU's copies are ops on its op
+   lines, which say nothing about streams.
+3. `queued_behind_same_direction`: the copy started within `QUEUE_GAP_PS` after the previous
+   copy of its direction on its device ended (back-to-back copies: the link, not the schedule,
+   decided when it started). Evidence: the longest queue, the bytes ahead of a copy, their rate.
+4. `device_waits`: the device ran no compute while the copy flew, and compute resumed as soon
+   as the copies in flight ended: the device stalled on copies (this one or one beside it).
+   Per exposed piece of a copy (a stretch with no compute on its device): the device waited
+   when the next compute start after the piece (`resume`) comes no more than `RESUME_GAP_PS`
+   after some copy of the device ended, and between the piece and `resume` the device never
+   spent more than `RESUME_GAP_PS` with neither compute nor a copy. Evidence per copy:
+   `stall_ps` (its exposed tail: the device idle from `idle_from` until the copy ended and
+   then resumed), `ready_ps = idle_from - start` (compute the device had after the copy
+   started, before it ran out), and the bandwidth that would have hidden it,
+   `bytes / ready_ps` (the copy would have ended when the device ran out of work; none when
+   the device had no compute after the copy started: only an earlier issue hides that one).
+   `slack` is the compute time beside the copies (`hidden_ps`).
+5. `unknown`: exposed time none of these explains: compute did not resume after the piece (the
+   capture ends), or resumed later than `RESUME_GAP_PS` after the copies ended (the device was
+   idle for another reason: host-bound launches, a synchronisation), or resumed while the copy
+   still flew and no copy had just ended. Evidence: the picoseconds of each of those three.
+
+Causes 1-3 are properties of the copy and take its whole exposed time; 4 and 5 split the rest
+of it per exposed piece. A transfer's `cause` is the one holding most of its exposed time.
+
+Blind spots:
+
+* The trace has no dependency edges. "The device waited" means compute resumed when copies
+  ended; the kernel that resumed is assumed to be one that needed a copy (it may not be).
+  The HLO (the copy's `-done` and its users) is not joined here.
+* CUPTI records when a copy ran, not when it was issued: a copy issued long before the link
+  was free shows as queued only if it started right after another copy of its direction;
+  `ready_ps` counts from the copy's start, not its issue.
+* Copies of one direction overlapping each other in time (several DMA engines) are not
+  "queued"; they share the link, which the trace cannot see either.
+* `QUEUE_GAP_PS` and `RESUME_GAP_PS` are thresholds: on the H100/H200 corpus back-to-back
+  copies start 1.2-8 us after the previous one ends, and the next kernel a few us after a
+  copy ends; an unrelated copy starting by chance within 10 us counts as queued.
+* A pageable copy is staged by the host; its trace span is only the DMA part.
+
+Vectorised: copies and compute are searched per (host, device) on one int64 key (group
+number times the capture's time range plus the time), or by a lexicographic sort of (group,
+time) pairs where that key would not fit in int64; no Python loop per copy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from overlap.analysis.grouping import Columns, group_codes
+from overlap.analysis.intervals import merge_grouped, merged_groups
+from overlap.analysis.units import format_ps
+
+PAGEABLE = "pageable_memory"
+SHARES_STREAM = "shares_stream_with_compute"
+QUEUED = "queued_behind_same_direction"
+DEVICE_WAITS = "device_waits"
+UNKNOWN = "unknown"
+CAUSES = (PAGEABLE, SHARES_STREAM, QUEUED, DEVICE_WAITS, UNKNOWN)  # precedence order
+DIRECTIONS = ("D2H", "H2D")
+CAUSE_COLUMNS = tuple(f"cause_{c}_ps" for c in CAUSES)
+
+# The per-transfer columns the analysis keeps in its table (and so in `top_exposed` rows).
+TABLE_COLUMNS = (*CAUSE_COLUMNS, "cause", "stall_ps", "ready_ps", "queue_ahead", "bytes_ahead")
+
+US = 1_000_000  # picoseconds
+QUEUE_GAP_PS = 10 * US
+RESUME_GAP_PS = 200 * US
+# The XLA flag that puts copies on the compute stream when on (its default); `overlap capture`
+# appends it empty (off). The same string as overlap.capture.api.COMMAND_BUFFER_FLAG (a test
+# checks: analysis may not import capture).
+COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
+COMMAND_BUFFER_MEASURED = (
+    "measured on an H100 (transformer:h100, qkv_proj_offloaded, shared/captures/SOURCES.md): "
+    "command buffers on, every copy on the compute stream, 0% hidden, step +16.3% vs full "
+    "remat; off (overlap capture's default) D2H 38.9% / H2D 6.8% hidden, step +12.4%")
+_MAX_STREAMS = 8  # streams named in one direction's evidence
+
+
+# ---------------------------------------------------------------------------------------------
+# Searching (group, time) pairs
+
+
+class _Keys:
+    """(group, time) pairs as one sortable int64 (`g * width + t - lo`) where that fits, so
+    one `searchsorted` serves every group."""
+
+    def __init__(self, *times: np.ndarray, groups: int):
+        vals = [t for t in times if len(t)]
+        self.lo = int(min(int(t.min()) for t in vals)) if vals else 0
+        hi = int(max(int(t.max()) for t in vals)) if vals else 0
+        self.width = hi - self.lo + 2 * RESUME_GAP_PS + 2
+        self.ok = float(self.width) * (groups + 1) < 2.0 ** 62
+
+    def key(self, g: np.ndarray, t: np.ndarray) -> np.ndarray:
+        # clipped into the group's own range: a time before every time of the capture is the
+        # start of its group's stretch, never the end of the previous group's
+        return np.asarray(g, np.int64) * self.width + np.clip(
+            np.asarray(t, np.int64) - self.lo, 0, self.width - 1)
+
+
+def _search(keys: _Keys, tg, tt, qg, qt, side: Literal["left", "right"]) -> np.ndarray:
+    """`np.searchsorted` of query pairs (qg, qt) in table pairs (tg, tt) sorted by (g, t)."""
+    if keys.ok:
+        return np.searchsorted(keys.key(tg, tt), keys.key(qg, qt), side=side)
+    # Too wide for one int64 key: sort table and queries together (ties: table first for
+    # 'right', query first for 'left') and count table rows before each query.
+    n, m = len(tt), len(qt)
+    g = np.concatenate([tg, qg]).astype(np.int64)
+    t = np.concatenate([tt, qt]).astype(np.int64)
+    is_q = np.concatenate([np.zeros(n, np.int8), np.ones(m, np.int8)])
+    tie = is_q if side == "right" else 1 - is_q
+    order = np.lexsort((tie, t, g))
+    before = np.cumsum(is_q[order] == 0)
+    out = np.empty(m, np.int64)
+    qpos = is_q[order] == 1
+    out[order[qpos] - n] = before[qpos]
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Per transfer
+
+
+def transfer_causes(trace, table: Columns) -> Columns:
+    """Per transfer of `table` (`overlap.analysis.overlap.transfer_columns`, same rows): the
+    split of its `exposed_ps` over `CAUSES` (`cause_<c>_ps`), its `cause`, and the evidence
+    columns `on_compute_stream`, `queue_ahead`, `bytes_ahead`, `stall_ps`, `ready_ps` (-1 where
+    the copy ended under compute) and `unknown_<why>_ps` (see the module docstring)."""
+    start = np.asarray(table["start_ps"], np.int64)
+    end = np.asarray(table["end_ps"], np.int64)
+    n = len(start)
+    exposed = np.asarray(table["exposed_ps"], np.int64)
+    z = np.zeros(n, np.int64)
+    out: dict[str, Any] = {c: z.copy() for c in CAUSE_COLUMNS}
+    out.update(on_compute_stream=np.zeros(n, bool), queue_ahead=z.copy(), bytes_ahead=z.copy(),
+               stream_kernels=z.copy(), group=z.copy(), stall_ps=z.copy(),
+               ready_ps=np.full(n, -1, np.int64),
+               unknown_no_resume_ps=z.copy(), unknown_late_resume_ps=z.copy(),
+               unknown_not_copy_bound_ps=z.copy())
+    if not n:
+        out.update(cause=np.zeros(0, object), stream=z.copy(), line=np.zeros(0, object))
+        return out
+    tr = trace.columns("transfers")
+    co = trace.columns("compute")
+    (tg, cg), keys_hd = group_codes(tr, co)
+    tg = np.asarray(tg, np.int64)
+    cg = np.asarray(cg, np.int64)
+    ngroups = len(keys_hd)
+    cs = np.asarray(co["start_ps"], np.int64)
+    ce = np.maximum(np.asarray(co["end_ps"], np.int64), cs)
+    keys = _Keys(start, end, cs, ce, groups=ngroups)
+
+    pageable = np.asarray(table["pageable"], bool)
+    on_stream, kernels = _on_compute_stream(tr, co, tg, cg, keys_hd)
+    out["on_compute_stream"], out["stream_kernels"], out["group"] = on_stream, kernels, tg
+    out["stream"] = _streams(tr)[0]
+    out["line"] = np.asarray(tr["line"], object) if "line" in tr else np.full(n, None, object)
+    queued, ahead, bytes_ahead = _queues(tg, np.asarray(table["direction"], object), start, end,
+                                         np.asarray(table["bytes"], np.int64))
+    out["queue_ahead"], out["bytes_ahead"] = ahead, bytes_ahead
+    pg = pageable
+    ss = ~pg & on_stream
+    qu = ~pg & ~ss & queued
+    rest = ~(pg | ss | qu)
+    out["cause_pageable_memory_ps"] = np.where(pg, exposed, 0)
+    out["cause_shares_stream_with_compute_ps"] = np.where(ss, exposed, 0)
+    out["cause_queued_behind_same_direction_ps"] = np.where(qu, exposed, 0)
+    _waits(out, keys, tg, start, end, cg, cs, ce, rest)
+    # what is left of a transfer's exposed time (none, by construction) is unknown: the split
+    # always sums to exposed_ps
+    left = exposed - sum(out[c] for c in CAUSE_COLUMNS)
+    out["cause_unknown_ps"] = out["cause_unknown_ps"] + left
+    split = np.stack([out[c] for c in CAUSE_COLUMNS])
+    label = np.array(["", *CAUSES], dtype=object)
+    out["cause"] = label[np.where(exposed > 0, np.argmax(split, axis=0) + 1, 0)]
+    return out
+
+
+def _on_compute_stream(tr: Columns, co: Columns, tg, cg, keys_hd
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Per transfer: does a compute event of its device run on its stream (GPU devices), and
+    how many compute events that stream has."""
+    ts, tok = _streams(tr)
+    cs, cok = _streams(co)
+    cg, cs = cg[cok], cs[cok]
+    if not len(cs):
+        return np.zeros(len(ts), bool), np.zeros(len(ts), np.int64)
+    u, inv = np.unique(np.concatenate([ts, cs]), return_inverse=True)
+    w = len(u)
+    tkey = tg * w + inv[:len(ts)]
+    ckey, kernels = np.unique(cg * w + inv[len(ts):], return_counts=True)
+    i = np.minimum(np.searchsorted(ckey, tkey), len(ckey) - 1)
+    gpu = np.array([d.startswith("GPU") for _, d in keys_hd], bool)
+    on = (ckey[i] == tkey) & gpu[tg] & tok
+    return on, np.where(on, kernels[i], 0)
+
+
+def _streams(t: Columns) -> tuple[np.ndarray, np.ndarray]:
+    """A table's stream ids (0 where missing: a table built without them) and which are known."""
+    n = len(t["start_ps"])
+    v = t.get("stream")
+    if v is None:
+        return np.zeros(n, np.int64), np.zeros(n, bool)
+    v = np.asarray(v)
+    if v.dtype == object:
+        ok = np.array([x is not None and x == x for x in v.tolist()], bool) if n else \
+            np.zeros(0, bool)
+        return np.where(ok, v, 0).astype(np.int64), ok
+    return v.astype(np.int64), np.ones(n, bool)
+
+
+def _queues(tg, direction, start, end, nbytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per transfer: queued (started within QUEUE_GAP_PS after the previous copy of its
+    (device, direction) ended), copies ahead of it in its back-to-back queue and their bytes."""
+    n = len(start)
+    dcode = np.unique(direction, return_inverse=True)[1].astype(np.int64)
+    grp = tg * 4 + dcode
+    order = np.lexsort((start, grp))
+    g, s, e, b = grp[order], start[order], end[order], nbytes[order]
+    same = np.zeros(n, bool)
+    same[1:] = g[1:] == g[:-1]
+    # furthest end so far within the group: a running max of the ends' ranks, each group's
+    # ranks lifted above the previous groups'
+    u, r = np.unique(e, return_inverse=True)
+    lift = (np.cumsum(~same) - 1) * len(u)
+    reach = u[np.maximum.accumulate(r + lift) - lift]
+    gap = np.full(n, -1, np.int64)
+    gap[1:] = s[1:] - reach[:-1]
+    q = same & (gap >= 0) & (gap <= QUEUE_GAP_PS)
+    head = np.flatnonzero(~q)
+    chain = np.cumsum(~q) - 1
+    ahead = np.arange(n) - head[chain]
+    cb = np.cumsum(b)
+    bytes_ahead = cb - b - (cb[head] - b[head])[chain]
+    out_q, out_a, out_b = np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    out_q[order], out_a[order], out_b[order] = q, ahead, bytes_ahead
+    return out_q, out_a, out_b
+
+
+def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, cg, cs, ce, rest) -> None:
+    """Split the exposed time of the transfers in `rest` into device_waits and unknown, per
+    exposed piece (see the module docstring), and fill stall_ps / ready_ps."""
+    comp = merged_groups(cg, cs, ce)
+    mg, ms, me = comp.g, comp.s, comp.e
+    sel = np.flatnonzero(rest & (end > start))
+    if not len(sel):
+        return
+    g, s, e = tg[sel], start[sel], end[sel]
+    # compute intervals of the group ending at or before s / starting before e
+    i0 = _search(keys, mg, me, g, s, "right")
+    i1 = _search(keys, mg, ms, g, e, "left")
+    cnt = i1 - i0 + 1  # pieces: before the first overlapping interval, between, after
+    a = np.repeat(np.arange(len(sel)), cnt)
+    j = np.arange(len(a)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    k = i0[a] + j  # the compute interval after the piece (may be another group's or none)
+    nm = len(ms)
+    prev_ok = (k - 1 >= 0) & (mg[np.clip(k - 1, 0, max(nm - 1, 0))] == g[a]) if nm else \
+        np.zeros(len(a), bool)
+    next_ok = (k < nm) & (mg[np.clip(k, 0, max(nm - 1, 0))] == g[a]) if nm else \
+        np.zeros(len(a), bool)
+    lo = s[a]
+    if nm:
+        lo = np.where(prev_ok, np.maximum(s[a], me[np.clip(k - 1, 0, nm - 1)]), s[a])
+    hi = e[a]
+    if nm:
+        hi = np.where(next_ok, np.minimum(e[a], ms[np.clip(k, 0, nm - 1)]), e[a])
+    keep = hi > lo
+    a, lo, hi, k, next_ok = a[keep], lo[keep], hi[keep], k[keep], next_ok[keep]
+    pg = g[a]
+    resume = ms[np.clip(k, 0, max(nm - 1, 0))] if nm else np.zeros(len(a), np.int64)
+    # copy-free idle time between the piece and the resume: (resume - hi) minus in-flight time
+    tm = merged_groups(*merge_grouped(tg, start, end))
+    idle = np.maximum(resume - hi, 0)
+    bare = idle - tm.covered(pg, hi, np.maximum(resume, hi))
+    # did some copy of the device end within RESUME_GAP_PS before the resume?
+    ends = np.lexsort((end, tg))
+    eg, ee = tg[ends], end[ends]
+    n_before = _search(keys, eg, ee, pg, resume, "right")
+    n_gap = _search(keys, eg, ee, pg, resume - RESUME_GAP_PS, "left")
+    copy_ended = n_before > n_gap
+    waited = next_ok & (bare <= RESUME_GAP_PS) & copy_ended
+    length = hi - lo
+    rows = sel[a]
+    for col, m in (("cause_device_waits_ps", waited),
+                   ("cause_unknown_ps", ~waited),
+                   ("unknown_no_resume_ps", ~next_ok),
+                   ("unknown_late_resume_ps", next_ok & ~waited & (bare > RESUME_GAP_PS)),
+                   ("unknown_not_copy_bound_ps",
+                    next_ok & ~waited & (bare <= RESUME_GAP_PS))):
+        np.add.at(out[col], rows[m], length[m])
+    # the tail: a piece ending at the copy's end, after which the device resumed
+    tail = waited & (hi == e[a])
+    out["stall_ps"][rows[tail]] = length[tail]
+    out["ready_ps"][rows[tail]] = lo[tail] - s[a][tail]
+
+
+# ---------------------------------------------------------------------------------------------
+# Evidence: mergeable per part, rendered once per result
+
+_STAT_SUMS = ("transfers", "bytes", "span_ps", "hidden_ps", "max_queue", "max_bytes_ahead",
+              "stall_ps", "ready_ps", "ready_bytes", "no_work", "no_resume_ps",
+              "late_resume_ps", "not_copy_bound_ps")
+
+
+def part_stats(table: Columns, extra: Columns) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per direction and cause, the evidence numbers of one part (sums and maxima, so parts
+    of several hosts merge exactly: `merge_stats`)."""
+    direction = np.asarray(table["direction"], object)
+    nbytes = np.asarray(table["bytes"], np.int64)
+    span = np.asarray(table["span_ps"], np.int64)
+    hidden = np.asarray(table["hidden_ps"], np.int64)
+    hlo = np.asarray(table["hlo_op"], object)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for d in DIRECTIONS:
+        dm = direction == d
+        per: dict[str, dict[str, Any]] = {}
+        for c, col in zip(CAUSES, CAUSE_COLUMNS):
+            m = dm & (np.asarray(extra[col]) > 0)
+            if not m.any():
+                continue
+            st: dict[str, Any] = {"transfers": int(m.sum()), "bytes": int(nbytes[m].sum()),
+                                  "span_ps": int(span[m].sum()),
+                                  "hidden_ps": int(hidden[m].sum())}
+            if c == QUEUED:
+                st["max_queue"] = int(extra["queue_ahead"][m].max()) + 1
+                st["max_bytes_ahead"] = int(extra["bytes_ahead"][m].max())
+            elif c == SHARES_STREAM:
+                st["streams"] = _stream_rows(table, extra, m)
+            elif c == DEVICE_WAITS:
+                ready = np.asarray(extra["ready_ps"])[m]
+                st["stall_ps"] = int(np.asarray(extra["stall_ps"])[m].sum())
+                pos = ready > 0
+                st["ready_ps"] = int(ready[pos].sum())
+                st["ready_bytes"] = int(nbytes[m][pos].sum())
+                st["no_work"] = int((ready == 0).sum())
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    need = np.where(pos, nbytes[m] * 1e12 / np.where(pos, ready, 1), 0.0)
+                if pos.any():
+                    i = int(np.argmax(need))
+                    st["worst"] = {"hlo_op": str(hlo[m][i]), "needed_Bps": float(need[i]),
+                                   "bytes": int(nbytes[m][i]), "ready_ps": int(ready[i]),
+                                   "span_ps": int(span[m][i])}
+            elif c == UNKNOWN:
+                for k in ("no_resume", "late_resume", "not_copy_bound"):
+                    st[f"{k}_ps"] = int(np.asarray(extra[f"unknown_{k}_ps"])[m].sum())
+            per[c] = st
+        if per:
+            out[d] = per
+    return out
+
+
+def _stream_rows(table: Columns, extra: Columns, m: np.ndarray) -> list[dict]:
+    """The distinct (host, device, stream) of the copies `m`: line name, kernels, copies."""
+    idx = np.flatnonzero(m)
+    pairs = np.stack([np.asarray(extra["group"], np.int64)[idx],
+                      np.asarray(extra["stream"], np.int64)[idx]])
+    _, first, counts = np.unique(pairs, axis=1, return_index=True, return_counts=True)
+    rows = [{"host": table["host"][i], "device": table["device"][i],
+             "stream": int(extra["stream"][i]), "line": extra["line"][i],
+             "kernels": int(extra["stream_kernels"][i]), "copies": int(c)}
+            for i, c in zip(idx[first].tolist(), counts.tolist())]  # one per stream (few)
+    return sorted(rows, key=lambda r: (-r["copies"], str(r["host"]), str(r["device"]),
+                                       r["stream"]))
+
+
+def merge_stats(parts: list[dict]) -> dict[str, dict[str, dict[str, Any]]]:
+    """`part_stats` of several parts (disjoint hosts) as one: sums, maxima, the worst copy,
+    the streams with the most copies."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for p in parts:
+        for d, per in (p or {}).items():
+            od = out.setdefault(d, {})
+            for c, st in per.items():
+                o = od.setdefault(c, {})
+                for k, v in st.items():
+                    if k in ("max_queue", "max_bytes_ahead"):
+                        o[k] = max(o.get(k, 0), v)
+                    elif k == "worst":
+                        if "worst" not in o or v["needed_Bps"] > o["worst"]["needed_Bps"]:
+                            o["worst"] = v
+                    elif k == "streams":
+                        o["streams"] = sorted(o.get("streams", []) + v, key=lambda r: (
+                            -r["copies"], r["host"], r["device"], r["stream"]))
+                    else:
+                        o[k] = o.get(k, 0) + v
+    return out
+
+
+def exposure_causes(exposed_by_cause: dict[str, int], exposed_ps: int,
+                    stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One direction's `exposure_causes`: `{cause, exposed_ps, evidence}` per cause with
+    exposed time, largest first, plus `unknown` for whatever the causes leave of
+    `exposed_ps`; the `exposed_ps` of the list sum exactly to `exposed_ps`."""
+    known = {c: int(exposed_by_cause.get(c, 0)) for c in CAUSES if c != UNKNOWN}
+    unknown = int(exposed_ps) - sum(known.values())
+    rows = [(c, v) for c, v in known.items() if v > 0]
+    if unknown:
+        rows.append((UNKNOWN, unknown))
+    rows.sort(key=lambda cv: (-cv[1], CAUSES.index(cv[0])))
+    return [{"cause": c, "exposed_ps": v,
+             "share": v / exposed_ps if exposed_ps > 0 else None,
+             "evidence": _evidence(c, stats.get(c, {}), v)} for c, v in rows]
+
+
+def _gbs(bps: float | None) -> str:
+    return "-" if bps is None else f"{bps / 1e9:.1f} GB/s"
+
+
+def _ms(ps: int) -> str:
+    return format_ps(int(ps))
+
+
+def _evidence(cause: str, st: dict[str, Any], exposed: int) -> dict[str, Any]:
+    """The evidence of one cause: its numbers and one sentence saying what they show."""
+    n = int(st.get("transfers", 0))
+    nbytes, span = int(st.get("bytes", 0)), int(st.get("span_ps", 0))
+    rate = nbytes * 1e12 / span if span > 0 else None
+    ev: dict[str, Any] = {"transfers": n, "bytes": nbytes, "bandwidth_Bps": rate}
+    if cause == PAGEABLE:
+        ev["text"] = (f"{n} copies to/from pageable host memory at {_gbs(rate)}: the driver "
+                      "stages them synchronously, they cannot overlap compute; use "
+                      "memory_kind='pinned_host'")
+        ev["short"] = f"{n} copies via pageable host memory; use memory_kind='pinned_host'"
+    elif cause == SHARES_STREAM:
+        streams = st.get("streams", [])[:_MAX_STREAMS]
+        ev.update(streams=streams, flag=COMMAND_BUFFER_FLAG, measured=COMMAND_BUFFER_MEASURED)
+        where = ", ".join(f"{r['device']} stream {r['stream']} ({r['kernels']} kernels, "
+                          f"{r['copies']} copies)" for r in streams[:3])
+        ev["text"] = (f"{n} copies ran on a stream that also runs compute ({where}): no "
+                      "kernel of that stream can run beside them. XLA:GPU command buffers "
+                      "(default on) put copies into CUDA graphs on the compute stream; "
+                      f"XLA_FLAGS={COMMAND_BUFFER_FLAG} (overlap capture's default) turns "
+                      f"them off ({COMMAND_BUFFER_MEASURED})")
+        ev["short"] = (f"{n} copies on a stream that runs compute ({where}); "
+                       f"XLA_FLAGS={COMMAND_BUFFER_FLAG} takes them off it")
+    elif cause == QUEUED:
+        ev.update(max_queue=int(st.get("max_queue", 0)),
+                  max_bytes_ahead=int(st.get("max_bytes_ahead", 0)),
+                  queue_gap_ps=QUEUE_GAP_PS)
+        ev["text"] = (f"{n} copies started within {QUEUE_GAP_PS // US} us after the previous "
+                      f"copy of their direction ended (queues up to {ev['max_queue']} long, "
+                      f"up to {ev['max_bytes_ahead'] / 2**20:.0f} MiB ahead), moving at "
+                      f"{_gbs(rate)}: the link was busy; fewer or smaller copies, or copies "
+                      "issued earlier, hide more")
+        ev["short"] = (f"{n} copies queued back to back on the link (queues up to "
+                       f"{ev['max_queue']}) at {_gbs(rate)}")
+    elif cause == DEVICE_WAITS:
+        ready, rbytes = int(st.get("ready_ps", 0)), int(st.get("ready_bytes", 0))
+        need = rbytes * 1e12 / ready if ready > 0 else None
+        ev.update(stall_ps=int(st.get("stall_ps", 0)), slack_ps=int(st.get("hidden_ps", 0)),
+                  ready_ps=ready, needed_bandwidth_Bps=need,
+                  no_work_transfers=int(st.get("no_work", 0)), worst=st.get("worst"),
+                  assumes=("the compute that resumed when the copies ended needed them (the "
+                           "trace has no dependencies); a copy was issued when it started"))
+        text = (f"{n} copies with no compute beside them, and compute resumed as the copies "
+                f"ended: {_ms(ev['stall_ps'])} of stalls at copy ends, "
+                f"{_ms(ev['slack_ps'])} of compute beside them; they moved at {_gbs(rate)}")
+        if need is not None:
+            text += (f"; {_gbs(need)} would have ended them before the device ran out of "
+                     "work")
+        if ev["no_work_transfers"]:
+            text += (f"; {ev['no_work_transfers']} had no compute after they started (only an "
+                     "earlier issue hides them)")
+        ev["text"] = text
+        ev["short"] = (f"{n} copies with no compute beside them; the device stalled "
+                       f"{_ms(ev['stall_ps'])} at their ends"
+                       + (f"; {_gbs(need)} would have hidden them" if need is not None else
+                          "; issue them earlier"))
+    else:
+        ev.update({k: int(st.get(k, 0)) for k in ("no_resume_ps", "late_resume_ps",
+                                                  "not_copy_bound_ps")})
+        why = [f"{_ms(ev[k])} {what}" for k, what in (
+            ("no_resume_ps", "with no compute after it in the capture"),
+            ("late_resume_ps", f"where compute resumed over {RESUME_GAP_PS // US} us after the "
+                               "copies ended (the device idle for another reason)"),
+            ("not_copy_bound_ps", "where compute resumed while the copy still flew, no copy "
+                                  "having just ended (the device waited for something else)"))
+            if ev[k]]
+        ev["text"] = (f"{_ms(exposed)} exposed that no cause explains"
+                      + (": " + "; ".join(why) if why else ""))
+        ev["short"] = f"{_ms(exposed)} that no cause explains"
+    return ev
+
+
+def cause_dict(sums: dict[str, int]) -> dict[str, int]:
+    """`{cause: exposed_ps}` of a group's `cause_<c>_ps` sums, causes with time only."""
+    return {c: int(sums[col]) for c, col in zip(CAUSES, CAUSE_COLUMNS) if sums.get(col)}
+
+
+def top_fields(rows: Columns, i: int) -> dict[str, Any]:
+    """A `top_exposed` record's cause and evidence (row `i` of the analysis' top rows)."""
+    if "cause" not in rows:
+        return {}
+    ready = int(rows["ready_ps"][i])
+    nbytes = int(rows["bytes"][i])
+    return {"cause": rows["cause"][i] or None,
+            "exposure_causes": cause_dict({k: rows[k][i] for k in CAUSE_COLUMNS}),
+            "stall_ps": int(rows["stall_ps"][i]), "ready_ps": ready if ready >= 0 else None,
+            "needed_bandwidth_Bps": nbytes * 1e12 / ready if ready > 0 else None,
+            "queue_ahead": int(rows["queue_ahead"][i]),
+            "bytes_ahead": int(rows["bytes_ahead"][i])}
+
+
+def dominant(result: dict[str, Any], directions) -> str | None:
+    """`mostly <cause> (<share> of <N> exposed): <evidence>`, over `directions` of a result,
+    or None where it has no exposure causes (a result of an older version)."""
+    total: dict[str, int] = {}
+    text: dict[str, str] = {}
+    exposed = 0
+    for d in directions:
+        b = (result.get("by_direction") or {}).get(d) or {}
+        rows = b.get("exposure_causes")
+        if rows is None:
+            continue
+        exposed += int(b.get("exposed_ps") or 0)
+        for r in rows:
+            total[r["cause"]] = total.get(r["cause"], 0) + r["exposed_ps"]
+            if r["exposed_ps"] > 0 and r["cause"] not in text:
+                text[r["cause"]] = r["evidence"].get("short", "")
+    if exposed <= 0 or not total:
+        return None
+    c = max(total, key=lambda k: (total[k], -CAUSES.index(k)))
+    share = total[c] / exposed
+    return f"exposed mostly {c} ({share:.0%} of {_ms(exposed)}): {text.get(c, '')}"
