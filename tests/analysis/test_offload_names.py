@@ -24,14 +24,6 @@ CB = H100 / "transformer-h100-command-buffers" / "qkv_proj_offloaded_cb"
 SCAN = H100 / "scan-h100" / "offload_x"
 USER = H100 / "user-script" / "balanced-offload"
 IO = H100 / "user-pageable" / "io"
-CAPS = Path("/tmp/caps/gpu-h100")  # the whole archive, where unpacked (skip if absent)
-
-
-def _need(p: Path) -> Path:
-    if not p.exists():
-        pytest.skip(f"{p} not here")
-    return p
-
 
 def _report(path: Path) -> dict:
     out = subprocess.run([sys.executable, "-m", "overlap", "report", "--json", str(path)],
@@ -220,8 +212,8 @@ def test_user_script_names_act_from_the_script_beside_it():
     _sums_cover_directions(r)
 
 
-def test_full_archive_qkv_run_per_name():
-    run = _need(CAPS / "transformer-h100" / "qkv_proj_offloaded")
+def test_full_archive_qkv_run_per_name(gpu_corpus):
+    run = gpu_corpus / "gpu-h100" / "transformer-h100" / "qkv_proj_offloaded"
     r = _report(run)
     rows = {x["name"]: x for x in r["offload_by_name"]["names"]}
     assert set(rows) == {"query_proj", "key_proj", "value_proj", "kv_proj"}
@@ -285,10 +277,10 @@ def test_other_platforms_keep_unknown(sample):
     assert {x["hlo_op"] for x in res["by_hlo_op"]["records"]} == {UNKNOWN_OP}
 
 
-def test_merged_dots_have_no_name_of_their_own():
+def test_merged_dots_have_no_name_of_their_own(gpu_corpus):
     """transformer:control: XLA merged the query and value dots into one (one source location
     kept) and offloads slices of it: those copies are a merged row, not value_proj's."""
-    run = _need(CAPS / "transformer-control" / "qkv_proj_offloaded")
+    run = gpu_corpus / "gpu-h100" / "transformer-control" / "qkv_proj_offloaded"
     r = _report(run)
     sec = r["offload_by_name"]
     rows = {x["name"]: x for x in sec["names"]}
