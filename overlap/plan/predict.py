@@ -19,10 +19,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
+
 from overlap.errors import UsageError
 from overlap.plan.targets import Target, get_target, target_for_device_kind
 
 _PID_RE = re.compile(r"\((\d+)\)\s*$")
+_CB_RE = re.compile(r"^command_buffer_\d+$")
 
 
 def _target_name(trace, target: str | None) -> tuple[str, str]:
@@ -40,95 +43,183 @@ def _target_name(trace, target: str | None) -> tuple[str, str]:
                      f"({', '.join(kinds) or 'none recorded'}); pass --target")
 
 
-def predict_capture(trace, result: dict, *, target: str | None = None,
-                    host_link_Bps: float | None = None, h2d_link_Bps: float | None = None,
-                    kernel_floor_us: float | None = None) -> dict[str, Any]:
-    """The `prediction` section of a report (JSON-safe): per program with measured copies, the
-    estimate's ops beside the measured ones, the measured link bandwidth per direction, and the
-    assumptions. Raises UsageError when the capture carries no program to predict."""
-    from overlap.analysis.predict import join, link_throughput
-    from overlap.hlo.program import hlo_text_from_proto
-    from overlap.plan.estimate import estimate_for
+def _joined(trace, by_pid: dict[int, tuple[str, str]]):
+    """The capture's copies joined to their ops (`overlap.analysis.copy_join`): (per-transfer
+    metrics, program id per transfer, op per transfer, unjoined groups, ProgramOps by id)."""
+    from overlap.analysis.copy_join import ProgramOps, join_copies
+    from overlap.analysis.overlap import transfer_columns
 
-    tname, tsource = _target_name(trace, target)
-    tgt = get_target(tname)
-    transfers = trace.transfers
-    pids = []
-    if "program_id" in transfers.columns:
-        pids = sorted({int(p) for p in transfers["program_id"].dropna().unique()})
-    modules = trace.modules
-    by_pid: dict[int, tuple[str, bytes]] = {}
-    for name, proto in zip(modules["name"], modules["hlo_proto"]):
-        m = _PID_RE.search(str(name))
-        if m and proto:
-            by_pid[int(m.group(1))] = (str(name), bytes(proto))
-    programs = []
-    notes = []
-    for pid in pids:
-        if pid not in by_pid:
-            notes.append(f"program {pid}: the capture carries no HloProto for it")
-            continue
-        name, proto = by_pid[pid]
-        text = hlo_text_from_proto(proto)
-        est = estimate_for(text, tgt, host_link_Bps=host_link_Bps, h2d_link_Bps=h2d_link_Bps,
-                           kernel_floor_us=kernel_floor_us)
-        measured = link_throughput(transfers, pid)
-        d2h = (measured.get("D2H") or {}).get("link_Bps")
-        h2d = (measured.get("H2D") or {}).get("link_Bps")
-        again = None
-        if d2h or h2d:
-            again = estimate_for(text, tgt, host_link_Bps=d2h or h2d, h2d_link_Bps=h2d or d2h,
-                                 kernel_floor_us=kernel_floor_us)
-        rows = join(result, est, estimate_at_measured=again)
-        suggest = None
-        one_way = d2h or h2d
-        if one_way:
-            suggest = (f"overlap plan --target {tname} --host-bandwidth {one_way / 1e9:.1f}"
-                       + (f" --host-bandwidth-h2d {h2d / 1e9:.1f}" if h2d and d2h else ""))
-        programs.append({
-            "module": name, "program_id": pid, "ops": rows,
-            "measured_link": measured, "plan_with_measured_bandwidth": suggest,
-            "model": est["model"], "assumptions": est["assumptions"],
-            "predicted_per_step": est["per_step"],
-            "predicted_per_step_at_measured_link": again["per_step"] if again else None,
-        })
-    if not programs:
-        raise UsageError("nothing to predict: the capture has no copies of a program whose "
-                         "HloProto it carries" + (f" ({'; '.join(notes)})" if notes else ""))
-    return {
-        "kind": "prediction",
-        "note": "predicted = the plan estimate of the captured program (roofline + host-link "
-                "model), not a measurement; measured = this capture",
-        "target": tname, "target_source": tsource, "programs": programs, "notes": notes,
-    }
+    table, _ = transfer_columns(trace)
+    progs = {pid: ProgramOps(text) for pid, (_, text) in by_pid.items()}
+    pid, op, unjoined = join_copies(dict(trace.columns("transfers")),
+                                    dict(trace.columns("compute")), progs)
+    return table, pid, op, unjoined, progs
 
 
-def _program_entry(text: str | None, est: dict, tgt: Target, transfers, pid: int | None,
-                   result: dict, name: str, *, kernel_floor_us: float | None = None
-                   ) -> dict[str, Any]:
-    """One program's rows: `est`'s ops beside the measured ones, the measured link, and (when
-    the HLO text is at hand) the same estimate at the measured link bandwidth."""
-    from overlap.analysis.predict import join, link_throughput
-    from overlap.plan.estimate import estimate_for
+def _measured_link(transfers, pid, backend: str) -> tuple[dict, float | None, float | None]:
+    """(link_throughput of the program's copies, D2H and H2D rates the estimate is rerun at):
+    the busy-time rate (`overlap.analysis.predict.link_throughput`). On TPU a span runs to its
+    done's end, which can come after the bytes moved, so that rate reads low there."""
+    from overlap.analysis.predict import link_throughput
 
     measured = link_throughput(transfers, pid)
-    d2h = (measured.get("D2H") or {}).get("link_Bps")
-    h2d = (measured.get("H2D") or {}).get("link_Bps")
-    again = None
+    return (measured, (measured.get("D2H") or {}).get("link_Bps"),
+            (measured.get("H2D") or {}).get("link_Bps"))
+
+
+def _captured(text: str, tgt: Target, backend: str, **overrides: Any) -> dict[str, dict]:
+    """Per op, the estimate's span and hidden time on the capture's span definition."""
+    from overlap.analysis.predict import as_captured
+    from overlap.hlo.schedule import predicted_timeline
+    from overlap.plan.estimate import roofline_for
+
+    model, _ = roofline_for(tgt, **overrides)
+    return as_captured(predicted_timeline(text, model), backend)
+
+
+def _entry(name: str, pid: Any, text: str | None, est: dict, tgt: Target, backend: str,
+           measured: dict, link: tuple[dict, float | None, float | None],
+           overrides: dict[str, Any], kernel_floor_us: float | None) -> dict[str, Any]:
+    """One program's section: the estimate's ops beside the measured ones (and again at the
+    measured link), per step on both sides, on the capture's span definition."""
+    from overlap.analysis.predict import SPAN_DEFINITION, join, per_step, program_runs
+    from overlap.plan.estimate import estimate_for
+
+    ml, d2h, h2d = link
+    again = captured = captured_again = None
+    if text is not None:
+        captured = _captured(text, tgt, backend, kernel_floor_us=kernel_floor_us, **overrides)
     if text and (d2h or h2d):
-        again = estimate_for(text, tgt, host_link_Bps=d2h or h2d, h2d_link_Bps=h2d or d2h,
-                             kernel_floor_us=kernel_floor_us)
+        at = dict(overrides, host_link_Bps=d2h or h2d, h2d_link_Bps=h2d or d2h)
+        again = estimate_for(text, tgt, kernel_floor_us=kernel_floor_us, **at)
+        captured_again = _captured(text, tgt, backend, kernel_floor_us=kernel_floor_us, **at)
     one_way = d2h or h2d
     suggest = None
     if one_way:
         suggest = (f"overlap plan --target {tgt.name} --host-bandwidth {one_way / 1e9:.1f}"
                    + (f" --host-bandwidth-h2d {h2d / 1e9:.1f}" if h2d and d2h else ""))
+    execs = {r["op"]: r["executions"] for r in est.get("ops", [])}
+    dirs = {r["op"]: r["direction"] for r in est.get("ops", [])}
+    runs = program_runs(measured, execs)
     return {"module": name, "program_id": pid,
-            "ops": join(result, est, estimate_at_measured=again),
-            "measured_link": measured, "plan_with_measured_bandwidth": suggest,
+            "ops": join(measured, est, captured=captured, estimate_at_measured=again,
+                        captured_at_measured=captured_again),
+            "span_definition": SPAN_DEFINITION.get(backend, SPAN_DEFINITION["gpu"]),
+            "measured_link": ml, "plan_with_measured_bandwidth": suggest,
             "model": est.get("model") or {}, "assumptions": est.get("assumptions") or [],
             "predicted_per_step": est.get("per_step"),
-            "predicted_per_step_at_measured_link": again["per_step"] if again else None}
+            "predicted_per_step_at_measured_link": again["per_step"] if again else None,
+            "runs": runs,
+            "measured_per_step_as_captured": per_step(measured, execs, dirs, runs)
+            if runs else None,
+            "predicted_per_step_as_captured": per_step(captured, execs, dirs)
+            if captured else None,
+            "predicted_per_step_as_captured_at_measured_link":
+                per_step(captured_again, execs, dirs) if captured_again else None,
+            "predicted_step_ps": est.get("step_ps"),
+            "predicted_step_ps_at_measured_link": again.get("step_ps") if again else None}
+
+
+def _unjoined_section(unjoined: list[dict], n: int) -> dict[str, Any]:
+    """`transfers`, `copies_joined`, `copies_unjoined` (counts: they sum to `transfers`) and the
+    unjoined groups with their reasons (`overlap.analysis.copy_join`)."""
+    left = sum(g["count"] for g in unjoined)
+    return {"transfers": n, "copies_joined": n - left, "copies_unjoined": left,
+            "unjoined_groups": unjoined}
+
+
+def _in_command_buffers(trace_ops: np.ndarray, pid_col: np.ndarray, pid: Any) -> bool:
+    """Did the program's copies run inside XLA:GPU command buffers (CUDA graphs)? Most of them
+    named `command_buffer_N` in the trace."""
+    from overlap.arrays import factorize
+
+    codes, uniq = factorize(trace_ops[pid_col == pid])
+    if not len(codes):
+        return False
+    graph = np.array([bool(_CB_RE.match(str(u))) for u in uniq.tolist()] + [False], bool)
+    return bool(graph[codes].mean() >= 0.5)  # code -1 (no name) reads the last: False
+
+
+def _hlo_by_pid(trace, pids: set) -> tuple[dict[Any, tuple[str, str]], list[str]]:
+    from overlap.hlo.program import hlo_text_from_proto
+
+    out: dict[Any, tuple[str, str]] = {}
+    notes = []
+    for name, proto in zip(trace.modules["name"], trace.modules["hlo_proto"]):
+        m = _PID_RE.search(str(name))
+        if m and proto and int(m.group(1)) in pids:
+            try:
+                out[int(m.group(1))] = (str(name), hlo_text_from_proto(bytes(proto)))
+            except Exception as e:  # a damaged proto is no program: said, the rest goes on
+                notes.append(f"program {m.group(1)}: its HloProto cannot be printed "
+                             f"({type(e).__name__})")
+    return out, notes
+
+
+def predict_capture(trace, result: dict, *, target: str | None = None,
+                    host_link_Bps: float | None = None, h2d_link_Bps: float | None = None,
+                    kernel_floor_us: float | None = None,
+                    command_buffers: bool | None = None) -> dict[str, Any]:
+    """The `prediction` section of a report (JSON-safe): per program with measured copies, the
+    estimate's ops beside the measured ones, the measured link bandwidth per direction, and the
+    assumptions; which copies were not joined to an op, and why. Raises UsageError when the
+    capture carries no program to predict. `command_buffers`: XLA:GPU's setting in the run
+    (None: the estimate's own default)."""
+    from overlap.plan.estimate import estimate_for
+
+    tname, tsource = _target_name(trace, target)
+    tgt = get_target(tname)
+    backend = str(result.get("backend") or "")
+    if backend in ("gpu", "tpu") and tgt.platform != ("cuda" if backend == "gpu" else "tpu"):
+        raise UsageError(f"--target {tname} is a {tgt.platform} target; this capture ran on "
+                         f"{backend.upper()}")
+    transfers = trace.transfers
+    pids = set()
+    if "program_id" in transfers.columns:
+        pids = {int(p) for p in transfers["program_id"].dropna().unique()}
+    by_pid, notes = _hlo_by_pid(trace, pids)
+    table, pid_col, op_col, unjoined, _ = _joined(trace, by_pid)
+    trace_ops = np.asarray(trace.columns("transfers")["hlo_op"], object)
+    overrides: dict[str, Any] = {"host_link_Bps": host_link_Bps, "h2d_link_Bps": h2d_link_Bps}
+    if command_buffers is not None and tgt.platform == "cuda":
+        overrides["command_buffers"] = command_buffers
+    programs = []
+    from overlap.analysis.predict import measured_ops
+
+    for pid in sorted(by_pid):
+        name, text = by_pid[pid]
+        measured = measured_ops(table, pid_col, op_col, pid)
+        if not measured:
+            continue
+        ov = dict(overrides)
+        if tgt.platform == "cuda" and "command_buffers" not in ov:
+            # What the run did, from the capture: copies inside CUDA graphs carry the graph's
+            # name (not this process's XLA_FLAGS, which is not the run's).
+            ov["command_buffers"] = _in_command_buffers(trace_ops, pid_col, pid)
+        est = estimate_for(text, tgt, kernel_floor_us=kernel_floor_us, **ov)
+        if "command_buffers" in ov and tgt.platform == "cuda":
+            est["model"]["command_buffers_source"] = (
+                "given" if "command_buffers" in overrides else
+                "from the capture: its copies " + ("ran inside CUDA graphs (command_buffer_N)"
+                                                   if ov["command_buffers"] else
+                                                   "ran outside CUDA graphs"))
+        link = _measured_link(transfers, pid, backend)
+        programs.append(_entry(name, pid, text, est, tgt, backend, measured, link, ov,
+                               kernel_floor_us))
+    join_info = _unjoined_section(unjoined, len(op_col))
+    if not programs:
+        why = "; ".join(f"{g['count']} {g['direction']} {g['hlo_op']}: {g['reason']}"
+                        for g in unjoined[:3])
+        raise UsageError("nothing to predict: the capture has no copies of a program whose "
+                         "HloProto it carries" + (f" ({why})" if why else "")
+                         + (f" ({'; '.join(notes)})" if notes else ""))
+    return {
+        "kind": "prediction",
+        "note": "predicted = the plan estimate of the captured program (roofline + host-link "
+                "model), not a measurement; measured = this capture",
+        "target": tname, "target_source": tsource, "programs": programs, "notes": notes,
+        **join_info,
+    }
 
 
 def predict_from_plan(trace, result: dict, plan: dict, run: dict,
@@ -171,10 +262,22 @@ def predict_from_plan(trace, result: dict, plan: dict, run: dict,
     fl = ((plan.get("estimate") or {}).get("model") or {}).get("kernel_floor_ps")
     if fl is not None:
         kernel_floor_us = fl / 1e6
-    programs = [_program_entry(hlo_text, plan["estimate"], tgt, transfers, pid, result, name,
-                               kernel_floor_us=kernel_floor_us)
-                for pid, name in sorted(names.items())]
-    if not programs:  # copies without program ids (GPU): the capture's copies as one program
-        programs = [_program_entry(hlo_text, plan["estimate"], tgt, transfers, None, result,
-                                   want or "?", kernel_floor_us=kernel_floor_us)]
-    return {**base, "joined": True, "matched_by": how, "programs": programs, "notes": notes}
+    # Copies are named by the plan's HLO where it is at hand (the same program), else by the
+    # capture's own HloProto of that compile (its async-wrapper and command-buffer names).
+    own, bad = _hlo_by_pid(trace, set(names))
+    notes += bad
+    texts = {pid: (name, hlo_text if hlo_text is not None else own.get(pid, (name, None))[1])
+             for pid, name in names.items()}
+    by_pid = {pid: (n, t) for pid, (n, t) in texts.items() if t is not None}
+    table, pid_col, op_col, unjoined, _ = _joined(trace, by_pid)
+    from overlap.analysis.predict import measured_ops
+
+    backend = str(result.get("backend") or "")
+    programs = []
+    for pid, (name, _) in sorted(texts.items()):
+        measured = measured_ops(table, pid_col, op_col, pid)
+        programs.append(_entry(name, pid, hlo_text, plan["estimate"], tgt, backend, measured,
+                               _measured_link(transfers, pid, backend), {},
+                               kernel_floor_us))
+    return {**base, "joined": True, "matched_by": how, "programs": programs, "notes": notes,
+            **_unjoined_section(unjoined, len(op_col))}

@@ -26,16 +26,19 @@ def render_prediction(section: dict) -> str:
               "predicted = the plan estimate of the captured program, not a measurement)")]
     for prog in section["programs"]:
         out.append(f"program {prog['module']}:")
-        out.append(f"{'op':<16}{'dir':<5}{'n':>5}{'bytes':>11}{'measured':>11}{'predicted':>11}"
+        # the op column as wide as the longest name (up to 32): `dynamic-update-slice-start.N`
+        # rows differ only at the end
+        w = min(32, max([15] + [len(r["op"]) for r in prog["ops"]])) + 1
+        out.append(f"{'op':<{w}}{'dir':<5}{'n':>5}{'bytes':>11}{'measured':>11}{'predicted':>11}"
                    f"{'ratio':>7}{'at meas. link':>15}{'hidden':>9}{'hidden':>11}")
-        out.append(f"{'':<37}{'in flight':>11}{'in flight':>11}{'':>7}{'(predicted)':>15}"
+        out.append(f"{'':<{w + 21}}{'span':>11}{'span':>11}{'':>7}{'(predicted)':>15}"
                    f"{'measured':>9}{'predicted':>11}")
         for r in prog["ops"]:
             m, p = r["measured"] or {}, r["predicted"]
             again = p.get("at_measured_link") or {}
             ratio = r["duration_ratio"]
             out.append(
-                f"{r['op'][:15]:<16}{r['direction']:<5}{m.get('count', 0):>5}"
+                f"{r['op'][:w - 1]:<{w}}{r['direction']:<5}{m.get('count', 0):>5}"
                 f"{format_bytes(r['bytes']):>11}{format_ps(m.get('duration_ps')):>11}"
                 f"{format_ps(p['duration_ps']):>11}"
                 f"{('-' if ratio is None else f'{ratio:.2f}x'):>7}"
@@ -47,6 +50,7 @@ def render_prediction(section: dict) -> str:
                      f"{format_rate(v.get('per_copy_Bps'))})" for d, v in ml.items()]
             out.append("measured host link (bytes / time a copy of that direction was in flight, "
                        "per device): " + ", ".join(parts))
+        out += _per_step_lines(prog)
         model = prog.get("model") or {}
         out.append(f"predicted at {format_rate(model.get('host_link_Bps'))} D2H / "
                    f"{format_rate(model.get('h2d_link_Bps'))} H2D ({model.get('host_link')}); "
@@ -55,6 +59,43 @@ def render_prediction(section: dict) -> str:
             out.append(f"plan with the measured link: {prog['plan_with_measured_bandwidth']}")
         for a in prog.get("assumptions") or []:
             out.append(f"  assumes: {a}")
+    out += _join_lines(section)
     for n in section.get("notes") or []:
         out.append(f"note: {n}")
     return "\n".join(out)
+
+
+def _per_step_lines(prog: dict) -> list[str]:
+    """Exposed time and hidden share per step and direction, measured beside predicted, on one
+    span definition (`overlap.analysis.predict.SPAN_DEFINITION`, printed under them)."""
+    meas = prog.get("measured_per_step_as_captured")
+    pred = prog.get("predicted_per_step_as_captured")
+    if not meas or not pred:
+        return []
+    again = prog.get("predicted_per_step_as_captured_at_measured_link") or {}
+    out = [f"per step ({prog.get('runs'):.3g} runs of the program in the capture, counted from "
+           "its copies): exposed measured / predicted / predicted at meas. link, hidden "
+           "measured / predicted"]
+    for d in ("D2H", "H2D"):
+        m, p, a = meas.get(d) or {}, pred.get(d) or {}, again.get(d) or {}
+        if not m.get("transfers") and not p.get("transfers"):
+            continue
+        out.append(f"  {d}: exposed {format_ps(m.get('exposed_ps'))} / "
+                   f"{format_ps(p.get('exposed_ps'))} / {format_ps(a.get('exposed_ps'))}, "
+                   f"hidden {_pct(m.get('hidden_fraction'))} / {_pct(p.get('hidden_fraction'))}")
+    if prog.get("span_definition"):
+        out.append(f"  one definition on both sides: {prog['span_definition']}")
+    return out
+
+
+def _join_lines(section: dict) -> list[str]:
+    """How many measured copies were joined to an op of the program, and why the rest were not
+    (`overlap.analysis.copy_join`)."""
+    n = section.get("transfers")
+    if n is None:
+        return []
+    out = [f"joined {section.get('copies_joined')} of {n} measured copies to an HLO op"]
+    for g in section.get("unjoined_groups") or []:
+        out.append(f"  not joined: {g['count']} {g['direction']} {g['hlo_op']} "
+                   f"({format_bytes(g['bytes'])}): {g['reason']}")
+    return out
