@@ -163,13 +163,32 @@ def bandwidth_figure(points: pd.DataFrame, total: int, by_direction: dict[str, A
     """Achieved bandwidth of each transfer in the step over time; colour = direction.
 
     The legend gives each direction's whole-run mean in-flight bandwidth (bytes / span).
+
+    Robust axis: one mis-timed copy (the TPU v6e sample has one at 39,494 GB/s among 2,399 at
+    7-59 GB/s) would squash every other point onto the floor. A point above `BANDWIDTH_FENCE`
+    times the 99th percentile of the plotted bandwidths (numpy's "lower" method, so on fewer
+    than 101 points the largest is never its own reference) is an outlier: the axis ends just
+    above the highest other point, and outliers are drawn as triangles at that top edge, in
+    their own legend entry that counts them and names the largest, with their true value on
+    hover; the title counts them too. Nothing is dropped.
     """
     title = "Achieved bandwidth per transfer (this step)"
     if total > len(points):
         title += f": {len(points)} of {total} transfers shown (every k-th)"
     if not len(points):
         return empty_figure("No transfers start in this step.", title, synthetic)
+    gbs_all = points["bandwidth_Bps"].to_numpy(dtype=float) / 1e9
+    finite = gbs_all[np.isfinite(gbs_all)]
+    fence: float | None = None
+    top = 0.0
+    if finite.size >= 2:
+        ref = float(np.percentile(finite, 99, method="lower"))
+        if ref > 0 and finite.max() > BANDWIDTH_FENCE * ref:
+            fence = BANDWIDTH_FENCE * ref
+            # The axis ends just above the highest point kept on it, where the others sit.
+            top = 1.1 * float(finite[finite <= fence].max())
     fig = go.Figure()
+    above_total = 0
     for d in aggregate.DIRECTIONS:
         p = points[points["direction"] == d]
         if not len(p):
@@ -177,14 +196,44 @@ def bandwidth_figure(points: pd.DataFrame, total: int, by_direction: dict[str, A
         mean = (by_direction.get(d) or {}).get("bandwidth_Bps")
         name = d + (f" (run mean {mean / 1e9:.1f} GB/s)" if mean else "")
         ratio = p["overlap_ratio"].to_numpy(dtype=float)
+        gbs = p["bandwidth_Bps"].to_numpy(dtype=float) / 1e9
+        high = (gbs > fence) if fence is not None else np.zeros(len(p), dtype=bool)
+        custom = np.c_[100 * np.nan_to_num(ratio), p["bytes"] / 2**20, gbs]
+        ops = p["hlo_op"].astype(str).to_numpy()
+        x = p["start_ps"].to_numpy(dtype=float) / PS_PER_MS
         fig.add_trace(go.Scatter(
-            name=name, x=p["start_ps"] / PS_PER_MS, y=p["bandwidth_Bps"] / 1e9, mode="markers",
-            marker=dict(color=COLORS[d], size=7), text=p["hlo_op"].astype(str),
-            customdata=np.c_[100 * np.nan_to_num(ratio), p["bytes"] / 2**20],
+            name=name, x=x[~high], y=gbs[~high], mode="markers",
+            marker=dict(color=COLORS[d], size=7), text=ops[~high], customdata=custom[~high],
             hovertemplate="%{text}<br>%{y:.2f} GB/s, %{customdata[1]:.2f} MiB"
                           "<br>%{customdata[0]:.0f}% hidden<extra>" + d + "</extra>"))
-    return _layout(fig, title, synthetic, xaxis_title="ms since step start",
-                   yaxis_title="GB/s", height=340)
+        if high.any():
+            above_total += int(high.sum())
+            fig.add_trace(go.Scatter(
+                name=f"{d}: {int(high.sum())} above the axis (up to {gbs[high].max():,.0f} "
+                     "GB/s), drawn at its top edge",
+                x=x[high], y=np.full(int(high.sum()), top), mode="markers",
+                marker=dict(color=COLORS[d], size=11, symbol="triangle-up",
+                            line=dict(color="#222222", width=1)),
+                text=ops[high], customdata=custom[high],
+                hovertemplate="%{text}<br>%{customdata[2]:,.2f} GB/s (above the axis), "
+                              "%{customdata[1]:.2f} MiB<br>%{customdata[0]:.0f}% hidden"
+                              "<extra>" + d + "</extra>"))
+    ytitle = "GB/s"
+    if fence is not None:
+        title += (f" · {above_total} transfer{'s' if above_total != 1 else ''} above "
+                  f"{fence:,.0f} GB/s drawn at the top edge")
+        ytitle = f"GB/s (▲ above {BANDWIDTH_FENCE:g}x the 99th percentile)"
+    fig = _layout(fig, title, synthetic, xaxis_title="ms since step start",
+                  yaxis_title=ytitle, height=340)
+    if fence is not None:
+        fig.update_yaxes(range=[0, top * 1.05])
+    return fig
+
+
+# The bandwidth axis stops at this multiple of the plotted points' 99th percentile: a point
+# further out is not one of the link's speeds but a copy whose timing or size is off (a
+# different order of magnitude), and drawing it to scale would hide the others.
+BANDWIDTH_FENCE = 4.0
 
 
 def top_exposed_rows(result: dict[str, Any]) -> list[dict[str, Any]]:

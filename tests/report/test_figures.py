@@ -200,3 +200,49 @@ def test_cpu_thread_lanes_are_numbered_not_hashed():
     assert tl.lanes and all("thread" in n or "stream" in n for n in tl.lanes)
     assert not any(any(ch.isdigit() for ch in n.split()[-1]) and len(n.split()[-1]) > 7
                    for n in tl.lanes)
+
+
+def _bw_points(gbs: list[float], direction: str = "D2H") -> pd.DataFrame:
+    """SYNTHETIC per-transfer points: 1 MiB copies at the given GB/s, 1 ms apart."""
+    n = len(gbs)
+    return pd.DataFrame({"direction": [direction] * n, "start_ps": np.arange(n) * 10**9,
+                         "bandwidth_Bps": np.asarray(gbs) * 1e9, "overlap_ratio": [0.5] * n,
+                         "bytes": [1 << 20] * n, "hlo_op": [f"copy.{i}" for i in range(n)]})
+
+
+def test_fig010_bandwidth_axis_survives_one_outlier():
+    """One copy 700x faster than the rest is drawn at the top edge and counted, not to scale;
+    without it, or with points that are merely spread, the axis is plotly's own."""
+    bulk = list(np.linspace(8.0, 58.0, 199))
+    fig = figures.bandwidth_figure(_bw_points(bulk + [39_494.0]), 200, {})
+    kept, out = fig.data
+    assert len(kept.y) == 199 and max(kept.y) == pytest.approx(58.0)
+    assert len(out.y) == 1 and out.customdata[0][2] == pytest.approx(39_494.0)
+    assert "1 above the axis (up to 39,494 GB/s)" in out.name
+    lo, hi = fig.layout.yaxis.range
+    assert lo == 0 and 58.0 < out.y[0] <= hi < 2 * 58.0
+    assert "1 transfer above" in fig.layout.title.text
+    # No outlier: nothing clipped, no range set; a 3x spread is data, not an outlier.
+    for gbs in (bulk, [10.0, 12.0, 30.0], [5.0] * 4):
+        fig = figures.bandwidth_figure(_bw_points(gbs), len(gbs), {})
+        assert len(fig.data) == 1 and fig.layout.yaxis.range is None
+    # Few points: the largest is not its own reference (99th percentile, "lower").
+    fig = figures.bandwidth_figure(_bw_points([20.0, 21.0, 22.0, 5000.0]), 4, {})
+    assert [len(t.y) for t in fig.data] == [3, 1]
+
+
+def test_fig011_bandwidth_axis_on_the_tpu_v6e_sample():
+    """Real capture (sample_traces/tpu-v6e-offload, no step annotations): 2,400 copies, one
+    D2H at 39,494 GB/s; the other 2,399 (6.8-58.6 GB/s) fill the axis."""
+    from pathlib import Path
+
+    run = Path(__file__).resolve().parents[2] / "sample_traces" / "tpu-v6e-offload"
+    trace = read_trace(run)
+    rd = data.run_data(trace, analysis.analyze(trace))
+    fig = figures.run_figures(rd, None)["bandwidth"]
+    by = {t.name.split(" ")[0].rstrip(":"): t for t in fig.data if "above" not in t.name}
+    over = [t for t in fig.data if "above" in t.name]
+    assert len(over) == 1 and len(over[0].y) == 1 and over[0].name.startswith("D2H: 1 above")
+    assert len(by["D2H"].y) + len(by["H2D"].y) == 2399
+    top = max(max(by["D2H"].y), max(by["H2D"].y))
+    assert 58 < top < 59 and fig.layout.yaxis.range[1] < 1.2 * top
