@@ -53,9 +53,11 @@ Blind spots:
   `ready_ps` counts from the copy's start, not its issue.
 * Copies of one direction overlapping each other in time (several DMA engines) are not
   "queued"; they share the link, which the trace cannot see either.
-* `QUEUE_GAP_PS` and `RESUME_GAP_PS` are thresholds: on the H100/H200 corpus back-to-back
-  copies start 1.2-8 us after the previous one ends, and the next kernel a few us after a
-  copy ends; an unrelated copy starting by chance within 10 us counts as queued.
+* `QUEUE_GAP_PS` (10 us) and `RESUME_GAP_PS` (200 us) are thresholds, set from the H100/H200
+  corpus (docs/causes.md): back-to-back copies there start 1.2-8 us after the previous one
+  ends; the first kernel after an uncovered copy end starts 0.1-200 us after it (most under
+  60 us), then almost none until 500 us and beyond (host-side gaps). An unrelated copy
+  starting by chance within 10 us of another counts as queued.
 * A pageable copy is staged by the host; its trace span is only the DMA part.
 
 Vectorised: copies and compute are searched per (host, device) on one int64 key (group
@@ -208,10 +210,15 @@ def _on_compute_stream(tr: Columns, co: Columns, tg, cg, keys_hd
     cg, cs = cg[cok], cs[cok]
     if not len(cs):
         return np.zeros(len(ts), bool), np.zeros(len(ts), np.int64)
-    u, inv = np.unique(np.concatenate([ts, cs]), return_inverse=True)
+    # the reader writes compute line by line: runs of one (device, stream), so only the runs'
+    # heads are sorted (a million kernels are a few hundred runs)
+    head = np.flatnonzero(np.r_[True, (cg[1:] != cg[:-1]) | (cs[1:] != cs[:-1])])
+    run = np.diff(np.r_[head, len(cs)])
+    u, inv = np.unique(np.concatenate([ts, cs[head]]), return_inverse=True)
     w = len(u)
     tkey = tg * w + inv[:len(ts)]
-    ckey, kernels = np.unique(cg * w + inv[len(ts):], return_counts=True)
+    ckey, at = np.unique(cg[head] * w + inv[len(ts):], return_inverse=True)
+    kernels = np.bincount(at, weights=run, minlength=len(ckey)).astype(np.int64)
     i = np.minimum(np.searchsorted(ckey, tkey), len(ckey) - 1)
     gpu = np.array([d.startswith("GPU") for _, d in keys_hd], bool)
     on = (ckey[i] == tkey) & gpu[tg] & tok

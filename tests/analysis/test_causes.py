@@ -308,3 +308,24 @@ def test_real_streams_apart(h100):
         assert max(_shares(tr, d), key=_shares(tr, d).get) == C.QUEUED
         assert _shares(params, d)[C.QUEUED] > 0.8
         assert _evidence(params, d, C.QUEUED)["max_queue"] > 25
+
+
+def _doc_row(result: dict, name: str) -> str:
+    """A row of docs/causes.md's corpus table, as the tool answers it."""
+    cells = []
+    for d in ("D2H", "H2D"):
+        b = result["by_direction"][d]
+        cells.append(f"{b['exposed_ps'] / 1e9:.1f} ms")
+        cells.append(", ".join(f"{c['cause']} {c['exposed_ps'] / b['exposed_ps']:.0%}"
+                               for c in b["exposure_causes"]))
+    return f"| {name} | " + " | ".join(cells) + " |"
+
+
+def test_docs_table_is_the_tools_answer(h100):
+    """The corpus table of docs/causes.md, for the captures extracted here."""
+    from overlap.trace import read_trace
+
+    doc = (REPO / "docs" / "causes.md").read_text()
+    for m in _MEMBERS:
+        name = m.rstrip("/")
+        assert _doc_row(analyze(read_trace(h100 / m)), name) in doc, name
