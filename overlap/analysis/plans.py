@@ -95,3 +95,45 @@ def _exposed(per_step: dict | None) -> int | None:
         return None
     wall = per_step.get("exposed_wall_ps")
     return wall if wall is not None else per_step.get("exposed_ps")
+
+
+def _bad_number(v: Any, *, ratio: bool = False) -> bool:
+    if v is None:
+        return False
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+        return True
+    return v < 0 or (ratio and v > 1)
+
+
+def plan_problem(m: dict) -> str | None:
+    """What makes a plan manifest (run.json) impossible, in one phrase, or None: a byte count
+    or time below zero, a hidden fraction outside [0, 1], hidden > transfer time. A plan is
+    written by `overlap plan`; one that says 700% hidden was damaged or forged, and no gate
+    may pass on it."""
+    for k in ("device_peak_bytes", "pinned_host_arguments_unseen_bytes"):
+        if _bad_number(m.get(k)):
+            return f"{k} is {m.get(k)!r}, not a byte count >= 0"
+    mem = m.get("memory_analysis")
+    if isinstance(mem, dict):
+        for k, v in mem.items():
+            if _bad_number(v):
+                return f"memory_analysis.{k} is {v!r}, not a byte count >= 0"
+    est = m.get("estimate")
+    if not isinstance(est, dict):
+        return None
+    for k in ("step_ps", "busy_ps", "stall_ps"):
+        if _bad_number(est.get(k)):
+            return f"estimate.{k} is {est.get(k)!r}, not a time >= 0"
+    for d, per in (est.get("per_step") or {}).items():
+        if not isinstance(per, dict):
+            return f"estimate.per_step.{d} is not an object"
+        if _bad_number(per.get("hidden_fraction"), ratio=True):
+            return (f"estimate.per_step.{d}.hidden_fraction is {per.get('hidden_fraction')!r}, "
+                    "not a fraction in [0, 1]")
+        for k in ("bytes", "layout_bytes", "transfer_ps", "hidden_ps", "exposed_ps",
+                  "exposed_wall_ps", "stall_ps", "transfers"):
+            if _bad_number(per.get(k)):
+                return f"estimate.per_step.{d}.{k} is {per.get(k)!r}, not a number >= 0"
+        if (per.get("hidden_ps") or 0) > (per.get("transfer_ps") or 0):
+            return f"estimate.per_step.{d}: hidden_ps exceeds transfer_ps"
+    return None

@@ -124,6 +124,13 @@ def _plan_manifest(path: str) -> dict | None:
 
     p = Path(path)
     m = load_manifest(p) if p.is_dir() else None
+    if is_plan(m):
+        from overlap.analysis.plans import plan_problem
+        from overlap.errors import InputError
+
+        problem = plan_problem(m)
+        if problem:  # bad input (exit 3), never a verdict on impossible numbers
+            raise InputError(p / "run.json", f"impossible plan: {problem}")
     return {**m, "label": m.get("label") or p.name} if is_plan(m) else None
 
 

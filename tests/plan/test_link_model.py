@@ -221,3 +221,43 @@ def test_calibrate_refuses_what_is_not_a_run(tmp_path):
 
     with pytest.raises(InputError):
         load_calibration(tmp_path)
+
+
+def _plan_run(tmp_path: Path, name: str, **changes) -> Path:
+    """A plan run directory whose run.json is a plan of the hand-written module above, with
+    `changes` forged into it (dotted keys into the estimate's per_step)."""
+    import json
+
+    est = estimate_overlap(_both_ways(f"  %w = {ACT} negate(%x)"), _model())
+    m = {"schema_version": 1, "kind": "plan", "status": "ok", "label": name,
+         "policy": {"name": "offload:x", "offloaded": ["x"]},
+         "target": {"name": "h100", "device_memory_bytes": 1 << 30},
+         "memory_analysis": {"temp_size_in_bytes": 1 << 20, "argument_size_in_bytes": 1 << 20,
+                             "output_size_in_bytes": 0, "alias_size_in_bytes": 0},
+         "device_peak_bytes": 2 << 20, "fits": True,
+         "memory_budget": {"bytes": 1 << 30, "source": "test"},
+         "offload_inventory": {"D2H": {"executed_bytes": NB, "executed_count": 1},
+                               "H2D": {"executed_bytes": NB, "executed_count": 1}},
+         "estimate": est}
+    for k, v in changes.items():
+        if k == "peak":
+            m["device_peak_bytes"] = v
+        else:
+            m["estimate"]["per_step"]["all"][k] = v
+    d = tmp_path / name
+    d.mkdir()
+    (d / "run.json").write_text(json.dumps(m))
+    return d
+
+
+def test_check_refuses_an_impossible_plan(tmp_path):
+    from tests.conftest import run_cli
+
+    ok = run_cli("check", str(_plan_run(tmp_path, "ok")))
+    assert ok.returncode in (0, 1), ok.stderr  # a verdict, whichever
+    for name, forged in (("hid", {"hidden_fraction": 7.0}), ("peak", {"peak": -1}),
+                         ("neg", {"exposed_ps": -5})):
+        p = run_cli("check", str(_plan_run(tmp_path, name, **forged)))
+        assert p.returncode == 3, (name, p.stdout, p.stderr)
+        assert "run.json" in p.stderr and "impossible plan" in p.stderr
+        assert "Traceback" not in p.stderr
