@@ -357,7 +357,9 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
     from overlap.analysis.overlap import OUTSIDE_PROGRAM_OP
 
     policy = (manifest or {}).get("policy")
-    asked = list(policy.get("offloaded") or []) if isinstance(policy, dict) else None
+    offloaded = policy.get("offloaded") if isinstance(policy, dict) else None
+    # a list of names (overlap capture); anything else (a plan's flag, a damaged file) names none
+    asked = [str(a) for a in offloaded] if isinstance(offloaded, (list, tuple)) else None
     if not (trace.rows("transfers") if hasattr(trace, "rows") else 0) and not asked:
         return None
     g = _transfer_groups(trace, result)
