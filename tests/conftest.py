@@ -41,10 +41,15 @@ def gpu_corpus(tmp_path_factory) -> Path:
     `gpu_corpus / "gpu-h100" / "transformer-h100" / "full"` is a run directory. Read only."""
     import tarfile
 
+    import shutil
+
     root = tmp_path_factory.mktemp("gpu-corpus")
-    for name in ("gpu-h100.tar.xz", "gpu-h200.tar.xz"):
-        with tarfile.open(GPU_CORPUS / name) as tf:
+    for gpu in ("gpu-h100", "gpu-h200"):
+        with tarfile.open(GPU_CORPUS / f"{gpu}.tar.xz") as tf:
             tf.extractall(root, filter="data")
+        # the workloads module that made the captures, as sample_traces/ ships it beside them
+        # (the per-name offload table reads the checkpoint_name calls at the recorded lines)
+        shutil.copy(SAMPLE_TRACES / gpu / "workloads.py", root / gpu / "workloads.py")
     return root
 
 

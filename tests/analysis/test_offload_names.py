@@ -164,11 +164,11 @@ def test_text_and_proto_of_one_program_agree():
     from overlap.hlo.program import hlo_protos_from_xspace
 
     raw_text = (CB / "hlo" / "jit_train_step.hlo.txt").read_text()
-    t = nm.op_names(trace_ops.program_from_text(raw_text), raw_text, (CB,))
+    t = nm.op_names(trace_ops.program_from_text(raw_text), raw_text, nm._hints(CB))
     f = glob.glob(str(CB / "plugins/profile/*/*.xplane.pb"))[0]
     protos = hlo_protos_from_xspace(f)
     raw = protos["jit_train_step(4664)"]
-    p = nm.op_names(trace_ops.program_from_proto(raw), raw, (CB,))
+    p = nm.op_names(trace_ops.program_from_proto(raw), raw, nm._hints(CB))
     assert {k: v["name"] for k, v in t.items()} == {k: v["name"] for k, v in p.items()}
     assert sorted(v["name"] for v in t.values() if v["direction"] == "D2H") == [
         "key_proj", "query_proj", "value_proj"]
