@@ -46,6 +46,11 @@ Metrics (per transfer, then aggregated):
   impossible (negative offsets or durations, times beyond 26 days). They are in no number
   here; a note says so, and a verdict they may explain (no device events, no compute) says so
   too.
+* `replaced_strings` (`count`): string fields of the capture (names, string stats) whose bytes
+  were not valid UTF-8 and were read with U+FFFD in place of each invalid sequence
+  (overlap.trace.wire's rule for damaged bytes; the same with either decoder). Their events
+  are in the numbers; a rule that matches on such a name may miss it. A note says so when it
+  is non-zero.
 * `unreadable_hosts` (`path`, `problem` each): host files of the session that could not be
   read; every number covers the other hosts, and a note and the verdict name the first.
 
@@ -190,6 +195,10 @@ DROPPED_NOTE = ("{n} event(s) dropped as invalid ({why}): they are in no number 
                 "report")
 DROPPED_VERDICT = (" {n} event(s) were dropped as invalid ({why}): the missing device "
                    "events may be among them.")
+# String fields read with invalid UTF-8 replaced (overlap.trace.wire); see `replaced_strings`.
+REPLACED_NOTE = ("{n} string field(s) of the capture were not valid UTF-8 and were read with "
+                 "U+FFFD in place of the invalid bytes: a name or stat among them may not "
+                 "match a rule")
 NO_STEPS_NOTE = (
     "No step annotations: per-step exposed time is unavailable. Wrap each training step in "
     "jax.profiler.StepTraceAnnotation('train', step_num=i)."
@@ -636,6 +645,8 @@ def host_part_and_table(trace, *, hidden_threshold: float, exposed_threshold: fl
         "compute_events": int(trace.rows("compute")),
         "thresholds": (hidden_threshold, exposed_threshold),
         "dropped": _dropped_by_reason(trace),
+        "replaced": sum(int(f.get("strings_replaced") or 0)
+                        for f in (getattr(trace, "capture", None) or {}).values()),
         "causes": exposure.part_stats(table, extra),
         **_vendor_facts(trace),
     }, table
@@ -830,6 +841,9 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     notes = []
     if n_dropped:
         notes.append(DROPPED_NOTE.format(n=n_dropped, why=_dropped_text(dropped)))
+    n_replaced = sum(int(p.get("replaced") or 0) for p in parts)
+    if n_replaced:
+        notes.append(REPLACED_NOTE.format(n=n_replaced))
     if pageable_bytes:
         notes.append(PAGEABLE_NOTE.format(share=_pct(summary["pageable_share"])))
     if summary["unknown_bytes"]:
@@ -889,6 +903,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         "notes": notes,
         # See DROPPED_NOTE; `count` is the sum of `by_reason`.
         "dropped_events": {"count": n_dropped, "by_reason": dropped},
+        "replaced_strings": {"count": n_replaced},  # see REPLACED_NOTE
         "unreadable_hosts": [],  # see note_unreadable
     }
     result["verdict"] = verdict(result)
@@ -906,7 +921,7 @@ RESULT_KEYS = (
     "sources", "hosts", "summary",
     "by_direction", "by_device", "by_host_direction", "by_hlo_op", "steps", "step_summary",
     "top_exposed", "thresholds", "method", "notes", "verdict", "stragglers", "dropped_events",
-    "unreadable_hosts",
+    "unreadable_hosts", "replaced_strings",
 )
 
 

@@ -64,13 +64,15 @@ import re
 import tempfile
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 from google.protobuf.message import DecodeError
 
-from overlap.trace.protos import HloProto, XSpace
+from overlap.trace.protos import HloProto
+
+if TYPE_CHECKING:  # pandas (~0.3 s to import) only where a memory timeline is built
+    import pandas as pd
 
 HOST_MEMORY_SPACE = 5
 
@@ -775,6 +777,8 @@ def memory_timeline(hlo_proto: bytes | Any, color: int = 0, top: int = 20) -> Me
     live_ids = np.nonzero(net > 0)[0]
     order = live_ids[np.argsort(-net[live_ids], kind="stable")][:top]
     peak_buffers = [(names.get(int(b), str(b)), int(net[b])) for b in order]
+    import pandas as pd
+
     frame = pd.DataFrame({"instruction_name": instr, "live_bytes": live})
     return MemoryTimeline(frame, peak, peak_index, peak_buffers, best, color)
 
@@ -789,12 +793,23 @@ def hlo_protos_from_xspace(xspace: str | os.PathLike | bytes | Any) -> dict[str,
 
     `xspace` is an ``.xplane.pb`` path, its bytes, or a parsed XSpace."""
     if isinstance(xspace, (str, os.PathLike)):
-        from overlap.trace.paths import open_regular
+        from overlap.trace.files import planes_named
 
-        with open_regular(xspace, "capture file") as f:  # never a FIFO or a device
-            xspace = f.read()
+        # only the metadata planes' bytes: not a second parse of the whole file
+        part = planes_named(Path(xspace), "/host:metadata")
+        if part is not None:
+            xspace = part
+        else:
+            from overlap.trace.paths import open_regular
+
+            with open_regular(xspace, "capture file") as f:  # never a FIFO or a device
+                xspace = f.read()
     if isinstance(xspace, (bytes, bytearray)):
-        xspace = XSpace.FromString(bytes(xspace))
+        # invalid UTF-8 in a string field is read with replacement, as the reader reads it
+        # (overlap.trace.wire's rule for damaged bytes), not a refusal of the whole file
+        from overlap.trace.wire import space_message
+
+        xspace = space_message(bytes(xspace))
     out: dict[str, bytes] = {}
     for plane in xspace.planes:
         if plane.name != "/host:metadata":

@@ -36,10 +36,15 @@ Three entry points, all over a file's bytes (`data`, a buffer of `n` bytes plus 
 Semantics are upb's for every encoding upb accepts (fields in any order, repeated scalars:
 the last wins; the `data` oneof of XEvent and the value oneof of XStat: the last field
 written wins; fields of the wrong wire type and unknown fields, groups included, skipped).
-Anything upb would refuse in the records decoded here raises `Corrupt`, except invalid UTF-8
-inside event string stats (decoded with replacement later) and names of event metadata
-(checked when they become strings). Property tests compare every answer with upb
-(tests/trace/test_scanner.py, test_meta_table.py).
+The rule for damaged bytes is overlap.trace.wire's, and upb's limits are held here: a tag or a
+length prefix longer than 5 bytes, a field number of 2**29 or more, groups nested beyond 100
+levels counted from the XSpace (`DEPTH_LIMIT`, D_*), lengths or wire types that do not add up:
+`Corrupt`, in every part of the file (`check_events` walks the lines no rule decodes, and
+`_plane` the event metadata it strips from the skeleton). Invalid UTF-8 in a string field is
+not refused: the text is read with replacement, and each field as written last is counted
+(`_line`, `decode_events`' `bad`, `check_events`; `_plane`'s count is each copy written, which
+wire recounts as upb reads the map). Property tests compare every answer with upb
+(tests/trace/test_scanner.py, test_meta_table.py, test_differential.py).
 """
 
 import numpy as np
@@ -63,6 +68,21 @@ cdef enum:
     E_FN0 = -5
     E_GROUP = -6
     E_DEPTH = -7
+    E_TAG = -8
+    E_SIZE = -9
+
+# upb's limits, which the scanner holds so that both decoders refuse the same bytes: a tag is
+# at most 5 bytes and below 2**32 (field numbers below 2**29), a length prefix at most 5 bytes
+# and below 2**31 - 1; groups and messages nest at most DEPTH_LIMIT deep, counted from the
+# XSpace (an XPlane is at depth 1, an XLine or a map entry 2, an XEvent or an XEventMetadata
+# 3, an XStat 4: an unknown group inside an XStat may nest 96 deep).
+cdef enum:
+    DEPTH_LIMIT = 100
+    D_SPACE = 0
+    D_PLANE = 1
+    D_LINE = 2
+    D_EVENT = 3
+    D_STAT = 4
 
 _MESSAGES = {
     E_TRUNC: "truncated varint",
@@ -72,6 +92,8 @@ _MESSAGES = {
     E_FN0: "field number 0",
     E_GROUP: "mismatched end of group",
     E_DEPTH: "groups nested too deep",
+    E_TAG: "tag longer than 5 bytes or beyond 2**32",
+    E_SIZE: "length prefix longer than 5 bytes or beyond 2**31",
 }
 
 
@@ -102,9 +124,12 @@ cdef inline Py_ssize_t _varint(const uint8_t* b, Py_ssize_t p, Py_ssize_t end,
 cdef inline Py_ssize_t _tag(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, uint64_t* fn,
                             int* wt) noexcept nogil:
     cdef uint64_t t
+    cdef Py_ssize_t p0 = p
     p = _varint(b, p, end, &t)
     if p < 0:
         return p
+    if p - p0 > 5 or t > 0xFFFFFFFFULL:
+        return E_TAG
     wt[0] = <int>(t & 7)
     fn[0] = t >> 3
     if fn[0] == 0:
@@ -124,14 +149,9 @@ cdef Py_ssize_t _skip(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int wt, ui
     if wt == 5:
         return p + 4 if p + 4 <= end else E_PAST
     if wt == 2:
-        p = _varint(b, p, end, &v)
-        if p < 0:
-            return p
-        if v > <uint64_t>(end - p):
-            return E_PAST
-        return p + <Py_ssize_t>v
+        return _size(b, p, end, &v)
     if wt == 3:  # a group (unknown field): up to its matching end tag
-        if depth > 100:
+        if depth >= DEPTH_LIMIT:
             return E_DEPTH
         while True:
             p = _tag(b, p, end, &fn2, &wt2)
@@ -145,17 +165,29 @@ cdef Py_ssize_t _skip(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int wt, ui
     return E_WT
 
 
+cdef inline Py_ssize_t _size(const uint8_t* b, Py_ssize_t p, Py_ssize_t end,
+                             uint64_t* v) noexcept nogil:
+    """The end of the length-delimited payload whose length prefix is at p, or an error."""
+    cdef Py_ssize_t p0 = p
+    p = _varint(b, p, end, v)
+    if p < 0:
+        return p
+    if p - p0 > 5 or v[0] >= 0x7FFFFFFFULL:
+        return E_SIZE
+    if v[0] > <uint64_t>(end - p):
+        return E_PAST
+    return p + <Py_ssize_t>v[0]
+
+
 cdef inline Py_ssize_t _len(const uint8_t* b, Py_ssize_t p, Py_ssize_t end,
                             Py_ssize_t* q) noexcept nogil:
     """A length-delimited payload at p: its start (returned) and end (q)."""
     cdef uint64_t v
-    p = _varint(b, p, end, &v)
-    if p < 0:
-        return p
-    if v > <uint64_t>(end - p):
-        return E_PAST
-    q[0] = p + <Py_ssize_t>v
-    return p
+    cdef Py_ssize_t r = _size(b, p, end, &v)
+    if r < 0:
+        return r
+    q[0] = r
+    return r - <Py_ssize_t>v
 
 
 def enc_varint(uint64_t v):
@@ -167,6 +199,56 @@ def enc_varint(uint64_t v):
         k += 1
     out[k] = <uint8_t>v
     return PyBytes_FromStringAndSize(<char*>out, k + 1)
+
+
+cdef bint _utf8_ok(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    """Is s[:n] valid UTF-8 as upb and Python's strict decoder define it (no overlong forms,
+    no surrogates, nothing beyond U+10FFFF)? ASCII is checked 8 bytes at a time."""
+    cdef Py_ssize_t i = 0
+    cdef uint64_t w
+    cdef uint8_t c, c1
+    while i < n:
+        if i + 8 <= n:
+            memcpy(&w, s + i, 8)
+            if (w & 0x8080808080808080ULL) == 0:
+                i += 8
+                continue
+        c = s[i]
+        if c < 0x80:
+            i += 1
+        elif c < 0xC2:
+            return False
+        elif c < 0xE0:
+            if i + 1 >= n or (s[i + 1] & 0xC0) != 0x80:
+                return False
+            i += 2
+        elif c < 0xF0:
+            if i + 2 >= n:
+                return False
+            c1 = s[i + 1]
+            if (c1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80:
+                return False
+            if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 >= 0xA0):
+                return False  # overlong, or a surrogate
+            i += 3
+        elif c < 0xF5:
+            if i + 3 >= n:
+                return False
+            c1 = s[i + 1]
+            if ((c1 & 0xC0) != 0x80 or (s[i + 2] & 0xC0) != 0x80
+                    or (s[i + 3] & 0xC0) != 0x80):
+                return False
+            if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 >= 0x90):
+                return False  # overlong, or beyond U+10FFFF
+            i += 4
+        else:
+            return False
+    return True
+
+
+def utf8_ok(const uint8_t[::1] data):
+    """`_utf8_ok` of a whole buffer (for tests: the same answer as bytes.decode)."""
+    return _utf8_ok(&data[0] if data.shape[0] else NULL, data.shape[0])
 
 
 cdef object _text(const uint8_t* b, Py_ssize_t p, Py_ssize_t q, bint strict):
@@ -184,7 +266,8 @@ cdef object _text(const uint8_t* b, Py_ssize_t p, Py_ssize_t q, bint strict):
 
 
 cdef tuple _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e):
-    """(id, display_id, name, display_name, timestamp_ns, duration_ps, start, end, events)."""
+    """(id, display_id, name, display_name, timestamp_ns, duration_ps, start, end, events,
+    strings replaced: the name and display name as written last, invalid UTF-8 replaced)."""
     cdef int64_t lid = 0, did = 0, ts = 0, dur = 0
     cdef Py_ssize_t p = s, q, vp, n_ev = 0, ns = -1, ne = -1, ds = -1, de = -1
     cdef uint64_t fn, v
@@ -217,16 +300,23 @@ cdef tuple _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e):
                 ds, de = vp, q
             p = q
         else:
-            p = _skip(b, p, e, wt, fn, 0)
+            p = _skip(b, p, e, wt, fn, D_LINE)
             if p < 0:
                 raise _fail(p)
-    name = _text(b, ns, ne, True) if ns >= 0 else ""
-    display = _text(b, ds, de, True) if ds >= 0 else ""
-    return (lid, did, name, display, ts, dur, s, e, n_ev)
+    cdef int bad = 0
+    if ns >= 0 and not _utf8_ok(b + ns, ne - ns):
+        bad += 1
+    if ds >= 0 and not _utf8_ok(b + ds, de - ds):
+        bad += 1
+    name = _text(b, ns, ne, False) if ns >= 0 else ""
+    display = _text(b, ds, de, False) if ds >= 0 else ""
+    return (lid, did, name, display, ts, dur, s, e, n_ev, bad)
 
 
 cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta):
-    """(plane bytes without lines [and entries], lines, entry starts, entry ends, stripped)."""
+    """(plane bytes without lines [and entries], lines, entry starts, entry ends, stripped,
+    strings with invalid UTF-8 in the stripped entries, each copy written counted: upb then
+    never sees those entries up front, so they are checked here as upb would check them)."""
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t p = s, fs, vp, q, run = s
     cdef uint64_t fn
@@ -265,13 +355,20 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
                 name = _text(b, vp, q, False)
             p = q
         else:
-            p = _skip(b, p, e, wt, fn, 0)
+            p = _skip(b, p, e, wt, fn, D_PLANE)
             if p < 0:
                 raise _fail(p)
     if e > run:
         parts.append(PyBytes_FromStringAndSize(<char*>(b + run), e - run))
+    cdef int bad = 0
+    cdef Py_ssize_t i, rc
+    if strip == 1:
+        for i in range(len(ms)):
+            rc = _entry_check(b, ms[i], me[i], &bad)
+            if rc < 0:
+                raise _fail(rc)
     return (b"".join(parts), lines, np.array(ms, np.int64), np.array(me, np.int64),
-            strip == 1)
+            strip == 1, bad)
 
 
 def split_space(data, Py_ssize_t n, strip_meta=None):
@@ -304,7 +401,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
             run = q
             p = q
         else:
-            p = _skip(b, p, n, wt, fn, 0)
+            p = _skip(b, p, n, wt, fn, D_SPACE)
             if p < 0:
                 raise _fail(p)
     if n > run:
@@ -415,10 +512,129 @@ cdef inline Py_ssize_t _stat(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64
             vpos[0] = vp
             p = q
         else:
-            p = _skip(b, p, e, wt, fn, 0)
+            p = _skip(b, p, e, wt, fn, D_STAT)
             if p < 0:
                 return p
     return 0
+
+
+cdef Py_ssize_t _event_check(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
+                             int* bad) noexcept nogil:
+    """Check one XEvent message [p, e) as upb would (adding its string stats with invalid
+    UTF-8 to `bad`): 0, or an error code."""
+    cdef uint64_t fn, v, ival
+    cdef int wt
+    cdef Py_ssize_t q, rc
+    cdef int64_t sid, vpos
+    cdef int8_t kind
+    while p < e:
+        p = _tag(b, p, e, &fn, &wt)
+        if p < 0:
+            return p
+        if wt == 2 and fn == 4:
+            q = _len(b, p, e, &p)
+            if q < 0:
+                return q
+            rc = _stat(b, q, p, &sid, &kind, &ival, &vpos)
+            if rc < 0:
+                return rc
+            if kind == 5 and not _utf8_ok(b + vpos, <Py_ssize_t>ival):
+                bad[0] += 1
+        else:
+            p = _skip(b, p, e, wt, fn, D_EVENT)
+            if p < 0:
+                return p
+    return 0
+
+
+cdef Py_ssize_t _entry_check(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
+                             int* bad) noexcept nogil:
+    """Check one event_metadata map entry [p, e) (key, XEventMetadata value) as upb would,
+    adding to `bad` its strings with invalid UTF-8 (name and display name as written last
+    in each value, string stats): 0, or an error code."""
+    cdef uint64_t fn, v, ival
+    cdef int wt, wt2
+    cdef Py_ssize_t q, vs, ve, rc, ns, ne, ds, de
+    cdef int64_t sid, vpos
+    cdef int8_t kind
+    while p < e:
+        p = _tag(b, p, e, &fn, &wt)
+        if p < 0:
+            return p
+        if not (fn == 2 and wt == 2):
+            p = _skip(b, p, e, wt, fn, D_LINE)
+            if p < 0:
+                return p
+            continue
+        vs = _len(b, p, e, &ve)
+        if vs < 0:
+            return vs
+        p = ve
+        ns = ds = -1
+        ne = de = 0
+        while vs < ve:  # the XEventMetadata
+            vs = _tag(b, vs, ve, &fn, &wt2)
+            if vs < 0:
+                return vs
+            if wt2 == 2 and (fn == 2 or fn == 3 or fn == 4 or fn == 5 or fn == 6):
+                q = _len(b, vs, ve, &vs)
+                if q < 0:
+                    return q
+                if fn == 2:
+                    ns, ne = q, vs
+                elif fn == 4:
+                    ds, de = q, vs
+                elif fn == 5:
+                    rc = _stat(b, q, vs, &sid, &kind, &ival, &vpos)
+                    if rc < 0:
+                        return rc
+                    if kind == 5 and not _utf8_ok(b + vpos, <Py_ssize_t>ival):
+                        bad[0] += 1
+                elif fn == 6:  # packed child ids: each varint must be whole
+                    while q < vs:
+                        q = _varint(b, q, vs, &v)
+                        if q < 0:
+                            return q
+            else:
+                vs = _skip(b, vs, ve, wt2, fn, D_EVENT)
+                if vs < 0:
+                    return vs
+        if ns >= 0 and not _utf8_ok(b + ns, ne - ns):
+            bad[0] += 1
+        if ds >= 0 and not _utf8_ok(b + ds, de - ds):
+            bad[0] += 1
+    return 0
+
+
+def check_events(data, const int64_t[::1] starts, const int64_t[::1] ends):
+    """Check the events of lines whose payloads are [starts[i], ends[i]) as upb would, for
+    lines no rule decodes (`decode_events` checks the others as it goes): raises Corrupt
+    where upb would refuse them; returns how many string stats hold invalid UTF-8."""
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* b = &mv[0]
+    cdef Py_ssize_t i, p, e, es, ee, rc
+    cdef uint64_t fn
+    cdef int wt, bad = 0
+    for i in range(starts.shape[0]):
+        p = starts[i]
+        e = ends[i]
+        while p < e:
+            p = _tag(b, p, e, &fn, &wt)
+            if p < 0:
+                raise _fail(p)
+            if not (fn == 4 and wt == 2):
+                p = _skip(b, p, e, wt, fn, D_LINE)
+                if p < 0:
+                    raise _fail(p)
+                continue
+            es = _len(b, p, e, &ee)
+            if es < 0:
+                raise _fail(es)
+            p = ee
+            rc = _event_check(b, es, ee, &bad)
+            if rc < 0:
+                raise _fail(rc)
+    return bad
 
 
 cdef inline Py_ssize_t _find(const int64_t* a, Py_ssize_t n, int64_t x) noexcept nogil:
@@ -615,14 +831,16 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     [, per group 1 where only presence matters]): per group, each event's first stat whose id
     is in the group, interned (see the module docstring); a presence-only group's code is 0
     for any value (kernel_details: ~100-byte strings per kernel, only ever tested).
-    Returns (mid, offset, duration, aggregated, stats dict of arrays, groups) where groups is
-    (codes: int32 [group count, events], -1 where the event has no such stat; per group the
-    distinct values: dict of kind, ival, vpos arrays)."""
+    Returns (mid, offset, duration, aggregated, stats dict of arrays, groups, bad) where groups
+    is (codes: int32 [group count, events], -1 where the event has no such stat; per group the
+    distinct values: dict of kind, ival, vpos arrays) and bad the number of string stats
+    (as written last in their XStat) holding invalid UTF-8."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t nl = starts.shape[0], i, p, e, q, es, ee, k = 0, st0
     cdef uint64_t fn, v
     cdef int wt, rc
+    cdef Py_ssize_t nbad = 0  # string stats with invalid UTF-8 (read with replacement)
     cdef int64_t m, o, d, sid, key, pl = 0
     cdef int8_t kind, a
     cdef uint64_t ival
@@ -703,7 +921,7 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
             if p < 0:
                 raise _fail(p)
             if not (fn == 4 and wt == 2):
-                p = _skip(b, p, e, wt, fn, 0)
+                p = _skip(b, p, e, wt, fn, D_LINE)
                 if p < 0:
                     raise _fail(p)
                 continue
@@ -744,6 +962,8 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                     rc = _stat(b, q, es, &sid, &kind, &ival, &vpos)
                     if rc < 0:
                         raise _fail(rc)
+                    if kind == 5 and not _utf8_ok(b + vpos, <Py_ssize_t>ival):
+                        nbad += 1
                     if grouped:
                         key = pl * stride + sid if 0 <= sid < stride else -1
                     else:
@@ -768,7 +988,7 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                                 tab = <_Intern>ilist[g]
                                 codes[g, k] = tab.code(b, kind, ival, vpos)
                 else:
-                    es = _skip(b, es, ee, wt, fn, 0)
+                    es = _skip(b, es, ee, wt, fn, D_EVENT)
                     if es < 0:
                         raise _fail(es)
             if nsk and (sdir[m] >= 0 if 0 <= m < nsd else
@@ -784,7 +1004,7 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     if k != total:
         raise Corrupt("fewer events than counted")
     return (mid_a, off_a, dur_a, agg_a, st.arrays(),
-            (codes_a, [t.arrays() for t in interns]))
+            (codes_a, [t.arrays() for t in interns]), nbad)
 
 
 cdef int _meta_value(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* spans,
@@ -824,7 +1044,7 @@ cdef int _meta_value(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* span
                 spans[j + 1] = q
             p = q
         else:
-            p = _skip(b, p, e, wt, fn, 0)
+            p = _skip(b, p, e, wt, fn, D_EVENT)
             if p < 0:
                 return 1
     return 0

@@ -145,6 +145,7 @@ from overlap.trace.tables import (
 )
 from overlap.trace.tpu import _program_copies, _read_tpu_plane
 from overlap.trace.wire import (
+    BAD_STRINGS,
     INVALID_EVENTS,
     INVALID_REASONS,
     PAD,
@@ -156,6 +157,7 @@ from overlap.trace.wire import (
     as_id,
     as_int,
     as_text,
+    check_lines,
     padded,
     parse_errors,
     parse_space,
@@ -193,6 +195,7 @@ def read_host_file(f: str | os.PathLike) -> dict[str, Any]:
 
 
 def _read_host_file(f: Path) -> dict[str, Any]:
+    bad_before = BAD_STRINGS[0]
     xs, planes = _parse_file(f)
     _check_space(f, xs)
     host = _host_name(xs, f)
@@ -201,6 +204,7 @@ def _read_host_file(f: Path) -> dict[str, Any]:
             # `planes` is handed over: each plane's bytes are freed once it is read
             out = _read_space(xs, planes, host=host, source=f)
         _trim_heap()
+        out["capture"]["strings_replaced"] = BAD_STRINGS[0] - bad_before
         return out
     except Corrupt as e:
         raise _corrupt(f, e) from None
@@ -257,15 +261,18 @@ def _parse_chunks(chunks: list[tuple[np.ndarray, int, list[int], bool]]
     nothing else does), the planes in file order; None where a chunk does not parse or a
     plane read alone is not one `_read_alone` accepts (a name the peek got wrong)."""
     parts, planes = [], []
+    bad_before = BAD_STRINGS[0]  # a chunk refused: the whole file is parsed again
     try:
         while chunks:
             buf, n, offsets, alone = chunks.pop(0)
             xs, got, _ = parse_space(buf, n, strip_meta=_strip_meta)
             if len(got) != len(offsets) or (alone and not _read_alone(got[0].name)):
+                BAD_STRINGS[0] = bad_before
                 return None
             parts.append(xs)
             planes += [(o, pv, pl) for o, pv, pl in zip(offsets, got, xs.planes)]
     except parse_errors():
+        BAD_STRINGS[0] = bad_before
         return None
     planes.sort(key=lambda t: t[0])
     space = _Space(parts)
@@ -415,8 +422,11 @@ def read_xspace(xs, host: str = "host", source: Path | None = None) -> dict[str,
     DataFrames).
     """
     raw = xs.SerializeToString()
+    bad_before = BAD_STRINGS[0]
     xs, planes, _ = parse_space(padded(raw), len(raw), strip_meta=_strip_meta)
-    return part_frames(_read_space(xs, planes, host, source))
+    out = _read_space(xs, planes, host, source)
+    out["capture"]["strings_replaced"] = BAD_STRINGS[0] - bad_before
+    return part_frames(out)
 
 
 def part_frames(part: dict[str, Any]) -> dict[str, Any]:
@@ -509,6 +519,7 @@ def _read_space(xs, planes: list, host: str = "host",
             cpu_compute_seen |= _read_host_plane(Plane(planes[i]), host, line_base_ps, co, st,
                                                  mem, hip_calls)
             host_lines[i] = [(ln.id, ln.name, ln.n_events) for ln in planes[i].lines]
+            check_lines(planes[i])  # (lines no rule read are checked as upb would)
             planes[i] = None  # read: its bytes can go (see `_parse_file`)
     for i in range(len(planes)):
         if i in host_lines:
@@ -535,6 +546,7 @@ def _read_space(xs, planes: list, host: str = "host",
                 _device_row(devs, host, device, plane, P)
                 raw_vendor[device] = (None, 0, True)
             _read_tpu_plane(P, device, host, line_base_ps, tr, co, programs)
+            check_lines(plane)
             planes[i] = None
         elif plane.name == METADATA_PLANE:
             ps = P.plane_stats()
@@ -563,7 +575,11 @@ def _read_space(xs, planes: list, host: str = "host",
     del plane, P
     # After the loop: small lines of many GPU planes are read together.
     _read_gpu_planes(gpu_planes, host, line_base_ps, tr, co, side)
-    # Every line is decoded: the file's bytes go before the tables are built.
+    # Every line is decoded (or checked, where no rule reads it): the file's bytes go before
+    # the tables are built.
+    for pv in planes:
+        if pv is not None:
+            check_lines(pv)
     planes.clear()
     gpu_planes.clear()
     meta_plane = None

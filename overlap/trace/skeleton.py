@@ -10,9 +10,11 @@ a skeleton into objects with the fields and methods of the upb messages the read
 Invariant: `decode_space` answers only where upb would answer the same, else None, and the
 caller hands the bytes to upb (which accepts them, or refuses with its own message). Refused:
 anything larger than `LIMIT` bytes (upb is faster there, import included), a malformed varint or
-length, a known field with an unexpected wire type, groups, field number 0, a map entry with a
-repeated value field or an unknown field (upb keeps such an entry out of the map), lines
-inside a plane (skeletons have none), invalid UTF-8 in a string field, and any map whose keys
+length (a tag or length prefix longer than 5 bytes included: upb refuses those, whatever
+the process read before), a known field with an unexpected wire type, groups, field number
+0, a map entry with a repeated value field or an unknown field (upb keeps such an entry out
+of the map), lines inside a plane (skeletons have none), invalid UTF-8 in a string field
+(upb refuses it; `wire.sanitize` then reads it with replacement), and any map whose keys
 are not dense (every key in [0, entries]): upb iterates an int map in its hash table's order,
 which is ascending key order for such keys (checked against upb for maps of 0 to 10,000
 entries inserted in random order, duplicates included); readers that iterate a map (the
@@ -142,16 +144,20 @@ def _varint(b: bytes, i: int, end: int) -> tuple[int, int]:
 
 
 def _tag(b: bytes, i: int, end: int) -> tuple[int, int, int]:
+    i0 = i
     t, i = _varint(b, i, end)
     fn, wt = t >> 3, t & 7
-    if fn == 0 or t >= 1 << 32:
+    # upb's limits (as the scanner's): a tag of at most 5 bytes, below 2**32
+    if fn == 0 or t >= 1 << 32 or i - i0 > 5:
         raise _Refuse
     return fn, wt, i
 
 
 def _len(b: bytes, i: int, end: int) -> tuple[int, int]:
+    i0 = i
     n, i = _varint(b, i, end)
-    if i + n > end:
+    # upb's limits: a length prefix of at most 5 bytes, below 2**31 - 1
+    if i + n > end or i - i0 > 5 or n >= (1 << 31) - 1:
         raise _Refuse
     return i, i + n
 

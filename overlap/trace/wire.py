@@ -25,20 +25,33 @@ the machine's C compiler) and, where it was not built, upb (protobuf's parser: c
 several times slower, said once on stderr). upb is the reference: property tests compare the
 two on every encoding upb accepts (tests/trace/test_scanner.py).
 
-Invariant: a record whose lengths or wire types do not add up raises `Corrupt` (or upb's
-DecodeError), which the reader turns into one line naming the file. Blind spot (scanner):
-invalid UTF-8 inside an event's string stat is decoded with replacement, where upb refuses the
-file.
+Damaged bytes: one rule, held by both decoders (tests/trace/test_differential.py reads
+mutated captures of every backend both ways and compares exit codes and JSON).
+* The wire structure is upb's: a tag, a length or a group upb refuses (a tag or length prefix
+  written in more than 5 bytes, a field number of 2**29 or more, lengths or wire types that
+  do not add up, groups nested deeper than upb's 100 levels counted from the XSpace) raises
+  `Corrupt` (or upb's DecodeError) anywhere in the file, in lines no rule reads too, and the
+  reader turns it into one line naming the file. Nothing of such a file is reported: where
+  the framing is broken, nothing after it can be trusted.
+* A `string` field (names, descriptions, string stats, the XSpace's host names, errors and
+  warnings) holding invalid UTF-8 is recoverable: its bytes are intact, only their text is
+  not. It is read with U+FFFD replacing each invalid sequence (Python's "replace"), as written
+  last where a field is written twice (protobuf's rule), and counted: `BAD_STRINGS`, per file
+  `strings_replaced` in the reader's facts, `replaced_strings` in the report. upb refuses
+  such a file outright; the upb path then parses it with the same schema where those fields
+  are `bytes` (`_lenient`), replaces, and parses the result (`sanitize`).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
 import struct
 import sys
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
@@ -101,7 +114,8 @@ class Plane:
             from overlap.trace.protos import XPlane
 
             try:
-                self._meta = XPlane.FromString(raw).event_metadata
+                # (counted when the plane was split: `parse_space`)
+                self._meta = _strict_or_sanitized(XPlane, raw, count=False).event_metadata
             except DecodeError as e:
                 raise Corrupt(f"event metadata: {e}") from None
         return self._meta
@@ -300,6 +314,8 @@ def merge_lines(lines: list) -> Any:
     seg = _Line()
     seg.buf = lines[0].buf
     seg.n_events = sum(ln.n_events for ln in lines)
+    seg.decoded = False
+    seg.parts = lines  # marked decoded with the segment
     if lines[0].events is not None:  # decoded by upb
         seg.events = [e for ln in lines for e in ln.events]
         seg.pay_s = seg.pay_e = None
@@ -379,6 +395,130 @@ def __getattr__(name: str) -> Any:
 
 PAD = 16  # zero bytes after the data (the scanner never reads them; kept for callers)
 
+# String fields read with invalid UTF-8 replaced (see the module docstring), counted as each
+# decoder meets them; the reader resets and reads this per file, as `INVALID_EVENTS`.
+BAD_STRINGS = [0]
+
+
+@functools.cache
+def _lenient() -> dict[str, Any]:
+    """Message classes of the XSpace schema with every `string` field made `bytes` (same
+    field numbers, so the same wire format; upb checks no UTF-8 in bytes), in a pool of
+    their own: name -> class."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    from overlap.trace import protos
+
+    fds = descriptor_pb2.FileDescriptorSet.FromString(
+        (Path(protos.__file__).parent / "xplane.desc").read_bytes())
+    pool = descriptor_pool.DescriptorPool()
+    for fd in fds.file:
+        for m in fd.message_type:
+            for msg in [m, *m.nested_type]:
+                for f in msg.field:
+                    if f.type == f.TYPE_STRING:
+                        f.type = f.TYPE_BYTES
+        pool.Add(fd)
+    return {n: message_factory.GetMessageClass(pool.FindMessageTypeByName(
+        f"overlap.xspace.{n}")) for n in ("XSpace", "XPlane")}
+
+
+def _fix(b: bytes) -> bytes | None:
+    """`b` with invalid UTF-8 replaced, or None where it is valid."""
+    if b.isascii():
+        return None
+    try:
+        b.decode("utf-8")
+        return None
+    except UnicodeDecodeError:
+        return b.decode("utf-8", "replace").encode("utf-8")
+
+
+def _fix_stats(stats) -> int:
+    n = 0
+    for st in stats:
+        if st.WhichOneof("value") == "str_value" and (f := _fix(st.str_value)) is not None:
+            st.str_value = f
+            n += 1
+    return n
+
+
+def _fix_plane(pl) -> int:
+    n = 0
+    for holder, fields in ((pl, ("name",)),):
+        for f in fields:
+            if (v := _fix(getattr(holder, f))) is not None:
+                setattr(holder, f, v)
+                n += 1
+    for md in pl.stat_metadata.values():
+        for f in ("name", "description"):
+            if (v := _fix(getattr(md, f))) is not None:
+                setattr(md, f, v)
+                n += 1
+    for em in pl.event_metadata.values():
+        for f in ("name", "display_name"):
+            if (v := _fix(getattr(em, f))) is not None:
+                setattr(em, f, v)
+                n += 1
+        n += _fix_stats(em.stats)
+    n += _fix_stats(pl.stats)
+    for ln in pl.lines:
+        for f in ("name", "display_name"):
+            if (v := _fix(getattr(ln, f))) is not None:
+                setattr(ln, f, v)
+                n += 1
+        for ev in ln.events:
+            n += _fix_stats(ev.stats)
+    return n
+
+
+def sanitize(raw: bytes, kind: str = "XSpace") -> tuple[bytes, int] | None:
+    """For bytes upb refuses: the same message with invalid UTF-8 in its string fields
+    replaced, re-encoded, and how many fields were replaced; None where the bytes are
+    damaged in another way (upb's refusal then stands)."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        msg = _lenient()[kind].FromString(raw)
+    except DecodeError:
+        return None
+    if kind == "XPlane":
+        n = _fix_plane(msg)
+    else:
+        n = 0
+        for rep_field in (msg.errors, msg.warnings, msg.hostnames):
+            for i, b in enumerate(rep_field):
+                if (v := _fix(b)) is not None:
+                    rep_field[i] = v
+                    n += 1
+        for pl in msg.planes:
+            n += _fix_plane(pl)
+    return msg.SerializeToString(), n
+
+
+def space_message(raw: bytes) -> Any:
+    """The upb XSpace message of a whole file's bytes, string fields with invalid UTF-8 read
+    with replacement (the rule above; not counted: for callers other than the reader)."""
+    from overlap.trace.protos import XSpace
+
+    return _strict_or_sanitized(XSpace, raw, count=False)
+
+
+def _strict_or_sanitized(cls, raw: bytes, count: bool = True):
+    """`cls.FromString(raw)`, or where upb refuses invalid UTF-8 only, the sanitized message
+    (its replaced fields counted in `BAD_STRINGS` where `count`)."""
+    from google.protobuf.message import DecodeError
+
+    try:
+        return cls.FromString(raw)
+    except DecodeError:
+        got = sanitize(raw, cls.DESCRIPTOR.name)
+        if got is None:
+            raise
+        if count:
+            BAD_STRINGS[0] += got[1]
+        return cls.FromString(got[0])
+
 
 def _enc_varint(v: int) -> bytes:
     out = bytearray()
@@ -395,7 +535,7 @@ class _Line:
     upb, its `events`."""
 
     __slots__ = ("id", "display_id", "name", "display_name", "timestamp_ns", "duration_ps",
-                 "buf", "pay_s", "pay_e", "events", "n_events")
+                 "buf", "pay_s", "pay_e", "events", "n_events", "decoded", "parts")
     id: int
     display_id: int
     name: str
@@ -407,6 +547,8 @@ class _Line:
     pay_e: Any
     events: Any
     n_events: int
+    parts: list
+    decoded: bool  # its events were checked (by `LineEvents` or `check_lines`)
 
 
 class PlaneView:
@@ -430,7 +572,9 @@ class PlaneView:
 def _scanned_line(t: tuple, buf: np.ndarray) -> _Line:
     ln = _Line()
     (ln.id, ln.display_id, ln.name, ln.display_name, ln.timestamp_ns, ln.duration_ps, s, e,
-     ln.n_events) = t
+     ln.n_events, bad) = t
+    BAD_STRINGS[0] += bad
+    ln.decoded = False
     ln.buf = buf
     ln.pay_s = np.array([s], np.int64)
     ln.pay_e = np.array([e], np.int64)
@@ -446,6 +590,7 @@ def _upb_line(msg) -> _Line:
     ln.buf = ln.pay_s = ln.pay_e = None
     ln.events = msg.events
     ln.n_events = len(msg.events)
+    ln.decoded = True  # upb checked every byte
     return ln
 
 
@@ -461,19 +606,58 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
     """
     if SCANNER is None:
         return _parse_space_upb(data, n)
-    skel, planes = SCANNER.split_space(data, n, strip_meta)
+    bad_before = BAD_STRINGS[0]
+    try:
+        return _parse_scanned(data, n, strip_meta)
+    except BaseException:
+        BAD_STRINGS[0] = bad_before  # nothing of a refused parse is counted
+        raise
+
+
+def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.ndarray]:
+    scanner: Any = SCANNER
+    skel, planes = scanner.split_space(data, n, strip_meta)
     # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`); once
     # protobuf is loaded, upb is the faster decoder
     xs = decode_space(skel) if "overlap.trace.protos" not in sys.modules else None
     if xs is None:
         from overlap.trace.protos import XSpace
 
-        xs = XSpace.FromString(skel)
+        xs = _strict_or_sanitized(XSpace, skel)
     if len(xs.planes) != len(planes):
         raise Corrupt("plane count mismatch")
     a = np.frombuffer(data, np.uint8)
-    return xs, [PlaneView(m, [_scanned_line(t, a) for t in lines], a, (ms, me), stripped)
-                for m, (lines, ms, me, stripped) in zip(xs.planes, planes)], a
+    out = []
+    for m, (lines, ms, me, stripped, bad) in zip(xs.planes, planes):
+        if bad:  # each copy written was counted: count as upb reads the entries
+            BAD_STRINGS[0] += _entries_bad_strings(a, ms, me)
+        out.append(PlaneView(m, [_scanned_line(t, a) for t in lines], a, (ms, me), stripped))
+    return xs, out, a
+
+
+def _entries_bad_strings(a: np.ndarray, ms: np.ndarray, me: np.ndarray) -> int:
+    """Strings with invalid UTF-8 in these event_metadata entries as upb reads the map (a
+    key written twice: the last entry; a value written twice: merged)."""
+    mv = memoryview(a.data)
+    raw = b"".join(b"\x22" + _enc_varint(int(q - p)) + mv[p:q]
+                   for p, q in zip(ms.tolist(), me.tolist()))
+    got = sanitize(raw, "XPlane")
+    if got is None:
+        raise Corrupt("event metadata: damaged")
+    return got[1]
+
+
+def check_lines(pv: PlaneView) -> None:
+    """Check the events of the plane's lines no rule decoded, as upb would have (`Corrupt`
+    where it would refuse them), counting their string stats with invalid UTF-8: so a file
+    is refused, and its strings counted, alike whichever lines the rules read."""
+    todo = [ln for ln in pv.lines if not ln.decoded and ln.n_events]
+    if todo and SCANNER is not None:
+        BAD_STRINGS[0] += SCANNER.check_events(
+            todo[0].buf, np.concatenate([ln.pay_s for ln in todo]),
+            np.concatenate([ln.pay_e for ln in todo]))
+    for ln in todo:
+        ln.decoded = True
 
 
 def _parse_space_upb(data, n: int) -> tuple[Any, list[PlaneView], None]:
@@ -484,7 +668,12 @@ def _parse_space_upb(data, n: int) -> tuple[Any, list[PlaneView], None]:
             "install (no C compiler?); reading with protobuf, several times slower")
     from overlap.trace.protos import XSpace
 
-    xs = XSpace.FromString(bytes(memoryview(data)[:n]))
+    bad_before = BAD_STRINGS[0]
+    try:
+        xs = _strict_or_sanitized(XSpace, bytes(memoryview(data)[:n]))
+    except BaseException:
+        BAD_STRINGS[0] = bad_before
+        raise
     return xs, [PlaneView(pl, [_upb_line(ln) for ln in pl.lines]) for pl in xs.planes], None
 
 
@@ -581,7 +770,7 @@ def _upb_events(events, skip_mids, wanted, plane_of, groups=None) -> tuple:
           "kind": np.array(kind, np.int8), "obj": object_array(obj)}
     grp = (np.array(codes, np.int32).reshape(ng, n),
            [{"kind": np.array(kd, np.int8), "obj": object_array(vs)} for kd, vs in tabs])
-    return mid, off, dur, agg, st, grp
+    return mid, off, dur, agg, st, grp, 0  # (upb refused invalid UTF-8: none is left)
 
 
 class LineEvents:
@@ -612,7 +801,13 @@ class LineEvents:
         self._line, self._skip, self._plane_of = line, skip_mids, plane_of
         want = None if wanted is None else sorted_unique(np.fromiter(wanted, np.int64))
         spec, sets = _group_spec(groups, presence)
-        mid, off, dur, agg, st, (codes, tables) = self._decode(want, spec)
+        mid, off, dur, agg, st, (codes, tables), bad = self._decode(want, spec)
+        # counted once per line: a line is decoded again only for other stat ids
+        if not getattr(line, "decoded", True):
+            BAD_STRINGS[0] += bad
+            line.decoded = True
+            for part in getattr(line, "parts", None) or ():
+                part.decoded = True
         # Times a profiler cannot have written (negative durations, offsets beyond 26 days,
         # wrapped uint64s) are dropped and counted, never passed on to become impossible spans.
         invalid = (off < 0) | (off >= TIME_LIMIT_PS) | (dur < 0) | (dur >= TIME_LIMIT_PS)

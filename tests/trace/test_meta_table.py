@@ -139,14 +139,11 @@ def test_a_value_written_twice_makes_the_table_refuse_and_the_answers_agree():
         check(P, np.array([3, 4], np.int64), xs.planes[0].event_metadata)
 
 
-def test_invalid_utf8_in_a_skipped_tpu_entry_is_one_line_naming_the_file(tmp_path):
-    """upb no longer parses a TPU plane's entries up front; a name that is not UTF-8 must
-    still refuse the file with one line (exit 3 at the CLI), not raise from the middle of a
-    read or pass unnoticed into the tables."""
-    import pytest
-
-    from overlap.trace import read_trace
-    from overlap.trace.reader import InputError
+def test_invalid_utf8_in_a_skipped_tpu_entry_is_read_with_replacement_and_counted(tmp_path):
+    """upb no longer parses a TPU plane's entries up front; a name that is not UTF-8 is read
+    with U+FFFD (overlap.trace.wire: the rule for damaged strings) and counted, the same with
+    the scanner and with upb (which refuses the file and reads it through the bytes schema)."""
+    from overlap.trace import read_trace, wire
     from overlap.trace.synthetic import SyntheticTrace
 
     t = SyntheticTrace()
@@ -157,9 +154,20 @@ def test_invalid_utf8_in_a_skipped_tpu_entry_is_one_line_naming_the_file(tmp_pat
     bad = raw.replace(b"fusion.7", b"fusion\xff7")
     f = tmp_path / "h.xplane.pb"
     f.write_bytes(bad)
-    with pytest.raises(InputError) as e:
-        read_trace(f)
-    assert str(f) in str(e.value) and "\n" not in str(e.value)
+    got = []
+    for scanner in (wire._scan, None):
+        old = wire.SCANNER
+        wire.SCANNER = scanner
+        try:
+            tr = read_trace(f)
+        finally:
+            wire.SCANNER = old
+        facts = next(iter(tr.capture.values()))
+        assert facts["strings_replaced"] >= 1
+        names = set(tr.compute["name"].tolist())
+        assert "fusion\ufffd7" in names and "fusion.7" not in names
+        got.append((facts["strings_replaced"], sorted(names)))
+    assert got[0] == got[1]
 
 
 def test_copy_facts_program_ids_from_the_table_on_a_real_layout():

@@ -277,16 +277,29 @@ def test_copy_columns_decide_canonical_copies_on_bytes(monkeypatch):
     assert int(ok.sum()) == 30 and set(cols["direction"][ok]) == {"D2H", "H2D"}
 
 
-def test_invalid_utf8_in_a_copy_text_is_refused_on_both_paths(tmp_path):
+def test_invalid_utf8_in_a_copy_text_is_read_alike_on_both_paths(tmp_path):
+    """A copy's HLO text with invalid UTF-8: read with U+FFFD and counted (the rule for
+    damaged strings in overlap.trace.wire), the same tables with the scanner and with upb."""
+    from overlap.trace import wire
+
     t = SyntheticTrace()
     dev = t.tpu(0)
     dev.async_copy("D2H", 10 * US, 20 * US)
     raw = t.to_bytes().replace(b"copy-start.1 ", b"copy-start\xff1 ", 1)
     f = tmp_path / "h.xplane.pb"
     f.write_bytes(raw)
-    with pytest.raises(reader.InputError) as e:
-        reader.read_host_file(f)
-    assert "UTF-8" in str(e.value) and "\n" not in str(e.value)
+    got = []
+    for scanner in (wire._scan, None):
+        old = wire.SCANNER
+        wire.SCANNER = scanner
+        try:
+            part = reader.read_host_file(f)
+        finally:
+            wire.SCANNER = old
+        assert part["capture"]["strings_replaced"] >= 1
+        got.append((part["capture"]["strings_replaced"],
+                    {k: list(v) for k, v in part["transfers"].items()}))
+    assert repr(got[0]) == repr(got[1])
 
 
 # --- copy-start/copy-done pairing without an Async XLA Ops line ------------------------------
