@@ -30,6 +30,11 @@ never computed, and `compare` judges each set of runs made the same way against 
 baseline (`groups`). A run whose manifest records none of it (a plain jax.profiler log
 directory) is "not recorded": it is compared only with runs that record nothing either.
 
+Same answer (`answer_check` per run, `answer_mismatch`): each run's loss and gradient
+fingerprint (run.json ``answer``) against its experiment's baseline's, within the float
+tolerance that `overlap.analysis.answers` defines; a run that differs has it in its verdict.
+Runs made before answers were recorded are "not recorded", never flagged.
+
 Break-even: offload pays when moving the bytes costs less than recomputing them. Both sides are
 shown from measurements: recompute cost per step = step(full remat) - step(no remat); transfer
 cost per step = the offload run's exposed transfer time per step (what the step actually waited)
@@ -132,6 +137,8 @@ def summarize_run(run_dir: str | os.PathLike, *, result: dict | None = None,
         "verdict_overlap": result.get("verdict"),
         "planned": planned, "executed": executed,
         "offload_happened": offload_check(planned, executed, bool(policy.get("offloaded"))),
+        # loss and gradient fingerprint (overlap.analysis.answers); None: not recorded
+        "answer": (manifest or {}).get("answer"),
     }
 
 
@@ -334,7 +341,23 @@ def compare(rows: list[dict], baseline: str | None = None) -> dict[str, Any]:
         if breakeven is not None and (base is None or any(
                 not same_program(r, base) for r in rows if r["offloads"])):
             breakeven = None
+    # Same answer? Each run of the baseline's experiment against the baseline's loss and
+    # gradients (overlap.analysis.answers); runs of other experiments get theirs in `groups`.
+    from overlap.analysis import answers
+
+    same = [r for r in rows if base is not None and (r is base or same_program(r, base))]
+    checked = answers.check_rows(same, base)
+    for row, r in zip(out_rows, rows):
+        row["answer_check"] = checked.get(r["label"]) or {
+            "status": answers.NOT_COMPARABLE, "text": "not compared (another experiment)"}
+        if row["answer_check"]["status"] == answers.DIFFERS and base is not None:
+            said = (f"ANSWER DIFFERS from {base['label']}'s "
+                    + row["answer_check"]["text"].removeprefix("DIFFERS "))
+            row["verdict"] = (f"{row['verdict']}; {said}" if row["verdict"]
+                              else f"{row['label']}: {said}")
     return {
+        "answer_mismatch": [r["label"] for r in out_rows
+                            if r["answer_check"]["status"] == answers.DIFFERS] or None,
         "mixed_programs": modules if modules else None,
         "mixed_platforms": platforms if len(platforms) > 1 else None,
         "mixed_made": made if made_mixed else None,
@@ -373,7 +396,8 @@ def experiment_groups(rows: list[dict], base: dict | None) -> list[dict[str, Any
                     "platform": p[0].get("platform") or str(p[0].get("backend")),
                     "made_with": made, "runs": [r["label"] for r in p],
                     "baseline": sub["baseline"], "verdicts": sub["verdicts"],
-                    "breakeven": sub["breakeven"]})
+                    "breakeven": sub["breakeven"], "answer_mismatch": sub["answer_mismatch"],
+                    "answers": {r["label"]: r["answer_check"] for r in sub["runs"]}})
     return out
 
 
@@ -428,7 +452,7 @@ def made_with(manifest: dict | None) -> dict[str, Any]:
         except ValueError:  # unbalanced quotes: the words as written
             parts = flags_s.split()
         flags = tuple(sorted(f for f in parts if not f.startswith(_OUTPUT_ONLY_FLAGS)))
-    v = m.get("versions") if isinstance(m.get("versions"), dict) else {}
+    v: dict = m["versions"] if isinstance(m.get("versions"), dict) else {}
     rt = ", ".join(f"{k} {v[k]}" for k in ("jax", "jaxlib") if isinstance(v.get(k), str)) or None
     return {"xla_flags": None if flags is None else list(flags), "runtime": rt,
             "text": made_text(flags, rt)}

@@ -5,8 +5,12 @@ XLA converts device ops on host-memory buffers into host compute ("Found an inst
 which does device compute in host memory space. Converting into host compute"), which is slow
 and found late. An instruction is listed when
 
+* it starts a host call: XLA:GPU's optimized HLO runs host computations through
+  ``custom-call-start(...), async_execution_thread="host", custom_call_target="HostExecute"``
+  (seen in a deviceless H100 compile of ``compute_on("device_host")``, jax 0.10.2); one entry per
+  call, naming the computation it runs; or
 * it carries the frontend attribute `_xla_compute_type="host"` (what `compute_on("device_host")`
-  and XLA's conversion put on host computations), or
+  and XLA's conversion put on host computations before optimization), or
 * its result or an inline operand shape lies in host memory space S(5) and its opcode is not one
   that only moves or plumbs data (parameters, tuples, copies, (async) dynamic-(update-)slices,
   fusion-start/done, custom-calls that allocate or annotate, loops, calls): device compute in
@@ -22,6 +26,22 @@ pinned host bytes one step holds at once, program order. Against **the cap in fo
 recorded environment when it has one, else it is the default, and `cap_source` says which. Other
 backends have no such cap (cap None). `fraction` = peak / cap, in [0, inf): above 1 the step
 cannot get its pinned buffers.
+
+**Where they come from** (`capture_host_section`, `report --json` key ``host``; `plan --json`
+key ``host`` via `host_facts`): a plan has its own compiled HLO text and proto. A capture has
+them only when it carries the HloProto of the program that ran
+(`overlap.analysis.memory.executed_program`); otherwise both are "not available", said with the
+reason, never guessed from run.json's ``heap_simulator.module`` (in the H100/H200 sweeps every
+run's names the same compile, so it cannot tell the program that ran). The cap is said either
+way, from run.json ``env`` (recorded by `overlap capture` since issue 33; older runs: "not
+recorded: assumed unset").
+
+**Host XLA ops in the trace** (``host.trace_host_ops``): not read. XLA:CPU ops are host-plane
+events carrying an ``hlo_op`` stat (on a CPU capture that is every op: nothing is "moved" to
+the host there); on a GPU/TPU capture the reader drops such events from the compute table (they
+are host work, not device compute: `overlap.trace.reader`), so a count would need the reader to
+keep them. Whether XLA:GPU's converted host compute shows up that way at all is not known here:
+no capture with host compute exists (all 38 H100/H200 captures' programs have none).
 """
 
 from __future__ import annotations
@@ -34,6 +54,12 @@ CAP_ENV = "XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB"
 DEFAULT_CAP_GB = 64
 _GB = 1 << 30  # XLA reads the limit in GiB (value * 1024^3 bytes)
 _HOST_ATTR = re.compile(r'_xla_compute_type\s*=\s*"host"')
+# What XLA:GPU's optimized HLO keeps of host compute (compute_on("device_host"), jax 0.10.2,
+# deviceless H100 compile): `custom-call-start(...), async_execution_thread="host",
+# custom_call_target="HostExecute", called_computations={%c}` whose computation ends
+# `execution_thread="host"`; the frontend attribute is gone by then.
+_HOST_CALL = re.compile(r'custom_call_target="HostExecute"|async_execution_thread="host"')
+_CALLED = re.compile(r"called_computations=\{%?([^,}\s]+)")
 # Opcodes that move data to or from host memory, or only plumb it: never host compute.
 _MOVES = frozenset({
     "parameter", "tuple", "get-tuple-element", "copy", "copy-start", "copy-done", "bitcast",
@@ -56,7 +82,14 @@ def host_compute_ops(hlo_text: str, top: int = 50) -> dict[str, Any]:
     for comp, instrs in comps.items():
         for i in instrs:
             why = None
-            if _HOST_ATTR.search(i.attrs):
+            call = _HOST_CALL.search(i.attrs)
+            if call:
+                # One entry per host call (its start): the computation it runs is on the host.
+                called = _CALLED.search(i.attrs)
+                why = (f"host call: {i.opcode} {call.group(0)} runs "
+                       f"{called.group(1) if called else 'a computation'} on the host "
+                       "(XLA:GPU host compute)")
+            elif _HOST_ATTR.search(i.attrs):
                 why = 'frontend attribute _xla_compute_type="host"'
             elif i.opcode not in _MOVES and i.name not in moves and (
                     _on_host(i.shape) or any(s is not None and _on_host(s)
@@ -90,30 +123,32 @@ def pinned_host_peak(hlo_proto: bytes | None) -> dict[str, Any]:
             "source": "heap simulation of host memory space S(5) (program order)"}
 
 
-def cap_in_force(platform: str | None, env: dict | None) -> dict[str, Any]:
-    """`{bytes, source}`: the pinned host pool's cap (module docstring); bytes None off GPU."""
+def cap_in_force(platform: str | None, env: dict | None,
+                 where: str = "run.json") -> dict[str, Any]:
+    """`{bytes, source}`: the pinned host pool's cap (module docstring); bytes None off GPU.
+    `where`: what `env` is, for the source (run.json's recorded ``env``, or a process's)."""
     if platform not in ("gpu", "cuda", "rocm"):
         return {"bytes": None, "source": f"no pinned-host cap on {platform or 'this backend'}"}
     raw = (env or {}).get(CAP_ENV)
     if raw not in (None, ""):
         try:
-            return {"bytes": int(float(raw) * _GB), "source": f"{CAP_ENV}={raw} (run.json)"}
+            return {"bytes": int(float(raw) * _GB), "source": f"{CAP_ENV}={raw} ({where})"}
         except (TypeError, ValueError):
             pass
     return {"bytes": DEFAULT_CAP_GB * _GB,
             "source": f"XLA's default {DEFAULT_CAP_GB} GB ({CAP_ENV} "
-                      + ("unset in run.json)" if env is not None and CAP_ENV in env
+                      + (f"unset in {where})" if env is not None and CAP_ENV in env
                          else "not recorded: assumed unset)")}
 
 
 def host_facts(hlo_text: str | None, hlo_proto: bytes | None, platform: str | None,
-               env: dict | None) -> dict[str, Any]:
+               env: dict | None, where: str = "run.json") -> dict[str, Any]:
     """`{host_compute, pinned_host}` for one compiled program (the report and plan JSON key
     `host`)."""
     hc = host_compute_ops(hlo_text) if hlo_text else {
         "count": None, "ops": [], "source": "no HLO text for the program"}
     peak = pinned_host_peak(hlo_proto)
-    cap = cap_in_force(platform, env)
+    cap = cap_in_force(platform, env, where)
     frac = (peak["bytes"] / cap["bytes"] if peak["bytes"] is not None and cap["bytes"]
             else None)
     return {"host_compute": hc,
@@ -142,4 +177,64 @@ def capture_host_facts(trace, result: dict, manifest: dict | None) -> dict[str, 
            else None)
     out = host_facts(text, prog["proto"], result.get("backend"), env)
     out["program"] = prog.get("name")
+    return out
+
+
+TRACE_HOST_OPS = {"count": None, "source": (
+    "not read: host-plane XLA ops of a GPU/TPU capture are dropped by the reader, and no "
+    "capture with host compute has been seen to say what XLA:GPU emits for it")}
+
+
+def capture_host_section(trace, result: dict, manifest: dict | None) -> dict[str, Any]:
+    """`report --json`'s ``host``: `capture_host_facts` when the capture carries the executed
+    program's HloProto; else each part "not available" with the reason, and the cap in force
+    either way (module docstring)."""
+    env = ((manifest or {}).get("env") if isinstance((manifest or {}).get("env"), dict)
+           else None)
+    backend = result.get("backend")
+    if backend == "cpu":
+        return {"available": False, "program": None,
+                "host_compute": {"count": None, "ops": [], "source": "not applicable on XLA:CPU "
+                                 "(every op runs on the host; none is moved there)"},
+                "pinned_host": {"peak_bytes": None, "largest": [], "source": "not applicable on "
+                                "XLA:CPU", **_cap_fields(backend, env), "fraction_of_cap": None,
+                                "over_cap": None},
+                "trace_host_ops": TRACE_HOST_OPS}
+    facts = capture_host_facts(trace, result, manifest)
+    if facts is not None:
+        return {"available": True, **facts, "trace_host_ops": TRACE_HOST_OPS}
+    from overlap.analysis.memory import executed_program
+
+    why = "not available: " + executed_program(trace, manifest)["how"]
+    return {"available": False, "program": None,
+            "host_compute": {"count": None, "ops": [], "source": why},
+            "pinned_host": {"peak_bytes": None, "largest": [], "source": why,
+                            **_cap_fields(backend, env), "fraction_of_cap": None,
+                            "over_cap": None},
+            "trace_host_ops": TRACE_HOST_OPS}
+
+
+def _cap_fields(platform: str | None, env: dict | None) -> dict[str, Any]:
+    cap = cap_in_force(platform, env)
+    return {"cap_bytes": cap["bytes"], "cap_source": cap["source"]}
+
+
+def host_lines(section: dict[str, Any] | None) -> list[str]:
+    """Terminal lines for a ``host`` section, only where there is something to say: host
+    compute ops, or pinned host buffers held at peak."""
+    if not section:
+        return []
+    out = []
+    hc = section.get("host_compute") or {}
+    if hc.get("count"):
+        out.append(f"host compute: {hc['count']} op(s) XLA runs on the host ({hc['source']}): "
+                   + ", ".join(f"{o['name']} ({o['opcode']})" for o in hc["ops"][:5])
+                   + (" ..." if hc["count"] > 5 else ""))
+    ph = section.get("pinned_host") or {}
+    if ph.get("peak_bytes"):
+        cap = ph.get("cap_bytes")
+        out.append(f"pinned host memory at peak: {ph['peak_bytes'] / (1 << 30):.2f} GiB"
+                   + (f" of a {cap / (1 << 30):.0f} GiB cap ({ph['fraction_of_cap']:.1%}; "
+                      f"{ph['cap_source']})" if cap else "")
+                   + (" -- OVER THE CAP" if ph.get("over_cap") else ""))
     return out

@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterator
 
 import jax
 
+from overlap.analysis.host_memory import CAP_ENV
 from overlap.hlo.program import (
     hlo_protos_from_xspace,
     memory_analysis_dict,
@@ -53,6 +54,7 @@ from overlap.hlo.program import (
 from overlap.runs import rundir
 
 COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
+RECORDED_ENV = (CAP_ENV,)
 
 # What prepare_xla_flags did, for the manifest. Module-level because XLA_FLAGS is process state.
 _FLAG_STATE: dict[str, Any] = {"command_buffer_flag": "not requested"}
@@ -107,6 +109,9 @@ def environment() -> dict:
         "versions": {"jax": jax.__version__, "jaxlib": jaxlib.__version__,
                      "python": platform.python_version()},
         "xla_flags": {"XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), **_FLAG_STATE},
+        # Variables that change what the runtime may do (None: unset): the GPU runtime's
+        # pinned host pool cap, read by overlap.analysis.host_memory.cap_in_force.
+        "env": {v: os.environ.get(v) for v in RECORDED_ENV},
         "host": socket.gethostname(),
     }
 
@@ -266,7 +271,7 @@ def profile_steps(step_fn: Callable, state: Any, batch: Any, *, out: str | os.Pa
                   steps: int = 10, warmup: int = 3, label: str | None = None,
                   workload: Any = None, policy: Any = None, step_name: str = "train",
                   python_tracer: bool = False, host_tracer_level: int = 2,
-                  extra: dict | None = None) -> Path:
+                  extra: dict | None = None, loss_and_grad: Callable | None = None) -> Path:
     """Warm up, time, and profile `steps` calls of ``state, aux = step_fn(state, batch)``.
 
     `step_fn` should be jitted: it is compiled once via ``step_fn.lower(state, batch).compile()``
@@ -275,6 +280,9 @@ def profile_steps(step_fn: Callable, state: Any, batch: Any, *, out: str | os.Pa
     `state` is consumed (it may be donated). Writes the run to `out` atomically and returns it;
     raises :class:`overlap.runs.rundir.RunExistsError` if `out` exists.
     `workload`/`policy` are recorded in the manifest (a Workload/Policy object, a name, or a dict).
+    `loss_and_grad` (default: the Workload's): ``(state, batch) -> (loss, grads)``, run once on
+    `state` and `batch` before anything else to record the run's ``answer``
+    (:mod:`overlap.capture.answers`).
     """
     if steps < 1 or warmup < 0:
         raise ValueError(f"need steps >= 1 and warmup >= 0 (got steps={steps}, warmup={warmup})")
@@ -282,6 +290,11 @@ def profile_steps(step_fn: Callable, state: Any, batch: Any, *, out: str | os.Pa
     # Up front, so a taken or unwritable target fails before minutes of compiling and stepping.
     partial = rundir.partial_dir_for(final)
     try:
+        from overlap.capture import answers
+
+        lg = loss_and_grad or getattr(workload, "loss_and_grad", None)
+        # Before the first step: the step may donate `state`.
+        extra = {"answer": answers.record(lg, state, batch), **(extra or {})}
         run, compiled, compile_ns = compile_step(step_fn, state, batch)
         state, _ = run_steps(run, state, batch, warmup)
         state, step_ns = run_steps(run, state, batch, steps)

@@ -19,6 +19,10 @@ sweep's peak is one workload's state plus the compiled steps. A user workload wh
 differs between policies cannot share one: it is swept one policy after another instead (each
 run's ``step_timing`` says so). A policy that fails to compile or run stops the sweep before
 anything is written; a failure while profiling keeps the runs already written.
+
+Answers: before the first timed step, each policy's loss and gradient fingerprint is computed
+on the one state and batch all policies share (:mod:`overlap.capture.answers`, run.json
+``answer``), so that `overlap compare` can tell a policy that computes another answer.
 """
 
 from __future__ import annotations
@@ -111,6 +115,13 @@ def _interleaved(workload, resolved, labels, root: Path, steps: int,
         state, batch, w.init_state, w.batch = w.init_state, w.batch, None, None
         preps.append({"w": w, "pol": pol, "lab": lab, "run": run, "compiled": compiled,
                       "compile_ns": compile_ns, "step_ns": []})
+    from overlap.capture import answers
+
+    # Every policy's answer on the one state and batch they all step from, before any step
+    # changes it (overlap.capture.answers).
+    digest = answers.inputs_digest(state, batch)
+    for p in preps:
+        p["answer"] = answers.record(p["w"].loss_and_grad, state, batch, inputs=digest)
     n = len(preps)
     group = secrets.token_hex(6)  # which runs were timed together (compare reads it)
     for p in preps:
@@ -128,7 +139,8 @@ def _interleaved(workload, resolved, labels, root: Path, steps: int,
         path, state = write_profiled_run(
             p["run"], p["compiled"], state, batch, out=root / p["lab"], steps=steps,
             warmup=warmup, step_ns=p["step_ns"], compile_ns=p["compile_ns"], label=p["lab"],
-            workload=p["w"], policy=p["pol"], extra={"step_timing": timing})
+            workload=p["w"], policy=p["pol"],
+            extra={"step_timing": timing, "answer": p["answer"]})
         done.append(path)
     return done
 

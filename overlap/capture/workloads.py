@@ -20,6 +20,11 @@ A :class:`Workload` holds:
   ``memory_analysis()`` and the compiled HLO.
 * ``init_state`` and ``batch`` – device (or pinned-host) arrays for the first call.
 * ``description`` – one line for the manifest and the report.
+* ``loss_and_grad`` (optional) – a function ``(state, batch) -> (loss, grads)``: the step's
+  loss and its gradients under the policy, without the update (``jax.value_and_grad`` of the
+  same loss). The capture records the loss and a fingerprint of the gradients
+  (:mod:`overlap.capture.answers`) so that ``overlap compare`` can tell a policy that computes
+  another answer; without it the run's answer is "not recorded". The built-ins give it.
 * ``notes`` – caveats (e.g. "parameters stayed on device: backend has no pinned_host").
 
 On the command line a workload is ``NAME[:SIZE]`` for a built-in (default size ``tiny``) or
@@ -96,6 +101,10 @@ class Workload:
     # device memory. Said here because `jax.eval_shape`, which plans use so that no parameter
     # is materialised, drops shardings and with them the memory kind.
     state_memory_kind: str | None = None
+    # Optional: ``loss_and_grad(state, batch) -> (loss, grads)``, the step's loss and its
+    # gradients under the policy without the update; what `overlap.capture.answers` records so
+    # that policies can be checked to compute the same answer. None: not recorded.
+    loss_and_grad: Callable | None = None
 
     def manifest(self) -> dict:
         return {"name": self.name, "size": self.size, "policy": self.policy,
@@ -140,6 +149,7 @@ def make_scan(policy: str | Policy, size: str = DEFAULT_SIZE) -> Workload:
           jax.random.normal(k2, (layers, h, d)) / math.sqrt(h))
     x = jax.random.normal(k3, (n, d))
     return Workload(step, ws, x, name="scan", size=size, policy=pol.name,
+                    loss_and_grad=jax.jit(jax.value_and_grad(loss_fn)),
                     description=f"tutorial scan: {layers} layers, x {n}x{d}, w1 {layers}x{d}x{h}, "
                                 f"w2 {layers}x{h}x{d}, f32, SGD; offloadable name 'x'")
 
@@ -287,8 +297,14 @@ def make_transformer(policy: str | Policy, size: str = DEFAULT_SIZE) -> Workload
     state = jax.jit(functools.partial(_init_state, cfg))(key_p)
     batch = _make_batch(cfg, key_b)
     step = jax.jit(train_step, donate_argnums=0)
+
+    @jax.jit
+    def loss_and_grad(state, batch):
+        return jax.value_and_grad(functools.partial(_transformer_loss, cfg, pol))(
+            state["params"], batch)
+
     return Workload(step, state, batch, description=_describe(cfg), name="transformer",
-                    size=size, policy=pol.name)
+                    size=size, policy=pol.name, loss_and_grad=loss_and_grad)
 
 
 def pinned_host_support(device=None) -> tuple[bool, str]:
@@ -339,7 +355,14 @@ def make_params_offloaded(policy: str | Policy, size: str = DEFAULT_SIZE) -> Wor
     state = jax.jit(functools.partial(_init_state, cfg), out_shardings=host_tree)(key_p)
     batch = _make_batch(cfg, key_b)
     step = jax.jit(train_step, donate_argnums=0)
+
+    @jax.jit
+    def loss_and_grad(state, batch):
+        params = jax.device_put(state["params"], jax.memory.Space.Device)
+        return jax.value_and_grad(functools.partial(_transformer_loss, cfg, pol))(params, batch)
+
     return Workload(step, state, batch, name="params", size=size, policy=pol.name,
+                    loss_and_grad=loss_and_grad,
                     device_notes=device_notes, state_memory_kind="pinned_host",
                     description=_describe(cfg) + "; params+optimizer state in pinned_host")
 

@@ -9,10 +9,15 @@ reader has no rule for fails `transfers_readable` ("cannot tell") unless `--allo
 as `--json` does on every command; `--json-out FILE` and `--junit FILE` write machine-readable
 files; when `$GITHUB_STEP_SUMMARY` is set a Markdown summary is appended.
 
+Opt-in gates on what the run computed and where (`overlap.report.run_gates`):
+`--same-answer-as RUN [--max-grad-diff X]` fails when PATH's loss or gradient fingerprint
+differs from RUN's beyond float tolerance; `--no-host-compute` fails on ops XLA runs on the
+host.
+
 PATH may be a plan run (`overlap plan`, `overlap advise`: compiled, not run). It gets the same
 two defaults on its PREDICTED numbers (an offloading policy with no planned copies fails; the
-predicted hidden fraction must reach `--min-overlap`), plus the plan checks (`fits`, ...): see
-`overlap.report.plan_gate`.
+predicted hidden fraction must reach `--min-overlap`), plus the plan checks (`fits`,
+`host_compute` (on by default; `--allow-host-compute`), ...): see `overlap.report.plan_gate`.
 """
 
 from __future__ import annotations
@@ -93,6 +98,21 @@ def register(sub) -> None:
                    default=check.DEFAULT_EXPOSED_SLACK_MS, metavar="MS",
                    help="absolute allowance on top of --max-exposed-growth, ms (default "
                    f"{check.DEFAULT_EXPOSED_SLACK_MS})")
+    a = p.add_argument_group("what the run computed and where (overlap.report.run_gates)")
+    a.add_argument("--same-answer-as", metavar="RUN",
+                   help="fail unless PATH's loss and gradient fingerprint (recorded by `overlap "
+                        "capture`) match RUN's within float tolerance; fails when either has "
+                        "none recorded")
+    a.add_argument("--max-grad-diff", type=non_negative_float, metavar="X",
+                   help="relative tolerance for --same-answer-as (default: 1e-4 for float32, "
+                        "2e-2 where bf16/fp16 is involved; see overlap.analysis.answers)")
+    a.add_argument("--no-host-compute", action="store_true",
+                   help="captures: fail when the executed program has ops XLA runs on the host "
+                        "(fails when the capture lacks the program's HLO); on by default for "
+                        "plan runs")
+    a.add_argument("--allow-host-compute", action="store_true",
+                   help="plan runs: pass host-compute ops (the plan gate fails on them by "
+                        "default)")
     pl = p.add_argument_group("plan checks (PATH is a plan run from `overlap plan`)")
     pl.add_argument("--min-offload-bytes", type=non_negative_float, metavar="B",
                     help="the plan must still move at least B bytes D2H per step")
@@ -149,7 +169,8 @@ def run_plan(args: argparse.Namespace, manifest: dict) -> int:
         max_predicted_exposed_ms=args.max_predicted_exposed_ms,
         min_overlap=plan_gate.DEFAULT_MIN_OVERLAP if args.min_overlap is None
         else args.min_overlap, min_overlap_d2h=args.min_overlap_d2h,
-        min_overlap_h2d=args.min_overlap_h2d, allow_no_transfers=args.allow_no_transfers)
+        min_overlap_h2d=args.min_overlap_h2d, allow_no_transfers=args.allow_no_transfers,
+        allow_host_compute=args.allow_host_compute)
     human = plan_gate.text(outcome)
     doc = json.dumps({"check": outcome, "plan": manifest}, indent=2, default=str) + "\n"
     if args.json:
@@ -179,6 +200,42 @@ def _append_step_summary(text: str) -> None:
         # The gate's answer matters more than the summary; say so and keep the exit code.
         print(f"overlap check: warning: cannot append to $GITHUB_STEP_SUMMARY "
               f"({summary}): {e.strerror or e}", file=sys.stderr)
+
+
+def _answer_baseline(path: str) -> dict:
+    """--same-answer-as RUN's manifest: a run directory with run.json, else exit 3."""
+    from overlap.errors import InputError
+    from overlap.runs.rundir import load_manifest
+
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "no such file or directory")
+    m = load_manifest(p) if p.is_dir() else None
+    if m is None:
+        raise InputError(p, "not a run directory with run.json (--same-answer-as needs a run "
+                            "made by overlap capture)")
+    return m
+
+
+def _run_gates(args, trace, result: dict, outcome: dict, same_as: dict | None) -> dict:
+    """The opt-in gates of `overlap.report.run_gates` on a capture."""
+    from overlap.report import run_gates
+
+    extra = []
+    if args.no_host_compute:
+        from overlap.cli.report import host_section
+
+        section = result.get("host") or host_section(args.path, trace, result)
+        result["host"] = section
+        extra.append(run_gates.host_compute_check(section, platform=result.get("backend")))
+    if same_as is not None:
+        from overlap.runs.rundir import load_manifest
+
+        p = Path(args.path)
+        m = load_manifest(p) if p.is_dir() else None
+        extra.append(run_gates.same_answer_check(m, same_as, args.same_answer_as,
+                                                 args.max_grad_diff))
+    return run_gates.add_checks(outcome, extra)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -221,10 +278,14 @@ def run(args: argparse.Namespace) -> int:
     from overlap.cli.main import keep_until_exit
     from overlap.cli.report import read_and_analyze
 
+    if args.max_grad_diff is not None and not args.same_answer_as:
+        raise UsageError("--max-grad-diff goes with --same-answer-as RUN")
+    same_as = _answer_baseline(args.same_answer_as) if args.same_answer_as else None
     trace, result = read_and_analyze(args)
     keep_until_exit(trace, result)  # freed by the process's end (`overlap.cli.main.run`)
     note_planned_copies(args.path, trace, result)
     outcome = check.run_checks(result, config, trace)
+    outcome = _run_gates(args, trace, result, outcome, same_as)
 
     human = render.text(result, outcome)
     if args.json:

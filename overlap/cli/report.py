@@ -191,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
     by_name = names_section(args.path, trace, result)
     if by_name is not None:
         result["offload_by_name"] = by_name
+    result["host"] = host_section(args.path, trace, result)
     if getattr(args, "predict", False) and getattr(args, "plan", None):
         raise UsageError("--predict and --plan are two predictions: give one")
     if getattr(args, "predict", False):
@@ -217,6 +218,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"did offload happen? {offload['answer']}")
             for line in offload["lines"]:
                 print(f"  {line}")
+        from overlap.analysis.host_memory import host_lines
+
+        if host_lines(result["host"]):
+            print()
+            print("\n".join(host_lines(result["host"])))
         if by_name is not None:
             from overlap.report.names_text import render_offload_by_name
 
@@ -376,6 +382,19 @@ def offload_section(path: str, result: dict) -> dict | None:
     out = offload_check(planned, executed, bool(policy.get("offloaded")))
     out["policy"] = policy.get("name")
     return out
+
+
+def host_section(path: str, trace, result: dict) -> dict:
+    """`host` (`overlap.analysis.host_memory.capture_host_section`): ops XLA moved to host
+    compute and the pinned host peak against the cap in force, or why not available."""
+    from pathlib import Path
+
+    from overlap.analysis.host_memory import capture_host_section
+    from overlap.runs.rundir import load_manifest
+
+    p = Path(path)
+    manifest = load_manifest(p) if p.is_dir() else None
+    return capture_host_section(trace, result, manifest)
 
 
 def names_section(path: str, trace, result: dict) -> dict | None:

@@ -18,7 +18,9 @@ own). Three tabs:
   flags and jax/jaxlib versions: command buffers on and off are two experiments;
   `overlap.report.groups`); it opens on the newest group of two or more runs with that group's
   remat run as baseline (`data.default_baseline`), and a run of another group added by hand is
-  listed with what differs, never judged. One verdict sentence on top
+  listed with what differs, never judged. A "Same answer?" card holds each run's loss and
+  gradient fingerprint against the baseline's (`overlap.analysis.answers`), red when one
+  differs beyond float tolerance (shown only where runs recorded them). One verdict sentence on top
   (`groups.group_verdict`: does offload pay here, and if not why not, first), then memory
   curves of the runs over the baseline's (each run's own program), step-time and
   peak-memory bars, overlap per direction.
@@ -408,6 +410,9 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
                         "making it): "),
                  "; ".join(f"{n}: {why}" for n, why in others)],
                 className="other-program-card", style={**CARD, "borderColor": "#F58518"}))
+        same_answer = answer_card(datas, baseline)
+        if same_answer is not None:
+            status.append(same_answer)
         if any(d.synthetic for _, d in datas):
             status.append(html.Div("SYNTHETIC data in this comparison: written by "
                                    "overlap.trace.synthetic, not measured.", style=SYNTHETIC_CARD))
@@ -531,6 +536,33 @@ def _like_baseline(datas: list, baseline) -> tuple[list, list[tuple[str, str]]]:
     others = [(n, rgroups.what_differs(d, base)) for n, d in datas
               if rgroups.group_key(d) != key]
     return same, others
+
+
+def answer_card(datas: list, baseline) -> html.Div | None:
+    """Same answer? Each run's loss and gradient fingerprint against the baseline's
+    (`overlap.analysis.answers`), red where one differs beyond float tolerance; None where no
+    run recorded one (captures made before overlap recorded answers: nothing to say)."""
+    from overlap.analysis import answers
+
+    base = next((d for n, d in datas if n == baseline), None)
+    if base is None or not any((d.manifest or {}).get("answer") for _, d in datas):
+        return None
+    lines, differs = [], False
+    for n, d in datas:
+        if d is base or d.result.get("status") == "PLAN":
+            continue
+        chk = answers.check((d.manifest or {}).get("answer"),
+                            (base.manifest or {}).get("answer"))
+        differs |= chk["status"] == answers.DIFFERS
+        lines.append(html.Li(f"{n}: {chk['text']}", style={"color": "#B00020"} if
+                             chk["status"] == answers.DIFFERS else {}))
+    if not lines:
+        return None
+    head = (f"Same answer? NO: a policy's loss or gradients differ from {baseline}'s"
+            if differs else f"Same answer? Loss and gradients against {baseline}'s")
+    return html.Div([html.B(head), html.Ul(lines, style={"margin": "4px 0"})],
+                    className="answer-mismatch-card" if differs else "answer-card",
+                    style={**CARD, "borderColor": "#B00020"} if differs else CARD)
 
 
 def _error_card(message: str) -> html.Div:

@@ -297,10 +297,25 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
         offload_inventory=inv.to_dict(), heap_simulator=heap, estimate=est,
         calibration=calibration.to_dict() if calibration is not None else None,
         program_memory_points=len(timeline) if timeline else 0,
+        # Ops XLA moved to host compute and the pinned host peak against the cap in force in
+        # this process's environment (overlap.analysis.host_memory; issue 33 items 3, 4).
+        host=_host_facts(text, proto, target.platform),
     )
     plan = Plan(policy, target.name, "ok", manifest, hlo_text=text, hlo_proto=proto)
     plan.manifest["_timeline"] = timeline
     return plan
+
+
+def _host_facts(text: str, proto: bytes, platform: str) -> dict[str, Any]:
+    """`overlap.analysis.host_memory.host_facts` of the compiled program; the cap from this
+    process's XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB (what a run started here would get)."""
+    from overlap.analysis.host_memory import CAP_ENV, host_facts
+
+    try:
+        return host_facts(text, proto or None, platform, {CAP_ENV: os.environ.get(CAP_ENV)},
+                          where="the planning process's environment")
+    except Exception as e:  # noqa: BLE001 - an extra; the plan stands without it
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
 def _program_fingerprint(module: str, state: Any, batch: Any) -> dict[str, Any]:

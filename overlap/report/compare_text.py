@@ -87,6 +87,7 @@ def render_text(res: dict[str, Any]) -> str:
     out.append("")
     for v in res["verdicts"]:
         out.append(v)
+    out.extend(_answer_lines(res))
     out.extend(_group_lines(res))
     be = res["breakeven"]
     if be and be.get("recompute_ns_per_step") is None:
@@ -157,4 +158,20 @@ def _group_lines(res: dict[str, Any]) -> list[str]:
                     f"({len(g['runs'])} run{'s' if len(g['runs']) != 1 else ''})",
                 f"  baseline: {g['baseline'] or '(no remat run among them)'}"]
         out += [f"  {v}" for v in g["verdicts"]] or ["  (one run: nothing to compare)"]
+    return out
+
+
+def _answer_lines(res: dict[str, Any]) -> list[str]:
+    """Same answer? Each run's loss and gradients against its baseline's
+    (`overlap.analysis.answers`); only where some run recorded them, so that a comparison of
+    older captures reads as before."""
+    runs = res.get("runs") or []
+    if not any(r.get("answer") for r in runs):
+        return []
+    out = ["", "same answer? (loss and gradient fingerprint on the same inputs, against the "
+               "baseline; overlap.analysis.answers)"]
+    for r in runs:
+        chk = r.get("answer_check") or {}
+        mark = "  !! " if chk.get("status") == "differs" else "     "
+        out.append(f"{mark}{r['label']}: {chk.get('text') or 'not recorded'}")
     return out

@@ -9,6 +9,11 @@ Checks (each pass/fail/skip, in the same outcome format as `overlap.report.gate`
   that ran out of memory fails it with the compiler's message.
 * `min_offload_bytes` (opt-in): the plan still moves at least N bytes per step to host memory
   (D2H executed bytes of the offload inventory): offload has not silently stopped.
+* `host_compute` (on by default): no op of the compiled program runs on the host (ops XLA
+  moved to host compute, `overlap.analysis.host_memory`); `allow_host_compute=True`
+  (`--allow-host-compute`) passes it. `pinned_host_cap` (on when a cap applies): the pinned
+  host peak fits the GPU runtime's pinned pool. Both defined in `overlap.report.run_gates`;
+  skipped for plans made before they were recorded.
 * `max_predicted_exposed_ms` (opt-in): the roofline estimate's exposed transfer time per step
   stays under the bound. An estimate, said so in the message.
 
@@ -54,7 +59,8 @@ def run_plan_checks(manifest: dict[str, Any], *, min_offload_bytes: int | None =
                     min_overlap: float | None = DEFAULT_MIN_OVERLAP,
                     min_overlap_d2h: float | None = None,
                     min_overlap_h2d: float | None = None,
-                    allow_no_transfers: bool = False) -> dict[str, Any]:
+                    allow_no_transfers: bool = False,
+                    allow_host_compute: bool = False) -> dict[str, Any]:
     t: dict[str, Any] = (manifest["target"] if isinstance(manifest.get("target"), dict)
                          else {})
     tname = t.get("name", "?")
@@ -86,6 +92,7 @@ def run_plan_checks(manifest: dict[str, Any], *, min_offload_bytes: int | None =
                 "fits", PASS if peak <= limit else FAIL,
                 f"device peak {format_bytes(peak)} (memory_analysis temp + arguments + outputs "
                 f"- aliases) vs {format_bytes(limit)} ({where})", peak, limit))
+    checks.extend(_host_checks(manifest, allow_host_compute))
     inv = manifest.get("offload_inventory") or {}
     pol: dict[str, Any] = manifest["policy"] if isinstance(manifest.get("policy"), dict) else {}
     category = pol.get("category")
@@ -155,6 +162,22 @@ def run_plan_checks(manifest: dict[str, Any], *, min_offload_bytes: int | None =
     head = "PASS" if not failed else "FAIL (" + ", ".join(failed) + ")"
     return {"passed": not failed, "checks": checks, "failed": failed,
             "verdict": f"{head}: plan {manifest.get('label')} compiled for {tname}, not run"}
+
+
+def _host_checks(manifest: dict[str, Any], allow: bool) -> list[dict[str, Any]]:
+    """`host_compute` and `pinned_host_cap` (`overlap.report.run_gates`) on the plan's
+    ``host`` facts; skipped for a plan that did not compile or was made before them."""
+    from overlap.report.run_gates import host_compute_check, pinned_host_check
+
+    host = manifest.get("host")
+    if manifest.get("status") != "ok":
+        return [_check("host_compute", SKIP, "nothing compiled to look for host compute in")]
+    if not isinstance(host, dict) or "host_compute" not in host:
+        return [_check("host_compute", SKIP, "not recorded: plan made before overlap listed "
+                       "host compute (plan again)")]
+    out = [host_compute_check(host, allow=allow)]
+    cap = pinned_host_check(host)
+    return out + ([cap] if cap is not None else [])
 
 
 def markdown(outcome: dict[str, Any]) -> str:

@@ -19,7 +19,11 @@ nanoseconds), ``step_timing`` for runs of a sweep (``mode`` ``interleaved`` with
 (``compiled.memory_analysis()`` fields as ints, device and host_*), ``offload_inventory``
 (:func:`overlap.hlo.program.offload_inventory` of the compiled HLO), ``heap_simulator`` (the
 :func:`overlap.hlo.program.memory_timeline` peak from the capture's HloProto), ``profile_options``,
-``created_unix_ns`` and ``session`` (the ``plugins/profile`` directory name).
+``created_unix_ns`` and ``session`` (the ``plugins/profile`` directory name); ``answer`` (the
+policy's loss and gradient fingerprint on the sweep's shared inputs, defined in
+:mod:`overlap.capture.answers`; absent in runs made before it) and ``env`` (environment
+variables that change what the runtime does, e.g. ``XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB``, None
+when unset).
 
 A *plan run* (``"kind": "plan"``, written by :mod:`overlap.plan`) was compiled for a target and
 never run: it has ``run.json``, ``hlo/`` (optimized HLO text and HloProto) and
@@ -199,6 +203,51 @@ def _counts(d) -> dict:
         if isinstance(d, dict) else {}
 
 
+def _num(v) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v)
+
+
+def _answer(raw: Any) -> dict[str, Any] | None:
+    """run.json's ``answer`` (`overlap.capture.answers`) with the types
+    `overlap.analysis.answers` reads (anything else dropped), or None when there is none. A
+    ``not_recorded`` answer keeps only its reason."""
+    if not isinstance(raw, dict):
+        return None
+    if isinstance(raw.get("not_recorded"), str):
+        return {"not_recorded": raw["not_recorded"][:400]}
+    grads = raw.get("grads")
+    leaves = []
+    if isinstance(grads, list):
+        for g in grads:
+            if not isinstance(g, dict):
+                return {"not_recorded": "run.json's answer has a malformed gradient entry"}
+            leaf = {"path": str(g.get("path")), "dtype": str(g.get("dtype")),
+                    "size": g.get("size") if isinstance(g.get("size"), int) else None,
+                    "nonfinite": g.get("nonfinite") if isinstance(g.get("nonfinite"), int)
+                    else 0}
+            for k in ("sum", "abs_sum", "l2"):
+                leaf[k] = _num(g.get(k))
+            leaves.append(leaf)
+    loss = _num(raw.get("loss"))
+    if loss is None and not leaves:
+        return {"not_recorded": "run.json's answer has neither a loss nor gradients"}
+    return {"loss": loss, "grads": leaves, "global_l2": _num(raw.get("global_l2")),
+            "low_precision": bool(raw.get("low_precision")),
+            "inputs": raw.get("inputs") if isinstance(raw.get("inputs"), str) else None,
+            "definition": raw.get("definition") if isinstance(raw.get("definition"), str)
+            else None}
+
+
+def _env(raw: Any) -> dict[str, str | None] | None:
+    """run.json's ``env``: the environment variables a capture recorded (name -> value, None
+    when unset)."""
+    if not isinstance(raw, dict):
+        return None
+    return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, (str, type(None)))}
+
+
 def normalize_manifest(data: dict) -> dict:
     """The fields every view reads, with the types they expect; anything else is dropped
     (a hand-edited or foreign run.json must not crash report, compare or the dashboard).
@@ -206,7 +255,8 @@ def normalize_manifest(data: dict) -> dict:
     `label` str; `policy` {name, category, offloaded...} (a bare string is its name);
     `workload` dict (a bare string is its name); `step_ns` the valid integer times only
     (None when not measured);
-    `memory_analysis`, `offload_inventory.D2H/H2D` and `heap_simulator` byte counts only."""
+    `memory_analysis`, `offload_inventory.D2H/H2D` and `heap_simulator` byte counts only;
+    `answer` (loss and gradient fingerprint) numbers only; `env` string values only."""
     out = dict(data)
     label = data.get("label")
     # A label with control characters (not one overlap wrote: check_label refuses them) is
@@ -240,6 +290,10 @@ def normalize_manifest(data: dict) -> dict:
     if heap is not None:
         out["heap_simulator"] = ({**heap, "peak_bytes": _count(heap.get("peak_bytes"))}
                                  if isinstance(heap, dict) else None)
+    if "answer" in data:
+        out["answer"] = _answer(data.get("answer"))
+    if "env" in data:
+        out["env"] = _env(data.get("env"))
     be = data.get("backend")
     out["backend"] = be if isinstance(be, dict) else ({"platform": be} if isinstance(be, str)
                                                       else {})
