@@ -47,7 +47,11 @@ Blind spots:
 
 * The trace has no dependency edges. "The device waited" means compute resumed when copies
   ended; the kernel that resumed is assumed to be one that needed a copy (it may not be).
-  The HLO (the copy's `-done` and its users) is not joined here.
+  The HLO is not read here (the analysis needs no program); `overlap report` joins each
+  copy to its `-done` and first user in the program and puts what that says (how long before
+  the use the copy started, the stall, the bandwidth that would have hidden it) into the
+  `device_waits` evidence as `hlo` (`overlap.analysis.first_use`), which can contradict this
+  guess ("none of their first users waited for them").
 * CUPTI records when a copy ran, not when it was issued: a copy issued long before the link
   was free shows as queued only if it started right after another copy of its direction;
   `ready_ps` counts from the copy's start, not its issue.

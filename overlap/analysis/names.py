@@ -319,6 +319,28 @@ def _programs(path: str | Path | None, trace: Any, keys: list[tuple[str, Any]]
     return out
 
 
+def programs_of(path: str | Path | None, trace: Any
+                ) -> dict[tuple[str, Any], tuple[trace_ops.Program, Any, str]]:
+    """The compiled programs of the trace's copies: (module, program id) -> (program, raw
+    HLO, where from), as `_programs` reads them (the run directory's HLO text first, else the
+    capture's HloProto). Read once by the caller and passed to `offload_by_name` and
+    `overlap.analysis.first_use` (which reads nothing itself)."""
+    tr = trace.columns("transfers")
+    mods = np.asarray(tr["hlo_module"], dtype=object)
+    pids = np.asarray(tr["program_id"], dtype=object)
+    if not len(mods):
+        return {}
+    from overlap.arrays import factorize
+
+    # distinct (module, program id) pairs without a Python step per copy
+    mc, mu = factorize(mods)
+    pc, pu = factorize(pids)
+    pairs = np.unique(np.stack([mc, pc]), axis=1)
+    keys = sorted({(mu[a], pu[b] if b >= 0 else None) for a, b in pairs.T.tolist() if a >= 0},
+                  key=str)
+    return _programs(path, trace, keys)
+
+
 def _transfer_groups(trace: Any, result: dict[str, Any]) -> dict[str, np.ndarray]:
     """Per (module, program id, hlo_op, direction): count, bytes, span_ps, hidden_ps (the
     analysis' per-transfer numbers, `overlap.analysis.overlap.transfer_columns`)."""
@@ -351,9 +373,12 @@ def _add(b: dict[str, Any], count: int, nbytes: int, span: int, hidden: int) -> 
 
 
 def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
-                    manifest: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                    manifest: dict[str, Any] | None = None,
+                    programs: dict[tuple[str, Any], tuple[trace_ops.Program, Any, str]]
+                    | None = None) -> dict[str, Any] | None:
     """The `offload_by_name` section (module docstring); None for a capture with no host
-    copies and no names asked for."""
+    copies and no names asked for. `programs`: `programs_of(path, trace)` where the caller has
+    read them already (else they are read here)."""
     from overlap.analysis.overlap import OUTSIDE_PROGRAM_OP
 
     policy = (manifest or {}).get("policy")
@@ -366,7 +391,10 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
     keys = sorted({(m, p) for m, p in zip(g["hlo_module"].tolist(), g["program_id"].tolist())
                    if m is not None}, key=str)
     hints = _hints(path)
-    programs = _programs(path, trace, keys)
+    if programs is None:
+        programs = _programs(path, trace, keys)
+    else:
+        programs = {k: v for k, v in programs.items() if k in set(keys)}
     names: dict[str, dict[str, Any]] = {}
     shared: dict[tuple[str, ...], dict[str, Any]] = {}
     other: dict[str, dict[str, Any]] = {}

@@ -188,7 +188,9 @@ def run(args: argparse.Namespace) -> int:
     offload = offload_section(args.path, result)
     if offload is not None:
         result["offload"] = offload
-    by_name = names_section(args.path, trace, result)
+    programs = programs_section(args.path, trace, result)  # read once, for names and causes
+    by_name = names_section(args.path, trace, result, programs)
+    first_use_section(trace, result, programs)
     if by_name is not None:
         result["offload_by_name"] = by_name
     result["host"] = host_section(args.path, trace, result)
@@ -397,7 +399,26 @@ def host_section(path: str, trace, result: dict) -> dict:
     return capture_host_section(trace, result, manifest)
 
 
-def names_section(path: str, trace, result: dict) -> dict | None:
+def programs_section(path: str, trace, result: dict) -> dict | None:
+    """The compiled programs of the capture's copies (`overlap.analysis.names.programs_of`:
+    the run directory's HLO text, else the capture's HloProto); None off GPU/TPU (a CPU
+    capture's offload is compiled away)."""
+    if result.get("backend") not in ("gpu", "tpu"):
+        return None
+    from overlap.analysis.names import programs_of
+
+    return programs_of(path, trace)
+
+
+def first_use_section(trace, result: dict, programs: dict | None) -> None:
+    """The HLO facts of `device_waits` (`overlap.analysis.first_use`): each copy's first user
+    and how long before it the copy started, in that cause's evidence and `top_exposed`."""
+    from overlap.analysis.first_use import add_hlo_evidence
+
+    add_hlo_evidence(trace, result, {k: v[0] for k, v in (programs or {}).items()})
+
+
+def names_section(path: str, trace, result: dict, programs: dict | None = None) -> dict | None:
     """`offload_by_name` (`overlap.analysis.names`): per checkpoint name, asked for, compiled
     into host copies, seen in the trace. Only for captures with host copies or a policy that
     asks for some; a CPU capture (offload compiled away) gets none."""
@@ -410,5 +431,5 @@ def names_section(path: str, trace, result: dict) -> dict | None:
 
     p = Path(path)
     manifest = load_manifest(p) if p.is_dir() else None
-    return offload_by_name(path, trace, result, manifest)
+    return offload_by_name(path, trace, result, manifest, programs)
 

@@ -62,6 +62,9 @@ class Ins:
     parameter_number: int | None = None
     frame: int = 0  # stack_frame_id, 1-based; 0 = none
     op_name: str = ""
+    # instructions that must run before this one though it reads none of their values (XLA's
+    # scheduler orders an async copy's -done before the kernels after it this way)
+    control_predecessors: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -87,6 +90,7 @@ _FRAME_RE = re.compile(r"\bstack_frame_id=(\d+)")
 _OPNAME_RE = re.compile(r'\bop_name="((?:[^"\\]|\\.)*)"')
 _SECTION_ROW = re.compile(r"^(\d+)\s+(.*)$")
 _KV_RE = re.compile(r"(\w+)=(-?\d+)")
+_CONTROL_RE = re.compile(r"\bcontrol-predecessors=\{([^}]*)\}")
 
 
 def program_from_text(text: str, name: str = "") -> Program:
@@ -103,10 +107,13 @@ def program_from_text(text: str, name: str = "") -> Program:
             pnum = None
             if i.opcode == "parameter" and i.operands and i.operands[0].isdigit():
                 pnum = int(i.operands[0])
+            cp = _CONTROL_RE.search(i.attrs)
             instrs[i.name] = Ins(i.name, i.opcode, cname,
                                  [] if i.opcode in ("parameter", "constant") else i.operands,
                                  calls, int(idx.group(1)) if idx else None, pnum,
-                                 int(fr.group(1)) if fr else 0, on.group(1) if on else "")
+                                 int(fr.group(1)) if fr else 0, on.group(1) if on else "",
+                                 [x.strip().lstrip("%") for x in cp.group(1).split(",")
+                                  if x.strip()] if cp else [])
             if i.root:
                 roots[cname] = i.name
         if cname not in roots and lst:
@@ -178,7 +185,8 @@ def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
                 [comp_names[k] for k in i.called_computation_ids if k in comp_names],
                 int(i.tuple_index) if i.opcode == "get-tuple-element" else None,
                 int(i.parameter_number) if i.opcode == "parameter" else None,
-                int(i.metadata.stack_frame_id), i.metadata.op_name)
+                int(i.metadata.stack_frame_id), i.metadata.op_name,
+                [f"#{k}" for k in i.control_predecessor_ids])
         if c.root_id in ids:
             roots[c.name] = ids[c.root_id]
     # Operand ids are unique in the module: resolve operands named in other computations.
@@ -186,6 +194,8 @@ def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
     for ins in instrs.values():
         ins.operands = [all_ids.get(int(o[1:]), o) if o.startswith("#") else o
                         for o in ins.operands]
+        ins.control_predecessors = [all_ids.get(int(o[1:]), o)
+                                    for o in ins.control_predecessors]
     si = mod.stack_frame_index
     files, funcs = list(si.file_names), list(si.function_names)
     frames: dict[int, tuple[Location, int]] = {}

@@ -202,7 +202,9 @@ def _offenders(trace, step: dict | None, dirs) -> list[dict[str, Any]]:
         m &= (tr["host"] == step["host"]) & (tr["start_ps"] >= step["start_ps"]) & \
              (tr["start_ps"] < step["end_ps"])
     sel = tr[m]
-    ops = sel["hlo_op"].astype(object).where(sel["hlo_op"].notna(), analysis.UNKNOWN_OP)
+    # a copy with no op is labelled as the report labels it: outside any program (a
+    # device_put/device_get, where the capture shows it) or unknown (analysis.missing_op_labels)
+    ops = analysis.missing_op_labels(trace, trace.columns("transfers"))[m.to_numpy(bool)]
     known = analysis._bytes_known(sel).tolist()
     return [{"hlo_op": str(op), "direction": str(d), "bytes": int(b), "bytes_known": k,
              "step": None if step is None else step["step"], "start_ps": int(t)}

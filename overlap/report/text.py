@@ -216,6 +216,10 @@ def junit(result: dict[str, Any], outcome: dict[str, Any]) -> str:
     for k, v in (("verdict", outcome["verdict"]), ("synthetic", str(result["synthetic"])),
                  ("sources", ", ".join(result["sources"]))):
         ET.SubElement(props, "property", {"name": k, "value": v})
+    for d in ("D2H", "H2D"):  # why the exposed time is exposed (overlap.analysis.causes)
+        why = causes_text.summary(result, d)
+        if why:
+            ET.SubElement(props, "property", {"name": f"exposure_causes.{d}", "value": why})
     for c in checks:
         case = ET.SubElement(suite, "testcase",
                              {"classname": "overlap.report.gate", "name": c["name"]})
@@ -225,6 +229,9 @@ def junit(result: dict[str, Any], outcome: dict[str, Any]) -> str:
             ET.SubElement(case, "skipped", {"message": c["message"]})
         else:
             ET.SubElement(case, "system-out").text = c["message"]
+    why_lines = causes_text.lines(result) if "by_direction" in result else []
+    if why_lines:
+        ET.SubElement(suite, "system-out").text = "\n".join(why_lines)
     ET.indent(suite)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suite, "unicode") + "\n"
 
@@ -264,6 +271,7 @@ def markdown(result: dict[str, Any], outcome: dict[str, Any] | None = None) -> s
                     f"{format_ps(ss['mean_exposed_wall_ps'])}, worst "
                     f"{format_ps(ss['max_exposed_wall_ps'])} ({_ratio(ss['max_exposed_frac'])} "
                     "of its step)."]
+        out += causes_text.markdown_lines(result, _md_escape)  # why it is exposed
     if result["notes"]:
         out += [""] + [f"- {_md_escape(n)}" for n in result["notes"]]
     return "\n".join(out) + "\n"
