@@ -17,13 +17,14 @@ The fingerprint, manifest key ``answer`` (``definition`` ``"overlap.answers/1"``
 * ``grads``: one entry per gradient leaf, in tree order: ``path`` (``jax.tree_util.keystr``),
   ``dtype``, ``size``, ``sum`` (sum of the elements), ``abs_sum`` (sum of their magnitudes),
   ``l2`` (Euclidean norm) and ``nonfinite`` (count of NaN/inf elements, left out of the three
-  sums). Each leaf is copied to the host and reduced in float64 with numpy's pairwise summation,
-  in chunks, so the fingerprint adds no rounding of its own that matters against the tolerance.
+  sums). Each leaf is reduced on the device in float32 (one jitted program; four scalars per
+  leaf reach the host), whose rounding is far below the comparison's tolerance.
 * ``global_l2``: the norm of all gradient elements together (sqrt of the sum of ``l2**2``).
 * ``low_precision``: whether a gradient or a floating input is narrower than 32 bits (bf16,
   fp16): the comparison then allows bf16 rounding (``overlap.analysis.answers``).
-* ``inputs``: SHA-256 (first 16 hex digits) of the bytes, shapes and dtypes of every leaf of
-  (state, batch): which inputs the answer is of. Two runs' answers are compared only when it is
+* ``inputs``: SHA-256 (first 16 hex digits) of the shapes, dtypes and two device-computed
+  integer digests of the bits of every leaf of (state, batch) (`inputs_digest`): which inputs
+  the answer is of. Two runs' answers are compared only when it is
   the same.
 * ``how``: one sentence saying the above.
 
@@ -44,24 +45,28 @@ from typing import Any, Callable
 import numpy as np
 
 DEFINITION = "overlap.answers/1"
-_CHUNK = 1 << 24  # elements reduced at once: bounds the float64 copy to 128 MiB per leaf chunk
 
 
-def _reduce(x) -> dict[str, Any]:
-    """float64 sum, |sum|, L2 and non-finite count of one array, in chunks (module docstring)."""
-    a = np.asarray(x).reshape(-1)
-    total = abs_total = sq = 0.0
-    bad = 0
-    for lo in range(0, a.size, _CHUNK):
-        c = a[lo:lo + _CHUNK].astype(np.float64)
-        ok = np.isfinite(c)
-        if not ok.all():
-            bad += int((~ok).sum())
-            c = c[ok]
-        total += float(c.sum())
-        abs_total += float(np.abs(c).sum())
-        sq += float(np.dot(c, c))
-    return {"sum": total, "abs_sum": abs_total, "l2": float(np.sqrt(sq)), "nonfinite": bad}
+def _reductions(leaves: list) -> list[dict[str, Any]]:
+    """Per array: sum, |sum|, L2 and non-finite count (module docstring), reduced on the device
+    where the arrays live, one jitted program for all of them: only four scalars per leaf cross
+    to the host (copying a large model's gradients, gigabytes, to reduce them on the host took
+    seconds and host memory per policy)."""
+    import jax
+    import jax.numpy as jnp
+
+    def one(x):
+        # float32 accumulation of the upcast elements: its rounding (~1e-7 x log2 n relative)
+        # is far below the comparison's tolerance (overlap.analysis.answers)
+        c = jnp.ravel(x).astype(jnp.float32)
+        ok = jnp.isfinite(c)
+        c = jnp.where(ok, c, 0.0)
+        return (jnp.sum(c), jnp.sum(jnp.abs(c)), jnp.sum(c * c),
+                jnp.sum(~ok, dtype=jnp.int32))
+
+    out = jax.device_get(jax.jit(lambda xs: [one(x) for x in xs])(leaves))
+    return [{"sum": float(t), "abs_sum": float(a), "l2": float(np.sqrt(max(float(q), 0.0))),
+             "nonfinite": int(n)} for t, a, q, n in out]
 
 
 def _narrow(dtype) -> bool:
@@ -71,14 +76,35 @@ def _narrow(dtype) -> bool:
 
 
 def inputs_digest(state: Any, batch: Any) -> str:
-    """SHA-256 (16 hex digits) of every leaf's shape, dtype and bytes, in tree order."""
+    """16 hex digits identifying (state, batch): SHA-256 of every leaf's shape and dtype, in tree
+    order, and of two integer digests of its bits computed on the device (the wrapping sums of
+    the bits and of the bits times their odd-numbered index: integer sums, so the same bits give
+    the same digest whatever the reduction order). Hashing the bytes on the host meant copying
+    the whole state off the device (23 GB for transformer:h100)."""
     import jax
+    import jax.numpy as jnp
 
+    def bits(x):
+        x = jnp.ravel(x)
+        width = x.dtype.itemsize * 8
+        if width in (8, 16, 32) and x.dtype != jnp.bool_:
+            u = jax.lax.bitcast_convert_type(x, {8: jnp.uint8, 16: jnp.uint16,
+                                                 32: jnp.uint32}[width]).astype(jnp.uint32)
+        elif width == 64:
+            pair = jax.lax.bitcast_convert_type(x, jnp.uint32)  # (..., 2)
+            u = pair[..., 0] ^ (pair[..., 1] * jnp.uint32(0x9E3779B1))
+        else:
+            u = x.astype(jnp.uint32)
+        odd = jnp.arange(u.size, dtype=jnp.uint32) * jnp.uint32(2) + jnp.uint32(1)
+        return jnp.sum(u, dtype=jnp.uint32), jnp.sum(u * odd, dtype=jnp.uint32)
+
+    leaves = jax.tree.leaves((state, batch))
+    arrays = [x for x in leaves if hasattr(x, "dtype")]
+    sums = jax.device_get(jax.jit(lambda xs: [bits(x) for x in xs])(arrays))
     h = hashlib.sha256()
-    for leaf in jax.tree.leaves((state, batch)):
-        a = np.asarray(leaf)
-        h.update(f"{a.shape}|{a.dtype}|".encode())
-        h.update(np.ascontiguousarray(a).reshape(-1).view(np.uint8).data)
+    for leaf, (a, b) in zip(arrays, sums):
+        h.update(f"{tuple(leaf.shape)}|{leaf.dtype}|{int(a)}|{int(b)}|".encode())
+    h.update(f"{len(leaves) - len(arrays)} non-array leaves".encode())
     return h.hexdigest()[:16]
 
 
@@ -97,10 +123,9 @@ def record(loss_and_grad: Callable | None, state: Any, batch: Any, *,
         loss, grads = fn(state, batch)
         jax.block_until_ready((loss, grads))
         flat, _ = jax.tree_util.tree_flatten_with_path(grads)
-        leaves = []
-        for path, g in flat:
-            leaves.append({"path": jax.tree_util.keystr(path), "dtype": str(g.dtype),
-                           "size": int(np.size(g)), **_reduce(g)})
+        leaves = [{"path": jax.tree_util.keystr(path), "dtype": str(g.dtype),
+                   "size": int(np.size(g)), **r}
+                  for (path, g), r in zip(flat, _reductions([g for _, g in flat]))]
         del grads, flat
         narrow = any(_narrow(leaf["dtype"]) for leaf in leaves) or any(
             _narrow(getattr(x, "dtype", np.float32)) for x in jax.tree.leaves((state, batch)))
@@ -113,7 +138,7 @@ def record(loss_and_grad: Callable | None, state: Any, batch: Any, *,
             "inputs": inputs or inputs_digest(state, batch),
             "how": "jax.value_and_grad of the workload's loss under this policy, once on the "
                    "state and batch every policy of the sweep shares, before warm-up and "
-                   "outside the profiled steps; per-leaf float64 reductions",
+                   "outside the profiled steps; per-leaf float32 reductions on the device",
         }
     except Exception as e:  # noqa: BLE001 - the capture matters more than its answer
         return {"definition": DEFINITION,
