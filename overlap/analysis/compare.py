@@ -655,9 +655,9 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None,
         else:
             runs.append(p)
     from overlap.analysis.plans import plan_row
-    from overlap.runs.rundir import is_plan, load_manifest
+    from overlap.runs.rundir import is_failed_capture, is_plan, load_manifest
 
-    plans, captures = [], []
+    plans, captures, did_not_run = [], [], []
     left_out: list[str] = []
     for r in runs:
         try:
@@ -669,6 +669,11 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None,
             continue
         if is_plan(m):
             plans.append({**m, "label": m.get("label") or r.name})
+        elif is_failed_capture(m):
+            # The step never completed: a row of its own, never summarized as a capture.
+            from overlap.analysis.failed_runs import failed_row
+
+            did_not_run.append(failed_row(m, r.name))
         else:
             captures.append(r)
     rows = []
@@ -694,6 +699,7 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None,
                "breakeven": None, "verdicts": []}
     # Plans are compiled, never run: they sit beside the measurements, never mixed into them.
     res["left_out"] = left_out
+    res["did_not_run"] = did_not_run  # overlap.analysis.failed_runs
     res["plans"] = [plan_row(m) for m in plans]
     if plans and rows:
         # A plan of a measured run's program: its prediction beside the measurement, labelled.

@@ -5,7 +5,10 @@
     overlap capture --attach localhost:9999 --duration-ms 2000 --out runs/live
 
 Each policy becomes one run directory (`runs/<policy>`, or `--label`): the capture in
-TensorBoard/xprof layout plus `run.json`. Existing runs are never overwritten.
+TensorBoard/xprof layout plus `run.json`. Existing runs are never overwritten. A policy whose
+step runs out of memory is written as a run with `status: does_not_fit` (no capture) and the
+sweep goes on (exit 0); a step that raises anything else is written with `status: failed` and
+the command exits 3 after the other policies.
 """
 
 from __future__ import annotations
@@ -111,6 +114,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     except ValueError as e:
         raise UsageError(str(e)) from None
+    from overlap.capture.failures import STATUS_FAILED, summary_line
+    from overlap.runs.rundir import is_failed_capture, load_manifest
+
+    rc = 0
     for p in paths:
         print(p, file=sys.stdout)
-    return 0
+        m = load_manifest(p)
+        if is_failed_capture(m):
+            # A policy that does not fit is a finding (exit 0, like a plan that does not fit);
+            # a step that raised anything else is a workload that cannot be captured (exit 3).
+            print(f"overlap capture: {summary_line(p, m)}", file=sys.stderr)
+            if m.get("status") == STATUS_FAILED:
+                rc = 3
+    return rc

@@ -97,6 +97,11 @@ class Run:
     def is_plan(self) -> bool:
         return not self.files and self.manifest().get("kind") == "plan"
 
+    @property
+    def is_failed(self) -> bool:
+        """A capture whose step did not fit or failed (overlap.capture.failures): no trace."""
+        return not self.files and _failed(self.manifest())
+
     def manifest(self) -> dict[str, Any]:
         if not self.manifest_path or not _inside(self.manifest_path, self.logdir):
             return {}
@@ -159,6 +164,28 @@ def _is_plan_manifest(path: Path) -> bool:
     return isinstance(m, dict) and m.get("kind") == "plan"
 
 
+def _failed(m: Any) -> bool:
+    return isinstance(m, dict) and m.get("kind") != "plan" \
+        and m.get("status") in ("does_not_fit", "failed")
+
+
+def _is_failed_manifest(path: Path) -> bool:
+    """A capture whose step did not complete: listed without a capture, as a row that did not
+    run (overlap.analysis.failed_runs)."""
+    try:
+        return _failed(read_side_json(path, "run manifest (run.json)"))
+    except InputError:
+        return False
+
+
+def failed_row(run: Run) -> dict[str, Any]:
+    """`overlap.analysis.failed_runs.failed_row` of a failed run, from its normalized run.json."""
+    from overlap.analysis.failed_runs import failed_row as row_of
+    from overlap.runs.rundir import normalize_manifest
+
+    return row_of(normalize_manifest(run.manifest()), run.name)
+
+
 def _manifest_problem(path: Path) -> str | None:
     """What is wrong with a run.json (not a regular file, not JSON, not an object), or None.
     run.json is written last and atomically, so a damaged one is damage, not a write in
@@ -211,7 +238,7 @@ def discover_runs(logdirs: Sequence[str | os.PathLike]) -> list[Run]:
             manifest = here / MANIFEST
             if MANIFEST in filenames and _inside(manifest, root) and _manifest_ok(manifest):
                 files = _session_files(here, root)
-                if files or _is_plan_manifest(manifest):
+                if files or _is_plan_manifest(manifest) or _is_failed_manifest(manifest):
                     name = prefix + (rel.as_posix() if rel.parts else root.name)
                     runs.append(Run(name, here, files, manifest, root))
                     _older_sessions(runs, name, here, root, manifest)
@@ -356,6 +383,11 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
             return RunLoadError(f"{run.name}: {problem}")
     if run.is_plan:
         return _load_plan(run)
+    if run.is_failed:  # nothing was captured: the run's card says what happened
+        from overlap.analysis.failed_runs import verdict
+
+        row = failed_row(run)
+        return RunLoadError(f"{run.name}: {verdict(row)}: {str(row['error'] or '')[:300]}")
 
     fp = _content_fp(run)
     cached = _disk_get(fp)
@@ -558,6 +590,13 @@ def run_row(run: Run) -> dict[str, Any]:
         "d2h_overlap": None, "h2d_overlap": None, "verdict": "", "synthetic": "",
         "error": "",
     }
+    if run.is_failed:
+        from overlap.analysis.failed_runs import verdict
+
+        fr = failed_row(run)
+        row.update(verdict=verdict(fr), backend=str(fr.get("platform") or ""),
+                   device=str(fr.get("device_kind") or ""), error=str(fr.get("error") or "")[:200])
+        return row
     try:
         data = load_run(run)
     except RunLoadError as e:

@@ -36,7 +36,9 @@ def render_text(res: dict[str, Any]) -> str:
     out = []
     plans = res.get("plan_manifests") or []
     if not res.get("runs"):
-        return render_plans(plans) if plans else "no runs"
+        parts = [render_plans(plans)] if plans else []
+        parts += _failed_lines(res)
+        return "\n".join(parts).strip("\n") if parts else "no runs"
     if res["synthetic"]:
         out.append("SYNTHETIC data in this comparison (written by overlap.trace.synthetic)")
     if res.get("mixed_platforms"):
@@ -109,6 +111,7 @@ def render_text(res: dict[str, Any]) -> str:
             out.append(f"did offload happen in {r['label']}? {chk['answer']}")
             out.extend("  " + line for line in chk["lines"])
     out.extend(_predicted_lines(res))
+    out.extend(_failed_lines(res))
     if plans:
         out.append("")
         out.append(render_plans(plans))
@@ -174,4 +177,20 @@ def _answer_lines(res: dict[str, Any]) -> list[str]:
         chk = r.get("answer_check") or {}
         mark = "  !! " if chk.get("status") == "differs" else "     "
         out.append(f"{mark}{r['label']}: {chk.get('text') or 'not recorded'}")
+    return out
+
+
+def _failed_lines(res: dict[str, Any]) -> list[str]:
+    """Captures whose step did not complete (`overlap.analysis.failed_runs`): one row each."""
+    from overlap.analysis.failed_runs import verdict
+
+    rows = res.get("did_not_run") or []
+    if not rows:
+        return []
+    out = ["", "did not run (no capture: the step did not complete):"]
+    for r in rows:
+        err = str(r.get("error") or "")
+        err = err if len(err) <= 160 else err[:80] + " ... " + err[-80:]
+        out.append(f"  {r['label']:<22}{verdict(r)}")
+        out.append(f"  {'':<22}{err}")
     return out

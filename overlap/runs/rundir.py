@@ -31,11 +31,17 @@ never run: it has ``run.json``, ``hlo/`` (optimized HLO text and HloProto) and
 ``program`` (``module``, ``inputs``) is the fingerprint a capture of the same step records, which
 joins the plan's prediction to measured runs of that program (:mod:`overlap.analysis.plan_join`).
 
+A *failed capture* (``status`` ``does_not_fit`` or ``failed``, written by
+:mod:`overlap.capture.failures`) is a policy whose step ran out of memory or raised: ``run.json``
+only (what was asked, ``error``, ``failure``: phase, the allocation that failed, the device's
+memory), no capture. `compare` and the dashboard show it as a row that did not run.
+
 Atomicity: a capture is written into a sibling ``DIR.partial-<random>`` directory, ``run.json``
 goes in last (temp file + ``os.replace``), then the directory is renamed to ``DIR``. A run is
 *complete* iff its name is not a ``.partial-`` name, ``run.json`` parses with a
-``schema_version``, and an ``.xplane.pb`` exists – so a crash at any point leaves either nothing
-at ``DIR`` or a complete run. An existing ``DIR`` is never overwritten.
+``schema_version``, and an ``.xplane.pb`` exists (plans and failed captures: run.json only)
+– so a crash at any point leaves either nothing at ``DIR`` or a complete run. An existing
+``DIR`` is never overwritten.
 """
 
 from __future__ import annotations
@@ -179,6 +185,25 @@ def write_plan_run(partial: str | os.PathLike, final: str | os.PathLike, manifes
                    {"schema_version": SCHEMA_VERSION, **manifest, "kind": "plan"})
 
 
+# A capture whose step never completed (overlap.capture.failures): run.json, no trace.
+FAILED_STATUSES = ("does_not_fit", "failed")
+
+
+def write_failed_run(partial: str | os.PathLike, final: str | os.PathLike,
+                     manifest: dict) -> Path:
+    """Finish a run whose step did not complete (``status`` in :data:`FAILED_STATUSES`, written
+    by :mod:`overlap.capture.failures`): ``run.json`` only, then the rename."""
+    if manifest.get("status") not in FAILED_STATUSES:
+        raise ValueError(f"a failed run needs a status in {FAILED_STATUSES}")
+    return _finish(Path(partial), Path(final), {"schema_version": SCHEMA_VERSION, **manifest})
+
+
+def is_failed_capture(manifest: dict | None) -> TypeGuard[dict]:
+    """A capture run whose step did not fit or failed: it has run.json and no trace."""
+    return (isinstance(manifest, dict) and not is_plan(manifest)
+            and manifest.get("status") in FAILED_STATUSES)
+
+
 def is_plan(manifest: dict | None) -> TypeGuard[dict]:
     """A plan run: compiled for a target without running (see overlap.plan)."""
     return isinstance(manifest, dict) and manifest.get("kind") == "plan"
@@ -248,6 +273,47 @@ def _env(raw: Any) -> dict[str, str | None] | None:
     return {k: v for k, v in raw.items() if isinstance(k, str) and isinstance(v, (str, type(None)))}
 
 
+def _failure(data: dict) -> dict[str, Any]:
+    """``status`` (a string or None), ``error`` (a string) and a failed capture's ``failure``
+    (`overlap.capture.failures`) with the types the views read."""
+    st = data.get("status")
+    out: dict[str, Any] = {"status": st if isinstance(st, str) else None}
+    if "error" in data:
+        out["error"] = str(data.get("error"))[:2000] if data.get("error") is not None else None
+    f = data.get("failure")
+    if "failure" in data:
+        if isinstance(f, dict):
+            dm: dict[str, Any] = f["device_memory"] if isinstance(
+                f.get("device_memory"), dict) else {}
+            out["failure"] = {
+                "phase": str(f.get("phase") or "")[:100],
+                "exception": str(f.get("exception") or "")[:100],
+                "allocation_bytes": _count(f.get("allocation_bytes")),
+                "device_memory": {"bytes": _count(dm.get("bytes")),
+                                  "source": str(dm.get("source") or "")[:200]}}
+        else:
+            out["failure"] = {}
+    return out
+
+
+def _checkpoint_names(raw: Any) -> dict[str, dict[str, Any]] | None:
+    """run.json's ``checkpoint_names`` (`overlap.analysis.names.record_sources`): per source
+    file, a hex ``sha256`` and ``spans`` of [line, col, end_line, end_col, name] (four
+    non-negative ints and a str); a file whose record has another shape is dropped."""
+    if not isinstance(raw, dict):
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for f, rec in raw.items():
+        if not (isinstance(f, str) and isinstance(rec, dict) and isinstance(rec.get("sha256"), str)
+                and isinstance(rec.get("spans"), list)):
+            continue
+        spans = rec["spans"]
+        if all(isinstance(s, list) and len(s) == 5 and isinstance(s[4], str)
+               and all(_count(v) is not None for v in s[:4]) for s in spans):
+            out[f] = {"sha256": rec["sha256"], "spans": spans}
+    return out
+
+
 def normalize_manifest(data: dict) -> dict:
     """The fields every view reads, with the types they expect; anything else is dropped
     (a hand-edited or foreign run.json must not crash report, compare or the dashboard).
@@ -256,7 +322,8 @@ def normalize_manifest(data: dict) -> dict:
     `workload` dict (a bare string is its name); `step_ns` the valid integer times only
     (None when not measured);
     `memory_analysis`, `offload_inventory.D2H/H2D` and `heap_simulator` byte counts only;
-    `answer` (loss and gradient fingerprint) numbers only; `env` string values only."""
+    `answer` (loss and gradient fingerprint) numbers only; `env` string values only;
+    `status`/`error`/`failure` (a failed capture) with their types."""
     out = dict(data)
     label = data.get("label")
     # A label with control characters (not one overlap wrote: check_label refuses them) is
@@ -294,6 +361,10 @@ def normalize_manifest(data: dict) -> dict:
         out["answer"] = _answer(data.get("answer"))
     if "env" in data:
         out["env"] = _env(data.get("env"))
+    if "checkpoint_names" in data:
+        out["checkpoint_names"] = _checkpoint_names(data.get("checkpoint_names"))
+    if "status" in data or "failure" in data:
+        out.update(_failure(data))
     be = data.get("backend")
     out["backend"] = be if isinstance(be, dict) else ({"platform": be} if isinstance(be, str)
                                                       else {})
@@ -335,7 +406,7 @@ def is_complete(run_dir: str | os.PathLike) -> bool:
         return False  # damaged: listed by find_runs all the same, so that it gets named
     if m is None:
         return False
-    return is_plan(m) or bool(_paths.list_sessions(p))
+    return is_plan(m) or is_failed_capture(m) or bool(_paths.list_sessions(p))
 
 
 def list_runs(logdir: str | os.PathLike) -> list[Path]:

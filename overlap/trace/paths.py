@@ -114,6 +114,23 @@ def _runs_below(p: Path) -> list[Path]:
     return [c for c in children if list_sessions(c) or (c / "run.json").is_file()]
 
 
+def _failed_run(d: Path) -> str | None:
+    """Why run directory `d` has no capture, when its run.json says its step did not complete
+    (``status`` ``does_not_fit``/``failed``, overlap.capture.failures); None otherwise."""
+    try:
+        m = read_side_json(d / "run.json", "run manifest (run.json)")
+    except InputError:
+        return None
+    if not isinstance(m, dict) or m.get("kind") == "plan" \
+            or m.get("status") not in ("does_not_fit", "failed"):
+        return None
+    err = " ".join(str(m.get("error") or "").split())
+    err = err if len(err) <= 200 else err[:100] + " ... " + err[-100:]
+    what = "did not fit the device" if m["status"] == "does_not_fit" else "failed"
+    return (f"no capture: this run's step {what} ({err}); run.json records what was asked "
+            "and why, and `overlap compare` shows it as a row that did not run")
+
+
 def find_xplane_files(path: str | os.PathLike, session: str | None = None) -> list[Path]:
     """The `.xplane.pb` files `path` means (see the module docstring), sorted by name.
 
@@ -148,6 +165,9 @@ def find_xplane_files(path: str | os.PathLike, session: str | None = None) -> li
             shown = ", ".join(r.name for r in runs[:4]) + (", ..." if len(runs) > 4 else "")
             raise InputError(p, f"a directory of {len(runs)} runs ({shown}), not one capture: "
                                 f"compare them with `overlap compare {p}`, or name one run")
+        failed = _failed_run(p)
+        if failed:
+            raise InputError(p, failed)
         raise InputError(p, "no capture here: expected an .xplane.pb file or "
                             "plugins/profile/<timestamp>/<host>.xplane.pb below this directory")
     if session:
