@@ -33,7 +33,14 @@ holds every host copy of its direction) are a ``shared`` row: their time cannot 
 Copies outside any program (`overlap.analysis.overlap.OUTSIDE_PROGRAM_OP`) and host copies of
 no name (parameters or optimizer state in host memory) are rows of their own.
 
-Blind spots: the source file must be on this machine (the recorded path, a file of that name
+Source files change after a capture. `overlap capture` records what this module reads from
+them (`record_sources`: per file the program's stack frames name, its SHA-256 and its
+`checkpoint_name` spans) in run.json as `checkpoint_names`; where a run has that record, the
+recorded spans are read, whatever the file holds now (the evidence's `file` says "recorded at
+capture" and whether the file changed since or is missing).
+
+Blind spots: without that record (a user's own script under `jax.profiler.trace`, a run of an
+older version) the source file must be on this machine (the recorded path, a file of that name
 in or above the run directory, or this package's own module for `overlap capture`'s
 workloads) and unchanged since the capture (a location that no longer lies inside a
 `checkpoint_name` call names nothing); a program whose HLO the capture lacks has no names.
@@ -43,6 +50,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -72,10 +80,21 @@ def _checkpoint_aliases(tree: ast.AST) -> set[str]:
     return names
 
 
-@functools.lru_cache(maxsize=64)
 def named_spans(path: str) -> tuple[tuple[tuple[int, int, int, int], str], ...]:
     """Every `checkpoint_name(EXPR, NAME)` call of a Python file with a literal name: (EXPR's
-    span (line, col, end_line, end_col), NAME). Empty for a file that does not parse."""
+    span (line, col, end_line, end_col), NAME). Empty for a file that does not parse or
+    cannot be read. Cached per (path, mtime, size): a file edited since is read again (a
+    long-lived process, the dashboard, must not name copies from an older text)."""
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return ()
+    return _named_spans(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _named_spans(path: str, mtime_ns: int, size: int
+                 ) -> tuple[tuple[tuple[int, int, int, int], str], ...]:
     try:
         tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
     except (OSError, SyntaxError, ValueError):
@@ -101,8 +120,15 @@ def named_spans(path: str) -> tuple[tuple[tuple[int, int, int, int], str], ...]:
 
 def name_at(path: str, loc: trace_ops.Location) -> str | None:
     """The name of the innermost `checkpoint_name` call whose first argument contains `loc`."""
+    return _name_in(named_spans(path), loc)
+
+
+Spans = tuple[tuple[tuple[int, int, int, int], str], ...]
+
+
+def _name_in(spans: Spans, loc: trace_ops.Location) -> str | None:
     best = None
-    for (l0, c0, l1, c1), name in named_spans(path):
+    for (l0, c0, l1, c1), name in spans:
         if (l0, c0) <= (loc.line, loc.column) and (loc.end_line, loc.end_column) <= (l1, c1):
             size = (l1 - l0, c1 - c0)
             if best is None or size < best[0]:
@@ -130,6 +156,64 @@ def source_file(recorded: str, hints: tuple[Path, ...]) -> tuple[str, str] | Non
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def _sha256(path: str, mtime_ns: int, size: int) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def file_sha256(path: str) -> str | None:
+    """The SHA-256 of a file's bytes (hex), None where it cannot be read; cached per
+    (path, mtime, size), so an edited file is hashed again."""
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return None
+    return _sha256(path, st.st_mtime_ns, st.st_size)
+
+
+_MAX_RECORDED = 200  # source files recorded per program
+
+
+def record_sources(program: trace_ops.Program, hints: tuple[Path, ...] = ()
+                   ) -> dict[str, dict[str, Any]]:
+    """What names need from the source files, to keep in run.json at capture time: per file
+    the program's stack frames name (as they name it), found as `source_file` finds it, its
+    `sha256` and `spans` (`named_spans` as [line, col, end_line, end_col, name] lists; empty
+    for a file without checkpoint_name calls, so a call added later names nothing)."""
+    out: dict[str, dict[str, Any]] = {}
+    for f in sorted({loc.file for loc, _ in program.frames.values() if loc.file}):
+        found = source_file(f, hints)
+        digest = file_sha256(found[0]) if found is not None else None
+        if found is None or digest is None:
+            continue
+        out[f] = {"sha256": digest,
+                  "spans": [[*span, name] for span, name in named_spans(found[0])]}
+        if len(out) >= _MAX_RECORDED:
+            break
+    return out
+
+
+def _spans_for(file: str, hints: tuple[Path, ...], recorded: dict[str, Any] | None
+               ) -> tuple[Spans, str, str] | None:
+    """(spans, path named in evidence, how found) of a file the stack frames name: the spans
+    recorded at capture where the run has them (the file's current text may differ), else the
+    file's own; None where neither is at hand."""
+    rec = (recorded or {}).get(file)
+    found = source_file(file, hints)
+    if isinstance(rec, dict):
+        spans = tuple((tuple(s[:4]), s[4]) for s in rec.get("spans") or ())
+        if found is not None and file_sha256(found[0]) == rec.get("sha256"):
+            return spans, found[0], f"{found[1]}, unchanged since the capture"
+        state = "the file changed since" if found is not None else "the file is missing here"
+        return spans, file, f"recorded at capture ({state})"
+    if found is None:
+        return None
+    return named_spans(found[0]), found[0], found[1]
+
+
 def _hints(path: str | Path | None) -> tuple[Path, ...]:
     if path is None:
         return ()
@@ -138,8 +222,8 @@ def _hints(path: str | Path | None) -> tuple[Path, ...]:
     return tuple([d, *list(d.parents)[:3]])
 
 
-def _named(program: trace_ops.Program, start: str, hints: tuple[Path, ...]
-           ) -> tuple[str | None, dict[str, Any]] | None:
+def _named(program: trace_ops.Program, start: str, hints: tuple[Path, ...],
+           recorded: dict[str, Any] | None = None) -> tuple[str | None, dict[str, Any]] | None:
     """(name, evidence) of the value `start`: the nearest origin whose source location lies
     inside a checkpoint_name call. A value sliced out of a bigger result on the way (XLA
     merged several dots into one and slices it: the merged op keeps one source location) has
@@ -151,13 +235,13 @@ def _named(program: trace_ops.Program, start: str, hints: tuple[Path, ...]
         if sliced is None and _is_slice(program, ins):
             sliced = ins
         for loc in trace_ops.frame_locations(program, ins):
-            found = source_file(loc.file, hints)
+            found = _spans_for(loc.file, hints, recorded)
             if found is None:
                 continue
-            name = name_at(found[0], loc)
+            name = _name_in(found[0], loc)
             if name is not None:
                 ev = {"how": SOURCE, "instruction": ins,
-                      "at": f"{found[0]}:{loc.line}:{loc.column}", "file": found[1]}
+                      "at": f"{found[1]}:{loc.line}:{loc.column}", "file": found[2]}
                 if sliced is not None:
                     return None, {**ev, "how": MERGED, "instruction": sliced,
                                   "at": f"a slice of a merged op whose metadata names "
@@ -184,7 +268,8 @@ def _is_slice(program: trace_ops.Program, name: str) -> bool:
 
 
 def op_names(program: trace_ops.Program, raw: Any, hints: tuple[Path, ...] = (),
-             asked: list[str] | None = None) -> dict[str, dict[str, Any]]:
+             asked: list[str] | None = None, recorded: dict[str, Any] | None = None
+             ) -> dict[str, dict[str, Any]]:
     """Per host-copy instruction of the program: {direction, bytes, executed_bytes, executions,
     name (None: none found), evidence}. `raw` is what `offload_inventory` reads (the text or
     the proto the program was built from)."""
@@ -206,7 +291,7 @@ def op_names(program: trace_ops.Program, raw: Any, hints: tuple[Path, ...] = (),
             continue
         value = ins.operands[1] if "dynamic-update-slice" in ops_opcode(program, n) \
             and len(ins.operands) > 1 else ins.operands[0]
-        got = _named(program, value, hints)
+        got = _named(program, value, hints, recorded)
         if got:
             ops[n]["name"], ops[n]["evidence"] = got
             ops[n]["merged"] = got[0] is None
@@ -268,17 +353,18 @@ def ops_opcode(program: trace_ops.Program, name: str) -> str:
     return ins.opcode
 
 
-def tagged_names(program: trace_ops.Program, hints: tuple[Path, ...] = ()) -> dict[str, str]:
+def tagged_names(program: trace_ops.Program, hints: tuple[Path, ...] = (),
+                 recorded: dict[str, Any] | None = None) -> dict[str, str]:
     """Every literal name a `checkpoint_name` call gives in the source files the program's
     stack frames name (name -> first `file:line`): what the code tags, offloaded or not."""
     out: dict[str, str] = {}
     files = sorted({loc.file for loc, _ in program.frames.values() if loc.file})
     for f in files:
-        found = source_file(f, hints)
+        found = _spans_for(f, hints, recorded)
         if found is None:
             continue
-        for (line, _, _, _), name in named_spans(found[0]):
-            out.setdefault(name, f"{found[0]}:{line}")
+        for (line, _, _, _), name in found[0]:
+            out.setdefault(name, f"{found[1]}:{line}")
     return out
 
 
@@ -385,6 +471,7 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
     offloaded = policy.get("offloaded") if isinstance(policy, dict) else None
     # a list of names (overlap capture); anything else (a plan's flag, a damaged file) names none
     asked = [str(a) for a in offloaded] if isinstance(offloaded, (list, tuple)) else None
+    recorded = (manifest or {}).get("checkpoint_names")  # spans kept at capture (run.json)
     if not (trace.rows("transfers") if hasattr(trace, "rows") else 0) and not asked:
         return None
     g = _transfer_groups(trace, result)
@@ -409,8 +496,9 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
 
     per_program: dict[tuple[str, Any], dict[str, dict[str, Any]]] = {}
     for key, (prog, raw, where) in programs.items():
-        ops = per_program[key] = op_names(prog, raw, hints, asked)
-        tagged.update({k: v for k, v in tagged_names(prog, hints).items() if k not in tagged})
+        ops = per_program[key] = op_names(prog, raw, hints, asked, recorded)
+        tagged.update({k: v for k, v in tagged_names(prog, hints, recorded).items()
+                       if k not in tagged})
         for op, o in ops.items():
             if o["name"] is None:
                 continue

@@ -124,7 +124,8 @@ def _hlo_facts(out_dir: Path, compiled, module_hint: str | None) -> dict:
     """Memory analysis, offload inventory and heap-simulator peak for the manifest; writes the
     compiled HLO text next to the trace. Each part degrades to None with a reason."""
     facts: dict[str, Any] = {"memory_analysis": None, "offload_inventory": None,
-                             "heap_simulator": None, "module": module_hint}
+                             "heap_simulator": None, "module": module_hint,
+                             "checkpoint_names": None}
     if compiled is not None:
         facts["memory_analysis"] = memory_analysis_dict(compiled)
         try:
@@ -135,6 +136,7 @@ def _hlo_facts(out_dir: Path, compiled, module_hint: str | None) -> dict:
             facts["offload_inventory"] = offload_inventory(text).to_dict()
             (out_dir / "hlo").mkdir(exist_ok=True)
             (out_dir / "hlo" / f"{module_hint or 'program'}.hlo.txt").write_text(text)
+            facts["checkpoint_names"] = _checkpoint_names(text)
     try:
         # out_dir is still the .partial- directory, which find_xplane_files refuses on purpose.
         files = sorted(out_dir.glob("plugins/profile/*/*.xplane.pb"))
@@ -153,6 +155,8 @@ def _hlo_facts(out_dir: Path, compiled, module_hint: str | None) -> dict:
         if facts["offload_inventory"] is None:
             # No compiled object (capture()/attach()): the proto has no trip counts.
             facts["offload_inventory"] = offload_inventory(proto).to_dict()
+        if facts["checkpoint_names"] is None:
+            facts["checkpoint_names"] = _checkpoint_names(proto)
     except (ValueError, OSError) as e:
         # e.g. attach(): the server's profiler only records HLO of programs compiled while it
         # traced, so a steady-state loop's capture carries none.
@@ -160,6 +164,22 @@ def _hlo_facts(out_dir: Path, compiled, module_hint: str | None) -> dict:
         if facts["offload_inventory"] is None:
             facts["offload_inventory"] = {"error": f"no compiled program or HloProto: {e}"}
     return facts
+
+
+def _checkpoint_names(hlo: str | bytes) -> dict | None:
+    """`overlap.analysis.names.record_sources` of the program (HLO text or HloProto): the
+    checkpoint_name spans and hash of each source file its stack frames name, so the report
+    names copies as the code stood when it ran, however the files change later. None where
+    the program cannot be read (the capture is kept either way)."""
+    from overlap.analysis.names import record_sources
+    from overlap.hlo import trace_ops
+
+    try:
+        prog = (trace_ops.program_from_text(hlo) if isinstance(hlo, str)
+                else trace_ops.program_from_proto(hlo))
+        return record_sources(prog)
+    except Exception:  # noqa: BLE001 - a name record is optional; never lose the capture
+        return None
 
 
 @contextlib.contextmanager

@@ -32,7 +32,7 @@ SCAN = REPO / "sample_traces" / "gpu-h100" / "scan-h100" / "offload_x"
 # An H2D reload (copy-start.1 -> copy-done.1 -> bitcast.1 -> fusion.2), a kernel before it
 # (fusion.1), and a D2H (copy-start.2) whose done no instruction reads but fusion.3 must follow
 # (a control predecessor, as XLA orders the scan's D2H).
-HLO = """HloModule jit_train_step, entry_computation_layout={(f32[1024]{0:S(5)}, f32[1024]{0})->f32[1024]{0}}
+HLO = """HloModule jit_train_step
 
 %fused_a (a: f32[1024]) -> f32[1024] {
   %a = f32[1024]{0} parameter(0)
@@ -49,7 +49,7 @@ ENTRY %main (p0: f32[1024], p1: f32[1024]) -> f32[1024] {
   %copy-done.2 = f32[1024]{0:S(5)} copy-done(%copy-start.2)
   %bitcast.1 = f32[1024]{0} bitcast(%copy-done.1)
   %fusion.2 = f32[1024]{0} fusion(%bitcast.1), kind=kLoop, calls=%fused_a
-  %fusion.3 = f32[1024]{0} fusion(%fusion.2), kind=kLoop, calls=%fused_a, control-predecessors={%copy-done.2}
+  %fusion.3 = f32[1024]{0} fusion(%fusion.2), calls=%fused_a, control-predecessors={%copy-done.2}
   ROOT %tuple = (f32[1024]{0}, f32[1024]{0:S(5)}) tuple(%fusion.3, %copy-done.2)
 }
 """
