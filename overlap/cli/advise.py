@@ -59,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
     check_host_bandwidth("--host-bandwidth", args.host_bandwidth)
     if args.memory_budget is not None and not (0 < args.memory_budget < 1 << 20):
         raise UsageError("--memory-budget must be a positive number of GiB")
+    if not str(args.out).strip():
+        raise UsageError("--out is empty: name the directory the plan runs and advice go to")
+    _check_policies(args.policy, args.workload)
     if os.path.exists(os.path.join(args.out, "advice.json")):
         raise UsageError(f"{args.out} holds an advice already; choose another --out")
     # No accelerator needed: keep jax on the CPU for host work (see `overlap plan`).
@@ -73,6 +76,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and not 1 <= args.jobs <= 64:
         raise UsageError("--jobs must be between 1 and 64")
+    if args.topology is not None:
+        from overlap.plan.compile import target_devices
+
+        # Before any compile: a topology the target's compiler has no device for would make
+        # every policy's row a compile error (UsageError naming it, as `overlap plan` says).
+        target_devices(target, args.topology)
     # Progress goes to the terminal's stderr as it is now: while compiles run, file
     # descriptor 2 is redirected to keep the compilers' own chatter off the screen.
     err = None if args.quiet else os.fdopen(os.dup(2), "w", buffering=1)
@@ -103,3 +112,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"\nwrote {len(advice.plans)} plan run(s) and {advice.path} under {args.out}; "
               f"compare them with: overlap compare {args.out}")
     return 0
+
+
+def _check_policies(policies: list[str] | None, workload: str) -> None:
+    """Every --policy must name a policy, and for a built-in workload only checkpoint names it
+    tags (what `overlap plan` and `overlap capture` refuse, refused here before compiling)."""
+    from overlap.capture.policies import get_policy
+    from overlap.capture.workloads import CHECKPOINT_NAMES
+    from overlap.errors import UsageError
+
+    for name in policies or []:
+        try:
+            pol = get_policy(name)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        known = CHECKPOINT_NAMES.get(str(workload).split(":")[0])
+        unknown = sorted((set(pol.saved) | set(pol.offloaded)) - set(known)) if (
+            known is not None and pol.name.startswith(("offload:", "save:"))) else []
+        if unknown:
+            raise UsageError(f"policy {pol.name!r} names {', '.join(map(repr, unknown))}, which "
+                             f"workload {workload!r} never tags; its checkpoint names: "
+                             f"{', '.join(known or ())}")

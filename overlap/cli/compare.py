@@ -28,6 +28,11 @@ def run(args: argparse.Namespace) -> int:
     from overlap.plan.targets import target_for_device_kind
     from overlap.report.compare_text import render_text
 
+    if args.baseline is not None and not args.baseline.strip():
+        # An empty name would silently mean "pick the default baseline".
+        from overlap.errors import UsageError
+
+        raise UsageError("--baseline is empty: give a run's label, path or policy")
     res = compare_dirs(args.runs, baseline=args.baseline, target_of=target_for_device_kind)
     if args.json:
         json.dump(res, sys.stdout, indent=2, default=str)
