@@ -45,7 +45,7 @@ from typing import Any
 import dash
 from dash import Dash, Input, Output, State, dash_table, dcc, html
 
-from overlap.dashboard import causes_view
+from overlap.dashboard import causes_view, names_view
 from overlap.dashboard import data as rundata
 from overlap.report import figures
 from overlap.report import groups as rgroups
@@ -582,6 +582,7 @@ def _status_cards(d: rundata.RunData) -> list:
     cards.append(html.Div([html.B("Verdict: "), r.get("verdict", "")], id="run-verdict",
                           style=CARD))
     cards += causes_view.cards(r, CARD)  # why the exposed time is exposed
+    cards += names_view.cards(r, CARD)  # did each checkpoint name offload
     vl = vendor_line(r)  # which vendor's devices, and any shape the reader cannot read
     if vl:
         cards.append(html.Div(vl, id="run-vendor", style=CARD))

@@ -30,12 +30,14 @@ def cards(result: dict[str, Any], style: dict[str, Any]) -> list:
         for c in b.get("exposure_causes") or []:
             share = c["exposed_ps"] / b["exposed_ps"] if b.get("exposed_ps") else 0.0
             ev = c.get("evidence") or {}
+            hlo = (ev.get("hlo") or {}).get("text")  # device_waits: what the program says
+            said = ev.get("text", "") + (f" HLO: {hlo}" if hlo else "")
             rows.append(html.Tr([
                 html.Td(d), html.Td(c["cause"], className="cause"),
                 html.Td(format_ps(c["exposed_ps"]), style={"textAlign": "right"}),
                 html.Td(f"{share:.0%}", style={"textAlign": "right"}),
                 html.Td(_bar(share, c["cause"])),
-                html.Td(ev.get("text", ""), title=ev.get("text", ""),
+                html.Td(said, title=said,
                         style={"fontSize": "85%", "color": "#444"})]))
     if not rows:
         return []

@@ -372,6 +372,27 @@ def plan_timeline(run_dir: Path, m: dict[str, Any]) -> list[dict[str, Any]]:
         return []
 
 
+def program_facts(path: Path, trace, result: dict[str, Any], manifest: dict | None) -> None:
+    """What the captured program adds, as `overlap report` adds it: `offload_by_name`
+    (`overlap.analysis.names`) and the HLO first-use facts of `device_waits`
+    (`overlap.analysis.first_use`). GPU/TPU runs only; where the program cannot be read the
+    run keeps its other views and a note says why."""
+    if result.get("backend") not in ("gpu", "tpu"):
+        return
+    try:
+        from overlap.analysis.first_use import add_hlo_evidence
+        from overlap.analysis.names import offload_by_name, programs_of
+
+        programs = programs_of(path, trace)
+        by_name = offload_by_name(path, trace, result, manifest, programs)
+        if by_name is not None:
+            result["offload_by_name"] = by_name
+        add_hlo_evidence(trace, result, {k: v[0] for k, v in programs.items()})
+    except Exception as e:  # noqa: BLE001 - the run's other views stand without these
+        result.setdefault("notes", []).append(
+            f"checkpoint names and first uses not available ({type(e).__name__}: {e})")
+
+
 def _load_uncached(run: Run) -> RunData | RunLoadError:
     from overlap.trace import read_trace
 
@@ -398,6 +419,7 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
         # The run's own session (a log directory may hold several; see _older_sessions).
         trace = read_trace(run.files[0].parent if run.path.is_dir() and run.files else run.path)
         result = analysis.analyze(trace)
+        program_facts(run.path, trace, result, run.manifest())  # names, first use
         value = run_data(trace, result, run.manifest())
     except Exception as e:  # noqa: BLE001 - any failure becomes this run's error card
         # The problem without the absolute path: the card names the run, and the page may be
@@ -414,8 +436,8 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
 # allow_pickle=False, so a tampered cache file cannot run code. Keyed on the files' fingerprint
 # plus the overlap version and this format's number; a stale entry is simply never looked up.
 
-CACHE_FORMAT = 6  # 2: result carries peak_memory; 3: stragglers; 4: the executed program;
-# 5: dropped_events and unreadable_hosts; 6: exposure_causes
+CACHE_FORMAT = 7  # 2: result carries peak_memory; 3: stragglers; 4: the executed program;
+# 5: dropped_events and unreadable_hosts; 6: exposure_causes; 7: offload_by_name, first use
 _GROUPS = ("compute", "transfers", "memory", "program_memory")
 
 
