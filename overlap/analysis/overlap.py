@@ -32,9 +32,13 @@ Metrics (per transfer, then aggregated):
   Unlike summed `exposed_ps` it does not double-count concurrent copies. With several devices on
   a host it is the worst device's value (SPMD steps wait for the slowest device);
   `exposed_frac = exposed_wall_ps / duration_ps`.
-* Achieved bandwidth is `bytes / span` in bytes per second, per transfer and per group
-  (`sum(bytes) / sum(span_ps)`: the mean rate while a copy is in flight; concurrent copies share
-  the link, so it is not link utilisation).
+* `duration_ps`: how long a copy took. TPU, where the capture gives the chip's own clock:
+  `device_span_ps` (`overlap.trace.tpu`); else `span_ps`. The TPU host-aligned timeline shifts
+  events by up to hundreds of ms (a 5 GiB v6e copy: 0.14 ms there, 182 ms on the chip); hidden
+  time stays on it (steps and the other planes are). A note names copies without that clock.
+* Achieved bandwidth is `bytes / duration` in bytes per second, per transfer and per group
+  (`sum(bytes) / sum(duration_ps)`: the mean rate while a copy is in flight; concurrent copies
+  share the link, so it is not link utilisation).
 * Pageable host memory: a GPU copy to or from pageable memory is staged synchronously by the
   driver and cannot overlap compute; `summary.pageable_share` is the share of bytes that went
   that way, and `notes` says so when it is non-zero.
@@ -110,6 +114,7 @@ from overlap.analysis.intervals import (
 from overlap.analysis.units import format_ps
 from overlap.arrays import factorize
 from overlap.trace.tables import concat, missing_mask, n_rows, take
+from overlap.trace.tpu import clock_counts, copy_durations
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -300,7 +305,10 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
         ratio = np.where(span > 0, hidden / np.where(span > 0, span, 1), np.nan)
         nbytes = np.asarray(tr["bytes"], dtype=np.int64)
         known = _known(tr, n)
-        bw = np.where((span > 0) & known, nbytes * 1e12 / np.where(span > 0, span, 1), np.nan)
+    duration, _ = copy_durations(tr, span)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bw = np.where((duration > 0) & known,
+                      nbytes * 1e12 / np.where(duration > 0, duration, 1), np.nan)
     hlo = missing_op_labels(trace, tr)
     table = {
         "host": np.asarray(tr["host"], dtype=object),
@@ -310,7 +318,7 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
         "exposed_ps": span - hidden, "overlap_ratio": ratio,
         "class": classify(ratio, hidden_threshold, exposed_threshold),
         "bytes": nbytes, "bandwidth_Bps": bw, "pageable": _host_kind_pageable(tr),
-        "hlo_op": hlo, "bytes_known": known,
+        "hlo_op": hlo, "bytes_known": known, "duration_ps": duration,
     }
     return table, coverages
 
@@ -355,15 +363,15 @@ def _ratio(num: int, den: int) -> float | None:
 
 
 def _bucket(count: int, nbytes: int, span: int, hidden: int,
-            unknown_bytes: int = 0) -> dict[str, Any]:
-    """The common aggregate fields; duration-weighted ratio, mean in-flight bandwidth (none
-    when some transfer's size is unknown: `bytes` is then a lower bound, and `unknown_bytes`
-    counts the transfers it leaves out)."""
+            unknown_bytes: int = 0, duration: int | None = None) -> dict[str, Any]:
+    """The common aggregate fields; duration-weighted ratio, bytes / summed `duration_ps`
+    (else `span`; none where a size is unknown: `unknown_bytes` counts those transfers)."""
+    dur = int(span if duration is None else duration)
     return {
         "count": int(count), "bytes": int(nbytes), "unknown_bytes": int(unknown_bytes),
         "span_ps": int(span), "hidden_ps": int(hidden), "exposed_ps": int(span - hidden),
-        "overlap_ratio": _ratio(hidden, span),
-        "bandwidth_Bps": nbytes * 1e12 / span if span > 0 and not unknown_bytes else None,
+        "overlap_ratio": _ratio(hidden, span), "duration_ps": dur,
+        "bandwidth_Bps": nbytes * 1e12 / dur if dur > 0 and not unknown_bytes else None,
     }
 
 
@@ -378,6 +386,8 @@ def _grouped(t: Columns, by: list[str]) -> Columns:
     unknown = ~_known(t, n)
     cols = {"count": np.ones(n, np.int64), "bytes": nbytes,
             "span_ps": span, "hidden_ps": np.asarray(t["hidden_ps"], np.int64),
+            "duration_ps": np.asarray(t["duration_ps"], np.int64) if "duration_ps" in t
+            else span,
             **one_hot(cls, (HIDDEN, PARTIAL, EXPOSED)),
             "zero_length": (span == 0).astype(np.int64),
             "pageable_transfers": pageable.astype(np.int64),
@@ -393,12 +403,13 @@ def _records(df: Columns, keys: list[str]) -> list[dict[str, Any]]:
                                       HIDDEN, PARTIAL, EXPOSED)}
     n = len(c["count"])
     unknown = df["unknown_bytes"].tolist() if "unknown_bytes" in df else [0] * n
+    duration = df["duration_ps"].tolist() if "duration_ps" in df else c["span_ps"]
     causes = {k: df[k].tolist() if k in df else [0] * n for k in exposure.CAUSE_COLUMNS}
     rows = []
     for i in range(n):
         row = {k: c[k][i] for k in keys}
         row.update(_bucket(c["count"][i], c["bytes"][i], c["span_ps"][i], c["hidden_ps"][i],
-                           unknown[i]))
+                           unknown[i], duration[i]))
         row.update({label: int(c[label][i]) for label in (HIDDEN, PARTIAL, EXPOSED)})
         row["exposure_causes"] = exposure.cause_dict({k: v[i] for k, v in causes.items()})
         rows.append(row)
@@ -648,6 +659,7 @@ def host_part_and_table(trace, *, hidden_threshold: float, exposed_threshold: fl
         "replaced": sum(int(f.get("strings_replaced") or 0)
                         for f in (getattr(trace, "capture", None) or {}).values()),
         "causes": exposure.part_stats(table, extra),
+        "clock": clock_counts(trace.columns("transfers"), table),
         **_vendor_facts(trace),
     }, table
 
@@ -711,8 +723,9 @@ def note_unreadable(result: dict[str, Any], unreadable: list[dict[str, str]],
 
 # The finest grouping a part keeps; every aggregate of the result is a sum over these groups.
 GROUP_KEYS = ("host", "device", "direction", "hlo_op")
-_SUMS = ("count", "bytes", "span_ps", "hidden_ps", HIDDEN, PARTIAL, EXPOSED, "zero_length",
-         "pageable_transfers", "pageable_bytes", "unknown_bytes", *exposure.CAUSE_COLUMNS)
+_SUMS = ("count", "bytes", "span_ps", "hidden_ps", "duration_ps", HIDDEN, PARTIAL, EXPOSED,
+         "zero_length", "pageable_transfers", "pageable_bytes", "unknown_bytes",
+         *exposure.CAUSE_COLUMNS)
 
 
 def _regroup(groups: Columns, by: list[str], sort: bool = True) -> Columns:
@@ -794,7 +807,8 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     pageable_bytes = int(groups["pageable_bytes"].sum())
 
     summary = {"transfers": n, **_bucket(n, nbytes, span, hidden,
-                                         int(groups["unknown_bytes"].sum()) if n else 0)}
+                                         int(groups["unknown_bytes"].sum()) if n else 0,
+                                         int(groups["duration_ps"].sum()))}
     del summary["count"]
     summary.update({c: int(groups[c].sum()) for c in (HIDDEN, PARTIAL, EXPOSED)})
     summary["zero_length"] = int(groups["zero_length"].sum())
@@ -807,13 +821,14 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     by_direction = {}
     cause_stats = exposure.merge_stats([p.get("causes") or {} for p in parts])
     gdir = np.asarray(groups["direction"], dtype=object)
-    sums = {c: np.asarray(groups[c], np.int64) for c in ("count", "bytes", "span_ps", "hidden_ps",
-                                                      "unknown_bytes", HIDDEN, PARTIAL, EXPOSED)}
+    sums = {c: np.asarray(groups[c], np.int64) for c in (
+        "count", "bytes", "span_ps", "hidden_ps", "unknown_bytes", "duration_ps", HIDDEN,
+        PARTIAL, EXPOSED)}
     for d in DIRECTIONS:
         m = gdir == d
         sub = {c: int(v[m].sum()) for c, v in sums.items()}
         b = _bucket(sub["count"], sub["bytes"], sub["span_ps"], sub["hidden_ps"],
-                    sub["unknown_bytes"])
+                    sub["unknown_bytes"], sub["duration_ps"])
         b.update({c: sub[c] for c in (HIDDEN, PARTIAL, EXPOSED)})
         b["exposure_causes"] = exposure.exposure_causes(
             {c: int(np.asarray(groups[k], np.int64)[m].sum())
@@ -866,6 +881,15 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     elif n and step_summary["unassigned_transfers"]:
         notes.append(f"{step_summary['unassigned_transfers']} transfer(s) started outside every "
                      "step window; they count in the totals but in no step.")
+    clock = {k: sum(int((p.get("clock") or {}).get(k, 0)) for p in parts)
+             for k in ("device", "host_aligned")}
+    summary["durations"] = {"tpu_device_clock": clock["device"],
+                            "tpu_host_aligned": clock["host_aligned"]}
+    if clock["host_aligned"]:
+        notes.append(f"{clock['host_aligned']} TPU transfer(s) carry no device clock "
+                     "(device_offset_ps/device_duration_ps): their durations and bandwidth are "
+                     "on the host-aligned timeline, whose alignment can stretch or squeeze a "
+                     "copy by hundreds of ms.")
     if summary["zero_length"]:
         notes.append(f"{summary['zero_length']} zero-length transfer(s): counted, but in no "
                      "hidden/partial/exposed class.")

@@ -436,8 +436,9 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
 # allow_pickle=False, so a tampered cache file cannot run code. Keyed on the files' fingerprint
 # plus the overlap version and this format's number; a stale entry is simply never looked up.
 
-CACHE_FORMAT = 7  # 2: result carries peak_memory; 3: stragglers; 4: the executed program;
-# 5: dropped_events and unreadable_hosts; 6: exposure_causes; 7: offload_by_name, first use
+CACHE_FORMAT = 8  # 2: result carries peak_memory; 3: stragglers; 4: the executed program;
+# 5: dropped_events and unreadable_hosts; 6: exposure_causes; 7: offload_by_name, first use;
+# 8: TPU bandwidth on the chip's clock (duration_ps, device_span_ps)
 _GROUPS = ("compute", "transfers", "memory", "program_memory")
 
 

@@ -64,6 +64,9 @@ class TruthTransfer:
     src_kind: str
     dst_kind: str
     bytes_known: bool = True  # False: the capture records no size (ROCm calls with size:0)
+    # TPU: the span on the chip's own clock the builder wrote (`TpuDevice.async_copy`'s
+    # `device_span`), None where it wrote none
+    device_span_ps: int | None = None
 
 
 @dataclass
@@ -350,8 +353,13 @@ class TpuDevice:
     def async_copy(self, direction: str, start_ps: int, done_end_ps: int, *,
                    dims: tuple[int, ...] = (4, 1024, 1024), dtype: str = "f32",
                    start_dur_ps: int = 10_000, done_dur_ps: int = 10_000,
-                   program_id: int = 12190760917235803885) -> str:
-        """copy-start/copy-done ops plus the Async XLA Ops span; returns the copy-start name."""
+                   program_id: int = 12190760917235803885,
+                   device_span: tuple[int, int] | None = None) -> str:
+        """copy-start/copy-done ops plus the Async XLA Ops span; returns the copy-start name.
+
+        `device_span`: (the start's begin, the done's end) on the chip's own clock, written as
+        the two ops' `device_offset_ps`/`device_duration_ps` stats (as real XLA:TPU captures
+        carry them beside the host-aligned offsets); None writes no such stats."""
         self._copy_n += 1
         n = self._copy_n
         d = ",".join(str(x) for x in dims)
@@ -372,17 +380,24 @@ class TpuDevice:
         return self._async_op(direction, start_ps, done_end_ps, start_dur_ps, done_dur_ps,
                               nbytes, (start_name, start_text, meta),
                               (done_name, done_text, dict(meta, hlo_category="copy-done")),
-                              "async-copy")
+                              "async-copy", device_span)
 
     def _async_op(self, direction, start_ps, done_end_ps, start_dur_ps, done_dur_ps, nbytes,
-                  start, done, async_display) -> str:
+                  start, done, async_display, device_span=None) -> str:
         """Start and done ops on XLA Ops, the start..done span on Async XLA Ops (when the
         device has that line), and the ground truth transfer; returns the start op's name."""
         (start_name, start_text, smeta), (done_name, done_text, dmeta) = start, done
         smid = self.w.event_id(start_text, start_name, smeta)
         dmid = self.w.event_id(done_text, done_name, dmeta)
-        self.w.event(self.ops_line, smid, start_ps, start_dur_ps)
-        self.w.event(self.ops_line, dmid, done_end_ps - done_dur_ps, done_dur_ps)
+        s_stats: dict = {}
+        d_stats: dict = {}
+        if device_span is not None:
+            d0, d1 = device_span
+            s_stats = {"device_offset_ps": U64(d0), "device_duration_ps": U64(start_dur_ps)}
+            d_stats = {"device_offset_ps": U64(d1 - done_dur_ps),
+                       "device_duration_ps": U64(done_dur_ps)}
+        self.w.event(self.ops_line, smid, start_ps, start_dur_ps, s_stats)
+        self.w.event(self.ops_line, dmid, done_end_ps - done_dur_ps, done_dur_ps, d_stats)
         if self.async_line is not None:
             amid = self.w.event_id(start_text, async_display, smeta)
             self.w.event(self.async_line, amid, start_ps, done_end_ps - start_ps, {
@@ -391,7 +406,8 @@ class TpuDevice:
         self.trace.truth.transfers.append(TruthTransfer(
             self.trace.host, self.device, direction, start_ps, done_end_ps, nbytes,
             start_name, "device" if direction == "D2H" else "host",
-            "host" if direction == "D2H" else "device"))
+            "host" if direction == "D2H" else "device",
+            device_span_ps=None if device_span is None else device_span[1] - device_span[0]))
         return start_name
 
     def async_slice(self, direction: str, start_ps: int, done_end_ps: int, *,

@@ -44,6 +44,11 @@ TRANSFER_COLUMNS = {
     # False where the capture does not record the copy's size (ROCm host API events write
     # `size:0`): `bytes` is then 0 and every byte total says how many copies it leaves out.
     "bytes_known": "bool",
+    # TPU: the copy's start begin to its done's end on the chip's own clock (the events'
+    # `device_offset_ps`/`device_duration_ps`; overlap.trace.tpu), None where the capture has
+    # no such clock (GPU, or a TPU capture without those stats): its duration, where
+    # start_ps/end_ps are the host-aligned timeline the overlap is measured on.
+    "device_span_ps": "Int64",
 }
 # Columns a producer may leave out (older callers, other rules): filled with this value.
 COLUMN_DEFAULTS = {"bytes_known": True}
@@ -92,6 +97,8 @@ def _frame(rows: dict[str, list] | None, schema: dict[str, str]) -> pd.DataFrame
     n = max((len(v) for v in rows.values()), default=0)
     for col, dtype in schema.items():
         values: Any = rows.get(col, [])
+        if n and not len(values) and col not in COLUMN_DEFAULTS and dtype != "int64":
+            values = [None] * n  # a column a producer leaves out is missing (None) there
         if col in COLUMN_DEFAULTS:
             values = _with_default(values, n, COLUMN_DEFAULTS[col])
         # copy=False: the column arrays are ours alone (built for this frame)

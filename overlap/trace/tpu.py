@@ -7,6 +7,16 @@ columns of name bytes (`overlap.trace.hlotext`'s byte-level rules: async boundar
 instruction name, a copy-start's result-tuple head) and only the values that reach a table
 become Python objects; an op whose text those rules do not cover (not ASCII, a NUL, an
 unusual layout) is read by the same rules on its Python string, as where there is no table.
+
+Two clocks (docs/xspace.md, "TPU copy durations"). `start_ps`/`end_ps` of transfers and
+compute are the host-aligned timeline (`line_base_ps + offset_ps`), on which the overlap,
+steps and every other plane are measured. `device_span_ps` of a transfer is its length on the
+chip's own clock: the start event's `device_offset_ps` to the done event's `device_offset_ps
++ device_duration_ps` (`DEVICE_CLOCK_STATS`), None where either event lacks them. The
+host-aligned alignment jumps by up to ~100 ms at a time (v6e sample: one 5 GiB copy spans
+0.136 ms there, 182 ms on the chip), so per-copy durations and bandwidth use the device span
+(`copy_durations`); hidden time does not (blind spot: a copy a jump squeezed under compute
+reads hidden: 1 hidden + 6 partial of the v6e sample's 2400, 0 + 0 on the device clock).
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 
+from overlap.arrays import factorize, object_addresses
 from overlap.trace.hlotext import (
     _SEND_RECV_RE,
     _START_DONE_RE,
@@ -32,6 +43,7 @@ from overlap.trace.hlotext import (
 from overlap.trace.names import TPU_ASYNC_LINE, TPU_OPS_LINES
 from overlap.trace.programs import ProgramCopies, program_key
 from overlap.trace.wire import (
+    TIME_LIMIT_PS,
     Cols,
     LineEvents,
     MetaTable,
@@ -55,23 +67,31 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
     async_line = by_name.get(TPU_ASYNC_LINE)
     op_lines = [by_name[n] for n in sorted(TPU_OPS_LINES) if n in by_name]
     a_ids = P.ids("_a")
+    # the TPU's own clock: read where the plane declares both stats (`device_spans`)
+    clock_ids = [P.stat_ids.get(n) for n in DEVICE_CLOCK_STATS]
+    clocked = all(clock_ids)
 
     # Without an Async XLA Ops line, copies are paired from the boundary ops' names.
     pairing = async_line is None or not async_line.n_events
     # the XLA Ops line's boundary events: (begins, ends, metadata ids, op index, op names)
     boundaries: tuple[np.ndarray, ...] | None = None
+    # per boundary event: (begin, end) on the device clock, and whether it has both stats
+    clock: tuple[np.ndarray, ...] | None = None
     for line in op_lines:
         if not line.n_events:
             continue
         ev = LineEvents(line, line_base_ps(line), wanted=a_ids)
         keep = ~ev.has_stat(a_ids) if a_ids else None  # None: every event
         uniq, inv = unique_inverse(ev.mids)  # once per distinct op
-        u_names, b_u = _op_names(P, uniq, pairing)
-        if line.name == "XLA Ops" and pairing:
+        xla = line.name == "XLA Ops" and (pairing or clocked)
+        u_names, b_u = _op_names(P, uniq, xla)
+        if xla:
             m = b_u[inv]
             b = np.flatnonzero(m if keep is None else m & keep)
             boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]], inv[b],
                           u_names)
+            if clocked:
+                clock = _boundary_clock(ev, b, uniq, b_u, clock_ids)
         m = (~b_u)[inv]  # compute events: the per-op test taken per event, one pass
         idx = np.flatnonzero(m if keep is None else m & keep)
         del m
@@ -91,13 +111,16 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                program_id=_per_event(pid, nb, iu, True), stream=line.id, line=line.name)
 
     def add_transfers(starts: np.ndarray, ends: np.ndarray, ok: np.ndarray,
-                      facts: dict[str, np.ndarray], at: np.ndarray, line) -> None:
+                      facts: dict[str, np.ndarray], at: np.ndarray, line,
+                      device_span: np.ndarray | None = None) -> None:
         """Transfers of the spans (starts, ends) whose op `at` (index into `facts`) is a host
-        transfer (`ok`)."""
+        transfer (`ok`); `device_span`: per span, its length on the device clock, -1 where
+        the capture does not give it (None: nowhere)."""
         sel = np.flatnonzero(ok[at])
         if not sel.size:
             return
         at = at[sel]
+        dspan = None if device_span is None else _nullable_ints(device_span[sel])
         direction = facts["direction"][at]
         h2d = direction == "H2D"
         tr.add(len(sel), host=host, device=device, direction=direction,
@@ -106,7 +129,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                src_kind=_KINDS[h2d.astype(np.intp)], dst_kind=_KINDS[(~h2d).astype(np.intp)],
                **{"async": True}, stream=line.id, line=line.name,
                hlo_op=facts["hlo_op"][at], hlo_module=facts["hlo_module"][at],
-               program_id=facts["program_id"][at])
+               program_id=facts["program_id"][at], device_span_ps=dspan)
 
     if async_line is not None and async_line.n_events:
         # Only metadata (names, metadata stats) decides here: no event stat is ever read (and
@@ -114,7 +137,13 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         ev = LineEvents(async_line, line_base_ps(async_line), wanted=())
         uniq, inv = unique_inverse(ev.mids)  # once per distinct op
         ok, facts = copy_columns(P, uniq, programs())
-        add_transfers(ev.starts, ev.starts + ev.durs, ok, facts, inv, async_line)
+        dspan = None
+        if clock is not None and boundaries is not None:
+            # The Async line's events carry no device clock: each takes its start and done
+            # events' on the XLA Ops line (`_async_device_spans`).
+            dspan = _async_device_spans(ev.starts, ev.starts + ev.durs, inv, facts["hlo_op"],
+                                        boundaries, clock)
+        add_transfers(ev.starts, ev.starts + ev.durs, ok, facts, inv, async_line, dspan)
         return
 
     # No Async XLA Ops line: pair each copy-start with the next copy-done of the same key, in
@@ -126,12 +155,97 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
     # later pair of that op (598 of 600 pairs).
     if boundaries is None:
         return
-    p0, p1, pm = pair_copies(*boundaries)
+    p0, p1, pm, si, di = pair_copies(*boundaries, positions=True)
     if not len(pm):
         return
     smids, at = np.unique(pm, return_inverse=True)
     ok, facts = copy_columns(P, smids, programs())
-    add_transfers(p0, p1, ok, facts, at, by_name.get("XLA Ops"))
+    add_transfers(p0, p1, ok, facts, at, by_name.get("XLA Ops"),
+                  None if clock is None else _pair_spans(clock, si, di))
+
+
+# The TPU's own clock per event (see the module docstring): begin and duration in ps.
+DEVICE_CLOCK_STATS = ("device_offset_ps", "device_duration_ps")
+
+
+def _boundary_clock(ev: LineEvents, b: np.ndarray, uniq: np.ndarray, b_u: np.ndarray,
+                    clock_ids: list) -> tuple[np.ndarray, ...]:
+    """Per boundary event `b` of the XLA Ops line `ev`: (begin, end) on the device clock
+    and whether it has both stats as integers within the reader's time limit (read for the
+    boundary ops' events only: `LineEvents.ints_of`)."""
+    (off, has_off), (dur, has_dur) = ev.ints_of(clock_ids, uniq[b_u], uniq[~b_u])
+    off, dur = off[b], dur[b]
+    ok = has_off[b] & has_dur[b]
+    ok &= (off >= 0) & (off < TIME_LIMIT_PS) & (dur >= 0) & (dur < TIME_LIMIT_PS)
+    return np.where(ok, off, 0), np.where(ok, off + dur, 0), ok
+
+
+def _pair_spans(clock: tuple[np.ndarray, ...], si: np.ndarray, di: np.ndarray) -> np.ndarray:
+    """Per pair (start event `si`, done event `di`, indices into the boundary events): the
+    start's begin to the done's end on the device clock; -1 where either lacks the clock or
+    the done would end before the start began (no such span on one clock)."""
+    t0, t1, ok = clock
+    span = t1[di] - t0[si]
+    return np.where(ok[si] & ok[di] & (span >= 0), span, -1)
+
+
+def _async_device_spans(starts: np.ndarray, ends: np.ndarray, inv: np.ndarray,
+                        names: np.ndarray, boundaries: tuple[np.ndarray, ...],
+                        clock: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Per Async XLA Ops event (its begin and end, its op `inv` into `names`, the start ops'
+    instruction names): the device span from the XLA Ops start event of that name that
+    begins at its begin to the done event (the name's `-start` made `-done`) that ends at its
+    end; -1 where either is missing or lacks the clock. The Async span is drawn from those
+    two events, so on the host-aligned timeline its ends are theirs to the picosecond
+    (sample_traces/tpu-v6e-offload TPU:0: all 600). Joined on (name, time) by sorting."""
+    b0, b1, _, bop, u_names = boundaries
+    # codes of the names the Async ops ask for (start and done, once per distinct op): the
+    # XLA Ops ops of other names get none
+    code: dict[str, int] = {}
+    s_code = np.full(len(names), -1, np.int64)
+    d_code = np.full(len(names), -1, np.int64)
+    for i, n in enumerate(names.tolist()):
+        if n and "-start" in n:
+            head, _, tail = n.rpartition("-start")
+            s_code[i] = code.setdefault(n, len(code))
+            d_code[i] = code.setdefault(f"{head}-done{tail}", len(code))
+    get = code.get
+    op_code = np.fromiter((get(n, -1) for n in u_names.tolist()), np.int64, len(u_names))
+    bcode = op_code[bop]
+    si = _join(bcode, b0, s_code[inv], starts)
+    di = _join(bcode, b1, d_code[inv], ends)
+    out = np.full(len(starts), -1, np.int64)
+    hit = np.flatnonzero((si >= 0) & (di >= 0))
+    out[hit] = _pair_spans(clock, si[hit], di[hit])
+    return out
+
+
+def _join(codes: np.ndarray, times: np.ndarray, q_codes: np.ndarray,
+          q_times: np.ndarray) -> np.ndarray:
+    """Per query (code, time): the index of an entry with the same code and time, -1 where
+    none (code -1 never matches). Times are ranked among all of them, so (code, rank) is one
+    int64 key: one sort, one binary search per query."""
+    _, rank = np.unique(np.concatenate([times, q_times]), return_inverse=True)
+    rank = rank.reshape(-1)
+    n = len(rank) + 1
+    key = codes * n + rank[:len(times)]
+    q = q_codes * n + rank[len(times):]
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    pos = np.minimum(np.searchsorted(ks, q), max(len(ks) - 1, 0))
+    found = (len(ks) > 0) & (codes[order[pos]] >= 0) & (q_codes >= 0)
+    found &= ks[pos] == q if len(ks) else False
+    return np.where(found, order[pos], -1)
+
+
+def _nullable_ints(v: np.ndarray) -> np.ndarray:
+    """An int64 column with -1 for "none" as the reader's nullable ints: the int64 array
+    where every value is known, else an object array of Python ints and None."""
+    if not (v < 0).any():
+        return v
+    out = v.astype(object)
+    out[v < 0] = None
+    return out
 
 
 def _per_event(per_op: np.ndarray, nb: np.ndarray, iu: np.ndarray,
@@ -154,10 +268,11 @@ _HOST_SLICE_OPS = ("dynamic-slice", "dynamic-update-slice")
 
 
 def pair_copies(starts: np.ndarray, ends: np.ndarray, mids: np.ndarray, ops: np.ndarray,
-                op_names: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                op_names: np.ndarray, *, positions: bool = False) -> tuple[np.ndarray, ...]:
     """Copy-start/copy-done pairs of boundary events (their begin, end, metadata id, and op:
     an index into `op_names`, the instruction names): (the start's begin, the done's end, the
-    start's metadata id) per pair, in the order the dones are met.
+    start's metadata id) per pair, in the order the dones are met; with `positions`, also the
+    start's and the done's index in the arrays given.
 
     The rule (see `_read_tpu_plane`): in order of (begin, start before done, end, metadata
     id), each copy-start (or host slice start) waits in its key's queue (the name without
@@ -209,6 +324,8 @@ def pair_copies(starts: np.ndarray, ends: np.ndarray, mids: np.ndarray, ops: np.
     partner = np.flatnonzero(is_s)[s_base[done] + (ct[done] - t_base[done] - 1)]
     back = np.argsort(by_key[done])  # the order the dones are met (positions are distinct)
     done, partner = done[back], partner[back]
+    if positions:  # `o` maps the sorted events back to the arrays given (through `sel`)
+        return s[partner], e[done], m[partner], sel[o[partner]], sel[o[done]]
     return s[partner], e[done], m[partner]
 
 
@@ -506,3 +623,33 @@ def _program_copies(plane) -> ProgramCopies:
             if isinstance(proto, bytes) and proto:
                 protos[program_key(k)] = proto
     return ProgramCopies(protos, array_bytes)
+
+
+def copy_durations(tr, span: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per transfer of a transfers column table (`Trace.columns`): its duration, the
+    `device_span_ps` where the capture gave the chip's clock, else `span` (the host-aligned
+    or CUPTI span); and whether it came from the device clock. `overlap.analysis.overlap`'s
+    `duration_ps`, the denominator of every bandwidth."""
+    dev = tr.get("device_span_ps")
+    if dev is None:
+        return span, np.zeros(len(span), bool)
+    dev = np.asarray(dev)
+    if dev.dtype == object:
+        has = object_addresses(dev) != id(None) if len(dev) else np.zeros(0, bool)
+        d = np.zeros(len(span), np.int64)
+        d[has] = dev[has].astype(np.int64)
+    else:
+        d = dev.astype(np.int64)
+        has = d >= 0
+    return np.where(has, d, span), has
+
+
+def clock_counts(tr, table) -> dict[str, int]:
+    """TPU transfers timed on the chip's own clock (`device`) and on the host-aligned
+    timeline only (`host_aligned`: no `device_offset_ps`/`device_duration_ps` for them)."""
+    _, has = copy_durations(tr, np.asarray(table["span_ps"], np.int64))
+    if not len(has):
+        return {"device": 0, "host_aligned": 0}
+    codes, devices = factorize(np.asarray(table["device"], object))  # once per device
+    tpu = np.array([str(d).startswith("TPU") for d in devices.tolist()] + [False], bool)[codes]
+    return {"device": int((tpu & has).sum()), "host_aligned": int((tpu & ~has).sum())}

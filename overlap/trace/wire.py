@@ -856,6 +856,53 @@ class LineEvents:
         evs = np.flatnonzero(codes >= 0)
         return evs, vals[codes[evs]]
 
+    def ints_of(self, sid_sets, mids, others=None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per set of stat ids: (per event, its first stat with one of them as int64; whether
+        it has one that is an integer: int64, or uint64 below 2**63), for the events of
+        metadata ids `mids` only (no value elsewhere). Typed, no object per event. Read in one
+        more pass over the line that keeps no other event's stats (the TPU device clock of
+        copy boundaries: a few events of a line of a million, where `wanted` would keep every
+        event's), unless the constructor kept these ids. `others`: the line's other metadata
+        ids where the caller has them (else found here). Not for a `PlaneGroup` read.
+        (Added for overlap.trace.tpu's device clock; see notes/32-34.md.)"""
+        sets = [frozenset(int(x) for x in sids) for sids in sid_sets]
+        out = [(np.zeros(self.n, np.int64), np.zeros(self.n, bool)) for _ in sets]
+        need = frozenset().union(*sets)
+        mids = sorted_unique(np.asarray(mids, np.int64))
+        if not (self.n and need and len(mids)) or self._plane_of is not None:
+            return out
+        st = next((s for have, s in self._batches if have is None or need <= have), None)
+        if st is None:
+            want = sorted_unique(np.fromiter(need, np.int64))
+            skip = (np.setdiff1d(sorted_unique(self.mids), mids) if others is None
+                    else sorted_unique(np.asarray(others, np.int64)))
+            line = self._line
+            raw = (_upb_events(line.events, skip.tolist(), want, None)
+                   if line.events is not None else
+                   _scan.decode_events(line.buf, line.pay_s, line.pay_e, line.n_events,
+                                       skip, want, None, GROUP_STRIDE, None))
+            st = self._kept_stats(raw[4])
+        for ids, (val, has) in zip(sets, out):
+            sel = np.flatnonzero(np.isin(st["sid"], np.fromiter(ids, np.int64)))
+            ev = st["ev"][sel].astype(np.int64)
+            first = np.ones(len(ev), bool)  # records are in event order: an event's first
+            first[1:] = ev[1:] != ev[:-1]
+            ev, rec = ev[first], sel[first]
+            ok = np.isin(self.mids[ev], mids)
+            kind = st["kind"][rec]
+            if "obj" in st:  # upb: values as Python objects (a few: these events only)
+                ints = [int(v) if k in (_K_I64, _K_U64) and INT64_MIN <= int(v) <= INT64_MAX
+                        else None for k, v in zip(kind.tolist(), st["obj"][rec].tolist())]
+                ok &= np.array([v is not None for v in ints], bool)
+                got = np.array([v or 0 for v in ints], np.int64)
+            else:
+                iv = st["ival"][rec]
+                ok &= (kind == _K_I64) | ((kind == _K_U64) & (iv <= np.uint64(INT64_MAX)))
+                got = iv.view(np.int64)
+            val[ev[ok]] = got[ok]
+            has[ev[ok]] = True
+        return out
+
     def kept(self, per_event: Any) -> Any:
         """A per-event array of the line(s) given to the constructor, for the events kept here
         (events with no position or an impossible time are dropped); scalars pass through."""

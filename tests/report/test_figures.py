@@ -232,8 +232,10 @@ def test_fig010_bandwidth_axis_survives_one_outlier():
 
 
 def test_fig011_bandwidth_axis_on_the_tpu_v6e_sample():
-    """Real capture (sample_traces/tpu-v6e-offload, no step annotations): 2,400 copies, one
-    D2H at 39,494 GB/s; the other 2,399 (6.8-58.6 GB/s) fill the axis."""
+    """Real capture (sample_traces/tpu-v6e-offload, no step annotations): 2,400 copies. On the
+    host-aligned timeline one D2H read 39,494 GB/s; bandwidth is now bytes over the chip's own
+    clock (overlap.trace.tpu `device_span_ps`): 9.0-29.4 GB/s, no point above the axis, none
+    beyond the 32 GB/s link."""
     from pathlib import Path
 
     run = Path(__file__).resolve().parents[2] / "sample_traces" / "tpu-v6e-offload"
@@ -241,8 +243,8 @@ def test_fig011_bandwidth_axis_on_the_tpu_v6e_sample():
     rd = data.run_data(trace, analysis.analyze(trace))
     fig = figures.run_figures(rd, None)["bandwidth"]
     by = {t.name.split(" ")[0].rstrip(":"): t for t in fig.data if "above" not in t.name}
-    over = [t for t in fig.data if "above" in t.name]
-    assert len(over) == 1 and len(over[0].y) == 1 and over[0].name.startswith("D2H: 1 above")
-    assert len(by["D2H"].y) + len(by["H2D"].y) == 2399
+    assert not [t for t in fig.data if "above" in t.name]
+    assert len(by["D2H"].y) + len(by["H2D"].y) == 2400
     top = max(max(by["D2H"].y), max(by["H2D"].y))
-    assert 58 < top < 59 and fig.layout.yaxis.range[1] < 1.2 * top
+    assert 29.4 < top < 29.5
+    assert fig.layout.yaxis.range is None or fig.layout.yaxis.range[1] < 1.2 * top

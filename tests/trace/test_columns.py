@@ -36,6 +36,7 @@ ROWS = {
     "async": [True, None, False], "stream": [1, 1, 2], "line": ["a", "b", None],
     "hlo_op": ["copy-start", None, NAN], "hlo_module": [NAN, "m", pd.NA],
     "program_id": [BIG, None, 7], "bytes_known": [True, None, False],
+    "device_span_ps": [3, None, pd.NA],
 }
 WANT = {
     "host": ["h", "h", "h"], "device": ["TPU:0", "TPU:0", "TPU:1"],
@@ -44,6 +45,7 @@ WANT = {
     "async": [True, None, False], "stream": [1, 1, 2], "line": ["a", "b", None],
     "hlo_op": ["copy-start", None, None], "hlo_module": [None, "m", None],
     "program_id": [BIG, None, 7], "bytes_known": [True, True, False],
+    "device_span_ps": [3, None, None],
 }
 WANT_DTYPES = {"int64": np.int64, "object": object, "UInt64": object, "Int64": object,
                "boolean": object, "bool": bool}
