@@ -29,7 +29,8 @@ Commands:
 
 Inputs (SYNTHETIC, cached in `benchmarks/.cache/`): `synthetic_bulk`'s GPU and TPU 1M files
 re-serialised by upb (an independent writer's layout: `bench.py --encodings`), and the
-`many-ops tpu` shape of `bench_shapes.py` (every copy its own op metadata).
+`many-ops tpu` shape of `bench_shapes.py` (every copy its own op metadata), and the compact GPU
+1M (`synthetic_bulk.write_gpu(compact=True)`, re-serialised by upb: few stats per kernel).
 """
 
 from __future__ import annotations
@@ -125,7 +126,22 @@ def inputs(files: list[str]) -> list[Path]:
     many = CACHE / "many_ops_tpu.xplane.pb"
     if not many.exists():
         bench_shapes.many_ops_tpu(many, 3000)
-    return out + [many]
+    return out + [compact_gpu(), many]
+
+
+def compact_gpu() -> Path:
+    """SYNTHETIC compact GPU 1M (`synthetic_bulk.write_gpu(compact=True)`: kernels with two
+    ref stats, no launch events; 48 MB), re-serialised by upb like the other two."""
+    from overlap.trace import synthetic_bulk
+    from overlap.trace.protos import XSpace
+
+    p = CACHE / "gpu_compact_1M.upb.xplane.pb"
+    if not p.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        raw = CACHE / "gpu_compact_1M.xplane.pb"
+        synthetic_bulk.write_gpu(raw, 1_000_000, compact=True)
+        p.write_bytes(XSpace.FromString(raw.read_bytes()).SerializeToString())
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:

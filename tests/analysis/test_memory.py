@@ -90,3 +90,43 @@ def test_one_peak_in_compare_dashboard_and_html(tmp_path):
     html = page.read_text()
     assert "memory_analysis (temp + arguments + outputs - aliases)" in html
     assert "31457348" not in html and "31.457348" not in html
+
+
+def test_executed_module_and_program_id_by_construction():
+    """Compute time per module and per compile, known by construction, from the trace's
+    numpy columns and from a caller's DataFrame stand-in alike (issue 32: no pandas)."""
+    import pandas as pd
+
+    from overlap.analysis.memory import _ran_program_id, executed_program
+    from overlap.trace.tables import Trace
+
+    compute = pd.DataFrame({
+        "host": "h", "device": "GPU:0",
+        "start_ps": [0, 10, 20, 40, 100, 200, 300],
+        "end_ps": [10, 15, 35, 80, 90, 210, 300],   # (100, 90): negative, counts 0
+        "name": "k", "hlo_op": "op",
+        "hlo_module": ["a", "a", "a", "b", "b", None, "c"],
+        "program_id": pd.array([7, 7, 9, None, 3, 4, 5], dtype="UInt64"),
+        "stream": 7, "line": "s"})
+    modules = pd.DataFrame({"host": "h", "program_id": pd.array([9, 7], dtype="UInt64"),
+                            "name": ["a(9)", "a(7)"], "hlo_proto": [b"nine", b"seven"]})
+
+    class StandIn:  # what overlap.capture.api hands executed_module
+        pass
+
+    standin = StandIn()
+    standin.compute, standin.modules = compute, modules  # type: ignore[attr-defined]
+    empty = pd.DataFrame()
+    trace = Trace(sources=[], backend="gpu", transfers=empty, compute=compute, steps=empty,
+                  memory=empty, modules=modules, devices=empty, lines=empty)
+    for t in (trace, standin):
+        assert executed_module(t) == "b"  # 40 ps against a's 30
+        # a: compile 7 ran 10 + 5 ps, compile 9 15 ps: a tie, the lower id
+        assert _ran_program_id(t, "a") == 7
+        assert _ran_program_id(t, "b") == 3  # the row without an id is not a compile
+        assert _ran_program_id(t, "zzz") is None
+        got = executed_program(t, {"program": {"module": "a"}})
+        assert (got["name"], got["proto"], got["program_id"]) == ("a(7)", b"seven", 7)
+        assert got["how"] == "program id of the capture's XLA op events"
+        many = executed_program(t, {"module": "a", "program": {"program_id": 11}})
+        assert many["proto"] is None and "a(11)" in many["how"]

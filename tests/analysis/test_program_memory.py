@@ -129,7 +129,9 @@ def test_cannot_tell_is_said_not_guessed(sweep_runs):
 
     run = sweep_runs["full"]
     t = read_trace(run)
-    t.compute["program_id"] = pd.array([None] * len(t.compute), dtype="UInt64")
+    # a table is modified by setting it (Trace.columns reads the reader's columns, not a
+    # frame changed in place)
+    t.compute = t.compute.assign(program_id=pd.array([None] * len(t.compute), dtype="UInt64"))
     m = json.loads((run / "run.json").read_text())
     m["program"].pop("program_id")
     d = run_data(t, analyze(t), m)

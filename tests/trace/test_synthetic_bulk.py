@@ -20,10 +20,10 @@ def test_vectorized_varints_match_scalar():
         assert bytes(row[:n]) == _varint_ref(v)
 
 
-@pytest.mark.parametrize("backend", ["gpu", "tpu"])
-def test_bulk_file_parses_and_reads_back_truth(tmp_path, backend):
+@pytest.mark.parametrize("backend,kw", [("gpu", {}), ("tpu", {}), ("gpu", {"compact": True})])
+def test_bulk_file_parses_and_reads_back_truth(tmp_path, backend, kw):
     p = tmp_path / f"{backend}.xplane.pb"
-    truth = synthetic_bulk.write(p, backend, 3000)
+    truth = synthetic_bulk.write(p, backend, 3000, **kw)
     data = p.read_bytes()
     xs = XSpace.FromString(data)
     assert any("overlap-synthetic" in w for w in xs.warnings)
@@ -54,11 +54,11 @@ def test_bulk_file_parses_and_reads_back_truth(tmp_path, backend):
     assert len(t.memory) == truth.memory_events
 
 
-@pytest.mark.parametrize("backend", ["gpu", "tpu"])
-def test_bulk_hidden_time_matches_construction(tmp_path, backend):
+@pytest.mark.parametrize("backend,kw", [("gpu", {}), ("tpu", {}), ("gpu", {"compact": True})])
+def test_bulk_hidden_time_matches_construction(tmp_path, backend, kw):
     analysis = pytest.importorskip("overlap.analysis.overlap")
     p = tmp_path / f"{backend}.xplane.pb"
-    truth = synthetic_bulk.write(p, backend, 2000)
+    truth = synthetic_bulk.write(p, backend, 2000, **kw)
     r = analysis.analyze(read_trace(p))
     s = r["summary"]
     assert s["transfers"] == truth.transfers
@@ -66,3 +66,21 @@ def test_bulk_hidden_time_matches_construction(tmp_path, backend):
     assert s["span_ps"] == truth.transfer_span_ps
     assert s["hidden_ps"] == truth.hidden_ps
     assert r["synthetic"] is True
+
+
+def test_compact_gpu_events_are_smaller_and_carry_two_stats(tmp_path):
+    """`compact`: kernels keep only the hlo_op and kernel_details refs (issue 32's compact
+    shape), about half the bytes per device event, and no launch event per kernel."""
+    full, compact = tmp_path / "full.xplane.pb", tmp_path / "compact.xplane.pb"
+    a = synthetic_bulk.write_gpu(full, 3000)
+    b = synthetic_bulk.write_gpu(compact, 3000, compact=True)
+    assert a.device_events == b.device_events
+    assert b.host_events < a.host_events
+    assert compact.stat().st_size < 0.6 * full.stat().st_size
+    xs = XSpace.FromString(compact.read_bytes())
+    gpu = next(pl for pl in xs.planes if pl.name == "/device:GPU:0")
+    names = {k: v.name for k, v in gpu.stat_metadata.items()}
+    line = next(ln for ln in gpu.lines if ln.name.startswith("Stream #7"))
+    assert {tuple(sorted(names[s.metadata_id] for s in e.stats)) for e in line.events} == {
+        ("hlo_op", "kernel_details")}
+    assert all(s.WhichOneof("value") == "ref_value" for e in line.events for s in e.stats)
