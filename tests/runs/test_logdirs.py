@@ -35,9 +35,13 @@ def profiler_logdir(tmp_path_factory):
 def test_find_runs_sees_logdirs_and_nested_runs(profiler_logdir):
     assert [p.name for p in find_runs(profiler_logdir)] == ["my_experiment"]
     names = sorted(p.name for p in find_runs(SAMPLE_TRACES))
-    assert names == ["everything_saveable", "full", "gpu-v100-tf-multiworker",
-                     "mi300x-jax08-attention", "mi355-te-fused-attn", "nothing_saveable",
-                     "offload_x", "qkv_proj_offloaded", "tpu-v6e-offload"]
+    # run directories (run.json) and plain log directories (the H100/H200 user-script and
+    # device_put captures have no run.json), every level down
+    assert names == ["balanced-offload", "balanced-remat", "everything_saveable", "full",
+                     "full_cb", "gpu-v100-tf-multiworker", "io", "mi300x-jax08-attention",
+                     "mi355-te-fused-attn", "nothing_saveable", "nothing_saveable",
+                     "nothing_saveable", "offload_x", "offload_x", "offload_x",
+                     "qkv_proj_offloaded", "qkv_proj_offloaded_cb", "tpu-v6e-offload"]
 
 
 def test_compare_and_report_open_a_plain_logdir(profiler_logdir):
