@@ -162,13 +162,14 @@ def capture_host_facts(trace, result: dict, manifest: dict | None) -> dict[str, 
     """`host_facts` of the program a capture ran (`overlap.analysis.memory.executed_program`),
     None when the capture carries no HLO proto for it."""
     from overlap.analysis.memory import executed_program
-    from overlap.hlo.program import hlo_text_from_proto
 
     prog = executed_program(trace, manifest)
     if not prog.get("proto"):
         # run.json's heap_simulator.module is not used: in the H100 sweeps every run's names
         # the same compile, so it cannot tell the program that ran.
         return None
+    # only now: overlap.hlo.program loads protobuf (tests/cli/test_no_protobuf.py)
+    from overlap.hlo.program import hlo_text_from_proto
     try:
         text = hlo_text_from_proto(prog["proto"])
     except Exception:  # noqa: BLE001 - the peak still stands without the text

@@ -28,14 +28,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-# The capture files' HLO protos are parsed only for captures without transfers; this bounds
-# the work on a capture carrying many large programs (each parse is ~10 ms per MB).
-_MAX_PROTO_BYTES = 512 << 20
-
 
 def planned_host_copies(path: str | Path | None, trace: Any = None) -> dict[str, Any]:
-    """{count, asked, source} for the capture at `path` (a run directory, a log directory or a file;
-    `trace.sources` names its files when given). See the module docstring."""
+    """{count, asked, source} for the capture at `path` (a run directory, a log directory or a
+    file) read as `trace`. See the module docstring."""
     p = Path(path) if path is not None else None
     if p is not None and p.is_dir():
         from overlap.runs.rundir import load_manifest
@@ -48,34 +44,23 @@ def planned_host_copies(path: str | Path | None, trace: Any = None) -> dict[str,
             count = sum(int((inv.get(d) or {}).get("count") or 0) for d in ("D2H", "H2D"))
             return {"count": count, "asked": asked,
                     "source": "run.json's offload inventory"}
-    files = [Path(s) for s in (getattr(trace, "sources", None) or [])]
-    if not files and p is not None and p.is_file():
-        files = [p]
-    return _from_protos(files)
+    from overlap.analysis.names import capture_protos
+
+    return _from_protos(list(capture_protos(trace).values()) if trace is not None else [])
 
 
-def _from_protos(files: list[Path]) -> dict[str, Any]:
-    from overlap.errors import InputError
-    from overlap.hlo.program import hlo_protos_from_xspace, offload_inventory
+def _from_protos(protos: list[bytes]) -> dict[str, Any]:
+    from overlap.hlo.program import offload_inventory
 
     count, programs, unreadable = 0, 0, 0
-    for f in files:
+    for blob in protos:
         try:
-            if f.stat().st_size > _MAX_PROTO_BYTES:
-                return {"count": None, "asked": None,
-                        "source": f"{f}: too large to read its programs"}
-            protos = hlo_protos_from_xspace(f)
-        except (OSError, InputError, ValueError, RuntimeError):  # DecodeError is a RuntimeError
-            return {"count": None, "asked": None,
-                    "source": f"{f}: its programs could not be read"}
-        for blob in protos.values():
-            try:
-                inv = offload_inventory(blob)
-            except Exception:  # noqa: BLE001 - a damaged program is evidence of nothing
-                unreadable += 1
-                continue
-            programs += 1
-            count += len(inv.ops)
+            inv = offload_inventory(blob)
+        except Exception:  # noqa: BLE001 - a damaged program is evidence of nothing
+            unreadable += 1
+            continue
+        programs += 1
+        count += len(inv.ops)
     if unreadable:
         return {"count": None, "asked": None,
                 "source": f"{unreadable} program(s) in the capture could not be parsed"}

@@ -36,8 +36,6 @@ import dataclasses
 import re
 from typing import Any
 
-from overlap.hlo.program import _CALLS_RE, _parse_module
-
 
 @dataclasses.dataclass(frozen=True)
 class Location:
@@ -95,6 +93,9 @@ _CONTROL_RE = re.compile(r"\bcontrol-predecessors=\{([^}]*)\}")
 
 def program_from_text(text: str, name: str = "") -> Program:
     """A `compiled.as_text()` module (with its FileNames/.../StackFrames sections)."""
+    # here, not at import: overlap.hlo.program loads protobuf (tests/cli/test_no_protobuf.py)
+    from overlap.hlo.program import _CALLS_RE, _parse_module
+
     comps, _ = _parse_module(text)
     instrs: dict[str, Ins] = {}
     roots: dict[str, str] = {}
