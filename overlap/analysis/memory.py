@@ -73,6 +73,36 @@ def _sums_by(keys: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return uniq, sums
 
 
+_BLOCK = 1 << 16  # rows per block: the transient arrays of a 1M-row table stay ~2 MB
+
+
+def _compute_time(co: dict[str, np.ndarray], by: str, where: tuple[str, str] | None = None
+                  ) -> dict[Any, int]:
+    """Compute time (end - start, negative as 0) per non-missing value of column `by`, over
+    the rows whose column `where[0]` equals `where[1]` (and whose `by` is not missing), a
+    block of rows at a time: exact int64 sums, keys matched as a dict (and pandas) does."""
+    from overlap.arrays import factorize
+
+    out: dict[Any, int] = {}
+    n = len(co["start_ps"])
+    for a in range(0, n, _BLOCK):
+        b = min(a + _BLOCK, n)
+        keys = co[by][a:b]
+        dur = np.clip(co["end_ps"][a:b] - co["start_ps"][a:b], 0, None)
+        if where is not None:
+            codes, uniq = factorize(co[where[0]][a:b])
+            want = [i for i, k in enumerate(uniq.tolist())
+                    if isinstance(k, str) and k == where[1]]
+            if not want:
+                continue
+            rows = np.flatnonzero(codes == want[0])
+            keys, dur = keys[rows], dur[rows]
+        uniq, sums = _sums_by(keys, dur)
+        for k, v in zip(uniq.tolist(), sums.tolist()):
+            out[k] = out.get(k, 0) + v
+    return out
+
+
 def executed_module(trace) -> str | None:
     """The program that ran in the profiled steps: the HLO module with the most device (or
     XLA:CPU) compute time in the capture. Helper programs compiled alongside (RNG seeding,
@@ -83,9 +113,7 @@ def executed_module(trace) -> str | None:
     co = _table(trace, "compute")
     if co is None or not len(co.get("start_ps", ())) or "hlo_module" not in co:
         return None
-    dur = np.clip(co["end_ps"] - co["start_ps"], 0, None)
-    uniq, sums = _sums_by(co["hlo_module"], dur)
-    by = {k: int(v) for k, v in zip(uniq.tolist(), sums.tolist()) if isinstance(k, str) and k}
+    by = {k: v for k, v in _compute_time(co, "hlo_module").items() if isinstance(k, str) and k}
     # names in order, the first of the largest: as pandas' sorted groupby and idxmax
     return max(sorted(by), key=lambda k: by[k]) if by else None
 
@@ -102,28 +130,17 @@ def _manifest_program_id(manifest: dict | None) -> int | None:
 def _ran_program_id(trace, module: str) -> int | None:
     """The compile of `module` whose events took the most compute time in the capture (each
     XLA op event carries its `program_id`), else None."""
-    from overlap.arrays import factorize
-
     co = _table(trace, "compute")
     if co is None or not len(co.get("start_ps", ())) or "program_id" not in co \
             or "hlo_module" not in co:
         return None
-    pid_codes, pid_uniq = factorize(co["program_id"])
-    if not len(pid_uniq):  # GPU kernels carry none: nothing to rank
-        return None
-    codes, uniq = factorize(co["hlo_module"])
-    want = [i for i, k in enumerate(uniq.tolist()) if isinstance(k, str) and k == module]
-    if not want:
-        return None
-    rows = np.flatnonzero((codes == want[0]) & (pid_codes >= 0))
-    dur = np.clip(co["end_ps"][rows] - co["start_ps"][rows], 0, None)
-    pids, sums = _sums_by(co["program_id"][rows], dur)
-    if not len(pids):
+    times = _compute_time(co, "program_id", ("hlo_module", module))
+    if not times:
         return None
     # ids as int64, as before (an id of 2**63 or more reads negative: a known quirk kept
     # here so that answers stay as they were; see issue 32's notes)
     by: dict[int, int] = {}
-    for k, v in zip(pids.tolist(), sums.tolist()):
+    for k, v in times.items():
         k = int(k)
         k = k - (1 << 64) if k >= 1 << 63 else k
         by[k] = by.get(k, 0) + int(v)
