@@ -141,12 +141,6 @@ def _nullable(values: Any, dtype: str) -> Any:
 def _convert(values: Any, dtype: str) -> Any:
     import pandas as pd
 
-    if dtype == "boolean" and isinstance(values, np.ndarray) and values.dtype == object:
-        # a flag written as 0/1 by one rule and True/False by another (the ROCm and CUPTI
-        # copy rules in one file: `async`) is the same flag; pandas refuses the mix
-        values = np.array([bool(v) if isinstance(v, (int, np.integer)) and not
-                           isinstance(v, bool) and v in (0, 1) else v
-                           for v in values.tolist()], object)
     return _ints(values, dtype) if dtype in _NULLABLE_INTS else \
         pd.array(values, dtype=dtype, copy=False)
 

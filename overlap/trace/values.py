@@ -170,7 +170,10 @@ class Cols:
                 if isinstance(v, np.ndarray):
                     parts.append(v if dtype != "object" else v.astype(object, copy=False))
                 else:
+                    # a flag stays a flag: True filled as int64 read as 1, which pandas
+                    # refuses beside another chunk's True in a boolean column (fuzz N3)
                     parts.append(filled(n, v, object if dtype == "object" or v is None
+                                         else bool if isinstance(v, (bool, np.bool_))
                                          else np.int64))
             out[col] = (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else []
         self.chunks = []  # the frame owns the columns now

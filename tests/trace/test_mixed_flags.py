@@ -1,6 +1,7 @@
 """`inspect` and `report --html` on one host file with a ROCm copy and a CUPTI memcpy (fuzz
-round 3, N3): the two copy rules write the `async` flag as 1 and as True; the transfers table
-must read both as the same flag (it raised "Need to pass bool-like values", exit 4)."""
+round 3, N3): the ROCm rule's `async` flag (one True for its chunk) was filled as int64 1 beside
+the CUPTI rule's True, and the transfers table raised "Need to pass bool-like values" (exit 4).
+A scalar flag now stays a flag (`overlap.trace.values.Cols.rows`)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,19 @@ import numpy as np
 from overlap.cli.main import main
 from overlap.trace.synthetic import SyntheticTrace
 from overlap.trace.tables import _convert
+from overlap.trace.values import Cols
 
 US = 1_000_000
 
 
-def test_a_flag_written_as_0_1_and_as_bools_is_one_boolean_column():
-    got = _convert(np.array([True, 1, None, 0, False], object), "boolean")
-    assert got.tolist()[:2] == [True, True] and got.tolist()[3:] == [False, False]
+def test_a_scalar_flag_chunk_beside_a_column_of_flags_stays_bools():
+    c = Cols()
+    c.add(2, flag=np.array([True, None], object))
+    c.add(3, flag=True)  # one value for the whole chunk, as the ROCm rule writes `async`
+    got = c.rows({"flag": "boolean"})["flag"]
+    assert [type(v) for v in got.tolist()] == [bool, type(None), bool, bool, bool]
+    b = _convert(got, "boolean")
+    assert b.isna().tolist() == [False, True, False, False, False] and b[2] and b[4]
 
 
 def test_inspect_and_html_read_a_rocm_copy_beside_a_cupti_memcpy(tmp_path):
