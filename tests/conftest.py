@@ -39,9 +39,8 @@ GPU_CORPUS = REPO / "tests" / "data" / "gpu-corpus"  # the 38 real H100/H200 cap
 def gpu_corpus(tmp_path_factory) -> Path:
     """The real H100/H200 corpus (tests/data/gpu-corpus/*.tar.xz) unpacked once per session:
     `gpu_corpus / "gpu-h100" / "transformer-h100" / "full"` is a run directory. Read only."""
-    import tarfile
-
     import shutil
+    import tarfile
 
     root = tmp_path_factory.mktemp("gpu-corpus")
     for gpu in ("gpu-h100", "gpu-h200"):

@@ -196,7 +196,8 @@ def offload_answer(datas: list[tuple[str, Any]], base_name: str) -> str | None:
     d = runs[best].result
     ratio = (d.get("summary") or {}).get("overlap_ratio")
     exposed = (d.get("step_summary") or {}).get("mean_exposed_wall_ps")
-    why = [f"its copies are {'?' if ratio is None else f'{ratio * 100:.0f}%'} hidden"]
+    hidden = "?" if ratio is None else f"{ratio * 100:.0f}%"
+    why = [f"its copies are {hidden} hidden"]
     slow_ps = (timed[best]["median_ns"] - b["median_ns"]) * 1000
     if exposed is not None:
         part = f"{format_ps(int(exposed))} exposed per step"
