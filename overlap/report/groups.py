@@ -179,9 +179,9 @@ def offload_answer(datas: list[tuple[str, Any]], base_name: str) -> str | None:
         return None
     moved = [(n, d) for n, d in offl if (d.result.get("summary") or {}).get("transfers")]
     if not moved:
-        why = "XLA:CPU compiles offload away" if all(d.backend == "cpu" for _, d in offl) \
+        gone = "XLA:CPU compiles offload away" if all(d.backend == "cpu" for _, d in offl) \
             else "no host transfers in the trace"
-        return f"offload is not measured here ({why})"
+        return f"offload is not measured here ({gone})"
     if _offloads(base) and (base.result.get("summary") or {}).get("transfers"):
         return None  # an offloading baseline: which policy pays is not this question
     b = step_stats.run_step_time(base.manifest, base.result.get("steps"))
