@@ -75,6 +75,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from overlap.analysis import memo
 from overlap.analysis.grouping import Columns, group_codes
 from overlap.analysis.intervals import merge_grouped, merged_groups
 from overlap.analysis.units import format_ps
@@ -150,6 +151,8 @@ def _search(keys: _Keys, tg, tt, qg, qt, side: Literal["left", "right"]) -> np.n
 # Per transfer
 
 
+@memo.per_trace("transfer_causes", lambda v: {**v},
+                lambda table: (table["start_ps"], table["end_ps"], table["exposed_ps"]))
 def transfer_causes(trace, table: Columns) -> Columns:
     """Per transfer of `table` (`overlap.analysis.overlap.transfer_columns`, same rows): the
     split of its `exposed_ps` over `CAUSES` (`cause_<c>_ps`), its `cause`, and the evidence

@@ -92,6 +92,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from overlap.analysis import causes as exposure
+from overlap.analysis import memo
 from overlap.analysis.grouping import (
     Columns,
     frame_of,
@@ -122,14 +123,12 @@ if TYPE_CHECKING:
 # The interval primitives (intervals.py) and format_ps (units.py) are part of this module's
 # interface too: callers import them from here.
 __all__ = ["Coverage", "covered_grouped", "merge_grouped", "merge_intervals", "subtract_grouped",
-           "subtract_intervals", "format_ps", "analyze", "verdict", "transfer_table",
-           "host_part", "reduce_parts"]
+           "subtract_intervals", "format_ps", "analyze", "verdict", "transfer_table", "host_part",
+           "reduce_parts"]
 
 SCHEMA_VERSION = 1
 
-HIDDEN = "hidden"
-PARTIAL = "partial"
-EXPOSED = "exposed"
+HIDDEN, PARTIAL, EXPOSED = "hidden", "partial", "exposed"
 
 # defined beside no heavy import, for the command line's --help (see thresholds.py)
 from overlap.analysis.thresholds import (  # noqa: E402
@@ -274,6 +273,7 @@ def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
     return frame_of(cols), coverages
 
 
+@memo.per_trace("transfer_columns", lambda v: ({**v[0]}, v[1]))
 def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
                      exposed_threshold: float = DEFAULT_EXPOSED_THRESHOLD,
                      ) -> tuple[Columns, dict[tuple[str, str], tuple[Coverage, Coverage]]]:
