@@ -114,20 +114,38 @@ def _command_buffers(run: Path) -> bool:
     return True  # the user script ran with XLA's defaults
 
 
-def _program_text(run: Path, trace) -> str | None:
+def _program_text(run: Path, trace) -> tuple[str | None, bytes | None]:
     """The step program's HLO: hlo/*.hlo.txt of an `overlap capture` run, else the capture's
-    largest HloProto (the step; the rest are jax's small helper programs)."""
-    texts = sorted((run / "hlo").glob("*.hlo.txt")) if (run / "hlo").is_dir() else []
-    if len(texts) == 1:
-        return texts[0].read_text()
+    largest HloProto (the step; the rest are jax's small helper programs); and that largest
+    HloProto (its instruction order gives the async ops' streams, `overlap.hlo.streams`, where
+    it names every instruction of the text's computations)."""
     from overlap.hlo.program import hlo_text_from_proto
 
-    best = max(((len(bytes(p)), bytes(p)) for p in trace.modules["hlo_proto"] if p),
-               default=None)
-    return hlo_text_from_proto(best[1]) if best else None
+    protos = sorted((bytes(p) for p in trace.modules["hlo_proto"] if p), key=len, reverse=True)
+    proto = protos[0] if protos else None
+    texts = sorted((run / "hlo").glob("*.hlo.txt")) if (run / "hlo").is_dir() else []
+    if len(texts) == 1:
+        text = texts[0].read_text()
+        # the compile of the text among the capture's (same instruction names): the largest
+        # whose order covers it
+        return text, next((p for p in protos if _streams_of(text, p)), proto)
+    return (hlo_text_from_proto(proto) if proto else None), proto
 
 
-def _pred_step_ps(text: str, tname: str, cb: bool, link: dict[str, float] | None) -> int | None:
+def _streams_of(text: str, proto: bytes | None) -> dict[str, Any] | None:
+    """XLA:GPU's execution streams of the program's async ops (None where the proto's order does
+    not cover the text's program, or it has none)."""
+    from overlap.hlo.program import _COMMENT_RE, _parse_module
+    from overlap.hlo.streams import execution_streams, proto_order
+
+    if not proto:
+        return None
+    comps, entry = _parse_module(_COMMENT_RE.sub("", text))
+    return execution_streams(comps, entry, proto_order(proto)) or None
+
+
+def _pred_step_ps(text: str, tname: str, cb: bool, link: dict[str, float] | None,
+                  streams: dict[str, Any] | None = None) -> int | None:
     from overlap.plan.estimate import estimate_for
     from overlap.plan.targets import get_target
 
@@ -135,6 +153,8 @@ def _pred_step_ps(text: str, tname: str, cb: bool, link: dict[str, float] | None
     ov: dict[str, Any] = {}
     if tgt.platform == "cuda":
         ov["command_buffers"] = cb
+        if streams and not cb:
+            ov["streams"] = streams
     if link:
         ov.update(host_link_Bps=link["D2H"], h2d_link_Bps=link["H2D"])
     return estimate_for(text, tgt, **ov).get("step_ps")
@@ -189,12 +209,14 @@ def measure(run: Path, label: str) -> dict[str, Any]:
             span = (max(t["end_ps"].tolist()) - min(t["start_ps"].tolist())) / 1e12
             out["step_s"] = span / (prog["runs"] / devs)
             out["step_source"] = "capture span / runs per device"
-    text = _program_text(run, trace)
+    text, proto = _program_text(run, trace)
     if text and get_target(tname).platform == "cuda":
         cb = _command_buffers(run)
-        out["pred_step_ps"] = {"measured": _pred_step_ps(text, tname, cb, bw),
+        st = _streams_of(text, proto)
+        out["streams"] = bool(st)
+        out["pred_step_ps"] = {"measured": _pred_step_ps(text, tname, cb, bw, st),
                                "sheet": _pred_step_ps(text, tname, cb,
-                                                      {"D2H": sheet, "H2D": sheet})}
+                                                      {"D2H": sheet, "H2D": sheet}, st)}
     return out
 
 

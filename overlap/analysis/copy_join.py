@@ -217,3 +217,50 @@ def _join_graph(prog: ProgramOps, name: str, p: Any, sel: np.ndarray, tr, co,
                                 f"copies of {comp} in schedule order")
                 continue
             op[rows] = np.array([o.name for o in ops], object)[pos]
+
+
+def stream_check(tr: dict[str, np.ndarray], op: np.ndarray, pid: np.ndarray, program_id: Any,
+                 executions: dict[str, int], rule: dict[str, Any]) -> dict[str, Any]:
+    """The streams the joined copies of one program ran on, against `rule` (op -> the stream id
+    XLA's assignment gives it, `overlap.hlo.streams.execution_streams`).
+
+    A run of the program is told by counting: the i-th copy of op X on a device belongs to run
+    i // (X's executions per run). Within one (device, run), ops with one rule id must share a
+    CUDA stream (the trace's line id) and ops with different ids must not; which CUDA stream
+    an id gets may change between runs (XLA borrows them from a pool per run). Returns
+    `{"runs": n, "ops": k, "agree": bool, "mismatch": [str, ...] (at most 3)}`; `runs` 0 where
+    no joined copy has a stream or a rule id."""
+    sel = np.flatnonzero((pid == program_id) & ~is_none(op)) if len(op) else np.zeros(0, int)
+    stream = np.asarray(tr.get("stream", np.full(len(op), None, object)), object)
+    dev = np.asarray(tr["device"], object)
+    start = np.asarray(tr["start_ps"], np.int64)
+    groups: dict[tuple[Any, int], dict[Any, set[Any]]] = {}  # (device, run) -> stream -> ids
+    by_id: dict[tuple[Any, int], dict[Any, set[Any]]] = {}  # (device, run) -> id -> streams
+    seen: set[str] = set()
+    for name in sorted(set(op[sel].tolist())):
+        rows = sel[op[sel] == name]
+        per_run = max(1, int(executions.get(name, 1)))
+        if name not in rule:
+            continue
+        for d in sorted(set(dev[rows].tolist()), key=str):
+            r = rows[dev[rows] == d]
+            r = r[np.argsort(start[r], kind="stable")]
+            for i, row in enumerate(r.tolist()):
+                s = stream[row]
+                if s is None:
+                    continue
+                key = (d, i // per_run)
+                groups.setdefault(key, {}).setdefault(s, set()).add(rule[name])
+                by_id.setdefault(key, {}).setdefault(rule[name], set()).add(s)
+                seen.add(name)
+    bad = []
+    for key in sorted(groups, key=str):
+        for s, ids in groups[key].items():
+            if len(ids) > 1:
+                bad.append(f"run {key[1]} on {key[0]}: stream {s} ran ops of ids "
+                           f"{sorted(map(str, ids))}")
+        for i, ss in by_id[key].items():
+            if len(ss) > 1:
+                bad.append(f"run {key[1]} on {key[0]}: ops of id {i} ran on streams "
+                           f"{sorted(map(str, ss))}")
+    return {"runs": len(groups), "ops": len(seen), "agree": not bad, "mismatch": bad[:3]}

@@ -31,6 +31,14 @@ layout) at the direction's link bandwidth. Copies of one direction are served on
 issue order (FIFO); D2H and H2D run at once on a full-duplex link (PCIe), one after the other on
 a half-duplex one. At the copy's `-done` the compute stream waits until the copy is complete.
 
+Streams (XLA:GPU, when the caller gives them: `overlap.hlo.streams`, from the program's
+HloProto): every async op sits on one of a few execution streams, each a FIFO, so an op starts
+only when the one issued before it on its stream is complete. Device-side async ops (a
+`fusion-start` of a dynamic slice of the weights: a device-to-device copy) are costed by the
+roofline of what they run and waited for at their done: one that queues behind a host copy
+holds the compute stream there. Without streams each host copy is on a stream of its own and
+device-side async ops are free (said in the assumptions).
+
 Per transfer (one execution): `duration_ps` = issue to completion (what a capture measures as
 "in flight"); `hidden_ps` = compute-stream busy time inside that interval; `exposed_ps` =
 duration - hidden; `hidden_fraction` = hidden / duration (1 for an empty transfer); `stall_ps` =
@@ -73,6 +81,7 @@ from overlap.hlo.program import (
     derived_trip_count,
     offload_inventory,
 )
+from overlap.hlo.streams import Streams, is_async_start
 
 PS_PER_S = 10**12
 
@@ -429,81 +438,21 @@ class _Sim:
     recs: dict[str, _Rec]
     segs: list[tuple[int, int, float]] = dataclasses.field(default_factory=list)
     gaps: int = 0  # launch gaps (Roofline.kernel_gap_ps) in `total`
-
-
-class _Link:
-    """The host link as a fluid queue, advanced in time as the schedule walk reaches copies.
-
-    Copies join their queue (one per direction on a duplex link, one for both on a half-duplex
-    one) when they are ready; each queue moves its head copy at the direction's rate, or at
-    `share` of it while the other direction's queue also moves (measured PCIe: both ways at
-    once is not twice one way). Ready times come in non-decreasing order (the walk's clock), and
-    a copy's end is asked for only at its done, where the compute stream then waits for it, so
-    no later copy can change an end already given: advancing the fluid state is exact."""
-
-    def __init__(self, bw: dict[str, float], share: float, duplex: bool):
-        self.bw, self.share, self.duplex = bw, share, duplex
-        self.now = 0.0
-        self.queues: dict[str, list[str]] = {}
-        self.left: dict[str, float] = {}
-        self.dirs: dict[str, str] = {}
-        self.begin: dict[str, float] = {}
-        self.end: dict[str, float] = {}
-
-    def _heads(self) -> list[str]:
-        return [q[0] for q in self.queues.values() if q]
-
-    def _step(self, until: float | None) -> bool:
-        """Move the heads until the first completes or `until`; False when nothing moves."""
-        heads = self._heads()
-        if not heads:
-            return False
-        both = self.duplex and len({self.dirs[h] for h in heads}) > 1
-        rate = {h: self.bw[self.dirs[h]] * (self.share if both else 1.0) / PS_PER_S
-                for h in heads}
-        dt = min(self.left[h] / rate[h] for h in heads)
-        if until is not None and self.now + dt >= until:
-            dt = until - self.now
-        for h in heads:
-            self.left[h] = max(0.0, self.left[h] - rate[h] * dt)
-        self.now += dt
-        for q in self.queues.values():
-            # A copy is complete once its bytes are moved (sub-byte float error is nothing).
-            while q and self.left[q[0]] <= 1e-3:
-                self.end[q.pop(0)] = self.now
-                if q:
-                    self.begin[q[0]] = self.now
-        return True
-
-    def advance(self, to: float) -> None:
-        while self.now < to and self._step(to):
-            pass
-        self.now = max(self.now, to)
-
-    def add(self, name: str, direction: str, ready: float, nbytes: float) -> None:
-        self.advance(ready)
-        q = self.queues.setdefault(direction if self.duplex else "link", [])
-        self.dirs[name], self.left[name] = direction, float(nbytes)
-        q.append(name)
-        if len(q) == 1:
-            self.begin[name] = self.now
-        if nbytes <= 0:
-            self._step(self.now)
-
-    def finish(self, name: str) -> tuple[int, int]:
-        """(begin, end) of copy `name`, moving the link on until it is complete."""
-        while name not in self.end and self._step(None):
-            pass
-        return int(round(self.begin.get(name, self.now))), int(round(self.end.get(name,
-                                                                                  self.now)))
+    # Waits of the compute stream (at dones of copies and of device-side async ops, and at
+    # synchronous copies): (start, end), neither compute nor launch gap.
+    waits: list[tuple[int, int]] = dataclasses.field(default_factory=list)
 
 
 class _Simulator:
     """The schedule walk of the module docstring, for one setting of link bandwidths."""
 
     def __init__(self, m: _Module, ops: dict[str, OffloadOp], model: Roofline,
-                 bw: dict[str, float], static: dict[str, int]):
+                 bw: dict[str, float], static: dict[str, int],
+                 streams: dict[str, Any] | None = None):
         self.m, self.ops, self.model, self.bw, self.static = m, ops, model, bw, static
+        # async op -> its stream (`overlap.hlo.streams`); None: every host copy on a stream of
+        # its own and device-side async ops free (the model before streams were known)
+        self.streams = streams
         self.cache: dict[str, _Sim] = {}
         self.gaps = 0  # launch gaps added by cost() since the current run() began
 
@@ -534,27 +483,68 @@ class _Simulator:
         self.gaps += gap
         return t + gap, float(t)
 
+    def device_op_ps(self, ins: _Instr) -> int:
+        """Time of a device-side async op (an XLA:GPU `fusion-start` of a dynamic slice, a
+        device `copy-start`) on its stream: the roofline of what it runs."""
+        t = self.static.get(ins.name)
+        if t is not None:
+            return t
+        out = ins.shape[1] if isinstance(ins.shape, list) and len(ins.shape) > 1 else ins.shape
+        cm = _CALLS_ONE_RE.search(ins.attrs)
+        comp = self.m.comps.get(cm.group(1), []) if cm else []
+        root = next((i for i in comp if i.root), None)
+        if ins.opcode == "copy-start":
+            t = _kernel_ps(dataclasses.replace(ins, opcode="copy", shape=out), self.m,
+                           self.model)
+        elif ins.opcode == "fusion-start" and comp:  # calls= names the fused computation
+            t = _kernel_ps(dataclasses.replace(ins, opcode="fusion", shape=out), self.m,
+                           self.model)
+        elif root is not None and not is_async_start(root.opcode):  # async-start's wrapped op
+            t = _kernel_ps(root, self.m, self.model)
+        else:  # nothing to cost it by: free, as ops off the streams are
+            t = 0
+        self.static[ins.name] = t
+        return t
+
     def run(self, comp_name: str, depth: int = 0) -> _Sim:
         if comp_name in self.cache:
             return self.cache[comp_name]
         floor = int(self.model.kernel_floor_ps)
         on_stream = self.model.copies_on_compute_stream
-        link = _Link(self.bw, self.model.duplex_share, self.model.full_duplex)
+        streams = None if on_stream else self.streams
+        link = Streams(self.bw, self.model.duplex_share, self.model.full_duplex)
         outer_gaps, self.gaps = self.gaps, 0
         t = 0
         busy = 0.0
         segs: list[tuple[int, int, float]] = []  # (start, end, busy density) of compute
+        waits: list[tuple[int, int]] = []
         inflight: dict[str, int] = {}
+        device: set[str] = set()  # device-side async ops in flight (on streams)
         recs: dict[str, _Rec] = {}
         for ins in self.m.comps.get(comp_name, []):
             o = self.ops.get(ins.name)
             if o is not None:
-                link.add(ins.name, o.direction, t + floor, o.layout_bytes or o.bytes)
+                link.add(ins.name, t + floor, stream=(streams or {}).get(ins.name),
+                         direction=o.direction, nbytes=o.layout_bytes or o.bytes)
                 if o.is_async and not on_stream:
                     inflight[ins.name] = t
                 else:  # synchronous, or on the compute stream: the stream waits for it
                     begin, end = link.finish(ins.name)
                     recs[ins.name] = _Rec(t, begin, end, t, end - t, 0, True, o.direction)
+                    if end > t:
+                        waits.append((t, end))
+                    t = end
+                continue
+            if streams is not None and is_async_start(ins.opcode):
+                link.add(ins.name, t + floor, stream=streams.get(ins.name),
+                         device_ps=self.device_op_ps(ins))
+                device.add(ins.name)
+                continue
+            if ins.opcode.endswith("-done") and ins.operands and ins.operands[0] in device:
+                device.discard(ins.operands[0])
+                _, end = link.finish(ins.operands[0])
+                if end > t:  # the compute stream waits for the op on its stream
+                    waits.append((t, end))
                     t = end
                 continue
             if ins.opcode.endswith("-done") and ins.operands and ins.operands[0] in inflight:
@@ -563,6 +553,8 @@ class _Simulator:
                 begin, end = link.finish(name)
                 recs[name] = _Rec(issue, begin, end, t, max(0, end - t), 0, True,
                                   self.ops[name].direction)
+                if end > t:
+                    waits.append((t, end))
                 t = max(t, end)
                 continue
             el, b = self.cost(ins, depth)
@@ -585,7 +577,7 @@ class _Simulator:
             # Sub-picosecond rounding is not exposure.
             if r.end - r.issue - r.hidden <= max(1, (r.end - r.issue) // 10**9):
                 r.hidden = r.end - r.issue
-        sim = _Sim(t, busy, recs, segs, self.gaps)
+        sim = _Sim(t, busy, recs, segs, self.gaps, waits)
         self.gaps = outer_gaps
         self.cache[comp_name] = sim
         return sim
@@ -656,8 +648,21 @@ def _fmt_rate(bps: float) -> str:
     return f"{bps / 1e9:.1f} GB/s"
 
 
+def _streams_info(streams: dict[str, Any] | None, source: str,
+                  model: Roofline) -> dict[str, Any]:
+    """The estimate's `streams` entry: how async ops were put on streams (JSON-safe)."""
+    if model.copies_on_compute_stream:
+        return {"modelled": False, "source": "command buffers: copies on the compute stream"}
+    if streams is None:
+        return {"modelled": False, "source": source or "not known: each async op on a stream "
+                "of its own"}
+    return {"modelled": True, "source": source, "count": len(set(streams.values())),
+            "ops": {k: str(v) for k, v in sorted(streams.items())}}
+
+
 def assumptions(model: Roofline, link_name: str = "", tiled: bool = False,
-                calibration: str = "") -> list[str]:
+                calibration: str = "", streams: dict[str, Any] | None = None,
+                streams_source: str = "") -> list[str]:
     """What an estimate with `model` assumes, one sentence each (printed next to it)."""
     if calibration:
         out = [f"compute: {calibration}"]
@@ -688,20 +693,38 @@ def assumptions(model: Roofline, link_name: str = "", tiled: bool = False,
                    "stream, so no copy hides behind compute")
     if tiled:
         out.append("bytes in the tiled layout the compiler chose (padding included)")
-    out.append("not modelled: other streams, collectives, host work, caches")
+    if model.copies_on_compute_stream:
+        pass
+    elif streams is not None:
+        out.append(f"async ops on {len(set(streams.values()))} streams ({streams_source}); "
+                   "each stream runs its ops one at a time in issue order, so an op (a "
+                   "device-side slice too) waits for a host copy issued before it on its stream")
+    else:
+        out.append("each host copy on a stream of its own and device-side async ops free "
+                   + (f"({streams_source})" if streams_source else
+                      "(which XLA:GPU stream each async op runs on is not known without the "
+                      "program's HloProto)"))
+    out.append("not modelled: collectives, host work, caches")
     return out
 
 
 def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "",
                      kernel_ps: dict[str, int] | None = None,
-                     calibration: str = "") -> dict[str, Any]:
+                     calibration: str = "", streams: dict[str, Any] | None = None,
+                     streams_source: str = "") -> dict[str, Any]:
     """The predicted overlap of every planned host transfer in `hlo_text` (see the module
     docstring). Returns a JSON-safe dict: `ops` (one row per transfer), `per_step` totals per
     direction and overall, `model` (the numbers used) and `assumptions`.
 
     `kernel_ps`: times of instructions by name (picoseconds per execution, e.g. measured by a
     calibration, `overlap.plan.calibrate`), used in place of their roofline time;
-    `calibration` says where they come from (the compute assumption)."""
+    `calibration` says where they come from (the compute assumption).
+
+    `streams`: the stream of each async op (`overlap.hlo.streams.execution_streams`: XLA:GPU's
+    execution streams, read from the program's HloProto); ops on one stream run one at a time
+    in issue order, device-side async ops included, and `streams_source` says where the
+    streams come from. None: each host copy on a stream of its own, device-side async ops
+    free (said in the assumptions)."""
     comps, entry = _parse_module(_COMMENT_RE.sub("", hlo_text))
     m = _Module(comps, {i.name: i for instrs in comps.values() for i in instrs})
     inv = offload_inventory(hlo_text)
@@ -712,7 +735,7 @@ def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "",
     base_bw = {"D2H": model.link_Bps("D2H"), "H2D": model.link_Bps("H2D")}
 
     def simulate(bw: dict[str, float]) -> tuple[_Simulator, _Sim | None]:
-        s = _Simulator(m, ops, model, bw, static)
+        s = _Simulator(m, ops, model, bw, static, streams)
         top = s.run(entry_name) if entry_name else None
         for o in inv.ops:  # computations the entry does not reach (should not happen)
             if o.computation not in s.cache:
@@ -825,7 +848,9 @@ def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "",
         "note": "predicted from the compiled schedule (roofline + host-link model), "
                 "not a measurement",
         "model": {**dataclasses.asdict(model), "h2d_link_Bps": base_bw["H2D"]},
-        "assumptions": assumptions(model, link_name, tiled, calibration),
+        "assumptions": assumptions(model, link_name, tiled, calibration,
+                                   streams=streams, streams_source=streams_source),
+        "streams": _streams_info(streams, streams_source, model),
         "ops": rows, "per_step": per_step,
         "trip_counts_known": inv.trip_counts_known,
         # The slowest host link (both directions) at which every async transfer still hides.
@@ -844,7 +869,8 @@ def dumps(est: dict[str, Any]) -> str:
 
 
 
-def predicted_timeline(hlo_text: str, model: Roofline) -> list[dict[str, Any]]:
+def predicted_timeline(hlo_text: str, model: Roofline,
+                       streams: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The estimate's own walk of the computations that hold planned transfers, laid out for
     drawing (same costing and link model as `estimate_overlap`; nothing is costed apart).
 
@@ -854,9 +880,11 @@ def predicted_timeline(hlo_text: str, model: Roofline) -> list[dict[str, Any]]:
 
     `compute`: the compute stream's busy intervals `[(start_ps, end_ps)]` from the
     computation's start: the whole computation minus the waits at transfer dones (and the
-    time of synchronous copies). `copies`: per transfer `op`, `direction`, `bytes`, `issue_ps`
-    (its start op), `begin_ps` (when it starts moving), `end_ps` (complete), `done_ps` (its
-    done op), `hidden_ps`, `exposed_ps` (as `estimate_overlap` computes them)."""
+    time of synchronous copies, and the waits at device-side async ops' dones when `streams`
+    are given, as `estimate_overlap` takes them). `copies`: per transfer `op`, `direction`,
+    `bytes`, `issue_ps` (its start op), `begin_ps` (when it starts moving), `end_ps`
+    (complete), `done_ps` (its done op), `hidden_ps`, `exposed_ps` (as `estimate_overlap`
+    computes them)."""
     comps, entry = _parse_module(_COMMENT_RE.sub("", hlo_text))
     m = _Module(comps, {i.name: i for instrs in comps.values() for i in instrs})
     inv = offload_inventory(hlo_text)
@@ -864,7 +892,7 @@ def predicted_timeline(hlo_text: str, model: Roofline) -> list[dict[str, Any]]:
         return []
     ops = {o.name: o for o in inv.ops}
     bw = {"D2H": model.link_Bps("D2H"), "H2D": model.link_Bps("H2D")}
-    sim = _Simulator(m, ops, model, bw, {})
+    sim = _Simulator(m, ops, model, bw, {}, streams)
     entry_name = _find_entry(comps, entry)
     if entry_name:
         sim.run(entry_name)
@@ -875,7 +903,7 @@ def predicted_timeline(hlo_text: str, model: Roofline) -> list[dict[str, Any]]:
     for comp in sorted(per_comp, key=lambda c: (-per_comp[c], c)):
         s = sim.run(comp)
         mine = [o for o in inv.ops if o.computation == comp]
-        waits = sorted((r.done_at, r.done_at + r.stall) for r in s.recs.values() if r.stall > 0)
+        waits = sorted(s.waits)
         compute: list[tuple[int, int]] = []
         t = 0
         for a, b in waits:

@@ -99,10 +99,12 @@ def roofline_for(target: Target, *, host_link_Bps: float | None = None,
 
 
 def estimate_for(hlo_text: str, target: Target, *, calibration: Any = None,
+                 streams: dict[str, Any] | None = None, streams_source: str = "",
                  **overrides: Any) -> dict[str, Any]:
     """`overlap.hlo.schedule.estimate_overlap` of `hlo_text` under `target`'s model (see
     `roofline_for` for the overrides). With a `calibration`, instructions it measured (matched
-    by content, `Calibration.kernel_ps_for`) take their measured time."""
+    by content, `Calibration.kernel_ps_for`) take their measured time. `streams` /
+    `streams_source`: the async ops' streams (`overlap.hlo.streams`), passed through."""
     from overlap.hlo.schedule import estimate_overlap
 
     model, info = roofline_for(target, calibration=calibration, **overrides)
@@ -112,7 +114,8 @@ def estimate_for(hlo_text: str, target: Target, *, calibration: Any = None,
         info["calibration_match"] = stats
         how = calibration.describe(stats)
     est = estimate_overlap(hlo_text, model, link_name=str(info.get("host_link") or ""),
-                           kernel_ps=kernel_ps, calibration=how)
+                           kernel_ps=kernel_ps, calibration=how, streams=streams,
+                           streams_source=streams_source)
     est["model"].update(info)
     if model.kernel_floor_ps:
         est["assumptions"] = [a if not a.startswith("each kernel takes at least") else

@@ -67,19 +67,63 @@ def _measured_link(transfers, pid, backend: str) -> tuple[dict, float | None, fl
             (measured.get("H2D") or {}).get("link_Bps"))
 
 
-def _captured(text: str, tgt: Target, backend: str, **overrides: Any) -> dict[str, dict]:
+def _captured(text: str, tgt: Target, backend: str, streams: dict[str, Any] | None = None,
+              **overrides: Any) -> dict[str, dict]:
     """Per op, the estimate's span and hidden time on the capture's span definition."""
     from overlap.analysis.predict import as_captured
     from overlap.hlo.schedule import predicted_timeline
     from overlap.plan.estimate import roofline_for
 
     model, _ = roofline_for(tgt, **overrides)
-    return as_captured(predicted_timeline(text, model), backend)
+    return as_captured(predicted_timeline(text, model, streams), backend)
+
+
+def _streams(trace, tgt: Target, pid: Any, text: str, proto: bytes | None,
+             pid_col: np.ndarray, op_col: np.ndarray) -> tuple[dict[str, Any] | None, str]:
+    """(stream of each async op, where that comes from) for one program of a GPU capture:
+    XLA:GPU's execution-stream rule (`overlap.hlo.streams`) over the instruction order of the
+    capture's HloProto, checked against the streams the capture's joined host copies ran on
+    (`overlap.analysis.copy_join.stream_check`). Where the capture disagrees, its host copies'
+    own streams are used and device-side async ops get a stream of their own each."""
+    from overlap.analysis.copy_join import stream_check
+    from overlap.hlo.program import _COMMENT_RE, _parse_module, offload_inventory
+    from overlap.hlo.streams import XLA_GPU_EXECUTION_STREAMS, execution_streams, proto_order
+
+    if tgt.platform != "cuda" or not proto:
+        return None, ""
+    comps, entry = _parse_module(_COMMENT_RE.sub("", text))
+    try:
+        rule = execution_streams(comps, entry, proto_order(proto))
+    except Exception:  # a proto the printer read but our schema cannot: no order, no rule
+        rule = {}
+    if not rule:
+        return None, "XLA's instruction order could not be read from the HloProto"
+    n = XLA_GPU_EXECUTION_STREAMS
+    how = (f"XLA:GPU's assignment: async ops in the HloProto's order take execution streams "
+           f"1..{n} in turn")
+    execs = {o.name: o.executions for o in offload_inventory(text).ops}
+    chk = stream_check(dict(trace.columns("transfers")), op_col, pid_col, pid, execs, rule)
+    if not chk["runs"]:
+        return rule, how + " (the capture's copies name no stream to check it by)"
+    if chk["agree"]:
+        return rule, how + (f"; checked on the capture: its host copies ran on those streams in "
+                            f"all {chk['runs']} runs")
+    # The rule does not describe this capture: its host copies' own streams (most often per op)
+    tr = trace.columns("transfers")
+    stream = np.asarray(tr["stream"], object)
+    own: dict[str, Any] = {}
+    for name in set(op_col[(pid_col == pid)].tolist()) - {None}:
+        vals = stream[(pid_col == pid) & (op_col == name)].tolist()
+        if vals:
+            own[name] = ("captured", max(set(vals), key=vals.count))
+    return own, ("the capture's own streams for host copies (XLA's rule disagreed: "
+                 + "; ".join(chk["mismatch"]) + "); device-side async ops each on their own")
 
 
 def _entry(name: str, pid: Any, text: str | None, est: dict, tgt: Target, backend: str,
            measured: dict, link: tuple[dict, float | None, float | None],
-           overrides: dict[str, Any], kernel_floor_us: float | None) -> dict[str, Any]:
+           overrides: dict[str, Any], kernel_floor_us: float | None,
+           streams: tuple[dict[str, Any] | None, str] = (None, "")) -> dict[str, Any]:
     """One program's section: the estimate's ops beside the measured ones (and again at the
     measured link), per step on both sides, on the capture's span definition."""
     from overlap.analysis.predict import SPAN_DEFINITION, join, per_step, program_runs
@@ -88,11 +132,14 @@ def _entry(name: str, pid: Any, text: str | None, est: dict, tgt: Target, backen
     ml, d2h, h2d = link
     again = captured = captured_again = None
     if text is not None:
-        captured = _captured(text, tgt, backend, kernel_floor_us=kernel_floor_us, **overrides)
+        captured = _captured(text, tgt, backend, streams[0], kernel_floor_us=kernel_floor_us,
+                             **overrides)
     if text and (d2h or h2d):
         at = dict(overrides, host_link_Bps=d2h or h2d, h2d_link_Bps=h2d or d2h)
-        again = estimate_for(text, tgt, kernel_floor_us=kernel_floor_us, **at)
-        captured_again = _captured(text, tgt, backend, kernel_floor_us=kernel_floor_us, **at)
+        again = estimate_for(text, tgt, kernel_floor_us=kernel_floor_us, streams=streams[0],
+                             streams_source=streams[1], **at)
+        captured_again = _captured(text, tgt, backend, streams[0],
+                                   kernel_floor_us=kernel_floor_us, **at)
     one_way = d2h or h2d
     suggest = None
     if one_way:
@@ -107,6 +154,7 @@ def _entry(name: str, pid: Any, text: str | None, est: dict, tgt: Target, backen
             "span_definition": SPAN_DEFINITION.get(backend, SPAN_DEFINITION["gpu"]),
             "measured_link": ml, "plan_with_measured_bandwidth": suggest,
             "model": est.get("model") or {}, "assumptions": est.get("assumptions") or [],
+            "streams": est.get("streams"),
             "predicted_per_step": est.get("per_step"),
             "predicted_per_step_at_measured_link": again["per_step"] if again else None,
             "runs": runs,
@@ -140,7 +188,11 @@ def _in_command_buffers(trace_ops: np.ndarray, pid_col: np.ndarray, pid: Any) ->
     return bool(graph[codes].mean() >= 0.5)  # code -1 (no name) reads the last: False
 
 
-def _hlo_by_pid(trace, pids: set) -> tuple[dict[Any, tuple[str, str]], list[str]]:
+def _hlo_by_pid(trace, pids: set, protos: dict[Any, bytes] | None = None
+                ) -> tuple[dict[Any, tuple[str, str]], list[str]]:
+    """(program id -> (module name, HLO text)) of the programs in `pids` whose HloProto the
+    capture carries and XLA's printer reads, and a note per one it cannot; `protos` (if
+    given) gets each printed program's serialized proto."""
     from overlap.hlo.program import hlo_text_from_proto
 
     out: dict[Any, tuple[str, str]] = {}
@@ -150,6 +202,8 @@ def _hlo_by_pid(trace, pids: set) -> tuple[dict[Any, tuple[str, str]], list[str]
         if m and proto and int(m.group(1)) in pids:
             try:
                 out[int(m.group(1))] = (str(name), hlo_text_from_proto(bytes(proto)))
+                if protos is not None:
+                    protos[int(m.group(1))] = bytes(proto)
             except Exception as e:  # a damaged proto is no program: said, the rest goes on
                 notes.append(f"program {m.group(1)}: its HloProto cannot be printed "
                              f"({type(e).__name__})")
@@ -177,7 +231,8 @@ def predict_capture(trace, result: dict, *, target: str | None = None,
     pids = set()
     if "program_id" in transfers.columns:
         pids = {int(p) for p in transfers["program_id"].dropna().unique()}
-    by_pid, notes = _hlo_by_pid(trace, pids)
+    protos: dict[Any, bytes] = {}
+    by_pid, notes = _hlo_by_pid(trace, pids, protos)
     table, pid_col, op_col, unjoined, _ = _joined(trace, by_pid)
     trace_ops = np.asarray(trace.columns("transfers")["hlo_op"], object)
     overrides: dict[str, Any] = {"host_link_Bps": host_link_Bps, "h2d_link_Bps": h2d_link_Bps}
@@ -196,7 +251,11 @@ def predict_capture(trace, result: dict, *, target: str | None = None,
             # What the run did, from the capture: copies inside CUDA graphs carry the graph's
             # name (not this process's XLA_FLAGS, which is not the run's).
             ov["command_buffers"] = _in_command_buffers(trace_ops, pid_col, pid)
-        est = estimate_for(text, tgt, kernel_floor_us=kernel_floor_us, **ov)
+        streams: tuple[dict[str, Any] | None, str] = (None, "")
+        if tgt.platform == "cuda" and not ov.get("command_buffers"):
+            streams = _streams(trace, tgt, pid, text, protos.get(pid), pid_col, op_col)
+        est = estimate_for(text, tgt, kernel_floor_us=kernel_floor_us, streams=streams[0],
+                           streams_source=streams[1], **ov)
         if "command_buffers" in ov and tgt.platform == "cuda":
             est["model"]["command_buffers_source"] = (
                 "given" if "command_buffers" in overrides else
@@ -205,7 +264,7 @@ def predict_capture(trace, result: dict, *, target: str | None = None,
                                                    "ran outside CUDA graphs"))
         link = _measured_link(transfers, pid, backend)
         programs.append(_entry(name, pid, text, est, tgt, backend, measured, link, ov,
-                               kernel_floor_us))
+                               kernel_floor_us, streams))
     join_info = _unjoined_section(unjoined, len(op_col))
     if not programs:
         why = "; ".join(f"{g['count']} {g['direction']} {g['hlo_op']}: {g['reason']}"
