@@ -43,16 +43,17 @@ def _target_name(trace, target: str | None) -> tuple[str, str]:
                      f"({', '.join(kinds) or 'none recorded'}); pass --target")
 
 
-def _joined(trace, by_pid: dict[int, tuple[str, str]]):
+def _joined(trace, by_pid: dict[int, tuple[str, str]], missing: dict[int, str] | None = None):
     """The capture's copies joined to their ops (`overlap.analysis.copy_join`): (per-transfer
-    metrics, program id per transfer, op per transfer, unjoined groups, ProgramOps by id)."""
+    metrics, program id per transfer, op per transfer, unjoined groups, ProgramOps by id).
+    `missing`: program id -> why its HLO is not at hand (an unreadable HloProto)."""
     from overlap.analysis.copy_join import ProgramOps, join_copies
     from overlap.analysis.overlap import transfer_columns
 
     table, _ = transfer_columns(trace)
     progs = {pid: ProgramOps(text) for pid, (_, text) in by_pid.items()}
     pid, op, unjoined = join_copies(dict(trace.columns("transfers")),
-                                    dict(trace.columns("compute")), progs)
+                                    dict(trace.columns("compute")), progs, missing)
     return table, pid, op, unjoined, progs
 
 
@@ -188,25 +189,35 @@ def _in_command_buffers(trace_ops: np.ndarray, pid_col: np.ndarray, pid: Any) ->
     return bool(graph[codes].mean() >= 0.5)  # code -1 (no name) reads the last: False
 
 
-def _hlo_by_pid(trace, pids: set, protos: dict[Any, bytes] | None = None
+def _hlo_by_pid(trace, pids: set, protos: dict[Any, bytes] | None = None,
+                missing: dict[int, str] | None = None
                 ) -> tuple[dict[Any, tuple[str, str]], list[str]]:
     """(program id -> (module name, HLO text)) of the programs in `pids` whose HloProto the
-    capture carries and XLA's printer reads, and a note per one it cannot; `protos` (if
-    given) gets each printed program's serialized proto."""
-    from overlap.hlo.program import hlo_text_from_proto
+    capture carries and XLA's printer reads (`overlap.hlo.proto_print`: checked first, printed
+    in a child process, so a damaged proto cannot abort this one), and a note per one it
+    cannot; `protos` (if given) gets each printed program's serialized proto, `missing` (if
+    given) each unreadable one's reason."""
+    from overlap.hlo.proto_print import print_protos
 
-    out: dict[Any, tuple[str, str]] = {}
-    notes = []
+    names: dict[int, str] = {}
+    raw: dict[int, bytes] = {}
     for name, proto in zip(trace.modules["name"], trace.modules["hlo_proto"]):
         m = _PID_RE.search(str(name))
         if m and proto and int(m.group(1)) in pids:
-            try:
-                out[int(m.group(1))] = (str(name), hlo_text_from_proto(bytes(proto)))
-                if protos is not None:
-                    protos[int(m.group(1))] = bytes(proto)
-            except Exception as e:  # a damaged proto is no program: said, the rest goes on
-                notes.append(f"program {m.group(1)}: its HloProto cannot be printed "
-                             f"({type(e).__name__})")
+            names[int(m.group(1))] = str(name)
+            raw[int(m.group(1))] = bytes(proto)
+    out: dict[Any, tuple[str, str]] = {}
+    notes = []
+    for pid, (text, why) in sorted(print_protos(raw).items()):
+        if text is not None:
+            out[pid] = (names[pid], text)
+            if protos is not None:
+                protos[pid] = raw[pid]
+        else:  # a damaged proto is no program: said, the rest goes on
+            reason = f"its HloProto cannot be read ({why})"
+            notes.append(f"program {pid} ({names[pid]}): {reason}")
+            if missing is not None:
+                missing[pid] = f"program {pid}: {reason}"
     return out, notes
 
 
@@ -232,8 +243,9 @@ def predict_capture(trace, result: dict, *, target: str | None = None,
     if "program_id" in transfers.columns:
         pids = {int(p) for p in transfers["program_id"].dropna().unique()}
     protos: dict[Any, bytes] = {}
-    by_pid, notes = _hlo_by_pid(trace, pids, protos)
-    table, pid_col, op_col, unjoined, _ = _joined(trace, by_pid)
+    missing: dict[int, str] = {}
+    by_pid, notes = _hlo_by_pid(trace, pids, protos, missing)
+    table, pid_col, op_col, unjoined, _ = _joined(trace, by_pid, missing)
     trace_ops = np.asarray(trace.columns("transfers")["hlo_op"], object)
     overrides: dict[str, Any] = {"host_link_Bps": host_link_Bps, "h2d_link_Bps": h2d_link_Bps}
     if command_buffers is not None and tgt.platform == "cuda":
@@ -266,6 +278,14 @@ def predict_capture(trace, result: dict, *, target: str | None = None,
         programs.append(_entry(name, pid, text, est, tgt, backend, measured, link, ov,
                                kernel_floor_us, streams))
     join_info = _unjoined_section(unjoined, len(op_col))
+    if not programs and missing:
+        # Programs the capture carries but that cannot be read: said, and the measured report
+        # goes on (nothing of the capture is lost to a damaged program).
+        return {"kind": "prediction", "predicted": False,
+                "note": "nothing predicted: the program(s) whose copies the capture measured "
+                        "cannot be read; the measured report stands",
+                "target": tname, "target_source": tsource, "programs": [], "notes": notes,
+                **join_info}
     if not programs:
         why = "; ".join(f"{g['count']} {g['direction']} {g['hlo_op']}: {g['reason']}"
                         for g in unjoined[:3])
@@ -273,7 +293,7 @@ def predict_capture(trace, result: dict, *, target: str | None = None,
                          "HloProto it carries" + (f" ({why})" if why else "")
                          + (f" ({'; '.join(notes)})" if notes else ""))
     return {
-        "kind": "prediction",
+        "kind": "prediction", "predicted": True,
         "note": "predicted = the plan estimate of the captured program (roofline + host-link "
                 "model), not a measurement; measured = this capture",
         "target": tname, "target_source": tsource, "programs": programs, "notes": notes,

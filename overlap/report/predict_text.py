@@ -19,6 +19,10 @@ def render_prediction(section: dict) -> str:
     if section.get("joined") is False:  # `--plan` of another program: said, nothing joined
         return (f"no prediction joined: plan {section.get('plan')} ({section['target']}) is not "
                 f"of this capture's program: {section.get('reason')}")
+    if section.get("predicted") is False:  # the captured program(s) cannot be read: said
+        return "\n".join([f"PREDICTED vs MEASURED ({section['target']}): {section['note']}",
+                          *_join_lines(section),
+                          *(f"note: {n}" for n in section.get("notes") or [])])
     label = section.get("label")
     out = [f"PREDICTED vs MEASURED ({section['target']}, {section['target_source']}; "
            + (f"{label} = the plan run's estimate, not a measurement; matched by "
