@@ -44,7 +44,8 @@ from overlap.arrays import factorize
 def link_throughput(transfers: pd.DataFrame,
                     program_id: int | None = None) -> dict[str, dict[str, Any]]:
     """Per direction: bytes, busy time (union of in-flight intervals per host and device, in
-    ps) and bytes / busy (`link_Bps`); also bytes / summed span (`per_copy_Bps`). Transfers of
+    ps) and bytes / busy (`link_Bps`); also bytes / summed duration (`per_copy_Bps`: each
+    copy's `duration_ps`, the chip's clock where the capture has it). Transfers of
     other programs are left out when `program_id` is given."""
     t = transfers
     if program_id is not None and "program_id" in t.columns:
@@ -65,7 +66,12 @@ def link_throughput(transfers: pd.DataFrame,
         prev = np.where(np.isnan(prev), -np.inf, prev)
         busy = float(np.clip(reach - np.maximum(start, prev), 0, None).sum())
         nbytes = int(sub["bytes"].sum())
-        span = int((end - start).sum())
+        # per copy: the duration every bandwidth of the report divides by (the chip's own clock
+        # where a TPU capture gives it: overlap.trace.tpu.copy_durations); the busy union
+        # stays on the timeline the overlap is measured on
+        dev = sub["device_span_ps"] if "device_span_ps" in sub.columns else None
+        span = int(np.where(dev.notna().to_numpy(), dev.fillna(0).to_numpy(np.int64),
+                            end - start).sum()) if dev is not None else int((end - start).sum())
         out[d] = {"copies": int(len(sub)), "bytes": nbytes, "busy_ps": int(busy),
                   "link_Bps": nbytes / busy * 1e12 if busy else None,
                   "per_copy_Bps": nbytes / span * 1e12 if span else None}
