@@ -110,7 +110,7 @@ def match(run: dict, plan: dict, target_of: Callable[[str], str | None] | None =
         how.append("policy")
     platform = str(tgt.get("platform") or "")
     backend = str(run.get("backend") or "")
-    if platform and backend and platform != backend:
+    if platform and backend and not _same_platform(platform, backend, run.get("platform")):
         return False, f"plan {label} is for {tname} ({platform}), the run ran on {backend}"
     kinds = [k for k in run.get("device_kinds") or [] if k]
     if target_of is not None:
@@ -121,6 +121,23 @@ def match(run: dict, plan: dict, target_of: Callable[[str], str | None] | None =
         if named:
             how.append(f"target {tname} from the device kind")
     return True, ", ".join(how)
+
+
+# A plan names its compiler's platform (jax's "cuda", "tpu"); a capture its trace backend
+# ("gpu", "tpu") and, in `platform`, the devices' vendors ("gpu (NVIDIA)").
+_PLAN_BACKEND = {"cuda": ("gpu", "NVIDIA"), "rocm": ("gpu", "AMD")}
+
+
+def _same_platform(plan_platform: str, backend: str, run_platform: Any) -> bool:
+    """Whether a plan compiled for `plan_platform` can be of a run on trace backend `backend`:
+    a CUDA plan joins a GPU capture unless the capture names other vendors' devices only."""
+    if plan_platform == backend:
+        return True
+    want = _PLAN_BACKEND.get(plan_platform)
+    if want is None or want[0] != backend:
+        return False
+    vendors = str(run_platform or "").partition("(")[2]
+    return not vendors or want[1] in vendors
 
 
 def predicted_beside(run: dict, plans: list[dict],

@@ -136,4 +136,40 @@ def plan_problem(m: dict) -> str | None:
                 return f"estimate.per_step.{d}.{k} is {per.get(k)!r}, not a number >= 0"
         if (per.get("hidden_ps") or 0) > (per.get("transfer_ps") or 0):
             return f"estimate.per_step.{d}: hidden_ps exceeds transfer_ps"
+    return ops_problem(est.get("ops"))
+
+
+# What every reader of a plan's per-copy records (estimate.ops) indexes without a default:
+# overlap.plan.predict, the dashboard's planned copies, the HTML report's plan table.
+OP_FIELDS = ("op", "direction", "executions", "bytes", "transfer_ps")
+
+
+def ops_problem(ops: Any) -> str | None:
+    """What is wrong with a plan's ``estimate.ops`` (a list of per-copy records, written by
+    `overlap.hlo.schedule`), in one phrase, or None: not a list, a record that is not an object
+    or lacks a field in `OP_FIELDS`, an op name that is not a string, a direction other than
+    D2H/H2D, a count, byte size or time that is not a number >= 0, a hidden fraction outside
+    [0, 1]."""
+    if ops is None:
+        return None
+    if not isinstance(ops, list):
+        return f"estimate.ops is a JSON {type(ops).__name__}, not a list of copy records"
+    for i, o in enumerate(ops):
+        if not isinstance(o, dict):
+            return f"estimate.ops[{i}] is {str(o)[:40]!r}, not a copy record (an object)"
+        missing = [k for k in OP_FIELDS if k not in o]
+        if missing:
+            return f"estimate.ops[{i}] has no {', '.join(missing)}"
+        if not isinstance(o["op"], str):
+            return f"estimate.ops[{i}].op is {o['op']!r}, not an op name"
+        if o["direction"] not in ("D2H", "H2D"):
+            return f"estimate.ops[{i}].direction is {o['direction']!r}, not D2H or H2D"
+        for k in ("executions", "bytes", "layout_bytes", "transfer_ps", "duration_ps",
+                  "compute_ps", "hidden_ps", "exposed_ps", "stall_ps", "moving_ps",
+                  "queued_ps"):
+            if _bad_number(o.get(k)):
+                return f"estimate.ops[{i}].{k} is {o.get(k)!r}, not a number >= 0"
+        if _bad_number(o.get("hidden_fraction"), ratio=True):
+            return (f"estimate.ops[{i}].hidden_fraction is {o.get('hidden_fraction')!r}, not a "
+                    "fraction in [0, 1]")
     return None

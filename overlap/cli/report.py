@@ -282,7 +282,13 @@ def _plan_prediction(args: argparse.Namespace, trace, result: dict) -> dict:
            "copy_modules": copy_module_names(trace), "device_kinds": device_kinds_of(trace),
            "backend": result.get("backend")}
     texts = sorted(Path(args.plan).glob("hlo/*.after_optimizations.hlo.txt"))
-    text = texts[0].read_text() if len(texts) == 1 and texts[0].is_file() else None
+    try:
+        text = texts[0].read_text() if len(texts) == 1 and texts[0].is_file() else None
+    except UnicodeDecodeError as e:
+        from overlap.errors import InputError
+
+        raise InputError(texts[0], f"not UTF-8 text (byte {e.start}): the plan's optimized HLO "
+                                   "is written as UTF-8; this file was damaged") from None
     from overlap.plan.predict import predict_from_plan
 
     return predict_from_plan(trace, result, plan, run, hlo_text=text)
@@ -301,6 +307,13 @@ def _plan(path: str) -> dict | None:
     m = load_manifest(p)
     if not is_plan(m):
         return None
+    from overlap.analysis.plans import plan_problem
+    from overlap.errors import InputError
+
+    # A hand-edited or foreign plan: named, never read as written (exit 3, not a crash).
+    problem = plan_problem(m)
+    if problem:
+        raise InputError(p / "run.json", f"impossible plan: {problem}")
     m = {**m, "label": m.get("label") or p.name}
     from overlap.trace.paths import read_side_json
 

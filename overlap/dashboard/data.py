@@ -312,8 +312,9 @@ def _load_plan(run: Run) -> RunData | RunLoadError:
     """A plan run as RunData: no timeline (nothing ran), program-order memory from the
     compiler's heap simulation, and a result that says compiled, not run."""
     from overlap.analysis.plans import plan_row
+    from overlap.runs.rundir import normalize_manifest
 
-    m = run.manifest()
+    m = normalize_manifest(run.manifest())  # the types every view reads (memory_analysis ...)
     row = plan_row({**m, "label": m.get("label") or run.name})
     target = row["target"]
     pm = None
@@ -403,7 +404,19 @@ def _load_uncached(run: Run) -> RunData | RunLoadError:
         if problem is not None:
             return RunLoadError(f"{run.name}: {problem}")
     if run.is_plan:
-        return _load_plan(run)
+        from overlap.analysis.plans import plan_problem
+        from overlap.runs.rundir import normalize_manifest
+
+        # A hand-edited or foreign plan: its card names run.json and what is wrong with it, as
+        # `overlap report`/`check` do, instead of a view failing on it (HTTP 500).
+        problem = plan_problem(normalize_manifest(run.manifest()))
+        if problem:
+            return RunLoadError(f"{run.name}: run.json: impossible plan: {problem}")
+        try:
+            return _load_plan(run)
+        except Exception as e:  # noqa: BLE001 - any other damage becomes this run's error card
+            return RunLoadError(f"{run.name}: run.json: unreadable plan ({type(e).__name__}: "
+                                f"{str(e)[:200]})")
     if run.is_failed:  # nothing was captured: the run's card says what happened
         from overlap.analysis.failed_runs import verdict
 

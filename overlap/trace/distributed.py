@@ -126,7 +126,29 @@ def _connect(Client: Any, address: str) -> Any:
     if isinstance(e, (OSError, TimeoutError, ValueError)):
         raise UsageError(f"cannot reach the Dask scheduler at {address}: "
                          f"{' '.join(str(e).split())[:200]}") from None
+    if isinstance(e, MemoryError):
+        # Dask read the peer's first bytes as a frame length: something answered that does
+        # not speak Dask's protocol (an HTTP proxy's "HTTP/1.1 400" read as a length of
+        # petabytes). Said as what it is, not as the input being too large.
+        what = "an HTTP server" if _speaks_http(address) else "something"
+        raise UsageError(f"{address} is not a Dask scheduler: {what} answered there in "
+                         "another protocol (is that the scheduler's port, e.g. 8786?)") from None
     raise e
+
+
+def _speaks_http(address: str) -> bool:
+    """Whether the peer at `address` (tcp://host:port) answers an HTTP request with HTTP."""
+    import socket
+    from urllib.parse import urlsplit
+
+    try:
+        u = urlsplit(address if "://" in address else f"tcp://{address}")
+        with socket.create_connection((u.hostname or "", u.port or 0), timeout=2) as c:
+            c.settimeout(2)
+            c.sendall(b"HEAD / HTTP/1.0\r\n\r\n")
+            return c.recv(5) == b"HTTP/"
+    except (OSError, ValueError):
+        return False
 
 
 def default_jobs() -> int:
