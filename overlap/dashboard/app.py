@@ -169,14 +169,20 @@ def _guard_framework_routes(app: Dash) -> None:
                 and all(isinstance(i, dict) and "id" in i and "property" in i
                         for i in body["inputs"] + list(body.get("state") or []))
                 and isinstance(body.get("state", []), list)
-                and isinstance(body.get("changedPropIds", []), list))
+                and isinstance(body.get("changedPropIds", []), list)
+                and matches_definition(body, app.callback_map[body["output"]]))
 
     if update in views:
         dispatch = views[update]
 
         def checked_dispatch(*a: Any, **k: Any) -> Any:
-            if request.method == "POST" and not well_formed(request.get_json(silent=True)):
-                abort(400)
+            if request.method == "POST":
+                try:
+                    body = request.get_json(silent=True)
+                except RecursionError:  # nested past the parser's depth (silent misses it)
+                    abort(400)
+                if not well_formed(body):
+                    abort(400)
             return dispatch(*a, **k)
 
         views[update] = checked_dispatch
@@ -192,6 +198,30 @@ def _guard_framework_routes(app: Dash) -> None:
                 abort(404)
 
         views[suites] = checked_serve
+
+
+def _slots(items: list) -> list[tuple[Any, Any]]:
+    """(id, property) of each of a callback request's inputs, state or outputs."""
+    return [(i.get("id"), i.get("property")) if isinstance(i, dict) else (None, None)
+            for i in items]
+
+
+def matches_definition(body: dict, cb: dict) -> bool:
+    """Whether a callback request names exactly the inputs, state and outputs its callback
+    was defined with, in order (Dash itself raises, a 500, on one input fewer or more, state
+    missing or extra, or outputs of another shape). Pattern-matching ids (dicts) are not used
+    by this app: any such slot must match as written."""
+    want_in = [(i["id"], i["property"]) for i in cb.get("inputs") or []]
+    want_state = [(i["id"], i["property"]) for i in cb.get("state") or []]
+    if _slots(body["inputs"]) != want_in or _slots(body.get("state") or []) != want_state:
+        return False
+    out = cb.get("output")
+    outs = body["outputs"]
+    if isinstance(out, (list, tuple)):  # a multi-output callback: a list of the same outputs
+        want_out = [(o.component_id, o.component_property) for o in out]
+        return isinstance(outs, list) and _slots(outs) == want_out
+    return isinstance(outs, dict) and _slots([outs]) == [
+        (getattr(out, "component_id", None), getattr(out, "component_property", None))]
 
 
 def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
