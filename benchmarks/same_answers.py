@@ -71,9 +71,12 @@ def answers(p: Path, tree: Path) -> dict[str, bytes]:
                            capture_output=True, cwd=str(tree), timeout=600,
                            env=dict(os.environ, COLUMNS="120", PYTHONPATH=str(tree)))
         raw = f"exit {r.returncode}\n".encode() + r.stdout + b"\n--- stderr\n" + r.stderr
-        # the package's own files are named in some answers (a workload's source): its folder
-        # is not part of the answer
-        out[tag] = raw.replace(str(tree).encode() + b"/", b"<tree>/")
+        # the package's own files are named in some answers (a workload's source), and the
+        # inputs under this checkout by their path: neither folder is part of the answer (a
+        # copy of the tree made before a change reads the same inputs from here)
+        for folder in (tree, REPO):
+            raw = raw.replace(str(folder).encode() + b"/", b"<tree>/")
+        out[tag] = raw
     return out
 
 

@@ -145,6 +145,14 @@ def copy_first_use(trace, programs: dict[tuple[Any, Any], trace_ops.Program] | N
                            "why": np.full(n, None, object)}
     if not n:
         return out
+    # Copies whose program is not at hand (or that name none) say so per distinct (module,
+    # program), not per copy op: a capture without HLO (36k distinct copy ops in the
+    # many-ops TPU shape) took a Python step per op, and the kernels' columns are not needed
+    # at all where no copy has its program (issue 32).
+    out["why"] = _without_program(tr, n, programs or {})
+    live = np.flatnonzero(is_none(out["why"]))
+    if not len(live):
+        return out
     co = trace.columns("compute")
     (tg, cg), _ = group_codes(tr, co)
     tg, cg = np.asarray(tg, np.int64), np.asarray(cg, np.int64)
@@ -169,20 +177,15 @@ def copy_first_use(trace, programs: dict[tuple[Any, Any], trace_ops.Program] | N
                       + (t_pc + 1) * (len(tops) + 1) + (top_code + 1))[0]
     users_of: dict[Any, dict[str, list[str]]] = {}
     kernels_of: dict[Any, set[str]] = {}
-    order = np.argsort(codes, kind="stable")
+    order = live[np.argsort(codes[live], kind="stable")]  # copies with their program
     bounds = np.flatnonzero(np.diff(codes[order])) + 1
     for rows in np.split(order, bounds):
         i = int(rows[0])
-        module = mods[mod_code[i]] if mod_code[i] >= 0 else None
+        module = mods[mod_code[i]]
         pid = pids[t_pc[i]] if t_pc[i] >= 0 else None
-        op = tops[top_code[i]] if top_code[i] >= 0 else None
+        op = tops[top_code[i]]
         key = (module, pid)
-        prog = (programs or {}).get(key)
-        if module is None or op is None or prog is None:
-            out["why"][rows] = (f"{NO_HLO}: the copy names no program" if module is None or
-                                op is None else
-                                f"{NO_HLO}: program {module}({pid}) is not at hand")
-            continue
+        prog = (programs or {})[key]
         instrs, rule = trace_ops.trace_op_instructions(prog, str(op))
         if not instrs or len(instrs) != 1:
             out["why"][rows] = (
@@ -220,6 +223,29 @@ def copy_first_use(trace, programs: dict[tuple[Any, Any], trace_ops.Program] | N
                                     "started")
     _ready(out, tg, start, cg, cs, ce)
     return out
+
+
+def _without_program(tr: Columns, n: int, programs: dict) -> np.ndarray:
+    """Per transfer: why its first use cannot be told from a program (the copy names no
+    module or no op; its (module, program id) is not a key of `programs`), None where its
+    program is at hand. One Python step per distinct (module, program id)."""
+    mod_code, mods = factorize(_column(tr, "hlo_module", n))
+    pc, pids = factorize(_column(tr, "program_id", n))
+    top_code, _ = factorize(_column(tr, "hlo_op", n))
+    unnamed = f"{NO_HLO}: the copy names no program"
+    pairs, first, inv = np.unique((mod_code + 1) * (len(pids) + 1) + (pc + 1),
+                                  return_index=True, return_inverse=True)
+    why_pair = np.full(len(pairs), None, object)
+    for j, i in enumerate(first.tolist()):
+        if mod_code[i] < 0:
+            why_pair[j] = unnamed
+            continue
+        module, pid = mods[mod_code[i]], pids[pc[i]] if pc[i] >= 0 else None
+        if programs.get((module, pid)) is None:
+            why_pair[j] = f"{NO_HLO}: program {module}({pid}) is not at hand"
+    why = why_pair[inv.reshape(-1)]
+    why[top_code < 0] = unnamed
+    return why
 
 
 def _column(t: Columns, name: str, n: int) -> np.ndarray:

@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from overlap.analysis.grouping import group_sums
+from overlap.analysis.grouping import group_sums, is_none
 from overlap.hlo import trace_ops
 
 DIRECTIONS = ("D2H", "H2D")
@@ -535,21 +535,28 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
                 r["evidence"].append(ev)
     for a in asked or []:
         row(a)
-    for i in range(len(g["hlo_op"])):  # one row per (program, op, direction): few
+    # Groups whose program is not at hand: one row per reason, not per op (a capture of 36k
+    # copy ops without programs gave 36k rows, 5 MB of JSON; the per-op numbers are in
+    # by_hlo_op), summed per reason without a Python step per group (issue 32).
+    at_hand = np.fromiter((programs.get(k) is not None for k in zip(
+        g["hlo_module"].tolist(), g["program_id"].tolist())), bool, len(g["hlo_op"]))
+    outside = np.fromiter((op == OUTSIDE_PROGRAM_OP for op in g["hlo_op"].tolist()), bool,
+                          len(g["hlo_op"]))
+    unnamed = is_none(g["hlo_module"])
+    for label, m in ((OUTSIDE_PROGRAM_OP, outside),
+                     ("(program's HLO not in the capture)", ~outside & ~unnamed),
+                     ("(no program named by the trace)", ~outside & unnamed)):
+        sel = np.flatnonzero(m & ~at_hand)
+        if len(sel):
+            _add(other.setdefault(label, _bucket()),
+                 *(sum(g[c][sel].tolist()) for c in ("count", "bytes", "span_ps", "hidden_ps")))
+    for i in np.flatnonzero(at_hand).tolist():  # one row per (program, op, direction): few
         module, pid, op, d = (g["hlo_module"][i], g["program_id"][i], g["hlo_op"][i],
                               g["direction"][i])
         vals = (int(g["count"][i]), int(g["bytes"][i]), int(g["span_ps"][i]),
                 int(g["hidden_ps"][i]))
-        got = programs.get((module, pid))
+        got = programs[(module, pid)]
         ops = per_program.get((module, pid), {})
-        if got is None:
-            # one row per reason, not per op: a capture of 36k copy ops without programs
-            # gave 36k rows (5 MB of JSON); the per-op numbers are in by_hlo_op
-            label = op if op == OUTSIDE_PROGRAM_OP else (
-                "(program's HLO not in the capture)" if module is not None else
-                "(no program named by the trace)")
-            _add(other.setdefault(label, _bucket()), *vals)
-            continue
         instrs, rule = trace_ops.trace_op_instructions(got[0], str(op))
         if instrs is None and rule == trace_ops.COMMAND_BUFFER:
             # a CUDA graph holds every host copy of its direction: narrow by direction
