@@ -76,6 +76,8 @@ def plan_advice_row(m: dict, budget_bytes: int | None) -> dict[str, Any]:
         "stall_ps": est.get("stall_ps"),
         "moved_bytes": None if d2h is None and h2d is None else int(d2h or 0) + int(h2d or 0),
         "break_even_Bps": est.get("break_even_Bps"),
+        # where this plan's async-op streams come from (the estimate's `streams.source`)
+        "streams": (est.get("streams") or {}).get("source"),
         "trip_counts_known": inv.get("trip_counts_known"),
         "vs_full_ps": None, "vs_full_fraction": None,
         "reason": "",

@@ -61,11 +61,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--memory-budget must be a positive number of GiB")
     if not str(args.out).strip():
         raise UsageError("--out is empty: name the directory the plan runs and advice go to")
+    # No accelerator needed: keep jax on the CPU for host work (see `overlap plan`). Set before
+    # the policy check, which imports jax: jax reads JAX_PLATFORMS when it is imported, and
+    # with it unset the CUDA plugin's "topology not implemented" failed every compile.
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
     _check_policies(args.policy, args.workload)
     if os.path.exists(os.path.join(args.out, "advice.json")):
         raise UsageError(f"{args.out} holds an advice already; choose another --out")
-    # No accelerator needed: keep jax on the CPU for host work (see `overlap plan`).
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from overlap.plan.advisor import advise_workload
     from overlap.plan.compile import require_compiler
 

@@ -22,6 +22,12 @@ target (`run.json`, `hlo/*.hlo.txt`, the trace), e.g. the full-remat baseline. F
   `duplex_share` = both / one way), else the run's own copies (bytes / time moving, per
   direction), else none (the target's).
 * Command buffers: the run's `XLA_FLAGS` (run.json `xla_flags`); None when it does not say.
+* Streams (XLA:GPU): which execution stream each async op of the run's program used, by XLA's
+  rule over the capture's HloProto of that compile (`overlap.hlo.streams`), checked against the
+  CUDA streams the run's host copies ran on (the copies' own streams where the rule disagrees,
+  as `overlap report --predict` does). They apply to a plan only where the plan compiled the
+  same program (same content, names and metadata aside: `Calibration.streams_for`); another
+  program's streams come from its own HloProto (`overlap.plan.estimate.plan_streams`).
 
 Blind spots: a kernel the next program runs with other shapes (a new fusion) gets the roofline
 times the scale; kernel times measured under the profiler (slightly slower than without);
@@ -100,13 +106,20 @@ class _Signer:
         return exact, loose
 
 
+def _async_ops(comps: dict[str, list[Any]]) -> list[str]:
+    """Async-start names in the text's order (computations as listed, then instructions)."""
+    from overlap.hlo.streams import is_async_start
+
+    return [i.name for instrs in comps.values() for i in instrs if is_async_start(i.opcode)]
+
+
 def _parse(text: str):
     from overlap.hlo.program import _COMMENT_RE, _multipliers, _parse_module
 
     comps, entry = _parse_module(_COMMENT_RE.sub("", text))
     mult, _ = _multipliers(comps, entry)
     by_name = {i.name: i for instrs in comps.values() for i in instrs}
-    return comps, by_name, mult
+    return comps, by_name, mult, entry
 
 
 @dataclasses.dataclass
@@ -126,11 +139,35 @@ class Calibration:
     command_buffers: bool | None
     measured_share: float        # share of the run's kernel time attributed to an instruction
     step_ns_unprofiled: int | None = None
+    streams: dict[str, Any] | None = None   # async op -> stream observed in this run
+    streams_source: str = ""
+    program_sig: str = ""        # content signature of the run's program (entry computation)
+    async_ops: list[str] = dataclasses.field(default_factory=list)  # in the text's order
+
+    def streams_for(self, hlo_text: str) -> tuple[dict[str, Any], str] | None:
+        """The streams this run was observed to use, for `hlo_text` when it is the run's own
+        program (same content signature, `_Signer`: names and metadata aside); None otherwise.
+        Where the names differ, ops are paired by their position in the text."""
+        if self.streams is None or not self.program_sig:
+            return None
+        comps, _, _, entry = _parse(hlo_text)
+        if entry is None or _Signer(comps).computation(entry) != self.program_sig:
+            return None
+        names = _async_ops(comps)
+        if set(self.streams) <= set(names):
+            mapped = dict(self.streams)
+        elif len(names) == len(self.async_ops):
+            pos = dict(zip(self.async_ops, names))
+            mapped = {pos[k]: v for k, v in self.streams.items() if k in pos}
+        else:
+            return None
+        return mapped, (f"from the calibration run {self.run}, which ran this same "
+                        f"program: {self.streams_source}")
 
     def kernel_ps_for(self, hlo_text: str, model: Any = None) -> tuple[dict[str, int], dict]:
         """Measured times for the instructions of `hlo_text` this run matches (by content),
         and how many matched (`exact`, `loose`, `unmatched` kernel instructions)."""
-        comps, by_name, _ = _parse(hlo_text)
+        comps, by_name, _, _ = _parse(hlo_text)
         signer = _Signer(comps)
         out: dict[str, int] = {}
         n = {"exact": 0, "loose": 0, "unmatched": 0}
@@ -163,7 +200,10 @@ class Calibration:
         d = dataclasses.asdict(self)
         d.pop("exact")
         d.pop("loose")
+        d.pop("async_ops")
         d["instructions_measured"] = len(self.exact)
+        d["streams"] = None if self.streams is None else {
+            "count": len(set(self.streams.values())), "ops": len(self.streams)}
         return d
 
 
@@ -219,6 +259,40 @@ def _hlo_text(run: Path, manifest: dict) -> str:
     return pick[0].read_text(errors="replace")
 
 
+def _run_streams(trace: Any, text: str, module: str, comps: dict[str, list[Any]],
+                 entry: str | None, tname: str | None) -> tuple[dict[str, Any] | None, str]:
+    """(stream of each async op, how it is known) for the run's program: XLA:GPU's rule over
+    the capture's HloProto of the compile whose instructions are the text's (a capture holds
+    every compile of the step: the largest that lists them all), checked against the streams
+    its host copies ran on (`overlap.plan.predict._streams`, as `report --predict` does)."""
+    from overlap.hlo.streams import execution_streams, proto_order
+    from overlap.plan.predict import _PID_RE, _joined, _streams
+    from overlap.plan.targets import get_target
+
+    if not tname or get_target(tname).platform != "cuda":
+        return None, ""
+    if not _async_ops(comps):
+        return None, "its program has no async ops"
+    mods = trace.modules
+    rows = sorted(((str(n), bytes(p)) for n, p in zip(mods["name"], mods["hlo_proto"])
+                   if p and (not module or str(n) == module or str(n).startswith(module + "("))),
+                  key=lambda r: len(r[1]), reverse=True)
+    for name, proto in rows:
+        try:
+            if not execution_streams(comps, entry, proto_order(proto)):
+                continue
+        except Exception:  # noqa: BLE001 - a proto our schema cannot read is not the one
+            continue
+        m = _PID_RE.search(name)
+        if m is None:
+            continue
+        pid = int(m.group(1))
+        _, pid_col, op_col, _, _ = _joined(trace, {pid: (name, text)})
+        return _streams(trace, get_target(tname), pid, text, proto, pid_col, op_col)
+    return None, ("the capture carries no HloProto of its program that lists the instructions "
+                  "of its hlo/*.hlo.txt, and XLA:GPU's stream rule needs that order")
+
+
 def load_calibration(run_dir: str | Path) -> Calibration:
     """The calibration one run directory gives (see the module docstring). Bad input (not a
     run, no program, no kernels in its steps) raises InputError naming it."""
@@ -256,7 +330,7 @@ def load_calibration(run_dir: str | Path) -> Calibration:
     names, inv = np.unique(ops, return_inverse=True)
     per_op = np.bincount(inv, weights=dur)
     n_steps = len(s0)
-    comps, by_name, mult = _parse(text)
+    comps, by_name, mult, entry = _parse(text)
     signer = _Signer(comps)
     from overlap.hlo.schedule import _kernel_ps, _Module
     from overlap.plan.targets import get_target, target_for_device_kind
@@ -298,6 +372,7 @@ def load_calibration(run_dir: str | Path) -> Calibration:
     else:
         link = _copies_link(trace.transfers)
     step_ns = manifest.get("step_ns") or []
+    streams, streams_how = _run_streams(trace, text, module, comps, entry, tname)
     return Calibration(
         run=str(run), module=module, steps=n_steps, step_ps=step_ps,
         kernel_ps_per_step=kernel_step,
@@ -307,7 +382,9 @@ def load_calibration(run_dir: str | Path) -> Calibration:
         loose={k: int(np.median(v)) for k, v in loose.items()},
         link=link or {}, command_buffers=command_buffers_from_flags(flags_text),
         measured_share=float(attributed / dur.sum()) if dur.sum() else 0.0,
-        step_ns_unprofiled=int(np.median(step_ns)) if step_ns else None)
+        step_ns_unprofiled=int(np.median(step_ns)) if step_ns else None,
+        streams=streams, streams_source=streams_how,
+        program_sig=signer.computation(entry) if entry else "", async_ops=_async_ops(comps))
 
 
 def calibration_args(args: Any) -> tuple[Calibration | None, bool | None]:

@@ -9,7 +9,9 @@ XLA:TPU through libtpu), and keeps what the compiler says:
 * the optimized HLO text (schedule order) and an HloProto with buffer assignment;
 * the heap-simulator live-bytes timeline over program order (device memory);
 * the offload inventory (copies to/from host memory space S(5), executions per step);
-* the roofline overlap estimate (`overlap.hlo.schedule`), labelled as an estimate.
+* the roofline overlap estimate (`overlap.hlo.schedule`), labelled as an estimate, with the
+  async ops on XLA:GPU's execution streams as the HloProto's instruction order assigns them
+  (`overlap.plan.estimate.plan_streams`).
 
 A plan is compiled, never run: nothing here measures time, and every view labels a plan
 "compiled for TARGET, not run". A step that does not fit is a finding: the compiler's
@@ -199,7 +201,7 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
     import jax
 
     from overlap.hlo.program import memory_analysis_dict, memory_timeline, offload_inventory
-    from overlap.plan.estimate import estimate_for
+    from overlap.plan.estimate import estimate_for, plan_streams
 
     budget = budget or memory_budget(target)
 
@@ -266,9 +268,13 @@ def compile_one(jitted, state, batch, target: Target, *, topology: str | None = 
         notes[:] = [n for n in notes if "exposes no host memory" not in n]
         manifest["pinned_host_arguments_unseen_bytes"] = 0
     inv = offload_inventory(text)
+    # Which XLA:GPU stream each async op runs on: from the compiled HloProto's instruction
+    # order (the text's schedule order cannot tell), or a calibration run of this same program.
+    streams, streams_source = plan_streams(text, proto, target, calibration=calibration)
     est = estimate_for(text, target, host_link_Bps=host_link_Bps, h2d_link_Bps=h2d_link_Bps,
                        kernel_floor_us=kernel_floor_us, calibration=calibration,
-                       command_buffers=command_buffers)
+                       command_buffers=command_buffers, streams=streams,
+                       streams_source=streams_source)
     heap = None
     timeline = None
     if proto:

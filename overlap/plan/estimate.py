@@ -98,6 +98,52 @@ def roofline_for(target: Target, *, host_link_Bps: float | None = None,
     return model, info
 
 
+def plan_streams(hlo_text: str, hlo_proto: bytes | None, target: Target, *,
+                 calibration: Any = None) -> tuple[dict[str, Any] | None, str]:
+    """(stream of each async op, where that comes from) for a plan's program on `target`, as
+    `estimate_for(..., streams=, streams_source=)` takes them (`overlap.hlo.streams`).
+
+    1. With a `calibration` whose run ran this very program (same content,
+       `Calibration.streams_for`): the streams observed in that capture (XLA:GPU's rule over its
+       HloProto, checked against the CUDA streams its host copies ran on, or those streams
+       where the rule disagreed).
+    2. Else XLA:GPU's rule over the plan's own HloProto (`Plan.hlo_proto`): the rule needs the
+       proto's instruction order; the HLO text is in schedule order, which is not it.
+    3. Else None (each async op on a stream of its own), with the reason.
+
+    TPU targets: None, "" (the execution-stream rule is XLA:GPU's)."""
+    if target.platform != "cuda":
+        return None, ""
+    from overlap.hlo.program import _COMMENT_RE, _parse_module
+    from overlap.hlo.streams import XLA_GPU_EXECUTION_STREAMS as N_STREAMS
+    from overlap.hlo.streams import execution_streams, is_async_start, proto_order
+
+    other = ""
+    if calibration is not None and getattr(calibration, "streams_for", None) is not None:
+        got = calibration.streams_for(hlo_text)
+        if got is not None:
+            return got
+        if getattr(calibration, "streams_source", ""):
+            other = (f"; the calibration run {calibration.run} ran another program, so the "
+                     "streams observed there do not apply")
+    comps, entry = _parse_module(_COMMENT_RE.sub("", hlo_text))
+    if not any(is_async_start(i.opcode) for instrs in comps.values() for i in instrs):
+        return None, "the program has no async ops" + other
+    if not hlo_proto:
+        return None, ("the plan carries no HloProto, and XLA:GPU's stream rule needs its "
+                      "instruction order" + other)
+    try:
+        rule = execution_streams(comps, entry, proto_order(hlo_proto))
+    except Exception:  # noqa: BLE001 - a proto our schema cannot read: no order, no rule
+        rule = {}
+    if not rule:
+        return None, ("the plan's HloProto does not list its program's instructions, so "
+                      "XLA:GPU's stream rule cannot be applied" + other)
+    return rule, (f"XLA:GPU's assignment over the plan's HloProto: async ops in its instruction "
+                  f"order, breadth first from the entry, take execution streams "
+                  f"1..{N_STREAMS} in turn" + other)
+
+
 def estimate_for(hlo_text: str, target: Target, *, calibration: Any = None,
                  streams: dict[str, Any] | None = None, streams_source: str = "",
                  **overrides: Any) -> dict[str, Any]:

@@ -352,11 +352,17 @@ def predict_from_plan(trace, result: dict, plan: dict, run: dict,
     from overlap.analysis.predict import measured_ops
 
     backend = str(result.get("backend") or "")
+    # The re-estimates (as captured, at the measured link) put the async ops on the streams
+    # the plan's own estimate used (from its HloProto, `overlap.plan.estimate.plan_streams`).
+    st = (plan.get("estimate") or {}).get("streams") or {}
+    streams: tuple[dict[str, Any] | None, str] = (
+        (dict(st["ops"]), str(st.get("source") or "")) if st.get("modelled") and
+        isinstance(st.get("ops"), dict) else (None, ""))
     programs = []
     for pid, (name, _) in sorted(texts.items()):
         measured = measured_ops(table, pid_col, op_col, pid)
         programs.append(_entry(name, pid, hlo_text, plan["estimate"], tgt, backend, measured,
                                _measured_link(transfers, pid, backend), {},
-                               kernel_floor_us))
+                               kernel_floor_us, streams))
     return {**base, "joined": True, "matched_by": how, "programs": programs, "notes": notes,
             **_unjoined_section(unjoined, len(op_col))}

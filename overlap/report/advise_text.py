@@ -94,6 +94,14 @@ def render_advice(a: dict[str, Any]) -> str:
                f"{a.get('baseline') or 'full remat (none compiled)'}.")
     for line in (a.get("assumptions") or [])[:6]:
         out.append(f"  assumes: {line}")
+    # The assumptions above are one plan's; a plan whose async-op streams came from elsewhere
+    # (e.g. the calibration run of its very program) says so beside its name.
+    said = " ".join(a.get("assumptions") or [])
+    own = [r for r in a["rows"] if r.get("streams") and r["status"] == "ok"
+           and not r.get("same_program_as")]
+    if len({r["streams"] for r in own}) > 1:
+        out += [f"  streams of {r['policy']}: {r['streams']}" for r in own
+                if f"({r['streams']})" not in said]
     if notes:
         out.append("  " + "; ".join(notes))
     out.append(f"{a.get('policies_considered')} policies considered, "
