@@ -96,7 +96,14 @@ import numpy as np
 
 from overlap.errors import InputError
 from overlap.trace import tpu, vendors
-from overlap.trace.files import TASK_ENV_PLANE, _check_space, _corrupt, _read_file, read_chunks
+from overlap.trace.files import (
+    TASK_ENV_PLANE,
+    _check_space,
+    _corrupt,
+    _read_file,
+    check_lines_fit,
+    read_chunks,
+)
 from overlap.trace.files import _find_files as _find_files
 from overlap.trace.files import load_xspace as load_xspace
 from overlap.trace.gpu import _read_gpu_planes
@@ -198,6 +205,8 @@ def _read_host_file(f: Path) -> dict[str, Any]:
     bad_before = BAD_STRINGS[0]
     xs, planes = _parse_file(f)
     _check_space(f, xs)
+    check_lines_fit(f, f.stat().st_size if f.is_file() else 0,
+                    sum(len(pl.lines) for pl in planes if pl is not None))
     host = _host_name(xs, f)
     try:
         with np.errstate(over="raise", invalid="ignore"):

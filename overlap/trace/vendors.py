@@ -388,6 +388,56 @@ def is_known_vendor(vendor: str) -> bool:
     return vendor.split(" ")[0] in KNOWN_VENDORS.values()
 
 
+def _stream_why(line: Any) -> str | None:
+    """Why a stream line's unread events are "cannot tell" by its kinds alone (`Stream
+    #N(kinds)` with a kind outside the tracers' lists), else None."""
+    m = _STREAM_RE.match(str(line))
+    kinds = [k.strip() for k in (m["kinds"] or "").split(",") if k.strip()] if m else []
+    odd = [k for k in kinds if k not in KNOWN_STREAM_KINDS]
+    return f"stream kind(s) {', '.join(odd)} that overlap does not read" if odd else None
+
+
+_UNREAD = "neither a kernel nor a copy overlap reads"
+
+
+def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    """One entry per (device, event name, reason) of the stream events no rule read, with how
+    many lines hold them (the first named). Not one per line: a capture of a million one-event
+    lines made a million entries (0.9 KiB a line, fuzz round 3), the reason is the same.
+    A line's reason is read once per distinct kinds list, not per line."""
+    lcode, lines = factorize(other["line"])
+    by_kinds: dict[str, str | None] = {}  # kinds list -> reason
+    why_of_line = []
+    for ln in lines.tolist():
+        text = str(ln)
+        # the reason reads only the kinds list: `Stream #7(Compute,Memset)` and `Stream
+        # #9(Compute,Memset)` share one (a million lines, a handful of kinds lists)
+        tail = f"{text.startswith('Stream #')}{text[text.find('('):] if '(' in text else ''}"
+        if tail not in by_kinds:
+            by_kinds[tail] = _stream_why(ln)
+        why_of_line.append(by_kinds[tail])
+    whys = object_array(why_of_line + [None])
+    why = whys[lcode]  # per event; lcode -1 (no line) reads the trailing None
+    ncode, names = factorize(other["name"])
+    plain = np.equal(why, None)  # type: ignore[call-overload]
+    if plain.any():
+        # no odd kind: a device copy or memset by name is neither transfer nor compute
+        skip = np.array([bool(_NOT_HOST_COPY_RE.match(str(n))) for n in names.tolist()]
+                        + [False], bool)
+        keep = ~(plain & skip[ncode])
+        why = np.where(plain, _UNREAD, why)[keep]
+        other = {k: v[keep] for k, v in other.items()}
+        lcode, ncode = lcode[keep], ncode[keep]
+    out = []
+    for (dev, name, reason), g in _groups(other["device"], other["name"], why):
+        n_lines = len(np.unique(lcode[g]))
+        first = other["line"][g[0]]
+        where = f"on {first}" if n_lines == 1 else f"on {n_lines} lines ({first}, ...)"
+        out.append({"device": dev, "events": int(len(g)),
+                    "reason": f"{len(g)} {name!r} event(s) {where}: {reason}"})
+    return out
+
+
 def shape_unknowns(side: GpuSide, plane_vendors: dict[str, tuple[str, int]],
                    other_planes: list[tuple[str, int]]) -> list[dict[str, Any]]:
     """"Cannot tell" entries for device shapes outside the rules: unknown vendors (of planes
@@ -400,19 +450,7 @@ def shape_unknowns(side: GpuSide, plane_vendors: dict[str, tuple[str, int]],
                 f"device_vendor {vendor!r}: overlap reads NVIDIA (CUPTI) and AMD (ROCm) GPU "
                 "planes only")})
     if side.other.chunks:
-        other = _cols_rows(side.other, ("device", "line", "name"))
-        for (dev, line, name), g in _groups(other["device"], other["line"], other["name"]):
-            m = _STREAM_RE.match(str(line))
-            kinds = [k.strip() for k in (m["kinds"] or "").split(",") if k.strip()] if m else []
-            odd = [k for k in kinds if k not in KNOWN_STREAM_KINDS]
-            if odd:
-                why = f"stream kind(s) {', '.join(odd)} that overlap does not read"
-            elif _NOT_HOST_COPY_RE.match(str(name)):
-                continue  # a device copy or memset: neither a transfer nor compute
-            else:
-                why = "neither a kernel nor a copy overlap reads"
-            out.append({"device": dev, "events": int(len(g)), "reason": (
-                f"{len(g)} {name!r} event(s) on {line}: {why}")})
+        out += _other_event_unknowns(_cols_rows(side.other, ("device", "line", "name")))
     if side.copy_like.chunks:
         like = _cols_rows(side.copy_like, ("device", "name"))
         for (dev, name), g in _groups(like["device"], like["name"]):

@@ -102,18 +102,25 @@ def _pandas_shape_unknowns(side: vendors.GpuSide) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     other = _cols_frame(side.other, ("device", "line", "name"))
     if len(other):
-        for (dev, line, name), g in other.groupby(["device", "line", "name"], sort=True):
+        def why(line, name):
             m = vendors._STREAM_RE.match(str(line))
             kinds = [k.strip() for k in (m["kinds"] or "").split(",") if k.strip()] if m else []
             odd = [k for k in kinds if k not in vendors.KNOWN_STREAM_KINDS]
             if odd:
-                why = f"stream kind(s) {', '.join(odd)} that overlap does not read"
-            elif vendors._NOT_HOST_COPY_RE.match(str(name)):
-                continue  # a device copy or memset: neither a transfer nor compute
-            else:
-                why = "neither a kernel nor a copy overlap reads"
-            out.append({"device": dev, "events": int(len(g)), "reason": (
-                f"{len(g)} {name!r} event(s) on {line}: {why}")})
+                return f"stream kind(s) {', '.join(odd)} that overlap does not read"
+            if vendors._NOT_HOST_COPY_RE.match(str(name)):
+                return None  # a device copy or memset: neither a transfer nor compute
+            return "neither a kernel nor a copy overlap reads"
+
+        other["why"] = [why(ln, n) for ln, n in zip(other["line"], other["name"])]
+        other = other[other["why"].notna()]
+        # one entry per (device, name, reason), however many lines hold it
+        for (dev, name, reason), g in other.groupby(["device", "name", "why"], sort=True):
+            lines = g["line"].unique()
+            where = f"on {lines[0]}" if len(lines) == 1 else \
+                f"on {len(lines)} lines ({lines[0]}, ...)"
+            out.append({"device": dev, "events": int(len(g)),
+                        "reason": f"{len(g)} {name!r} event(s) {where}: {reason}"})
     like = _cols_frame(side.copy_like, ("device", "name"))
     if len(like):
         for (dev, name), g in like.groupby(["device", "name"], sort=True):
