@@ -99,7 +99,8 @@ def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
     head = bytes(buf[:64]).lstrip()
     if p.name.endswith((".trace.json.gz", ".trace.json", ".json.gz")) or head[:1] in (b"{", b"["):
         # Only a regular file can be the capture to name (a directory can end in .xplane.pb).
-        sib = sorted(f for f in p.parent.glob("*.xplane.pb") if f.is_file())
+        # ... and never the refused file itself (a Chrome trace named *.xplane.pb)
+        sib = sorted(f for f in p.parent.glob("*.xplane.pb") if f.is_file() and f != p)
         raise InputError(p, "a Chrome-trace JSON (jax writes it beside the capture); overlap "
                             "reads the XSpace capture: "
                             + (f"use {sib[0]}" if sib else "use the .xplane.pb next to it"))

@@ -213,6 +213,13 @@ def test_chrome_trace_json_points_to_the_xplane(tmp_path):
         (tmp_path / name).write_bytes(data)
         with pytest.raises(InputError, match="Chrome-trace JSON.*vm.xplane.pb"):
             read_trace(tmp_path / name)
+    # a Chrome trace named *.xplane.pb, alone: the hint never points at the refused file
+    alone = tmp_path / "only"
+    alone.mkdir()
+    (alone / "json.xplane.pb").write_bytes(b'{"traceEvents": []}')
+    with pytest.raises(InputError, match="use the .xplane.pb next to it") as e:
+        read_trace(alone / "json.xplane.pb")
+    assert "use " + str(alone / "json.xplane.pb") not in str(e.value)
 
 
 def _many_gpu_planes(tmp_path, n):
