@@ -21,6 +21,7 @@ reads hidden: 1 hidden + 6 partial of the v6e sample's 2400, 0 + 0 on the device
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Callable
 
 import numpy as np
@@ -84,14 +85,18 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         keep = ~ev.has_stat(a_ids) if a_ids else None  # None: every event
         uniq, inv = unique_inverse(ev.mids)  # once per distinct op
         xla = line.name == "XLA Ops" and (pairing or clocked)
-        u_names, b_u = _op_names(P, uniq, xla)
+        u_names, b_u = _op_names(P, uniq, xla and pairing)
         if xla:
             m = b_u[inv]
             b = np.flatnonzero(m if keep is None else m & keep)
-            boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]], inv[b],
-                          u_names)
             if clocked:
                 clock = _boundary_clock(ev, b, uniq, b_u, clock_ids)
+                if not pairing and clock[2].any():
+                    # the Async line's join needs the boundary ops' names, where an event
+                    # has the clock at all (the many-ops shape's 72k copy ops have none)
+                    fill_names(P, uniq, u_names, np.flatnonzero(b_u))
+            boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]], inv[b],
+                          u_names)
         m = (~b_u)[inv]  # compute events: the per-op test taken per event, one pass
         idx = np.flatnonzero(m if keep is None else m & keep)
         del m
@@ -198,19 +203,26 @@ def _async_device_spans(starts: np.ndarray, ends: np.ndarray, inv: np.ndarray,
     end; -1 where either is missing or lacks the clock. The Async span is drawn from those
     two events, so on the host-aligned timeline its ends are theirs to the picosecond
     (sample_traces/tpu-v6e-offload TPU:0: all 600). Joined on (name, time) by sorting."""
+    if not clock[2].any():  # no boundary event has the clock: no span to find
+        return np.full(len(starts), -1, np.int64)
     b0, b1, _, bop, u_names = boundaries
     # codes of the names the Async ops ask for (start and done, once per distinct op): the
     # XLA Ops ops of other names get none
     code: dict[str, int] = {}
-    s_code = np.full(len(names), -1, np.int64)
-    d_code = np.full(len(names), -1, np.int64)
-    for i, n in enumerate(names.tolist()):
+    setd = code.setdefault
+    s_list: list[int] = []
+    d_list: list[int] = []
+    for n in names.tolist():  # one step per distinct Async op, into lists (not numpy items)
         if n and "-start" in n:
             head, _, tail = n.rpartition("-start")
-            s_code[i] = code.setdefault(n, len(code))
-            d_code[i] = code.setdefault(f"{head}-done{tail}", len(code))
-    get = code.get
-    op_code = np.fromiter((get(n, -1) for n in u_names.tolist()), np.int64, len(u_names))
+            s_list.append(setd(n, len(code)))
+            d_list.append(setd(f"{head}-done{tail}", len(code)))
+        else:
+            s_list.append(-1)
+            d_list.append(-1)
+    s_code = np.array(s_list, np.int64)
+    d_code = np.array(d_list, np.int64)
+    op_code = np.fromiter(map(code.get, u_names.tolist(), repeat(-1)), np.int64, len(u_names))
     bcode = op_code[bop]
     si = _join(bcode, b0, s_code[inv], starts)
     di = _join(bcode, b1, d_code[inv], ends)
@@ -335,37 +347,46 @@ def _op_names(P: Plane, uniq: np.ndarray, pairing: bool) -> tuple[np.ndarray, np
     (is it an async boundary, bool)."""
     t = P.table()
     out = np.full(len(uniq), None, object)
+    spans = None
     if t is not None:
-        fs, fe = t.spans(uniq, display=True)
-        ln = fe - fs
+        spans = t.spans(uniq, display=True)
         # decided on the display names' bytes: an id with a display name is its instruction
-        b_u = async_boundaries_by_bytes(t.gather(fs, fe), ln)
+        b_u = async_boundaries_by_bytes(t.gather(*spans), spans[1] - spans[0])
     else:
-        ln = None
         b_u = np.full(len(uniq), -1, np.int8)
     # names only where needed: compute ops, ops not decided yet, boundaries to pair
-    need = (b_u != 1) | pairing
-    if t is not None and ln is not None:
-        disp = np.flatnonzero(need & (ln > 0))
-        got = t.span_strings(fs[disp], fe[disp])
-        # not UTF-8 or a NUL: upb (which refuses the first as it always did)
-        _fill(out, disp, got if got is not None else P.names(uniq[disp], display=True))
-        bare = np.flatnonzero(need & (ln == 0))
-        if bare.size:
-            _fill(out, bare, _instruction_names(P, t, uniq[bare]))
-    else:
-        need_i = np.flatnonzero(need)
-        names = P.names(uniq[need_i], display=True)
-        no_disp = [i for i, s in enumerate(names) if not s]
-        if no_disp:
-            for i, name in zip(no_disp, instruction_names(P.names(uniq[need_i[no_disp]]))):
-                names[i] = name
-        _fill(out, need_i, names)
+    fill_names(P, uniq, out, np.flatnonzero((b_u != 1) | pairing), spans)
     und = np.flatnonzero(b_u == -1)
     if und.size:
         sd, sr = _START_DONE_RE.match, _SEND_RECV_RE.match  # is_async_boundary, inlined
         b_u[und] = [bool(sd(n) or sr(n)) for n in out[und].tolist()]
     return out, b_u.astype(bool)
+
+
+def fill_names(P: Plane, uniq: np.ndarray, out: np.ndarray, at: np.ndarray,
+               spans: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+    """`out[at]` = the instruction names of the ops `uniq[at]` (`_op_names`): the display
+    name, else parsed from the HLO text. `spans`: the display names' spans of all of `uniq`
+    where the caller has them."""
+    t = P.table()
+    if t is not None:
+        fs, fe = (spans[0][at], spans[1][at]) if spans is not None else \
+            t.spans(uniq[at], display=True)
+        ln = fe - fs
+        disp = np.flatnonzero(ln > 0)
+        got = t.span_strings(fs[disp], fe[disp])
+        # not UTF-8 or a NUL: upb (which refuses the first as it always did)
+        _fill(out, at[disp], got if got is not None else P.names(uniq[at[disp]], display=True))
+        bare = np.flatnonzero(ln == 0)
+        if bare.size:
+            _fill(out, at[bare], _instruction_names(P, t, uniq[at[bare]]))
+    else:
+        names = P.names(uniq[at], display=True)
+        no_disp = [i for i, s in enumerate(names) if not s]
+        if no_disp:
+            for i, name in zip(no_disp, instruction_names(P.names(uniq[at[no_disp]]))):
+                names[i] = name
+        _fill(out, at, names)
 
 
 def _fill(out: np.ndarray, at: np.ndarray, values: list) -> None:

@@ -860,10 +860,12 @@ class LineEvents:
         """Per set of stat ids: (per event, its first stat with one of them as int64; whether
         it has one that is an integer: int64, or uint64 below 2**63), for the events of
         metadata ids `mids` only (no value elsewhere). Typed, no object per event. Read in one
-        more pass over the line that keeps no other event's stats (the TPU device clock of
-        copy boundaries: a few events of a line of a million, where `wanted` would keep every
-        event's), unless the constructor kept these ids. `others`: the line's other metadata
-        ids where the caller has them (else found here). Not for a `PlaneGroup` read.
+        more pass over the line that decodes those events only (the scanner's
+        `decode_events_at` steps over the others by their length; upb's records keep no other
+        event's stats): the TPU device clock of copy boundaries, a few events of a line of a
+        million, where `wanted` would keep every event's; unless the constructor kept these
+        ids. `others`: the line's other metadata ids where the caller has them (else found
+        here; upb only). Not for a `PlaneGroup` read.
         (Added for overlap.trace.tpu's device clock; see notes/32-34.md.)"""
         sets = [frozenset(int(x) for x in sids) for sids in sid_sets]
         out = [(np.zeros(self.n, np.int64), np.zeros(self.n, bool)) for _ in sets]
@@ -874,14 +876,19 @@ class LineEvents:
         st = next((s for have, s in self._batches if have is None or need <= have), None)
         if st is None:
             want = sorted_unique(np.fromiter(need, np.int64))
-            skip = (np.setdiff1d(sorted_unique(self.mids), mids) if others is None
-                    else sorted_unique(np.asarray(others, np.int64)))
             line = self._line
-            raw = (_upb_events(line.events, skip.tolist(), want, None)
-                   if line.events is not None else
-                   _scan.decode_events(line.buf, line.pay_s, line.pay_e, line.n_events,
-                                       skip, want, None, GROUP_STRIDE, None))
-            st = self._kept_stats(raw[4])
+            if line.events is not None:
+                skip = (np.setdiff1d(sorted_unique(self.mids), mids) if others is None
+                        else sorted_unique(np.asarray(others, np.int64)))
+                st = self._kept_stats(_upb_events(line.events, skip.tolist(), want, None)[4])
+            else:
+                # the scanner decodes these events only, stepping over the others by length
+                at = np.flatnonzero(np.isin(self.mids, mids))
+                raw_at = at if self._keep is None else np.flatnonzero(self._keep)[at]
+                st = dict(_scan.decode_events_at(line.buf, line.pay_s, line.pay_e, raw_at,
+                                                 want))
+                # event indices among the line's events -> among the events kept here
+                st["ev"] = at[np.searchsorted(raw_at, st["ev"])].astype(np.int32)
         for ids, (val, has) in zip(sets, out):
             sel = np.flatnonzero(np.isin(st["sid"], np.fromiter(ids, np.int64)))
             ev = st["ev"][sel].astype(np.int64)

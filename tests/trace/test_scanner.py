@@ -245,6 +245,15 @@ def test_scanner_equals_upb_for_any_encoding(lines, interleave):
     check_groups(f2, u2, s2, GROUPS2, NAMES2)
     # and the reader's tables
     tables_equal(lambda: read_xspace(XSpace.FromString(raw), host="h"))
+    # typed ints of some events' stats (the TPU device clock): the scanner decodes only those
+    # events again, stepping over the others; upb's records answer the same
+    for mids in ([1], [0, 7], [2, 3, 1 << 40], [-1, 1, 2, 3, 7]):
+        for line, uline in zip(_lines(raw, wire._scan), _lines(raw, None)):
+            f, u = (wire.LineEvents(ln, 7, wanted=()) for ln in (line, uline))
+            for (fv, fh), (uv, uh) in zip(f.ints_of([[1, 3], [2], [42]], mids),
+                                          u.ints_of([[1, 3], [2], [42]], mids)):
+                assert fh.tolist() == uh.tolist()
+                assert fv[fh].tolist() == uv[uh].tolist()
 
 
 def test_interned_values_are_equal_by_kind_and_content():
