@@ -677,9 +677,12 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None,
         else:
             captures.append(r)
     rows = []
+    named_bad: list[dict[str, str]] = []  # unreadable host files of runs the user named
     for r in captures:
         try:
             rows.append(summarize_run(r))
+            if r not in listed:
+                named_bad += rows[-1].get("unreadable_hosts") or []
         except InputError as e:
             if r not in listed:  # a run the user named must be readable
                 raise
@@ -699,6 +702,9 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None,
                "breakeven": None, "verdicts": []}
     # Plans are compiled, never run: they sit beside the measurements, never mixed into them.
     res["left_out"] = left_out
+    # `overlap compare` exits 3 after its output on these, as report/check/inspect do on a run
+    # read in part; a run found in a directory is left out with a note instead
+    res["named_unreadable"] = named_bad
     res["did_not_run"] = did_not_run  # overlap.analysis.failed_runs
     res["plans"] = [plan_row(m) for m in plans]
     if plans and rows:

@@ -39,4 +39,12 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(render_text(res))
+    bad = res.get("named_unreadable") or []
+    if bad:
+        from overlap.errors import InputError
+
+        sys.stdout.flush()  # the comparison first, then the one error line
+        more = f" (and {len(bad) - 1} more host file(s))" if len(bad) > 1 else ""
+        raise InputError(bad[0]["path"], f"{bad[0]['problem']}{more}; the comparison above "
+                                         "covers the readable host files")
     return 0

@@ -112,6 +112,22 @@ def test_pod_with_a_damaged_host_reports_the_others_and_exits_3(tmp_path, cmd):
     assert [u["path"].rsplit("/", 1)[-1] for u in doc["unreadable_hosts"]] == ["host-1.xplane.pb"]
 
 
+def test_compare_of_a_named_pod_with_a_damaged_host_exits_3_after_its_table(tmp_path):
+    """As report/check/inspect: the comparison of the readable hosts, then one line naming the
+    damaged file, exit 3 (it exited 0 with a note; fuzz round 3, minor)."""
+    from tests.trace.test_hardening import pod
+
+    root = pod(tmp_path / "pod")
+    r = run_cli("compare", str(root), timeout=120)
+    line = _one_line(r, 3)
+    assert "host-1.xplane.pb" in line and "covers the readable host files" in line
+    assert "host file(s) unreadable" in r.stdout  # the table and its note came first
+    r = run_cli("compare", "--json", str(root), timeout=120)
+    assert r.returncode == 3
+    doc = json.loads(r.stdout)
+    assert [u["path"].rsplit("/", 1)[-1] for u in doc["named_unreadable"]] == ["host-1.xplane.pb"]
+
+
 def _fifo_run(tmp_path):
     import os
 
