@@ -213,14 +213,16 @@ def _advise(make: Callable[[Any], tuple[Any, Any, Any, dict | None]], names: lis
             progress(f"{name}: same program as {m['label']}")
     manifests = [m for m in slots if m is not None]
     result = rank(manifests, budget.to_dict(), names)
+    # The assumptions printed under the table: those of a plan that moves copies where one
+    # does (its streams line is the one the offload rows depend on), else the first plan's.
+    said = [m for m in manifests if (m.get("estimate") or {}).get("ops")] + \
+        [m for m in manifests if m.get("estimate")]
     result.update(
         target=tgt.name, subject=subject, checkpoint_names=names,
         policies_considered=len(space), programs_compiled=len(todo), compile_jobs=workers,
         seconds=round(time.perf_counter() - t_all, 1),
-        estimate_model=next(((m.get("estimate") or {}).get("model") for m in manifests
-                             if m.get("estimate")), None),
-        assumptions=next(((m.get("estimate") or {}).get("assumptions") for m in manifests
-                          if m.get("estimate")), None),
+        estimate_model=(said[0]["estimate"].get("model") if said else None),
+        assumptions=(said[0]["estimate"].get("assumptions") if said else None),
         calibration=calibration.to_dict() if calibration is not None else None)
     advice = Advice(result, plans)
     if out is not None:

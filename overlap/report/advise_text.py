@@ -98,7 +98,8 @@ def render_advice(a: dict[str, Any]) -> str:
     # (e.g. the calibration run of its very program) says so beside its name.
     said = " ".join(a.get("assumptions") or [])
     own = [r for r in a["rows"] if r.get("streams") and r["status"] == "ok"
-           and not r.get("same_program_as")]
+           and not r.get("same_program_as")
+           and not r["streams"].startswith("the program has no async ops")]
     if len({r["streams"] for r in own}) > 1:
         out += [f"  streams of {r['policy']}: {r['streams']}" for r in own
                 if f"({r['streams']})" not in said]
