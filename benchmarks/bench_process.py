@@ -126,7 +126,10 @@ def inputs(files: list[str]) -> list[Path]:
     many = CACHE / "many_ops_tpu.xplane.pb"
     if not many.exists():
         bench_shapes.many_ops_tpu(many, 3000)
-    return out + [compact_gpu(), many]
+    clocked = CACHE / "many_ops_tpu_clock.xplane.pb"
+    if not clocked.exists():
+        bench_shapes.many_ops_tpu_clocked(clocked, 3000)
+    return out + [compact_gpu(), many, clocked]
 
 
 def compact_gpu() -> Path:

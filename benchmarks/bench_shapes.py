@@ -5,7 +5,7 @@
 
 Shapes (all SYNTHETIC, written by `overlap.trace.synthetic`, labelled as such):
 
-* `many-ops tpu`: a TPU capture where every copy has its own `copy-start.N` op metadata (a fully
+* `many-ops tpu` (and `many_ops_tpu_clocked`: each copy on the chip's clock too): a TPU capture where every copy has its own `copy-start.N` op metadata (a fully
   unrolled or many-program capture): time follows distinct ops, not events, unless the
   per-metadata work is cheap. Readers: bare decode, `overlap report --json` in process, and
   xprof's `analyze_async_overlap`. `distinct compute too`: every fusion is its own op as well.
@@ -39,6 +39,28 @@ def many_ops_tpu(path: Path, steps: int, distinct_compute: bool = False) -> Path
     from overlap.trace.synthetic import many_ops_scenario
 
     return many_ops_scenario(steps, distinct_compute).write(path)
+
+
+def many_ops_tpu_clocked(path: Path, steps: int) -> Path:
+    """The many-ops shape with the chip's clock on every copy (`device_offset_ps`/
+    `device_duration_ps` on the copy-start and copy-done events, as real XLA:TPU captures
+    write them): the reader then joins each Async XLA Ops span to its two XLA Ops events by
+    name and time (`overlap.trace.tpu._async_device_spans`), 36k distinct names at 3000
+    steps. SYNTHETIC; the device clock is the host-aligned one plus 1 us."""
+    from overlap.trace.synthetic import SyntheticTrace
+
+    t = SyntheticTrace()
+    tpu = t.tpu(0)
+    us = 1_000_000
+    for s in range(steps):
+        t0 = (10 + 100 * s) * us
+        t.step(s, t0, t0 + 95 * us)
+        for k in range(12):
+            a = t0 + k * 7 * us
+            tpu.op(a, 6 * us, name=f"fusion.{k}")
+            tpu.async_copy("D2H" if k % 2 else "H2D", a, a + 5 * us, dims=(8, 128),
+                           device_span=(a + us, a + 6 * us))
+    return t.write(path)
 
 
 def id0_events(path: Path, n: int, zero: bool) -> Path:

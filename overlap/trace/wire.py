@@ -856,7 +856,8 @@ class LineEvents:
         evs = np.flatnonzero(codes >= 0)
         return evs, vals[codes[evs]]
 
-    def ints_of(self, sid_sets, mids, others=None) -> list[tuple[np.ndarray, np.ndarray]]:
+    def ints_of(self, sid_sets, mids, others=None,
+                at: np.ndarray | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per set of stat ids: (per event, its first stat with one of them as int64; whether
         it has one that is an integer: int64, or uint64 below 2**63), for the events of
         metadata ids `mids` only (no value elsewhere). Typed, no object per event. Read in one
@@ -865,7 +866,9 @@ class LineEvents:
         event's stats): the TPU device clock of copy boundaries, a few events of a line of a
         million, where `wanted` would keep every event's; unless the constructor kept these
         ids. `others`: the line's other metadata ids where the caller has them (else found
-        here; upb only). Not for a `PlaneGroup` read.
+        here; upb only). `at`: where the caller knows them, the (sorted) indices of the
+        events to read, each of one of `mids`: values there only. Not for a `PlaneGroup`
+        read.
         (Added for overlap.trace.tpu's device clock; see notes/32-34.md.)"""
         sets = [frozenset(int(x) for x in sids) for sids in sid_sets]
         out = [(np.zeros(self.n, np.int64), np.zeros(self.n, bool)) for _ in sets]
@@ -883,7 +886,8 @@ class LineEvents:
                 st = self._kept_stats(_upb_events(line.events, skip.tolist(), want, None)[4])
             else:
                 # the scanner decodes these events only, stepping over the others by length
-                at = np.flatnonzero(np.isin(self.mids, mids))
+                if at is None:
+                    at = np.flatnonzero(np.isin(self.mids, mids))
                 raw_at = at if self._keep is None else np.flatnonzero(self._keep)[at]
                 st = dict(_scan.decode_events_at(line.buf, line.pay_s, line.pay_e, raw_at,
                                                  want))
@@ -895,7 +899,12 @@ class LineEvents:
             first = np.ones(len(ev), bool)  # records are in event order: an event's first
             first[1:] = ev[1:] != ev[:-1]
             ev, rec = ev[first], sel[first]
-            ok = np.isin(self.mids[ev], mids)
+            if at is None:
+                ok = np.isin(self.mids[ev], mids)
+            else:
+                asked = np.zeros(self.n, bool)
+                asked[at] = True
+                ok = asked[ev]
             kind = st["kind"][rec]
             if "obj" in st:  # upb: values as Python objects (a few: these events only)
                 ints = [int(v) if k in (_K_I64, _K_U64) and INT64_MIN <= int(v) <= INT64_MAX

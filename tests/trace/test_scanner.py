@@ -254,6 +254,13 @@ def test_scanner_equals_upb_for_any_encoding(lines, interleave):
                                           u.ints_of([[1, 3], [2], [42]], mids)):
                 assert fh.tolist() == uh.tolist()
                 assert fv[fh].tolist() == uv[uh].tolist()
+            # some of those events by index: values there only, on both decoders
+            at = np.flatnonzero(np.isin(f.mids, mids))[::2]
+            for (fv, fh), (uv, uh) in zip(f.ints_of([[1, 3], [2]], mids, at=at),
+                                          u.ints_of([[1, 3], [2]], mids, at=at)):
+                assert fh.tolist() == uh.tolist()
+                assert not fh[np.setdiff1d(np.arange(f.n), at)].any()
+                assert fv[fh].tolist() == uv[uh].tolist()
 
 
 def test_interned_values_are_equal_by_kind_and_content():
