@@ -5,10 +5,11 @@
 
 Shapes (all SYNTHETIC, written by `overlap.trace.synthetic`, labelled as such):
 
-* `many-ops tpu` (and `many_ops_tpu_clocked`: each copy on the chip's clock too): a TPU capture where every copy has its own `copy-start.N` op metadata (a fully
+* `many-ops tpu`: a TPU capture where every copy has its own `copy-start.N` op metadata (a fully
   unrolled or many-program capture): time follows distinct ops, not events, unless the
-  per-metadata work is cheap. Readers: bare decode, `overlap report --json` in process, and
-  xprof's `analyze_async_overlap`. `distinct compute too`: every fusion is its own op as well.
+  per-metadata work is cheap (`many_ops_tpu_clocked`: each copy on the chip's clock too).
+  Readers: bare decode, `overlap report --json` in process, and xprof's
+  `analyze_async_overlap`. `distinct compute too`: every fusion is its own op as well.
 * `id-0 events`: a GPU line whose events use metadata id 0, which proto3 omits on the wire (the
   event does not start with the 0x08 tag); compared with the same content using id 1.
 * `many planes`: many GPU device planes of two events each (per-plane overhead).
