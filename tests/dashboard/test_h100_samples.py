@@ -1,12 +1,15 @@
 """The real NVIDIA H100/H200 samples (sample_traces/gpu-h100, gpu-h200) are what a new user sees
 first (issue 30): the dashboard's default (no ./runs) lists them and groups the H100 offload run
 with its remat baseline, `overlap demo` prints the H100 pair's answer and step-time verdict, and
-the README's first look quotes what the tool really says about them."""
+every output the README quotes (first look, why exposed, names, check, compare, plan check,
+--predict) is what the tool prints now."""
 
 from __future__ import annotations
 
 import json
 import re
+
+import pytest
 
 from overlap.cli import dashboard as dash_cli
 from overlap.dashboard import data
@@ -60,22 +63,64 @@ def test_demo_prints_the_real_h100_pair(capsys):
     assert "offload_x: 3.1% slower than nothing_saveable" in out
 
 
-def _quoted_after(readme: str, command: str) -> list[str]:
-    """The lines of the output block that follows `command`'s code block in the README."""
-    m = re.search(re.escape(command) + r"\n```\n```\n(.*?)\n```", readme, re.S)
-    assert m, command
-    return [ln for ln in m.group(1).splitlines() if ln.strip()]
+# A shell block whose last line is an `overlap` command, followed at once by a plain block:
+# the plain block is that command's output as the README quotes it. No backtick inside either
+# block, so one match never spans two blocks.
+QUOTE = re.compile(r"```bash\n([^`]*?)\n```\n```\n([^`]*?)\n```")
 
 
-def test_readme_first_look_quotes_the_tool():
+def readme_quotes(readme: str) -> list[tuple[list[str], list[str]]]:
+    """(commands, quoted lines) for every command the README shows with its output; '...' marks
+    a cut and is not a quoted line."""
+    out = []
+    for m in QUOTE.finditer(readme):
+        commands = [c for c in m.group(1).splitlines() if c.strip()]
+        lines = [ln for ln in m.group(2).splitlines() if ln.strip() and ln.strip() != "..."]
+        out.append((commands, lines))
+    return out
+
+
+def test_readme_quotes_are_found():
+    """The parser sees every quoted output (it must not silently find none): the first look's
+    report and compare, why exposed, names, check (failing and baseline), like-with-like
+    compare, the plan check and --predict."""
+    quotes = readme_quotes((REPO / "README.md").read_text())
+    shown = {cmds[-1] for cmds, _ in quotes}
+    for expected in ("overlap report sample_traces/gpu-h100/scan-h100/offload_x",
+                     "overlap compare sample_traces/gpu-h100/scan-h100",
+                     "overlap check sample_traces/gpu-h100/scan-h100/offload_x --no-host-compute",
+                     "overlap compare sample_traces/gpu-h100",
+                     "overlap report sample_traces/gpu-h100/scan-h100/offload_x --predict"):
+        assert expected in shown, expected
+    assert len(quotes) >= 9
+    assert all(lines for _, lines in quotes)
+
+
+def test_readme_quotes_the_tool(tmp_path):
+    """Every output the README quotes is what the tool prints now, line for line (a cut with
+    '...' aside), from a fresh checkout's point of view: commands run in an empty folder that
+    sees only sample_traces/, so a quote that needs anything else (a plan compiled on the spot)
+    runs the commands shown before it in its block."""
     readme = (REPO / "README.md").read_text()
-    rel = H100_PAIR.relative_to(REPO).as_posix()
-    for command in (f"overlap report {rel}/offload_x", f"overlap compare {rel}"):
-        quoted = _quoted_after(readme, command)
-        r = run_cli(*command.split()[1:])
-        assert r.returncode == 0, r.stderr
+    (tmp_path / "sample_traces").symlink_to(SAMPLE_TRACES)
+    for commands, quoted in readme_quotes(readme):
+        r = None
+        for command in commands:
+            args = command.split()
+            assert args[0] == "overlap", command
+            if args[1] == "plan":
+                pytest.importorskip("jax_plugins.xla_cuda12", reason="overlap plan needs [plan]")
+            r = run_cli(*args[1:], cwd=tmp_path, timeout=300)
+            expected_rc = (0, 1) if args[1] == "check" else (0,)
+            assert r.returncode in expected_rc, (command, r.returncode, r.stderr[-2000:])
+        assert r is not None
+        printed = (r.stdout + "\n" + r.stderr).splitlines()
         for line in quoted:
-            assert line in r.stdout.splitlines(), (command, line)
+            assert line in printed, (commands[-1], line)
+
+
+def test_readme_first_look_step_times():
+    readme = (REPO / "README.md").read_text()
     # The step-time story beside it is compare's own numbers.
     r = run_cli("compare", "--json", str(H100_PAIR))
     runs = {x["label"]: x for x in json.loads(r.stdout)["runs"]}
