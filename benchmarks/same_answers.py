@@ -4,6 +4,7 @@ keeps every answer identical).
 
     python benchmarks/same_answers.py --out /tmp/before          # before a change
     python benchmarks/same_answers.py --out /tmp/after --compare /tmp/before
+    python benchmarks/same_answers.py --check ...                 # `overlap check` too
 
 Inputs: every `.xplane.pb` under `sample_traces/`, the real H100/H200 captures of
 `tests/data/gpu-corpus/*.tar.xz` (unpacked once into `--corpus DIR`, as files and as run
@@ -64,10 +65,14 @@ def key(p: Path) -> str:
     return f"{tail}-{hashlib.sha1(s.encode()).hexdigest()[:8]}"
 
 
-def answers(p: Path, tree: Path) -> dict[str, bytes]:
+COMMANDS = (("json", ["report", "--json"]), ("text", ["report"]))
+CHECK = ("check", ["check"])  # with --check: `overlap check`'s verdict and exit code too
+
+
+def answers(p: Path, tree: Path, commands=COMMANDS) -> dict[str, bytes]:
     out = {}
-    for tag, extra in (("json", ["--json"]), ("text", [])):
-        r = subprocess.run([sys.executable, "-m", "overlap", "report", *extra, str(p.resolve())],
+    for tag, cmd in commands:
+        r = subprocess.run([sys.executable, "-m", "overlap", *cmd, str(p.resolve())],
                            capture_output=True, cwd=str(tree), timeout=600,
                            env=dict(os.environ, COLUMNS="120", PYTHONPATH=str(tree)))
         raw = f"exit {r.returncode}\n".encode() + r.stdout + b"\n--- stderr\n" + r.stderr
@@ -86,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", type=Path, help="a folder written before: report differences")
     ap.add_argument("--corpus", type=Path, default=Path("/tmp/overlap-gpu-corpus"))
     ap.add_argument("--files", nargs="*", default=[])
+    ap.add_argument("--check", action="store_true", help="also `overlap check` of each input")
     ap.add_argument("--tree", type=Path, default=REPO,
                     help="the checkout whose `overlap` answers (a copy of the package made "
                          "before a change, say); default: this one")
@@ -93,9 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     a.out.mkdir(parents=True, exist_ok=True)
     differ = 0
     ins = inputs(a.corpus, a.files)
+    commands = COMMANDS + ((CHECK,) if a.check else ())
     for p in ins:
         k = key(p)
-        for tag, data in answers(p, a.tree.resolve()).items():
+        for tag, data in answers(p, a.tree.resolve(), commands).items():
             (a.out / f"{k}.{tag}").write_bytes(data)
             if a.compare is not None:
                 old = a.compare / f"{k}.{tag}"
@@ -104,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                 elif old.read_bytes() != data:
                     differ += 1
                     print(f"DIFF  {tag:4} {p}")
-    print(f"{len(ins)} inputs, {2 * len(ins)} answers"
+    print(f"{len(ins)} inputs, {len(commands) * len(ins)} answers"
           + (f", {differ} differ from {a.compare}" if a.compare is not None else ""))
     return 1 if differ else 0
 

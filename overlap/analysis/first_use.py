@@ -61,7 +61,7 @@ import numpy as np
 
 from overlap.analysis.grouping import Columns, group_codes, is_none
 from overlap.analysis.intervals import merged_groups
-from overlap.arrays import factorize
+from overlap.arrays import factorize, sorted_unique  # not np.unique: it imports numpy.ma
 from overlap.hlo import trace_ops
 
 _DONE = ("copy-done", "fusion-done", "async-done", "send-done", "recv-done")
@@ -202,7 +202,7 @@ def copy_first_use(trace, programs: dict[tuple[Any, Any], trace_ops.Program] | N
         same = (c_mc == mod_code[i]) & ((c_pc < 0) | (c_pc == t_pc[i]))
         if key not in users_of:
             users_of[key] = users_index(prog)
-            kernels_of[key] = {str(c_ops[k]) for k in np.unique(c_opcode[same]).tolist()
+            kernels_of[key] = {str(c_ops[k]) for k in sorted_unique(c_opcode[same]).tolist()
                                if k >= 0}
         done, users, why = first_users(prog, start_ins, kernels_of[key], users_of[key])
         out["done"][rows] = done
@@ -264,7 +264,7 @@ def _paired(qg: np.ndarray, qs: np.ndarray, kg: np.ndarray, ks: np.ndarray) -> n
     ko = np.lexsort((ks, kg))
     kg, ks = kg[ko], ks[ko]
     qo = np.lexsort((qs, qg))
-    for g in np.unique(qg).tolist():  # devices: few
+    for g in sorted_unique(qg).tolist():  # devices: few
         q = qo[qg[qo] == g]
         lo, hi = np.searchsorted(kg, g, "left"), np.searchsorted(kg, g, "right")
         kk = ks[lo:hi]
@@ -292,7 +292,7 @@ def _ready(out: dict[str, Any], tg, start, cg, cs, ce) -> None:
     key_order = np.lexsort((comp.s, comp.g))
     mg, ms, me = comp.g[key_order], comp.s[key_order], comp.e[key_order]
     pos = np.zeros(len(have), np.int64)
-    for d in np.unique(g).tolist():  # devices: few
+    for d in sorted_unique(g).tolist():  # devices: few
         sel = g == d
         lo = np.searchsorted(mg, d, "left")
         pos[sel] = lo + np.searchsorted(ms[lo:np.searchsorted(mg, d, "right")], u[sel],

@@ -140,10 +140,12 @@ def _write(path: str, text, what: str) -> None:
 
 
 def _plan_manifest(path: str) -> dict | None:
+    p = Path(path)
+    if not p.is_dir():  # a capture file is no plan (and its check never imports rundir: ~5 ms)
+        return None
     from overlap.runs.rundir import is_plan, load_manifest
 
-    p = Path(path)
-    m = load_manifest(p) if p.is_dir() else None
+    m = load_manifest(p)
     if is_plan(m):
         from overlap.analysis.plans import plan_problem
         from overlap.errors import InputError
