@@ -383,15 +383,11 @@ def offload_section(path: str, result: dict) -> dict | None:
     This answers the first question users ask ("did offload happen at all?"). A bare capture has
     no manifest, hence no plan, and gets no section.
     """
-    from pathlib import Path
-
-    from overlap.analysis.compare import executed_copies, offload_check, planned_copies
-    from overlap.runs.rundir import load_manifest
-
-    p = Path(path)
-    manifest = load_manifest(p) if p.is_dir() else None
+    manifest = _manifest_of(path)
     if not manifest:
         return None
+    from overlap.analysis.compare import executed_copies, offload_check, planned_copies
+
     planned, executed = planned_copies(manifest), executed_copies(result)
     policy = manifest.get("policy") or {}
     out = offload_check(planned, executed, bool(policy.get("offloaded")))
@@ -402,14 +398,22 @@ def offload_section(path: str, result: dict) -> dict | None:
 def host_section(path: str, trace, result: dict) -> dict:
     """`host` (`overlap.analysis.host_memory.capture_host_section`): ops XLA moved to host
     compute and the pinned host peak against the cap in force, or why not available."""
+    from overlap.analysis.host_memory import capture_host_section
+
+    return capture_host_section(trace, result, _manifest_of(path))
+
+
+def _manifest_of(path: str) -> dict | None:
+    """The run directory's manifest (`overlap.runs.rundir.load_manifest`); None for a capture
+    file, whose report then never imports rundir (~5 ms of a small capture's start-up: its
+    `secrets` import loads hashlib and OpenSSL; issue 32)."""
     from pathlib import Path
 
-    from overlap.analysis.host_memory import capture_host_section
+    if not Path(path).is_dir():
+        return None
     from overlap.runs.rundir import load_manifest
 
-    p = Path(path)
-    manifest = load_manifest(p) if p.is_dir() else None
-    return capture_host_section(trace, result, manifest)
+    return load_manifest(Path(path))
 
 
 def programs_section(path: str, trace, result: dict) -> dict | None:
@@ -437,12 +441,7 @@ def names_section(path: str, trace, result: dict, programs: dict | None = None) 
     asks for some; a CPU capture (offload compiled away) gets none."""
     if result.get("backend") not in ("gpu", "tpu"):
         return None
-    from pathlib import Path
-
     from overlap.analysis.names import offload_by_name
-    from overlap.runs.rundir import load_manifest
 
-    p = Path(path)
-    manifest = load_manifest(p) if p.is_dir() else None
-    return offload_by_name(path, trace, result, manifest, programs)
+    return offload_by_name(path, trace, result, _manifest_of(path), programs)
 
