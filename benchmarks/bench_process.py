@@ -88,20 +88,22 @@ def compile_bytecode(*roots: str | Path) -> None:
         compileall.compile_dir(str(Path(root) / "overlap"), quiet=1)
 
 
-def run_once(argv: list[str], env: dict) -> tuple[float, int]:
-    """(wall seconds, peak RSS KiB) of one fresh process."""
+def run_once(argv: list[str], env: dict) -> tuple[float, int, float]:
+    """(wall seconds, peak RSS KiB, CPU seconds: user + system) of one fresh process. CPU
+    time is what the process itself spent: on a shared machine the load stretches wall time,
+    much less CPU time."""
     full = dict(os.environ, **env)
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=full,
                          cwd="/")
-    _, status, _ = os.wait4(p.pid, 0)
+    _, status, ru = os.wait4(p.pid, 0)
     dt = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
     err = p.stderr.read().decode() if p.stderr else ""
     if p.returncode not in (0, 1):
         raise SystemExit(f"{argv[:4]} exited {p.returncode}: {err[-500:]}")
     peak = [ln.split()[1] for ln in err.splitlines() if ln.startswith("PEAK_KIB ")]
-    return dt, int(peak[-1])
+    return dt, int(peak[-1]), ru.ru_utime + ru.ru_stime
 
 
 def cell(med: dict[str, float], k: str) -> str:
@@ -158,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     compile_bytecode(REPO, *([a.before] if a.before else []))
     base_kib = max(run_once([sys.executable, "-c", PEAK + BASE], {})[1] for _ in range(3))
+    # CPU seconds of `report` (and `report (before)`), medians: printed after the table
+    cpu_rows: list[str] = []
     print(f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; "
           f"medians of {a.rounds} interleaved rounds (fresh processes)")
     print("| input | MB | " + " | ".join(["decode s", "report", "report (upb)", "xprof",
@@ -172,11 +176,16 @@ def main(argv: list[str] | None = None) -> int:
             cmds.pop("report (upb)")
         times: dict[str, list[float]] = {k: [] for k in cmds}
         rss: dict[str, list[int]] = {k: [] for k in cmds}
+        cpu: dict[str, list[float]] = {k: [] for k in cmds}
         for _ in range(a.rounds):
             for k, (argv_, env) in cmds.items():
-                dt, kib = run_once(argv_, env)
+                dt, kib, c = run_once(argv_, env)
                 times[k].append(dt)
                 rss[k].append(kib)
+                cpu[k].append(c)
+        cpu_rows.append(f"| {f.name} | " + " | ".join(
+            f"{statistics.median(cpu[k]):.3f}" if k in cpu else "-"
+            for k in ("decode", "report", "report (before)", "xprof")) + " |")
         med = {k: statistics.median(v) for k, v in times.items()}
         mb = f.stat().st_size / 1e6
         d = med["decode"]
@@ -190,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{over:.0f} MiB ({over * 2**20 / f.stat().st_size:.1f}x) |", flush=True)
     print(f"# load average {os.getloadavg()[0]:.1f} at the end; base (imports only) "
           f"{base_kib / 1024:.0f} MiB")
+    print("\n| input | CPU s: decode | report | report (before) | xprof |\n|---|---|---|---|---|")
+    print("\n".join(cpu_rows))
     return 0
 
 
