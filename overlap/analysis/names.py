@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -162,6 +161,8 @@ def source_file(recorded: str, hints: tuple[Path, ...]) -> tuple[str, str] | Non
 
 @functools.lru_cache(maxsize=256)
 def _sha256(path: str, mtime_ns: int, size: int) -> str | None:
+    import hashlib  # here: OpenSSL's load is ~3 ms of every GPU/TPU report's start-up
+
     try:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:

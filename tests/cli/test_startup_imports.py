@@ -1,8 +1,9 @@
 """`overlap report`/`check` of a capture file load only what that file needs (issue 32: a small
 capture's report is mostly interpreter and imports, what CI pays per capture).
 
-Two imports the report of a bare capture file never needs: `overlap.runs.rundir` (a run
-directory's manifest; its `secrets` import loads hashlib and OpenSSL, ~5 ms) and `numpy.ma`
+Imports the report of a bare capture file never needs: `overlap.runs.rundir` (a run
+directory's manifest; its `secrets` import loads hashlib and OpenSSL, ~5 ms), `hashlib` itself
+(`overlap.analysis.names` hashes source files only where names are tied to them) and `numpy.ma`
 (numpy 2's `np.unique` imports it on a plain call, ~6 ms; the first-use section uses
 `overlap.arrays.sorted_unique`). Each case runs the real command in a fresh interpreter on a
 real capture and checks what that process imported; a run directory still reads its manifest.
@@ -19,7 +20,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "sample_traces"
-_WATCH = ("overlap.runs.rundir", "numpy.ma")
+_WATCH = ("overlap.runs.rundir", "numpy.ma", "hashlib")
 _RUN = """
 import atexit, runpy, sys
 def said():
@@ -60,4 +61,4 @@ def test_a_run_directory_still_reads_its_manifest() -> None:
     assert (run / "plugins").is_dir()
     code, mods = imported(["report", "--json", str(run)])
     assert code == 0
-    assert "overlap.runs.rundir" in mods
+    assert "overlap.runs.rundir" in mods  # (and hashlib, through its `secrets`)
