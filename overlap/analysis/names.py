@@ -70,12 +70,18 @@ _PID = re.compile(r"^(.*)\((\d+)\)$")
 # Names in the source
 
 
-def _checkpoint_aliases(tree: ast.AST) -> set[str]:
+def _checkpoint_aliases(tree: ast.AST) -> tuple[set[str], list[ast.Call]]:
+    """(the names `checkpoint_name` goes by in the module, its calls with arguments in
+    `ast.walk`'s order): one walk of the tree for both (a 1,500-line workload: ~20 ms a walk)."""
     names = {"checkpoint_name"}
+    calls = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
+        if isinstance(node, ast.Call):
+            if node.args:
+                calls.append(node)
+        elif isinstance(node, ast.ImportFrom):
             names |= {a.asname for a in node.names if a.name == "checkpoint_name" and a.asname}
-    return names
+    return names, calls
 
 
 def named_spans(path: str) -> tuple[tuple[tuple[int, int, int, int], str], ...]:
@@ -102,11 +108,9 @@ def _named_spans(path: str, mtime_ns: int, size: int
         tree = ast.parse(text)
     except (OSError, SyntaxError, ValueError):
         return ()
-    aliases = _checkpoint_aliases(tree)
+    aliases, calls = _checkpoint_aliases(tree)
     out = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or not node.args:
-            continue
+    for node in calls:
         f = node.func
         fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
         if fname not in aliases:
