@@ -886,8 +886,8 @@ class LineEvents:
                 st = self._kept_stats(_upb_events(line.events, skip.tolist(), want, None)[4])
             else:
                 # the scanner decodes these events only, stepping over the others by length
-                if at is None:
-                    at = np.flatnonzero(np.isin(self.mids, mids))
+                at = (np.flatnonzero(np.isin(self.mids, mids)) if at is None
+                      else np.ascontiguousarray(at, np.int64))  # the scanner takes int64[::1]
                 raw_at = at if self._keep is None else np.flatnonzero(self._keep)[at]
                 st = dict(_scan.decode_events_at(line.buf, line.pay_s, line.pay_e, raw_at,
                                                  want))
