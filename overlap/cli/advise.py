@@ -16,6 +16,8 @@ import sys
 
 
 def register(sub) -> None:
+    from overlap.cli.plan import add_model_args
+
     p = sub.add_parser("advise", help="rank remat/offload policies for a step on a target "
                        "(compiled, not run)", description=__doc__.split("\n\n")[0])
     from overlap.plan.targets import TARGETS  # light: dataclasses only, no jax
@@ -34,14 +36,7 @@ def register(sub) -> None:
     p.add_argument("--topology", metavar="TOPO", help="TPU topology (default per target)")
     p.add_argument("--host-bandwidth", type=float, metavar="GB/s",
                    help="host link bandwidth for the estimate (default: the target's)")
-    p.add_argument("--calibrate", metavar="RUN",
-                   help="a run of the same step captured on the target (e.g. its full-remat "
-                        "baseline): its measured kernel times, launch gaps, link and command-"
-                        "buffer setting replace the data sheet's in the estimate")
-    p.add_argument("--command-buffers", choices=("on", "off"),
-                   help="XLA:GPU command buffers in the estimate (on: copies share the compute "
-                        "stream); default: --calibrate's run, else XLA_FLAGS, else XLA's "
-                        "default (on)")
+    add_model_args(p)
     p.add_argument("--jobs", type=int, metavar="N",
                    help="programs compiled at once (default: 2 on a machine with 2+ cores)")
     p.add_argument("--json", action="store_true", help="print the advice as JSON")

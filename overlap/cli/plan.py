@@ -45,6 +45,14 @@ def register(sub) -> None:
     budget.add_argument("--memory-fraction", type=float, metavar="F",
                         help="fraction of the target's device memory a plan must fit in, as "
                              "XLA_PYTHON_CLIENT_MEM_FRACTION sets it for JAX on GPUs")
+    add_model_args(p)
+    p.add_argument("--json", action="store_true", help="print the plans' manifests as JSON")
+    p.set_defaults(func=run)
+
+
+
+def add_model_args(p) -> None:
+    """`--calibrate` and `--command-buffers`, the estimate's inputs `plan` and `advise` share."""
     p.add_argument("--calibrate", metavar="RUN",
                    help="a run of the same step captured on the target (e.g. its full-remat "
                         "baseline): its measured kernel times, launch gaps, link and command-"
@@ -53,9 +61,6 @@ def register(sub) -> None:
                    help="XLA:GPU command buffers in the estimate (on: copies share the compute "
                         "stream); default: --calibrate's run, else XLA_FLAGS, else XLA's "
                         "default (on)")
-    p.add_argument("--json", action="store_true", help="print the plans' manifests as JSON")
-    p.set_defaults(func=run)
-
 
 def run(args: argparse.Namespace) -> int:
     from overlap.errors import UsageError
