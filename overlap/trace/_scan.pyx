@@ -608,6 +608,32 @@ cdef Py_ssize_t _entry_check(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
     return 0
 
 
+cdef inline Py_ssize_t _next_event(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
+                                   Py_ssize_t* es, Py_ssize_t* ee) noexcept nogil:
+    """From `p` in a line's payload [p, e): the next XEvent (field 4) as [es, ee), skipping the
+    line's other fields as upb would; returns where the line goes on (ee), or `e` with es = -1
+    when no event is left, or a negative `_fail` code. The one walk of a line's events that
+    `check_events`, `decode_events` and `decode_events_at` share."""
+    cdef uint64_t fn
+    cdef int wt
+    es[0] = -1
+    while p < e:
+        p = _tag(b, p, e, &fn, &wt)
+        if p < 0:
+            return p
+        if not (fn == 4 and wt == 2):
+            p = _skip(b, p, e, wt, fn, D_LINE)
+            if p < 0:
+                return p
+            continue
+        p = _len(b, p, e, ee)
+        if p < 0:
+            return p
+        es[0] = p
+        return ee[0]
+    return p
+
+
 def check_events(data, const int64_t[::1] starts, const int64_t[::1] ends):
     """Check the events of lines whose payloads are [starts[i], ends[i]) as upb would, for
     lines no rule decodes (`decode_events` checks the others as it goes): raises Corrupt
@@ -621,18 +647,11 @@ def check_events(data, const int64_t[::1] starts, const int64_t[::1] ends):
         p = starts[i]
         e = ends[i]
         while p < e:
-            p = _tag(b, p, e, &fn, &wt)
+            p = _next_event(b, p, e, &es, &ee)
             if p < 0:
                 raise _fail(p)
-            if not (fn == 4 and wt == 2):
-                p = _skip(b, p, e, wt, fn, D_LINE)
-                if p < 0:
-                    raise _fail(p)
-                continue
-            es = _len(b, p, e, &ee)
             if es < 0:
-                raise _fail(es)
-            p = ee
+                break  # the line holds no more events
             rc = _event_check(b, es, ee, &bad)
             if rc < 0:
                 raise _fail(rc)
@@ -919,18 +938,11 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
         p = starts[i]
         e = ends[i]
         while p < e:
-            p = _tag(b, p, e, &fn, &wt)
+            p = _next_event(b, p, e, &es, &ee)
             if p < 0:
                 raise _fail(p)
-            if not (fn == 4 and wt == 2):
-                p = _skip(b, p, e, wt, fn, D_LINE)
-                if p < 0:
-                    raise _fail(p)
-                continue
-            es = _len(b, p, e, &ee)
             if es < 0:
-                raise _fail(es)
-            p = ee
+                break  # the line holds no more events
             if k >= total:
                 raise Corrupt("more events than counted")
             # one XEvent [es, ee)
@@ -1037,18 +1049,11 @@ def decode_events_at(data, const int64_t[::1] starts, const int64_t[::1] ends,
         p = starts[i]
         e = ends[i]
         while p < e and j < na:
-            p = _tag(b, p, e, &fn, &wt)
+            p = _next_event(b, p, e, &es, &ee)
             if p < 0:
                 raise _fail(p)
-            if not (fn == 4 and wt == 2):
-                p = _skip(b, p, e, wt, fn, D_LINE)
-                if p < 0:
-                    raise _fail(p)
-                continue
-            es = _len(b, p, e, &ee)
             if es < 0:
-                raise _fail(es)
-            p = ee
+                break  # the line holds no more events
             if k == at[j]:
                 # one XEvent [es, ee): its stats, as decode_events reads them
                 while es < ee:
