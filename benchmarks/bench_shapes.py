@@ -48,20 +48,9 @@ def many_ops_tpu_clocked(path: Path, steps: int) -> Path:
     write them): the reader then joins each Async XLA Ops span to its two XLA Ops events by
     name and time (`overlap.trace.tpu._async_device_spans`), 36k distinct names at 3000
     steps. SYNTHETIC; the device clock is the host-aligned one plus 1 us."""
-    from overlap.trace.synthetic import SyntheticTrace
+    from overlap.trace.synthetic import many_ops_scenario
 
-    t = SyntheticTrace()
-    tpu = t.tpu(0)
-    us = 1_000_000
-    for s in range(steps):
-        t0 = (10 + 100 * s) * us
-        t.step(s, t0, t0 + 95 * us)
-        for k in range(12):
-            a = t0 + k * 7 * us
-            tpu.op(a, 6 * us, name=f"fusion.{k}")
-            tpu.async_copy("D2H" if k % 2 else "H2D", a, a + 5 * us, dims=(8, 128),
-                           device_span=(a + us, a + 6 * us))
-    return t.write(path)
+    return many_ops_scenario(steps, clocked=True).write(path)
 
 
 def id0_events(path: Path, n: int, zero: bool) -> Path:

@@ -590,11 +590,14 @@ def _max_end_ps(xs) -> int:
 # Ready-made scenarios (used by tests, benchmarks and `overlap demo --synthetic`)
 
 
-def many_ops_scenario(steps: int = 30, distinct_compute: bool = False) -> SyntheticTrace:
+def many_ops_scenario(steps: int = 30, distinct_compute: bool = False,
+                      clocked: bool = False) -> SyntheticTrace:
     """A TPU step loop where every copy is its own `copy-start` op (the many-distinct-copy-ops
     shape of benchmarks/bench_shapes.py, 24k metadata entries per 1000 steps): per step 12
     compute ops of 6 us, each with an async copy of 5 us (D2H and H2D in turn) beside it.
-    `distinct_compute`: every compute op its own name too. No HLO protos."""
+    `distinct_compute`: every compute op its own name too. `clocked`: every copy carries the
+    chip's clock (`device_offset_ps`/`device_duration_ps`, as real XLA:TPU captures write
+    them), the host-aligned one plus 1 us. No HLO protos."""
     t = SyntheticTrace()
     tpu = t.tpu(0)
     us = 1_000_000
@@ -604,8 +607,9 @@ def many_ops_scenario(steps: int = 30, distinct_compute: bool = False) -> Synthe
         for k in range(12):
             name = f"fusion.{s * 12 + k}" if distinct_compute else f"fusion.{k}"
             tpu.op(t0 + k * 7 * us, 6 * us, name=name)
-            tpu.async_copy("D2H" if k % 2 else "H2D", t0 + k * 7 * us, t0 + k * 7 * us + 5 * us,
-                           dims=(8, 128))
+            a = t0 + k * 7 * us
+            tpu.async_copy("D2H" if k % 2 else "H2D", a, a + 5 * us, dims=(8, 128),
+                           device_span=(a + us, a + 6 * us) if clocked else None)
     return t
 
 
