@@ -168,12 +168,12 @@ def capture_host_facts(trace, result: dict, manifest: dict | None) -> dict[str, 
         # run.json's heap_simulator.module is not used: in the H100 sweeps every run's names
         # the same compile, so it cannot tell the program that ran.
         return None
-    # only now: overlap.hlo.program loads protobuf (tests/cli/test_no_protobuf.py)
-    from overlap.hlo.program import hlo_text_from_proto
-    try:
-        text = hlo_text_from_proto(prog["proto"])
-    except Exception:  # noqa: BLE001 - the peak still stands without the text
-        text = None
+    # Printed as --predict prints a captured program: checked first, then in a child process,
+    # so a damaged proto that trips a CHECK in XLA's printer cannot abort the report
+    # (`overlap.hlo.proto_print`); None where it cannot be read: the peak still stands.
+    from overlap.hlo.proto_print import print_protos
+
+    text, _why = print_protos({"program": prog["proto"]})["program"]
     env = ((manifest or {}).get("env") if isinstance((manifest or {}).get("env"), dict)
            else None)
     out = host_facts(text, prog["proto"], result.get("backend"), env)
