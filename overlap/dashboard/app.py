@@ -219,9 +219,15 @@ def matches_definition(body: dict, cb: dict) -> bool:
     outs = body["outputs"]
     if isinstance(out, (list, tuple)):  # a multi-output callback: a list of the same outputs
         want_out = [(o.component_id, o.component_property) for o in out]
-        return isinstance(outs, list) and _slots(outs) == want_out
-    return isinstance(outs, dict) and _slots([outs]) == [
+        return isinstance(outs, list) and _out_slots(outs) == want_out
+    return isinstance(outs, dict) and _out_slots([outs]) == [
         (getattr(out, "component_id", None), getattr(out, "component_property", None))]
+
+
+def _out_slots(items: list) -> list[tuple[Any, Any]]:
+    # Dash's renderer names an `allow_duplicate` output's property `prop@<hash of inputs>`;
+    # Dash itself reads the part before "@" (dash._utils.clean_property_name), so do we.
+    return [(i, p.split("@", 1)[0] if isinstance(p, str) else p) for i, p in _slots(items)]
 
 
 def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
@@ -281,6 +287,7 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
                                      clearable=False, style={"width": "420px"}),
                         html.Label("Step:", htmlFor="step-select"),
                         dcc.Dropdown(id="step-select", clearable=False,
+                                     placeholder="type a step number",
                                      style={"width": "300px"}),
                         html.Button("Download HTML", id="run-html-button"),
                         dcc.Download(id="run-html"),
@@ -385,6 +392,24 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
         step = rundata.default_step(d)
         return (rundata.step_options(d), None if step is None else f"{step[0]}|{step[1]}",
                 _status_cards(d))
+
+    @app.callback(Output("step-select", "options", allow_duplicate=True),
+                  Input("step-select", "search_value"), State("run-select", "value"),
+                  State("step-select", "value"), prevent_initial_call=True)
+    def find_steps(search, name, value):
+        # A run with more steps than the dropdown lists (`rundata.STEP_OPTIONS_LIMIT`): what
+        # the user types is looked up among all of them here, not only among those listed.
+        run = table.find(name)
+        if run is None or not isinstance(search, str):
+            return dash.no_update
+        try:
+            d = rundata.load_run(run)
+        except rundata.RunLoadError:
+            return dash.no_update
+        if len(d.result.get("steps", [])) <= rundata.STEP_OPTIONS_LIMIT:
+            return dash.no_update  # every step is listed already
+        return rundata.step_options(d, search=search or None,
+                                    keep=value if isinstance(value, str) else None)
 
     @app.callback(Output("fig-timeline", "figure"), Output("fig-histogram", "figure"),
                   Output("fig-bandwidth", "figure"), Output("top-exposed", "data"),

@@ -46,6 +46,7 @@ from overlap.analysis.memory import peak_memory_bytes
 from overlap.analysis.steps import run_step_time_ps
 from overlap.errors import InputError
 from overlap.report.rundata import (  # noqa: F401 (re-exported)
+    STEP_OPTIONS_LIMIT,
     RunData,
     default_step,
     manifest_policy,

@@ -1,0 +1,159 @@
+"""The dashboard as a user opens it: `overlap dashboard FILE` started as its own process, the page
+loaded in headless Chromium, the run picked, and the time until its step timeline is drawn
+(issue 32: "the dashboard opens a 1M-event capture within 2 s").
+
+    python benchmarks/bench_dashboard.py                      # the synthetic 1M files
+    python benchmarks/bench_dashboard.py --rounds 5 --files a.xplane.pb b.xplane.pb
+
+Each round starts a fresh server (nothing in its memory) with the on-disk cache disabled
+(`OVERLAP_CACHE_DIR=`: a run never seen before) or, with `--cached`, pointed at a folder the
+warm-up round filled (a run opened before). Times, wall seconds, median over rounds:
+
+* `runs table`: from asking the browser for the page until the runs table lists the run (the
+  listing reads and analyzes every run it shows);
+* `run drawn`: from the click on the run's row until the Run tab's step timeline has its
+  traces laid out by plotly.js (`_fullData`), i.e. what the user waits for after picking it;
+* `open`: the two together, the page asked for until the timeline is drawn;
+* `server start`: process start until the server answers HTTP (interpreter, dash, plotly).
+
+Needs chromium, chromedriver and selenium (the project's [test] extra); nothing here is a
+test, and no test asserts any of these times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+CACHE = HERE / ".cache"
+DEFAULT_FILES = ["gpu_1M.upb.xplane.pb", "gpu_compact_1M.upb.xplane.pb", "tpu_1M.upb.xplane.pb",
+                 "many_ops_tpu.xplane.pb"]
+FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run",
+         "--window-size=1400,1800")
+# plotly.js's own count of laid-out traces with points (see tests/dashboard)
+TRACES_JS = ("const g = document.getElementById(arguments[0]);"
+             "const p = g && g.querySelector('.js-plotly-plot');"
+             "return p && p._fullData ? p._fullData.filter("
+             "t => t.visible !== false && t._length > 0).length : 0")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(pred, timeout: float, what: str, poll: float = 0.02):
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        try:
+            v = pred()
+        except Exception:  # noqa: BLE001 - not there yet (element missing, server starting)
+            v = None
+        if v:
+            return v
+        time.sleep(poll)
+    raise TimeoutError(f"{what} not seen within {timeout} s")
+
+
+def _browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    opts = Options()
+    for f in FLAGS:
+        opts.add_argument(f)
+    if shutil.which("chromium"):
+        opts.binary_location = shutil.which("chromium") or ""
+    # the chromedriver on PATH (selenium's manager would try the network first)
+    driver = shutil.which("chromedriver")
+    return webdriver.Chrome(options=opts, service=Service(driver) if driver else None)
+
+
+def one_round(driver, path: Path, cache_dir: str) -> dict[str, float]:
+    from selenium.webdriver.common.by import By
+
+    port = _free_port()
+    env = {**os.environ, "OVERLAP_CACHE_DIR": cache_dir, "PYTHONPATH": str(REPO)}
+    t0 = time.perf_counter()
+    # OVERLAP_BENCH_SERVER: another script taking the same arguments (e.g. one that logs
+    # each request's time), for finding where a slow open goes
+    server = os.environ.get("OVERLAP_BENCH_SERVER")
+    cmd = [sys.executable, server] if server else [sys.executable, "-m", "overlap", "dashboard"]
+    proc = subprocess.Popen(cmd + [str(path), "--port", str(port)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=None if server else
+                            subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        _wait(lambda: urllib.request.urlopen(url, timeout=1).status == 200, 60, "server")
+        started = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        driver.get(url)
+        name = path.name
+
+        def row():
+            for r in driver.find_elements(By.CSS_SELECTOR,
+                                          "#runs-table td[data-dash-column='run']"):
+                if r.text == name:
+                    return r
+            return None
+
+        cell = _wait(row, 120, "the run in the runs table")
+        listed = time.perf_counter() - t1
+        t2 = time.perf_counter()
+        cell.click()
+        _wait(lambda: driver.execute_script(TRACES_JS, "fig-timeline") >= 1, 120,
+              "the step timeline")
+        drawn = time.perf_counter() - t2
+        return {"server start": started, "runs table": listed, "run drawn": drawn,
+                "open": time.perf_counter() - t1}
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--files", nargs="*", help="captures (default: benchmarks/.cache's 1M files)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--cached", action="store_true",
+                    help="a run opened before: the on-disk cache filled by the warm-up round")
+    a = ap.parse_args(argv)
+    files = [Path(f) for f in a.files] if a.files else [CACHE / f for f in DEFAULT_FILES]
+    files = [f for f in files if f.exists()]
+    if not files:
+        print("no inputs: run benchmarks/bench_process.py once to make the synthetic files")
+        return 2
+    driver = _browser()
+    cols = ["server start", "runs table", "run drawn", "open"]
+    print("| input | MB | " + " | ".join(cols) + " |")
+    print("|---|---|" + "---|" * len(cols))
+    try:
+        for f in files:
+            with tempfile.TemporaryDirectory() as tmp:
+                cache = tmp if a.cached else ""
+                one_round(driver, f, cache)  # warm-up: page cache, browser, (cached) disk cache
+                rows = [one_round(driver, f, cache) for _ in range(a.rounds)]
+            med = {c: statistics.median(r[c] for r in rows) for c in cols}
+            print(f"| {f.name} | {f.stat().st_size / 1e6:.1f} | "
+                  + " | ".join(f"{med[c]:.2f} s" for c in cols) + " |", flush=True)
+    finally:
+        driver.quit()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
