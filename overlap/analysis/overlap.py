@@ -83,7 +83,6 @@ pandas (`overlap report` on one capture does not load it: ~0.3 s and ~43 MiB); o
 
 from __future__ import annotations
 
-import functools
 import heapq
 import math
 import os
@@ -112,6 +111,8 @@ from overlap.analysis.intervals import (
     subtract_grouped,
     subtract_intervals,
 )
+from overlap.analysis.step_rows import step_rows
+from overlap.analysis.step_rows import step_summary as summarize_steps
 from overlap.analysis.units import format_ps
 from overlap.arrays import factorize
 from overlap.trace.tables import concat, missing_mask, n_rows, take
@@ -466,105 +467,6 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     return np.sort(np.r_[above, ties[keep]])
 
 
-def _step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
-    """Per-step rows of every host in `trace`, and how many transfers started in no step."""
-    steps = trace.columns("steps")
-    rows: list[dict[str, Any]] = []
-    t_host = np.asarray(table["host"], dtype=object)
-    assigned = np.zeros(len(t_host), bool)
-    t_start = np.asarray(table["start_ps"], dtype=np.int64)
-    # One group per host, hosts in order; steps without a host are in none (as
-    # `groupby("host", sort=True)` drops missing keys).
-    host_code, step_hosts = factorize(np.asarray(steps["host"], dtype=object), sort=True)
-    st_start = np.asarray(steps["start_ps"], dtype=np.int64)
-    for g, host in enumerate(step_hosts.tolist()):  # one iteration per host
-        sel = np.flatnonzero(host_code == g)
-        sel = sel[np.argsort(st_start[sel], kind="stable")]  # in start order, ties as read
-        s0 = st_start[sel]
-        s1 = np.maximum(np.asarray(steps["end_ps"], dtype=np.int64)[sel], s0)
-        n = len(sel)
-        mask = t_host == host
-        ti = np.flatnonzero(mask)
-        idx = np.searchsorted(s0, t_start[ti], side="right") - 1  # latest step starting <= t
-        ok = idx >= 0
-        ok[ok] &= t_start[ti][ok] < s1[idx[ok]]
-        ti, idx = ti[ok], idx[ok]
-        assigned[ti] = True
-
-        def per_step(col: str, _ti=ti, _idx=idx, _n=n) -> np.ndarray:
-            # Integer sums (not bincount's float64 weights): picosecond totals pass 2**53.
-            out = np.zeros(_n, np.int64)
-            np.add.at(out, _idx, np.asarray(table[col], dtype=np.int64)[_ti])
-            return out
-
-        counts = np.bincount(idx, minlength=n)
-        t_dir = np.asarray(table["direction"], dtype=object)[ti]
-        t_bytes = np.asarray(table["bytes"], dtype=np.int64)[ti]
-        dir_counts, dir_bytes = {}, {}
-        for d in DIRECTIONS:  # per direction: the transfer gates count copies per step
-            m = t_dir == d
-            dir_counts[d] = np.bincount(idx[m], minlength=n)
-            b = np.zeros(n, np.int64)
-            np.add.at(b, idx[m], t_bytes[m])
-            dir_bytes[d] = b
-        span = per_step("span_ps")
-        hidden = per_step("hidden_ps")
-        causes = {k: per_step(k).tolist() for k in exposure.CAUSE_COLUMNS}
-        nbytes = per_step("bytes")
-        wall = np.zeros(n, np.int64)
-        worst = np.full(n, None, dtype=object)
-        for (h, dev), (_, exposed_cov) in sorted(coverages.items()):  # per device
-            if h != host:
-                continue
-            w = exposed_cov.covered(s0, s1)
-            better = w > wall
-            worst[better] = dev
-            wall = np.maximum(wall, w)
-        dur = s1 - s0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(dur > 0, wall / np.where(dur > 0, dur, 1), np.nan)
-        # One row per step, from columns turned into Python values once (not per cell), each
-        # row one dict(zip(...)): the keys' order is the JSON's.
-        span_l, hidden_l = span.tolist(), hidden.tolist()
-        cols = [[host] * n, [int(x) for x in np.asarray(steps["step"])[sel].tolist()],
-                np.asarray(steps["name"], dtype=object)[sel].tolist(),
-                s0.tolist(), s1.tolist(), dur.tolist(), counts.tolist(), nbytes.tolist(),
-                span_l, *[dir_counts[d].tolist() for d in DIRECTIONS],
-                *[dir_bytes[d].tolist() for d in DIRECTIONS], hidden_l,
-                (span - hidden).tolist(), [_ratio(h, x) for h, x in zip(hidden_l, span_l)],
-                wall.tolist(), [None if f != f else f for f in frac.tolist()], worst.tolist(),
-                [exposure.cause_dict({k: v[i] for k, v in causes.items()}) for i in range(n)]]
-        rows.extend(map(dict, map(functools.partial(zip, _STEP_KEYS), zip(*cols))))
-    return rows, int((~assigned).sum())
-
-
-# The keys of a step row, in order (`_step_rows`).
-_STEP_KEYS = ("host", "step", "name", "start_ps", "end_ps", "duration_ps", "transfers", "bytes",
-              "span_ps", *[f"{d.lower()}_transfers" for d in DIRECTIONS],
-              *[f"{d.lower()}_bytes" for d in DIRECTIONS], "hidden_ps", "exposed_ps",
-              "overlap_ratio", "exposed_wall_ps", "exposed_frac", "worst_device",
-              "exposure_causes")
-
-
-def _step_summary(rows: list[dict], unassigned: int) -> dict[str, Any]:
-    """Aggregates over step rows (of one host or of many; pure sums and maxima)."""
-    walls = [r["exposed_wall_ps"] for r in rows]
-    fracs = [r["exposed_frac"] for r in rows if r["exposed_frac"] is not None]
-    worst_row = max(rows, key=lambda r: (r["exposed_wall_ps"], -r["start_ps"]), default=None)
-    summary = {
-        "count": len(rows),
-        "mean_exposed_wall_ps": int(round(sum(walls) / len(walls))) if walls else None,
-        "max_exposed_wall_ps": max(walls) if walls else None,
-        "max_exposed_frac": max(fracs) if fracs else None,
-        "worst_step": None if worst_row is None else {
-            "host": worst_row["host"], "step": worst_row["step"]},
-        "mean_duration_ps": int(round(sum(r["duration_ps"] for r in rows) / len(rows)))
-        if rows else None,
-        "unassigned_transfers": int(unassigned),
-    }
-    return summary
-
-
 def _status(backend: str, compute_events: int, n_transfers: int) -> tuple[str, str]:
     if n_transfers:
         return STATUS_OK, "Transfers found and measured."
@@ -641,7 +543,7 @@ def host_part_and_table(trace, *, hidden_threshold: float, exposed_threshold: fl
                                         exposed_threshold=exposed_threshold)
     extra = exposure.transfer_causes(trace, table)
     table.update({k: extra[k] for k in exposure.TABLE_COLUMNS})
-    rows, unassigned = _step_rows(trace, table, coverages)
+    rows, unassigned = step_rows(trace, table, coverages)  # overlap.analysis.step_rows
     order = np.lexsort((table["start_ps"], -table["exposed_ps"]))
     # `pos` keeps this part's row order, which the reducer needs to break ties as one sort
     # over all hosts would.
@@ -844,7 +746,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
                    "returned_records": len(top_rows)}
 
     steps = step_rows
-    step_summary = _step_summary(steps, sum(p["unassigned"] for p in parts))
+    step_summary = summarize_steps(steps, sum(p["unassigned"] for p in parts))
 
     dropped: dict[str, int] = {}
     for p in parts:

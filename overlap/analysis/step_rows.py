@@ -1,0 +1,169 @@
+"""The per-step rows of the analysis (`steps` and `step_summary` of the result).
+
+The metrics are defined in `overlap.analysis.overlap` (steps, `exposed_wall_ps`,
+`exposed_frac`) and `overlap.analysis.causes` (`exposure_causes`); this module computes them
+per step window. A capture has one row per annotated step and host: thousands on a 1M-event
+capture, 470k on a pod. So every column is computed over all of a host's steps with numpy and
+turned into Python values once per column; the only Python work per step is making its dict.
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from overlap.analysis import causes as exposure
+from overlap.analysis.grouping import Columns
+from overlap.arrays import factorize
+
+DIRECTIONS = exposure.DIRECTIONS  # the same two as overlap.analysis.overlap.DIRECTIONS
+
+
+
+def _row(host, step, name, start_ps, end_ps, duration_ps, transfers, nbytes, span_ps,
+         d2h_transfers, h2d_transfers, d2h_bytes, h2d_bytes, hidden_ps, exposed_ps,
+         overlap_ratio, exposed_wall_ps, exposed_frac, worst_device, exposure_causes):
+    """One step row; its keys' order is the JSON's. A dict display, which makes the dict in
+    one step (dict(zip(keys, values)) per row took a third longer)."""
+    return {"host": host, "step": step, "name": name, "start_ps": start_ps, "end_ps": end_ps,
+            "duration_ps": duration_ps, "transfers": transfers, "bytes": nbytes,
+            "span_ps": span_ps, "d2h_transfers": d2h_transfers, "h2d_transfers": h2d_transfers,
+            "d2h_bytes": d2h_bytes, "h2d_bytes": h2d_bytes, "hidden_ps": hidden_ps,
+            "exposed_ps": exposed_ps, "overlap_ratio": overlap_ratio,
+            "exposed_wall_ps": exposed_wall_ps, "exposed_frac": exposed_frac,
+            "worst_device": worst_device, "exposure_causes": exposure_causes}
+
+
+# The keys of a step row, in order (per direction: `d2h_*`, `h2d_*`, DIRECTIONS in order).
+STEP_KEYS = tuple(_row(*[None] * 20))
+assert STEP_KEYS[9:13] == tuple(f"{d.lower()}_{w}" for w in ("transfers", "bytes")
+                                for d in DIRECTIONS)
+
+_EXACT = 1 << 53  # integers up to this are exact as float64
+
+
+def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
+    """Per-step rows of every host in `trace`, and how many transfers started in no step."""
+    steps = trace.columns("steps")
+    rows: list[dict[str, Any]] = []
+    t_host = np.asarray(table["host"], dtype=object)
+    assigned = np.zeros(len(t_host), bool)
+    t_start = np.asarray(table["start_ps"], dtype=np.int64)
+    # One group per host, hosts in order; steps without a host are in none (as
+    # `groupby("host", sort=True)` drops missing keys).
+    host_code, step_hosts = factorize(np.asarray(steps["host"], dtype=object), sort=True)
+    st_start = np.asarray(steps["start_ps"], dtype=np.int64)
+    for g, host in enumerate(step_hosts.tolist()):  # one iteration per host
+        sel = np.flatnonzero(host_code == g)
+        sel = sel[np.argsort(st_start[sel], kind="stable")]  # in start order, ties as read
+        s0 = st_start[sel]
+        s1 = np.maximum(np.asarray(steps["end_ps"], dtype=np.int64)[sel], s0)
+        n = len(sel)
+        ti = np.flatnonzero(t_host == host)
+        idx = np.searchsorted(s0, t_start[ti], side="right") - 1  # latest step starting <= t
+        ok = idx >= 0
+        ok[ok] &= t_start[ti][ok] < s1[idx[ok]]
+        ti, idx = ti[ok], idx[ok]
+        assigned[ti] = True
+
+        def per_step(values: np.ndarray, _idx=idx, _n=n) -> np.ndarray:
+            return _sums(_idx, np.asarray(values, dtype=np.int64), _n)
+
+        def col(name: str, _ti=ti) -> np.ndarray:
+            return np.asarray(table[name], dtype=np.int64)[_ti]
+
+        counts = np.bincount(idx, minlength=n)
+        t_dir = np.asarray(table["direction"], dtype=object)[ti]
+        t_bytes = col("bytes")
+        dir_counts, dir_bytes = {}, {}
+        for d in DIRECTIONS:  # per direction: the transfer gates count copies per step
+            m = t_dir == d
+            dir_counts[d] = np.bincount(idx[m], minlength=n)
+            dir_bytes[d] = _sums(idx[m], t_bytes[m], n)
+        span = per_step(col("span_ps"))
+        hidden = per_step(col("hidden_ps"))
+        causes = [per_step(col(k)) for k in exposure.CAUSE_COLUMNS]
+        nbytes = per_step(t_bytes)
+        wall = np.zeros(n, np.int64)
+        worst = np.full(n, None, dtype=object)
+        for (h, dev), (_, exposed_cov) in sorted(coverages.items()):  # per device
+            if h != host:
+                continue
+            w = exposed_cov.covered(s0, s1)
+            better = w > wall
+            worst[better] = dev
+            wall = np.maximum(wall, w)
+        dur = s1 - s0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(dur > 0, wall / np.where(dur > 0, dur, 1), np.nan)
+        frac_o = frac.astype(object)
+        frac_o[np.isnan(frac)] = None
+        # One row per step, from columns turned into Python values once (not per cell)
+        step = np.asarray(steps["step"])[sel]
+        cols = [[host] * n, step.tolist() if step.dtype.kind == "i" else
+                [int(x) for x in step.tolist()],
+                np.asarray(steps["name"], dtype=object)[sel].tolist(),
+                s0.tolist(), s1.tolist(), dur.tolist(), counts.tolist(), nbytes.tolist(),
+                span.tolist(), *[dir_counts[d].tolist() for d in DIRECTIONS],
+                *[dir_bytes[d].tolist() for d in DIRECTIONS], hidden.tolist(),
+                (span - hidden).tolist(), ratios(hidden, span), wall.tolist(),
+                frac_o.tolist(), worst.tolist(), exposure.cause_dicts(causes)]
+        rows.extend(map(_row, *cols))
+    return rows, int((~assigned).sum())
+
+
+def _sums(idx: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of `values` per step number `idx` (0..n-1). Where every partial sum
+    stays within 2**53 they are bincount's float64 sums (integers that float64 holds exactly,
+    a pass in C); else integer sums with `np.add.at` (picosecond totals may pass 2**53)."""
+    if not len(values) or int(np.abs(values).max()) * len(values) < _EXACT:
+        return np.bincount(idx, weights=values, minlength=n).astype(np.int64)
+    out = np.zeros(n, np.int64)
+    np.add.at(out, idx, values)
+    return out
+
+
+def ratios(num: np.ndarray, den: np.ndarray) -> list[float | None]:
+    """`num / den` per row as Python divides ints (None where `den <= 0`). Both under 2**53,
+    float64's division is that quotient (exact operands, one correctly rounded division);
+    rows with larger operands are divided by Python."""
+    num = np.asarray(num, np.int64)
+    den = np.asarray(den, np.int64)
+    pos = den > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = (num / np.where(pos, den, 1)).astype(object)
+    q[~pos] = None
+    big = np.flatnonzero(pos & ((np.abs(num) >= _EXACT) | (den >= _EXACT)))
+    for i in big.tolist():  # beyond float64's integers (none on any capture measured)
+        q[i] = int(num[i]) / int(den[i])
+    return q.tolist()
+
+
+def step_summary(rows: list[dict], unassigned: int) -> dict[str, Any]:
+    """Aggregates over step rows (of one host or of many; pure sums and maxima)."""
+    walls = list(map(itemgetter("exposed_wall_ps"), rows))
+    fracs = [f for f in map(itemgetter("exposed_frac"), rows) if f is not None]
+    worst_row = rows[_worst(walls, list(map(itemgetter("start_ps"), rows)))] if rows else None
+    return {
+        "count": len(rows),
+        "mean_exposed_wall_ps": int(round(sum(walls) / len(walls))) if walls else None,
+        "max_exposed_wall_ps": max(walls) if walls else None,
+        "max_exposed_frac": max(fracs) if fracs else None,
+        "worst_step": None if worst_row is None else {
+            "host": worst_row["host"], "step": worst_row["step"]},
+        "mean_duration_ps": int(round(sum(map(itemgetter("duration_ps"), rows)) / len(rows)))
+        if rows else None,
+        "unassigned_transfers": int(unassigned),
+    }
+
+
+def _worst(walls: list[int], starts: list[int]) -> int:
+    """The first row with the most exposed wall time, of those the earliest: what
+    `max(rows, key=lambda r: (wall, -start))` picks, with numpy over the ties."""
+    top = max(walls)
+    if walls.count(top) == 1:
+        return walls.index(top)
+    tied = np.flatnonzero(np.asarray(walls) == top)
+    return int(tied[int(np.argmin(np.asarray(starts)[tied]))])
