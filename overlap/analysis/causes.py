@@ -71,13 +71,12 @@ time) pairs where that key would not fit in int64; no Python loop per copy.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Literal
 
 import numpy as np
 
 from overlap.analysis import memo
-from overlap.analysis.grouping import Columns, group_codes, key_codes
+from overlap.analysis.grouping import Columns, ends_after, group_codes
 from overlap.analysis.intervals import merge_grouped, merged_groups
 from overlap.analysis.units import format_ps
 
@@ -180,13 +179,13 @@ def transfer_causes(trace, table: Columns) -> Columns:
     cg = np.asarray(cg, np.int64)
     ngroups = len(keys_hd)
     cs = np.asarray(co["start_ps"], np.int64)
-    ce = np.maximum(np.asarray(co["end_ps"], np.int64), cs)
+    ce = ends_after(cs, co["end_ps"])
     keys = _Keys(start, end, cs, ce, groups=ngroups)
 
     pageable = np.asarray(table["pageable"], bool)
     on_stream, kernels = _on_compute_stream(tr, co, tg, cg, keys_hd)
     out["on_compute_stream"], out["stream_kernels"], out["group"] = on_stream, kernels, tg
-    out["stream"] = _streams(tr)[0]
+    out["stream"] = _streams(tr)[0].copy()  # (the table's own, never the trace's column)
     out["line"] = np.asarray(tr["line"], object) if "line" in tr else np.full(n, None, object)
     queued, ahead, bytes_ahead = _queues(tg, np.asarray(table["direction"], object), start, end,
                                          np.asarray(table["bytes"], np.int64))
@@ -215,7 +214,8 @@ def _on_compute_stream(tr: Columns, co: Columns, tg, cg, keys_hd
     how many compute events that stream has."""
     ts, tok = _streams(tr)
     cs, cok = _streams(co)
-    cg, cs = cg[cok], cs[cok]
+    if not cok.all():  # (else no copies of a million compute rows' groups and streams)
+        cg, cs = cg[cok], cs[cok]
     if not len(cs):
         return np.zeros(len(ts), bool), np.zeros(len(ts), np.int64)
     # the reader writes compute line by line: runs of one (device, stream), so only the runs'
@@ -244,20 +244,15 @@ def _streams(t: Columns) -> tuple[np.ndarray, np.ndarray]:
         ok = np.array([x is not None and x == x for x in v.tolist()], bool) if n else \
             np.zeros(0, bool)
         return np.where(ok, v, 0).astype(np.int64), ok
-    return v.astype(np.int64), np.ones(n, bool)
+    # the table's own int64 column, not a copy (a million compute rows: 8 MB)
+    return v.astype(np.int64, copy=False), np.ones(n, bool)
 
 
 def _queues(tg, direction, start, end, nbytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per transfer: queued (started within QUEUE_GAP_PS after the previous copy of its
     (device, direction) ended), copies ahead of it in its back-to-back queue and their bytes."""
     n = len(start)
-    # the directions' sorted codes, as np.unique gave them, from the few distinct objects
-    # (`key_codes`), not a sort of every row's string (23 ms of 58k copies); a missing
-    # direction, which np.unique refuses, still goes there
-    dcode = key_codes(np.asarray(direction, object), sort=True)[0]
-    if len(dcode) and dcode.min() < 0:
-        dcode = np.unique(direction, return_inverse=True)[1]
-    dcode = dcode.astype(np.int64)
+    dcode = np.unique(direction, return_inverse=True)[1].astype(np.int64)
     grp = tg * 4 + dcode
     order = np.lexsort((start, grp))
     g, s, e, b = grp[order], start[order], end[order], nbytes[order]
@@ -529,31 +524,6 @@ def _evidence(cause: str, st: dict[str, Any], exposed: int) -> dict[str, Any]:
 def cause_dict(sums: dict[str, int]) -> dict[str, int]:
     """`{cause: exposed_ps}` of a group's `cause_<c>_ps` sums, causes with time only."""
     return {c: int(sums[col]) for c, col in zip(CAUSES, CAUSE_COLUMNS) if sums.get(col)}
-
-
-def cause_dicts(sums: list[np.ndarray]) -> list[dict[str, int]]:
-    """`cause_dict` of every row of the `cause_<c>_ps` sum columns `sums` (in `CAUSE_COLUMNS`
-    order): the rows grouped by which causes have time (at most 2**5 groups), each group's
-    dicts made from its columns at once, not one dict comprehension per row (a step table)."""
-    n = len(sums[0]) if sums else 0
-    if not n:
-        return []
-    has = np.stack([np.asarray(v) != 0 for v in sums])
-    pattern = (has * (1 << np.arange(len(CAUSES)))[:, None]).sum(axis=0)
-    patterns = np.unique(pattern).tolist()
-    out: list[Any] = [None] * n
-    for p in patterns:
-        at = np.flatnonzero(pattern == p) if len(patterns) > 1 else np.arange(n)
-        which = [i for i in range(len(CAUSES)) if p >> i & 1]
-        keys = [CAUSES[i] for i in which]
-        values = [np.asarray(sums[i])[at].tolist() for i in which]
-        dicts = map(dict, map(functools.partial(zip, keys), zip(*values))) if which else \
-            (dict() for _ in range(len(at)))
-        if len(patterns) == 1:
-            return list(dicts)
-        for i, d in zip(at.tolist(), dicts):
-            out[i] = d
-    return out
 
 
 def top_fields(rows: Columns, i: int) -> dict[str, Any]:

@@ -10,6 +10,7 @@ functions give the answers of the pandas calls they replace, in the same orders:
   missing key is a key of its own, last when sorted).
 * `group_codes`: one code per (host, device) over several tables, as one `pd.factorize` of
   the pairs numbers them (first appearance).
+* `ends_after`: `np.maximum(end, start)`, without a copy where no end is before its start.
 * `take`, `concat`, `n_rows` (`overlap.trace.tables`, beside `Columns`): `DataFrame.take`,
   `pd.concat(..., ignore_index=True)`, `len`.
 * `frame_of`: the DataFrame of a `Columns`, for callers that want one (pandas imported there).
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from overlap.arrays import factorize, object_addresses, run_starts
+from overlap.trace.strcodes import str_codes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,6 +79,15 @@ def group_codes(*tables: Columns) -> tuple[list[np.ndarray], list[tuple[str, str
     return out, keys
 
 
+def ends_after(start: Any, end: Any) -> np.ndarray:
+    """`np.maximum(end, start)` as int64 (each interval's end, never before its start):
+    `end` itself where no end lies before its start, as in the reader's tables (no copy of
+    a million compute ends; like `Trace.columns`, not to be modified)."""
+    start = np.asarray(start, np.int64)
+    end = np.asarray(end, np.int64)
+    return np.maximum(end, start) if (end < start).any() else end
+
+
 def key_runs(*cols: np.ndarray) -> np.ndarray:
     """First row of each run of rows equal in every column (`arrays.run_starts`); every row
     where a column's values do not compare as True/False."""
@@ -93,7 +104,9 @@ def key_runs(*cols: np.ndarray) -> np.ndarray:
 def key_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
     """`arrays.factorize(values, sort)` of a key column. A column that is not in runs but
     holds a few shared objects (directions, a pod's hosts in turn) is numbered by address
-    (`few_objects`) and only its heads factorized: no dict lookup per row."""
+    (`few_objects`) and only its heads factorized: no dict lookup per row. Many distinct
+    strs (op names) are numbered by the compiled scanner (`strcodes.str_codes`: the same
+    codes, a tenth of the time)."""
     v = np.asarray(values, dtype=object)
     if len(v) > 8:
         starts = run_starts(v)
@@ -103,6 +116,9 @@ def key_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
                 code, heads = few
                 hc, hu = factorize(v[heads], sort=sort)
                 return hc[code], hu
+            got = str_codes(v, sort)
+            if got is not None:
+                return got
     return factorize(v, sort=sort)
 
 

@@ -20,6 +20,7 @@ from overlap.trace.wire import (
     as_id,
     as_int,
     as_text,
+    coded_stat,
     groupable,
     map_stat,
     map_unique,
@@ -197,10 +198,15 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
         # ROCm runtime copy/fill kernels are copies and memsets, not compute.
         idx, knames = vendors.split_kernels(P, ev, idx, device, stream, line_name, side)
     if idx.size:
-        co.add(len(idx), host=host, device=pick(device, idx), start_ps=pick(ev.starts, idx),
-               end_ps=pick(ev.starts, idx) + pick(ev.durs, idx), name=knames,
-               hlo_op=map_stat(P, ev, idx, "hlo_op", _clean_hlo_op),
-               hlo_module=stat_column(P, ev, idx, "hlo_module"),
+        # The names as codes (`Coded`, made objects by `Cols.rows` once this line's arrays
+        # and the file's bytes are gone), the end in place of a copy of the durations: the
+        # read's peak is here, on a line of a million kernels.
+        start = ev.starts[idx]
+        end = ev.durs[idx]
+        end += start
+        co.add(len(idx), host=host, device=pick(device, idx), start_ps=start, end_ps=end,
+               name=knames, hlo_op=coded_stat(P, ev, idx, "hlo_op", _clean_hlo_op),
+               hlo_module=coded_stat(P, ev, idx, "hlo_module"),
                stream=pick(stream, idx), line=pick(line_name, idx))
 
 

@@ -28,8 +28,11 @@ import numpy as np
 from overlap.arrays import (  # noqa: F401
     factorize,
     filled,
+    is_repeated,
     object_addresses,
     object_runs,
+    repeated,
+    repeated_join,
     run_starts,
 )
 
@@ -97,6 +100,8 @@ def _frame(rows: dict[str, list] | None, schema: dict[str, str]) -> pd.DataFrame
     n = max((len(v) for v in rows.values()), default=0)
     for col, dtype in schema.items():
         values: Any = rows.get(col, [])
+        if is_repeated(values):  # a frame's columns are its own, writable arrays
+            values = np.array(values)
         if n and not len(values) and col not in COLUMN_DEFAULTS and dtype != "int64":
             values = [None] * n  # a column a producer leaves out is missing (None) there
         if col in COLUMN_DEFAULTS:
@@ -206,13 +211,36 @@ def take(t: dict[str, np.ndarray], idx: np.ndarray) -> Any:
     """The rows `idx` (positions or a mask) of every column, as the same kind of dict
     (`DataFrame.take`; a `Columns` stays one, which `combine_parts` and `Trace` keep as
     they are)."""
-    return type(t)({k: v[idx] for k, v in t.items()})
+    return type(t)({k: _take(v, idx) for k, v in t.items()})
+
+
+def _take(v: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """`v[idx]`; a `repeated` column stays one (of the rows taken)."""
+    if not is_repeated(v):
+        return v[idx]
+    idx = np.asarray(idx)
+    if idx.dtype == bool:
+        if idx.shape != v.shape:
+            return v[idx]  # (the IndexError it raises)
+        n = int(np.count_nonzero(idx))
+    else:
+        n = len(idx)
+        if n and not -len(v) <= int(idx.min()) <= int(idx.max()) < len(v):
+            return v[idx]
+    return repeated(n, v[0], v.dtype)
 
 
 def concat(tables: Sequence[dict[str, np.ndarray]]) -> Any:
     """The rows of `tables` (the same columns each) one after the other, as the first one's
     kind of dict (`pd.concat(..., ignore_index=True)`)."""
-    return type(tables[0])({k: np.concatenate([t[k] for t in tables]) for k in tables[0]})
+    return type(tables[0])({k: _concat([t[k] for t in tables]) for k in tables[0]})
+
+
+def _concat(arrays: list[np.ndarray]) -> np.ndarray:
+    """`np.concatenate`; `repeated` where every array repeats one same object (or number)."""
+    arrays = [np.asarray(a) for a in arrays]
+    got = repeated_join(arrays)
+    return np.concatenate(arrays) if got is None else got
 
 
 _BOOL_OBJECTS = np.array([False, True, None], object)

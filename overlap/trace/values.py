@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from overlap.arrays import factorize, filled
+from overlap.arrays import factorize, repeated, repeated_join
 
 # Metadata and stat ids of several planes read as one (`PlaneGroup`) become keys
 # `plane index * GROUP_STRIDE + id`. Only planes whose ids all lie in [0, GROUP_STRIDE) are
@@ -124,11 +124,44 @@ def unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lo, hi = int(a.min()), int(a.max())
     if hi - lo > 2 * len(a) + (1 << 16):
         return np.unique(a, return_inverse=True)
-    rel = (a - lo).astype(np.intp)
+    if lo >= 0 and hi <= 2 * len(a) + (1 << 16) and a.dtype == np.intp:
+        lo = 0  # the ids index the table as they are: no array of differences
+        rel = a
+    else:
+        rel = np.subtract(a, lo, dtype=np.intp)  # (one array, not a difference and its copy)
     seen = np.zeros(hi - lo + 1, bool)
     seen[rel] = True
     rank = np.cumsum(seen) - 1
     return (np.flatnonzero(seen) + lo).astype(a.dtype), rank[rel]
+
+
+_BLOCK = 1 << 16  # rows per block of `unique_inverse_at`
+
+
+def unique_inverse_at(a: np.ndarray, idx: np.ndarray,
+                      offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """`unique_inverse(a[idx])` with `offset` added to the codes, in the narrowest int dtype
+    that holds them, read in blocks of `idx`: no array of `a[idx]` and no int64 code per row
+    (a million kernels' metadata ids: 15 MB less at the read's peak). Where `a`'s range is
+    not small, `unique_inverse` of the rows taken."""
+    a = np.asarray(a)
+    idx = np.asarray(idx)
+    if len(idx) < 1024 or a.dtype.kind not in "iu" or not len(a):
+        uniq, inv = unique_inverse(a[idx])
+        return uniq, narrow_codes(inv + offset, len(uniq) + offset)
+    lo, hi = int(a.min()), int(a.max())
+    if hi - lo > 2 * len(a) + (1 << 16):
+        uniq, inv = unique_inverse(a[idx])
+        return uniq, narrow_codes(inv + offset, len(uniq) + offset)
+    seen = np.zeros(hi - lo + 1, bool)
+    for b in range(0, len(idx), _BLOCK):
+        seen[np.subtract(a[idx[b:b + _BLOCK]], lo, dtype=np.intp)] = True
+    present = np.flatnonzero(seen)
+    rank = narrow_codes(np.cumsum(seen) - 1 + offset, len(present) + offset)
+    out = np.empty(len(idx), rank.dtype)
+    for b in range(0, len(idx), _BLOCK):
+        out[b:b + _BLOCK] = rank[np.subtract(a[idx[b:b + _BLOCK]], lo, dtype=np.intp)]
+    return (present + lo).astype(a.dtype), out
 
 
 def map_unique(values: np.ndarray, fn) -> np.ndarray:
@@ -150,8 +183,41 @@ def per_mid(mids: np.ndarray, fn) -> np.ndarray:
     return object_array([fn(u) for u in uniq.tolist()])[inv]
 
 
+def narrow_codes(codes: np.ndarray, n_values: int) -> np.ndarray:
+    """Non-negative codes into `n_values` values in the narrowest signed int dtype that
+    holds them (a million kernels of 50 names: 1 MB of int8 instead of 8 MB of int64)."""
+    for dt in (np.int8, np.int16, np.int32):
+        if n_values <= np.iinfo(dt).max:
+            return codes.astype(dt, copy=False)
+    return codes.astype(np.int64, copy=False)
+
+
+class Coded:
+    """A chunk's object column as `values[codes]` (`Cols.add`), built by `Cols.rows`: the
+    reader hands a line's names this way, so that the million-row object column exists only
+    once the file's bytes and the line's decoded arrays are freed (the read's peak), and a
+    column of one value becomes `repeated` without ever being built. Every code is valid."""
+
+    __slots__ = ("codes", "values")
+
+    def __init__(self, codes: np.ndarray, values: np.ndarray) -> None:
+        self.values = values
+        self.codes = narrow_codes(codes, len(values))
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def column(self) -> np.ndarray:
+        """The object column (`repeated` where every code is one)."""
+        c = self.codes
+        if len(c) > 1 and (len(self.values) == 1 or not (c != c[0]).any()):
+            return repeated(len(c), self.values[c[0]])
+        return self.values[c]
+
+
 class Cols:
-    """Column chunks (arrays or one scalar per chunk), concatenated once at the end."""
+    """Column chunks (arrays, `Coded` columns or one scalar per chunk), concatenated once at
+    the end."""
 
     def __init__(self):
         self.chunks: list[tuple[int, dict[str, Any]]] = []
@@ -161,20 +227,56 @@ class Cols:
             self.chunks.append((n, cols))
 
     def rows(self, schema: dict[str, str], keep=None) -> dict[str, Any]:
+        """The chunks' columns, each concatenated once. A column of one value over all
+        chunks (a file's host, a line's name and stream, None where no chunk has it) is a
+        `repeated` view of it: no 8 bytes per row; the others are written into one array
+        (no per-chunk filled arrays, no concatenation's second copy)."""
         chunks = [c for c in self.chunks if keep is None or keep(c[1])]
         out: dict[str, Any] = {}
+        made: dict[int, np.ndarray] = {}  # one column per `Coded` given for several
         for col, dtype in schema.items():
-            parts = []
-            for n, cols in chunks:
-                v = cols.get(col)
-                if isinstance(v, np.ndarray):
-                    parts.append(v if dtype != "object" else v.astype(object, copy=False))
-                else:
-                    # a flag stays a flag: True filled as int64 read as 1, which pandas
-                    # refuses beside another chunk's True in a boolean column (fuzz N3)
-                    parts.append(filled(n, v, object if dtype == "object" or v is None
-                                         else bool if isinstance(v, (bool, np.bool_))
-                                         else np.int64))
-            out[col] = (parts[0] if len(parts) == 1 else np.concatenate(parts)) if parts else []
+            parts = [(n, _chunk_part(cols.get(col), n, dtype)) for n, cols in chunks]
+            if len(parts) == 1 and isinstance(parts[0][1], Coded):
+                c = parts[0][1]
+                out[col] = made.get(id(c))
+                if out[col] is None:
+                    out[col] = made[id(c)] = c.column()
+                continue
+            out[col] = _joined(parts) if parts else []
         self.chunks = []  # the frame owns the columns now
         return out
+
+
+def _chunk_part(v: Any, n: int, dtype: str) -> Any:
+    """One chunk's column: an array (object where the schema says so), or a scalar as the
+    array it stands for: `repeated` (a flag stays a flag: True filled as int64 read as 1,
+    which pandas refuses beside another chunk's True in a boolean column (fuzz N3))."""
+    if isinstance(v, np.ndarray):
+        return v if dtype != "object" else v.astype(object, copy=False)
+    if isinstance(v, Coded):
+        return v.column() if len(v.values) <= 1 or len(v) <= 1 else v
+    return repeated(n, v, object if dtype == "object" or v is None
+                    else bool if isinstance(v, (bool, np.bool_)) else np.int64)
+
+
+def _joined(parts: list[tuple[int, Any]]) -> np.ndarray:
+    """`np.concatenate` of the parts (arrays or `Coded`), a `repeated` view where every part
+    repeats one same object (or one equal number), a part itself where it is the only one."""
+    if len(parts) == 1:
+        p = parts[0][1]
+        return p.column() if isinstance(p, Coded) else p
+    arrays = [a for _, a in parts]
+    if not any(isinstance(a, Coded) for a in arrays):
+        got = repeated_join(arrays)
+        if got is not None:
+            return got
+    out = np.empty(sum(len(a) for a in arrays),
+                   np.result_type(*[a.values if isinstance(a, Coded) else a for a in arrays]))
+    pos = 0
+    for a in arrays:
+        if isinstance(a, Coded):
+            np.take(a.values, a.codes, out=out[pos:pos + len(a)])
+        else:
+            out[pos:pos + len(a)] = a
+        pos += len(a)
+    return out

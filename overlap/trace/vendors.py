@@ -40,6 +40,7 @@ import numpy as np
 from overlap.arrays import factorize, filled
 from overlap.trace.tables import missing_mask
 from overlap.trace.wire import (
+    Coded,
     Cols,
     as_id,
     as_int,
@@ -48,7 +49,7 @@ from overlap.trace.wire import (
     object_array,
     per_mid,
     stat_column,
-    unique_inverse,
+    unique_inverse_at,
 )
 
 # ROCm runtime blit kernels (ROCclr's blit manager): copies and fills, never program compute.
@@ -104,14 +105,15 @@ def runtime_kernel_kind(name: str) -> str | None:
 
 
 def split_kernels(P, ev, idx: np.ndarray, device, stream, line_name,
-                  side: GpuSide | None) -> tuple[np.ndarray, np.ndarray]:
+                  side: GpuSide | None) -> tuple[np.ndarray, Coded]:
     """Of the kernel events `idx` of one line: set the ROCm blit kernels aside (they are copies
-    and memsets, not compute). Returns (kernel events left, their names)."""
+    and memsets, not compute). Returns (kernel events left, their names as a `Coded` column
+    for `Cols.add`)."""
     # names and kinds once per distinct kernel (a few hundred over a million launches)
-    uniq, inv = unique_inverse(ev.mids[idx])
+    uniq, inv = unique_inverse_at(ev.mids, idx)  # (no million-row copy of the ids)
     u_names = object_array([P.name(u) for u in uniq.tolist()])
     if side is None:
-        return idx, u_names[inv]
+        return idx, Coded(inv, u_names)
     u_kind = [runtime_kernel_kind(n) for n in u_names.tolist()]
     blit = np.array([k in ("copy", "fill") for k in u_kind], bool)[inv]
     if blit.any():
@@ -134,8 +136,10 @@ def split_kernels(P, ev, idx: np.ndarray, device, stream, line_name,
         c, cinv = c[~graph], cinv[~graph]
         if len(c):
             side.copy_like.add(len(c), device=_pick(device, c), name=u_names[cinv])
+    if not blit.any():  # (the usual: no copy of a million kernels' indices)
+        return idx, Coded(inv, u_names)
     keep = ~blit
-    return idx[keep], u_names[inv[keep]]
+    return idx[keep], Coded(inv[keep], u_names)
 
 
 def graph_device_copies(P, ev, idx: np.ndarray, codes: np.ndarray,
