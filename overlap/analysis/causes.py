@@ -80,6 +80,7 @@ from overlap.analysis import memo
 from overlap.analysis.grouping import Columns, ends_after, group_codes, key_codes
 from overlap.analysis.intervals import merge_grouped, merged_groups
 from overlap.analysis.units import format_ps
+from overlap.arrays import sorted_unique
 
 PAGEABLE = "pageable_memory"
 SHARES_STREAM = "shares_stream_with_compute"
@@ -542,7 +543,7 @@ def cause_dicts(sums: list[np.ndarray]) -> list[dict[str, int]]:
         return []
     has = np.stack([np.asarray(v) != 0 for v in sums])
     pattern = (has * (1 << np.arange(len(CAUSES)))[:, None]).sum(axis=0)
-    patterns = np.unique(pattern).tolist()
+    patterns = sorted_unique(pattern).tolist()  # np.unique alone imports numpy.ma
     out: list[Any] = [None] * n
     for p in patterns:
         at = np.flatnonzero(pattern == p) if len(patterns) > 1 else np.arange(n)
