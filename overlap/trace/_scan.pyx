@@ -34,6 +34,9 @@ The entry points, all over a file's bytes (`data`, a buffer of `n` bytes plus pa
 * `decode_meta(data, starts, ends)`: event_metadata map entries: key, name and display-name
   spans and stat records per entry; `ok` False where upb would read the entry differently
   than a table can say (a field other than the key and the value, a value written twice).
+* `text_facts(buf, fs, fe)`: what the TPU copy rules look for in HLO texts, in place in the
+  table's buffer (overlap.trace.tpu's `_text_facts`, whose numpy rule it equals).
+* `str_codes(values, sort)`: `arrays.factorize` of a list of str (overlap.trace.strcodes).
 
 Semantics are upb's for every encoding upb accepts (fields in any order, repeated scalars:
 the last wins; the `data` oneof of XEvent and the value oneof of XStat: the last field
@@ -55,6 +58,19 @@ from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport (PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND,
+                             PyUnicode_READ)
+
+
+cdef extern from *:
+    void __builtin_prefetch(const void* p) nogil  # (gcc, clang)
+
+# Entries of a table read ahead of the one at hand (`decode_meta_stats`, `gather_spans`,
+# `boundary_names`, `text_facts`): a plane's metadata entries lie ~500 bytes apart, so each
+# name or text read in id order is a line of its own, and unprefetched each waited for memory
+# (72k copy names: 7 ms, where the same names side by side took 1.8; with this, 1.4)
+cdef enum:
+    _AHEAD = 16
 
 
 class Corrupt(ValueError):
@@ -320,14 +336,32 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
     strings with invalid UTF-8 in the stripped entries, each copy written counted: upb then
     never sees those entries up front, so they are checked here as upb would check them)."""
     cdef const uint8_t* b = &mv[0]
+    parts = []
+    lines = []
+    # entry spans in C arrays, not lists of Python ints (108k entries on a many-ops capture:
+    # two ints each, then a conversion, cost ~5 ms)
+    cdef Py_ssize_t nm = 0, cap = 64
+    cdef int64_t* ms = <int64_t*>malloc(cap * sizeof(int64_t))
+    cdef int64_t* me = <int64_t*>malloc(cap * sizeof(int64_t))
+    if ms == NULL or me == NULL:
+        free(ms)
+        free(me)
+        raise MemoryError()
+    try:
+        return _plane_walk(b, s, e, strip_meta, parts, lines, &ms, &me, &nm, &cap)
+    finally:
+        free(ms)
+        free(me)
+
+
+cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
+                       list parts, list lines, int64_t** pms, int64_t** pme, Py_ssize_t* pnm,
+                       Py_ssize_t* pcap):
+    """`_plane`'s walk, its entry spans pushed to the C arrays *pms, *pme (grown here)."""
     cdef Py_ssize_t p = s, fs, vp, q, run = s
     cdef uint64_t fn
     cdef int wt
     cdef int strip = -1  # decided at the first entry, for all of them
-    parts = []
-    lines = []
-    ms = []
-    me = []
     name = None
     while p < e:
         fs = p
@@ -344,8 +378,13 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
                 lines.append(_line(b, vp, q))
                 run = q
             elif fn == 4:
-                ms.append(vp)
-                me.append(q)
+                if pnm[0] == pcap[0]:
+                    pcap[0] *= 2
+                    pms[0] = <int64_t*>_resized(pms[0], pcap[0] * sizeof(int64_t))
+                    pme[0] = <int64_t*>_resized(pme[0], pcap[0] * sizeof(int64_t))
+                pms[0][pnm[0]] = vp
+                pme[0][pnm[0]] = q
+                pnm[0] += 1
                 if strip < 0:
                     strip = 1 if (strip_meta is not None and name is not None
                                   and strip_meta(name)) else 0
@@ -363,14 +402,19 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
     if e > run:
         parts.append(PyBytes_FromStringAndSize(<char*>(b + run), e - run))
     cdef int bad = 0
-    cdef Py_ssize_t i, rc
+    cdef Py_ssize_t i, rc, nm = pnm[0]
     if strip == 1:
-        for i in range(len(ms)):
-            rc = _entry_check(b, ms[i], me[i], &bad)
+        for i in range(nm):
+            rc = _entry_check(b, pms[0][i], pme[0][i], &bad)
             if rc < 0:
                 raise _fail(rc)
-    return (b"".join(parts), lines, np.array(ms, np.int64), np.array(me, np.int64),
-            strip == 1, bad)
+    ms_a = np.empty(nm, np.int64)
+    me_a = np.empty(nm, np.int64)
+    cdef int64_t[::1] ms_v = ms_a, me_v = me_a
+    if nm:
+        memcpy(&ms_v[0], pms[0], nm * sizeof(int64_t))
+        memcpy(&me_v[0], pme[0], nm * sizeof(int64_t))
+    return (b"".join(parts), lines, ms_a, me_a, strip == 1, bad)
 
 
 def split_space(data, Py_ssize_t n, strip_meta=None):
@@ -1203,7 +1247,13 @@ def decode_meta_stats(data, const int64_t[::1] vs, const int64_t[::1] ve,
             raise ValueError("value span outside the buffer")
         total += ve[i] - vs[i]
     cdef _Stats st = _Stats(min(total // 2, n * (nw + 1)) + 16)
+    cdef Py_ssize_t p
     for i in range(n):
+        if i + _AHEAD < n:  # the entry read `_AHEAD` later, a line at a time (see _AHEAD)
+            p = vs[i + _AHEAD]
+            while p < ve[i + _AHEAD]:
+                __builtin_prefetch(b + p)
+                p += 64
         if _meta_value(b, vs[i], ve[i], NULL, st, <int32_t>i, w, nw):
             raise ValueError("damaged event metadata")
     return st.arrays()
@@ -1232,6 +1282,8 @@ def gather_spans(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::
     cdef uint8_t s = <uint8_t>(sep if sep >= 0 else 0)
     with nogil:
         for i in range(n):
+            if i + _AHEAD < n:
+                __builtin_prefetch(pb + fs[i + _AHEAD])
             ln = fe[i] - fs[i]
             if ln:
                 memcpy(po + o, pb + fs[i], ln)
@@ -1239,4 +1291,351 @@ def gather_spans(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::
             if sep >= 0:
                 po[o] = s
                 o += 1
+    return out_a
+
+
+cdef enum:
+    _DIGITS_MAX = 24  # trailing digits `boundary_names` decides on (hlotext._DIGITS_MAX)
+
+cdef uint8_t _TEXT_BYTE[256]  # bytes `text_facts` stops at: NUL, non-ASCII, `=`, `-`, `S`
+for _i in range(256):
+    _TEXT_BYTE[_i] = _i == 0 or _i >= 0x80 or _i in (0x3D, 0x2D, 0x53)
+
+
+def text_facts(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1] fe):
+    """Per text [fs[i], fe[i]) of `buf` (HLO texts in a `MetaTable`'s buffer): (plain: only
+    bytes 0x01-0x7f; eq: where its first ` = ` begins; has `copy-start`; has
+    `slice-start(`; call: where the first ` copy-start(` at or after `eq` begins (-1 without
+    an `eq`); has `S(5)`), positions in `buf`, -1 where none. Each pattern counts only where
+    it lies wholly inside the text. Why: the same facts by numpy (`tpu._text_facts_numpy`)
+    gather every text into one buffer and make a pass per pattern over it, with an index per
+    candidate byte; here one walk per text, which stops only at the bytes the patterns are
+    anchored on (each pattern has one: `=` of ` = `, `-` of the three others, the `S` of
+    `S(5)`), ~4x faster than a search per pattern on 140-byte texts."""
+    cdef Py_ssize_t n = fs.shape[0], i, p, lo, hi, nb = buf.shape[0]
+    if fe.shape[0] != n:
+        raise ValueError("text starts and ends differ in length")
+    for i in range(n):
+        if fs[i] < 0 or fe[i] < fs[i] or fe[i] > nb:
+            raise ValueError("span outside the buffer")
+    plain_a = np.ones(n, np.bool_)
+    eq_a = np.full(n, -1, np.int64)
+    cs_a = np.zeros(n, np.bool_)
+    sl_a = np.zeros(n, np.bool_)
+    call_a = np.full(n, -1, np.int64)
+    s5_a = np.zeros(n, np.bool_)
+    if n == 0 or nb == 0:
+        return plain_a, eq_a, cs_a, sl_a, call_a, s5_a
+    cdef uint8_t[::1] plain = plain_a.view(np.uint8), cs = cs_a.view(np.uint8)
+    cdef uint8_t[::1] sl = sl_a.view(np.uint8), s5 = s5_a.view(np.uint8)
+    cdef int64_t[::1] eq = eq_a, call = call_a
+    cdef const uint8_t* b = &buf[0]
+    cdef uint8_t c
+    cdef int64_t e, q
+    with nogil:
+        for i in range(n):
+            if i + _AHEAD < n:  # (a text spans a few lines: each)
+                p = fs[i + _AHEAD]
+                while p < fe[i + _AHEAD]:
+                    __builtin_prefetch(b + p)
+                    p += 64
+            lo = fs[i]
+            hi = fe[i]
+            e = -1
+            q = -1
+            for p in range(lo, hi):
+                c = b[p]
+                if not _TEXT_BYTE[c]:
+                    continue
+                if c == 0 or c >= 0x80:
+                    plain[i] = 0
+                elif c == 0x3D:  # `=` of ` = `
+                    if e < 0 and p > lo and p + 1 < hi and b[p - 1] == 0x20 \
+                            and b[p + 1] == 0x20:
+                        e = p - 1
+                elif c == 0x2D:  # `-` of `copy-start`, `slice-start(`, ` copy-start(`
+                    if not cs[i] and p - 4 >= lo and p + 6 <= hi \
+                            and memcmp(b + p - 4, b"copy-start", 10) == 0:
+                        cs[i] = 1
+                    if p - 5 >= lo and p + 7 <= hi:
+                        if not sl[i] and memcmp(b + p - 5, b"slice-start(", 12) == 0:
+                            sl[i] = 1
+                        # (an ` = ` before it is already met: it begins 5+ bytes earlier)
+                        if q < 0 and e >= 0 and p - 5 >= e \
+                                and memcmp(b + p - 5, b" copy-start(", 12) == 0:
+                            q = p - 5
+                elif not s5[i] and p + 4 <= hi and memcmp(b + p, b"S(5)", 4) == 0:
+                    s5[i] = 1
+            eq[i] = e
+            call[i] = q
+    return plain_a, eq_a, cs_a, sl_a, call_a, s5_a
+
+
+def str_codes(list keys, bint sort):
+    """`arrays.factorize(keys, sort)` where every key is a `str` (exactly: no subclass),
+    else None: (codes int64, the distinct keys as a list, each's first object), codes in
+    order of first appearance, or with `sort` in the keys' order. Keys are equal as a dict
+    finds them (same object, or equal hash and `==`), by an open-addressing table of key
+    numbers: no Python int or dict entry per key (`arrays._factorize_objects` makes both,
+    8-10 ms on 36k distinct op names, each grouping of a many-ops capture)."""
+    cdef Py_ssize_t n = len(keys), i, j, c, m = 0, cap = 16
+    while cap < 2 * n:
+        cap *= 2
+    cdef Py_ssize_t mask = cap - 1
+    codes_a = np.empty(n, np.int64)
+    slot_a = np.full(cap, -1, np.int64)
+    hash_a = np.empty(max(n, 1), np.int64)
+    cdef int64_t[::1] codes = codes_a, slot = slot_a, hs = hash_a, rank
+    cdef list uniq = [], ranked
+    cdef object k
+    cdef Py_hash_t h
+    for i in range(n):
+        k = keys[i]
+        if type(k) is not str:
+            return None
+        h = hash(k)
+        j = <Py_ssize_t>(<uint64_t>h & <uint64_t>mask)
+        while True:
+            c = slot[j]
+            if c < 0:  # a new key
+                c = m
+                slot[j] = c
+                hs[c] = h
+                uniq.append(k)
+                m += 1
+                break
+            if hs[c] == h and (uniq[c] is k or uniq[c] == k):
+                break
+            j = (j + 1) & mask
+        codes[i] = c
+    if sort and m > 1:
+        ranked = sorted(uniq)  # distinct strs: one order, as `list.sort` gives it
+        rank_a = np.empty(m, np.int64)
+        rank = rank_a
+        # each ranked key's code: the table again (every key is in it)
+        for i in range(m):
+            k = ranked[i]
+            h = hash(k)
+            j = <Py_ssize_t>(<uint64_t>h & <uint64_t>mask)
+            while True:
+                c = slot[j]
+                if hs[c] == h and (uniq[c] is k or uniq[c] == k):
+                    break
+                j = (j + 1) & mask
+            rank[c] = i
+        codes_a = rank_a[codes_a]
+        uniq = ranked
+    return codes_a, uniq
+
+
+def join_first(const int64_t[::1] codes, const int64_t[::1] times,
+               const int64_t[::1] q_codes, const int64_t[::1] q_times):
+    """Per query (q_codes[i], q_times[i]): the first (lowest) index j with codes[j] ==
+    q_codes[i] and times[j] == q_times[i], else -1; a code below 0 never matches
+    (overlap.trace.tpu's `_join`, whose numpy rule by ranks and a sort it equals). An
+    open-addressing table of the entries' first index per (code, time): no sort."""
+    cdef Py_ssize_t n = codes.shape[0], nq = q_codes.shape[0], i, j, cap = 16
+    if times.shape[0] != n or q_times.shape[0] != nq:
+        raise ValueError("codes and times differ in length")
+    while cap < 2 * n:
+        cap *= 2
+    cdef uint64_t mask = <uint64_t>(cap - 1), h
+    slot_a = np.full(cap, -1, np.int64)
+    out_a = np.full(nq, -1, np.int64)
+    cdef int64_t[::1] slot = slot_a, out = out_a
+    cdef int64_t c, t, k
+    with nogil:
+        for i in range(n):
+            c = codes[i]
+            if c < 0:
+                continue
+            t = times[i]
+            h = _mix(<uint64_t>c * <uint64_t>0x9E3779B97F4A7C15 ^ <uint64_t>t) & mask
+            while True:
+                k = slot[h]
+                if k < 0:
+                    slot[h] = i
+                    break
+                if codes[k] == c and times[k] == t:
+                    break  # the first index of the pair is kept
+                h = (h + 1) & mask
+        for i in range(nq):
+            c = q_codes[i]
+            if c < 0:
+                continue
+            t = q_times[i]
+            h = _mix(<uint64_t>c * <uint64_t>0x9E3779B97F4A7C15 ^ <uint64_t>t) & mask
+            while True:
+                k = slot[h]
+                if k < 0:
+                    break
+                if codes[k] == c and times[k] == t:
+                    out[i] = k
+                    break
+                h = (h + 1) & mask
+    return out_a
+
+
+cdef inline uint64_t _feed(uint64_t h, object s, Py_ssize_t a, Py_ssize_t b):
+    """FNV-1a over the code points s[a:b] (any of the str kinds), continued from `h`."""
+    cdef int kind = PyUnicode_KIND(s)
+    cdef void* data = PyUnicode_DATA(s)
+    cdef Py_ssize_t i
+    for i in range(a, b):
+        h = (h ^ <uint64_t>PyUnicode_READ(kind, data, i)) * <uint64_t>0x100000001B3
+    return h
+
+
+cdef inline bint _same(object o, Py_ssize_t off, object s, Py_ssize_t a, Py_ssize_t b):
+    """o[off:off + b - a] == s[a:b], code point by code point (the caller checks lengths)."""
+    cdef int ko = PyUnicode_KIND(o), ks = PyUnicode_KIND(s)
+    cdef void* do = PyUnicode_DATA(o)
+    cdef void* ds = PyUnicode_DATA(s)
+    cdef Py_ssize_t i
+    for i in range(b - a):
+        if PyUnicode_READ(ko, do, off + i) != PyUnicode_READ(ks, ds, a + i):
+            return False
+    return True
+
+
+cdef str _DONE = "-done"
+
+
+def async_name_codes(list names, list op_names):
+    """`tpu._async_codes` without a Python str or dict entry per done name: per op of
+    `op_names` (None or str) a code shared by the ops of an equal name (its first op's
+    index; -1 for None); per name of `names` (None or str) the code of the ops of that
+    name and of its done op's name (its last `-start` made `-done`), -1 where no op has it,
+    -1 and -1 where the name is empty or None or has no `-start`. None where a value is
+    neither None nor a str (the caller's Python rule answers). Equal as the Python rule is
+    where it counts: a name's code equals an op's exactly where the names are equal. The
+    done names are hashed and compared in pieces (the start name around its `-start`, then
+    `-done`), never made."""
+    cdef Py_ssize_t n = len(names), m = len(op_names), i, j, ln, at, cap = 16
+    cdef object nm, o
+    cdef uint64_t h, mask
+    cdef int64_t k
+    while cap < 2 * m:
+        cap *= 2
+    mask = <uint64_t>(cap - 1)
+    slot_a = np.full(cap, -1, np.int64)
+    hash_a = np.zeros(max(m, 1), np.uint64)
+    s_a = np.full(n, -1, np.int64)
+    d_a = np.full(n, -1, np.int64)
+    o_a = np.full(m, -1, np.int64)
+    cdef int64_t[::1] slot = slot_a, sc = s_a, dc = d_a, oc = o_a
+    cdef uint64_t[::1] hs = hash_a
+    for i in range(m):  # the ops' names: each distinct one's first op
+        o = op_names[i]
+        if o is None:
+            continue
+        if type(o) is not str:
+            return None
+        ln = PyUnicode_GET_LENGTH(o)
+        h = _mix(_feed(<uint64_t>0xcbf29ce484222325, o, 0, ln) ^ <uint64_t>ln)
+        hs[i] = h
+        j = <Py_ssize_t>(h & mask)
+        while True:
+            k = slot[j]
+            if k < 0:
+                slot[j] = i
+                oc[i] = i
+                break
+            if hs[k] == h and PyUnicode_GET_LENGTH(op_names[k]) == ln \
+                    and _same(op_names[k], 0, o, 0, ln):
+                oc[i] = k
+                break
+            j = (j + 1) & mask
+    for i in range(n):
+        nm = names[i]
+        if nm is None:
+            continue
+        if type(nm) is not str:
+            return None
+        ln = PyUnicode_GET_LENGTH(nm)
+        if not ln:
+            continue
+        at = (<str>nm).rfind("-start")
+        if at < 0:
+            continue
+        # the name itself
+        h = _mix(_feed(<uint64_t>0xcbf29ce484222325, nm, 0, ln) ^ <uint64_t>ln)
+        j = <Py_ssize_t>(h & mask)
+        while m:
+            k = slot[j]
+            if k < 0:
+                break
+            if hs[k] == h and PyUnicode_GET_LENGTH(op_names[k]) == ln \
+                    and _same(op_names[k], 0, nm, 0, ln):
+                sc[i] = k
+                break
+            j = (j + 1) & mask
+        # its done name: nm[:at] + "-done" + nm[at + 6:], one code point shorter
+        h = _feed(<uint64_t>0xcbf29ce484222325, nm, 0, at)
+        h = _feed(h, _DONE, 0, 5)
+        h = _mix(_feed(h, nm, at + 6, ln) ^ <uint64_t>(ln - 1))
+        j = <Py_ssize_t>(h & mask)
+        while m:
+            k = slot[j]
+            if k < 0:
+                break
+            o = op_names[k]
+            if hs[k] == h and PyUnicode_GET_LENGTH(o) == ln - 1 and _same(o, 0, nm, 0, at) \
+                    and _same(o, at, _DONE, 0, 5) and _same(o, at + 5, nm, at + 6, ln):
+                dc[i] = k
+                break
+            j = (j + 1) & mask
+    return s_a, d_a, o_a
+
+
+
+def boundary_names(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1] fe):
+    """`hlotext.async_boundaries_by_bytes` of the names [fs[i], fe[i]) of `buf`, in place:
+    per name 1 (an async boundary: what is left after a trailing `.digits` ends with
+    `-start` or `-done` after at least one more byte, or is `send` or `recv`), 0 (not one),
+    -1 (left to the regexes: empty, a byte >= 0x80 or a newline, or a trailing run of more
+    than `_DIGITS_MAX` digits). Why: numpy walks the trailing digits back one step for all
+    names at a time, a fancy index per step, on 72k copy-start/copy-done names."""
+    cdef Py_ssize_t n = fs.shape[0], i, p, lo, hi, last, core, nb = buf.shape[0]
+    if fe.shape[0] != n:
+        raise ValueError("name starts and ends differ in length")
+    for i in range(n):
+        if fs[i] < 0 or fe[i] < fs[i] or fe[i] > nb:
+            raise ValueError("span outside the buffer")
+    out_a = np.full(n, -1, np.int8)
+    if n == 0 or nb == 0:
+        return out_a
+    cdef int8_t[::1] out = out_a
+    cdef const uint8_t* b = &buf[0]
+    cdef bint bad, has_n, dotted
+    with nogil:
+        for i in range(n):
+            if i + _AHEAD < n:
+                __builtin_prefetch(b + fs[i + _AHEAD])
+            lo = fs[i]
+            hi = fe[i]
+            if hi == lo:
+                continue
+            bad = False
+            for p in range(lo, hi):
+                if b[p] >= 0x80 or b[p] == 0x0A:
+                    bad = True
+                    break
+            if bad:
+                continue
+            last = hi - 1  # the last byte that is not a digit (lo - 1: all digits)
+            while last >= lo and 0x30 <= b[last] <= 0x39:
+                last -= 1
+            if hi - 1 - last > _DIGITS_MAX:
+                continue
+            has_n = last < hi - 1
+            dotted = has_n and last >= lo and b[last] == 0x2E
+            if has_n and not dotted:  # digits without a dot: neither regex matches
+                out[i] = 0
+                continue
+            core = last if dotted else hi  # the end of what is left
+            out[i] = ((core - lo >= 7 and memcmp(b + core - 6, b"-start", 6) == 0)
+                      or (core - lo >= 6 and memcmp(b + core - 5, b"-done", 5) == 0)
+                      or (core - lo == 4 and (memcmp(b + lo, b"send", 4) == 0
+                                              or memcmp(b + lo, b"recv", 4) == 0)))
     return out_a

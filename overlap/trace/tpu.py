@@ -41,6 +41,7 @@ from overlap.trace.hlotext import (
     is_host_async_start,
     plain_texts,
 )
+from overlap.trace.metatable import _scan
 from overlap.trace.names import TPU_ASYNC_LINE, TPU_OPS_LINES
 from overlap.trace.programs import ProgramCopies, program_key
 from overlap.trace.wire import (
@@ -207,27 +208,11 @@ def _async_device_spans(starts: np.ndarray, ends: np.ndarray, inv: np.ndarray,
     begins at its begin to the done event (the name's `-start` made `-done`) that ends at its
     end; -1 where either is missing or lacks the clock. The Async span is drawn from those
     two events, so on the host-aligned timeline its ends are theirs to the picosecond
-    (sample_traces/tpu-v6e-offload TPU:0: all 600). Joined on (name, time) by sorting."""
+    (sample_traces/tpu-v6e-offload TPU:0: all 600). Joined on (name code, time) (`_join`)."""
     if not clock[2].any():  # no boundary event has the clock: no span to find
         return np.full(len(starts), -1, np.int64)
     b0, b1, _, bop, u_names = boundaries
-    # codes of the names the Async ops ask for (start and done, once per distinct op): the
-    # XLA Ops ops of other names get none
-    code: dict[str, int] = {}
-    setd = code.setdefault
-    s_list: list[int] = []
-    d_list: list[int] = []
-    for n in names.tolist():  # one step per distinct Async op, into lists (not numpy items)
-        if n and "-start" in n:
-            head, _, tail = n.rpartition("-start")
-            s_list.append(setd(n, len(code)))
-            d_list.append(setd(f"{head}-done{tail}", len(code)))
-        else:
-            s_list.append(-1)
-            d_list.append(-1)
-    s_code = np.array(s_list, np.int64)
-    d_code = np.array(d_list, np.int64)
-    op_code = np.fromiter(map(code.get, u_names.tolist(), repeat(-1)), np.int64, len(u_names))
+    s_code, d_code, op_code = _async_codes(names.tolist(), u_names.tolist())
     bcode = op_code[bop]
     si = _join(bcode, b0, s_code[inv], starts)
     di = _join(bcode, b1, d_code[inv], ends)
@@ -237,11 +222,55 @@ def _async_device_spans(starts: np.ndarray, ends: np.ndarray, inv: np.ndarray,
     return out
 
 
+def _async_codes(names: list, op_names: list) -> tuple[np.ndarray, ...]:
+    """Codes of the names the Async ops ask for (`names`: the start ops' instruction names):
+    per name its own code and its done op's (the last `-start` made `-done`), -1 for both
+    where it has no `-start`; per op of the XLA Ops line (`op_names`) the code of an equal
+    name, else -1 (the ops of other names get none). The scanner's `async_name_codes` (a
+    Python step per distinct op cost 0.017 s on 36k clocked copy ops; its codes are other
+    numbers, equal exactly where these are), else `_async_codes_py`
+    (tests/trace/test_text_facts.py holds the two to the same matches)."""
+    fn = getattr(_scan, "async_name_codes", None)
+    got = None if fn is None else fn(names, op_names)  # (None: a value not a str)
+    return _async_codes_py(names, op_names) if got is None else got
+
+
+def _async_codes_py(names: list, op_names: list) -> tuple[np.ndarray, ...]:
+    """`_async_codes` in Python: one step per distinct Async op, into lists (not numpy
+    items), and a dict lookup per XLA Ops op."""
+    code: dict[str, int] = {}
+    setd = code.setdefault
+    s_list: list[int] = []
+    d_list: list[int] = []
+    for n in names:
+        if n and "-start" in n:
+            head, _, tail = n.rpartition("-start")
+            s_list.append(setd(n, len(code)))
+            d_list.append(setd(f"{head}-done{tail}", len(code)))
+        else:
+            s_list.append(-1)
+            d_list.append(-1)
+    op_code = np.fromiter(map(code.get, op_names, repeat(-1)), np.int64, len(op_names))
+    return np.array(s_list, np.int64), np.array(d_list, np.int64), op_code
+
+
 def _join(codes: np.ndarray, times: np.ndarray, q_codes: np.ndarray,
           q_times: np.ndarray) -> np.ndarray:
-    """Per query (code, time): the index of an entry with the same code and time, -1 where
-    none (code -1 never matches). Times are ranked among all of them, so (code, rank) is one
-    int64 key: one sort, one binary search per query."""
+    """Per query (code, time): the index of the first entry with the same code and time, -1
+    where none (code -1 never matches). The scanner's `join_first` (a hash table of the
+    entries), else `_join_numpy`, the same answers (tests/trace/test_text_facts.py)."""
+    fn = getattr(_scan, "join_first", None)
+    if fn is not None:
+        return fn(*(np.ascontiguousarray(a, np.int64) for a in (codes, times, q_codes,
+                                                                 q_times)))
+    return _join_numpy(codes, times, q_codes, q_times)
+
+
+def _join_numpy(codes: np.ndarray, times: np.ndarray, q_codes: np.ndarray,
+          q_times: np.ndarray) -> np.ndarray:
+    """`_join` by numpy: times are ranked among all of them, so (code, rank) is one int64
+    key: one stable sort (the first of equal keys found first), one binary search per
+    query."""
     _, rank = np.unique(np.concatenate([times, q_times]), return_inverse=True)
     rank = rank.reshape(-1)
     n = len(rank) + 1
@@ -354,7 +383,7 @@ def _op_names(P: Plane, uniq: np.ndarray, pairing: bool) -> tuple[np.ndarray, np
     if t is not None:
         spans = t.spans(uniq, display=True)
         # decided on the display names' bytes: an id with a display name is its instruction
-        b_u = async_boundaries_by_bytes(t.gather(*spans), spans[1] - spans[0])
+        b_u = _boundaries(t, spans)
     else:
         b_u = np.full(len(uniq), -1, np.int8)
     # names only where needed: compute ops, ops not decided yet, boundaries to pair
@@ -364,6 +393,17 @@ def _op_names(P: Plane, uniq: np.ndarray, pairing: bool) -> tuple[np.ndarray, np
         sd, sr = _START_DONE_RE.match, _SEND_RECV_RE.match  # is_async_boundary, inlined
         b_u[und] = [bool(sd(n) or sr(n)) for n in out[und].tolist()]
     return out, b_u.astype(bool)
+
+
+def _boundaries(t: MetaTable, spans: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """`async_boundaries_by_bytes` of the names at `spans` in the table's buffer: the
+    scanner's `boundary_names` (in place, one walk per name: 7 ms -> 1 on 72k copy-start/
+    copy-done names), else (a build without it) numpy over the names gathered."""
+    fn = getattr(_scan, "boundary_names", None)
+    if fn is not None:
+        return fn(t.buf, np.ascontiguousarray(spans[0], np.int64),
+                  np.ascontiguousarray(spans[1], np.int64))
+    return async_boundaries_by_bytes(t.gather(*spans), spans[1] - spans[0])
 
 
 def fill_names(P: Plane, uniq: np.ndarray, out: np.ndarray, at: np.ndarray,
@@ -535,21 +575,15 @@ def _text_block(t: MetaTable, mids: np.ndarray, programs: bool, code: np.ndarray
     """The byte rules of `_copy_columns_bytes` on one block of texts, into its arrays'
     slices: `code`, `nbytes`, `known` from the texts; with `programs`, `host` (the ops whose
     program's facts are looked up) and their `names`, else the names where code > 0."""
-    b, lo, hi, plain, eq = _text_bytes(t, mids)
-    cs = find_all(b, b"copy-start", 4)
-    has_cs = first_within(cs, lo, hi, 10) >= 0
-    has_sl = first_within(find_all(b, b"slice-start(", 1), lo, hi, 12) >= 0
-    # ` copy-start(` occurrences, the first one at or after the ` = `
-    c = cs[(cs >= 1) & (cs + 10 < len(b))]
-    call = c[(b[c - 1] == 0x20) & (b[c + 10] == 0x28)] - 1
-    j = first_within(call, np.where(eq >= 0, eq, hi), hi, 12)
+    lo, hi = t.spans(mids)
+    plain, eq, has_cs, has_sl, j, s5 = _text_facts(t.buf, lo, hi)
     done = plain & ~has_cs & ~has_sl  # not an async start across host memory
     head = np.flatnonzero(plain & ~has_sl & (eq >= 0) & (j >= 0))
     code[done] = 0
     if head.size:
         # the heads alone as bytes (plain texts: no NUL inside), decoded once per distinct
         # head; not a bytes copy of all the texts to slice them from
-        heads = MetaTable.gather_spans(b, eq[head], j[head], 0).tobytes().split(b"\0")
+        heads = t.gather(eq[head], j[head], 0).tobytes().split(b"\0")
         heads.pop()  # after the last separator
         code[head], nbytes[head], known[head] = copy_head_facts(heads)
         del heads
@@ -559,14 +593,49 @@ def _text_block(t: MetaTable, mids: np.ndarray, programs: bool, code: np.ndarray
         host[:] = code > 0
         nodir = np.flatnonzero(code == 0)
         if nodir.size:
-            host[nodir] = first_within(find_all(b, b"S(5)", 0), lo[nodir], hi[nodir], 4) >= 0
-            host[nodir] &= has_cs[nodir] | has_sl[nodir]
-            host[nodir] &= ~done[nodir]
+            host[nodir] = s5[nodir] & (has_cs[nodir] | has_sl[nodir]) & ~done[nodir]
         need = np.flatnonzero(host)
     else:
         need = np.flatnonzero(code > 0)
     if need.size:
-        _fill(names, need, _names_from(b, lo, hi, eq, need))
+        _fill(names, need, _names_from(t.buf, lo, hi, eq, need))
+
+
+def _text_facts(buf: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per HLO text [lo, hi) of `buf`: (plain ASCII without a NUL; where its first ` = `
+    begins; has `copy-start`; has `slice-start(`; where the first ` copy-start(` at or after
+    that ` = ` begins; has `S(5)`), positions in `buf`, -1 where none: what the copy rules of
+    `_text_block` decide on. The scanner's `text_facts` (in place, one walk per text), else
+    (a build without it) `_text_facts_numpy`, the same rule by numpy over the texts' bytes
+    (tests/trace/test_text_facts.py holds them equal)."""
+    fn = getattr(_scan, "text_facts", None)
+    if fn is not None:
+        return fn(np.asarray(buf, np.uint8).reshape(-1), np.ascontiguousarray(lo, np.int64),
+                  np.ascontiguousarray(hi, np.int64))
+    return _text_facts_numpy(buf, lo, hi)
+
+
+def _text_facts_numpy(buf: np.ndarray, lo: np.ndarray,
+                      hi: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`_text_facts` by numpy: the texts gathered into one buffer, each pattern found in a
+    pass over it (`find_all`), each text's first within it (`first_within`)."""
+    lo = np.asarray(lo, np.int64)
+    ln = np.asarray(hi, np.int64) - lo
+    b = MetaTable.gather_spans(buf, lo, lo + ln)
+    e = np.cumsum(ln)
+    s = e - ln  # each text's span in `b`
+    eq = first_within(find_all(b, b" = ", 1), s, e, 3)
+    cs = find_all(b, b"copy-start", 4)
+    has_cs = first_within(cs, s, e, 10) >= 0
+    has_sl = first_within(find_all(b, b"slice-start(", 1), s, e, 12) >= 0
+    # ` copy-start(` occurrences, the first one at or after the ` = `
+    c = cs[(cs >= 1) & (cs + 10 < len(b))]
+    call = c[(b[c - 1] == 0x20) & (b[c + 10] == 0x28)] - 1
+    j = first_within(call, np.where(eq >= 0, eq, e), e, 12)
+    s5 = first_within(find_all(b, b"S(5)", 0), s, e, 4) >= 0
+    back = lo - s  # from a position in `b` to the same byte in `buf`
+    return (plain_texts(b, s, e), np.where(eq >= 0, eq + back, -1), has_cs, has_sl,
+            np.where(j >= 0, j + back, -1), s5)
 
 
 def _names_from(b: np.ndarray, lo: np.ndarray, hi: np.ndarray, eq: np.ndarray,
