@@ -56,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from overlap.analysis.grouping import group_sums, is_none
+from overlap.analysis.grouping import group_sums, is_none, key_codes, key_runs
 from overlap.hlo import trace_ops
 
 DIRECTIONS = ("D2H", "H2D")
@@ -503,8 +503,11 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
     if not (trace.rows("transfers") if hasattr(trace, "rows") else 0) and not asked:
         return None
     g = _transfer_groups(trace, result)
-    keys = sorted({(m, p) for m, p in zip(g["hlo_module"].tolist(), g["program_id"].tolist())
-                   if m is not None}, key=str)
+    # each (module, program id) once per run of equal rows (the groups are sorted by them: one
+    # run per program, where a step per group cost ~10 ms on 36k copy ops, issue 32)
+    pair_rows = key_runs(g["hlo_module"], g["program_id"])
+    pairs = list(zip(g["hlo_module"][pair_rows].tolist(), g["program_id"][pair_rows].tolist()))
+    keys = sorted({(m, p) for m, p in pairs if m is not None}, key=str)
     hints = _hints(path)
     if programs is None:
         programs = _programs(path, trace, keys)
@@ -543,10 +546,11 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
     # Groups whose program is not at hand: one row per reason, not per op (a capture of 36k
     # copy ops without programs gave 36k rows, 5 MB of JSON; the per-op numbers are in
     # by_hlo_op), summed per reason without a Python step per group (issue 32).
-    at_hand = np.fromiter((programs.get(k) is not None for k in zip(
-        g["hlo_module"].tolist(), g["program_id"].tolist())), bool, len(g["hlo_op"]))
-    outside = np.fromiter((op == OUTSIDE_PROGRAM_OP for op in g["hlo_op"].tolist()), bool,
-                          len(g["hlo_op"]))
+    at_hand = np.repeat(np.array([programs.get(k) is not None for k in pairs], bool),
+                        np.diff(np.append(pair_rows, len(g["hlo_op"]))))
+    op_code, op_values = key_codes(g["hlo_op"], sort=False)  # once per distinct op (-1: none)
+    outside = np.array([op == OUTSIDE_PROGRAM_OP for op in op_values.tolist()] + [False],
+                       dtype=np.bool_)[op_code]
     unnamed = is_none(g["hlo_module"])
     for label, m in ((OUTSIDE_PROGRAM_OP, outside),
                      ("(program's HLO not in the capture)", ~outside & ~unnamed),

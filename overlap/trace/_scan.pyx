@@ -1639,3 +1639,28 @@ def boundary_names(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[
                       or (core - lo == 4 and (memcmp(b + lo, b"send", 4) == 0
                                               or memcmp(b + lo, b"recv", 4) == 0)))
     return out_a
+
+
+def span_codes(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1] fe):
+    """The distinct byte strings among the spans [fs[i], fe[i]) of `buf`, by content: (per
+    span its string's number, in order of first occurrence; each number's first span). Why:
+    the copy rules decide once per distinct head of a copy-start's text (a few shapes over
+    36k copy ops), and a bytes object and a dict lookup per copy cost more than the rule."""
+    cdef Py_ssize_t n = fs.shape[0], i, nb = buf.shape[0]
+    if fe.shape[0] != n:
+        raise ValueError("span starts and ends differ in length")
+    for i in range(n):
+        if fs[i] < 0 or fe[i] < fs[i] or fe[i] > nb:
+            raise ValueError("span outside the buffer")
+    codes_a = np.empty(n, np.int64)
+    first_l = []
+    cdef int64_t[::1] codes = codes_a
+    cdef _Intern seen = _Intern()
+    cdef const uint8_t* b = &buf[0] if nb else NULL
+    cdef int32_t c
+    for i in range(n):
+        c = seen.code(b, 5, <uint64_t>(fe[i] - fs[i]), fs[i])
+        if c == len(first_l):  # a new string (numbers are given in order)
+            first_l.append(i)
+        codes[i] = c
+    return codes_a, np.array(first_l, np.int64)

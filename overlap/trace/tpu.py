@@ -581,11 +581,15 @@ def _text_block(t: MetaTable, mids: np.ndarray, programs: bool, code: np.ndarray
     head = np.flatnonzero(plain & ~has_sl & (eq >= 0) & (j >= 0))
     code[done] = 0
     if head.size:
-        # the heads alone as bytes (plain texts: no NUL inside), decoded once per distinct
+        # the heads alone as bytes (plain texts: no NUL inside), decided once per distinct
         # head; not a bytes copy of all the texts to slice them from
-        heads = t.gather(eq[head], j[head], 0).tobytes().split(b"\0")
+        hs, he = eq[head], j[head]
+        fn = getattr(_scan, "span_codes", None)
+        hc, one = fn(t.buf, hs, he) if fn is not None else (None, slice(None))
+        heads = t.gather(hs[one], he[one], 0).tobytes().split(b"\0")
         heads.pop()  # after the last separator
-        code[head], nbytes[head], known[head] = copy_head_facts(heads)
+        got = copy_head_facts(heads)  # (each head's answer is its own)
+        code[head], nbytes[head], known[head] = got if hc is None else (c[hc] for c in got)
         del heads
     if programs:
         # a decided head with a direction has S(5) in its tuple; one without needs S(5)

@@ -198,3 +198,17 @@ def test_boundary_names_equal_numpy_rule(parts):
     for name, g in zip(names, got.tolist()):
         if g >= 0:
             assert g == hlotext.is_async_boundary(name.decode())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([b"", b"a", b"ab", b" = (f32[8]{0:S(5)}, f32[8])", b"\0", b"\xff",
+                                 b"12345678", b"123456789"]), max_size=30))
+def test_span_codes_number_by_content(strings):
+    # each string twice in the buffer, the spans pointing at the second copies in turn
+    buf = np.frombuffer(b"".join(strings) * 2 + b"\0", np.uint8)
+    ln = np.array([len(x) for x in strings], np.int64)
+    hi = np.cumsum(ln) + int(ln.sum())
+    codes, first = wire._scan.span_codes(buf, hi - ln, hi)
+    want, _ = arrays.factorize(np.array(strings + [b""], dtype=object)[:len(strings)])
+    assert codes.tolist() == want.tolist()
+    assert first.tolist() == [strings.index(s) for s in dict.fromkeys(strings)]
