@@ -71,6 +71,7 @@ cdef extern from *:
 # (72k copy names: 7 ms, where the same names side by side took 1.8; with this, 1.4)
 cdef enum:
     _AHEAD = 16
+    _LINES_AHEAD = 2048  # bytes ahead of a walk that steps over entries by their lengths
 
 
 class Corrupt(ValueError):
@@ -365,6 +366,10 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     name = None
     while p < e:
         fs = p
+        # the entries are walked by their lengths, ~300 bytes a step: the bytes a few steps
+        # on are asked for now (18 -> 15 ms on the many-ops capture's 108k entries; a hint
+        # past the buffer's end is ignored, never a fault)
+        __builtin_prefetch(b + p + _LINES_AHEAD)
         p = _tag(b, p, e, &fn, &wt)
         if p < 0:
             raise _fail(p)
@@ -403,8 +408,14 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
         parts.append(PyBytes_FromStringAndSize(<char*>(b + run), e - run))
     cdef int bad = 0
     cdef Py_ssize_t i, rc, nm = pnm[0]
+    cdef Py_ssize_t q2
     if strip == 1:
         for i in range(nm):
+            if i + _AHEAD < nm:  # (see _AHEAD)
+                q2 = pms[0][i + _AHEAD]
+                while q2 < pme[0][i + _AHEAD]:
+                    __builtin_prefetch(b + q2)
+                    q2 += 64
             rc = _entry_check(b, pms[0][i], pme[0][i], &bad)
             if rc < 0:
                 raise _fail(rc)
