@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from overlap.trace import wire
-
 
 def str_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray] | None:
     """(codes int64, uniques as an object array) of the object column `values`, each value a
     `str`, as `arrays.factorize(values, sort)` gives them; else None."""
+    from overlap.trace import wire  # (here: the analysis alone need not load the reader)
+
     fn = getattr(wire.SCANNER, "str_codes", None)  # (an older build has none)
     if fn is None:
         return None
