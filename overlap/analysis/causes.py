@@ -112,6 +112,9 @@ _MAX_STREAMS = 8  # streams named in one direction's evidence
 # Searching (group, time) pairs
 
 
+_KEY_BLOCK = 1 << 16
+
+
 class _Keys:
     """(group, time) pairs as one sortable int64 (`g * width + t - lo`) where that fits, so
     one `searchsorted` serves every group."""
@@ -125,9 +128,16 @@ class _Keys:
 
     def key(self, g: np.ndarray, t: np.ndarray) -> np.ndarray:
         # clipped into the group's own range: a time before every time of the capture is the
-        # start of its group's stretch, never the end of the previous group's
-        return np.asarray(g, np.int64) * self.width + np.clip(
-            np.asarray(t, np.int64) - self.lo, 0, self.width - 1)
+        # start of its group's stretch, never the end of the previous group's. Built in one
+        # array, in place: the table side is a million compute intervals, and three
+        # temporaries of it were the analysis' peak (issue 32).
+        t = np.asarray(t, np.int64)
+        out = np.subtract(t, self.lo)
+        np.clip(out, 0, self.width - 1, out=out)
+        g = np.asarray(g)
+        for b in range(0, len(out), _KEY_BLOCK):  # the group term a block at a time
+            out[b:b + _KEY_BLOCK] += g[b:b + _KEY_BLOCK].astype(np.int64) * self.width
+        return out
 
 
 def _search(keys: _Keys, tg, tt, qg, qt, side: Literal["left", "right"]) -> np.ndarray:
