@@ -83,7 +83,7 @@ def _browser():
     return webdriver.Chrome(options=opts, service=Service(driver) if driver else None)
 
 
-def one_round(driver, path: Path, cache_dir: str) -> dict[str, float]:
+def one_round(driver, path: Path, cache_dir: str, think: float = 0.0) -> dict[str, float]:
     from selenium.webdriver.common.by import By
 
     port = _free_port()
@@ -113,13 +113,14 @@ def one_round(driver, path: Path, cache_dir: str) -> dict[str, float]:
 
         cell = _wait(row, 120, "the run in the runs table")
         listed = time.perf_counter() - t1
+        time.sleep(think)  # the user reading the runs table before picking the run
         t2 = time.perf_counter()
         cell.click()
         _wait(lambda: driver.execute_script(TRACES_JS, "fig-timeline") >= 1, 120,
               "the step timeline")
         drawn = time.perf_counter() - t2
         return {"server start": started, "runs table": listed, "run drawn": drawn,
-                "open": time.perf_counter() - t1}
+                "open": time.perf_counter() - t1 - think}
     finally:
         proc.terminate()
         proc.wait(10)
@@ -129,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--files", nargs="*", help="captures (default: benchmarks/.cache's 1M files)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--think", type=float, default=0.0, metavar="S",
+                    help="seconds between the runs table showing the run and the click (a "
+                         "user reading it; `open` leaves them out)")
     ap.add_argument("--cached", action="store_true",
                     help="a run opened before: the on-disk cache filled by the warm-up round")
     a = ap.parse_args(argv)
@@ -145,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         for f in files:
             with tempfile.TemporaryDirectory() as tmp:
                 cache = tmp if a.cached else ""
-                one_round(driver, f, cache)  # warm-up: page cache, browser, (cached) disk cache
-                rows = [one_round(driver, f, cache) for _ in range(a.rounds)]
+                one_round(driver, f, cache, a.think)  # warm-up: page cache, browser, disk cache
+                rows = [one_round(driver, f, cache, a.think) for _ in range(a.rounds)]
             med = {c: statistics.median(r[c] for r in rows) for c in cols}
             print(f"| {f.name} | {f.stat().st_size / 1e6:.1f} | "
                   + " | ".join(f"{med[c]:.2f} s" for c in cols) + " |", flush=True)
