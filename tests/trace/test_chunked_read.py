@@ -4,6 +4,7 @@ and frees each plane's bytes once that plane is read."""
 
 from __future__ import annotations
 
+import mmap
 import weakref
 from pathlib import Path
 
@@ -75,13 +76,23 @@ ALONE = {"reader's": reader._read_alone, "none": lambda name: False,
          "all but GPU planes": lambda name: not name.startswith("/device:GPU")}
 
 
+def _is_mapped(buf) -> bool:
+    """Whether a chunk is the file's pages mapped (`files._mapped`), not bytes read."""
+    base = getattr(buf, "base", None)
+    return isinstance(base, memoryview) and isinstance(base.obj, mmap.mmap)
+
+
 @pytest.mark.parametrize("alone", list(ALONE))
 @pytest.mark.parametrize("scanner", [True, False])
 @pytest.mark.parametrize("host_last", [False, True])
-def test_chunked_read_equals_whole_read(tmp_path, monkeypatch, alone, scanner, host_last):
+@pytest.mark.parametrize("mapped", [False, True])
+def test_chunked_read_equals_whole_read(tmp_path, monkeypatch, alone, scanner, host_last,
+                                        mapped):
     p = _capture(tmp_path, host_last)
     if not scanner:
         monkeypatch.setattr(wire, "SCANNER", None)
+    # the test captures are small: map every chunk of one run, or none
+    monkeypatch.setattr(files, "MAP_MIN_BYTES", 0 if mapped else 1 << 62)
     want = _whole(monkeypatch, p)
     monkeypatch.setattr(reader, "_read_alone", ALONE[alone])
     chunks = files.read_chunks(p, wire.PAD, ALONE[alone])
@@ -90,9 +101,15 @@ def test_chunked_read_equals_whole_read(tmp_path, monkeypatch, alone, scanner, h
     # every byte once; a plane read alone is its field's bytes, where the field lies
     assert sum(n for _, n, _, _ in chunks) == len(raw)
     assert all(bytes(c[:n]) == raw[o[0]:o[0] + n] for c, n, o, by_itself in chunks if by_itself)
-    assert all(bytes(c[n:]) == bytes(wire.PAD) for c, n, _, _ in chunks)
+    # read chunks are followed by the zero bytes asked for; mapped ones are the file's bytes
+    # and nothing more (read-only: no rule may write into a capture's bytes)
+    assert all(bytes(c[n:]) == bytes(wire.PAD) for c, n, _, _ in chunks if not _is_mapped(c))
+    assert all(len(c) == n and not c.flags.writeable for c, n, _, _ in chunks if _is_mapped(c))
+    # the planes read alone are one run each: mapped where asked
+    assert all(_is_mapped(c) == mapped for c, *_, by_itself in chunks if by_itself)
     assert sum(by_itself for *_, by_itself in chunks) == {
         "reader's": 2, "none": 0, "all but GPU planes": 5}[alone]
+    del chunks
     got = read_host_file(p)
     _same(got, want)
     assert got["capture"]["hostnames"] == ["synthetic-host", "second-name", "third-name"]
@@ -165,3 +182,39 @@ def test_host_plane_bytes_are_freed_before_device_planes_are_read(tmp_path, monk
     out = read_host_file(p)
     assert seen == [True]
     assert len(out["steps"]["start_ps"]) == 2 and len(out["memory"]["time_ps"]) == 1
+
+
+@pytest.mark.parametrize("scanner", [True, False])
+def test_a_plane_mapped_up_to_a_page_aligned_end_of_file(tmp_path, monkeypatch, scanner):
+    """A mapped chunk has no bytes after it: with the host plane last and the file a whole
+    number of pages, any read past the plane's end would fault (the process would die).
+    The answers are the whole read's, and the host plane's mapping is freed with it."""
+    if not scanner:
+        monkeypatch.setattr(wire, "SCANNER", None)
+    monkeypatch.setattr(files, "MAP_MIN_BYTES", 0)
+    raw = _capture(tmp_path, host_last=True).read_bytes()
+    xs = wire.space_message(raw)
+    host = next(pl for pl in xs.planes if pl.name == HOST_PLANE)
+    rest = type(xs)()
+    rest.CopyFrom(xs)
+    rest.ClearField("planes")
+    rest.planes.extend(pl for pl in xs.planes if pl.name != HOST_PLANE)
+    body = rest.SerializeToString()
+    last = type(xs)(planes=[host]).SerializeToString()
+    # a host name as filler (field 4) brings the file to a multiple of the page size
+    page = mmap.PAGESIZE
+    for k in range(page):
+        fill = type(xs)(hostnames=["x" * k]).SerializeToString()
+        if (len(fill) + len(body) + len(last)) % page == 0:
+            break
+    p = tmp_path / "aligned.xplane.pb"
+    p.write_bytes(fill + body + last)
+    assert p.stat().st_size % page == 0
+    chunks = files.read_chunks(p, wire.PAD, reader._read_alone)
+    assert chunks is not None
+    end = [c for c, n, o, alone in chunks if alone and o[0] + n == p.stat().st_size]
+    assert len(end) == 1 and _is_mapped(end[0])
+    mapping = weakref.ref(end[0].base.obj)
+    del chunks, end
+    assert mapping() is None  # unmapped with its last view
+    _same(read_host_file(p), _whole(monkeypatch, p))
