@@ -55,14 +55,16 @@ kernels, never a Python loop per copy or per kernel.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from overlap.analysis.grouping import Columns, group_codes, is_none, key_codes
 from overlap.analysis.intervals import merged_groups
 from overlap.arrays import factorize, sorted_unique  # not np.unique: it imports numpy.ma
-from overlap.hlo import trace_ops
+
+if TYPE_CHECKING:  # imported where a program is at hand (~3 ms of start-up otherwise)
+    from overlap.hlo import trace_ops
 
 _DONE = ("copy-done", "fusion-done", "async-done", "send-done", "recv-done")
 _PASS = ("bitcast", "bitcast-convert", "get-tuple-element", "tuple", "reshape", "copy",
@@ -153,6 +155,8 @@ def copy_first_use(trace, programs: dict[tuple[Any, Any], trace_ops.Program] | N
     live = np.flatnonzero(is_none(out["why"]))
     if not len(live):
         return out
+    from overlap.hlo import trace_ops
+
     co = trace.columns("compute")
     (tg, cg), _ = group_codes(tr, co)
     tg, cg = np.asarray(tg, np.int64), np.asarray(cg, np.int64)

@@ -52,12 +52,14 @@ import ast
 import functools
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from overlap.analysis.grouping import group_sums, is_none, key_codes, key_runs
-from overlap.hlo import trace_ops
+
+if TYPE_CHECKING:  # imported where a program is at hand (~3 ms of start-up otherwise)
+    from overlap.hlo import trace_ops
 
 DIRECTIONS = ("D2H", "H2D")
 SOURCE, ONLY_LEFT, MERGED = "source", "only name left", "merged"
@@ -237,6 +239,8 @@ def _named(program: trace_ops.Program, start: str, hints: tuple[Path, ...],
     inside a checkpoint_name call. A value sliced out of a bigger result on the way (XLA
     merged several dots into one and slices it: the merged op keeps one source location) has
     no name of its own: (None, evidence `merged`)."""
+    from overlap.hlo import trace_ops
+
     sliced = None
     for ins, idx in trace_ops.origins(program, start):
         if idx is not None:
@@ -284,6 +288,7 @@ def op_names(program: trace_ops.Program, raw: Any, hints: tuple[Path, ...] = (),
     the proto the program was built from)."""
     # here, not at import: overlap.hlo.program loads protobuf, which a report of a capture
     # without programs never needs (tests/cli/test_no_protobuf.py)
+    from overlap.hlo import trace_ops
     from overlap.hlo.program import offload_inventory
 
     inv = offload_inventory(raw)
@@ -397,6 +402,8 @@ def _programs(path: str | Path | None, trace: Any, keys: list[tuple[str, Any]]
     for module, pid in keys:
         t = texts.get(module)
         if t is not None:
+            from overlap.hlo import trace_ops  # where a program is at hand, not at start-up
+
             text = t.read_text(encoding="utf-8", errors="replace")
             out[(module, pid)] = (trace_ops.program_from_text(text, module), text,
                                   f"hlo/{t.name}")
@@ -406,6 +413,8 @@ def _programs(path: str | Path | None, trace: Any, keys: list[tuple[str, Any]]
         wanted = {f"{m}({pid})": (m, pid) for m, pid in need}
         for k, raw in capture_protos(trace).items():
             if k in wanted and wanted[k] not in out:
+                from overlap.hlo import trace_ops  # where a program is at hand
+
                 try:
                     prog = trace_ops.program_from_proto(raw, k)
                 except Exception:  # noqa: BLE001 - a damaged program names nothing
@@ -559,6 +568,8 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
         if len(sel):
             _add(other.setdefault(label, _bucket()),
                  *(sum(g[c][sel].tolist()) for c in ("count", "bytes", "span_ps", "hidden_ps")))
+    if at_hand.any():
+        from overlap.hlo import trace_ops
     for i in np.flatnonzero(at_hand).tolist():  # one row per (program, op, direction): few
         module, pid, op, d = (g["hlo_module"][i], g["program_id"][i], g["hlo_op"][i],
                               g["direction"][i])

@@ -42,8 +42,10 @@ class MetaTable:
 
     def __init__(self, buf: np.ndarray, ms: np.ndarray, me: np.ndarray):
         self.buf = buf
+        # spans as int32 where the buffer is under 2 GiB (`_narrow_spans`), and a table
+        # written newest first reversed in place by the scanner: no copies of the columns
         d = _scan.decode_meta(buf, np.ascontiguousarray(ms, np.int64),
-                              np.ascontiguousarray(me, np.int64))
+                              np.ascontiguousarray(me, np.int64), narrow=self._narrow_ok())
         self.ok = bool(d["ok"])
         self.keys = np.zeros(0, np.int64)
         self._dense = False  # keys are a run of consecutive ids (`_rows`)
@@ -78,12 +80,16 @@ class MetaTable:
         self.value = d["value"][:, last]
         self._narrow_spans()
 
+    def _narrow_ok(self) -> bool:
+        """Whether every position in the buffer fits an int32 (under 2 GiB)."""
+        return len(self.buf) <= np.iinfo(np.int32).max
+
     def _narrow_spans(self) -> None:
         """The spans as int32 where the buffer is under 2 GiB (every position fits): 12 bytes
         less per entry for as long as the table lives (108k entries on the many-ops capture,
-        held at the read's peak)."""
-        if len(self.buf) <= np.iinfo(np.int32).max:
-            self.name, self.disp, self.value = (a.astype(np.int32)
+        held at the read's peak). (The scanner gives them so: no copy then.)"""
+        if self._narrow_ok():
+            self.name, self.disp, self.value = (a.astype(np.int32, copy=False)
                                                 for a in (self.name, self.disp, self.value))
 
     def _stats(self, ent: np.ndarray, sids) -> tuple[np.ndarray, dict[str, np.ndarray]]:

@@ -87,7 +87,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         keep = ~ev.has_stat(a_ids) if a_ids else None  # None: every event
         uniq, inv = unique_inverse(ev.mids)  # once per distinct op
         xla = line.name == "XLA Ops" and (pairing or clocked)
-        u_names, b_u = _op_names(P, uniq, xla and pairing)
+        u_names, b_u, u_spans = _op_names(P, uniq, xla and pairing)
         if xla:
             m = b_u[inv]
             b = np.flatnonzero(m if keep is None else m & keep)
@@ -96,7 +96,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                 if not pairing and clock[2].any():
                     # the Async line's join needs the boundary ops' names, where an event
                     # has the clock at all (the many-ops shape's 72k copy ops have none)
-                    fill_names(P, uniq, u_names, np.flatnonzero(b_u))
+                    fill_names(P, uniq, u_names, np.flatnonzero(b_u), u_spans)
             boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]], inv[b],
                           u_names)
         m = (~b_u)[inv]  # compute events: the per-op test taken per event, one pass
@@ -373,10 +373,12 @@ def pair_copies(starts: np.ndarray, ends: np.ndarray, mids: np.ndarray, ops: np.
     return s[partner], e[done], m[partner]
 
 
-def _op_names(P: Plane, uniq: np.ndarray, pairing: bool) -> tuple[np.ndarray, np.ndarray]:
+def _op_names(P: Plane, uniq: np.ndarray, pairing: bool
+              ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
     """Per distinct op id of an ops line: (its instruction name, object: the display name,
     else parsed from the HLO text; None where not needed: a boundary op when not pairing),
-    (is it an async boundary, bool)."""
+    (is it an async boundary, bool), and the display names' spans in the plane's table (None
+    without one), for `fill_names` of the rest later (not looked up twice)."""
     t = P.table()
     out = np.full(len(uniq), None, object)
     spans = None
@@ -392,7 +394,7 @@ def _op_names(P: Plane, uniq: np.ndarray, pairing: bool) -> tuple[np.ndarray, np
     if und.size:
         sd, sr = _START_DONE_RE.match, _SEND_RECV_RE.match  # is_async_boundary, inlined
         b_u[und] = [bool(sd(n) or sr(n)) for n in out[und].tolist()]
-    return out, b_u.astype(bool)
+    return out, b_u.astype(bool), spans
 
 
 def _boundaries(t: MetaTable, spans: tuple[np.ndarray, np.ndarray]) -> np.ndarray:

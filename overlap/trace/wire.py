@@ -45,7 +45,6 @@ mutated captures of every backend both ways and compares exit codes and JSON).
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import struct
 import sys
@@ -569,6 +568,8 @@ def check_lines(pv: PlaneView) -> None:
 def _parse_space_upb(data, n: int) -> tuple[Any, list[PlaneView], None]:
     if _scan is None and not _WARNED[0]:
         _WARNED[0] = True
+        import logging  # here: ~2 ms of start-up, for a warning a scanner build never gives
+
         logging.getLogger("overlap").warning(
             "overlap: the compiled XSpace scanner (overlap.trace._scan) was not built at "
             "install (no C compiler?); reading with protobuf, several times slower")
@@ -883,7 +884,7 @@ class LineEvents:
         sets = [frozenset(int(x) for x in sids) for sids in sid_sets]
         out = [(np.zeros(self.n, np.int64), np.zeros(self.n, bool)) for _ in sets]
         need = frozenset().union(*sets)
-        mids = sorted_unique(np.asarray(mids, np.int64))
+        mids = np.asarray(mids, np.int64)  # (sorted where a rule needs it: not with `at`)
         if not (self.n and need and len(mids)) or self._plane_of is not None:
             return out
         st = next((s for have, s in self._batches if have is None or need <= have), None)
@@ -901,8 +902,9 @@ class LineEvents:
                 raw_at = at if self._keep is None else np.flatnonzero(self._keep)[at]
                 st = dict(_scan.decode_events_at(line.buf, line.pay_s, line.pay_e, raw_at,
                                                  want))
-                # event indices among the line's events -> among the events kept here
-                st["ev"] = at[np.searchsorted(raw_at, st["ev"])].astype(np.int32)
+                if self._keep is not None:  # (else the two numberings are one)
+                    # event indices among the line's events -> among the events kept here
+                    st["ev"] = at[np.searchsorted(raw_at, st["ev"])].astype(np.int32)
         for ids, (val, has) in zip(sets, out):
             sel = np.flatnonzero(np.isin(st["sid"], np.fromiter(ids, np.int64)))
             ev = st["ev"][sel].astype(np.int64)

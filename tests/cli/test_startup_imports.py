@@ -62,3 +62,16 @@ def test_a_run_directory_still_reads_its_manifest() -> None:
     code, mods = imported(["report", "--json", str(run)])
     assert code == 0
     assert "overlap.runs.rundir" in mods  # (and hashlib, through its `secrets`)
+
+
+def test_a_capture_without_programs_loads_no_hlo_rules_and_no_logging() -> None:
+    # the TPU sample's copies name no program at hand: the rules that map trace ops to HLO
+    # instructions (`overlap.hlo.trace_ops`, 7 regexes, ~2-3 ms) are imported only where a
+    # program is read; `logging` only where the reader warns that the scanner is missing
+    watch = ("overlap.hlo.trace_ops", "logging")
+    p = subprocess.run([sys.executable, "-c", _RUN.format(
+        watch=watch, args=["report", "--json", str(_capture("tpu-v6e-offload/**/*.xplane.pb"))])],
+        capture_output=True, text=True, cwd=REPO, env=dict(os.environ))
+    line = [x for x in p.stderr.splitlines() if x.startswith("IMPORTED ")]
+    assert p.returncode == 0 and line, p.stderr[-2000:]
+    assert line[-1] == "IMPORTED ", line[-1]

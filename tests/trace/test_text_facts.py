@@ -212,3 +212,15 @@ def test_span_codes_number_by_content(strings):
     want, _ = arrays.factorize(np.array(strings + [b""], dtype=object)[:len(strings)])
     assert codes.tolist() == want.tolist()
     assert first.tolist() == [strings.index(s) for s in dict.fromkeys(strings)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.none() | _op_name, max_size=60), st.lists(st.none() | _op_name, max_size=40))
+def test_async_name_codes_in_blocks_match_as_python(names, op_names):
+    # more names than one block of the scanner's lookups (16), names without `-start` and
+    # None among them: each name's own matches, not its neighbour's in the block
+    got = wire._scan.async_name_codes(names, op_names)
+    want = tpu._async_codes_py(names, op_names)
+    assert _matches(got) == _matches(want)
+    assert wire._scan.async_name_codes(names + [b"x-start"], op_names) is None
+    assert wire._scan.async_name_codes(names + [b"x-start"], []) is None
