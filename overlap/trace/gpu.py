@@ -201,8 +201,13 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
         # The names as codes (`Coded`, made objects by `Cols.rows` once this line's arrays
         # and the file's bytes are gone), the end in place of a copy of the durations: the
         # read's peak is here, on a line of a million kernels.
-        start = ev.starts[idx]
-        end = ev.durs[idx]
+        if len(idx) == ev.n:  # every event (a kernel-only line): the line's own arrays,
+            # the durations made ends in place (the caller drops `ev` after this; no copy of
+            # a million starts and durations on the read's peak)
+            start, end = ev.starts, ev.durs
+            ev.durs = None
+        else:
+            start, end = ev.starts[idx], ev.durs[idx]
         end += start
         co.add(len(idx), host=host, device=pick(device, idx), start_ps=start, end_ps=end,
                name=knames, hlo_op=coded_stat(P, ev, idx, "hlo_op", _clean_hlo_op),

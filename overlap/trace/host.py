@@ -131,13 +131,19 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
             saw_compute |= _step_and_compute_rows(P, ev, rest, names, host, line, co,
                                                   step_rows)
         del ev, mids, rest  # before the next line's arrays exist
-    step_rows.sort(key=lambda r: (r[0], r[1], r[2] if r[2] is not None else -1, r[3]))
-    for k, (start, end, num, name) in enumerate(step_rows):
-        st["host"].append(host)
-        st["step"].append(num if num is not None else k)
-        st["name"].append(name)
-        st["start_ps"].append(start)
-        st["end_ps"].append(end)
+    if not step_rows:
+        return saw_compute
+    starts, ends, nums, step_names = zip(*step_rows)
+    t0 = np.array(starts, np.int64)
+    if not (t0[1:] > t0[:-1]).all():  # (rows of one line, in start order: sorted already)
+        step_rows.sort(key=lambda r: (r[0], r[1], r[2] if r[2] is not None else -1, r[3]))
+        starts, ends, nums, step_names = zip(*step_rows)
+    # the columns a list each (thousands of steps: no five appends per step)
+    st["host"].extend([host] * len(step_rows))
+    st["step"].extend([num if num is not None else k for k, num in enumerate(nums)])
+    st["name"].extend(step_names)
+    st["start_ps"].extend(starts)
+    st["end_ps"].extend(ends)
     return saw_compute
 
 
