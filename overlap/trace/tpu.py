@@ -99,6 +99,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                     fill_names(P, uniq, u_names, np.flatnonzero(b_u), u_spans)
             boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]], inv[b],
                           u_names)
+        del u_spans  # (two int64 per op: not held through the compute columns below)
         m = (~b_u)[inv]  # compute events: the per-op test taken per event, one pass
         idx = np.flatnonzero(m if keep is None else m & keep)
         del m

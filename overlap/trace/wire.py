@@ -906,7 +906,12 @@ class LineEvents:
                     # event indices among the line's events -> among the events kept here
                     st["ev"] = at[np.searchsorted(raw_at, st["ev"])].astype(np.int32)
         for ids, (val, has) in zip(sets, out):
-            sel = np.flatnonzero(np.isin(st["sid"], np.fromiter(ids, np.int64)))
+            # a stat id or two per set (the clock's): compared one at a time, not `np.isin`
+            # (~1 ms on the clocked many-ops file's 144k records, where this is 0.1)
+            hit = np.zeros(len(st["sid"]), bool)
+            for sid in ids:
+                hit |= st["sid"] == sid
+            sel = np.flatnonzero(hit)
             ev = st["ev"][sel].astype(np.int64)
             first = np.ones(len(ev), bool)  # records are in event order: an event's first
             first[1:] = ev[1:] != ev[:-1]
