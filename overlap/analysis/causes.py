@@ -78,7 +78,7 @@ import numpy as np
 
 from overlap.analysis import memo
 from overlap.analysis.grouping import Columns, ends_after, group_codes, key_codes
-from overlap.analysis.intervals import merge_grouped, merged_groups
+from overlap.analysis.intervals import MergedGroups, merge_grouped, merged_groups
 from overlap.analysis.units import format_ps
 from overlap.arrays import sorted_unique
 
@@ -304,8 +304,7 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, cg, cs, ce, rest) -
         return
     g, s, e = tg[sel], start[sel], end[sel]
     # compute intervals of the group ending at or before s / starting before e
-    i0 = _search(keys, mg, me, g, s, "right")
-    i1 = _search(keys, mg, ms, g, e, "left")
+    i0, i1 = _pieces_around(comp, keys, g, s, e)
     cnt = i1 - i0 + 1  # pieces: before the first overlapping interval, between, after
     a = np.repeat(np.arange(len(sel)), cnt)
     j = np.arange(len(a)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
@@ -349,6 +348,27 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, cg, cs, ce, rest) -
     tail = waited & (hi == e[a])
     out["stall_ps"][rows[tail]] = length[tail]
     out["ready_ps"][rows[tail]] = lo[tail] - s[a][tail]
+
+
+def _pieces_around(comp: MergedGroups, keys: _Keys, g, s, e) -> tuple[np.ndarray, np.ndarray]:
+    """Per copy (group `g`, [s, e)): how many of the merged compute intervals (in (group,
+    start) order) lie before it by their end (<= s), and by their start (< e): `_search` on
+    the intervals' own group layout (`MergedGroups.layout`) where it has one. Why: the
+    layout's keys of one group are the times themselves, where `_Keys` builds a key per
+    interval (a million-row array each, twice). Equal answers: a query time clipped into its
+    group's [first start, last end] counts the same intervals (every end lies above the first
+    start, every start below the last end); a group without compute has its place in the
+    order (both counts: the intervals of the groups before it)."""
+    lay = comp.layout
+    if lay is None or lay.off is None:
+        return (_search(keys, comp.g, comp.e, g, s, "right"),
+                _search(keys, comp.g, comp.s, g, e, "left"))
+    p, has = lay.find(g)
+    i0 = np.searchsorted(comp.keys_of(comp.e), lay.key(p, s), side="right")
+    i1 = np.searchsorted(comp.keys_of(comp.s), lay.key(p, e), side="left")
+    if not has.all():
+        i0[~has] = i1[~has] = np.searchsorted(comp.g, g[~has])
+    return i0, i1
 
 
 # ---------------------------------------------------------------------------------------------

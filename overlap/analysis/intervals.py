@@ -256,6 +256,11 @@ class MergedGroups:
         """Per-row times `t` (starts or ends) as group keys (one group: the times)."""
         return t if len(self.layout.groups) == 1 else t + self._off  # type: ignore[union-attr]
 
+    def keys_of(self, t: np.ndarray) -> np.ndarray:
+        """`_keys` for callers that search the layout themselves (`layout.key` of queries);
+        only where `layout` and its offsets exist. Not to be modified (one group: `t`)."""
+        return self._keys(t)
+
     @functools.cached_property
     def _prefix(self) -> np.ndarray:
         prefix = np.zeros(len(self.s) + 1, np.int64)

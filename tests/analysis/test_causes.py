@@ -329,3 +329,29 @@ def test_docs_table_is_the_tools_answer(h100):
     for m in _MEMBERS:
         name = m.rstrip("/")
         assert _doc_row(analyze(read_trace(h100 / m)), name) in doc, name
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_pieces_around_equal_the_key_search(seed):
+    """`_pieces_around` (the merged compute's own group layout) counts the same intervals
+    before each copy as `_search` on `_Keys`, for copies of groups with and without compute,
+    before, inside and after their group's intervals (random groups, gaps and overlaps)."""
+    rng = np.random.default_rng(seed)
+    ng = int(rng.integers(1, 5))
+    n = int(rng.integers(0, 60))
+    cg = np.sort(rng.integers(0, ng, n))
+    cs = rng.integers(0, 1000, n)
+    ce = cs + rng.integers(0, 50, n)  # some empty: dropped by the merge
+    order = np.lexsort((cs, cg))
+    comp = C.merged_groups(cg[order], cs[order], ce[order])
+    m = int(rng.integers(1, 40))
+    tg = rng.integers(0, ng + 1, m)  # group ng: never any compute
+    s = rng.integers(-100, 1200, m)
+    e = s + rng.integers(1, 300, m)
+    keys = C._Keys(s, e, cs, ce, groups=ng + 1)
+    want = (C._search(keys, comp.g, comp.e, tg, s, "right"),
+            C._search(keys, comp.g, comp.s, tg, e, "left"))
+    got = C._pieces_around(comp, keys, tg, s, e)
+    assert comp.layout is not None or not len(comp.s)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
