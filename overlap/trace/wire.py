@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import struct
 import sys
 from collections import defaultdict
 from typing import Any, Iterable
@@ -57,6 +56,7 @@ from overlap.arrays import sorted_unique
 from overlap.trace.lenient import sanitize as sanitize
 from overlap.trace.metatable import MetaTable as MetaTable
 from overlap.trace.skeleton import decode_space
+from overlap.trace.upb_events import upb_events as _upb_events
 from overlap.trace.values import _K_BYTES as _K_BYTES
 from overlap.trace.values import _K_DOUBLE as _K_DOUBLE
 from overlap.trace.values import _K_I64 as _K_I64
@@ -590,12 +590,6 @@ def padded(raw: bytes) -> bytearray:
     return buf
 
 
-# XStat value fields, as the scanner's `kind` (0: no value).
-_UPB_KIND = {None: _K_NONE, "double_value": _K_DOUBLE, "uint64_value": _K_U64,
-             "int64_value": _K_I64, "str_value": _K_STR, "bytes_value": _K_BYTES,
-             "ref_value": _K_REF}
-
-
 def _group_spec(groups, presence=None) -> tuple[tuple | None, list[frozenset]]:
     """`decode_events`'s `groups` argument from sets of stat ids (keys): `groups` interned,
     `presence` only tested (flagged); and the sets kept: empty sets, and sets sharing an id
@@ -616,68 +610,6 @@ def _group_spec(groups, presence=None) -> tuple[tuple | None, list[frozenset]]:
     of = {k: j for j, ks in enumerate(sets) for k in ks}
     return (keys, np.array([of[k] for k in keys.tolist()], np.int32), len(sets),
             np.array(only, np.uint8)), sets
-
-
-def _upb_events(events, skip_mids, wanted, plane_of, groups=None) -> tuple:
-    """`_scan.decode_events` from upb messages: the same arrays, the stat values as objects
-    (`obj`; a ref's is the referenced id, in a group's values read with `plane_of` its key
-    as the scanner makes it: `plane * GROUP_STRIDE + id`, 2**64 - 1 outside)."""
-    n = len(events)
-    mid = np.zeros(n, np.int64)
-    off = np.zeros(n, np.int64)
-    dur = np.zeros(n, np.int64)
-    agg = np.zeros(n, bool)
-    skip = set(skip_mids) if skip_mids else set()
-    want = None if wanted is None else {int(x) for x in wanted}
-    ng = 0 if groups is None else groups[2]
-    group_of = {} if groups is None else dict(zip(groups[0].tolist(), groups[1].tolist()))
-    only = [0] * ng if groups is None or len(groups) < 4 else groups[3].tolist()
-    codes = [[-1] * n for _ in range(ng)]
-    seen: list[dict] = [{} for _ in range(ng)]  # value -> code, per group
-    tabs: list[tuple[list, list]] = [([], []) for _ in range(ng)]  # (kinds, objects)
-    ev, sid, kind, obj = [], [], [], []
-    for k, e in enumerate(events):
-        m = mid[k] = e.metadata_id
-        dur[k] = e.duration_ps
-        if e.WhichOneof("data") == "num_occurrences":
-            agg[k] = True
-        else:
-            off[k] = e.offset_ps
-        if m in skip:
-            continue
-        pl = None if plane_of is None else int(plane_of[k])
-        for s in e.stats:
-            i = s.metadata_id
-            if pl is not None:
-                i = pl * GROUP_STRIDE + i if 0 <= i < GROUP_STRIDE else -1
-            w = s.WhichOneof("value")
-            v = None if w is None else getattr(s, w)
-            if want is None or i in want:
-                ev.append(k)
-                sid.append(i)
-                kind.append(_UPB_KIND[w])
-                obj.append(v)
-            g = group_of.get(i)
-            if g is not None and codes[g][k] < 0 and only[g]:
-                codes[g][k] = 0
-            elif g is not None and codes[g][k] < 0:
-                kd = _UPB_KIND[w]
-                if kd == _K_REF and pl is not None:
-                    r = int(s.ref_value)
-                    v = pl * GROUP_STRIDE + r if 0 <= r < GROUP_STRIDE else (1 << 64) - 1
-                # equal as the scanner's values are: by kind, and a double by its bits
-                vk = (kd, struct.pack("<d", v) if kd == _K_DOUBLE else v)
-                c = seen[g].get(vk)
-                if c is None:
-                    c = seen[g][vk] = len(tabs[g][0])
-                    tabs[g][0].append(kd)
-                    tabs[g][1].append(v)
-                codes[g][k] = c
-    st = {"ev": np.array(ev, np.int64), "sid": np.array(sid, np.int64),
-          "kind": np.array(kind, np.int8), "obj": object_array(obj)}
-    grp = (np.array(codes, np.int32).reshape(ng, n),
-           [{"kind": np.array(kd, np.int8), "obj": object_array(vs)} for kd, vs in tabs])
-    return mid, off, dur, agg, st, grp, 0  # (upb refused invalid UTF-8: none is left)
 
 
 class LineEvents:
