@@ -1136,11 +1136,14 @@ def decode_events_at(data, const int64_t[::1] starts, const int64_t[::1] ends,
 
 
 cdef int _meta_value(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* spans,
-                     _Stats st, int32_t i, const int64_t* sids, Py_ssize_t nw) except -1:
+                     _Stats st, int32_t i, const int64_t* sids, Py_ssize_t nw,
+                     bint checked=False) except -1:
     """Walk one XEventMetadata message [p, e) (entry `i`): where `spans` is given, the name's
     and display name's spans go there (name start, end, display start, end; of a string
     written twice the last); every stat is checked, and pushed to `st` (where given) when
-    `nw` < 0 or its id is one of `sids[:nw]`. 0, or 1 where the bytes are malformed."""
+    `nw` < 0 or its id is one of `sids[:nw]`. 0, or 1 where the bytes are malformed.
+    `checked` (no `st`): the stats were checked already by this same `_stat`
+    (`_entry_check`), so they are stepped over by their lengths, not decoded again."""
     cdef uint64_t fn, ival
     cdef int wt
     cdef Py_ssize_t q, vp, j
@@ -1156,6 +1159,9 @@ cdef int _meta_value(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* span
             if vp < 0:
                 return 1
             if fn == 5:
+                if checked:
+                    p = q
+                    continue
                 if _stat(b, vp, q, &sid, &kind, &ival, &vpos) < 0:
                     return 1
                 if st is not None:
@@ -1178,7 +1184,8 @@ cdef int _meta_value(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* span
     return 0
 
 
-def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint narrow=False):
+def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint narrow=False,
+                bint checked=False):
     """event_metadata map entries (payloads [starts[i], ends[i])) -> dict with `ok`, per entry
     `key`, `name`, `disp` and `value` spans ([2, n] start/end, empty where absent; `value`:
     the XEventMetadata message). Every stat is checked, none kept: `decode_meta_stats`
@@ -1190,7 +1197,11 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint n
     strictly descend (upb writes a map newest first) every column reversed in place, so the
     keys ascend (`reversed` True). Why: the table keeps exactly these; int64 columns then a
     reversed copy and a narrowing pass were 3 x 2 fresh arrays of each entry's spans (page
-    faults: ~5 ms on the many-ops capture's 108k entries)."""
+    faults: ~5 ms on the many-ops capture's 108k entries).
+    `checked`: every entry was checked by `split_space` (`_entry_check`: each stat by the
+    same `_stat`, an error raised there), so stats are stepped over by their lengths (the
+    540k records of the many-ops capture's 108k entries: 6.2 -> ~3 ms). Only for entries so
+    checked: on others a malformed stat would go unseen here."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t n = starts.shape[0], i, p, e, vs, ve, nval, c
@@ -1240,7 +1251,7 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint n
             break
         # the XEventMetadata value [vs, ve)
         sp[0] = sp[1] = sp[2] = sp[3] = 0
-        if _meta_value(b, vs, ve, sp, None, <int32_t>i, NULL, -1):
+        if _meta_value(b, vs, ve, sp, None, <int32_t>i, NULL, -1, checked):
             ok = False
             break
         if narrow:

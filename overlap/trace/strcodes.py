@@ -6,14 +6,42 @@ distinct names: the dict pass of `arrays.factorize` cost 6-10 ms per grouping th
 scanner's table 0.5-1.5 ms. Same codes and uniques (first appearance, or sorted); None where
 a value is not a `str`, where the scanner was not built, or with `OVERLAP_SCANNER=0`
 (`wire.SCANNER`): the caller factorizes as before.
+
+A column is coded once: the many-ops report groups the same 36k-row `hlo_op` column three
+times (by op, the transfer groups sorted, first use), 1-2 ms a time. The last few columns'
+answers are kept with a copy of the column (`_Seen`); a column holding the same objects at
+the same rows (equal addresses: the held copy keeps each object alive, so no other object
+can have its address) gets them again, as copies. A new column, or one changed in place,
+is coded afresh.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from overlap.arrays import object_addresses
 
-def str_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray] | None:
+Codes = tuple[np.ndarray, np.ndarray]
+
+_HELD = 2  # columns whose codes are kept (the many-ops report codes one column repeatedly)
+
+
+class _Seen:
+    """One coded column: a copy of it (its objects kept alive) and its answers by `sort`."""
+
+    def __init__(self, col: np.ndarray) -> None:
+        self.col = col.copy()
+        self.codes: dict[bool, Codes] = {}
+
+    def holds(self, col: np.ndarray) -> bool:
+        return len(col) == len(self.col) and bool(
+            np.array_equal(object_addresses(col), object_addresses(self.col)))
+
+
+_seen: list[_Seen] = []
+
+
+def str_codes(values: np.ndarray, sort: bool) -> Codes | None:
     """(codes int64, uniques as an object array) of the object column `values`, each value a
     `str`, as `arrays.factorize(values, sort)` gives them; else None."""
     from overlap.trace import wire  # (here: the analysis alone need not load the reader)
@@ -21,10 +49,18 @@ def str_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray] |
     fn = getattr(wire.SCANNER, "str_codes", None)  # (an older build has none)
     if fn is None:
         return None
-    got = fn(np.asarray(values, dtype=object).reshape(-1).tolist(), sort)
-    if got is None:
-        return None
-    codes, uniq = got
-    out = np.empty(len(uniq), object)
-    out[:] = uniq
-    return codes, out
+    col = np.asarray(values, dtype=object).reshape(-1)
+    seen = next((s for s in _seen if s.holds(col)), None)
+    if seen is None or sort not in seen.codes:
+        got = fn(col.tolist(), sort)
+        if got is None:
+            return None
+        codes, uniq = got
+        out = np.empty(len(uniq), object)
+        out[:] = uniq
+        if seen is None:
+            seen = _Seen(col)
+            _seen[:] = [seen, *_seen[:_HELD - 1]]
+        seen.codes[sort] = (codes, out)
+    codes, uniq = seen.codes[sort]
+    return codes.copy(), uniq.copy()  # (callers may write to what they get)

@@ -202,7 +202,9 @@ class Plane:
             pv = self.plane
             t = None
             if getattr(pv, "meta_pos", None) is not None and len(pv.meta_pos[0]):
-                t = MetaTable(pv.buf, *pv.meta_pos)
+                # (stripped: split_space checked each entry, stats included: not again)
+                ms, me = pv.meta_pos
+                t = MetaTable(pv.buf, ms, me, checked=pv.meta_stripped)
                 # the entries located must be exactly the map upb read, or the table is unused
                 # (where upb skipped them, every plane-level field 4 was located: all of them)
                 if not t.ok or (not pv.meta_stripped and len(t.keys) != len(self.meta)):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -312,3 +313,35 @@ def test_narrow_decode_equals_the_wide_one(entries, order):
     for c in ("name", "disp", "value"):
         assert narrow[c].dtype == np.int32 and wide[c].dtype == np.int64
         assert narrow[c].tolist() == flip(wide[c]).tolist(), c
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(entry, max_size=12))
+def test_checked_decode_equals_the_checking_one(entries):
+    """A stripped plane's entries were checked by `split_space` (each stat by `_stat`), and
+    `MetaTable` then decodes them with `checked=True`, stepping over the stats: the same
+    columns and `ok` as the decode that checks every stat; fails if skipping a stat by its
+    length reads a key or a name span differently."""
+    raw = plane_bytes(entries, merged_value=False)
+    _, planes, _ = wire.parse_space(wire.padded(raw), len(raw), strip_meta=lambda name: True)
+    pv = planes[0]
+    ms, me = (np.ascontiguousarray(a, np.int64) for a in pv.meta_pos)
+    for narrow in (False, True):
+        full = wire._scan.decode_meta(pv.buf, ms, me, narrow=narrow)
+        fast = wire._scan.decode_meta(pv.buf, ms, me, narrow=narrow, checked=True)
+        assert set(fast) == set(full)
+        for c in full:
+            assert np.asarray(fast[c]).tolist() == np.asarray(full[c]).tolist(), (narrow, c)
+
+
+def test_a_malformed_stat_in_a_stripped_entry_is_refused_before_the_table():
+    """What `checked=True` relies on: a stat upb would refuse (its length past the value's
+    end) in an entry of a stripped plane stops `parse_space` itself, so no table ever steps
+    over it unchecked; the same bytes unstripped are refused by upb."""
+    bad_stat = field(5, 2, field(1, 0, 1) + b"\x12\x05ab")  # a string stat 5 long, 2 there
+    body = field(1, 0, 7) + field(2, 2, field(2, 2, b"op") + bad_stat)
+    raw = field(1, 2, field(1, 0, 0) + field(2, 2, b"/device:TPU:0") + field(4, 2, body))
+    with pytest.raises(wire.Corrupt):
+        wire.parse_space(wire.padded(raw), len(raw), strip_meta=lambda name: True)
+    with pytest.raises(DecodeError):
+        XSpace.FromString(raw)

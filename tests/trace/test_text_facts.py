@@ -93,6 +93,30 @@ def test_str_codes_equal_factorize(names, sort):
     assert all(type(a) is str for a in got[1].tolist())
 
 
+@settings(max_examples=100, deadline=None)
+@given(_names, st.lists(st.booleans(), min_size=1, max_size=6), st.data())
+def test_str_codes_of_a_column_coded_again_equal_factorize(names, sorts, data):
+    """A column is coded once (`strcodes._seen`): the same column again, a copy holding the
+    same objects, the same column changed in place, each in either order, give factorize's
+    answers; writing to what was returned changes no later answer. Fails if a column changed
+    in place got its old codes, or the two orders' answers were mixed up."""
+    v = np.empty(len(names), object)
+    v[:] = names
+    for sort in sorts:
+        how = data.draw(st.sampled_from(["same", "copy", "changed"]))
+        if how == "copy":
+            v = v.copy()
+        elif how == "changed" and len(v):
+            v[data.draw(st.integers(0, len(v) - 1))] = data.draw(st.text(max_size=3))
+        got = str_codes(v, sort)
+        assert got is not None
+        want = arrays._factorize_objects(v, sort)
+        assert got[0].tolist() == want[0].tolist()
+        assert got[1].tolist() == want[1].tolist()
+        got[0][:] = -7  # the caller's to change
+        got[1][:] = "x"
+
+
 @pytest.mark.parametrize("odd", [None, 1, float("nan"), _Str("a"), b"a"])
 def test_str_codes_leave_other_values(odd):
     v = np.empty(3, object)
