@@ -238,6 +238,11 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
     names a loopback host: a web page the user visits cannot reach the traces through DNS
     rebinding (its requests carry the attacker's host name). `allowed_hosts` (host names
     without port, e.g. from `overlap.dashboard.serve`) replaces that set, whatever `host`."""
+    from overlap.trace import files
+
+    # A server reads captures that other processes may rewrite: never through a mapping a
+    # truncation would turn into SIGBUS for every user (`files.use_mapping`).
+    files.use_mapping(False)
     table = _RunTable([os.fspath(d) for d in logdirs])
     app = Dash(__name__, title="overlap dashboard", suppress_callback_exceptions=True)
     allowed = frozenset(allowed_hosts) if allowed_hosts is not None else (

@@ -113,6 +113,15 @@ def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
 ALONE_MIN_BYTES = 1 << 20
 # Chunks of at least this many bytes in one run of the file are mapped, not read (`_mapped`).
 MAP_MIN_BYTES = 1 << 20
+_MAPPING = [True]  # `use_mapping`
+
+
+def use_mapping(on: bool) -> None:
+    """Whether this process maps files at all (default: yes). A long-running server (the
+    dashboard) turns it off: it reads files other processes may still rewrite, and a mapped
+    file truncated under it would stop the whole server (SIGBUS, see `_mapped`), where a read
+    notices the file shrink and says so (~1-2% of a read's time is the price)."""
+    _MAPPING[0] = bool(on)
 
 
 def _mapped(fd: int, a: int, b: int) -> Any:
@@ -192,7 +201,8 @@ def read_chunks(p: Path, pad: int = 0, alone: Callable[[str], bool] = lambda nam
                                      + [(g, False) for g in _shared_parts(fd, shared)]):
                 n = sum(b - a for a, b, _ in group)
                 runs = _runs([(a, b) for a, b, _ in group])
-                buf = _mapped(fd, *runs[0]) if len(runs) == 1 and n >= MAP_MIN_BYTES else None
+                buf = (_mapped(fd, *runs[0])
+                       if _MAPPING[0] and len(runs) == 1 and n >= MAP_MIN_BYTES else None)
                 if buf is None:
                     # not a bytearray: that zero-fills every page before the read writes it
                     # (0.17 s -> 0.10 s for a 110 MB file)
