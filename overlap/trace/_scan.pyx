@@ -610,23 +610,16 @@ cdef Py_ssize_t _entry_check(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
     adding to `bad` its strings with invalid UTF-8 (name and display name as written last
     in each value, string stats): 0, or an error code."""
     cdef uint64_t fn, v, ival
-    cdef int wt, wt2
+    cdef int wt2
     cdef Py_ssize_t q, vs, ve, rc, ns, ne, ds, de
     cdef int64_t sid, vpos
     cdef int8_t kind
     while p < e:
-        p = _tag(b, p, e, &fn, &wt)
+        p = _next_field(b, p, e, 2, &vs, &ve)  # the entry's value
         if p < 0:
             return p
-        if not (fn == 2 and wt == 2):
-            p = _skip(b, p, e, wt, fn, D_LINE)
-            if p < 0:
-                return p
-            continue
-        vs = _len(b, p, e, &ve)
         if vs < 0:
-            return vs
-        p = ve
+            break
         ns = ds = -1
         ne = de = 0
         while vs < ve:  # the XEventMetadata
@@ -663,30 +656,38 @@ cdef Py_ssize_t _entry_check(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
     return 0
 
 
-cdef inline Py_ssize_t _next_event(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
-                                   Py_ssize_t* es, Py_ssize_t* ee) noexcept nogil:
-    """From `p` in a line's payload [p, e): the next XEvent (field 4) as [es, ee), skipping the
-    line's other fields as upb would; returns where the line goes on (ee), or `e` with es = -1
-    when no event is left, or a negative `_fail` code. The one walk of a line's events that
-    `check_events`, `decode_events` and `decode_events_at` share."""
+cdef inline Py_ssize_t _next_field(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, uint64_t want,
+                                   Py_ssize_t* fs, Py_ssize_t* fe) noexcept nogil:
+    """From `p` in a message's payload [p, e): the next length-delimited field number `want`
+    as [fs, fe), skipping the other fields as upb would (at a line's depth); returns where the
+    message goes on (fe), or `e` with fs = -1 when no such field is left, or a negative
+    `_fail` code. The one walk of a line's events (`_next_event`) and of a metadata map
+    entry's value (`_entry_check`)."""
     cdef uint64_t fn
     cdef int wt
-    es[0] = -1
+    fs[0] = -1
     while p < e:
         p = _tag(b, p, e, &fn, &wt)
         if p < 0:
             return p
-        if not (fn == 4 and wt == 2):
+        if not (fn == want and wt == 2):
             p = _skip(b, p, e, wt, fn, D_LINE)
             if p < 0:
                 return p
             continue
-        p = _len(b, p, e, ee)
+        p = _len(b, p, e, fe)
         if p < 0:
             return p
-        es[0] = p
-        return ee[0]
+        fs[0] = p
+        return fe[0]
     return p
+
+
+cdef inline Py_ssize_t _next_event(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
+                                   Py_ssize_t* es, Py_ssize_t* ee) noexcept nogil:
+    """The next XEvent (field 4) of a line's payload (`_next_field`): what `check_events`,
+    `decode_events` and `decode_events_at` walk."""
+    return _next_field(b, p, e, 4, es, ee)
 
 
 def check_events(data, const int64_t[::1] starts, const int64_t[::1] ends):
