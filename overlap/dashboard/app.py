@@ -138,6 +138,17 @@ class _RunTable:
     def find(self, name: Any) -> rundata.Run | None:
         return rundata.find_run(self.runs(), name)
 
+    def loaded(self, name: Any) -> tuple[rundata.Run, rundata.RunData] | None:
+        """Run `name` and its data, or None where it is unknown or cannot be read (for the
+        callbacks that then change nothing: the run's error card already says why)."""
+        run = self.find(name)
+        if run is None:
+            return None
+        try:
+            return run, rundata.load_run(run)
+        except rundata.RunLoadError:
+            return None
+
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
@@ -418,13 +429,10 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
     def find_steps(search, name, value):
         # A run with more steps than the dropdown lists (`rundata.STEP_OPTIONS_LIMIT`): what
         # the user types is looked up among all of them here, not only among those listed.
-        run = table.find(name)
-        if run is None or not isinstance(search, str):
+        got = table.loaded(name) if isinstance(search, str) else None
+        if got is None:
             return dash.no_update
-        try:
-            d = rundata.load_run(run)
-        except rundata.RunLoadError:
-            return dash.no_update
+        d = got[1]
         if len(d.result.get("steps", [])) <= rundata.STEP_OPTIONS_LIMIT:
             return dash.no_update  # every step is listed already
         return rundata.step_options(d, search=search or None,
@@ -501,13 +509,10 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
     def download_run(_, name, step_value):
         from overlap.report.html import page_html
 
-        run = table.find(name)
-        if run is None:
+        got = table.loaded(name)
+        if got is None:
             return dash.no_update
-        try:
-            d = rundata.load_run(run)
-        except rundata.RunLoadError:
-            return dash.no_update
+        run, d = got
         figs = figures.run_figures(d, rundata.parse_step(step_value, d))
         tables = ({"Planned copies (PREDICTED by the roofline estimate; compiled, not run)":
                    figures.planned_copies_rows(d.result.get("planned_copies") or [])}
