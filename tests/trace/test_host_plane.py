@@ -12,7 +12,7 @@ import contextlib
 from typing import Any
 
 import pandas as pd
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from overlap.trace import host, wire
@@ -78,6 +78,10 @@ def _reference(xs: XSpace) -> tuple[list, list, list]:
                 alloc = s.get("allocator_name")
                 if alloc is None and s.get("index_on_host") is not None:
                     alloc = f"index_on_host:{s['index_on_host']}"
+                if isinstance(alloc, float) and alloc != alloc:
+                    # a NaN double as the name reads as missing: the tables' documented blind
+                    # spot (overlap.trace.tables), after the index_on_host rule saw a name
+                    alloc = None
                 dev = (f"GPU:{alloc[4:-4]}" if isinstance(alloc, str) and alloc.startswith("GPU_")
                        and alloc.endswith("_bfc") and alloc[4:-4].isdigit() else None)
                 mem.append((start, alloc, dev, MEMORY_EVENT_KINDS[name],
@@ -114,6 +118,8 @@ def _decoding(scanner: bool, grouped: bool):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(stats, min_size=len(NAMES), max_size=len(NAMES)),
        st.lists(event, max_size=40))
+@example(meta_stats=[{}] * len(NAMES),  # an allocation whose allocator_name is a NaN double
+         events=[(0, 0, 0, 0, {"allocator_name": float("nan")})])
 def test_host_rows_match_per_event_reference(meta_stats, events):
     xs = _build(meta_stats, events)
     want = _reference(xs)
