@@ -12,6 +12,7 @@ import contextlib
 from typing import Any
 
 import pandas as pd
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +22,7 @@ from overlap.trace.protos import XSpace
 from overlap.trace.reader import read_xspace
 from overlap.trace.synthetic import LINE_TIMESTAMP_NS, U64, Ref, _PlaneWriter
 from overlap.trace.wire import Plane, as_id, as_int
+from tests.conftest import SAMPLE_TRACES
 
 BASE_PS = LINE_TIMESTAMP_NS * 1000
 # The stats the rules read: an event carrying one (or whose metadata carries any stat) counts.
@@ -160,3 +162,54 @@ def test_host_plane_rows_by_construction():
     assert r["memory"]["allocator"].tolist() == ["index_on_host:2"]
     assert r["memory"]["bytes_allocated"].tolist() == [64]
     assert list(zip(r["compute"]["name"], r["compute"]["device"])) == [("fusion.1", "CPU:1")]
+
+
+def test_meta_stat_without_value_makes_an_allocation_count():
+    """A metadata stat of a known name with no value set (an unset oneof) still makes the
+    metadata's stats dict non-empty: its allocator events count (`_meta_sets`, whether read
+    through the plane's `MetaTable` or through upb)."""
+    xs = _build([{}] * len(NAMES), [(0, 0, 10, 0, {}), (1, 1, 20, 0, {})])
+    pl = xs.planes[0]
+    sid = max(pl.stat_metadata, default=0) + 1
+    pl.stat_metadata[sid].id = sid
+    pl.stat_metadata[sid].name = "fragmentation"  # a stat no rule reads
+    md = next(m for m in pl.event_metadata.values() if m.name == "MemoryAllocation")
+    md.stats.add(metadata_id=sid)  # no value
+    want = _reference(xs)
+    assert len(want[1]) == 1
+    for scanner in (True, False):
+        with _decoding(scanner, True):
+            _check(read_xspace(xs, host="h"), *want)
+
+
+_HOST_CAPTURES = ("tpu-v6e-offload", "gpu-v100-tf-multiworker", "rocm/mi300x-jax08-attention",
+                  "cpu-transformer-tiny/everything_saveable",
+                  "gpu-h100/scan-h100/offload_x")
+
+
+@pytest.mark.parametrize("rel", _HOST_CAPTURES)
+def test_lines_read_together_give_the_rows_of_lines_read_alone(rel):
+    """Short host lines are decoded as one segment (`host._read_segment`): on real captures
+    (a TPU host's ~120 thread lines, ROCm HIP calls, CUDA, XLA:CPU compute) every table is
+    the one reading each line on its own gives, rows in the same order, each compute row
+    with its own line's id and name."""
+    import numpy as np
+
+    from overlap.trace.reader import read_host_file
+
+    (path,) = sorted((SAMPLE_TRACES / rel).rglob("*.xplane.pb"))[:1]
+    together = read_host_file(path)
+    saved = host._SEGMENT_LINE_MAX
+    host._SEGMENT_LINE_MAX = 0
+    try:
+        alone = read_host_file(path)
+    finally:
+        host._SEGMENT_LINE_MAX = saved
+    for table in ("steps", "memory", "compute", "transfers"):
+        a, b = together[table], alone[table]
+        assert list(a) == list(b), table
+        for col in a:
+            x, y = np.asarray(a[col]), np.asarray(b[col])
+            assert x.dtype == y.dtype and len(x) == len(y), (table, col)
+            assert [repr(v) for v in x.tolist()] == [repr(v) for v in y.tolist()], (table, col)
+    assert len(together["compute"]["line"]) or rel != "cpu-transformer-tiny/everything_saveable"
