@@ -103,12 +103,28 @@ def _named_spans(path: str, mtime_ns: int, size: int
                  ) -> tuple[tuple[tuple[int, int, int, int], str], ...]:
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
-        # no call and no alias without the name in the text: the stack frames' other files
-        # (the capture driver, the CLI) are not parsed (~10-40 ms each, issue 32)
-        if "checkpoint_name" not in text:
-            return ()
+    except OSError:
+        return ()
+    return _spans_of_text(text)
+
+
+# Where a `checkpoint_name` call or alias can be: the identifier (not part of a longer one)
+# followed, across blanks, line continuations and comments, by a call's `(` or an import's
+# `as`. A text without one has no span (`_spans_of_text`), whatever ast would say.
+_MAYBE_CALL = re.compile(r"(?<!\w)checkpoint_name(?:\s|\\|#[^\n]*)*(?:\(|as(?!\w))")
+
+
+def _spans_of_text(text: str) -> tuple[tuple[tuple[int, int, int, int], str], ...]:
+    """`named_spans` of a file's text."""
+    # No call and no alias without the identifier in the text: the stack frames' other files
+    # (the capture driver, the CLI, a module that only mentions the name) are not parsed
+    # (~7-40 ms each, issue 32). An ASCII text must show it as `_MAYBE_CALL` does; another
+    # may spell it in other Unicode letters that Python folds to the same identifier (NFKC).
+    if "checkpoint_name" not in text or (text.isascii() and not _MAYBE_CALL.search(text)):
+        return ()
+    try:
         tree = ast.parse(text)
-    except (OSError, SyntaxError, ValueError):
+    except (SyntaxError, ValueError):
         return ()
     aliases, calls = _checkpoint_aliases(tree)
     out = []
@@ -159,10 +175,16 @@ def source_file(recorded: str, hints: tuple[Path, ...]) -> tuple[str, str] | Non
     if "overlap" in parts:
         # `overlap capture`'s own workloads: this package's copy of the module
         rel = parts[len(parts) - 1 - parts[::-1].index("overlap") + 1:]
-        mine = Path(__file__).resolve().parent.parent.joinpath(*rel)
+        mine = _package_root().joinpath(*rel)
         if rel and mine.is_file():
             return str(mine), "this overlap package's copy"
     return None
+
+
+@functools.cache
+def _package_root() -> Path:
+    """This package's directory (resolved once: ~50 us a call, ~100 calls a report)."""
+    return Path(__file__).resolve().parent.parent
 
 
 @functools.lru_cache(maxsize=256)
@@ -207,11 +229,17 @@ def record_sources(program: trace_ops.Program, hints: tuple[Path, ...] = ()
     return out
 
 
-def _spans_for(file: str, hints: tuple[Path, ...], recorded: dict[str, Any] | None
-               ) -> tuple[Spans, str, str] | None:
+def _spans_for(file: str, hints: tuple[Path, ...], recorded: dict[str, Any] | None,
+               memo: dict[str, Any] | None = None) -> tuple[Spans, str, str] | None:
     """(spans, path named in evidence, how found) of a file the stack frames name: the spans
     recorded at capture where the run has them (the file's current text may differ), else the
-    file's own; None where neither is at hand."""
+    file's own; None where neither is at hand. `memo`: answers of this section so far, per
+    file (a program's ~100 source locations name a few files: each is looked for, stat'ed and
+    hashed once per report, not once per location)."""
+    if memo is not None:
+        if file not in memo:
+            memo[file] = _spans_for(file, hints, recorded)
+        return memo[file]
     rec = (recorded or {}).get(file)
     found = source_file(file, hints)
     if isinstance(rec, dict):
@@ -234,7 +262,8 @@ def _hints(path: str | Path | None) -> tuple[Path, ...]:
 
 
 def _named(program: trace_ops.Program, start: str, hints: tuple[Path, ...],
-           recorded: dict[str, Any] | None = None) -> tuple[str | None, dict[str, Any]] | None:
+           recorded: dict[str, Any] | None = None, memo: dict[str, Any] | None = None
+           ) -> tuple[str | None, dict[str, Any]] | None:
     """(name, evidence) of the value `start`: the nearest origin whose source location lies
     inside a checkpoint_name call. A value sliced out of a bigger result on the way (XLA
     merged several dots into one and slices it: the merged op keeps one source location) has
@@ -248,7 +277,7 @@ def _named(program: trace_ops.Program, start: str, hints: tuple[Path, ...],
         if sliced is None and _is_slice(program, ins):
             sliced = ins
         for loc in trace_ops.frame_locations(program, ins):
-            found = _spans_for(loc.file, hints, recorded)
+            found = _spans_for(loc.file, hints, recorded, memo)
             if found is None:
                 continue
             name = _name_in(found[0], loc)
@@ -281,11 +310,11 @@ def _is_slice(program: trace_ops.Program, name: str) -> bool:
 
 
 def op_names(program: trace_ops.Program, raw: Any, hints: tuple[Path, ...] = (),
-             asked: list[str] | None = None, recorded: dict[str, Any] | None = None
-             ) -> dict[str, dict[str, Any]]:
+             asked: list[str] | None = None, recorded: dict[str, Any] | None = None,
+             memo: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Per host-copy instruction of the program: {direction, bytes, executed_bytes, executions,
     name (None: none found), evidence}. `raw` is what `offload_inventory` reads (the text or
-    the proto the program was built from)."""
+    the proto the program was built from); `memo` as `_spans_for`'s."""
     # here, not at import: overlap.hlo.program loads protobuf, which a report of a capture
     # without programs never needs (tests/cli/test_no_protobuf.py)
     from overlap.hlo import trace_ops
@@ -309,7 +338,7 @@ def op_names(program: trace_ops.Program, raw: Any, hints: tuple[Path, ...] = (),
             continue
         value = ins.operands[1] if "dynamic-update-slice" in ops_opcode(program, n) \
             and len(ins.operands) > 1 else ins.operands[0]
-        got = _named(program, value, hints, recorded)
+        got = _named(program, value, hints, recorded, memo)
         if got:
             ops[n]["name"], ops[n]["evidence"] = got
             ops[n]["merged"] = got[0] is None
@@ -372,13 +401,14 @@ def ops_opcode(program: trace_ops.Program, name: str) -> str:
 
 
 def tagged_names(program: trace_ops.Program, hints: tuple[Path, ...] = (),
-                 recorded: dict[str, Any] | None = None) -> dict[str, str]:
+                 recorded: dict[str, Any] | None = None, memo: dict[str, Any] | None = None
+                 ) -> dict[str, str]:
     """Every literal name a `checkpoint_name` call gives in the source files the program's
     stack frames name (name -> first `file:line`): what the code tags, offloaded or not."""
     out: dict[str, str] = {}
     files = sorted({loc.file for loc, _ in program.frames.values() if loc.file})
     for f in files:
-        found = _spans_for(f, hints, recorded)
+        found = _spans_for(f, hints, recorded, memo)
         if found is None:
             continue
         for (line, _, _, _), name in found[0]:
@@ -535,9 +565,10 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
             "seen": {d: _bucket() for d in DIRECTIONS}, "evidence": [], "flag": None})
 
     per_program: dict[tuple[str, Any], dict[str, dict[str, Any]]] = {}
+    memo: dict[str, Any] = {}  # source files looked up, for this section (`_spans_for`)
     for key, (prog, raw, where) in programs.items():
-        ops = per_program[key] = op_names(prog, raw, hints, asked, recorded)
-        tagged.update({k: v for k, v in tagged_names(prog, hints, recorded).items()
+        ops = per_program[key] = op_names(prog, raw, hints, asked, recorded, memo)
+        tagged.update({k: v for k, v in tagged_names(prog, hints, recorded, memo).items()
                        if k not in tagged})
         for op, o in ops.items():
             if o["name"] is None:

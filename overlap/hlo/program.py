@@ -624,37 +624,71 @@ def _collect_ops(comps, by_name, wrapped, multiplier, trip_known) -> list[Offloa
     return ops
 
 
+# element type's bits -> a dtype string, only for byte counting (every value of _ENUM_BITS)
+_BITS_DTYPE = {0: "token", 2: "u2", 4: "u4", 8: "u8", 16: "u16", 32: "u32", 64: "u64",
+               128: "c128"}
+
+
 def _proto_shape(sp) -> Any:
     if sp.tuple_shapes:
         return [_proto_shape(t) for t in sp.tuple_shapes]
-    # element_type -> a dtype string only for byte counting
-    bits = _ENUM_BITS.get(sp.element_type, 0)
-    dtype = {0: "token", 2: "u2", 4: "u4", 8: "u8", 16: "u16", 32: "u32", 64: "u64",
-             128: "c128"}[bits]
-    return ArrayShape(dtype, tuple(sp.dimensions), sp.layout.memory_space)
+    return ArrayShape(_BITS_DTYPE[_ENUM_BITS.get(sp.element_type, 0)], tuple(sp.dimensions),
+                      sp.layout.memory_space)
+
+
+class _ProtoInstr(_Instr):
+    """An `_Instr` of an HloProto whose shape is converted when first read (`_proto_shape`):
+    `_classify` reads the shapes of host-copy candidates and their operands only, a few of a
+    program's thousands of instructions (~7 us each; a 2,000-instruction program: ~14 ms)."""
+
+    def __init__(self, name: str, computation: str, shape_msg: Any, opcode: str):
+        self.name, self.computation, self.opcode = name, computation, opcode
+        self._shape_msg: Any = shape_msg
+        self._shape: Any = None
+        self.operands: list[str] = []
+        self.operand_shapes: list[Any] = []
+        self.attrs = ""
+        self.root = False
+
+    @property
+    def shape(self) -> Any:
+        if self._shape_msg is not None:
+            self._shape, self._shape_msg = _proto_shape(self._shape_msg), None
+        return self._shape
+
+    @shape.setter
+    def shape(self, value: Any) -> None:
+        self._shape, self._shape_msg = value, None
 
 
 def _inventory_from_proto(hlo) -> OffloadInventory:
     proto = HloProto.FromString(bytes(hlo)) if isinstance(hlo, (bytes, bytearray)) else hlo
     mod = proto.hlo_module
-    id_to_comp = {c.id: c.name for c in mod.computations}
+    computations = list(mod.computations)
+    id_to_comp = {c.id: c.name for c in computations}
     comps: dict[str, list[_Instr]] = {}
-    by_id = {}
+    by_id: dict[int, _Instr] = {}
     calls: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for c in mod.computations:
-        lst = []
+    msgs = []  # (message, id, opcode, called ids): each message's fields read once
+    for c in computations:
+        lst: list[_Instr] = []
+        cname = c.name
         for i in c.instructions:
-            ins = _Instr(i.name, c.name, _proto_shape(i.shape), i.opcode, [], [], "")
-            by_id[i.id] = ins
+            iid, opcode, called = i.id, i.opcode, i.called_computation_ids
+            ins = _ProtoInstr(i.name, cname, i.shape, opcode)
+            by_id[iid] = ins
             lst.append(ins)
-            for k, cid in enumerate(i.called_computation_ids):
-                calls[c.name].append((id_to_comp.get(cid, ""), i.opcode if k == 0 else ""))
-        comps[c.name] = lst
-    for c in mod.computations:
-        for i in c.instructions:
-            by_id[i.id].operands = [by_id[o].name for o in i.operand_ids if o in by_id]
-            if i.opcode == "async-start" and i.called_computation_ids:
-                by_id[i.id].attrs = f"calls={id_to_comp.get(i.called_computation_ids[0], '')}"
+            msgs.append((i, iid, opcode, called))
+            for k, cid in enumerate(called):
+                calls[cname].append((id_to_comp.get(cid, ""), opcode if k == 0 else ""))
+        comps[cname] = lst
+    # (an id written twice: the last instruction of that id gets each message's operands and
+    # wrapper target, as a lookup by id after the first pass gives them)
+    for i, iid, opcode, called in msgs:
+        t = by_id[iid]
+        t.operands = [by_id[o].name for o in i.operand_ids if o in by_id]
+        if opcode == "async-start" and called:
+            t.attrs = f"calls={id_to_comp.get(called[0], '')}"
     # While trip counts live in backend_config, which our proto subset does not carry: a
     # computation reached through a while body gets multiplier 1 and known=False.
     loop_bodies = {callee for es in calls.values() for callee, opc in es if opc == "while"}

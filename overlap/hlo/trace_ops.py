@@ -175,23 +175,32 @@ def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
 
         hlo = HloProto.FromString(bytes(hlo))
     mod = hlo.hlo_module if hasattr(hlo, "hlo_module") else hlo
-    comp_names = {c.id: c.name for c in mod.computations}
+    # (each message and field read once: upb builds a wrapper per access, ~2,000 instructions
+    # a program)
+    computations = list(mod.computations)
+    comp_names = {c.id: c.name for c in computations}
     instrs: dict[str, Ins] = {}
     roots: dict[str, str] = {}
-    for c in mod.computations:
-        ids = {i.id: i.name for i in c.instructions}
-        for i in c.instructions:
-            instrs[i.name] = Ins(
-                i.name, i.opcode, c.name, [ids.get(o, f"#{o}") for o in i.operand_ids],
+    all_ids: dict[int, str] = {}
+    for c in computations:
+        cname = c.name
+        msgs = [(i, i.id, i.name) for i in c.instructions]
+        ids = {iid: name for _, iid, name in msgs}
+        for i, _, name in msgs:
+            opcode = i.opcode
+            md = i.metadata
+            instrs[name] = Ins(
+                name, opcode, cname, [ids.get(o, f"#{o}") for o in i.operand_ids],
                 [comp_names[k] for k in i.called_computation_ids if k in comp_names],
-                int(i.tuple_index) if i.opcode == "get-tuple-element" else None,
-                int(i.parameter_number) if i.opcode == "parameter" else None,
-                int(i.metadata.stack_frame_id), i.metadata.op_name,
+                int(i.tuple_index) if opcode == "get-tuple-element" else None,
+                int(i.parameter_number) if opcode == "parameter" else None,
+                int(md.stack_frame_id), md.op_name,
                 [f"#{k}" for k in i.control_predecessor_ids])
         if c.root_id in ids:
-            roots[c.name] = ids[c.root_id]
-    # Operand ids are unique in the module: resolve operands named in other computations.
-    all_ids = {i.id: i.name for c in mod.computations for i in c.instructions}
+            roots[cname] = ids[c.root_id]
+        # Operand ids are unique in the module: resolve operands named in other computations
+        # (below; the last instruction of an id written twice names it)
+        all_ids.update(ids)
     for ins in instrs.values():
         ins.operands = [all_ids.get(int(o[1:]), o) if o.startswith("#") else o
                         for o in ins.operands]

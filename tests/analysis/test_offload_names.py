@@ -290,3 +290,61 @@ def test_merged_dots_have_no_name_of_their_own(gpu_corpus):
     (merged,) = [o for o in sec["other"] if o["label"] == nm.MERGED_OP]
     assert merged["count"] == 160
     _sums_cover_directions(r)
+
+
+# Texts around the `checkpoint_name` identifier: a call, an alias, the name inside a longer
+# identifier, a docstring's mention, comments and line continuations between the name and its
+# parenthesis, an f-string, a syntax error.
+_SNIPPETS = [
+    'from jax.ad_checkpoint import checkpoint_name\ny = checkpoint_name(x * 2, "y")\n',
+    'from jax.ad_checkpoint import checkpoint_name as cn\ny = cn(x, "a")\n',
+    'from jax.ad_checkpoint import (checkpoint_name  # c\n  as cn)\ny = cn(x, name="b")\n',
+    'from jax.ad_checkpoint import checkpoint_name \\\n    as cn\ny = cn(x, "c")\n',
+    'import jax\ny = jax.ad_checkpoint.checkpoint_name (x, "d")\n',
+    'y = f(checkpoint_name  # why\n      (x, "e"))\n',
+    'y = checkpoint_name\\\n(x, "f")\n',
+    'z = f"{checkpoint_name(x, \'g\')}"\n',
+    'def _checkpoint_names(t):\n    """checkpoint_name spans"""\n'
+    '    return {"checkpoint_names": t}\n',
+    '# checkpoint_name is jax\'s\nx = 1\n',
+    'checkpoint_name asserts nothing\n',
+    'y = checkpoint_name(x, "h"\n',
+    'y = checkpoint_name(x, 3)\n',
+]
+
+
+@pytest.mark.parametrize("text", _SNIPPETS)
+def test_texts_skipped_without_parsing_have_no_spans(text):
+    """`_spans_of_text` parses a text only where `_MAYBE_CALL` finds the identifier before a
+    `(` or an `as`: every text it skips has no span when parsed anyway."""
+    parsed = _parse_spans(text)
+    if nm._MAYBE_CALL.search(text) is None:
+        assert parsed == ()
+    assert nm._spans_of_text(text) == parsed
+
+
+def test_every_python_file_here_skipped_has_no_spans():
+    """The same over this repository's Python files and the sample workloads (the files a
+    capture's stack frames name)."""
+    root = Path(__file__).resolve().parents[2]
+    files = [*root.glob("overlap/**/*.py"), *root.glob("sample_traces/**/*.py"),
+             *root.glob("tests/**/*.py")]
+    assert len(files) > 50
+    skipped = 0
+    for f in files:
+        text = f.read_text(encoding="utf-8", errors="replace")
+        if "checkpoint_name" in text and nm._MAYBE_CALL.search(text) is None:
+            skipped += 1
+            assert _parse_spans(text) == (), f
+        assert nm._spans_of_text(text) == _parse_spans(text), f
+    assert skipped  # (overlap/capture/api.py only mentions the name)
+
+
+def _parse_spans(text: str):
+    """`_spans_of_text` without its shortcut: every text parsed."""
+    saved = nm._MAYBE_CALL
+    nm._MAYBE_CALL = __import__("re").compile("")  # matches every text
+    try:
+        return nm._spans_of_text(text)
+    finally:
+        nm._MAYBE_CALL = saved
