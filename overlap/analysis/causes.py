@@ -276,11 +276,7 @@ def _queues(tg, direction, start, end, nbytes) -> tuple[np.ndarray, np.ndarray, 
     g, s, e, b = grp[order], start[order], end[order], nbytes[order]
     same = np.zeros(n, bool)
     same[1:] = g[1:] == g[:-1]
-    # furthest end so far within the group: a running max of the ends' ranks, each group's
-    # ranks lifted above the previous groups'
-    u, r = np.unique(e, return_inverse=True)
-    lift = (np.cumsum(~same) - 1) * len(u)
-    reach = u[np.maximum.accumulate(r + lift) - lift]
+    reach = _group_reach(e, same)
     gap = np.full(n, -1, np.int64)
     gap[1:] = s[1:] - reach[:-1]
     q = same & (gap >= 0) & (gap <= QUEUE_GAP_PS)
@@ -292,6 +288,27 @@ def _queues(tg, direction, start, end, nbytes) -> tuple[np.ndarray, np.ndarray, 
     out_q, out_a, out_b = np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, np.int64)
     out_q[order], out_a[order], out_b[order] = q, ahead, bytes_ahead
     return out_q, out_a, out_b
+
+
+_LIFT_LIMIT = 1 << 62  # `_group_reach` lifts by time below this (tests force ranks with 0)
+
+
+def _group_reach(e: np.ndarray, same: np.ndarray) -> np.ndarray:
+    """Per row of a table sorted by group (`same`: the row is in the previous row's group),
+    the furthest end `e` so far within its group: one running maximum, each group's ends
+    lifted above the previous groups' by the ends' range where the lifted values stay below
+    `_LIFT_LIMIT`, else by their ranks (a sort of every end: 1.5 ms of 36k copies)."""
+    if not len(e):
+        return e
+    groups = np.cumsum(~same) - 1
+    e0 = int(e.min())
+    width = int(e.max()) - e0 + 1
+    if width * (int(groups[-1]) + 1) < _LIFT_LIMIT:
+        lift = groups * width
+        return np.maximum.accumulate((e - e0) + lift) - lift + e0
+    u, r = np.unique(e, return_inverse=True)
+    lift = groups * len(u)
+    return u[np.maximum.accumulate(r + lift) - lift]
 
 
 def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, cg, cs, ce, rest) -> None:

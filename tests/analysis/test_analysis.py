@@ -559,6 +559,30 @@ def test_top_ops_with_many_ties_equal_a_full_sort(rows, top):
     assert got == want[:top]
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", "B", "aa", "é", "z", "\U0001f600", "a\0"]),
+                          st.sampled_from(["D2H", "H2D"]), st.sampled_from([0, 0, 0, 5, 9])),
+                max_size=40, unique_by=lambda r: (r[0], r[1])),
+       st.integers(1, 6))
+def test_top_ops_named_by_strs_equal_a_full_sort(rows, top):
+    """Every op named by a str: the tied rows that can make the cut are found by the names'
+    ranks (`strcodes.str_codes`, Python's order), and the top is what sorting every row
+    gives (a name and its two directions, non-ASCII and NUL in names)."""
+    from overlap.analysis.overlap import _SUMS, _most_exposed_ops
+
+    n = len(rows)
+    g = {"host": np.array(["h"] * n, object), "device": np.array(["TPU:0"] * n, object),
+         "direction": np.array([r[1] for r in rows], object),
+         "hlo_op": np.array([r[0] for r in rows], object)}
+    for c in _SUMS:
+        g[c] = np.ones(n, np.int64)
+    g["span_ps"] = np.array([10 + r[2] for r in rows], np.int64)
+    g["hidden_ps"] = np.full(n, 10, np.int64)
+    got = [(r["hlo_op"], r["direction"]) for r in _most_exposed_ops(g, top)["records"]]
+    want = sorted(rows, key=lambda r: (-r[2], r[0], r[1]))
+    assert got == [(r[0], r[1]) for r in want[:top]]
+
+
 @pytest.mark.parametrize("scale", [1, 10**6, 2**59, 2**61])
 def test_grouped_primitives_keys_equal_ranks_and_the_per_group_ones(scale, monkeypatch):
     """The grouped primitives search per-group int64 keys where those are exact and rank the

@@ -355,3 +355,45 @@ def test_pieces_around_equal_the_key_search(seed):
     assert comp.layout is not None or not len(comp.s)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+def _queues_by_rows(tg, direction, start, end, nbytes):
+    """`_queues` one copy at a time: per (group, direction) in (start, row) order, a copy is
+    queued when it starts within QUEUE_GAP_PS after the furthest end of the earlier copies of
+    its queue; it counts the copies (and bytes) of its back-to-back chain before it."""
+    n = len(start)
+    q, ahead, bahead = [False] * n, [0] * n, [0] * n
+    for key in {(g, d) for g, d in zip(tg.tolist(), direction.tolist())}:
+        rows = sorted((i for i in range(n) if (tg[i], direction[i]) == key),
+                      key=lambda i: (start[i], i))
+        reach, chain = None, []
+        for i in rows:
+            gap = None if reach is None else int(start[i]) - reach
+            if gap is not None and 0 <= gap <= C.QUEUE_GAP_PS:
+                q[i] = True
+            else:
+                chain = []
+            ahead[i], bahead[i] = len(chain), sum(int(nbytes[j]) for j in chain)
+            chain.append(i)
+            reach = int(end[i]) if reach is None else max(reach, int(end[i]))
+    return q, ahead, bahead
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_queues_equal_the_copy_by_copy_rule(seed, monkeypatch):
+    """`_queues` (one sort, a running maximum of the ends lifted per queue by time, or by rank
+    where time would not fit: `_LIFT_LIMIT`) gives the copy-by-copy answer, both ways, on
+    times near 0 and near the int64 limit."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 30))
+    base = 0 if seed % 2 else (1 << 62) - 10**9
+    tg = rng.integers(0, 3, n).astype(np.int64)
+    direction = np.array([("D2H", "H2D")[k] for k in rng.integers(0, 2, n)], object)
+    start = base + rng.integers(0, 60, n).astype(np.int64) * US
+    end = start + rng.integers(0, 20, n).astype(np.int64) * US
+    nbytes = rng.integers(0, 1000, n).astype(np.int64)
+    want = _queues_by_rows(tg, direction, start, end, nbytes)
+    for limit in (C._LIFT_LIMIT, 0):
+        monkeypatch.setattr(C, "_LIFT_LIMIT", limit)
+        got = C._queues(tg, direction, start, end, nbytes)
+        assert [v.tolist() for v in got] == [list(v) for v in want]
