@@ -144,6 +144,13 @@ cdef inline Py_ssize_t _tag(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, uint
                             int* wt) noexcept nogil:
     cdef uint64_t t
     cdef Py_ssize_t p0 = p
+    cdef uint8_t x
+    if p < end:
+        x = b[p]
+        if 8 <= x < 0x80:  # one byte, field number > 0: nearly every tag of a capture
+            wt[0] = <int>(x & 7)
+            fn[0] = x >> 3
+            return p + 1
     p = _varint(b, p, end, &t)
     if p < 0:
         return p
@@ -188,6 +195,11 @@ cdef inline Py_ssize_t _size(const uint8_t* b, Py_ssize_t p, Py_ssize_t end,
                              uint64_t* v) noexcept nogil:
     """The end of the length-delimited payload whose length prefix is at p, or an error."""
     cdef Py_ssize_t p0 = p
+    if p < end and b[p] < 0x80:  # a one-byte length: most stats and events
+        v[0] = b[p]
+        if v[0] > <uint64_t>(end - p - 1):
+            return E_PAST
+        return p + 1 + <Py_ssize_t>v[0]
     p = _varint(b, p, end, v)
     if p < 0:
         return p
@@ -207,6 +219,54 @@ cdef inline Py_ssize_t _len(const uint8_t* b, Py_ssize_t p, Py_ssize_t end,
         return r
     q[0] = r
     return r - <Py_ssize_t>v
+
+
+# Fast paths for the event walk (`decode_events`): a one-byte tag, varint or length read in
+# place, anything longer by the general readers above through temporaries of their own. Why:
+# nearly every tag, id and stat length in a capture is one byte, and a caller's position and
+# fields whose address is never taken stay in registers once these are inlined (a general
+# reader's out-parameters pinned them to the stack: ~40% of the walk's time).
+cdef inline Py_ssize_t _tag1(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, uint64_t* fn,
+                             int* wt) noexcept nogil:
+    cdef uint64_t f
+    cdef int w
+    cdef uint8_t x
+    if p < end:
+        x = b[p]
+        if 8 <= x < 0x80:  # one byte, field number > 0
+            fn[0] = x >> 3
+            wt[0] = x & 7
+            return p + 1
+    p = _tag(b, p, end, &f, &w)
+    fn[0] = f
+    wt[0] = w
+    return p
+
+
+cdef inline Py_ssize_t _varint1(const uint8_t* b, Py_ssize_t p, Py_ssize_t end,
+                                uint64_t* out) noexcept nogil:
+    cdef uint64_t v
+    if p < end and b[p] < 0x80:
+        out[0] = b[p]
+        return p + 1
+    p = _varint(b, p, end, &v)
+    out[0] = v
+    return p
+
+
+cdef inline Py_ssize_t _len1(const uint8_t* b, Py_ssize_t p, Py_ssize_t end,
+                             Py_ssize_t* q) noexcept nogil:
+    """`_len`: the payload's start (returned) and end (q)."""
+    cdef Py_ssize_t r
+    if p < end and b[p] < 0x80:
+        r = p + 1 + b[p]
+        if r > end:
+            return E_PAST
+        q[0] = r
+        return p + 1
+    p = _len(b, p, end, &r)
+    q[0] = r
+    return p
 
 
 def enc_varint(uint64_t v):
@@ -900,7 +960,8 @@ def _direct(keys, values, limit):
 
 
 def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_ssize_t total,
-                  skip=None, wanted=None, plane_of=None, int64_t stride=0, groups=None):
+                  skip=None, wanted=None, plane_of=None, int64_t stride=0, groups=None,
+                  int64_t time_limit=-1):
     """The events of lines whose payloads are [starts[i], ends[i]), in order (see the module
     docstring). `skip`, `wanted`: sorted int64 arrays (metadata ids; stat ids, or with
     `plane_of` (per event, its plane's index) the keys `plane * stride + id`) or None.
@@ -910,11 +971,22 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     for any value (kernel_details: ~100-byte strings per kernel, only ever tested).
     Returns (mid, offset, duration, aggregated, stats dict of arrays, groups, bad) where groups
     is (codes: int32 [group count, events], -1 where the event has no such stat; per group the
-    distinct values: dict of kind, ival, vpos arrays) and bad the number of string stats
-    (as written last in their XStat) holding invalid UTF-8."""
+    distinct values: dict of kind, ival, vpos arrays), bad the number of string stats
+    (as written last in their XStat) holding invalid UTF-8, and dropped: None, or with
+    `time_limit` >= 0 and events skipped, (per row its event's index among the lines' events,
+    int64; of the skipped events, how many have a negative offset or duration, and how many
+    else an offset or duration >= time_limit, each positioned). With `time_limit` >= 0 a
+    skipped event writes no row at all (rows, stat records' `ev` and codes count the others
+    only; the walk still checks its bytes and counts its invalid strings): a host line of a
+    million Python-tracer frames keeps the few thousand events a rule can read, and the times
+    the reader would have dropped as impossible are still counted (overlap.trace.wire's
+    `TIME_LIMIT_PS` and `INVALID_REASONS`)."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t nl = starts.shape[0], i, p, e, q, es, ee, k = 0, st0
+    cdef Py_ssize_t row = 0  # rows written: k less the events dropped (`time_limit`)
+    cdef bint drop = time_limit >= 0 and skip is not None and len(skip) > 0
+    cdef Py_ssize_t neg = 0, big = 0  # dropped events' impossible times, by reason
     cdef uint64_t fn, v
     cdef int wt, rc
     cdef Py_ssize_t nbad = 0  # string stats with invalid UTF-8 (read with replacement)
@@ -966,8 +1038,14 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     cdef const int32_t[::1] gdir = gdir_a if ngd else _NO_TABLE
     cdef const int32_t[::1] wdir = wdir_a if nwd else _NO_TABLE
     cdef const int32_t[::1] sdir = sdir_a if nsd else _NO_TABLE
-    codes_a = np.full((ng, total), -1, np.int32)
+    # each row's codes are written once, at its event's end, from `ec` (an event's codes
+    # while its stats are read): reading and writing them in place was a cache miss per
+    # stat of a group, ~10% of a kernel line's walk
+    codes_a = np.empty((ng, total), np.int32)
     cdef int32_t[:, ::1] codes = codes_a
+    ec_a = np.empty(max(ng, 1), np.int32)
+    cdef int32_t[::1] ec_v = ec_a
+    cdef int32_t* ec = &ec_v[0]
     interns = [_Intern() for _ in range(ng)]
     cdef list ilist = interns
     cdef _Intern tab
@@ -976,11 +1054,13 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                                                          np.int64)
     if grouped and pof.shape[0] < total:
         raise ValueError("plane_of shorter than the events")
-    mid_a = np.zeros(total, np.int64)
-    off_a = np.zeros(total, np.int64)
-    dur_a = np.zeros(total, np.int64)
-    agg_a = np.zeros(total, np.bool_)
-    cdef int64_t[::1] mid = mid_a, off = off_a, dur = dur_a
+    # (every row is written; rows never reached are never backed by memory)
+    mid_a = np.empty(total, np.int64)
+    off_a = np.empty(total, np.int64)
+    dur_a = np.empty(total, np.int64)
+    agg_a = np.empty(total, np.bool_)
+    raw_a = np.empty(total if drop else 1, np.int64)
+    cdef int64_t[::1] mid = mid_a, off = off_a, dur = dur_a, raw = raw_a
     cdef uint8_t[::1] agg = agg_a.view(np.uint8)
     # Capacity: a stat record takes at least 2 bytes, so the lines' bytes / 2 bound them all,
     # and an event holds about one record per wanted id (8 when all are kept; more regrow);
@@ -990,31 +1070,73 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     for i in range(nl):
         nbytes += ends[i] - starts[i]
     cdef _Stats st = _Stats(min(nbytes // 2, total * (8 if all_stats else nwa + 1)) + 16)
+    cdef Py_ssize_t r, se, vp
+    cdef uint64_t f2, v2
+    cdef int w2
+    cdef uint8_t x
     for i in range(nl):
         p = starts[i]
         e = ends[i]
         while p < e:
-            p = _next_event(b, p, e, &es, &ee)
-            if p < 0:
-                raise _fail(p)
-            if es < 0:
-                break  # the line holds no more events
+            # the line's next XEvent (field 4), its other fields skipped as upb would
+            # (`_next_event`, read in place here: see `_tag1`)
+            x = b[p]
+            if 8 <= x < 0x80:  # a one-byte tag (see `_tag1`)
+                fn = x >> 3
+                wt = x & 7
+                p += 1
+            else:
+                p = _tag(b, p, e, &f2, &w2)
+                if p < 0:
+                    raise _fail(p)
+                fn = f2
+                wt = w2
+            if not (fn == 4 and wt == 2):
+                p = _skip(b, p, e, wt, fn, D_LINE)
+                if p < 0:
+                    raise _fail(p)
+                continue
+            x = b[p] if p < e else 0x80
+            if x < 0x80 and p + 1 + x <= e:  # a one-byte length
+                es = p + 1
+                ee = p = es + x
+            else:
+                es = _len(b, p, e, &r)
+                if es < 0:
+                    raise _fail(es)
+                ee = p = r
             if k >= total:
                 raise Corrupt("more events than counted")
             # one XEvent [es, ee)
             m = o = d = 0
             a = 0
             st0 = st.n
+            for g in range(ng):
+                ec[g] = -1
             if grouped:
                 pl = pof[k]
             while es < ee:
-                es = _tag(b, es, ee, &fn, &wt)
-                if es < 0:
-                    raise _fail(es)
-                if wt == 0 and (fn == 1 or fn == 2 or fn == 3 or fn == 5):
-                    es = _varint(b, es, ee, &v)
+                x = b[es]
+                if 8 <= x < 0x80:
+                    fn = x >> 3
+                    wt = x & 7
+                    es += 1
+                else:
+                    es = _tag(b, es, ee, &f2, &w2)
                     if es < 0:
                         raise _fail(es)
+                    fn = f2
+                    wt = w2
+                if wt == 0 and (fn == 1 or fn == 2 or fn == 3 or fn == 5):
+                    x = b[es] if es < ee else 0x80
+                    if x < 0x80:
+                        v = x
+                        es += 1
+                    else:
+                        es = _varint(b, es, ee, &v2)
+                        if es < 0:
+                            raise _fail(es)
+                        v = v2
                     if fn == 1:
                         m = <int64_t>v
                     elif fn == 2:  # the `data` oneof: the last field written wins
@@ -1026,12 +1148,71 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                         o = 0
                         a = 1
                 elif wt == 2 and fn == 4:
-                    q = _len(b, es, ee, &es)
-                    if q < 0:
-                        raise _fail(q)
-                    rc = _stat(b, q, es, &sid, &kind, &ival, &vpos)
-                    if rc < 0:
-                        raise _fail(rc)
+                    x = b[es] if es < ee else 0x80
+                    if x < 0x80 and es + 1 + x <= ee:
+                        q = es + 1
+                        es = se = q + x
+                    else:
+                        q = _len(b, es, ee, &r)
+                        if q < 0:
+                            raise _fail(q)
+                        es = se = r
+                    # one XStat [q, se): `_stat`, read in place
+                    sid = 0
+                    kind = 0
+                    ival = 0
+                    vpos = 0
+                    while q < se:
+                        x = b[q]
+                        if 8 <= x < 0x80:
+                            fn = x >> 3
+                            wt = x & 7
+                            q += 1
+                        else:
+                            q = _tag(b, q, se, &f2, &w2)
+                            if q < 0:
+                                raise _fail(q)
+                            fn = f2
+                            wt = w2
+                        if wt == 0 and (fn == 1 or fn == 3 or fn == 4 or fn == 7):
+                            vp = q
+                            x = b[q] if q < se else 0x80
+                            if x < 0x80:
+                                v = x
+                                q += 1
+                            else:
+                                q = _varint(b, q, se, &v2)
+                                if q < 0:
+                                    raise _fail(q)
+                                v = v2
+                            if fn == 1:
+                                sid = <int64_t>v
+                            else:
+                                kind = <int8_t>fn
+                                ival = v
+                                vpos = vp
+                        elif wt == 1 and fn == 2:
+                            if q + 8 > se:
+                                raise _fail(E_PAST)
+                            v = 0
+                            for vp in range(8):
+                                v |= (<uint64_t>b[q + vp]) << (8 * vp)
+                            kind = 2
+                            ival = v
+                            vpos = q
+                            q += 8
+                        elif wt == 2 and (fn == 5 or fn == 6):
+                            vp = _len(b, q, se, &r)
+                            if vp < 0:
+                                raise _fail(vp)
+                            kind = <int8_t>fn
+                            ival = <uint64_t>(r - vp)
+                            vpos = vp
+                            q = r
+                        else:
+                            q = _skip(b, q, se, wt, fn, D_STAT)
+                            if q < 0:
+                                raise _fail(q)
                     if kind == 5 and not _utf8_ok(b + vpos, <Py_ssize_t>ival):
                         nbad += 1
                     if grouped:
@@ -1040,7 +1221,7 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                         key = sid
                     if all_stats or (wdir[key] >= 0 if 0 <= key < nwd else
                                      (not nwd and _in(&wa[0], nwa, key))):
-                        st.push(<int32_t>k, key, kind, ival, vpos)
+                        st.push(<int32_t>row, key, kind, ival, vpos)
                     if ngk:
                         if ngd:
                             g = gdir[key] if 0 <= key < ngd else -1
@@ -1048,15 +1229,15 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                             gi = _find(&gk[0], ngk, key)
                             g = gg[gi] if gi >= 0 else -1
                         if g >= 0:
-                            if codes[g, k] < 0 and only[g]:
-                                codes[g, k] = 0
-                            elif codes[g, k] < 0:  # the event's first stat of the group
+                            if ec[g] < 0 and only[g]:
+                                ec[g] = 0
+                            elif ec[g] < 0:  # the event's first stat of the group
                                 if kind == 7 and grouped:  # a ref names its own plane's id
                                     rkey = <int64_t>ival
                                     ival = <uint64_t>(pl * stride + rkey
                                                       if 0 <= rkey < stride else -1)
                                 tab = <_Intern>ilist[g]
-                                codes[g, k] = tab.code(b, kind, ival, vpos)
+                                ec[g] = tab.code(b, kind, ival, vpos)
                 else:
                     es = _skip(b, es, ee, wt, fn, D_EVENT)
                     if es < 0:
@@ -1064,17 +1245,35 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
             if nsk and (sdir[m] >= 0 if 0 <= m < nsd else
                         (not nsd and _in(&sk[0], nsk, m))):
                 st.n = st0  # stats of these events never matter
+                if drop:  # nor does the event: no row, its impossible times counted
+                    if not a:
+                        if o < 0 or d < 0:
+                            neg += 1
+                        elif o >= time_limit or d >= time_limit:
+                            big += 1
+                    k += 1
+                    continue
                 for g in range(ng):
-                    codes[g, k] = -1
-            mid[k] = m
-            off[k] = o
-            dur[k] = d
-            agg[k] = a
+                    ec[g] = -1
+            mid[row] = m
+            off[row] = o
+            dur[row] = d
+            agg[row] = a
+            for g in range(ng):
+                codes[g, row] = ec[g]
+            if drop:
+                raw[row] = k
+            row += 1
             k += 1
     if k != total:
         raise Corrupt("fewer events than counted")
+    dropped = None
+    if row < total:  # (only where events were dropped)
+        mid_a, off_a, dur_a, agg_a = mid_a[:row], off_a[:row], dur_a[:row], agg_a[:row]
+        codes_a = np.ascontiguousarray(codes_a[:, :row])
+        dropped = (raw_a[:row], neg, big)
     return (mid_a, off_a, dur_a, agg_a, st.arrays(),
-            (codes_a, [t.arrays() for t in interns]), nbad)
+            (codes_a, [t.arrays() for t in interns]), nbad, dropped)
 
 
 def decode_events_at(data, const int64_t[::1] starts, const int64_t[::1] ends,

@@ -29,10 +29,11 @@ _UPB_KIND = {None: _K_NONE, "double_value": _K_DOUBLE, "uint64_value": _K_U64,
 
 
 
-def upb_events(events, skip_mids, wanted, plane_of, groups=None) -> tuple:
+def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1) -> tuple:
     """`_scan.decode_events` from upb messages: the same arrays, the stat values as objects
     (`obj`; a ref's is the referenced id, in a group's values read with `plane_of` its key
-    as the scanner makes it: `plane * GROUP_STRIDE + id`, 2**64 - 1 outside)."""
+    as the scanner makes it: `plane * GROUP_STRIDE + id`, 2**64 - 1 outside); with
+    `time_limit` >= 0, no row for a skipped event (`dropped` as the scanner says it)."""
     n = len(events)
     mid = np.zeros(n, np.int64)
     off = np.zeros(n, np.int64)
@@ -47,6 +48,9 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None) -> tuple:
     seen: list[dict] = [{} for _ in range(ng)]  # value -> code, per group
     tabs: list[tuple[list, list]] = [([], []) for _ in range(ng)]  # (kinds, objects)
     ev, sid, kind, obj = [], [], [], []
+    drop = time_limit >= 0 and bool(skip)
+    skipped = np.zeros(n if drop else 0, bool)
+    row = -1  # the event's row: its index less the events dropped before it
     for k, e in enumerate(events):
         m = mid[k] = e.metadata_id
         dur[k] = e.duration_ps
@@ -55,7 +59,10 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None) -> tuple:
         else:
             off[k] = e.offset_ps
         if m in skip:
+            if drop:
+                skipped[k] = True
             continue
+        row += 1
         pl = None if plane_of is None else int(plane_of[k])
         for s in e.stats:
             i = s.metadata_id
@@ -64,7 +71,7 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None) -> tuple:
             w = s.WhichOneof("value")
             v = None if w is None else getattr(s, w)
             if want is None or i in want:
-                ev.append(k)
+                ev.append(row if drop else k)
                 sid.append(i)
                 kind.append(_UPB_KIND[w])
                 obj.append(v)
@@ -86,6 +93,18 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None) -> tuple:
                 codes[g][k] = c
     st = {"ev": np.array(ev, np.int64), "sid": np.array(sid, np.int64),
           "kind": np.array(kind, np.int8), "obj": object_array(obj)}
-    grp = (np.array(codes, np.int32).reshape(ng, n),
+    all_codes = np.array(codes, np.int32).reshape(ng, n)
+    dropped = None
+    if drop and skipped.any():
+        # the skipped events' impossible times, by reason, as the reader counts kept ones
+        s_off, s_dur = off[skipped], dur[skipped]
+        pos = ~agg[skipped]
+        neg = pos & ((s_off < 0) | (s_dur < 0))
+        big = pos & ~neg & ((s_off >= time_limit) | (s_dur >= time_limit))
+        raw = np.flatnonzero(~skipped)
+        mid, off, dur, agg, all_codes = mid[raw], off[raw], dur[raw], agg[raw], all_codes[:, raw]
+        dropped = (raw, int(neg.sum()), int(big.sum()))
+    grp = (all_codes,
            [{"kind": np.array(kd, np.int8), "obj": object_array(vs)} for kd, vs in tabs])
-    return mid, off, dur, agg, st, grp, 0  # (upb refused invalid UTF-8: none is left)
+    # (upb refused invalid UTF-8: none is left)
+    return mid, off, dur, agg, st, grp, 0, dropped

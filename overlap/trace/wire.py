@@ -624,11 +624,16 @@ class LineEvents:
     Python object per distinct value. `wanted`: stat ids kept as typed records (event, stat
     id, value), for questions about other sets of ids (a union of ids of several names).
 
-    `skip_mids`: metadata ids whose events' stats can never matter: those events keep no
-    stats (the caller must never ask for them). `wanted` and `groups` save memory and time
-    on lines of many stats per event; a question about other ids is still answered exactly:
-    the line's stats are decoded again for them (one more pass), so a rule that reads a stat
-    the caller did not list is slower, never wrong.
+    `skip_mids`: metadata ids whose events can never give a row: those events are not kept
+    at all (no row, no stats: the caller must never ask for them; `mids`, `n` and every
+    index count the other events), and their impossible times are counted as a kept
+    event's are (a host line is mostly Python-tracer frames: 836k of the 843k events of a
+    1M-event TPU capture, whose rows cost ~20 ms to write and pass over).
+
+    `wanted` and `groups` save memory and time on lines of many stats per event; a question
+    about other ids is still answered exactly: the line's stats are decoded again for them
+    (one more pass), so a rule that reads a stat the caller did not list is slower, never
+    wrong.
     """
 
     def __init__(self, line, base_ps, skip_mids=None, plane_of: np.ndarray | None = None,
@@ -642,13 +647,24 @@ class LineEvents:
         self._line, self._skip, self._plane_of = line, skip_mids, plane_of
         want = None if wanted is None else sorted_unique(np.fromiter(wanted, np.int64))
         spec, sets = _group_spec(groups, presence)
-        mid, off, dur, agg, st, (codes, tables), bad = self._decode(want, spec)
+        mid, off, dur, agg, st, (codes, tables), bad, dropped = self._decode(want, spec)
         # counted once per line: a line is decoded again only for other stat ids
         if not getattr(line, "decoded", True):
             BAD_STRINGS[0] += bad
             line.decoded = True
             for part in getattr(line, "parts", None) or ():
                 part.decoded = True
+        # per row, its event's index among the line's events (None: every event has a row)
+        self._raw: np.ndarray | None = None
+        if dropped is not None:  # skipped events left out (`skip_mids`): their times counted
+            self._raw, neg, big = dropped
+            INVALID_EVENTS[0] += neg + big
+            INVALID_REASONS[DROP_NEGATIVE] += neg
+            INVALID_REASONS[DROP_RANGE] += big
+            if isinstance(base_ps, np.ndarray):
+                base_ps = base_ps[self._raw]
+            if plane_of is not None:
+                plane_of = plane_of[self._raw]
         # Times a profiler cannot have written (negative durations, offsets beyond 26 days,
         # wrapped uint64s) are dropped and counted, never passed on to become impossible spans.
         invalid = (off < 0) | (off >= TIME_LIMIT_PS) | (dur < 0) | (dur >= TIME_LIMIT_PS)
@@ -696,11 +712,14 @@ class LineEvents:
 
     def _decode(self, want: np.ndarray | None, groups: tuple | None = None) -> tuple:
         line = self._line
+        # skipped events keep no row (`skip_mids`), on both decoders: every decode of the line
+        # numbers its rows alike
+        limit = TIME_LIMIT_PS if self._skip else -1
         if line.events is not None:
-            return _upb_events(line.events, self._skip, want, self._plane_of, groups)
+            return _upb_events(line.events, self._skip, want, self._plane_of, groups, limit)
         skip = sorted_unique(np.fromiter(self._skip, np.int64)) if self._skip else None
         return _scan.decode_events(line.buf, line.pay_s, line.pay_e, line.n_events, skip,
-                                   want, self._plane_of, GROUP_STRIDE, groups)
+                                   want, self._plane_of, GROUP_STRIDE, groups, limit)
 
     def _kept_stats(self, st: dict) -> dict:
         """Stat records of the events kept (indices renumbered)."""
@@ -828,15 +847,20 @@ class LineEvents:
             if line.events is not None:
                 skip = (np.setdiff1d(sorted_unique(self.mids), mids) if others is None
                         else sorted_unique(np.asarray(others, np.int64)))
-                st = self._kept_stats(_upb_events(line.events, skip.tolist(), want, None)[4])
+                st = _upb_events(line.events, skip.tolist(), want, None)[4]
+                if self._raw is not None:  # the line's event indices -> rows (kept events')
+                    st = _rows_of(st, self._raw)
+                st = self._kept_stats(st)
             else:
                 # the scanner decodes these events only, stepping over the others by length
                 at = (np.flatnonzero(np.isin(self.mids, mids)) if at is None
                       else np.ascontiguousarray(at, np.int64))  # the scanner takes int64[::1]
                 raw_at = at if self._keep is None else np.flatnonzero(self._keep)[at]
+                if self._raw is not None:  # rows -> the line's event indices
+                    raw_at = self._raw[raw_at]
                 st = dict(_scan.decode_events_at(line.buf, line.pay_s, line.pay_e, raw_at,
                                                  want))
-                if self._keep is not None:  # (else the two numberings are one)
+                if raw_at is not at:  # (else the two numberings are one)
                     # event indices among the line's events -> among the events kept here
                     st["ev"] = at[np.searchsorted(raw_at, st["ev"])].astype(np.int32)
         for ids, (val, has) in zip(sets, out):
@@ -872,13 +896,27 @@ class LineEvents:
 
     def kept(self, per_event: Any) -> Any:
         """A per-event array of the line(s) given to the constructor, for the events kept here
-        (events with no position or an impossible time are dropped); scalars pass through."""
-        if self._keep is None or not isinstance(per_event, np.ndarray):
+        (events with no position or an impossible time are dropped, and skipped ones:
+        `skip_mids`); scalars pass through."""
+        if not isinstance(per_event, np.ndarray):
             return per_event
-        return per_event[self._keep]
+        if self._raw is not None:
+            per_event = per_event[self._raw]
+        return per_event if self._keep is None else per_event[self._keep]
 
 
 _VALUE_COLS = ("kind", "ival", "vpos", "obj")  # what `_stat_objects` reads of a record
+
+
+def _rows_of(st: dict, raw: np.ndarray) -> dict:
+    """Stat records numbered by the line's event indices, renumbered by row (`raw`: per row,
+    its event's index, sorted), those of events without a row left out."""
+    ev = st["ev"]
+    pos = np.minimum(np.searchsorted(raw, ev), max(len(raw) - 1, 0))
+    ok = raw[pos] == ev if len(raw) else np.zeros(len(ev), bool)
+    out = {k: v[ok] for k, v in st.items()}
+    out["ev"] = pos[ok]
+    return out
 
 
 def stat_keys(P: Any, names: Iterable[str]) -> list[int]:

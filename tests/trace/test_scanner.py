@@ -285,6 +285,59 @@ def test_interned_values_are_equal_by_kind_and_content():
             str, str, bytes, float, float, int, int, type(None), str, str, str]
 
 
+def _invalid_counts() -> tuple[int, ...]:
+    return (wire.INVALID_EVENTS[0], *wire.INVALID_REASONS.values())
+
+
+def _read_counted(line, *args, **kw) -> tuple[wire.LineEvents, tuple[int, ...]]:
+    """A `LineEvents` and the impossible times it counted (total, then by reason)."""
+    before = _invalid_counts()
+    ev = wire.LineEvents(line, *args, **kw)
+    return ev, tuple(a - b for a, b in zip(_invalid_counts(), before))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(event, max_size=8), min_size=1, max_size=3),
+       st.sampled_from([[1], [1 << 40, 7], [-1, 3], [0, 2, 3], [0, 1, 2, 3, 7, 1 << 40, -1]]),
+       st.booleans())
+def test_skipped_events_keep_no_rows(lines, skip, grouped):
+    """`skip_mids`: the events of those metadata ids keep no row on either decoder; every
+    other event's row, stats, typed ints and per-event values are the read without `skip`'s,
+    renumbered; the skipped events' impossible times are counted as before (by reason)."""
+    raw = space_bytes(lines, False)
+    groups = dict(wanted=(), groups=GROUPS) if grouped else {}
+    n = [len(x) for x in lines]
+    for scanner in (wire._scan, None):
+        segs = [_lines(raw, scanner)[0], wire.merge_lines(_lines(raw, scanner))]
+        for line, base in zip(segs, (7, np.repeat(np.arange(len(n), dtype=np.int64) * 5, n))):
+            full, counted = _read_counted(line, base)
+            part, counted_skip = _read_counted(line, base, skip_mids=skip, **groups)
+            assert counted_skip == counted
+            keep = ~np.isin(full.mids, skip)
+            rows = np.cumsum(keep) - 1  # a kept event's row in `part`
+            assert part.n == int(keep.sum())
+            for k in ("mids", "starts", "durs"):
+                assert getattr(part, k).tolist() == getattr(full, k)[keep].tolist(), k
+            events = np.arange(line.n_events)  # per event of the line, its index
+            assert part.kept(events).tolist() == full.kept(events)[keep].tolist()
+            for sids in SIDS:
+                fe, fv = full.first_stat(sids, STAT_NAMES)
+                pe, pv = part.first_stat(sids, STAT_NAMES)
+                assert pe.tolist() == rows[fe[keep[fe]]].tolist()
+                same_values(pv, fv[keep[fe]])
+                assert part.has_stat(sids).tolist() == full.has_stat(sids)[keep].tolist()
+            asked = [m for m in (1, 2, 3, 0) if m not in skip]
+            if not asked or line is segs[1]:
+                continue
+            at = np.flatnonzero(np.isin(part.mids, asked))[::2]
+            for kw in ({}, {"at": at}):
+                fk = {} if not kw else {"at": np.flatnonzero(keep)[at]}
+                for (pv2, ph), (fv2, fh) in zip(part.ints_of([[1, 3], [2]], asked, **kw),
+                                                full.ints_of([[1, 3], [2]], asked, **fk)):
+                    assert ph.tolist() == fh[keep].tolist()
+                    assert pv2[ph].tolist() == fv2[keep][fh[keep]].tolist()
+
+
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.integers(0, (1 << 64) - 1), max_size=10), st.integers(0, 8))
 def test_long_and_large_varints(values, pad):
