@@ -149,12 +149,16 @@ class _Layout:
 
     def find(self, qg: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per query group: its position in `groups` (clipped) and whether the table has it."""
+        if len(self.groups) == 1:  # one device: every position is 0 (no search)
+            return np.zeros(len(qg), np.intp), qg == self.groups[0]
         p = np.minimum(np.searchsorted(self.groups, qg), len(self.groups) - 1)
         return p, self.groups[p] == qg
 
     def key(self, p: np.ndarray, x: np.ndarray) -> np.ndarray:
         """Query times `x` of groups at positions `p`, clipped into the group and shifted."""
         assert self.off is not None
+        if len(self.lo) == 1:  # one group: its own bounds, no offset (no per-query gathers)
+            return np.clip(x, self.lo[0], self.hi[0])
         return np.clip(x, self.lo[p], self.hi[p]) + self.off[p]
 
 

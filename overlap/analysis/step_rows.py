@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from overlap.analysis import causes as exposure
-from overlap.analysis.grouping import Columns
+from overlap.analysis.grouping import Columns, key_codes
 from overlap.arrays import factorize
 
 DIRECTIONS = exposure.DIRECTIONS  # the same two as overlap.analysis.overlap.DIRECTIONS
@@ -55,13 +55,18 @@ def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
     # `groupby("host", sort=True)` drops missing keys).
     host_code, step_hosts = factorize(np.asarray(steps["host"], dtype=object), sort=True)
     st_start = np.asarray(steps["start_ps"], dtype=np.int64)
+    # the transfers' hosts and directions numbered once (a reader's host column is one run,
+    # its directions a few shared objects: no comparison of every row's str, per host and
+    # per direction); a row is a host's or a direction's where its value equals it
+    t_hcode, t_hosts = key_codes(t_host, sort=False)
+    t_dcode, t_dirs = key_codes(np.asarray(table["direction"], dtype=object), sort=False)
     for g, host in enumerate(step_hosts.tolist()):  # one iteration per host
         sel = np.flatnonzero(host_code == g)
         sel = sel[np.argsort(st_start[sel], kind="stable")]  # in start order, ties as read
         s0 = st_start[sel]
         s1 = np.maximum(np.asarray(steps["end_ps"], dtype=np.int64)[sel], s0)
         n = len(sel)
-        ti = np.flatnonzero(t_host == host)
+        ti = np.flatnonzero(_equal(t_hcode, t_hosts, host))
         idx = np.searchsorted(s0, t_start[ti], side="right") - 1  # latest step starting <= t
         ok = idx >= 0
         ok[ok] &= t_start[ti][ok] < s1[idx[ok]]
@@ -75,11 +80,11 @@ def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
             return np.asarray(table[name], dtype=np.int64)[_ti]
 
         counts = np.bincount(idx, minlength=n)
-        t_dir = np.asarray(table["direction"], dtype=object)[ti]
+        t_dir = t_dcode[ti]
         t_bytes = col("bytes")
         dir_counts, dir_bytes = {}, {}
         for d in DIRECTIONS:  # per direction: the transfer gates count copies per step
-            m = t_dir == d
+            m = _equal(t_dir, t_dirs, d)
             dir_counts[d] = np.bincount(idx[m], minlength=n)
             dir_bytes[d] = _sums(idx[m], t_bytes[m], n)
         span = per_step(col("span_ps"))
@@ -112,6 +117,15 @@ def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
                 frac_o.tolist(), worst.tolist(), exposure.cause_dicts(causes)]
         rows.extend(map(_row, *cols))
     return rows, int((~assigned).sum())
+
+
+def _equal(codes: np.ndarray, uniques: np.ndarray, value: Any) -> np.ndarray:
+    """Per row of a column numbered by `key_codes` (`codes`, `uniques`): does it equal
+    `value`? (A missing value, code -1, equals nothing.)"""
+    hit = [i for i, u in enumerate(uniques.tolist()) if u == value]
+    if not hit:
+        return np.zeros(len(codes), bool)
+    return codes == hit[0] if len(hit) == 1 else np.isin(codes, hit)
 
 
 def _sums(idx: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:

@@ -151,6 +151,27 @@ def test_key_codes_equal_pandas_factorize(values, sort, shape):
     assert uniq.tolist() == list(want_u)
 
 
+def test_key_codes_of_a_column_seen_before_or_changed_in_place():
+    """A column of few objects is numbered once (`grouping._FEW`): the same objects at the
+    same rows (another array) get those codes again; a column changed in place, or equal
+    values held by other objects, are numbered afresh, and the codes are the caller's own."""
+    d2h, h2d = "D2H", "".join(["H2", "D"])
+    col = np.array([d2h, h2d] * 20, object)
+    first = grouping.key_codes(col, True)
+    again = grouping.key_codes(col.copy(), True)
+    assert [a.tolist() for a in again] == [a.tolist() for a in first]
+    again[0][:] = 7  # a caller writing to its codes changes no later answer
+    col[0] = h2d
+    col[1] = "".join(["D2", "H"])  # a new object of a value seen before
+    codes, uniq = grouping.key_codes(col, True)
+    want_c, want_u = pd.factorize(pd.Series(col, dtype=object), sort=True)
+    assert codes.tolist() == want_c.tolist() and uniq.tolist() == list(want_u)
+    assert grouping.key_codes(np.array([d2h, h2d] * 20, object), True)[0].tolist() == \
+        [0, 1] * 20
+    # many distinct objects from the first rows on: no pass per object (op names)
+    assert grouping.few_objects(np.array([f"op.{i}" for i in range(100)], object)) is None
+
+
 def _pandas_kept_memory(mem: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
     """The pandas code `pod._kept_memory` replaced (the reference)."""
     t = mem["time_ps"].to_numpy(np.int64)
