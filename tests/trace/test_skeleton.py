@@ -172,3 +172,47 @@ def test_stat_reads_like_upb():
     with pytest.raises(AttributeError):
         ours.planes[0].stats[0].no_such_field  # noqa: B018
     assert isinstance(XPlane.FromString(b""), object)  # (the message classes still load)
+
+
+def _with_entries(path: Path) -> list[tuple[bytes, int]]:
+    """(skeleton, its event metadata entries) per chunk: the count the scanner's split gives
+    (the entries of planes whose metadata stays in the skeleton)."""
+    chunks = files.read_chunks(path, wire.PAD, alone=reader._read_alone)
+    assert chunks is not None
+    out = []
+    for buf, n, _, _ in chunks:
+        skel, planes = wire._scan.split_space(buf, n, reader._strip_meta)
+        out.append((skel, sum(len(ms) for _, ms, _, stripped, _ in planes if not stripped)))
+    return out
+
+
+def test_entry_count_decides_instead_of_bytes_and_answers_as_upb():
+    """Given the entries' count, a large skeleton of few entries (a CPU capture's, 0.5 MB of
+    `Hlo Proto` blobs) is decoded here, as upb decodes it; one of many entries is refused."""
+    answered = refused = 0
+    for f in sorted(SAMPLES.rglob("*.xplane.pb")):
+        for raw, n in _with_entries(f):
+            ref = _upb(raw)
+            assert sum(len(p.event_metadata) for p in ref.planes) == n
+            ours = skeleton.decode_space(raw, entries=n)
+            if ours is None:
+                refused += 1
+                continue
+            answered += 1
+            assert _plain(ours) == _plain(ref)
+            assert len(raw) > skeleton.LIMIT or skeleton.decode_space(raw) is not None
+    cpu = [raw for f in sorted((SAMPLES / "cpu-transformer-tiny").rglob("*.xplane.pb"))
+           for raw, n in _with_entries(f)]
+    assert cpu and all(len(r) > skeleton.LIMIT for r in cpu)
+    assert all(skeleton.decode_space(r, entries=10) is not None for r in cpu)
+    assert answered and refused
+
+
+def test_entry_count_over_the_limit_and_plane_fields_over_budget_are_refused():
+    many = _plane(*[_entry(5, k, field(2, 2, b"s")) for k in range(skeleton.MAX_FIELDS + 1)])
+    assert _upb(many) is not None
+    assert skeleton.decode_space(many, entries=0) is None  # the budget
+    few = _plane(*[_entry(5, k, field(2, 2, b"s")) for k in range(10)])
+    assert _agree(few)
+    assert skeleton.decode_space(few, entries=skeleton.MAX_ENTRIES + 1) is None
+    assert skeleton.decode_space(few, entries=0) is not None
