@@ -58,10 +58,8 @@ Getting an HloProto with buffer assignment (jax 0.10.2, verified on XLA:CPU)
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 import re
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -906,6 +904,9 @@ def hlo_proto_from_jitted(jitted, *args, **kwargs) -> bytes:
 
     Costs one extra compilation; nothing runs. The dump file is ``*after_optimizations.hlo.pb``
     (prefixed ``cpu_``/``gpu_`` by backend)."""
+    import glob
+    import tempfile  # here: ~2-4 ms of every GPU report's start-up (shutil, random)
+
     with tempfile.TemporaryDirectory(prefix="overlap-hlo-") as d:
         jitted.lower(*args, **kwargs).compile(compiler_options={
             "xla_dump_to": d, "xla_dump_hlo_as_proto": True, "xla_dump_hlo_as_text": False})

@@ -310,6 +310,10 @@ _SNIPPETS = [
     'checkpoint_name asserts nothing\n',
     'y = checkpoint_name(x, "h"\n',
     'y = checkpoint_name(x, 3)\n',
+    # non-ASCII: a comment's arrow, a fullwidth letter Python folds into `checkpoint_name`
+    '# checkpoint_name \u2192 a call\nfrom jax.ad_checkpoint import checkpoint_name\n'
+    'y = \uff43heckpoint_name(x, "i")\n',
+    'z = 1  # checkpoint_name \u2192 nothing here\n',
 ]
 
 
@@ -317,8 +321,10 @@ _SNIPPETS = [
 def test_texts_skipped_without_parsing_have_no_spans(text):
     """`_spans_of_text` parses a text only where `_MAYBE_CALL` finds the identifier before a
     `(` or an `as`: every text it skips has no span when parsed anyway."""
+    import unicodedata
+
     parsed = _parse_spans(text)
-    if nm._MAYBE_CALL.search(text) is None:
+    if nm._MAYBE_CALL.search(unicodedata.normalize("NFKC", text)) is None:
         assert parsed == ()
     assert nm._spans_of_text(text) == parsed
 
@@ -348,3 +354,21 @@ def _parse_spans(text: str):
         return nm._spans_of_text(text)
     finally:
         nm._MAYBE_CALL = saved
+
+
+def test_calls_are_found_in_ast_walk_order():
+    """`_checkpoint_aliases` walks the tree itself: the same calls, in `ast.walk`'s order (the
+    spans' order decides ties between equal spans and the first file:line a name is tagged
+    at), and the same aliases, on every Python file here and the snippets above."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    texts = [f.read_text(encoding="utf-8") for f in root.glob("overlap/**/*.py")]
+    for text in [*texts, *_SNIPPETS[:8]]:
+        tree = ast.parse(text)
+        names, calls = nm._checkpoint_aliases(tree)
+        want = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and n.args]
+        assert [id(c) for c in calls] == [id(c) for c in want]
+        assert names == {"checkpoint_name"} | {
+            a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
+            for a in n.names if a.name == "checkpoint_name" and a.asname}
