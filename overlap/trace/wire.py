@@ -524,9 +524,11 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
 def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.ndarray]:
     scanner: Any = SCANNER
     skel, planes = scanner.split_space(data, n, strip_meta)
-    # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`); once
+    # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`; the
+    # event metadata entries it holds, located by the split, say what that costs); once
     # protobuf is loaded, upb is the faster decoder
-    xs = decode_space(skel) if "overlap.trace.protos" not in sys.modules else None
+    xs = decode_space(skel, sum(len(pl[1]) for pl in planes if not pl[3])) \
+        if "overlap.trace.protos" not in sys.modules else None
     if xs is None:
         from overlap.trace.protos import XSpace
 
