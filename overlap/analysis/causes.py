@@ -209,7 +209,7 @@ def transfer_causes(trace, table: Columns) -> Columns:
     out["cause_pageable_memory_ps"] = np.where(pg, exposed, 0)
     out["cause_shares_stream_with_compute_ps"] = np.where(ss, exposed, 0)
     out["cause_queued_behind_same_direction_ps"] = np.where(qu, exposed, 0)
-    _waits(out, keys, tg, start, end, cg, cs, ce, rest)
+    _waits(out, keys, tg, start, end, cg, cs, ce, rest & (exposed > 0))
     # what is left of a transfer's exposed time (none, by construction) is unknown: the split
     # always sums to exposed_ps
     left = exposed - sum(out[c] for c in CAUSE_COLUMNS)
@@ -313,7 +313,9 @@ def _group_reach(e: np.ndarray, same: np.ndarray) -> np.ndarray:
 
 def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, cg, cs, ce, rest) -> None:
     """Split the exposed time of the transfers in `rest` into device_waits and unknown, per
-    exposed piece (see the module docstring), and fill stall_ps / ready_ps."""
+    exposed piece (see the module docstring), and fill stall_ps / ready_ps. (A copy without
+    exposed time has no piece: the caller leaves those out of `rest`, which saves their
+    searches, most copies of a capture that hides them.)"""
     comp = merged_groups(cg, cs, ce)
     mg, ms, me = comp.g, comp.s, comp.e
     sel = np.flatnonzero(rest & (end > start))

@@ -126,18 +126,19 @@ def key_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
     return factorize(v, sort=sort)
 
 
-# The last few columns numbered by `few_objects` in `key_codes`, with a copy of each (which
-# keeps its objects alive: no other object can take their addresses) and its answers: the
-# analysis numbers one transfer table's direction column five times (its groups, the
-# regroups of one host file's groups, which hold that column, the copy queues), ~0.5 ms of
-# 36k rows each, where telling the same objects at the same rows takes ~0.03 ms.
-_FEW: list[tuple[np.ndarray, list, bool, np.ndarray, np.ndarray]] = []
+# The last two columns numbered by `few_objects` in `key_codes` (their rows' addresses, their
+# objects kept alive) and their answers: the analysis numbers one transfer table's direction
+# column five times (its groups, the regroups of one host file's groups, which hold that
+# column, the copy queues, the step rows), ~0.4 ms of 36k rows each, where telling the same
+# objects at the same rows takes ~0.03 ms.
+_FEW: list[tuple[np.ndarray, list, dict[bool, tuple[np.ndarray, np.ndarray]]]] = []
 
 
 def _few_seen(v: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    for addr, _, s, code, uniq in _FEW:
-        if s == sort and len(addr) == len(v) and bool(
+    for addr, _, codes in _FEW:
+        if sort in codes and len(addr) == len(v) and bool(
                 np.array_equal(addr, object_addresses(v))):
+            code, uniq = codes[sort]
             return code.astype(np.int64), uniq.copy()  # (callers may write to what they get)
     return None
 
@@ -145,9 +146,15 @@ def _few_seen(v: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray] | None
 def _few_keep(v: np.ndarray, heads: np.ndarray, sort: bool, code: np.ndarray,
               uniq: np.ndarray) -> None:
     # each row's address (its few distinct objects, `heads`, held alive: no other object can
-    # take their addresses) and its code in one byte: 9 bytes a row, two columns at most
-    _FEW[:] = [(object_addresses(v).copy(), v[heads].tolist(), sort, code.astype(np.int8),
-                uniq.copy()), *_FEW[:1]]
+    # take their addresses) and its codes in one byte, by `sort`: ~10 bytes a row, two
+    # columns at most
+    addr = object_addresses(v)
+    for held in _FEW:
+        if len(held[0]) == len(v) and bool(np.array_equal(held[0], addr)):
+            held[2][sort] = (code.astype(np.int8), uniq.copy())
+            return
+    _FEW[:] = [(addr.copy(), v[heads].tolist(), {sort: (code.astype(np.int8), uniq.copy())}),
+               *_FEW[:1]]
 
 
 def few_objects(v: np.ndarray, most: int = 8) -> tuple[np.ndarray, np.ndarray] | None:

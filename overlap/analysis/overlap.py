@@ -298,7 +298,13 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
         comp = merged_groups(ccode, cstart, cend)
         mg, ms, me = comp.g, comp.s, comp.e
         hidden = comp.covered(tcode, start, end)
-        xg, xs, xe = comp.subtract_from(*merge_grouped(tcode, start, end))
+        # the wall-clock set with a copy in flight and no compute: the uncovered parts of the
+        # copies' union are those of the copies with exposed time (a covered copy adds
+        # none), so only they are merged and cut (none where every copy hides: 2.6 ms of
+        # the many-ops capture's 36k copies)
+        exposed = span > hidden
+        xg, xs, xe = comp.subtract_from(*merge_grouped(tcode, start, end)) if exposed.all() \
+            else comp.subtract_from(*merge_grouped(tcode[exposed], start[exposed], end[exposed]))
         groups = np.arange(len(keys) + 1)
         cb, xb = np.searchsorted(mg, groups), np.searchsorted(xg, groups)
         for g in np.flatnonzero(np.bincount(tcode, minlength=len(keys))).tolist():

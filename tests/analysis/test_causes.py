@@ -397,3 +397,43 @@ def test_queues_equal_the_copy_by_copy_rule(seed, monkeypatch):
         monkeypatch.setattr(C, "_LIFT_LIMIT", limit)
         got = C._queues(tg, direction, start, end, nbytes)
         assert [v.tolist() for v in got] == [list(v) for v in want]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_copies_without_exposed_time_add_no_piece(seed):
+    """The exposed-time set of `transfer_columns` and the device-waits split of `_waits` are
+    computed from the copies with exposed time only: the same answers as from every copy
+    (random groups, compute with gaps, copies hidden, partly and wholly exposed, empty)."""
+    from overlap.analysis.intervals import merge_grouped
+
+    rng = np.random.default_rng(seed)
+    ng = int(rng.integers(1, 4))
+    n = int(rng.integers(0, 50))
+    cg = np.sort(rng.integers(0, ng, n))
+    cs = rng.integers(0, 1000, n) * US
+    ce = cs + rng.integers(0, 80, n) * US
+    order = np.lexsort((cs, cg))
+    cg, cs, ce = cg[order], cs[order], ce[order]
+    comp = C.merged_groups(cg, cs, ce)
+    m = int(rng.integers(1, 40))
+    tg = rng.integers(0, ng + 1, m)  # group ng: never any compute
+    s = rng.integers(0, 1100, m) * US
+    e = s + rng.integers(0, 60, m) * US
+    exposed = (e - s) - comp.covered(tg, s, e)
+    assert (exposed >= 0).all()
+    every = comp.subtract_from(*merge_grouped(tg, s, e))
+    some = comp.subtract_from(*merge_grouped(tg[exposed > 0], s[exposed > 0],
+                                             e[exposed > 0]))
+    for a, b in zip(every, some):
+        np.testing.assert_array_equal(a, b)
+    keys = C._Keys(s, e, cs, ce, groups=ng + 1)
+    cols = ("cause_device_waits_ps", "cause_unknown_ps", "unknown_no_resume_ps",
+            "unknown_late_resume_ps", "unknown_not_copy_bound_ps", "stall_ps", "ready_ps")
+    outs = []
+    for rest in (np.ones(m, bool), exposed > 0):
+        out = {c: np.zeros(m, np.int64) for c in cols}
+        out["ready_ps"][:] = -1
+        C._waits(out, keys, tg, s, e, cg, cs, ce, rest)
+        outs.append(out)
+    for c in cols:
+        np.testing.assert_array_equal(outs[0][c], outs[1][c], c)
