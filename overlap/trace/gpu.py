@@ -13,6 +13,7 @@ from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
 from overlap.trace.tables import missing_mask
 from overlap.trace.wire import (
     GROUP_STRIDE,
+    Coded,
     Cols,
     LineEvents,
     Plane,
@@ -211,8 +212,27 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
         end += start
         co.add(len(idx), host=host, device=pick(device, idx), start_ps=start, end_ps=end,
                name=knames, hlo_op=coded_stat(P, ev, idx, "hlo_op", _clean_hlo_op),
-               hlo_module=coded_stat(P, ev, idx, "hlo_module"),
+               hlo_module=_one_or_coded(coded_stat(P, ev, idx, "hlo_module")),
                stream=pick(stream, idx), line=pick(line_name, idx))
+
+
+def _one_or_coded(c: Coded) -> Any:
+    """A `Coded` column whose values are all None, or all one str, as that value (a scalar
+    for `Cols.add`: a `repeated` column), else as is. Why: a kernel line whose events name
+    no module reads it from each kernel's metadata, one None per distinct kernel, so the
+    codes differ and `Coded.column` took a million Nones one by one (~5-10 ms)."""
+    vals = c.values.tolist()
+    if not vals or len(vals) > _ONE_VALUE_MAX:
+        return c
+    v = vals[0]
+    if v is None and all(x is None for x in vals):
+        return None
+    if type(v) is str and all(type(x) is str and x == v for x in vals):
+        return v
+    return c
+
+
+_ONE_VALUE_MAX = 4096  # values `_one_or_coded` compares (one per distinct kernel at most)
 
 
 def _clean_hlo_op(v: Any) -> str | None:

@@ -1,0 +1,72 @@
+"""Columns of one value per op or kernel, handed on as that one value (a `repeated` view):
+the same objects at every row as the per-event column they replace.
+
+`tpu._per_event` (the compute ops' module and program per event) and `gpu._one_or_coded`
+(a kernel line's `hlo_module`, read from each kernel's metadata where the events name none):
+where every value is None, or one str, the column is that value repeated; anything else
+(values of two types that compare equal, two strs, a str and None) stays per event.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from overlap.arrays import is_repeated
+from overlap.trace.gpu import _one_or_coded
+from overlap.trace.tpu import _per_event
+from overlap.trace.values import Coded, Cols
+
+A_STR = "jit_step"
+CASES = [
+    [None, None, None],
+    [A_STR, A_STR, "jit_" + "step"],  # equal strs, distinct objects
+    [A_STR, None, A_STR],
+    [A_STR, "other", A_STR],
+    [A_STR, b"jit_step", A_STR],  # a str and bytes of the same bytes
+    [1, 1.0, True],  # equal under ==, not one value
+    [None],
+]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> None:
+    assert len(a) == len(b)
+    for x, y in zip(a.tolist(), b.tolist()):
+        assert type(x) is type(y) and x == y
+
+
+@pytest.mark.parametrize("values", CASES)
+@pytest.mark.parametrize("ids", [False, True])
+def test_per_event_is_the_per_op_column(values, ids):
+    if ids and any(type(v) not in (int, type(None)) for v in values) and \
+            any(type(v) is int for v in values):
+        pytest.skip("`ids` columns hold `as_id`'s ints or None only")
+    per_op = np.array([*values, "a boundary op"] + [None], object)[:-1]
+    nb = np.arange(len(values))  # the compute ops (not the last)
+    iu = np.random.default_rng(len(values)).integers(0, len(values), 1000)
+    got = _per_event(per_op, nb, iu, ids)
+    _same(got, per_op[iu])
+    one = all(v is None for v in values) or (
+        type(values[0]) is str and all(type(v) is str and v == values[0] for v in values))
+    assert is_repeated(got) == one
+    # ids: one int for every op is one value too
+    if ids:
+        _same(_per_event(np.array([5, 5, None], object), np.arange(2), iu % 2, True),
+              np.full(len(iu), 5, object))
+
+
+@pytest.mark.parametrize("values", CASES)
+def test_one_or_coded_gives_the_coded_column(values):
+    vals = np.array([*values] + [None], object)[:-1]
+    codes = np.random.default_rng(7).integers(0, len(values), 500)
+    expect = Coded(codes, vals).column()
+    got = _one_or_coded(Coded(codes, vals))
+    cols = Cols()
+    cols.add(len(codes), hlo_module=got)
+    column = cols.rows({"hlo_module": "object"})["hlo_module"]
+    _same(column, expect)
+    one = all(v is None for v in values) or (
+        type(values[0]) is str and all(type(v) is str and v == values[0] for v in values))
+    assert isinstance(got, Coded) != one
+    if one:
+        assert is_repeated(column)
