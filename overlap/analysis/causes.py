@@ -600,7 +600,7 @@ def cause_dicts(sums: list[np.ndarray]) -> list[dict[str, int]]:
         keys = [CAUSES[i] for i in which]
         values = [np.asarray(sums[i])[at].tolist() for i in which]
         dicts = map(dict, map(functools.partial(zip, keys), zip(*values))) if which else \
-            (dict() for _ in range(len(at)))
+            [{} for _ in range(len(at))]
         if len(patterns) == 1:
             return list(dicts)
         for i, d in zip(at.tolist(), dicts):

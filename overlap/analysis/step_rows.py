@@ -76,8 +76,13 @@ def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
         def per_step(values: np.ndarray, _idx=idx, _n=n) -> np.ndarray:
             return _sums(_idx, np.asarray(values, dtype=np.int64), _n)
 
-        def col(name: str, _ti=ti) -> np.ndarray:
-            return np.asarray(table[name], dtype=np.int64)[_ti]
+        every = len(ti) == len(t_host)  # (ascending, distinct: every row in order)
+
+        def col(name: str, _ti=ti, _every=every) -> np.ndarray:
+            # every transfer of the table in this host's steps (one host file): the column
+            # itself, not a gather of each of its ten columns
+            v = np.asarray(table[name], dtype=np.int64)
+            return v if _every else v[_ti]
 
         counts = np.bincount(idx, minlength=n)
         t_dir = t_dcode[ti]
@@ -132,7 +137,9 @@ def _sums(idx: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Exact int64 sums of `values` per step number `idx` (0..n-1). Where every partial sum
     stays within 2**53 they are bincount's float64 sums (integers that float64 holds exactly,
     a pass in C); else integer sums with `np.add.at` (picosecond totals may pass 2**53)."""
-    if not len(values) or int(np.abs(values).max()) * len(values) < _EXACT:
+    if not values.any():  # (a cause no copy has: no pass over the steps)
+        return np.zeros(n, np.int64)
+    if int(np.abs(values).max()) * len(values) < _EXACT:
         return np.bincount(idx, weights=values, minlength=n).astype(np.int64)
     out = np.zeros(n, np.int64)
     np.add.at(out, idx, values)
