@@ -151,6 +151,21 @@ def test_key_codes_equal_pandas_factorize(values, sort, shape):
     assert uniq.tolist() == list(want_u)
 
 
+@pytest.mark.parametrize("seed", range(30))
+def test_dense_codes_equal_factorize(seed):
+    """`grouping.dense_codes` numbers int keys as `arrays.factorize` does, in key order or by
+    first appearance: keys with repeats, every row its own key (in any order), none."""
+    from overlap.arrays import factorize
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 50))
+    for x in (rng.integers(0, max(2 * n, 1), n), rng.permutation(3 * n)[:n],
+              np.arange(n)[::-1].copy()):
+        x = x.astype(np.int64)
+        for sort in (False, True):
+            assert grouping.dense_codes(x, sort).tolist() == factorize(x, sort=sort)[0].tolist()
+
+
 def test_key_codes_of_a_column_seen_before_or_changed_in_place():
     """A column of few objects is numbered once (`grouping._FEW`): the same objects at the
     same rows (another array) get those codes again; a column changed in place, or equal
