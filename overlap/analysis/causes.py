@@ -407,11 +407,17 @@ def part_stats(table: Columns, extra: Columns) -> dict[str, dict[str, dict[str, 
     hidden = np.asarray(table["hidden_ps"], np.int64)
     hlo = np.asarray(table["hlo_op"], object)
     out: dict[str, dict[str, dict[str, Any]]] = {}
-    for d in DIRECTIONS:
+    # the causes some copy has time of (none where every copy hides: then no direction is
+    # compared row by row)
+    has = {c: h for c, h in ((c, np.asarray(extra[col]) > 0)
+                             for c, col in zip(CAUSES, CAUSE_COLUMNS)) if h.any()}
+    for d in DIRECTIONS if has else ():
         dm = direction == d
         per: dict[str, dict[str, Any]] = {}
-        for c, col in zip(CAUSES, CAUSE_COLUMNS):
-            m = dm & (np.asarray(extra[col]) > 0)
+        for c in CAUSES:
+            if c not in has:
+                continue
+            m = dm & has[c]
             if not m.any():
                 continue
             st: dict[str, Any] = {"transfers": int(m.sum()), "bytes": int(nbytes[m].sum()),
