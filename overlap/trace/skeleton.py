@@ -12,17 +12,20 @@ caller hands the bytes to upb (which accepts them, or refuses with its own messa
 a skeleton that would take longer here than upb, its import included (more than `LIMIT` bytes;
 or, where the caller says how many event metadata entries it holds, more than `MAX_ENTRIES` of
 them: most of a host skeleton's bytes can be a few `Hlo Proto` blobs, which cost one slice
-each, `MAX_FIELDS` plane fields at most either way), a malformed varint or
+each, `MAX_FIELDS` plane fields and `MAX_PLANE_STATS` stats a plane at most either way), a
+malformed varint or
 length (a tag or length prefix longer than 5 bytes included: upb refuses those, whatever
 the process read before), a known field with an unexpected wire type, groups, field number
 0, a map entry with a repeated value field or an unknown field (upb keeps such an entry out
 of the map), lines inside a plane (skeletons have none), invalid UTF-8 in a string field
-(upb refuses it; `wire.sanitize` then reads it with replacement), and any map whose keys
-are not dense (every key in [0, entries]): upb iterates an int map in its hash table's order,
-which is ascending key order for such keys (checked against upb for maps of 0 to 10,000
-entries inserted in random order, duplicates included); readers that iterate a map (the
-`/host:metadata` modules, host-plane names) then see the order they would have seen. So a
-real capture's `/host:metadata` plane (entries keyed by program id) is left to upb. Blind
+(upb refuses it; `wire.sanitize` then reads it with replacement), and, where the installed
+protobuf is not a upb whose int tables `upb_int_order` follows (7.36-7.37), any map whose
+keys are not dense (every key in [0, entries]). Maps are iterated in upb's order, the order
+readers that iterate one would have seen (the `/host:metadata` modules: entries keyed by
+program id; host-plane names): upb iterates an int map in its hash table's slot order, which
+is ascending for dense keys (checked against upb for maps of 0 to 10,000 entries inserted in
+random order, duplicates included) and `upb_int_order`'s for any keys (checked against upb
+on maps of up to 3,000 entries of every key shape, tests/trace/test_skeleton.py). Blind
 spot: unknown fields are skipped, not kept (nothing re-serializes a skeleton).
 """
 
@@ -41,6 +44,11 @@ MAX_ENTRIES = 1500
 # Plane-level fields (metadata entries of both kinds, plane stats) decoded at most: a skeleton
 # of many stat metadata but few event metadata is refused once it has cost ~4 ms.
 MAX_FIELDS = 5000
+# Plane stats of one plane decoded at most: a `/host:__ScopeRangeCallStack__` plane holds one
+# per call stack (106 to 1,911 on the H100 captures here, ~3 us each), where device and host
+# planes hold a dozen; a GPU capture of offloaded copies loads protobuf for its HloProtos
+# anyway (`overlap.analysis.names`), so decoding those here is time lost.
+MAX_PLANE_STATS = 200
 
 
 class _Refuse(Exception):
@@ -225,6 +233,8 @@ def _space(b: bytes, budget: list[int]) -> SpaceMsg:
 
 def _plane(b: bytes, i: int, end: int, budget: list[int]) -> PlaneMsg:
     p = PlaneMsg()
+    ekeys: list[int] = []  # each map's keys as written (`_in_upb_order`)
+    skeys: list[int] = []
     while i < end:
         budget[0] -= 1
         if budget[0] < 0:
@@ -239,19 +249,34 @@ def _plane(b: bytes, i: int, end: int, budget: list[int]) -> PlaneMsg:
             if fn == 2:
                 p.name = _text(b, s, i)
             elif fn == 6:
+                if len(p.stats) >= MAX_PLANE_STATS:
+                    raise _Refuse  # upb is the faster here
                 p.stats.append(_stat(b, s, i))
             else:
                 k, v = _entry(b, s, i, _event_metadata if fn == 4 else _stat_metadata)
                 (p.event_metadata if fn == 4 else p.stat_metadata)[k] = v
+                (ekeys if fn == 4 else skeys).append(k)
         else:
             i = _skip(b, i, end, wt)
-    for m in (p.event_metadata, p.stat_metadata):
-        if m and (min(m) < 0 or max(m) > len(m)):
-            raise _Refuse  # upb's iteration order is its hash table's: let upb build the map
-    # dense keys: upb iterates them in ascending order, whatever order the file wrote
-    p.event_metadata = dict(sorted(p.event_metadata.items()))
-    p.stat_metadata = dict(sorted(p.stat_metadata.items()))
+    p.event_metadata = _in_upb_order(p.event_metadata, ekeys)
+    p.stat_metadata = _in_upb_order(p.stat_metadata, skeys)
     return p
+
+
+def _in_upb_order(m: dict[int, Any], written: list[int]) -> dict[int, Any]:
+    """The map `m` (each key's last value) in the order upb iterates it, its keys inserted as
+    `written` (file order, duplicates included). Dense keys (every key in [0, entries]):
+    ascending (checked against upb for maps of 0 to 10,000 entries, any insertion order);
+    other keys: `upb_int_order`, where the installed protobuf's upb is the one it follows."""
+    if not m:
+        return m
+    if min(m) >= 0 and max(m) <= len(m):
+        return dict(sorted(m.items()))
+    if _UPB_INTTABLE[0] is None:
+        _UPB_INTTABLE[0] = _upb_inttable()  # (once, where a map of other keys is met)
+    if not _UPB_INTTABLE[0]:
+        raise _Refuse  # an int map in another upb's order: let upb build the map
+    return {k: m[k] for k in upb_int_order(written)}
 
 
 def _entry(b: bytes, i: int, end: int, value) -> tuple[int, Any]:
@@ -358,3 +383,109 @@ def _stat(b: bytes, i: int, end: int) -> Stat:
             val = _text(b, s, i) if fn == 5 else b[s:i]
         st._kind, st._value = name, val  # the last field of the oneof wins
     return st
+
+
+# ---------------------------------------------------------------------------------------------
+# upb's int map order
+#
+# upb (protobuf 7.36 and 7.37's, python/google/protobuf 7.36.x) keeps a map of int64 keys in a
+# `upb_inttable`: a hash table of 2**k slots (8 at first), hash = the key's low 32 bits XOR its
+# high 32 (as uint64), slot = hash & (size - 1), collisions chained through free slots (Lua's
+# scheme with Brent's variation: a key in another key's main slot is moved out of it), grown
+# to twice the size, the old slots re-inserted in slot order, when an insert finds 7/8 of the
+# slots taken. The decoder inserts each entry as written, removing the key first (a key
+# written twice moves). Iteration is slot order. Older upbs (7.35 and before: an array part
+# for small keys, or string-keyed tables) order other keys otherwise: there, such maps are
+# left to upb (`_UPB_INTTABLE`).
+
+_NO_NEXT = -1  # an occupied slot that ends its chain (None: an empty slot)
+
+
+def upb_int_order(written: list[int]) -> list[int]:
+    """The keys of an int64-keyed map in upb's iteration order, its entries decoded in the
+    order `written` (duplicates included: each is removed and inserted again)."""
+    size = 8
+    key = [0] * size
+    nxt: list[int | None] = [None] * size
+    count = 0
+
+    def slot(k: int) -> int:
+        return ((k & 0xFFFFFFFF) ^ (k >> 32)) & (size - 1)
+
+    def insert(k: int) -> None:
+        nonlocal count
+        count += 1
+        mp = slot(k)
+        if nxt[mp] is None:
+            key[mp], nxt[mp] = k, _NO_NEXT
+            return
+        new = next((j for j in range(mp + 1, size) if nxt[j] is None), None)
+        if new is None:
+            new = next(j for j in range(size) if nxt[j] is None)
+        chain = slot(key[mp])
+        if chain == mp:  # the occupant heads our chain: append after it
+            key[new], nxt[new], nxt[mp] = k, nxt[mp], new
+            return
+        # the occupant belongs to another chain: move it out, take its slot
+        key[new], nxt[new] = key[mp], nxt[mp]
+        while nxt[chain] != _NO_NEXT and nxt[chain] != mp:
+            chain = nxt[chain]  # type: ignore[assignment]
+        nxt[chain] = new
+        key[mp], nxt[mp] = k, _NO_NEXT
+
+    def remove(k: int) -> None:
+        nonlocal count
+        c = slot(k)
+        if nxt[c] is None:
+            return
+        if key[c] == k:
+            m = nxt[c]
+            if m != _NO_NEXT:
+                key[c], nxt[c], nxt[m] = key[m], nxt[m], None  # type: ignore[index]
+            else:
+                nxt[c] = None
+            count -= 1
+            return
+        while nxt[c] != _NO_NEXT and key[nxt[c]] != k:  # type: ignore[index]
+            c = nxt[c]  # type: ignore[assignment]
+        r = nxt[c]
+        if r != _NO_NEXT:
+            nxt[c], nxt[r] = nxt[r], None  # type: ignore[index]
+            count -= 1
+
+    for k in written:
+        k &= 0xFFFFFFFFFFFFFFFF  # the key as upb's uintptr_t
+        remove(k)
+        if count == size - (size >> 3):  # full: twice the slots, re-inserted in slot order
+            old = [key[i] for i in range(size) if nxt[i] is not None]
+            size *= 2
+            key, nxt, count = [0] * size, [None] * size, 0
+            for o in old:
+                insert(o)
+        insert(k)
+    return [k - (1 << 64) if k >= 1 << 63 else k for k, n in zip(key, nxt) if n is not None]
+
+
+def _upb_inttable() -> bool:
+    """Whether the installed protobuf decodes with the upb `upb_int_order` follows: its upb
+    backend (the default; not the pure-Python or C++ one an environment variable asks for),
+    version 7.36 or 7.37. Its version is read from the package's `__init__.py` text, not by
+    importing it (~1 ms; a report that never needs protobuf does not load it)."""
+    import os
+
+    if os.environ.get("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "upb") != "upb":
+        return False
+    import importlib.util
+    import re
+
+    try:
+        spec = importlib.util.find_spec("google.protobuf")
+        with open(spec.origin or "", encoding="utf-8") as f:  # type: ignore[union-attr]
+            text = f.read()
+    except (ImportError, AttributeError, ValueError, OSError):
+        return False
+    m = re.search(r"^__version__ = ['\"](\d+)\.(\d+)\.", text, re.M)
+    return m is not None and (7, 36) <= (int(m.group(1)), int(m.group(2))) < (7, 38)
+
+
+_UPB_INTTABLE: list[bool | None] = [None]  # `_upb_inttable()`, asked on first need

@@ -144,9 +144,11 @@ def test_encodings_the_writers_never_write():
                     field(6, 2, b""))
            + field(2, 2, "ü".encode()) + field(3, 2, b"w") + field(99, 0, 1))
     assert _agree(raw)
-    # ids upb keeps in its hash table's order (not ascending): upb builds that map
+    # ids upb keeps in its hash table's order (not ascending): that order (`upb_int_order`),
+    # or upb builds the map where the installed upb is another
     sparse = _plane(_entry(4, 1, b""), _entry(4, 1 << 40, b""))
-    assert skeleton.decode_space(sparse) is None and _upb(sparse) is not None
+    assert _upb(sparse) is not None
+    assert _agree(sparse) == skeleton._upb_inttable()
     for bad in (_plane(field(2, 2, b"\xff")),  # invalid UTF-8: upb refuses too
                 _plane(field(1, 2, b"")),  # a known field of another wire type
                 _plane(field(3, 2, b"")),  # lines: never in a skeleton
@@ -216,3 +218,57 @@ def test_entry_count_over_the_limit_and_plane_fields_over_budget_are_refused():
     assert _agree(few)
     assert skeleton.decode_space(few, entries=skeleton.MAX_ENTRIES + 1) is None
     assert skeleton.decode_space(few, entries=0) is not None
+
+
+@pytest.mark.skipif(not skeleton._upb_inttable(), reason="another upb: such maps go to upb")
+def test_int_map_order_is_upbs_for_any_keys():
+    """`upb_int_order` against upb itself: maps of 1 to 3,000 entries, keys of every shape
+    (full 64-bit, negative, multiples of 2**32 whose halves cancel in the hash, small and
+    sparse), written in any order, keys written more than once; and the decoder's answer
+    for such a plane equals upb's, order included."""
+    rng = random.Random(32)
+    for _ in range(600):
+        m = rng.choice([1, 2, 7, 8, 9, 15, 16, 17, 57, 100, 300, 1000, 3000])
+        kind = rng.randrange(5)
+        pool = [(rng.randrange(1 << 63), rng.randrange(-(1 << 63), 1 << 63),
+                 rng.randrange(4 * m + 10), rng.randrange(1 << 20) * rng.choice(
+                     [1, 1 << 32, (1 << 32) + 1, 1024]), rng.randrange(10**5))[kind]
+                for _ in range(m)]
+        keys = [rng.choice(pool) for _ in range(m + rng.randrange(m + 1))] \
+            if rng.random() < 0.5 else pool
+        raw = _plane(*[_entry(4, k, field(2, 2, b"n")) for k in keys])
+        ref = _upb(raw)
+        assert list(ref.planes[0].event_metadata.keys()) == skeleton.upb_int_order(keys)
+        if m <= 100:
+            assert _agree(raw)
+
+
+def test_int_map_order_is_left_to_upb_on_another_protobuf(monkeypatch, tmp_path):
+    """Where the installed protobuf is not the upb `upb_int_order` follows (an older or newer
+    release, the pure-Python backend), a map of sparse keys is refused (upb builds it); dense
+    ones are still decoded."""
+    sparse = _plane(_entry(4, 1, b""), _entry(4, 1 << 40, b""))
+    dense = _plane(_entry(4, 2, b""), _entry(4, 1, b""))
+    import importlib.util
+
+    real = importlib.util.find_spec("google.protobuf")
+    assert real is not None and real.origin
+    for env, version in (("upb", "7.35.2"), ("upb", "7.38.0"), ("python", "7.36.2"),
+                         ("upb", "x")):
+        init = tmp_path / version / "__init__.py"
+        init.parent.mkdir(exist_ok=True)
+        init.write_text(f"__version__ = '{version}'\n")
+        monkeypatch.setenv("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", env)
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, init=init: type(
+            "Spec", (), {"origin": str(init)})())
+        assert not skeleton._upb_inttable()
+        monkeypatch.setattr(skeleton, "_UPB_INTTABLE", [None])
+        assert skeleton.decode_space(sparse) is None
+        assert _agree(dense)
+
+
+def test_plane_stats_over_the_cap_are_refused():
+    st = field(6, 2, field(1, 0, 1) + field(3, 0, 7))
+    many = _plane(*[st] * (skeleton.MAX_PLANE_STATS + 1))
+    assert _upb(many) is not None and skeleton.decode_space(many) is None
+    assert _agree(_plane(*[st] * skeleton.MAX_PLANE_STATS))
