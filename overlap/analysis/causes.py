@@ -225,6 +225,9 @@ def _on_compute_stream(tr: Columns, co: Columns, tg, cg, keys_hd
     """Per transfer: does a compute event of its device run on its stream (GPU devices), and
     how many compute events that stream has."""
     ts, tok = _streams(tr)
+    gpu = np.array([d.startswith("GPU") for _, d in keys_hd], bool)
+    if not gpu.any():  # streams are GPU's: no TPU copy shares one with compute
+        return np.zeros(len(ts), bool), np.zeros(len(ts), np.int64)
     cs, cok = _streams(co)
     if not cok.all():  # (else no copies of a million compute rows' groups and streams)
         cg, cs = cg[cok], cs[cok]
@@ -240,7 +243,6 @@ def _on_compute_stream(tr: Columns, co: Columns, tg, cg, keys_hd
     ckey, at = np.unique(cg[head] * w + inv[len(ts):], return_inverse=True)
     kernels = np.bincount(at, weights=run, minlength=len(ckey)).astype(np.int64)
     i = np.minimum(np.searchsorted(ckey, tkey), len(ckey) - 1)
-    gpu = np.array([d.startswith("GPU") for _, d in keys_hd], bool)
     on = (ckey[i] == tkey) & gpu[tg] & tok
     return on, np.where(on, kernels[i], 0)
 
