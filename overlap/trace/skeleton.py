@@ -165,6 +165,11 @@ def _varint(b: bytes, i: int, end: int) -> tuple[int, int]:
 
 
 def _tag(b: bytes, i: int, end: int) -> tuple[int, int, int]:
+    t = b[i]
+    if t < 0x80 and i < end:  # one byte (fields 1-15), as `_varint` would read it
+        if t < 8:
+            raise _Refuse  # field number 0
+        return t >> 3, t & 7, i + 1
     i0 = i
     t, i = _varint(b, i, end)
     fn, wt = t >> 3, t & 7
@@ -175,6 +180,12 @@ def _tag(b: bytes, i: int, end: int) -> tuple[int, int, int]:
 
 
 def _len(b: bytes, i: int, end: int) -> tuple[int, int]:
+    n = b[i]
+    if n < 0x80 and i < end:  # one byte, as `_varint` would read it
+        i += 1
+        if i + n > end:
+            raise _Refuse
+        return i, i + n
     i0 = i
     n, i = _varint(b, i, end)
     # upb's limits: a length prefix of at most 5 bytes, below 2**31 - 1
@@ -204,6 +215,9 @@ def _int64(b: bytes, i: int, end: int, wt: int) -> tuple[int, int]:
     """An int64 field's value (a varint, two's complement) and the position after it."""
     if wt != 0:
         raise _Refuse
+    v = b[i]
+    if v < 0x80 and i < end:  # one byte, as `_varint` would read it
+        return v, i + 1
     v, i = _varint(b, i, end)
     return _signed(v), i
 
@@ -359,7 +373,13 @@ _DOUBLE = struct.Struct("<d")
 def _stat(b: bytes, i: int, end: int) -> Stat:
     st = Stat()
     while i < end:
-        fn, wt, i = _tag(b, i, end)
+        t = b[i]
+        if t < 0x80:  # a one-byte tag (i < end here), as `_tag` reads it: inline, per stat
+            if t < 8:
+                raise _Refuse
+            fn, wt, i = t >> 3, t & 7, i + 1
+        else:
+            fn, wt, i = _tag(b, i, end)
         if fn == 1:
             st.metadata_id, i = _int64(b, i, end, wt)
             continue
@@ -376,7 +396,11 @@ def _stat(b: bytes, i: int, end: int) -> Stat:
             val: Any = _DOUBLE.unpack_from(b, i)[0]
             i += 8
         elif wt == 0:
-            v, i = _varint(b, i, end)
+            v = b[i]
+            if v < 0x80 and i < end:
+                i += 1
+            else:
+                v, i = _varint(b, i, end)
             val = _signed(v) if fn == 4 else v
         else:
             s, i = _len(b, i, end)
