@@ -242,10 +242,17 @@ def group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
         # with `sort`, else by first row
         code = dense_codes(code * max(m, 1) + c, sort=sort)
     inv = code
-    if not sort and int(inv.max()) == n - 1:
-        # every row its own group, numbered by first appearance: the rows as they are (a
-        # capture where every copy is its own op regroups 36k groups by op and direction)
-        return {**{k: t[k] for k in by}, **cols}
+    if int(inv.max()) == n - 1:
+        # every row its own group (a capture where every copy is its own op regroups 36k
+        # groups by op and direction): numbered by first appearance, the rows as they are;
+        # in key order, the rows in the order of their codes (a permutation: its inverse is
+        # what the stable sort below gives, without sorting, and each sum is the row's value)
+        if not sort:
+            return {**{k: t[k] for k in by}, **cols}
+        order = np.empty(n, np.int64)
+        order[inv] = np.arange(n)
+        return {**{k: t[k][order] for k in by},
+                **{col: np.asarray(v)[order] for col, v in cols.items()}}
     if n > 1 and bool((inv[1:] >= inv[:-1]).all()):
         # rows already in group order (one device's groups by (host, device)): the sort's
         # order is the rows' own, and no column is gathered
