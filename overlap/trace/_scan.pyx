@@ -221,54 +221,6 @@ cdef inline Py_ssize_t _len(const uint8_t* b, Py_ssize_t p, Py_ssize_t end,
     return r - <Py_ssize_t>v
 
 
-# Fast paths for the event walk (`decode_events`): a one-byte tag, varint or length read in
-# place, anything longer by the general readers above through temporaries of their own. Why:
-# nearly every tag, id and stat length in a capture is one byte, and a caller's position and
-# fields whose address is never taken stay in registers once these are inlined (a general
-# reader's out-parameters pinned them to the stack: ~40% of the walk's time).
-cdef inline Py_ssize_t _tag1(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, uint64_t* fn,
-                             int* wt) noexcept nogil:
-    cdef uint64_t f
-    cdef int w
-    cdef uint8_t x
-    if p < end:
-        x = b[p]
-        if 8 <= x < 0x80:  # one byte, field number > 0
-            fn[0] = x >> 3
-            wt[0] = x & 7
-            return p + 1
-    p = _tag(b, p, end, &f, &w)
-    fn[0] = f
-    wt[0] = w
-    return p
-
-
-cdef inline Py_ssize_t _varint1(const uint8_t* b, Py_ssize_t p, Py_ssize_t end,
-                                uint64_t* out) noexcept nogil:
-    cdef uint64_t v
-    if p < end and b[p] < 0x80:
-        out[0] = b[p]
-        return p + 1
-    p = _varint(b, p, end, &v)
-    out[0] = v
-    return p
-
-
-cdef inline Py_ssize_t _len1(const uint8_t* b, Py_ssize_t p, Py_ssize_t end,
-                             Py_ssize_t* q) noexcept nogil:
-    """`_len`: the payload's start (returned) and end (q)."""
-    cdef Py_ssize_t r
-    if p < end and b[p] < 0x80:
-        r = p + 1 + b[p]
-        if r > end:
-            return E_PAST
-        q[0] = r
-        return p + 1
-    p = _len(b, p, end, &r)
-    q[0] = r
-    return p
-
-
 def enc_varint(uint64_t v):
     cdef uint8_t out[10]
     cdef int k = 0
@@ -946,6 +898,14 @@ _DIRECT_MAX = 1 << 20  # ids below this get a lookup table (4 bytes each: 4 MB a
 
 
 _NO_TABLE = np.full(1, -1, np.int32)
+_NO_CODES = np.zeros((1, 1), np.int32)
+
+
+def _widened(codes, Py_ssize_t rows):
+    """`decode_events`' int8 codes as int32, the first `rows` of each group copied."""
+    out = np.empty(codes.shape, np.int32)
+    out[:, :rows] = codes[:, :rows]
+    return out
 
 
 def _direct(keys, values, limit):
@@ -961,7 +921,7 @@ def _direct(keys, values, limit):
 
 def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_ssize_t total,
                   skip=None, wanted=None, plane_of=None, int64_t stride=0, groups=None,
-                  int64_t time_limit=-1):
+                  int64_t time_limit=-1, bint drop=False):
     """The events of lines whose payloads are [starts[i], ends[i]), in order (see the module
     docstring). `skip`, `wanted`: sorted int64 arrays (metadata ids; stat ids, or with
     `plane_of` (per event, its plane's index) the keys `plane * stride + id`) or None.
@@ -972,21 +932,25 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     Returns (mid, offset, duration, aggregated, stats dict of arrays, groups, bad) where groups
     is (codes: int32 [group count, events], -1 where the event has no such stat; per group the
     distinct values: dict of kind, ival, vpos arrays), bad the number of string stats
-    (as written last in their XStat) holding invalid UTF-8, and dropped: None, or with
-    `time_limit` >= 0 and events skipped, (per row its event's index among the lines' events,
-    int64; of the skipped events, how many have a negative offset or duration, and how many
-    else an offset or duration >= time_limit, each positioned). With `time_limit` >= 0 a
-    skipped event writes no row at all (rows, stat records' `ev` and codes count the others
-    only; the walk still checks its bytes and counts its invalid strings): a host line of a
-    million Python-tracer frames keeps the few thousand events a rule can read, and the times
-    the reader would have dropped as impossible are still counted (overlap.trace.wire's
-    `TIME_LIMIT_PS` and `INVALID_REASONS`)."""
+    (as written last in their XStat) holding invalid UTF-8, and times: None, or with
+    `time_limit` >= 0 (raw, neg, big, odd): raw None, or where `drop` left rows out, per row
+    its event's index among the lines' events (int64); of the events left out, how many have
+    a negative offset or duration (neg), and how many else one >= time_limit (big), each
+    positioned; of the rows, how many are aggregated or have such a time (odd: 0 tells the
+    reader every row is positioned and possible without a pass over the rows).
+    With `drop` a skipped event writes no row at all (rows, stat records' `ev` and codes
+    count the others only; the walk still checks its bytes and counts its invalid strings):
+    a host line of a million Python-tracer frames keeps the few thousand events a rule can
+    read, and the times the reader would have dropped as impossible are still counted
+    (overlap.trace.wire's `TIME_LIMIT_PS` and `INVALID_REASONS`)."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t nl = starts.shape[0], i, p, e, q, es, ee, k = 0, st0
     cdef Py_ssize_t row = 0  # rows written: k less the events dropped (`time_limit`)
-    cdef bint drop = time_limit >= 0 and skip is not None and len(skip) > 0
+    cdef bint timed = time_limit >= 0
+    drop = drop and timed and skip is not None and len(skip) > 0
     cdef Py_ssize_t neg = 0, big = 0  # dropped events' impossible times, by reason
+    cdef Py_ssize_t odd = 0  # rows aggregated or of an impossible time
     cdef uint64_t fn, v
     cdef int wt, rc
     cdef Py_ssize_t nbad = 0  # string stats with invalid UTF-8 (read with replacement)
@@ -1041,8 +1005,15 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     # each row's codes are written once, at its event's end, from `ec` (an event's codes
     # while its stats are read): reading and writing them in place was a cache miss per
     # stat of a group, ~10% of a kernel line's walk
-    codes_a = np.empty((ng, total), np.int32)
-    cdef int32_t[:, ::1] codes = codes_a
+    # Codes are written as int8 while every group has at most 127 distinct values (most
+    # stats: a million kernels' names, modules, ops), the rows so far widened to int32 when
+    # one has more: the reader keeps them in the narrowest dtype anyway (`narrow_codes`),
+    # and an int32 array it narrowed was 4 bytes per event and group through the decode,
+    # then a pass to copy (19 MB on a million kernels in 5 groups)
+    codes_a = np.empty((ng, total), np.int8)
+    cdef int8_t[:, ::1] codes8 = codes_a
+    cdef int32_t[:, ::1] codes = _NO_CODES
+    cdef bint wide = False
     ec_a = np.empty(max(ng, 1), np.int32)
     cdef int32_t[::1] ec_v = ec_a
     cdef int32_t* ec = &ec_v[0]
@@ -1078,10 +1049,14 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
         p = starts[i]
         e = ends[i]
         while p < e:
-            # the line's next XEvent (field 4), its other fields skipped as upb would
-            # (`_next_event`, read in place here: see `_tag1`)
+            # The line's next XEvent (field 4), its other fields skipped as upb would
+            # (`_next_event`). Here and below, a one-byte tag, varint or length (nearly every
+            # tag, id and stat length of a capture) is read in place, anything longer by the
+            # general readers through temporaries (f2, w2, v2, r): gcc does not inline those
+            # readers into this function, and their out-parameters pinned the walk's position
+            # and fields to the stack (~35% of the walk's time on a TPU op line).
             x = b[p]
-            if 8 <= x < 0x80:  # a one-byte tag (see `_tag1`)
+            if 8 <= x < 0x80:  # a one-byte tag, field number > 0
                 fn = x >> 3
                 wt = x & 7
                 p += 1
@@ -1238,6 +1213,10 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                                                       if 0 <= rkey < stride else -1)
                                 tab = <_Intern>ilist[g]
                                 ec[g] = tab.code(b, kind, ival, vpos)
+                                if ec[g] > 127 and not wide:
+                                    codes_a = _widened(codes_a, row)
+                                    codes = codes_a
+                                    wide = True
                 else:
                     es = _skip(b, es, ee, wt, fn, D_EVENT)
                     if es < 0:
@@ -1259,21 +1238,28 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
             off[row] = o
             dur[row] = d
             agg[row] = a
-            for g in range(ng):
-                codes[g, row] = ec[g]
+            if wide:
+                for g in range(ng):
+                    codes[g, row] = ec[g]
+            else:
+                for g in range(ng):
+                    codes8[g, row] = <int8_t>ec[g]
             if drop:
                 raw[row] = k
+            if timed and (a or o < 0 or d < 0 or o >= time_limit or d >= time_limit):
+                odd += 1
             row += 1
             k += 1
     if k != total:
         raise Corrupt("fewer events than counted")
-    dropped = None
+    raw_rows = None
     if row < total:  # (only where events were dropped)
         mid_a, off_a, dur_a, agg_a = mid_a[:row], off_a[:row], dur_a[:row], agg_a[:row]
         codes_a = np.ascontiguousarray(codes_a[:, :row])
-        dropped = (raw_a[:row], neg, big)
+        raw_rows = raw_a[:row]
     return (mid_a, off_a, dur_a, agg_a, st.arrays(),
-            (codes_a, [t.arrays() for t in interns]), nbad, dropped)
+            (codes_a, [t.arrays() for t in interns]), nbad,
+            (raw_rows, neg, big, odd) if timed else None)
 
 
 def decode_events_at(data, const int64_t[::1] starts, const int64_t[::1] ends,

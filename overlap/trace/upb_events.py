@@ -29,11 +29,12 @@ _UPB_KIND = {None: _K_NONE, "double_value": _K_DOUBLE, "uint64_value": _K_U64,
 
 
 
-def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1) -> tuple:
+def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1,
+               drop=False) -> tuple:
     """`_scan.decode_events` from upb messages: the same arrays, the stat values as objects
     (`obj`; a ref's is the referenced id, in a group's values read with `plane_of` its key
-    as the scanner makes it: `plane * GROUP_STRIDE + id`, 2**64 - 1 outside); with
-    `time_limit` >= 0, no row for a skipped event (`dropped` as the scanner says it)."""
+    as the scanner makes it: `plane * GROUP_STRIDE + id`, 2**64 - 1 outside); `time_limit`
+    and `drop` as the scanner's (its `times`: with `drop`, no row for a skipped event)."""
     n = len(events)
     mid = np.zeros(n, np.int64)
     off = np.zeros(n, np.int64)
@@ -48,7 +49,7 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1) 
     seen: list[dict] = [{} for _ in range(ng)]  # value -> code, per group
     tabs: list[tuple[list, list]] = [([], []) for _ in range(ng)]  # (kinds, objects)
     ev, sid, kind, obj = [], [], [], []
-    drop = time_limit >= 0 and bool(skip)
+    drop = drop and time_limit >= 0 and bool(skip)
     skipped = np.zeros(n if drop else 0, bool)
     row = -1  # the event's row: its index less the events dropped before it
     for k, e in enumerate(events):
@@ -94,7 +95,7 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1) 
     st = {"ev": np.array(ev, np.int64), "sid": np.array(sid, np.int64),
           "kind": np.array(kind, np.int8), "obj": object_array(obj)}
     all_codes = np.array(codes, np.int32).reshape(ng, n)
-    dropped = None
+    raw, neg_n, big_n = None, 0, 0
     if drop and skipped.any():
         # the skipped events' impossible times, by reason, as the reader counts kept ones
         s_off, s_dur = off[skipped], dur[skipped]
@@ -103,8 +104,12 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1) 
         big = pos & ~neg & ((s_off >= time_limit) | (s_dur >= time_limit))
         raw = np.flatnonzero(~skipped)
         mid, off, dur, agg, all_codes = mid[raw], off[raw], dur[raw], agg[raw], all_codes[:, raw]
-        dropped = (raw, int(neg.sum()), int(big.sum()))
+        neg_n, big_n = int(neg.sum()), int(big.sum())
+    times = None
+    if time_limit >= 0:
+        odd = agg | (off < 0) | (dur < 0) | (off >= time_limit) | (dur >= time_limit)
+        times = (raw, neg_n, big_n, int(odd.sum()))
     grp = (all_codes,
            [{"kind": np.array(kd, np.int8), "obj": object_array(vs)} for kd, vs in tabs])
     # (upb refused invalid UTF-8: none is left)
-    return mid, off, dur, agg, st, grp, 0, dropped
+    return mid, off, dur, agg, st, grp, 0, times

@@ -285,6 +285,23 @@ def test_interned_values_are_equal_by_kind_and_content():
             str, str, bytes, float, float, int, int, type(None), str, str, str]
 
 
+@pytest.mark.parametrize("n_values", [127, 128, 129, 300, 40_000])
+def test_many_distinct_values_in_a_group(n_values):
+    """A group with more distinct values than int8 codes hold (the scanner writes int8 codes
+    until a code passes 127, then widens the rows written so far): the same codes and values
+    as upb's, on every event, before and after the widening."""
+    evs = [{"mid": 1 + i % 2, "offset": i, "dur": 1,
+            "stats": [(42, (3, i % 5), "canonical"), (2, (3, i % n_values), "canonical")]
+            + ([(1, (5, f"op{i % 7}"), "canonical")] if i % 3 else []),
+            "layout": "canonical", "unknown": 0} for i in range(n_values + 50)]
+    raw = space_bytes([evs], False)
+    fast, upb = (wire.LineEvents(_lines(raw, sc)[0], 0, wanted=(), groups=GROUPS)
+                 for sc in (wire._scan, None))
+    check_groups(fast, upb, _events(raw, None)[0])
+    codes, vals = fast.first_codes([2], STAT_NAMES)
+    assert len(vals) == n_values and codes.max() == n_values - 1
+
+
 def _invalid_counts() -> tuple[int, ...]:
     return (wire.INVALID_EVENTS[0], *wire.INVALID_REASONS.values())
 
