@@ -604,6 +604,11 @@ def offload_inventory(hlo: str | bytes | Any) -> OffloadInventory:
                                          lambda c: known.get(c, True)))
 
 
+# The opcodes `_classify` can name a host copy: any other is None there, before any shape.
+_CLASSIFIED = frozenset({"copy-start", "copy", "dynamic-slice", "dynamic-update-slice",
+                         "dynamic-slice-start", "dynamic-update-slice-start", *_WRAPPERS})
+
+
 def _collect_ops(comps, by_name, wrapped, multiplier, trip_known) -> list[OffloadOp]:
     """Every host copy in `comps` (skipping computations wrapped by an async-start, which are
     counted at the async-start), with its per-run multiplier and whether that is known."""
@@ -612,6 +617,8 @@ def _collect_ops(comps, by_name, wrapped, multiplier, trip_known) -> list[Offloa
         if cname in wrapped:
             continue
         for ins in instrs:
+            if ins.opcode not in _CLASSIFIED:
+                continue  # (`_classify` says None to every other opcode)
             c = _classify(ins, by_name, comps)
             if c is None:
                 continue
@@ -635,28 +642,45 @@ def _proto_shape(sp) -> Any:
 
 
 class _ProtoInstr(_Instr):
-    """An `_Instr` of an HloProto whose shape is converted when first read (`_proto_shape`):
-    `_classify` reads the shapes of host-copy candidates and their operands only, a few of a
-    program's thousands of instructions (~7 us each; a 2,000-instruction program: ~14 ms)."""
+    """An `_Instr` of an HloProto whose shape and operands are read from its message when
+    first asked for: `_classify` reads those of host-copy candidates and their operands only,
+    a few of a program's thousands of instructions (a shape ~7 us, the operands ~2 us; a
+    2,000-instruction program: ~18 ms). `by_id` is the program's id -> instruction map, read
+    after it is complete: operands resolve as one lookup after the first pass would (an id
+    written twice: its last instruction has its own message's operands, the others none)."""
 
-    def __init__(self, name: str, computation: str, shape_msg: Any, opcode: str):
+    def __init__(self, name: str, computation: str, msg: Any, opcode: str, iid: int,
+                 by_id: dict[int, _Instr]):
         self.name, self.computation, self.opcode = name, computation, opcode
-        self._shape_msg: Any = shape_msg
+        self._msg, self._iid, self._by_id = msg, iid, by_id
         self._shape: Any = None
-        self.operands: list[str] = []
+        self._shape_read = False
+        self._operands: list[str] | None = None
         self.operand_shapes: list[Any] = []
         self.attrs = ""
         self.root = False
 
     @property
     def shape(self) -> Any:
-        if self._shape_msg is not None:
-            self._shape, self._shape_msg = _proto_shape(self._shape_msg), None
+        if not self._shape_read:
+            self._shape, self._shape_read = _proto_shape(self._msg.shape), True
         return self._shape
 
     @shape.setter
     def shape(self, value: Any) -> None:
-        self._shape, self._shape_msg = value, None
+        self._shape, self._shape_read = value, True
+
+    @property
+    def operands(self) -> list[str]:
+        if self._operands is None:
+            by_id = self._by_id
+            self._operands = [by_id[o].name for o in self._msg.operand_ids if o in by_id] \
+                if by_id.get(self._iid) is self else []
+        return self._operands
+
+    @operands.setter
+    def operands(self, value: list[str]) -> None:
+        self._operands = value
 
 
 def _inventory_from_proto(hlo) -> OffloadInventory:
@@ -667,26 +691,25 @@ def _inventory_from_proto(hlo) -> OffloadInventory:
     comps: dict[str, list[_Instr]] = {}
     by_id: dict[int, _Instr] = {}
     calls: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    msgs = []  # (message, id, opcode, called ids): each message's fields read once
+    starts = []  # (id, called ids) of async-starts: each message's fields read once
     for c in computations:
         lst: list[_Instr] = []
         cname = c.name
         for i in c.instructions:
             iid, opcode, called = i.id, i.opcode, i.called_computation_ids
-            ins = _ProtoInstr(i.name, cname, i.shape, opcode)
+            ins = _ProtoInstr(i.name, cname, i, opcode, iid, by_id)
             by_id[iid] = ins
             lst.append(ins)
-            msgs.append((i, iid, opcode, called))
-            for k, cid in enumerate(called):
-                calls[cname].append((id_to_comp.get(cid, ""), opcode if k == 0 else ""))
+            if called:
+                for k, cid in enumerate(called):
+                    calls[cname].append((id_to_comp.get(cid, ""), opcode if k == 0 else ""))
+                if opcode == "async-start":
+                    starts.append((iid, called))
         comps[cname] = lst
-    # (an id written twice: the last instruction of that id gets each message's operands and
-    # wrapper target, as a lookup by id after the first pass gives them)
-    for i, iid, opcode, called in msgs:
-        t = by_id[iid]
-        t.operands = [by_id[o].name for o in i.operand_ids if o in by_id]
-        if opcode == "async-start" and called:
-            t.attrs = f"calls={id_to_comp.get(called[0], '')}"
+    # (an id written twice: its last instruction gets the wrapper target, as a lookup by id
+    # after the first pass gives it)
+    for iid, called in starts:
+        by_id[iid].attrs = f"calls={id_to_comp.get(called[0], '')}"
     # While trip counts live in backend_config, which our proto subset does not carry: a
     # computation reached through a while body gets multiplier 1 and known=False.
     loop_bodies = {callee for es in calls.values() for callee, opc in es if opc == "while"}

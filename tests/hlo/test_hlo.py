@@ -298,22 +298,55 @@ def test_real_compiled_text_parses_completely():
 
 
 def _eager_inventory(raw: bytes, monkeypatch) -> hlo.OffloadInventory:
-    """`offload_inventory` with every instruction's shape converted up front (the reference
-    for `_ProtoInstr`'s shapes converted on first read)."""
-    class Eager(hlo._ProtoInstr):
-        def __init__(self, *a):
-            super().__init__(*a)
-            _ = self.shape
+    """The reference for `_inventory_from_proto`: every instruction a plain `_Instr` with its
+    shape converted and its operands resolved up front (each message's operands and wrapper
+    target given to the last instruction of its id, after the first pass), and `_classify`
+    asked about every instruction (no opcode filter)."""
+    from collections import defaultdict
+
+    mod = HloProto.FromString(raw).hlo_module
+    names = {c.id: c.name for c in mod.computations}
+    comps: dict = {}
+    by_id: dict = {}
+    calls: dict = defaultdict(list)
+    for c in mod.computations:
+        comps[c.name] = []
+        for i in c.instructions:
+            ins = hlo._Instr(i.name, c.name, hlo._proto_shape(i.shape), i.opcode, [], [], "")
+            by_id[i.id] = ins
+            comps[c.name].append(ins)
+            for k, cid in enumerate(i.called_computation_ids):
+                calls[c.name].append((names.get(cid, ""), i.opcode if k == 0 else ""))
+    for c in mod.computations:
+        for i in c.instructions:
+            by_id[i.id].operands = [by_id[o].name for o in i.operand_ids if o in by_id]
+            if i.opcode == "async-start" and i.called_computation_ids:
+                by_id[i.id].attrs = f"calls={names.get(i.called_computation_ids[0], '')}"
+    unknown: set = set()
+    todo = [e for es in calls.values() for e, opc in es if opc == "while"]
+    while todo:
+        c = todo.pop()
+        if c not in unknown:
+            unknown.add(c)
+            todo += [e for e, _ in calls.get(c, ())]
+    by_name = {i.name: i for i in by_id.values()}
+    wrapped = {i.attrs[6:] for i in by_id.values() if i.opcode == "async-start"}
+
+    class Everything:
+        def __contains__(self, _):
+            return True
 
     with monkeypatch.context() as m:
-        m.setattr(hlo, "_ProtoInstr", Eager)
-        return hlo.offload_inventory(raw)
+        m.setattr(hlo, "_CLASSIFIED", Everything())
+        return hlo.OffloadInventory(hlo._collect_ops(comps, by_name, wrapped, lambda c: 1,
+                                                     lambda c: c not in unknown))
 
 
-def test_proto_inventory_shapes_read_lazily_match_eager_on_real_captures(monkeypatch):
+def test_proto_inventory_read_lazily_matches_eager_on_real_captures(monkeypatch):
     """On every HloProto of the real GPU and TPU sample captures (host copies of every kind:
     copy-start, dynamic-(update-)slice wrappers, command buffers), the inventory with shapes
-    read on demand equals the one with every shape read first, field by field."""
+    and operands read on demand and only candidate opcodes classified equals the one with
+    every instruction read and classified, field by field."""
     from pathlib import Path
 
     from overlap.trace.reader import read_host_file
@@ -332,3 +365,26 @@ def test_proto_inventory_shapes_read_lazily_match_eager_on_real_captures(monkeyp
                 n_ops += len(got.ops)
                 n_protos += 1
     assert n_protos > 10 and n_ops > 10
+
+
+def test_proto_inventory_with_an_id_written_twice_matches_eager(monkeypatch):
+    """Two instructions of one id (a damaged or odd proto): operands and the wrapper target
+    go to the last of them, as the eager reference gives them, for copies whose operand is
+    looked up through that id."""
+    p = HloProto()
+    comp = p.hlo_module.computations.add(name="main", id=1)
+    for name, iid, ops in (("a", 1, []), ("b", 1, []), ("x", 3, [1])):
+        ins = comp.instructions.add(name=name, opcode="parameter" if name != "x" else "copy",
+                                    id=iid, operand_ids=ops)
+        ins.shape.element_type = 10
+        ins.shape.dimensions.extend([B, S, D])
+        ins.shape.layout.memory_space = 5 if name in ("a", "x") else 0
+    dus = comp.instructions.add(name="d", opcode="dynamic-update-slice", id=4,
+                                operand_ids=[3, 1])
+    dus.shape.element_type = 10
+    dus.shape.dimensions.extend([B, S, D])
+    dus.shape.layout.memory_space = 5
+    raw = p.SerializeToString()
+    got, want = hlo.offload_inventory(raw), _eager_inventory(raw, monkeypatch)
+    assert got.to_dict() == want.to_dict()
+    assert {o.name for o in got.ops} == {"x", "d"}
