@@ -294,6 +294,9 @@ def _rows_text(rows: Sequence[Any]) -> list[str] | None:
                 parts.append(name + "{}")
                 continue
             if kinds == {float} and all(map(math.isfinite, col)):
+                if col[0] and col.count(col[0]) == n:  # one value (not 0.0: -0.0 == 0.0)
+                    parts.append(name + float.__repr__(col[0]))
+                    continue
                 text = list(map(float.__repr__, col))
             elif kinds == {str}:
                 text = list(map(_ASCII, col))
