@@ -54,6 +54,7 @@ wire recounts as upb reads the map). Property tests compare every answer with up
 
 import numpy as np
 
+cimport cython
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
@@ -482,6 +483,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
 # Stats
 
 
+@cython.final  # (methods called directly, inlined into the walks: no vtable)
 cdef class _Stats:
     """Growable typed stat records (written through raw pointers: a typed memoryview read off
     `self` costs reference counting per access, more than the write itself)."""
@@ -785,6 +787,7 @@ cdef void* _resized(void* p, size_t nbytes) except NULL:
     return q
 
 
+@cython.final
 cdef class _Intern:
     """The distinct values of one stat group: each value's kind, integer (double bits, string
     length) and, for strings and bytes, where its first occurrence lies, in order of first
