@@ -16,11 +16,22 @@ instruction the program does not hold, another opcode such as the async slices, 
 element that is itself a tuple) is left to the text rule: `facts` returns None.
 Tests: tests/trace/test_programs.py checks this equals the text rule on every copy of the real
 TPU capture and on constructed programs.
+
+Reading a program: a small one (at most `SMALL` bytes: a TPU capture's programs are a few KB)
+is read by `_small_program` in Python, where `import google.protobuf` (~10-12 ms) would cost
+more than the whole report's other work on it; upb reads the others, and any this reader is
+not sure of. It answers only where upb would parse the bytes and give the same facts: it
+checks every field of the schema (`overlap/trace/protos/hlo.proto`) as upb does (wire types,
+varint and length bounds, UTF-8 of string fields, nesting) and refuses, leaving the bytes to
+upb, anything else (a known field of an unexpected wire type, groups, a message field read
+here written twice (upb merges them), nesting beyond 64, an element type beyond int32).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
+
+from overlap.trace import skeleton
 
 HOST_MEMORY_SPACE = 5
 
@@ -61,7 +72,15 @@ class ProgramCopies:
             return self._facts[pid]
         raw = self._protos.get(pid)
         got = None
-        if raw is not None:
+        small = _small_program(bytes(raw)) if raw is not None and len(raw) <= SMALL else None
+        if small is not None:
+            got = {}
+            for name, opcode, shape in small:
+                if opcode == "copy-start":
+                    f = self._copy_start(shape)
+                    if f is not None:
+                        got[name] = f
+        elif raw is not None:
             from overlap.trace.protos import HloProto  # protobuf loads only where a program is read
 
             try:
@@ -100,3 +119,142 @@ class ProgramCopies:
             return None
         prog = self._program(pid)
         return None if prog is None else prog.get(instruction)
+
+
+# ---------------------------------------------------------------------------------------------
+# Small programs without protobuf
+
+SMALL = 1 << 16  # bytes of HloProto read here at most (~1 ms per 10 KB)
+_MAX_DEPTH = 64  # message nesting read here (upb's limit: 100)
+
+# The schema (overlap/trace/protos/hlo.proto): message -> field number -> kind: "v" a varint,
+# "v*" a repeated varint (packed or not), "s" a string, "s*" repeated strings, or (message,
+# repeated?). Fields read (`_Shape`, instructions' name/opcode/shape) are marked in `_READ`.
+_SCHEMA: dict[str, dict[int, Any]] = {
+    "HloProto": {1: ("HloModuleProto", False), 3: ("BufferAssignmentProto", False)},
+    "HloModuleProto": {1: "s", 2: "s", 3: ("HloComputationProto", True), 5: "v", 6: "v",
+                       7: ("HloScheduleProto", False), 17: ("StackFrameIndexProto", False)},
+    "HloComputationProto": {1: "s", 2: ("HloInstructionProto", True), 5: "v", 6: "v", 7: "v"},
+    "HloInstructionProto": {1: "s", 2: "s", 3: ("ShapeProto", False), 7: ("OpMetadata", False),
+                            9: "v", 13: "v", 35: "v", 36: "v*", 37: "v*", 38: "v*"},
+    "ShapeProto": {2: "v", 3: "v*", 4: ("ShapeProto", True), 5: ("LayoutProto", False)},
+    "LayoutProto": {1: "v*", 8: "v"},
+    "OpMetadata": {1: "s", 2: "s", 15: "v"},
+    "HloScheduleProto": {1: ("SequencesEntry", True)},
+    "SequencesEntry": {1: "v", 2: ("InstructionSequence", False)},
+    "InstructionSequence": {1: "v*"},
+    "StackFrameIndexProto": {1: "s*", 2: "s*", 3: ("FileLocation", True),
+                             4: ("StackFrame", True)},
+    "FileLocation": {1: "v", 2: "v", 3: "v", 4: "v", 5: "v", 6: "v"},
+    "StackFrame": {1: "v", 2: "v"},
+    "BufferAssignmentProto": {1: ("LogicalBufferProto", True), 3: ("BufferAllocationProto", True),
+                              4: ("HeapSimulatorTrace", True)},
+    "LogicalBufferProto": {1: "v", 2: "v", 3: ("Location", False), 4: "v"},
+    "Location": {2: "s", 3: "v*", 4: "v"},
+    "BufferAllocationProto": {1: "v", 2: "v", 3: "v", 5: "v", 6: "v", 7: "v", 8: "v",
+                              9: ("Assigned", True), 11: "v", 12: "v"},
+    "Assigned": {1: "v", 2: "v", 3: "v"},
+    "HeapSimulatorTrace": {1: ("Event", True), 2: "v", 3: "v"},
+    "Event": {1: "v", 2: "v", 3: "s", 4: "s", 5: "v"},
+}
+
+
+class _Shape:
+    """What `ProgramCopies._copy_start` reads of a ShapeProto (a LayoutProto's memory space
+    as `layout.memory_space`: the layout is the shape itself here)."""
+
+    __slots__ = ("element_type", "dimensions", "tuple_shapes", "memory_space")
+
+    def __init__(self) -> None:
+        self.element_type = 0
+        self.dimensions: list[int] = []
+        self.tuple_shapes: list[_Shape] = []
+        self.memory_space = 0
+
+    @property
+    def layout(self) -> "_Shape":
+        return self
+
+
+def _small_program(raw: bytes) -> list[tuple[str, str, _Shape]] | None:
+    """Every instruction of a serialized HloProto as (name, opcode, shape), in the order upb
+    gives them, or None where upb must read it (the module docstring)."""
+    out: list[tuple[str, str, _Shape]] = []
+    try:
+        _message(raw, 0, len(raw), "HloProto", 0, out)
+    except (skeleton._Refuse, IndexError, UnicodeDecodeError):
+        return None
+    return out
+
+
+def _message(b: bytes, i: int, end: int, kind: str, depth: int, out: list) -> Any:
+    """Check one message of the schema; what it reads: an instruction's (name, opcode,
+    shape) appended to `out`, a shape as a `_Shape`."""
+    if depth > _MAX_DEPTH:
+        raise skeleton._Refuse
+    fields = _SCHEMA[kind]
+    name = opcode = ""
+    shape: _Shape | None = _Shape() if kind in ("ShapeProto", "LayoutProto") else None
+    got_shape: _Shape | None = None
+    seen: set[int] = set()  # singular message fields met: a second is merged by upb
+    while i < end:
+        fn, wt, i = skeleton._tag(b, i, end)
+        f = fields.get(fn)
+        if f is None:  # unknown: framing checked, skipped (groups refused)
+            i = skeleton._skip(b, i, end, wt)
+            continue
+        if f == "v":
+            if wt != 0:
+                raise skeleton._Refuse
+            v, i = skeleton._varint(b, i, end)
+            if shape is not None:
+                if kind == "ShapeProto" and fn == 2:
+                    if v >= 1 << 31:
+                        raise skeleton._Refuse  # an int32 upb would wrap
+                    shape.element_type = v
+                elif kind == "LayoutProto" and fn == 8:
+                    shape.memory_space = skeleton._signed(v)
+        elif f == "v*":
+            if wt == 0:
+                v, i = skeleton._varint(b, i, end)
+                vals = [v]
+            elif wt == 2:
+                s, i = skeleton._len(b, i, end)
+                vals = []
+                while s < i:
+                    v, s = skeleton._varint(b, s, i)
+                    vals.append(v)
+            else:
+                raise skeleton._Refuse
+            if shape is not None and kind == "ShapeProto" and fn == 3:
+                shape.dimensions += [skeleton._signed(v) for v in vals]
+        elif f in ("s", "s*"):
+            if wt != 2:
+                raise skeleton._Refuse
+            s, i = skeleton._len(b, i, end)
+            text = b[s:i].decode("utf-8")  # strict: upb refuses invalid UTF-8 too
+            if kind == "HloInstructionProto":
+                if fn == 1:
+                    name = text
+                elif fn == 2:
+                    opcode = text
+        else:
+            sub, repeated = f
+            if wt != 2:
+                raise skeleton._Refuse
+            if not repeated:
+                if fn in seen:
+                    raise skeleton._Refuse
+                seen.add(fn)
+            s, i = skeleton._len(b, i, end)
+            got = _message(b, s, i, sub, depth + 1, out)
+            if kind == "HloInstructionProto" and fn == 3:
+                got_shape = got
+            elif shape is not None and kind == "ShapeProto":
+                if fn == 4:
+                    shape.tuple_shapes.append(got)
+                elif fn == 5:
+                    shape.memory_space = got.memory_space
+    if kind == "HloInstructionProto":
+        out.append((name, opcode, got_shape if got_shape is not None else _Shape()))
+    return shape

@@ -5,8 +5,9 @@ plane stats), which `overlap.trace.skeleton` decodes itself where it can: `impor
 google.protobuf` (~26 ms, ~3.5 MiB of RSS) is left to captures that need upb (HLO protos in
 `/host:metadata`, whose map upb keys by program id, and planes the scanner refuses). The
 capture here is the shape of the many-ops TPU benchmark (SYNTHETIC, labelled so): every copy
-its own `copy-start` op, no HLO protos. The real samples all carry HLO protos, which are read
-with upb (`overlap.trace.programs`): they are not cases for this test.
+its own `copy-start` op, no HLO protos. The real samples all carry HLO protos: a TPU
+capture's small programs are read without protobuf (`overlap.trace.programs`), a GPU
+capture's large ones (read for the names of its host copies) with upb.
 """
 
 from __future__ import annotations
@@ -47,9 +48,17 @@ def test_report_of_a_many_ops_tpu_capture_imports_no_protobuf(tmp_path: Path) ->
     assert json.loads(out_upb) == doc
 
 
-def test_a_capture_with_hlo_protos_still_reads_them(tmp_path: Path) -> None:
-    # the v6e sample's programs are parsed by upb: protobuf loads there, and only there
+def test_small_programs_are_read_without_protobuf_large_ones_with_it(tmp_path: Path) -> None:
+    # the v6e sample's programs (a few KB each) are read by `overlap.trace.programs` itself;
+    # an H100 capture's (~400 KB, read for the names of its host copies) by upb
     found = sorted((REPO / "sample_traces" / "tpu-v6e-offload").rglob("*.xplane.pb"))
-    code, out, pb = _run(["report", "--json", str(found[0])])
+    for cmd in (["report", "--json"], ["check"]):
+        code, out, pb = _run([*cmd, str(found[0])])
+        assert code in (0, 1) and not pb, cmd
+    code, out, pb = _run(["report", "--json", str(found[0])], {"OVERLAP_SCANNER": "0"})
+    assert code == 0 and pb
+    gpu = sorted((REPO / "sample_traces" / "gpu-h100" / "transformer-h100-command-buffers")
+                 .rglob("*.xplane.pb"))
+    code, out, pb = _run(["report", "--json", str(gpu[0])])
     assert code == 0 and json.loads(out)["schema_version"] >= 1
     assert pb

@@ -80,3 +80,120 @@ def test_real_tpu_capture_reads_the_same_from_its_programs(monkeypatch):
     from_text = reader.part_frames(reader.read_host_file(REAL_TPU))
     for k in ("transfers", "compute", "steps", "memory", "modules", "devices"):
         pd.testing.assert_frame_equal(with_programs[k], from_text[k], check_exact=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Small programs read without protobuf (`programs._small_program`): upb's facts, or none
+
+
+def _facts(raw: bytes, small: bool) -> dict | None:
+    """`ProgramCopies._program` of `raw`, read by `_small_program` or by upb."""
+    from overlap.trace import programs
+
+    saved = programs.SMALL
+    programs.SMALL = saved if small else -1
+    try:
+        return ProgramCopies({1: raw}, reader.array_bytes)._program(1)
+    finally:
+        programs.SMALL = saved
+
+
+def _small_agrees(raw: bytes) -> bool:
+    """`_small_program` answers only bytes upb parses, with upb's facts; True where it
+    answered."""
+    from google.protobuf.message import DecodeError
+
+    from overlap.trace.programs import _small_program
+
+    got = _small_program(raw)
+    if got is None:
+        return False
+    try:
+        ref = HloProto.FromString(raw)
+    except DecodeError:
+        raise AssertionError("answered bytes upb refuses") from None
+    names = [(i.name, i.opcode) for c in ref.hlo_module.computations for i in c.instructions]
+    assert [(n, o) for n, o, _ in got] == names
+    assert _facts(raw, True) == _facts(raw, False)
+    return True
+
+
+def _sample_protos() -> list[bytes]:
+    from overlap.trace.programs import SMALL
+
+    root = Path(__file__).resolve().parents[2] / "sample_traces"
+    out = []
+    for rel in ("tpu-v6e-offload", "gpu-h100/scan-h100", "rocm"):
+        for f in sorted((root / rel).rglob("*.xplane.pb"))[:3]:
+            mods = reader.read_host_file(f)["modules"]
+            out += [bytes(p) for p in mods["hlo_proto"] if p and len(p) <= SMALL]
+    return out
+
+
+def test_small_programs_read_as_upb_reads_them():
+    """Every small HloProto of the TPU, H100 and ROCm samples: read here, the same
+    instructions and copy facts as upb's; the v6e program with copies among them."""
+    raws = _sample_protos()
+    assert len(raws) > 5
+    assert all(_small_agrees(r) for r in raws)
+    assert any(_facts(r, True) for r in raws)
+
+
+def test_mutated_small_programs_never_disagree_with_upb():
+    import random
+
+    raws = _sample_protos()
+    rng = random.Random(32)
+    answered = 0
+    for _ in range(2500):
+        b = bytearray(rng.choice(raws))
+        for _ in range(rng.randint(1, 3)):
+            i = rng.randrange(len(b))
+            op = rng.randrange(3)
+            if op == 0:
+                b[i] = rng.randrange(256)
+            elif op == 1:
+                del b[i]
+            else:
+                b.insert(i, rng.randrange(256))
+        answered += _small_agrees(bytes(b))
+    assert answered > 100
+
+
+def test_encodings_of_small_programs():
+    """Packed and unpacked dimensions, unknown fields, fields out of order: read; a message
+    field read here written twice (upb merges), invalid UTF-8, a group, an element type
+    beyond int32, nesting beyond the limit: left to upb."""
+    from overlap.trace.programs import _small_program
+    from tests.trace.wire_bytes import field, varint
+
+    def elem(et: int, dims: list[int], ms: int, packed: bool = True) -> bytes:
+        d = field(3, 2, b"".join(varint(x) for x in dims)) if packed else \
+            b"".join(field(3, 0, x) for x in dims)
+        return field(2, 0, et) + d + field(5, 2, field(8, 0, ms))
+
+    def copy(name: bytes, *elems: bytes, extra: bytes = b"") -> bytes:
+        shape = b"".join(field(4, 2, e) for e in elems)
+        ins = field(1, 2, name) + field(2, 2, b"copy-start") + field(3, 2, shape) + extra
+        return field(1, 2, field(3, 2, field(1, 2, b"main") + field(2, 2, ins)))
+
+    ctx = elem(8, [], 0)
+    ok = [copy(b"c", elem(11, [4, 8], 5), elem(11, [4, 8], 0), ctx),
+          copy(b"c", elem(11, [4, 8], 0, packed=False), elem(11, [4, 8], 5), ctx,
+               extra=field(999, 2, b"\xff\xfe") + field(40, 5, b"abcd") + field(41, 1, b"x" * 8)),
+          copy(b"c", elem(11, [-1], 5), elem(11, [2], 0), ctx),
+          field(3, 2, b"") + copy(b"c", elem(16, [3], 5), elem(16, [3], 0), ctx)]
+    for raw in ok:
+        assert _small_agrees(raw), raw
+    bad = [copy(b"c\xff", elem(11, [4], 5), elem(11, [4], 0), ctx),
+           copy(b"c", elem(11, [4], 5), elem(11, [4], 0), ctx, extra=field(3, 2, b"")),
+           copy(b"c", elem(11, [4], 5), elem(11, [4], 0), ctx, extra=field(50, 3, b"")),
+           copy(b"c", elem(1 << 31, [4], 5), elem(11, [4], 0), ctx),
+           copy(b"c", elem(11, [4], 5), elem(11, [4], 0), ctx) * 2,
+           field(1, 0, 7)]
+    nested = elem(11, [1], 0)
+    for _ in range(70):
+        nested = field(4, 2, nested)
+    bad.append(copy(b"c", nested, nested, ctx))
+    for raw in bad:
+        assert _small_program(raw) is None, raw
