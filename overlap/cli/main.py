@@ -160,8 +160,11 @@ def _one_blas_thread() -> None:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 
-# Commands that read one capture, print and end: they run without the cyclic collector (`run`).
+# Commands that read one capture, print and end: they run without the cyclic collector (`run`),
+# unless an option loads a library that makes reference cycles in bulk (plotly's figures for
+# --html, jax for --predict, --plan and --same-answer-as).
 NO_COLLECTOR_COMMANDS = ("report", "check")
+COLLECTOR_OPTIONS = ("--html", "--predict", "--plan", "--same-answer-as")
 
 
 def run() -> None:
@@ -169,7 +172,8 @@ def run() -> None:
     if _command_of(sys.argv[1:]) in QUICK_EXIT_COMMANDS:
         _EXIT_KEEP = []
         _one_blas_thread()
-    if _command_of(sys.argv[1:]) in NO_COLLECTOR_COMMANDS:
+    if _command_of(sys.argv[1:]) in NO_COLLECTOR_COMMANDS and not any(
+            a.startswith(COLLECTOR_OPTIONS) for a in sys.argv[1:]):
         # Why: the collector ran ~50 times per report, mostly while modules were imported
         # (numpy's and ours: objects that live to the end), 7-10 ms of a 0.25 s many-ops
         # report that freed nothing. The read and the per-host analysis already hold it off

@@ -74,11 +74,13 @@ def test_a_profiler_still_writes_its_results(tmp_path: Path) -> None:
 
 def test_report_runs_without_the_cyclic_collector() -> None:
     """`report`/`check` (one capture, then the process ends) run with the cyclic collector
-    off (`run`); the other commands keep it."""
+    off (`run`); the other commands, and options that load plotly or jax, keep it."""
     assert set(cli_main.NO_COLLECTOR_COMMANDS) <= set(cli_main.QUICK_EXIT_COMMANDS)
     hook = HOOKED.replace("'HOOK RAN\\n'", "'GC %s\\n' % __import__('gc').isenabled()")
     for args, want in ((["completion", "bash"], "GC True"),
-                       (["report", str(TRACE.relative_to(REPO))], "GC False")):
+                       (["report", str(TRACE.relative_to(REPO))], "GC False"),
+                       (["report", "--predict", "--target", "x", "missing.xplane.pb"],
+                        "GC True")):
         p = subprocess.run([sys.executable, "-c", hook, *args], capture_output=True,
                            text=True, cwd=REPO, timeout=300)
         assert p.stderr.endswith(want + "\n"), p.stderr[-500:]
