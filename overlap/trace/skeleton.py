@@ -48,7 +48,7 @@ MAX_FIELDS = 5000
 # per call stack (106 to 1,911 on the H100 captures here, ~3 us each), where device and host
 # planes hold a dozen; a GPU capture of offloaded copies loads protobuf for its HloProtos
 # anyway (`overlap.analysis.names`), so decoding those here is time lost.
-MAX_PLANE_STATS = 200
+MAX_PLANE_STATS = 128
 
 
 class _Refuse(Exception):
@@ -229,6 +229,7 @@ def _text(b: bytes, s: int, e: int) -> str:
 def _space(b: bytes, budget: list[int]) -> SpaceMsg:
     """`budget`: plane-level fields left to decode (`MAX_FIELDS`)."""
     out = SpaceMsg()
+    written: list[tuple[list[int], list[int]]] = []  # per plane, its maps' keys as written
     i, end = 0, len(b)
     while i < end:
         fn, wt, i = _tag(b, i, end)
@@ -237,15 +238,24 @@ def _space(b: bytes, budget: list[int]) -> SpaceMsg:
                 raise _Refuse
             s, i = _len(b, i, end)
             if fn == 1:
-                out.planes.append(_plane(b, s, i, budget))
+                p, ekeys, skeys = _plane(b, s, i, budget)
+                out.planes.append(p)
+                written.append((ekeys, skeys))
             else:
                 (out.errors, out.warnings, out.hostnames)[fn - 2].append(_text(b, s, i))
         else:
             i = _skip(b, i, end, wt)
+    # the maps in upb's order, once every plane is read (a refusal costs no ordering)
+    for p, (ekeys, skeys) in zip(out.planes, written):
+        p.event_metadata = _in_upb_order(p.event_metadata, ekeys)
+        p.stat_metadata = _in_upb_order(p.stat_metadata, skeys)
     return out
 
 
-def _plane(b: bytes, i: int, end: int, budget: list[int]) -> PlaneMsg:
+def _plane(b: bytes, i: int, end: int, budget: list[int]
+           ) -> tuple[PlaneMsg, list[int], list[int]]:
+    """The plane (its maps in the order written: `_space` orders them) and each map's keys as
+    written."""
     p = PlaneMsg()
     ekeys: list[int] = []  # each map's keys as written (`_in_upb_order`)
     skeys: list[int] = []
@@ -272,9 +282,7 @@ def _plane(b: bytes, i: int, end: int, budget: list[int]) -> PlaneMsg:
                 (ekeys if fn == 4 else skeys).append(k)
         else:
             i = _skip(b, i, end, wt)
-    p.event_metadata = _in_upb_order(p.event_metadata, ekeys)
-    p.stat_metadata = _in_upb_order(p.stat_metadata, skeys)
-    return p
+    return p, ekeys, skeys
 
 
 def _in_upb_order(m: dict[int, Any], written: list[int]) -> dict[int, Any]:
