@@ -1228,6 +1228,9 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                         (not nsd and _in(&sk[0], nsk, m))):
                 st.n = st0  # stats of these events never matter
                 if drop:  # nor does the event: no row, its impossible times counted
+                    if k == row:  # the first event dropped: the rows before are events 0..
+                        for q in range(row):
+                            raw[q] = q
                     if not a:
                         if o < 0 or d < 0:
                             neg += 1
@@ -1247,8 +1250,8 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
             else:
                 for g in range(ng):
                     codes8[g, row] = <int8_t>ec[g]
-            if drop:
-                raw[row] = k
+            if drop and k != row:  # (until an event is dropped, `raw` is not touched: a
+                raw[row] = k       # line of a million events none of which is dropped)
             if timed and (a or o < 0 or d < 0 or o >= time_limit or d >= time_limit):
                 odd += 1
             row += 1
