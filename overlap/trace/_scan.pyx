@@ -1268,6 +1268,20 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
             (raw_rows, neg, big, odd) if timed else None)
 
 
+def compact(int64_t[::1] a, const uint8_t[::1] keep):
+    """Move the elements of `a` where `keep` is nonzero to its front, in order, in place;
+    returns how many: `a[keep]` without a new array (overlap.trace.tpu's compute columns,
+    the line's own starts and durations: two 7 MB arrays less on a TPU 1M read's peak)."""
+    cdef Py_ssize_t n = a.shape[0], i, j = 0
+    if keep.shape[0] != n:
+        raise ValueError("keep and a differ in length")
+    for i in range(n):
+        if keep[i]:
+            a[j] = a[i]
+            j += 1
+    return j
+
+
 def decode_events_at(data, const int64_t[::1] starts, const int64_t[::1] ends,
                      const int64_t[::1] at, const int64_t[::1] wanted):
     """The stat records of a few events: those whose index among the events of the lines

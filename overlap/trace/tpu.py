@@ -101,9 +101,11 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                           u_names)
         del u_spans  # (two int64 per op: not held through the compute columns below)
         m = (~b_u)[inv]  # compute events: the per-op test taken per event, one pass
-        idx = np.flatnonzero(m if keep is None else m & keep)
-        del m
-        iu = inv[idx]
+        if keep is not None:
+            m &= keep
+        # the line's own arrays, the compute events' moved to their fronts (`_own_rows`)
+        iu = _own_rows(inv, m)
+        n_compute = len(iu)
         # the metadata columns once per distinct compute op
         nb = np.flatnonzero(~b_u)
         cols = P.meta_columns(uniq[nb], _OP_COLUMNS)
@@ -111,13 +113,14 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         pid = np.full(len(uniq), None, object)
         module[nb] = cols["hlo_module"]
         pid[nb] = map_unique(cols["program_id"], as_id)
-        starts = ev.starts[idx]
-        ends = ev.durs[idx]
+        starts = _own_rows(ev.starts, m)
+        ends = _own_rows(ev.durs, m)
+        del m, ev  # (their rows are the compute columns' now)
         ends += starts  # (in place: no third million-row array on the read's peak)
         # one object column for both (the name is the HLO op), made by `Cols.rows` once the
         # plane's bytes and this line's arrays are freed
         names = Coded(iu, u_names)
-        co.add(len(idx), host=host, device=device, start_ps=starts,
+        co.add(n_compute, host=host, device=device, start_ps=starts,
                end_ps=ends, name=names, hlo_op=names,
                hlo_module=_per_event(module, nb, iu),
                program_id=_per_event(pid, nb, iu, True), stream=line.id, line=line.name)
@@ -293,6 +296,19 @@ def _nullable_ints(v: np.ndarray) -> np.ndarray:
     out = v.astype(object)
     out[v < 0] = None
     return out
+
+
+def _own_rows(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """`a[sel]` (`sel` a bool mask) for an array the caller owns and reads no more: its
+    selected rows moved to its front in place (`_scan.compact`), a view of them returned:
+    the compute rows of a TPU op line (most of its million events) take no new array on the
+    read's peak. A new array where the scanner was not built or `a` is not a writable
+    contiguous int64 array."""
+    fn = getattr(_scan, "compact", None)
+    if (fn is None or a.dtype != np.int64 or not a.flags.writeable
+            or not a.flags.c_contiguous):
+        return a[sel]
+    return a[:fn(a, sel.view(np.uint8))]
 
 
 def _per_event(per_op: np.ndarray, nb: np.ndarray, iu: np.ndarray,

@@ -70,3 +70,24 @@ def test_one_or_coded_gives_the_coded_column(values):
     assert isinstance(got, Coded) != one
     if one:
         assert is_repeated(column)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_own_rows_is_the_selection(seed, monkeypatch):
+    """`tpu._own_rows`: the selected rows, in order, moved to the front of the caller's
+    array (the scanner's `compact`) or taken (no scanner, another dtype, a read-only
+    array): the same values either way."""
+    from overlap.trace import tpu
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 3000))
+    a = rng.integers(-(1 << 62), 1 << 62, n)
+    sel = rng.random(n) < [0.0, 0.03, 0.5, 0.97, 1.0, 0.5][seed]
+    expect = a[sel].tolist()
+    assert tpu._own_rows(a.copy(), sel).tolist() == expect
+    ro = a.copy()
+    ro.flags.writeable = False
+    assert tpu._own_rows(ro, sel).tolist() == expect and ro.tolist() == a.tolist()
+    assert tpu._own_rows(a.astype(np.int32), sel).tolist() == a.astype(np.int32)[sel].tolist()
+    monkeypatch.setattr(tpu, "_scan", None)
+    assert tpu._own_rows(a.copy(), sel).tolist() == expect
