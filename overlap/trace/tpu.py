@@ -188,9 +188,9 @@ def _boundary_clock(ev: LineEvents, b: np.ndarray, uniq: np.ndarray, b_u: np.nda
     """Per boundary event `b` of the XLA Ops line `ev`: (begin, end) on the device clock
     and whether it has both stats as integers within the reader's time limit (read for the
     boundary ops' events only: `LineEvents.ints_of`)."""
-    (off, has_off), (dur, has_dur) = ev.ints_of(clock_ids, uniq[b_u], uniq[~b_u], at=b)
-    off, dur = off[b], dur[b]
-    ok = has_off[b] & has_dur[b]
+    (off, has_off), (dur, has_dur) = ev.ints_of(clock_ids, uniq[b_u], uniq[~b_u], at=b,
+                                                at_only=True)
+    ok = has_off & has_dur
     ok &= (off >= 0) & (off < TIME_LIMIT_PS) & (dur >= 0) & (dur < TIME_LIMIT_PS)
     return np.where(ok, off, 0), np.where(ok, off + dur, 0), ok
 

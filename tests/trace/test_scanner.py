@@ -261,6 +261,13 @@ def test_scanner_equals_upb_for_any_encoding(lines, interleave):
                 assert fh.tolist() == uh.tolist()
                 assert not fh[np.setdiff1d(np.arange(f.n), at)].any()
                 assert fv[fh].tolist() == uv[uh].tolist()
+                # `at_only`: the same, those events' only, on both decoders
+                for ev in (f, u):
+                    for (av, ah), (full_v, full_h) in zip(
+                            ev.ints_of([[1, 3], [2]], mids, at=at, at_only=True),
+                            ev.ints_of([[1, 3], [2]], mids, at=at)):
+                        assert ah.tolist() == full_h[at].tolist()
+                        assert av[ah].tolist() == full_v[at][full_h[at]].tolist()
 
 
 def test_interned_values_are_equal_by_kind_and_content():
