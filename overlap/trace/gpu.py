@@ -11,6 +11,7 @@ import numpy as np
 from overlap.trace import vendors
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
 from overlap.trace.tables import missing_mask
+from overlap.trace.values import isin_ids
 from overlap.trace.wire import (
     GROUP_STRIDE,
     Coded,
@@ -155,9 +156,9 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
     memcpy_mids, kernel_mids = kinds
     kd_sids = P.stat_ids.get("kernel_details", [])
     mids = ev.mids
-    is_mc = np.isin(mids, list(memcpy_mids)) if memcpy_mids else np.zeros(ev.n, bool)
+    is_mc = isin_ids(mids, memcpy_mids) if memcpy_mids else np.zeros(ev.n, bool)
     # Per event, never per line or per metadata alone: any event may carry kernel_details.
-    is_k = ~is_mc & (ev.has_stat(kd_sids) | np.isin(mids, kernel_mids))
+    is_k = ~is_mc & (ev.has_stat(kd_sids) | isin_ids(mids, kernel_mids))
     idx = np.flatnonzero(is_mc)
     if idx.size:
         # (bytes, src kind, dst kind, async, bytes known) once per distinct details value

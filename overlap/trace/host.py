@@ -26,6 +26,7 @@ import numpy as np
 from overlap.trace import vendors
 from overlap.trace.gpu import _clean_column
 from overlap.trace.names import MEMORY_EVENT_KINDS
+from overlap.trace.values import isin_ids, unique_inverse_at
 from overlap.trace.wire import (
     Cols,
     LineEvents,
@@ -38,7 +39,6 @@ from overlap.trace.wire import (
     stat_codes,
     stat_column,
     stat_keys,
-    unique_inverse,
 )
 
 # The stats the host rules read (the decoder keeps only these, see `_wanted_stats`).
@@ -234,7 +234,7 @@ def _isin(values: np.ndarray, keys) -> np.ndarray:
     (~9 ms per million events); comparing to each key costs ~0.3 ms per key."""
     keys = list(keys)
     if len(keys) > 8:
-        return np.isin(values, keys, kind="sort")
+        return isin_ids(values, keys)
     out = np.zeros(len(values), bool)
     for k in keys:
         out |= values == k
@@ -251,13 +251,14 @@ def _memory_rows(P: Plane, ev: LineEvents, idx: np.ndarray, mem_mids: dict[int, 
     # once per distinct name (the staging allocator's `index_on_host:N` below is no device)
     device = object_array([_allocator_device(v) for v in vals.tolist()])[codes]
     # No allocator name: the host staging allocator's events name their index instead.
-    unnamed = np.flatnonzero(np.equal(alloc, None))  # type: ignore[call-overload]
+    # (tested once per distinct value: an object comparison per event cost ~2 ms per 100k)
+    unnamed = np.flatnonzero(np.equal(vals, None)[codes])  # type: ignore[call-overload]
     if unnamed.size:
         ioh = stat_column(P, ev, idx[unnamed], "index_on_host")
         named = np.flatnonzero(~np.equal(ioh, None))  # type: ignore[call-overload]
         alloc[unnamed[named]] = np.array([f"index_on_host:{v}" for v in ioh[named].tolist()]
                                          + [None], object)[:-1]
-    uniq, inv = unique_inverse(ev.mids[idx])
+    uniq, inv = unique_inverse_at(ev.mids, idx)  # (no copy of the ids; narrow codes)
     kinds = object_array([mem_mids[u] for u in uniq.tolist()])
     mem.add(len(idx), host=host, time_ps=ev.starts[idx], allocator=alloc,
             device=device, kind=kinds[inv],
@@ -284,21 +285,37 @@ def _int_column(values: np.ndarray) -> np.ndarray:
     return np.array([as_int(v) or 0 for v in lst], np.int64)
 
 
+def _int_or_none(values: np.ndarray) -> np.ndarray:
+    """`as_int(v)` per value, as an object column of Python ints and None: at once where
+    every value is a Python int within int64 (what step numbers are), else value by value."""
+    lst = values.tolist()
+    if set(map(type, lst)) <= {int}:
+        try:
+            np.array(lst, np.int64)  # (only the range check: beyond int64 is None below)
+            return object_array(lst)
+        except OverflowError:
+            pass
+    return object_array([as_int(v) for v in lst])
+
+
 def _step_and_compute_rows(P: Plane, ev: LineEvents, rest: np.ndarray, names: dict[int, str],
                            host, stream, line_name, co: Cols, step_rows: list) -> bool:
     """Steps (truthy `_r`) into `step_rows`, XLA:CPU compute (an `hlo_op` stat) into `co`, of
     the line's events `rest`; True when there was compute. `stream`, `line_name`: the line's
     id and name, or per event of a segment of lines (`_read_segment`)."""
     mids = ev.mids
-    r_vals = stat_column(P, ev, rest, "_r")
-    is_step = np.array([bool(v) for v in r_vals.tolist()], bool)
+    # truthiness, step numbers and names once per distinct value or metadata id
+    r_codes, r_vals = stat_codes(P, ev, rest, "_r")
+    is_step = np.array([bool(v) for v in r_vals.tolist()], bool)[r_codes]
     sidx = rest[is_step]
     if sidx.size:
-        nums = stat_column(P, ev, sidx, "step_num").tolist()
+        n_codes, n_vals = stat_codes(P, ev, sidx, "step_num")
         starts = ev.starts[sidx]
+        uniq, inv = unique_inverse_at(mids, sidx)
         step_rows.extend(zip(starts.tolist(), (starts + ev.durs[sidx]).tolist(),
-                             [as_int(v) for v in nums],
-                             [names.get(m, "") for m in mids[sidx].tolist()]))
+                             _int_or_none(n_vals)[n_codes].tolist(),
+                             object_array([names.get(m, "") for m in uniq.tolist()])[inv]
+                             .tolist()))
     cidx = rest[~is_step]
     if not cidx.size:
         return False
@@ -314,12 +331,12 @@ def _step_and_compute_rows(P: Plane, ev: LineEvents, rest: np.ndarray, names: di
     cidx, hlo = cidx[present], hlo[present]
     if not cidx.size:
         return False
-    ords = stat_column(P, ev, cidx, "device_ordinal").tolist()
+    o_codes, o_vals = stat_codes(P, ev, cidx, "device_ordinal")
     cm = mids[cidx]
     uniq, inv = np.unique(cm, return_inverse=True)
     cnames = np.array([names.get(int(u), "") for u in uniq] + [None], object)[:-1]
     co.add(len(cidx), _cpu=True, host=host,
-           device=np.array([f"CPU:{as_int(o) or 0}" for o in ords] + [None], object)[:-1],
+           device=object_array([f"CPU:{as_int(o) or 0}" for o in o_vals.tolist()])[o_codes],
            start_ps=ev.starts[cidx], end_ps=ev.starts[cidx] + ev.durs[cidx],
            name=cnames[inv], hlo_op=_clean_column(hlo),
            hlo_module=stat_column(P, ev, cidx, "hlo_module"),

@@ -135,6 +135,27 @@ def unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (np.flatnonzero(seen) + lo).astype(a.dtype), rank[rel]
 
 
+def isin_ids(values: np.ndarray, keys) -> np.ndarray:
+    """`np.isin(values, keys)` for integer ids of a small range (metadata ids of one plane): a
+    bool table over the values' range and one gather, ~0.7 ms per million events where
+    numpy's own table (range checks, a masked copy) takes ~5 ms for 50 keys. Elsewhere (few
+    events, ids of a `PlaneGroup`, non-integer keys) `np.isin` itself."""
+    values = np.asarray(values)
+    keys = np.asarray(list(keys))
+    if len(values) < 1024 or not len(keys) or values.dtype.kind not in "iu" \
+            or keys.dtype.kind not in "iu":
+        return np.isin(values, keys)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo > 2 * len(values) + (1 << 16):
+        return np.isin(values, keys)
+    if lo >= 0 and hi <= 2 * len(values) + (1 << 16):
+        lo = 0  # the ids index the table as they are: no array of differences
+    table = np.zeros(hi - lo + 1, bool)
+    k = keys[(keys >= lo) & (keys <= hi)]
+    table[np.subtract(k, lo, dtype=np.intp)] = True
+    return table[values] if lo == 0 else table[np.subtract(values, lo, dtype=np.intp)]
+
+
 _BLOCK = 1 << 16  # rows per block of `unique_inverse_at`
 
 

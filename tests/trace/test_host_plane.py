@@ -213,3 +213,57 @@ def test_lines_read_together_give_the_rows_of_lines_read_alone(rel):
             assert x.dtype == y.dtype and len(x) == len(y), (table, col)
             assert [repr(v) for v in x.tolist()] == [repr(v) for v in y.tolist()], (table, col)
     assert len(together["compute"]["line"]) or rel != "cpu-transformer-tiny/everything_saveable"
+
+
+_VALUES = [-3, 0, 1, 5, 1 << 44, U64((1 << 64) - 1), U64(7), 0.0, 2.5, float("nan"), "", "3",
+           "GPU_0_bfc", "GPU_1_bfc", "xla_gpu_host_bfc", Ref("GPU_0_bfc"), True, b"12"]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_long_lines_match_per_event_reference(seed):
+    """Lines of thousands of events (the per-distinct-value paths: `unique_inverse_at`'s and
+    `isin_ids`'s tables start at 1,024 rows), every value type in the rules' stats, against
+    the reference read event by event."""
+    import random
+
+    rng = random.Random(seed)
+
+    def stats() -> dict:
+        return {rng.choice(RULE_STATS): rng.choice(_VALUES) for _ in range(rng.randint(0, 3))}
+
+    meta = [stats() if rng.random() < 0.3 else {} for _ in NAMES]
+    # allocator events, steps (distinct and repeated step numbers) and compute dominate
+    events = [(rng.choice([0, 0, 1, 2, 4, 3, 8]), rng.randint(0, 1),
+               rng.randint(0, 10**6), rng.randint(0, 10**4),
+               {**stats(), **({"_r": 1, "step_num": rng.choice([k, k % 7, "x", 2.0])}
+                              if rng.random() < 0.2 else {})})
+              for k in range(3000)]
+    want = _reference(_build(meta, events))
+    assert len(want[0]) > 100 and len(want[1]) > 1024
+    for scanner in (True, False):
+        with _decoding(scanner, True):
+            _check(read_xspace(_build(meta, events), host="h"), *want)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_isin_ids_is_np_isin(seed):
+    """`values.isin_ids` (a bool table over the ids' range) against `np.isin`: ids of every
+    integer dtype, negative and offset ranges, keys outside the range, a uint64 key beyond
+    int64, a dict's keys, few and many rows, none."""
+    import numpy as np
+
+    from overlap.trace.values import isin_ids
+
+    rng = np.random.default_rng(seed)
+    for dt in (np.int64, np.uint64, np.int32, np.intp):
+        for k in range(40):
+            lo, span = int(rng.integers(0, 5000)), int(rng.integers(1, 300_000))
+            shift = -1000 if k % 3 == 0 and dt != np.uint64 else 0
+            vals = (rng.integers(lo, lo + span, int(rng.integers(0, 5000))) + shift).astype(dt)
+            keys: Any = rng.integers(-2000, lo + span + 2000, int(rng.integers(0, 60))).tolist()
+            if k % 7 == 0:
+                keys.append((1 << 63) + 5)
+            if k % 11 == 0:
+                keys = dict.fromkeys(keys, "x")
+            got = isin_ids(vals, keys)
+            assert got.dtype == bool and got.tolist() == np.isin(vals, list(keys)).tolist()
