@@ -78,6 +78,9 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
     pairing = async_line is None or not async_line.n_events
     # the XLA Ops line's boundary events: (begins, ends, metadata ids, op index, op names)
     boundaries: tuple[np.ndarray, ...] | None = None
+    # the boundary ops' names for the Async line's join: (their indices into the line's
+    # distinct ops, their names as a list), where the join needs them
+    join_ops: tuple[np.ndarray, list] | None = None
     # per boundary event: (begin, end) on the device clock, and whether it has both stats
     clock: tuple[np.ndarray, ...] | None = None
     for line in op_lines:
@@ -96,7 +99,11 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                 if not pairing and clock[2].any():
                     # the Async line's join needs the boundary ops' names, where an event
                     # has the clock at all (the many-ops shape's 72k copy ops have none)
-                    fill_names(P, uniq, u_names, np.flatnonzero(b_u), u_spans)
+                    # (read here, not at the join: a name refused is refused before the
+                    # Async line is read, as it always was)
+                    at = np.flatnonzero(b_u)
+                    join_ops = at, _names_list(P, uniq, u_names, at, None if u_spans is None
+                                               else (u_spans[0][at], u_spans[1][at]))
             boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]], inv[b],
                           u_names)
         del u_spans  # (two int64 per op: not held through the compute columns below)
@@ -157,7 +164,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
             # The Async line's events carry no device clock: each takes its start and done
             # events' on the XLA Ops line (`_async_device_spans`).
             dspan = _async_device_spans(ev.starts, ev.starts + ev.durs, inv, facts["hlo_op"],
-                                        boundaries, clock)
+                                        boundaries, clock, join_ops)
         add_transfers(ev.starts, ev.starts + ev.durs, ok, facts, inv, async_line, dspan)
         return
 
@@ -206,17 +213,27 @@ def _pair_spans(clock: tuple[np.ndarray, ...], si: np.ndarray, di: np.ndarray) -
 
 def _async_device_spans(starts: np.ndarray, ends: np.ndarray, inv: np.ndarray,
                         names: np.ndarray, boundaries: tuple[np.ndarray, ...],
-                        clock: tuple[np.ndarray, ...]) -> np.ndarray:
+                        clock: tuple[np.ndarray, ...],
+                        join_ops: tuple[np.ndarray, list] | None = None) -> np.ndarray:
     """Per Async XLA Ops event (its begin and end, its op `inv` into `names`, the start ops'
     instruction names): the device span from the XLA Ops start event of that name that
     begins at its begin to the done event (the name's `-start` made `-done`) that ends at its
     end; -1 where either is missing or lacks the clock. The Async span is drawn from those
     two events, so on the host-aligned timeline its ends are theirs to the picosecond
-    (sample_traces/tpu-v6e-offload TPU:0: all 600). Joined on (name code, time) (`_join`)."""
+    (sample_traces/tpu-v6e-offload TPU:0: all 600). Joined on (name code, time) (`_join`).
+    `join_ops`: (indices into the XLA Ops line's ops, their names as a list),
+    every op a boundary event has among them, where `boundaries`' names do not hold theirs:
+    the other ops take no code (no boundary event is theirs)."""
     if not clock[2].any():  # no boundary event has the clock: no span to find
         return np.full(len(starts), -1, np.int64)
     b0, b1, _, bop, u_names = boundaries
-    s_code, d_code, op_code = _async_codes(names.tolist(), u_names.tolist())
+    if join_ops is None:
+        s_code, d_code, op_code = _async_codes(names.tolist(), u_names.tolist())
+    else:
+        at, op_list = join_ops
+        s_code, d_code, at_code = _async_codes(names.tolist(), op_list)
+        op_code = np.full(len(u_names), -1, np.int64)
+        op_code[at] = at_code
     bcode = op_code[bop]
     si = _join(bcode, b0, s_code[inv], starts)
     di = _join(bcode, b1, d_code[inv], ends)
@@ -453,6 +470,22 @@ def fill_names(P: Plane, uniq: np.ndarray, out: np.ndarray, at: np.ndarray,
             for i, name in zip(no_disp, instruction_names(P.names(uniq[at[no_disp]]))):
                 names[i] = name
         _fill(out, at, names)
+
+
+def _names_list(P: Plane, uniq: np.ndarray, out: np.ndarray, at: np.ndarray,
+                spans: tuple[np.ndarray, np.ndarray] | None) -> list:
+    """The instruction names of the ops `uniq[at]` as a list (`fill_names`' names; `spans`:
+    their display names' spans in the plane's table): the display names' strs as read
+    where every one of them has one (the clocked many-ops shape's 72k copy-start/copy-done
+    ops: no object array filled and listed again, ~2 ms), else `fill_names` into `out` and
+    its entries at `at`."""
+    t = P.table()
+    if t is not None and spans is not None and bool((spans[1] > spans[0]).all()):
+        got = t.span_strings(*spans)
+        if got is not None:
+            return got
+    fill_names(P, uniq, out, at)  # (the spans looked up again: the same)
+    return out[at].tolist()
 
 
 def _fill(out: np.ndarray, at: np.ndarray, values: list) -> None:

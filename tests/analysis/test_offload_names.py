@@ -372,3 +372,33 @@ def test_calls_are_found_in_ast_walk_order():
         assert names == {"checkpoint_name"} | {
             a.asname for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
             for a in n.names if a.name == "checkpoint_name" and a.asname}
+
+
+def test_outside_copies_are_one_other_row_with_their_sums():
+    """The copies outside any program are one `other` row whose count, bytes and times are
+    the transfers' own sums (the per-group sums, `_exact_sum`, and the `==` test per group)."""
+    t = read_trace(IO)
+    res = analyze(t)
+    sec = nm.offload_by_name(IO, t, res)
+    assert sec is not None
+    rows = {r["label"]: r for r in sec["other"]}
+    assert list(rows) == [OUTSIDE_PROGRAM_OP]
+    tr = t.columns("transfers")
+    r = rows[OUTSIDE_PROGRAM_OP]
+    assert r["count"] == len(tr["bytes"]) > 0
+    assert r["bytes"] == sum(int(b) for b in tr["bytes"])
+    assert 0 <= r["hidden_ps"] <= r["span_ps"]
+    assert r["exposed_ps"] == r["span_ps"] - r["hidden_ps"]
+
+
+def test_exact_sum_is_pythons_sum():
+    """numpy's sum where no partial sum can leave int64, Python's elsewhere: always Python's
+    answer, an int."""
+    import numpy as np
+
+    big = 2 ** 62
+    for a in (np.array([1, 2, 3]), np.array([big, big, big]), np.array([-2 ** 63, -1]),
+              np.array([big - 1, -big, big]), np.zeros(0, np.int64), np.array([7], np.uint64),
+              np.array([2 ** 63 + 5, 2 ** 63], np.uint64), np.array([3, 4], object)):
+        got = nm._exact_sum(a)
+        assert type(got) is int and got == sum(int(x) for x in a.tolist())

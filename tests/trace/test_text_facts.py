@@ -248,3 +248,30 @@ def test_async_name_codes_in_blocks_match_as_python(names, op_names):
     assert _matches(got) == _matches(want)
     assert wire._scan.async_name_codes(names + [b"x-start"], op_names) is None
     assert wire._scan.async_name_codes(names + [b"x-start"], []) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_op_name, st.booleans()), min_size=1, max_size=12),
+       st.lists(st.tuples(st.integers(0, 11), _times, _times, st.booleans()), min_size=1,
+                max_size=20),
+       st.lists(st.tuples(st.none() | _op_name, _times, _times), max_size=12))
+def test_async_spans_same_from_the_boundary_ops_names_alone(ops, events, asked):
+    # `join_ops` (the names of the ops the boundary events have, as a list) gives the same
+    # spans as all of the line's op names: the other ops' names are never joined on
+    u_names = np.array([n for n, _ in ops] + [None], object)[:-1]
+    bop = np.array([i % len(ops) for i, *_ in events], np.int64)
+    extra = np.array([j for j, (_, x) in enumerate(ops) if x], np.int64)
+    at = np.unique(np.concatenate([bop, extra]))
+    b0 = np.array([t for _, t, _, _ in events], np.int64)
+    b1 = b0 + np.array([d for _, _, d, _ in events], np.int64)
+    ok = np.array([c for *_, c in events], bool)
+    clock = (np.where(ok, b0 * 10, 0), np.where(ok, b1 * 10 + 3, 0), ok)
+    boundaries = (b0, b1, bop, bop, u_names)
+    names = np.array([n for n, _, _ in asked] + [None], object)[:-1]
+    inv = np.arange(len(asked), dtype=np.int64)
+    s = np.array([t for _, t, _ in asked], np.int64)
+    e = s + np.array([d for _, _, d in asked], np.int64)
+    want = tpu._async_device_spans(s, e, inv, names, boundaries, clock)
+    got = tpu._async_device_spans(s, e, inv, names, boundaries, clock,
+                                  (at, u_names[at].tolist()))
+    assert got.tolist() == want.tolist()
