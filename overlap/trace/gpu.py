@@ -11,7 +11,7 @@ import numpy as np
 from overlap.trace import vendors
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
 from overlap.trace.tables import missing_mask
-from overlap.trace.values import isin_ids
+from overlap.trace.values import distinct_at, isin_ids
 from overlap.trace.wire import (
     GROUP_STRIDE,
     Coded,
@@ -195,7 +195,7 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                program_id=map_stat(P, ev, idx, "program_id", as_id))
     # Neither a memcpy nor a kernel: the shape checks look at these (vendors.shape_unknowns).
     vendors.note_other_events(P, ev, np.flatnonzero(~is_mc & ~is_k), device, line_name, side)
-    idx = np.flatnonzero(is_k)
+    idx = kidx = np.flatnonzero(is_k)
     if idx.size:
         # ROCm runtime copy/fill kernels are copies and memsets, not compute.
         idx, knames = vendors.split_kernels(P, ev, idx, device, stream, line_name, side)
@@ -211,10 +211,40 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
         else:
             start, end = ev.starts[idx], ev.durs[idx]
         end += start
+        uniq: list = []  # the kernels' distinct metadata ids, once asked (`_kernel_stat`)
         co.add(len(idx), host=host, device=pick(device, idx), start_ps=start, end_ps=end,
-               name=knames, hlo_op=coded_stat(P, ev, idx, "hlo_op", _clean_hlo_op),
-               hlo_module=_one_or_coded(coded_stat(P, ev, idx, "hlo_module")),
+               name=knames, hlo_op=_kernel_stat(P, ev, idx, kidx, knames, "hlo_op", uniq,
+                                                _clean_hlo_op),
+               hlo_module=_kernel_stat(P, ev, idx, kidx, knames, "hlo_module", uniq),
                stream=pick(stream, idx), line=pick(line_name, idx))
+
+
+def _kernel_stat(P, ev: LineEvents, idx: np.ndarray, kidx: np.ndarray, knames: Coded,
+                 name: str, uniq: list, fn=None) -> Any:
+    """Stat `name` of kernels `idx` for `Cols.add`: `coded_stat(P, ev, idx, name, fn)`, and
+    `_one_or_coded` of it for `hlo_module` (`fn` None), without a code per kernel where
+    they are not needed. Where no kernel carries the stat, every kernel's value is its
+    metadata's: `knames`' codes (one per distinct metadata id of `kidx`, the kernels before
+    `split_kernels`) index those values too. Where every kernel carries it and the line holds
+    one value (`hlo_module`), that value. Else `coded_stat`: a million kernels' ids coded twice
+    more and their codes gathered (~4-5 ms each) for what one pass over the ids tells."""
+    sids = P.stat_ids.get(name)
+    has = ev.has_stat(sids) if sids else np.zeros(ev.n, bool)
+    has = has if len(idx) == ev.n else has[idx]
+    if not has.any():
+        if not uniq:
+            uniq.extend(distinct_at(ev.mids, kidx).tolist())
+        vals = object_array([P.meta_stats(u).get(name) for u in uniq])
+        if fn is not None:
+            vals = object_array([fn(v) for v in vals.tolist()])
+        got = Coded(knames.codes, vals)
+        return got if fn is not None else _one_or_coded(got)
+    if fn is None and has.all():
+        _, vals = ev.codes_at(sids, P.stat_names, idx[:1])
+        if len(vals) == 1 and (vals[0] is None or type(vals[0]) is str):
+            return vals[0]
+    got = coded_stat(P, ev, idx, name, fn)
+    return got if fn is not None else _one_or_coded(got)
 
 
 def _one_or_coded(c: Coded) -> Any:
