@@ -28,6 +28,7 @@ from overlap.trace.gpu import _clean_column
 from overlap.trace.names import MEMORY_EVENT_KINDS
 from overlap.trace.values import isin_ids, unique_inverse_at
 from overlap.trace.wire import (
+    Coded,
     Cols,
     LineEvents,
     Plane,
@@ -247,21 +248,25 @@ def _memory_rows(P: Plane, ev: LineEvents, idx: np.ndarray, mem_mids: dict[int, 
     if not idx.size:
         return
     codes, vals = stat_codes(P, ev, idx, "allocator_name")
-    alloc = vals[codes]
+    # The name, device and kind columns as codes (`Coded`): made objects by `Cols.rows`,
+    # a `repeated` view where one value fills a column (one allocator: no gather per event).
+    alloc: np.ndarray | Coded = Coded(codes, vals)
     # once per distinct name (the staging allocator's `index_on_host:N` below is no device)
-    device = object_array([_allocator_device(v) for v in vals.tolist()])[codes]
+    device = Coded(codes, object_array([_allocator_device(v) for v in vals.tolist()]))
     # No allocator name: the host staging allocator's events name their index instead.
     # (tested once per distinct value: an object comparison per event cost ~2 ms per 100k)
     unnamed = np.flatnonzero(np.equal(vals, None)[codes])  # type: ignore[call-overload]
     if unnamed.size:
+        named_alloc = vals[codes]
         ioh = stat_column(P, ev, idx[unnamed], "index_on_host")
         named = np.flatnonzero(~np.equal(ioh, None))  # type: ignore[call-overload]
-        alloc[unnamed[named]] = np.array([f"index_on_host:{v}" for v in ioh[named].tolist()]
-                                         + [None], object)[:-1]
+        named_alloc[unnamed[named]] = np.array(
+            [f"index_on_host:{v}" for v in ioh[named].tolist()] + [None], object)[:-1]
+        alloc = named_alloc
     uniq, inv = unique_inverse_at(ev.mids, idx)  # (no copy of the ids; narrow codes)
     kinds = object_array([mem_mids[u] for u in uniq.tolist()])
     mem.add(len(idx), host=host, time_ps=ev.starts[idx], allocator=alloc,
-            device=device, kind=kinds[inv],
+            device=device, kind=Coded(inv, kinds),
             **{c: _int_stat(P, ev, idx, c) for c in _MEM_INTS})
 
 

@@ -267,3 +267,30 @@ def test_isin_ids_is_np_isin(seed):
                 keys = dict.fromkeys(keys, "x")
             got = isin_ids(vals, keys)
             assert got.dtype == bool and got.tolist() == np.isin(vals, list(keys)).tolist()
+
+
+def test_one_allocator_columns_are_repeated(tmp_path):
+    """A line of one allocator's events: its name and device columns are `repeated` views
+    (`Coded` in `_memory_rows`: no object per event), the kinds per event; with staging
+    events named by their index among them, every row still gets its own name."""
+    import numpy as np
+
+    from overlap.arrays import is_repeated
+    from overlap.trace.reader import read_host_file
+
+    meta = [{} for _ in NAMES]
+    events = [(k % 2, 0, 10 * k, 0, {"allocator_name": "GPU_0_bfc", "bytes_allocated": k})
+              for k in range(2000)]
+    p = tmp_path / "h.xplane.pb"
+    p.write_bytes(_build(meta, events).SerializeToString())
+    m = read_host_file(p)["memory"]
+    assert is_repeated(m["allocator"]) and is_repeated(m["device"])
+    assert set(np.asarray(m["allocator"]).tolist()) == {"GPU_0_bfc"}
+    assert set(np.asarray(m["device"]).tolist()) == {"GPU:0"}
+    assert np.asarray(m["kind"]).tolist()[:2] == [MEMORY_EVENT_KINDS[NAMES[0]],
+                                                  MEMORY_EVENT_KINDS[NAMES[1]]]
+    events[7] = (0, 0, 70, 0, {"index_on_host": 3})
+    want = _reference(_build(meta, events))
+    got = read_xspace(_build(meta, events), host="h")
+    _check(got, *want)
+    assert np.asarray(got["memory"]["allocator"]).tolist()[7] == "index_on_host:3"
