@@ -35,12 +35,18 @@ def _same(a: np.ndarray, b: np.ndarray) -> None:
         assert type(x) is type(y) and x == y
 
 
-@pytest.mark.parametrize("values", CASES)
-@pytest.mark.parametrize("ids", [False, True])
+def _id_column(values) -> bool:
+    """Whether `values` could be an `ids` column: `as_id`'s ints or None only."""
+    return all(type(v) in (int, type(None)) for v in values) or \
+        not any(type(v) is int for v in values)
+
+
+# (values, ids): every case as names; as ids, the cases an `ids` column can hold
+PER_EVENT = [(v, False) for v in CASES] + [(v, True) for v in CASES if _id_column(v)]
+
+
+@pytest.mark.parametrize(("values", "ids"), PER_EVENT)
 def test_per_event_is_the_per_op_column(values, ids):
-    if ids and any(type(v) not in (int, type(None)) for v in values) and \
-            any(type(v) is int for v in values):
-        pytest.skip("`ids` columns hold `as_id`'s ints or None only")
     per_op = np.array([*values, "a boundary op"] + [None], object)[:-1]
     nb = np.arange(len(values))  # the compute ops (not the last)
     iu = np.random.default_rng(len(values)).integers(0, len(values), 1000)
