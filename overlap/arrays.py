@@ -95,6 +95,42 @@ def object_addresses(values: np.ndarray) -> np.ndarray:
     return np.asarray(_Addresses(values))
 
 
+class SeenColumns:
+    """Answers kept for the last `held` object columns, found again by their rows' identity.
+
+    Why: an analysis numbers one column several times (the many-ops report codes its 36k-row
+    `hlo_op` column three times and its direction column five). A column holding the same
+    objects at the same rows as a kept one (equal `object_addresses`; the kept copy holds
+    each object alive, so no other object can take its address) is that column, whichever
+    array holds it; a new column, or one changed in place, is not. Answers are kept per key
+    (a numbering's `sort`); callers copy what they hand out, so nobody writes to a kept one.
+    Cost: a copy of each kept column (8 bytes a row)."""
+
+    def __init__(self, held: int) -> None:
+        self.held = held
+        self._kept: list[tuple[np.ndarray, dict[Any, Any]]] = []
+
+    def _answers(self, col: np.ndarray) -> dict[Any, Any] | None:
+        addr = object_addresses(col)
+        for kept, answers in self._kept:
+            if len(kept) == len(col) and bool(np.array_equal(object_addresses(kept), addr)):
+                return answers
+        return None
+
+    def get(self, col: np.ndarray, key: Any) -> Any:
+        """The answer kept for the object column `col` under `key`, or None."""
+        answers = self._answers(col)
+        return None if answers is None else answers.get(key)
+
+    def put(self, col: np.ndarray, key: Any, answer: Any) -> None:
+        """Keep `answer` for `col` under `key` (a new column: the oldest kept is forgotten)."""
+        answers = self._answers(col)
+        if answers is None:
+            answers = {}
+            self._kept[:] = [(col.copy(), answers), *self._kept[:self.held - 1]]
+        answers[key] = answer
+
+
 def object_runs(values: np.ndarray) -> np.ndarray:
     """Indices where a run of one object begins in a 1-D object array (0 included)."""
     n = len(values)

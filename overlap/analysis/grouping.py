@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from overlap.arrays import factorize, object_addresses, run_starts
+from overlap.arrays import SeenColumns, factorize, object_addresses, run_starts
 from overlap.trace.strcodes import str_codes
 
 if TYPE_CHECKING:
@@ -111,14 +111,15 @@ def key_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
     if len(v) > 8:
         starts = run_starts(v)
         if starts is not None and len(starts) > len(v) // 8:  # no runs: factorize's case
-            got = _few_seen(v, sort)
-            if got is not None:
-                return got
+            kept = _FEW.get(v, sort)
+            if kept is not None:  # (callers may write to what they get)
+                return kept[0].astype(np.int64), kept[1].copy()
             few = few_objects(v)
             if few is not None:
                 code, heads = few
                 hc, hu = factorize(v[heads], sort=sort)
-                _few_keep(v, heads, sort, hc[code], hu)
+                # its codes in one byte (a few objects: ~9 bytes a row kept, two columns)
+                _FEW.put(v, sort, (hc[code].astype(np.int8), hu.copy()))
                 return hc[code], hu
             got = str_codes(v, sort)
             if got is not None:
@@ -126,35 +127,11 @@ def key_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
     return factorize(v, sort=sort)
 
 
-# The last two columns numbered by `few_objects` in `key_codes` (their rows' addresses, their
-# objects kept alive) and their answers: the analysis numbers one transfer table's direction
-# column five times (its groups, the regroups of one host file's groups, which hold that
-# column, the copy queues, the step rows), ~0.4 ms of 36k rows each, where telling the same
-# objects at the same rows takes ~0.03 ms.
-_FEW: list[tuple[np.ndarray, list, dict[bool, tuple[np.ndarray, np.ndarray]]]] = []
-
-
-def _few_seen(v: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    for addr, _, codes in _FEW:
-        if sort in codes and len(addr) == len(v) and bool(
-                np.array_equal(addr, object_addresses(v))):
-            code, uniq = codes[sort]
-            return code.astype(np.int64), uniq.copy()  # (callers may write to what they get)
-    return None
-
-
-def _few_keep(v: np.ndarray, heads: np.ndarray, sort: bool, code: np.ndarray,
-              uniq: np.ndarray) -> None:
-    # each row's address (its few distinct objects, `heads`, held alive: no other object can
-    # take their addresses) and its codes in one byte, by `sort`: ~10 bytes a row, two
-    # columns at most
-    addr = object_addresses(v)
-    for held in _FEW:
-        if len(held[0]) == len(v) and bool(np.array_equal(held[0], addr)):
-            held[2][sort] = (code.astype(np.int8), uniq.copy())
-            return
-    _FEW[:] = [(addr.copy(), v[heads].tolist(), {sort: (code.astype(np.int8), uniq.copy())}),
-               *_FEW[:1]]
+# The last two columns numbered by `few_objects` in `key_codes`, their codes by `sort`: the
+# analysis numbers one transfer table's direction column five times (its groups, the regroups
+# of one host file's groups, which hold that column, the copy queues, the step rows), ~0.4 ms
+# of 36k rows each, where telling the same objects at the same rows takes ~0.03 ms.
+_FEW = SeenColumns(2)
 
 
 def few_objects(v: np.ndarray, most: int = 8) -> tuple[np.ndarray, np.ndarray] | None:

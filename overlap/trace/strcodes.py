@@ -9,36 +9,20 @@ a value is not a `str`, where the scanner was not built, or with `OVERLAP_SCANNE
 
 A column is coded once: the many-ops report groups the same 36k-row `hlo_op` column three
 times (by op, the transfer groups sorted, first use), 1-2 ms a time. The last few columns'
-answers are kept with a copy of the column (`_Seen`); a column holding the same objects at
-the same rows (equal addresses: the held copy keeps each object alive, so no other object
-can have its address) gets them again, as copies. A new column, or one changed in place,
-is coded afresh.
+answers are kept (`arrays.SeenColumns`): a column holding the same objects at the same
+rows gets them again, as copies. A new column, or one changed in place, is coded afresh.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from overlap.arrays import object_addresses
+from overlap.arrays import SeenColumns
 
 Codes = tuple[np.ndarray, np.ndarray]
 
-_HELD = 2  # columns whose codes are kept (the many-ops report codes one column repeatedly)
-
-
-class _Seen:
-    """One coded column: a copy of it (its objects kept alive) and its answers by `sort`."""
-
-    def __init__(self, col: np.ndarray) -> None:
-        self.col = col.copy()
-        self.codes: dict[bool, Codes] = {}
-
-    def holds(self, col: np.ndarray) -> bool:
-        return len(col) == len(self.col) and bool(
-            np.array_equal(object_addresses(col), object_addresses(self.col)))
-
-
-_seen: list[_Seen] = []
+# the codes of the last two columns, by `sort` (the many-ops report codes one column repeatedly)
+_seen = SeenColumns(2)
 
 
 def str_codes(values: np.ndarray, sort: bool) -> Codes | None:
@@ -50,17 +34,15 @@ def str_codes(values: np.ndarray, sort: bool) -> Codes | None:
     if fn is None:
         return None
     col = np.asarray(values, dtype=object).reshape(-1)
-    seen = next((s for s in _seen if s.holds(col)), None)
-    if seen is None or sort not in seen.codes:
+    kept = _seen.get(col, sort)
+    if kept is None:
         got = fn(col.tolist(), sort)
         if got is None:
             return None
         codes, uniq = got
         out = np.empty(len(uniq), object)
         out[:] = uniq
-        if seen is None:
-            seen = _Seen(col)
-            _seen[:] = [seen, *_seen[:_HELD - 1]]
-        seen.codes[sort] = (codes, out)
-    codes, uniq = seen.codes[sort]
+        kept = (codes, out)
+        _seen.put(col, sort, kept)
+    codes, uniq = kept
     return codes.copy(), uniq.copy()  # (callers may write to what they get)
