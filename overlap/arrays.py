@@ -95,6 +95,12 @@ def object_addresses(values: np.ndarray) -> np.ndarray:
     return np.asarray(_Addresses(values))
 
 
+def at_rows(v: Any, idx: np.ndarray) -> Any:
+    """A per-row column's values at rows `idx`; anything else (one value for every row, as
+    `Cols.add` takes it) as is."""
+    return v[idx] if isinstance(v, np.ndarray) else v
+
+
 class SeenColumns:
     """Answers kept for the last `held` object columns, found again by their rows' identity.
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from overlap.arrays import at_rows
 from overlap.trace import vendors
 from overlap.trace.gpu import _clean_column
 from overlap.trace.names import MEMORY_EVENT_KINDS
@@ -75,11 +76,7 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
     mem_mids = {k: MEMORY_EVENT_KINDS[n] for k, n in names.items() if n in MEMORY_EVENT_KINDS}
     # ROCm: HIP copy/memset calls say the direction and size of the copy kernels they issue
     # (vendors.rocm_transfers); their stats must be decoded, whatever else the plane holds.
-    # (`vendors.hip_api_mids` from the names at hand: a HIP call's name starts "hip", and
-    # the test before `hip_api_kind` spares a call per name on CUDA/TPU hosts)
-    hip_mids = {k: n for k, n in names.items()
-                if n.startswith("hip") and vendors.hip_api_kind(n) is not None} \
-        if hip_calls is not None else {}
+    hip_mids = vendors.hip_api_mids(names) if hip_calls is not None else {}
     if row_sids:
         skip = {k for k, n in names.items() if n.startswith(_NEVER_PREFIXES)}
     else:
@@ -346,13 +343,8 @@ def _step_and_compute_rows(P: Plane, ev: LineEvents, rest: np.ndarray, names: di
            name=cnames[inv], hlo_op=_clean_column(hlo),
            hlo_module=stat_column(P, ev, cidx, "hlo_module"),
            program_id=map_unique(stat_column(P, ev, cidx, "program_id"), as_id),
-           stream=_at(stream, cidx), line=_at(line_name, cidx))
+           stream=at_rows(stream, cidx), line=at_rows(line_name, cidx))
     return True
-
-
-def _at(v, idx: np.ndarray):
-    """A per-event column's values at `idx`; a line's scalar as is."""
-    return v[idx] if isinstance(v, np.ndarray) else v
 
 
 _ALLOCATOR_RE = re.compile(r"^GPU_(\d+)_bfc$")

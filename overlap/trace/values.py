@@ -174,16 +174,23 @@ def unique_inverse_at(a: np.ndarray, idx: np.ndarray,
     if hi - lo > 2 * len(a) + (1 << 16):
         uniq, inv = unique_inverse(a[idx])
         return uniq, narrow_codes(inv + offset, len(uniq) + offset)
-    rows, base = _block_rows(a, idx, lo, hi)
-    seen = np.zeros(hi - base + 1, bool)
-    for b in range(0, len(idx), _BLOCK):
-        seen[rows(b)] = True
+    seen, base, rows = _seen_ids(a, idx, lo, hi)
     present = np.flatnonzero(seen)
     rank = narrow_codes(np.cumsum(seen) - 1 + offset, len(present) + offset)
     out = np.empty(len(idx), rank.dtype)
     for b in range(0, len(idx), _BLOCK):
         out[b:b + _BLOCK] = rank[rows(b)]
     return (present + base).astype(a.dtype), out
+
+
+def _seen_ids(a: np.ndarray, idx: np.ndarray, lo: int, hi: int):
+    """(a table over `a`'s range: is the id of some row of `a[idx]` at each place, the id at
+    the table's 0, `_block_rows`' reader of block `b`'s rows as the table's indices)."""
+    rows, base = _block_rows(a, idx, lo, hi)
+    seen = np.zeros(hi - base + 1, bool)
+    for b in range(0, len(idx), _BLOCK):
+        seen[rows(b)] = True
+    return seen, base, rows
 
 
 def _block_rows(a: np.ndarray, idx: np.ndarray, lo: int, hi: int):
@@ -212,10 +219,7 @@ def distinct_at(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
     lo, hi = int(a.min()), int(a.max())
     if hi - lo > 2 * len(a) + (1 << 16):
         return np.unique(a[idx])
-    rows, base = _block_rows(a, idx, lo, hi)
-    seen = np.zeros(hi - base + 1, bool)
-    for b in range(0, len(idx), _BLOCK):
-        seen[rows(b)] = True
+    seen, base, _ = _seen_ids(a, idx, lo, hi)
     return (np.flatnonzero(seen) + base).astype(a.dtype)
 
 
