@@ -102,8 +102,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                     # (read here, not at the join: a name refused is refused before the
                     # Async line is read, as it always was)
                     at = np.flatnonzero(b_u)
-                    join_ops = at, _names_list(P, uniq, u_names, at, None if u_spans is None
-                                               else (u_spans[0][at], u_spans[1][at]))
+                    join_ops = at, _names_list(P, uniq, u_names, at, u_spans)
             boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]], inv[b],
                           u_names)
         del u_spans  # (two int64 per op: not held through the compute columns below)
@@ -475,16 +474,18 @@ def fill_names(P: Plane, uniq: np.ndarray, out: np.ndarray, at: np.ndarray,
 def _names_list(P: Plane, uniq: np.ndarray, out: np.ndarray, at: np.ndarray,
                 spans: tuple[np.ndarray, np.ndarray] | None) -> list:
     """The instruction names of the ops `uniq[at]` as a list (`fill_names`' names; `spans`:
-    their display names' spans in the plane's table): the display names' strs as read
-    where every one of them has one (the clocked many-ops shape's 72k copy-start/copy-done
-    ops: no object array filled and listed again, ~2 ms), else `fill_names` into `out` and
-    its entries at `at`."""
+    the display names' spans of all of `uniq` in the plane's table, as `fill_names` takes
+    them): the display names' strs as read where every one of them has one (the clocked
+    many-ops shape's 72k copy-start/copy-done ops: no object array filled and listed again,
+    ~2 ms), else `fill_names` into `out` and its entries at `at`."""
     t = P.table()
-    if t is not None and spans is not None and bool((spans[1] > spans[0]).all()):
-        got = t.span_strings(*spans)
-        if got is not None:
-            return got
-    fill_names(P, uniq, out, at)  # (the spans looked up again: the same)
+    if t is not None and spans is not None:
+        fs, fe = spans[0][at], spans[1][at]
+        if bool((fe > fs).all()):
+            got = t.span_strings(fs, fe)
+            if got is not None:
+                return got
+    fill_names(P, uniq, out, at, spans)
     return out[at].tolist()
 
 
