@@ -59,8 +59,8 @@ from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.unicode cimport (PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND,
-                             PyUnicode_READ)
+from cpython.unicode cimport (PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH,
+                             PyUnicode_KIND, PyUnicode_READ)
 
 
 cdef extern from *:
@@ -1972,6 +1972,140 @@ def async_name_codes(list names, list op_names):
             dc[i] = _find_name(sl, mask, b_h[2 * q + 1], op_names, nm, b_at[q], b_ln[q])
     return s_a, d_a, o_a
 
+
+
+cdef inline uint64_t _feed_b(uint64_t h, const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    """FNV-1a over the bytes s[:n], continued from `h`."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ <uint64_t>s[i]) * <uint64_t>0x100000001B3
+    return h
+
+
+cdef const uint8_t* _DONE_B = <const uint8_t*>b"-done"
+
+
+cdef inline Py_ssize_t _find_span(const int64_t* slot, uint64_t mask, uint64_t h,
+                                  const uint8_t* buf, const int64_t* fs, const int64_t* fe,
+                                  const uint8_t* nm, Py_ssize_t at, Py_ssize_t ln) noexcept nogil:
+    """`_find_name` over ops' names as UTF-8 spans of `buf` and a name as UTF-8 bytes `nm`
+    (`ln` bytes; its `-start` at byte `at`, or at < 0 for the name itself)."""
+    cdef Py_ssize_t j = <Py_ssize_t>(h & mask)
+    cdef int64_t k
+    cdef const uint8_t* o
+    while True:
+        k = slot[j]
+        if k == -1:
+            return -1
+        if (<uint64_t>k & _HI) == (h & _HI):
+            k &= <int64_t>_LO
+            o = buf + fs[k]
+            if at < 0:
+                if fe[k] - fs[k] == ln and memcmp(o, nm, ln) == 0:
+                    return k
+            elif (fe[k] - fs[k] == ln - 1 and memcmp(o, nm, at) == 0
+                    and memcmp(o + at, _DONE_B, 5) == 0
+                    and memcmp(o + at + 5, nm + at + 6, ln - at - 6) == 0):
+                return k
+        j = <Py_ssize_t>((<uint64_t>j + 1) & mask)
+
+
+def async_name_codes_at(list names, const uint8_t[::1] buf, const int64_t[::1] fs,
+                        const int64_t[::1] fe):
+    """`async_name_codes(names, op_names)` where the ops' names are the spans [fs[i], fe[i])
+    of `buf` (valid UTF-8, the caller checked: `op_names` would be their decoded strs; best
+    side by side, as `gather_spans` leaves them: read in order, not a cache miss each): the
+    names are hashed and compared as UTF-8 bytes, no str made per op (the clocked many-ops
+    shape's 72k copy-start/copy-done names: ~4 ms of strs). Equal strs are equal UTF-8
+    bytes, and a name's last `-start` (ASCII: never inside a multi-byte character) is at
+    the same place in either; so the codes match exactly where `async_name_codes`' do.
+    None where a name is neither None nor a str, or has no UTF-8 form (a lone surrogate),
+    or there are 2**31 ops or more."""
+    cdef Py_ssize_t n = len(names), m = fs.shape[0], i, j, ln, at, cap = 16, r, q, nb
+    cdef Py_ssize_t nbuf = buf.shape[0]
+    cdef object nm
+    cdef const char* u
+    cdef const uint8_t* ub
+    cdef const uint8_t* o
+    cdef uint64_t h, mask
+    cdef int64_t k
+    cdef Py_ssize_t b_i[_AHEAD]
+    cdef Py_ssize_t b_at[_AHEAD]
+    cdef Py_ssize_t b_ln[_AHEAD]
+    cdef const uint8_t* b_p[_AHEAD]
+    cdef uint64_t b_h[2 * _AHEAD]
+    if fe.shape[0] != m:
+        raise ValueError("name starts and ends differ in length")
+    if m >= (<Py_ssize_t>1 << 31):
+        return None  # (an index must fit the slot's low half)
+    for i in range(m):
+        if fs[i] < 0 or fe[i] < fs[i] or fe[i] > nbuf:
+            raise ValueError("span outside the buffer")
+    while cap < 2 * m:
+        cap *= 2
+    mask = <uint64_t>(cap - 1)
+    slot_a = np.full(cap, -1, np.int64)
+    s_a = np.full(n, -1, np.int64)
+    d_a = np.full(n, -1, np.int64)
+    o_a = np.full(m, -1, np.int64)
+    cdef int64_t[::1] slot = slot_a, sc = s_a, dc = d_a, oc = o_a
+    cdef const int64_t* sl = &slot[0]
+    cdef const uint8_t* b = &buf[0] if nbuf else NULL
+    cdef const int64_t* pfs = &fs[0] if m else NULL
+    cdef const int64_t* pfe = &fe[0] if m else NULL
+    for i in range(m):  # the ops' names: each distinct one's first op
+        o = b + fs[i]
+        ln = fe[i] - fs[i]
+        h = _mix(_feed_b(<uint64_t>0xcbf29ce484222325, o, ln) ^ <uint64_t>ln)
+        j = <Py_ssize_t>(h & mask)
+        while True:
+            k = slot[j]
+            if k == -1:
+                slot[j] = <int64_t>((h & _HI) | <uint64_t>i)
+                oc[i] = i
+                break
+            if (<uint64_t>k & _HI) == (h & _HI):
+                k &= <int64_t>_LO
+                if fe[k] - fs[k] == ln and memcmp(b + fs[k], o, ln) == 0:
+                    oc[i] = k
+                    break
+            j = (j + 1) & mask
+    r = 0
+    while r < n:
+        # a block of names: hashes first, their slots asked for, then the lookups
+        nb = 0
+        while r < n and nb < _AHEAD:
+            nm = names[r]
+            if nm is not None:
+                if type(nm) is not str:
+                    return None
+                try:
+                    u = PyUnicode_AsUTF8AndSize(nm, &ln)
+                except UnicodeEncodeError:  # a lone surrogate: no UTF-8 form
+                    return None
+                ub = <const uint8_t*>u
+                at = ln - 6
+                while at >= 0 and memcmp(ub + at, b"-start", 6) != 0:
+                    at -= 1
+                if at >= 0 and m:
+                    b_i[nb], b_at[nb], b_ln[nb], b_p[nb] = r, at, ln, ub
+                    # the name itself, and its done name: nm[:at] + "-done" + nm[at + 6:]
+                    h = _mix(_feed_b(<uint64_t>0xcbf29ce484222325, ub, ln) ^ <uint64_t>ln)
+                    b_h[2 * nb] = h
+                    __builtin_prefetch(sl + <Py_ssize_t>(h & mask))
+                    h = _feed_b(<uint64_t>0xcbf29ce484222325, ub, at)
+                    h = _feed_b(h, _DONE_B, 5)
+                    h = _mix(_feed_b(h, ub + at + 6, ln - at - 6) ^ <uint64_t>(ln - 1))
+                    b_h[2 * nb + 1] = h
+                    __builtin_prefetch(sl + <Py_ssize_t>(h & mask))
+                    nb += 1
+            r += 1
+        for q in range(nb):
+            i = b_i[q]
+            sc[i] = _find_span(sl, mask, b_h[2 * q], b, pfs, pfe, b_p[q], -1, b_ln[q])
+            dc[i] = _find_span(sl, mask, b_h[2 * q + 1], b, pfs, pfe, b_p[q], b_at[q],
+                               b_ln[q])
+    return s_a, d_a, o_a
 
 
 def boundary_names(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1] fe):

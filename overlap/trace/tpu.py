@@ -79,8 +79,9 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
     # the XLA Ops line's boundary events: (begins, ends, metadata ids, op index, op names)
     boundaries: tuple[np.ndarray, ...] | None = None
     # the boundary ops' names for the Async line's join: (their indices into the line's
-    # distinct ops, their names as a list), where the join needs them
-    join_ops: tuple[np.ndarray, list] | None = None
+    # distinct ops, their names: a list, or their spans in the file's bytes), where the
+    # join needs them
+    join_ops: tuple[np.ndarray, list | tuple[np.ndarray, ...]] | None = None
     # per boundary event: (begin, end) on the device clock, and whether it has both stats
     clock: tuple[np.ndarray, ...] | None = None
     for line in op_lines:
@@ -102,7 +103,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                     # (read here, not at the join: a name refused is refused before the
                     # Async line is read, as it always was)
                     at = np.flatnonzero(b_u)
-                    join_ops = at, _names_list(P, uniq, u_names, at, u_spans)
+                    join_ops = at, _join_names(P, uniq, u_names, at, u_spans)
             boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]], inv[b],
                           u_names)
         del u_spans  # (two int64 per op: not held through the compute columns below)
@@ -213,24 +214,27 @@ def _pair_spans(clock: tuple[np.ndarray, ...], si: np.ndarray, di: np.ndarray) -
 def _async_device_spans(starts: np.ndarray, ends: np.ndarray, inv: np.ndarray,
                         names: np.ndarray, boundaries: tuple[np.ndarray, ...],
                         clock: tuple[np.ndarray, ...],
-                        join_ops: tuple[np.ndarray, list] | None = None) -> np.ndarray:
+                        join_ops: tuple[np.ndarray, list | tuple[np.ndarray, ...]] | None
+                        = None) -> np.ndarray:
     """Per Async XLA Ops event (its begin and end, its op `inv` into `names`, the start ops'
     instruction names): the device span from the XLA Ops start event of that name that
     begins at its begin to the done event (the name's `-start` made `-done`) that ends at its
     end; -1 where either is missing or lacks the clock. The Async span is drawn from those
     two events, so on the host-aligned timeline its ends are theirs to the picosecond
     (sample_traces/tpu-v6e-offload TPU:0: all 600). Joined on (name code, time) (`_join`).
-    `join_ops`: (indices into the XLA Ops line's ops, their names as a list),
-    every op a boundary event has among them, where `boundaries`' names do not hold theirs:
-    the other ops take no code (no boundary event is theirs)."""
+    `join_ops`: (indices into the XLA Ops line's ops, their names: a list, or (buffer,
+    starts, ends) of their UTF-8 bytes, `_join_names`), every op a boundary event has among
+    them, where `boundaries`' names do not hold theirs: the other ops take no code (no
+    boundary event is theirs)."""
     if not clock[2].any():  # no boundary event has the clock: no span to find
         return np.full(len(starts), -1, np.int64)
     b0, b1, _, bop, u_names = boundaries
     if join_ops is None:
         s_code, d_code, op_code = _async_codes(names.tolist(), u_names.tolist())
     else:
-        at, op_list = join_ops
-        s_code, d_code, at_code = _async_codes(names.tolist(), op_list)
+        at, ops = join_ops
+        s_code, d_code, at_code = _async_codes(names.tolist(), ops) if isinstance(ops, list) \
+            else _async_codes_at(names.tolist(), *ops)
         op_code = np.full(len(u_names), -1, np.int64)
         op_code[at] = at_code
     bcode = op_code[bop]
@@ -253,6 +257,20 @@ def _async_codes(names: list, op_names: list) -> tuple[np.ndarray, ...]:
     fn = getattr(_scan, "async_name_codes", None)
     got = None if fn is None else fn(names, op_names)  # (None: a value not a str)
     return _async_codes_py(names, op_names) if got is None else got
+
+
+def _async_codes_at(names: list, buf: np.ndarray, fs: np.ndarray,
+                    fe: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`_async_codes(names, op_names)` where `op_names` are the UTF-8 spans [fs, fe) of `buf`
+    (`_join_names` checked them: each a str `MetaTable.span_strings` gives): the scanner's
+    `async_name_codes_at` compares bytes, no str per op; else on the strs."""
+    fn = getattr(_scan, "async_name_codes_at", None)
+    got = None if fn is None else fn(names, buf, fs, fe)
+    if got is not None:
+        return got
+    ops = MetaTable.span_strings_of(buf, fs, fe)
+    assert ops is not None  # (checked by `_join_names`)
+    return _async_codes(names, ops)
 
 
 def _async_codes_py(names: list, op_names: list) -> tuple[np.ndarray, ...]:
@@ -487,6 +505,26 @@ def _names_list(P: Plane, uniq: np.ndarray, out: np.ndarray, at: np.ndarray,
                 return got
     fill_names(P, uniq, out, at, spans)
     return out[at].tolist()
+
+
+def _join_names(P: Plane, uniq: np.ndarray, out: np.ndarray, at: np.ndarray,
+                spans: tuple[np.ndarray, np.ndarray] | None) -> list | tuple[np.ndarray, ...]:
+    """`_names_list`, or where the scanner can join on bytes (`_async_codes_at`) and every
+    one of these ops has a display name that `MetaTable.span_strings` would give as a str
+    (non-empty, UTF-8, no NUL), their bytes side by side as (buffer, starts, ends): no str
+    per op (72k copy-start/copy-done ops on the clocked many-ops shape: ~4 ms). The names
+    are gathered as `span_strings` gathers them (NUL after each), so the checks are its
+    own: the whole buffer is UTF-8, and it holds only the NULs put there."""
+    t = P.table()
+    if t is not None and spans is not None and hasattr(_scan, "async_name_codes_at"):
+        fs, fe = spans[0][at], spans[1][at]
+        if bool((fe > fs).all()):
+            g = t.gather(fs, fe, 0)
+            ln = (fe - fs).astype(np.int64)
+            hi = np.cumsum(ln + 1) - 1  # each name's end in `g` (its NUL)
+            if _scan.utf8_ok(g) and len(g) - np.count_nonzero(g) == len(at):
+                return g, hi - ln, hi
+    return _names_list(P, uniq, out, at, spans)
 
 
 def _fill(out: np.ndarray, at: np.ndarray, values: list) -> None:
