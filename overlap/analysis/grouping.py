@@ -205,9 +205,12 @@ def group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
     n = len(t[by[0]])
     if not n:
         return {**{k: t[k][:0] for k in by}, **{c: np.zeros(0, np.int64) for c in cols}}
-    code = np.zeros(n, np.int64)
-    for k in by:
-        c, u = key_codes(t[k], sort=sort)
+    # Unsorted, the last key is numbered first: where it alone tells every row apart (the
+    # op of a capture where every copy is its own op), every row is its own group, in row
+    # order (as below), and the other keys are not numbered (~0.8 ms of 36k rows).
+    coded: dict[int, tuple[np.ndarray, int]] = {}
+    for i in ([len(by) - 1, *range(len(by) - 1)] if not sort else range(len(by))):
+        c, u = key_codes(t[by[i]], sort=sort)
         m = len(u)
         if len(c) and c.min() < 0:
             # missing keys: a key of their own, after every value (pandas' use_na_sentinel=
@@ -215,6 +218,12 @@ def group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
             # after the dense numbering below)
             c = np.where(c < 0, m, c)
             m += 1
+        if not sort and m == n:  # n rows, n distinct codes
+            return {**{k: t[k] for k in by}, **cols}
+        coded[i] = (c, m)
+    code = np.zeros(n, np.int64)
+    for i in range(len(by)):
+        c, m = coded[i]
         # codes kept dense after each key, so they never overflow; numbering in key order
         # with `sort`, else by first row
         code = dense_codes(code * max(m, 1) + c, sort=sort)

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from overlap.analysis.grouping import group_sums, is_none, key_runs
+from overlap.analysis.grouping import group_sums, is_none
 
 if TYPE_CHECKING:  # imported where a program is at hand (~3 ms of start-up otherwise)
     from overlap.hlo import trace_ops
@@ -496,44 +496,44 @@ def programs_of(path: str | Path | None, trace: Any
     capture's HloProto). Read once by the caller and passed to `offload_by_name` and
     `overlap.analysis.first_use` (which reads nothing itself)."""
     tr = trace.columns("transfers")
-    mods = np.asarray(tr["hlo_module"], dtype=object)
-    pids = np.asarray(tr["program_id"], dtype=object)
-    if not len(mods):
+    if not len(tr["hlo_module"]):
         return {}
-    from overlap.arrays import factorize, sorted_unique
-
-    # distinct (module, program id) pairs without a Python step per copy
-    mc, mu = factorize(mods)
-    pc, pu = factorize(pids)
-    # one int64 key per pair, distinct by one sort (`np.unique(axis=1)` sorted a void view:
-    # ~60 ms for 60k copies, and imported numpy.ma)
-    w = len(pu) + 1
-    pairs = sorted_unique((mc + 1) * w + (pc + 1))
-    keys = sorted({(mu[a - 1], pu[b - 1] if b >= 1 else None)
-                   for a, b in zip((pairs // w).tolist(), (pairs % w).tolist()) if a >= 1},
-                  key=str)
+    _, pairs = _pair_codes(np.asarray(tr["hlo_module"], dtype=object),
+                           np.asarray(tr["program_id"], dtype=object))
+    keys = sorted({(m, p) for m, p in pairs if m is not None}, key=str)
     return _programs(path, trace, keys)
 
 
-def _transfer_groups(trace: Any, result: dict[str, Any]) -> dict[str, np.ndarray]:
-    """Per (module, program id, hlo_op, direction): count, bytes, span_ps, hidden_ps (the
-    analysis' per-transfer numbers, `overlap.analysis.overlap.transfer_columns`)."""
-    from overlap.analysis.overlap import transfer_columns
+def _transfer_groups(t: dict[str, np.ndarray], table: dict[str, np.ndarray],
+                     rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Per (module, program id, hlo_op, direction) of the transfers `rows`: count, bytes,
+    span_ps, hidden_ps (the analysis' per-transfer numbers, `overlap.analysis.overlap.
+    transfer_columns`), groups in key order. `t`: the transfers' module and program id
+    columns; `table`: their `transfer_columns` table."""
+    keys = {"hlo_module": t["hlo_module"][rows], "program_id": t["program_id"][rows],
+            "hlo_op": np.asarray(table["hlo_op"], dtype=object)[rows],
+            "direction": np.asarray(table["direction"], dtype=object)[rows]}
+    sums = {"count": np.ones(len(rows), np.int64)}
+    sums.update({c: np.asarray(table[c], np.int64)[rows] for c in ("bytes", "span_ps",
+                                                                     "hidden_ps")})
+    return group_sums(keys, list(keys), sums, sort=True)
 
-    th = result.get("thresholds") or {}
-    kw = {k: th[v] for k, v in (("hidden_threshold", "hidden"), ("exposed_threshold", "exposed"))
-          if v in th}
-    table, _ = transfer_columns(trace, **kw)
-    tr = trace.columns("transfers")
-    t = {"hlo_module": np.asarray(tr["hlo_module"], dtype=object),
-         "program_id": np.asarray(tr["program_id"], dtype=object),
-         "hlo_op": np.asarray(table["hlo_op"], dtype=object),
-         "direction": np.asarray(table["direction"], dtype=object)}
-    n = len(t["hlo_op"])
-    sums = {"count": np.ones(n, np.int64), "bytes": np.asarray(table["bytes"], np.int64),
-            "span_ps": np.asarray(table["span_ps"], np.int64),
-            "hidden_ps": np.asarray(table["hidden_ps"], np.int64)}
-    return group_sums(t, list(t), sums, sort=True)
+
+def _pair_codes(mods: np.ndarray, pids: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, Any]]]:
+    """Per transfer the number of its (module, program id) pair, and the pairs by number
+    (each value as `arrays.factorize` keeps it; a missing one None). A few pairs: one sort
+    of one int64 key per row, no Python step per copy."""
+    from overlap.arrays import factorize, sorted_unique
+
+    mc, mu = factorize(mods)
+    pc, pu = factorize(pids)
+    w = len(pu) + 1
+    key = (mc + 1) * w + (pc + 1)
+    uniq = sorted_unique(key)
+    code = np.searchsorted(uniq, key) if len(uniq) > 1 else np.zeros(len(key), np.intp)
+    pairs = [(mu[a - 1] if a >= 1 else None, pu[b - 1] if b >= 1 else None)
+             for a, b in zip((uniq // w).tolist(), (uniq % w).tolist())]
+    return code, pairs
 
 
 def _exact_sum(a: np.ndarray) -> int:
@@ -573,11 +573,16 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
     recorded = (manifest or {}).get("checkpoint_names")  # spans kept at capture (run.json)
     if not (trace.rows("transfers") if hasattr(trace, "rows") else 0) and not asked:
         return None
-    g = _transfer_groups(trace, result)
-    # each (module, program id) once per run of equal rows (the groups are sorted by them: one
-    # run per program, where a step per group cost ~10 ms on 36k copy ops, issue 32)
-    pair_rows = key_runs(g["hlo_module"], g["program_id"])
-    pairs = list(zip(g["hlo_module"][pair_rows].tolist(), g["program_id"][pair_rows].tolist()))
+    from overlap.analysis.overlap import transfer_columns
+
+    th = result.get("thresholds") or {}
+    table, _ = transfer_columns(trace, **{k: th[v] for k, v in (
+        ("hidden_threshold", "hidden"), ("exposed_threshold", "exposed")) if v in th})
+    tr = trace.columns("transfers")
+    t = {"hlo_module": np.asarray(tr["hlo_module"], dtype=object),
+         "program_id": np.asarray(tr["program_id"], dtype=object)}
+    # each (module, program id) once (a few: a step per copy op cost ~10 ms on 36k, issue 32)
+    pair, pairs = _pair_codes(t["hlo_module"], t["program_id"])
     keys = sorted({(m, p) for m, p in pairs if m is not None}, key=str)
     hints = _hints(path)
     if programs is None:
@@ -615,25 +620,31 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
                 r["evidence"].append(ev)
     for a in asked or []:
         row(a)
-    # Groups whose program is not at hand: one row per reason, not per op (a capture of 36k
+    # Copies whose program is not at hand: one row per reason, not per op (a capture of 36k
     # copy ops without programs gave 36k rows, 5 MB of JSON; the per-op numbers are in
-    # by_hlo_op), summed per reason without a Python step per group (issue 32).
-    at_hand = np.repeat(np.array([programs.get(k) is not None for k in pairs], bool),
-                        np.diff(np.append(pair_rows, len(g["hlo_op"]))))
-    # one C comparison per group (numbering the ops first and comparing each distinct one in
-    # Python took ~1.7 ms on 36k copy ops; a None or any other value is simply not equal)
-    outside = np.asarray(g["hlo_op"] == OUTSIDE_PROGRAM_OP, dtype=np.bool_).reshape(-1)
-    unnamed = is_none(g["hlo_module"])
+    # by_hlo_op), summed over the copies themselves: a group's sums are its copies' sums, and
+    # whether a program is at hand is a fact of the copy's (module, program id), so only the
+    # copies with a program are grouped (36k ops without one were grouped and sorted by op
+    # to be summed into one row, issue 32).
+    at_hand = np.array([programs.get(k) is not None for k in pairs], bool)[pair]
+    # one C comparison per copy (a None or any other value is simply not equal)
+    outside = np.asarray(table["hlo_op"] == OUTSIDE_PROGRAM_OP, dtype=np.bool_).reshape(-1)
+    unnamed = is_none(t["hlo_module"])
     for label, m in ((OUTSIDE_PROGRAM_OP, outside),
                      ("(program's HLO not in the capture)", ~outside & ~unnamed),
                      ("(no program named by the trace)", ~outside & unnamed)):
-        sel = np.flatnonzero(m & ~at_hand)
-        if len(sel):
-            _add(other.setdefault(label, _bucket()),
-                 *(_exact_sum(g[c][sel]) for c in ("count", "bytes", "span_ps", "hidden_ps")))
+        sel = m & ~at_hand
+        count = int(np.count_nonzero(sel))
+        if count:
+            every = count == len(sel)  # (all copies: the columns as they are)
+            _add(other.setdefault(label, _bucket()), count,
+                 *(_exact_sum(np.asarray(table[c], np.int64) if every
+                               else np.asarray(table[c], np.int64)[sel])
+                   for c in ("bytes", "span_ps", "hidden_ps")))
+    g = _transfer_groups(t, table, np.flatnonzero(at_hand))
     if at_hand.any():
         from overlap.hlo import trace_ops
-    for i in np.flatnonzero(at_hand).tolist():  # one row per (program, op, direction): few
+    for i in range(len(g["count"])):  # one row per (program, op, direction): few
         module, pid, op, d = (g["hlo_module"][i], g["program_id"][i], g["hlo_op"][i],
                               g["direction"][i])
         vals = (int(g["count"][i]), int(g["bytes"][i]), int(g["span_ps"][i]),

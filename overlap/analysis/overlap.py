@@ -461,15 +461,18 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     ties = cand[exposed[cand] == thr]
     need = k - len(above)
     tn = np.asarray(names, dtype=object)[ties]
-    ranks = str_codes(tn, True)
-    if ranks is not None:
-        # every name a str: its rank in Python's order (the compiled scanner's sort; 36k
-        # names ~1 ms, where `nsmallest` and comparing every name to the cut took ~5 ms).
-        # The rows whose rank is at most the `need`-th smallest are those whose name is at
-        # most the name the top ends on, as below.
-        rank = ranks[0]
-        cut_rank = np.partition(rank, need - 1)[need - 1]
-        return np.sort(np.r_[above, ties[rank <= cut_rank]])
+    got = str_codes(tn, False)
+    if got is not None:
+        # every name a str (numbered already where the ties are every op: `_grouped`'s
+        # codes): the name the top ends on is at most the `need`-th smallest distinct name,
+        # found by one comparison for most names (`heapq.nsmallest`; sorting all 36k names
+        # in the compiled scanner took ~2 ms), and the rows whose name is at most that one
+        # are kept, as below (where names repeat, a few more: the caller sorts them)
+        codes, uniq = got
+        cut = np.empty((), object)  # (the str itself, as below)
+        cut[()] = heapq.nsmallest(need, uniq.tolist())[-1]
+        small = np.asarray(uniq <= cut, bool)  # str <= str per distinct name, in C
+        return np.sort(np.r_[above, ties[small[codes]]])
     missing = missing_mask(tn)
     n_missing = int(missing.sum())
     if need <= n_missing:  # the top ends among the tied rows with no name
