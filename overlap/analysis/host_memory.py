@@ -46,20 +46,21 @@ no capture with host compute exists (all 38 H100/H200 captures' programs have no
 
 from __future__ import annotations
 
-import re
 from typing import Any
+
+from overlap.trace.hlotext import LazyPattern
 
 HOST_COLOR = 5  # XLA's host memory space, S(5), is buffer-assignment color 5
 CAP_ENV = "XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB"
 DEFAULT_CAP_GB = 64
 _GB = 1 << 30  # XLA reads the limit in GiB (value * 1024^3 bytes)
-_HOST_ATTR = re.compile(r'_xla_compute_type\s*=\s*"host"')
+_HOST_ATTR = LazyPattern(r'_xla_compute_type\s*=\s*"host"')
 # What XLA:GPU's optimized HLO keeps of host compute (compute_on("device_host"), jax 0.10.2,
 # deviceless H100 compile): `custom-call-start(...), async_execution_thread="host",
 # custom_call_target="HostExecute", called_computations={%c}` whose computation ends
 # `execution_thread="host"`; the frontend attribute is gone by then.
-_HOST_CALL = re.compile(r'custom_call_target="HostExecute"|async_execution_thread="host"')
-_CALLED = re.compile(r"called_computations=\{%?([^,}\s]+)")
+_HOST_CALL = LazyPattern(r'custom_call_target="HostExecute"|async_execution_thread="host"')
+_CALLED = LazyPattern(r"called_computations=\{%?([^,}\s]+)")
 # Opcodes that move data to or from host memory, or only plumb it: never host compute.
 _MOVES = frozenset({
     "parameter", "tuple", "get-tuple-element", "copy", "copy-start", "copy-done", "bitcast",

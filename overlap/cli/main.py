@@ -18,7 +18,6 @@ import contextlib
 import importlib
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import NoReturn
 
@@ -33,10 +32,29 @@ JAX_COMMANDS = ("capture", "plan", "demo", "advise")
 
 
 class _Parser(argparse.ArgumentParser):
+    _checking = False  # inside `add_argument` (see `_get_formatter`)
+
     def error(self, message: str) -> NoReturn:  # argparse exits 2 already; keep it one line
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
+
+    def add_argument(self, *args, **kwargs):
+        self._checking = True
+        try:
+            return super().add_argument(*args, **kwargs)
+        finally:
+            self._checking = False
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        """A formatter; inside `add_argument` one given a width. Why: `add_argument` makes a
+        formatter only to check a metavar's form (`_format_args`, which reads no width), and
+        a formatter without a width reads the terminal's through `shutil`, whose import
+        (zlib, bz2, lzma: ~2.5 ms) every `report`/`check` paid for nothing. Help, usage and
+        error text are formatted as before, at the terminal's width."""
+        if self._checking:
+            return self.formatter_class(prog=self.prog, width=80)  # type: ignore[call-arg]
+        return super()._get_formatter()
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -51,7 +69,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"overlap {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="print the traceback of an internal error (also OVERLAP_DEBUG=1)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    # `prog` given: argparse would format the usage of the parser's positionals (it has none:
+    # the result is its prog) with a formatter that reads the terminal's width (`shutil`).
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser,
+                                prog=parser.prog)
     for name in COMMANDS if only is None else (only,):
         try:
             module = importlib.import_module(f"overlap.cli.{name}")
@@ -187,8 +208,11 @@ def run() -> None:
     # Not under a profiler or tracer (`python -m cProfile -m overlap ...`, coverage): they
     # write their results after `run` returns, which `os._exit` would never reach.
     watched = sys.getprofile() is not None or sys.gettrace() is not None
-    if (_command_of(sys.argv[1:]) in QUICK_EXIT_COMMANDS and threading.active_count() == 1
-            and not watched):
+    # `threading` only where something imported it (~1 ms of start-up otherwise): a thread
+    # started without it (`_thread`) is not one these commands make.
+    threading = sys.modules.get("threading")
+    if (_command_of(sys.argv[1:]) in QUICK_EXIT_COMMANDS and not watched
+            and (threading is None or threading.active_count() == 1)):
         # Tearing the interpreter down (freeing every module of pandas and numpy, object by
         # object) takes ~70 ms after the work is done, 8% of a 1M-event report. What a
         # normal exit does that matters is done here: streams flushed, atexit handlers run

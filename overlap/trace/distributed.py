@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,7 +37,8 @@ DASK_EXTRA = install_hint("dask")
 # then never answers, which would hang the command for minutes.
 CONNECT_TIMEOUT_S = 10.0
 SCHEDULER_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
-_HOST_RE = re.compile(r"[A-Za-z0-9._-]+")
+# A host name or IPv4 address (`check_scheduler_address`; compiled on first use by re's cache)
+_HOST_PATTERN = r"[A-Za-z0-9._-]+"
 
 
 def check_scheduler_address(address: str) -> str:
@@ -61,7 +61,7 @@ def check_scheduler_address(address: str) -> str:
         ok_host = bool(close) and bool(host) and all(c in "0123456789abcdefABCDEF:." for c in host)
     else:
         host, colon, port = rest.rpartition(":")
-        ok_host = bool(colon) and _HOST_RE.fullmatch(host) is not None
+        ok_host = bool(colon) and re.fullmatch(_HOST_PATTERN, host) is not None
     if not ok_host:
         raise UsageError(f"{where}: expected host:port (IPv6 in brackets: [::1]:8786)")
     if port is None or not port.isdigit() or not 0 < int(port) < 65536:
@@ -112,6 +112,8 @@ def _connect(Client: Any, address: str) -> Any:
             box["client"] = Client(address, timeout=f"{int(CONNECT_TIMEOUT_S)}s")
         except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
             box["error"] = e
+
+    import threading  # here: only Dask's connect starts a thread (~1 ms of every start-up)
 
     # A daemon thread: when the handshake never ends, the command still exits.
     t = threading.Thread(target=connect, name="overlap-dask-connect", daemon=True)
