@@ -18,7 +18,6 @@ any stat value becomes a Python object.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ import numpy as np
 from overlap.arrays import at_rows
 from overlap.trace import vendors
 from overlap.trace.gpu import _clean_column
+from overlap.trace.hlotext import LazyPattern  # compiled on first use: start-up
 from overlap.trace.names import MEMORY_EVENT_KINDS
 from overlap.trace.values import isin_ids, unique_inverse_at
 from overlap.trace.wire import (
@@ -347,7 +347,7 @@ def _step_and_compute_rows(P: Plane, ev: LineEvents, rest: np.ndarray, names: di
     return True
 
 
-_ALLOCATOR_RE = re.compile(r"^GPU_(\d+)_bfc$")
+_ALLOCATOR_RE = LazyPattern(r"^GPU_(\d+)_bfc$")
 
 
 def _allocator_device(name: Any) -> str | None:

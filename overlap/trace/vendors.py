@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from overlap.arrays import at_rows, factorize, filled
+from overlap.trace.hlotext import LazyPattern  # compiled on first use: start-up
 from overlap.trace.tables import missing_mask
 from overlap.trace.wire import (
     Coded,
@@ -56,10 +57,10 @@ from overlap.trace.wire import (
 ROCM_COPY_KERNEL = "__amd_rocclr_copy"
 ROCM_FILL_KERNEL = "__amd_rocclr_fill"
 # Kernels of other runtimes named like copies: we cannot tell what they move.
-_COPY_LIKE_RE = re.compile(r"memcpy", re.IGNORECASE)
+_COPY_LIKE_RE = LazyPattern(r"memcpy", re.IGNORECASE)
 # The CUDA driver's own copy kernels (`memcpy128`, `memcpy32_post`, ...): what a memcpy node of
 # a CUDA graph runs when both ends are device memory. See `graph_device_copies`.
-_CUDA_GRAPH_COPY_RE = re.compile(r"^memcpy\d+(?:_(?:pre|post))?$")
+_CUDA_GRAPH_COPY_RE = LazyPattern(r"^memcpy\d+(?:_(?:pre|post))?$")
 
 # HIP API direction tokens (hipMemcpyHtoDAsync, hipMemcpyDtoH, hipMemcpyPeerAsync, ...).
 _HIP_DIRECTIONS = (("HtoD", "H2D"), ("DtoH", "D2H"), ("DtoD", "D2D"), ("HtoH", "H2H"),
@@ -68,7 +69,7 @@ HOST_DIRECTIONS = ("D2H", "H2D")
 
 # Device events that are neither kernels nor host transfers, by name (CUPTI and ROCm tracers'
 # event type names; `CopyDeviceToDevice` is older roctracer's D2D copy on a MemcpyOther stream).
-_NOT_HOST_COPY_RE = re.compile(
+_NOT_HOST_COPY_RE = LazyPattern(
     r"^(?:MemcpyD2D|MemcpyP2P|MemcpyOther|CopyDeviceToDevice|Memset.*|MemoryAlloc|MemoryFree|"
     r"MemoryResidency.*|HostRegister|HostUnregister|Synchronization|Overhead.*)$")
 # Stream kinds the CUPTI and ROCm collectors write in `Stream #N(kind,...)` line names.
@@ -77,7 +78,7 @@ KNOWN_STREAM_KINDS = frozenset({
     "MemoryAlloc", "MemoryFree", "Memset", "Overhead", "MemoryResidency", "HostRegister",
     "HostUnregister", "CudaGraph", "Synchronization", "Generic", "Unsupported",
     "ThreadMarkerRange", "ThreadMarkerStart", "ThreadMarkerEnd"})
-_STREAM_RE = re.compile(r"^Stream #-?\d+(?:\((?P<kinds>[^()]*)\))?$")
+_STREAM_RE = LazyPattern(r"^Stream #-?\d+(?:\((?P<kinds>[^()]*)\))?$")
 
 KNOWN_VENDORS = {"nvidia": "NVIDIA", "amd": "AMD", "google": "Google"}
 
