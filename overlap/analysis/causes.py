@@ -186,7 +186,7 @@ def transfer_causes(trace, table: Columns) -> Columns:
         return out
     tr = trace.columns("transfers")
     co = trace.columns("compute")
-    (tg, cg), keys_hd = group_codes(tr, co)
+    (tg, cg), keys_hd, comp = compute_groups(trace)
     tg = np.asarray(tg, np.int64)
     cg = np.asarray(cg, np.int64)
     ngroups = len(keys_hd)
@@ -209,7 +209,7 @@ def transfer_causes(trace, table: Columns) -> Columns:
     out["cause_pageable_memory_ps"] = np.where(pg, exposed, 0)
     out["cause_shares_stream_with_compute_ps"] = np.where(ss, exposed, 0)
     out["cause_queued_behind_same_direction_ps"] = np.where(qu, exposed, 0)
-    _waits(out, keys, tg, start, end, cg, cs, ce, rest & (exposed > 0))
+    _waits(out, keys, tg, start, end, comp, rest & (exposed > 0), ngroups)
     # what is left of a transfer's exposed time (none, by construction) is unknown: the split
     # always sums to exposed_ps
     left = exposed - sum(out[c] for c in CAUSE_COLUMNS)
@@ -218,6 +218,22 @@ def transfer_causes(trace, table: Columns) -> Columns:
     label = np.array(["", *CAUSES], dtype=object)
     out["cause"] = label[np.where(exposed > 0, np.argmax(split, axis=0) + 1, 0)]
     return out
+
+
+@memo.per_trace("compute_groups", lambda v: v)
+def compute_groups(trace) -> tuple[list[np.ndarray], list[tuple[str, str]], MergedGroups]:
+    """`group_codes` of the trace's transfers and compute, and each device's merged compute
+    (`merged_groups`), made once per trace: `transfer_columns` and `transfer_causes` both
+    search the same million compute intervals (and `MergedGroups.around` keeps its answer
+    for the copies both ask about). Shared: not to be modified. The compute ends are taken
+    as the reader gives them: an end before its start makes an empty interval, dropped by
+    the merge as `ends_after`'s equal start and end would be."""
+    tr = trace.columns("transfers")
+    co = trace.columns("compute")
+    codes, keys = group_codes(tr, co)
+    comp = merged_groups(codes[1], np.asarray(co["start_ps"], np.int64),
+                         np.asarray(co["end_ps"], np.int64))
+    return codes, keys, comp
 
 
 def _on_compute_stream(tr: Columns, co: Columns, tg, cg, keys_hd
@@ -313,83 +329,131 @@ def _group_reach(e: np.ndarray, same: np.ndarray) -> np.ndarray:
     return u[np.maximum.accumulate(r + lift) - lift]
 
 
-def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, cg, cs, ce, rest) -> None:
+def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups, rest,
+           ngroups: int) -> None:
     """Split the exposed time of the transfers in `rest` into device_waits and unknown, per
     exposed piece (see the module docstring), and fill stall_ps / ready_ps. (A copy without
     exposed time has no piece: the caller leaves those out of `rest`, which saves their
-    searches, most copies of a capture that hides them.)"""
-    comp = merged_groups(cg, cs, ce)
+    searches, most copies of a capture that hides them.) `comp`: the devices' merged compute
+    (`compute_groups`), `ngroups` the number of (host, device) groups."""
     mg, ms, me = comp.g, comp.s, comp.e
     sel = np.flatnonzero(rest & (end > start))
     if not len(sel):
         return
-    g, s, e = tg[sel], start[sel], end[sel]
+    if len(sel) == len(start):  # every copy (the usual where copies are exposed): no gathers
+        g, s, e = tg, start, end
+    else:
+        g, s, e = tg[sel], start[sel], end[sel]
     # compute intervals of the group ending at or before s / starting before e
     i0, i1 = _pieces_around(comp, keys, g, s, e)
     cnt = i1 - i0 + 1  # pieces: before the first overlapping interval, between, after
     a = np.repeat(np.arange(len(sel)), cnt)
     j = np.arange(len(a)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
     k = i0[a] + j  # the compute interval after the piece (may be another group's or none)
+    del j
     nm = len(ms)
-    prev_ok = (k - 1 >= 0) & (mg[np.clip(k - 1, 0, max(nm - 1, 0))] == g[a]) if nm else \
-        np.zeros(len(a), bool)
-    next_ok = (k < nm) & (mg[np.clip(k, 0, max(nm - 1, 0))] == g[a]) if nm else \
-        np.zeros(len(a), bool)
-    lo = s[a]
+    s_a, e_a = s[a], e[a]
+    if ngroups > 1:
+        pg = g[a]
+    else:  # one device: every copy and interval is its group's (no per-piece test)
+        pg = np.broadcast_to(tg[:1], (len(a),))
     if nm:
-        lo = np.where(prev_ok, np.maximum(s[a], me[np.clip(k - 1, 0, nm - 1)]), s[a])
-    hi = e[a]
-    if nm:
-        hi = np.where(next_ok, np.minimum(e[a], ms[np.clip(k, 0, nm - 1)]), e[a])
+        kp = np.maximum(k - 1, 0)  # (0 <= k <= nm: the pieces of a copy end at i1)
+        kn = np.minimum(k, nm - 1)
+        prev_ok = k >= 1
+        next_ok = k < nm
+        if ngroups > 1:
+            prev_ok &= mg[kp] == pg
+            next_ok &= mg[kn] == pg
+        lo = me[kp]
+        np.maximum(lo, s_a, out=lo)
+        np.copyto(lo, s_a, where=~prev_ok)
+        resume = ms[kn]
+        hi = np.minimum(e_a, resume)
+        np.copyto(hi, e_a, where=~next_ok)
+        del kp, kn, prev_ok
+    else:
+        next_ok = np.zeros(len(a), bool)
+        lo, hi, resume = s_a, e_a, np.zeros(len(a), np.int64)
+    del k
     keep = hi > lo
-    a, lo, hi, k, next_ok = a[keep], lo[keep], hi[keep], k[keep], next_ok[keep]
-    pg = g[a]
-    resume = ms[np.clip(k, 0, max(nm - 1, 0))] if nm else np.zeros(len(a), np.int64)
+    if not keep.all():
+        a, lo, hi, next_ok, resume, s_a, e_a = (v[keep] for v in (a, lo, hi, next_ok,
+                                                                  resume, s_a, e_a))
+        pg = pg[keep] if ngroups > 1 else pg[:len(a)]
     # copy-free idle time between the piece and the resume: (resume - hi) minus in-flight time
     tm = merged_groups(*merge_grouped(tg, start, end))
-    idle = np.maximum(resume - hi, 0)
-    bare = idle - tm.covered(pg, hi, np.maximum(resume, hi))
-    # did some copy of the device end within RESUME_GAP_PS before the resume?
-    ends = np.lexsort((end, tg))
-    eg, ee = tg[ends], end[ends]
-    n_before = _search(keys, eg, ee, pg, resume, "right")
-    n_gap = _search(keys, eg, ee, pg, resume - RESUME_GAP_PS, "left")
-    copy_ended = n_before > n_gap
-    waited = next_ok & (bare <= RESUME_GAP_PS) & copy_ended
+    bare = np.maximum(resume - hi, 0)
+    # (a piece cut short by the next compute start has an empty window: none covered)
+    w = np.flatnonzero(bare)
+    if len(w):
+        bare[w] -= tm.covered(pg[w], hi[w], resume[w])
+    # did some copy of the device end within RESUME_GAP_PS before the resume? (asked of the
+    # pieces the answer decides)
+    waited = next_ok & (bare <= RESUME_GAP_PS)
+    w = np.flatnonzero(waited)
+    if len(w):
+        waited[w] = _ended_within(keys, tg, end, pg[w], resume[w])
     length = hi - lo
     rows = sel[a]
+    n = len(start)
+    # each copy's pieces lie apart within its span: per copy, every partial sum of their
+    # lengths is at most its span, so float64's sums are exact below 2**53
+    exact = not len(end) or int((end - start).max()) < _EXACT
     for col, m in (("cause_device_waits_ps", waited),
                    ("cause_unknown_ps", ~waited),
                    ("unknown_no_resume_ps", ~next_ok),
                    ("unknown_late_resume_ps", next_ok & ~waited & (bare > RESUME_GAP_PS)),
                    ("unknown_not_copy_bound_ps",
                     next_ok & ~waited & (bare <= RESUME_GAP_PS))):
-        np.add.at(out[col], rows[m], length[m])
+        if not m.any():
+            continue
+        if exact:
+            out[col] += np.bincount(rows[m], weights=length[m], minlength=n).astype(np.int64)
+        else:
+            np.add.at(out[col], rows[m], length[m])
     # the tail: a piece ending at the copy's end, after which the device resumed
-    tail = waited & (hi == e[a])
+    tail = waited & (hi == e_a)
     out["stall_ps"][rows[tail]] = length[tail]
-    out["ready_ps"][rows[tail]] = lo[tail] - s[a][tail]
+    out["ready_ps"][rows[tail]] = lo[tail] - s_a[tail]
+
+
+_EXACT = 1 << 53  # integers up to this are exact as float64
+
+
+def _ended_within(keys: _Keys, tg, end, pg, resume) -> np.ndarray:
+    """Per piece (group `pg`, compute resuming at `resume`): did a copy of its group end in
+    [resume - RESUME_GAP_PS, resume]? With one key per (group, time) (`keys.ok`): the last
+    copy end at or before the resume, by one search, ends in that stretch (the keys ascend:
+    the count of ends in it is positive exactly when that end's key is at least the
+    stretch's first); else two searches, the counts before each side."""
+    ends = np.lexsort((end, tg))
+    eg, ee = tg[ends], end[ends]
+    if keys.ok and len(ee):
+        ke = keys.key(eg, ee)
+        n_before = np.searchsorted(ke, keys.key(pg, resume), side="right")
+        last = ke[np.maximum(n_before - 1, 0)]
+        return (n_before > 0) & (last >= keys.key(pg, resume - RESUME_GAP_PS))
+    n_before = _search(keys, eg, ee, pg, resume, "right")
+    n_gap = _search(keys, eg, ee, pg, resume - RESUME_GAP_PS, "left")
+    return n_before > n_gap
 
 
 def _pieces_around(comp: MergedGroups, keys: _Keys, g, s, e) -> tuple[np.ndarray, np.ndarray]:
     """Per copy (group `g`, [s, e)): how many of the merged compute intervals (in (group,
-    start) order) lie before it by their end (<= s), and by their start (< e): `_search` on
-    the intervals' own group layout (`MergedGroups.layout`) where it has one. Why: the
-    layout's keys of one group are the times themselves, where `_Keys` builds a key per
-    interval (a million-row array each, twice). Equal answers: a query time clipped into its
-    group's [first start, last end] counts the same intervals (every end lies above the first
-    start, every start below the last end); a group without compute has its place in the
-    order (both counts: the intervals of the groups before it)."""
+    start) order) lie before it by their end (<= s), and by their start (< e):
+    `MergedGroups.around` on the intervals' own group layout where it has one (the same
+    answer `transfer_columns` asked of these copies, kept). Why: the layout's keys of one
+    group are the times themselves, where `_Keys` builds a key per interval (a million-row
+    array each, twice). Equal answers: a query time clipped into its group's [first start,
+    last end] counts the same intervals (every end lies above the first start, every start
+    below the last end); a group without compute has its place in the order (both counts:
+    the intervals of the groups before it)."""
     lay = comp.layout
     if lay is None or lay.off is None:
         return (_search(keys, comp.g, comp.e, g, s, "right"),
                 _search(keys, comp.g, comp.s, g, e, "left"))
-    p, has = lay.find(g)
-    i0 = np.searchsorted(comp.keys_of(comp.e), lay.key(p, s), side="right")
-    i1 = np.searchsorted(comp.keys_of(comp.s), lay.key(p, e), side="left")
-    if not has.all():
-        i0[~has] = i1[~has] = np.searchsorted(comp.g, g[~has])
-    return i0, i1
+    return comp.around(g, s, e)
 
 
 # ---------------------------------------------------------------------------------------------

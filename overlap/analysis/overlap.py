@@ -96,7 +96,6 @@ from overlap.analysis import memo
 from overlap.analysis.grouping import (
     Columns,
     frame_of,
-    group_codes,
     group_sums,
     is_none,
     one_hot,
@@ -108,7 +107,6 @@ from overlap.analysis.intervals import (
     covered_grouped,
     merge_grouped,
     merge_intervals,
-    merged_groups,
     subtract_grouped,
     subtract_intervals,
 )
@@ -289,13 +287,10 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
     hidden = np.zeros(n, np.int64)
     coverages: dict[tuple[str, str], tuple[Coverage, Coverage]] = {}
     if n:
-        co = trace.columns("compute")
-        (tcode, ccode), keys = group_codes(tr, co)
+        # Every device at once (the grouped primitives equal the per-device ones); the
+        # codes and merged compute made once per trace (the causes search them again)
+        (tcode, _), keys, comp = exposure.compute_groups(trace)
         tcode = tcode.astype(np.int64)
-        cstart = np.asarray(co["start_ps"], dtype=np.int64)
-        cend = np.asarray(co["end_ps"], dtype=np.int64)
-        # Every device at once (the grouped primitives equal the per-device ones).
-        comp = merged_groups(ccode, cstart, cend)
         mg, ms, me = comp.g, comp.s, comp.e
         hidden = comp.covered(tcode, start, end)
         # the wall-clock set with a copy in flight and no compute: the uncovered parts of the

@@ -300,6 +300,8 @@ def _rows_text(rows: Sequence[Any]) -> list[str] | None:
                 text = list(map(float.__repr__, col))
             elif kinds == {str}:
                 text = list(map(_ASCII, col))
+            elif kinds == {dict}:  # (a step's exposure causes) each layout as rows of its own
+                text = _dicts_text(col) or list(map(_ENCODE, col))
             else:
                 text = list(map(_ENCODE, col))
             if text.count(text[0]) == n:
@@ -313,6 +315,29 @@ def _rows_text(rows: Sequence[Any]) -> list[str] | None:
     if not values:
         return [template.replace("%%", "%")] * len(rows)
     return list(map(template.__mod__, zip(*values)))
+
+
+def _dicts_text(col: Sequence[dict]) -> list[str] | None:
+    """Each dict of `col` as `_ENCODE` writes it: the dicts of one key layout (keys and
+    their order) written together by `_rows_text`, a few layouts in all (a step's
+    `exposure_causes`: the causes with time, at most 2**5 layouts), instead of the C encoder
+    per dict (~1 us each, a third of the step rows' JSON). None where `_rows_text` sends a
+    layout back (the caller then encodes every dict itself, as before)."""
+    layouts = list(map(tuple, col))
+    n = len(col)
+    if layouts.count(layouts[0]) == n:
+        return _rows_text(col) if layouts[0] else ["{}"] * n
+    at: dict[tuple, list[int]] = {}
+    for i, k in enumerate(layouts):
+        at.setdefault(k, []).append(i)
+    out: list[Any] = [None] * n
+    for k, idx in at.items():
+        text = _rows_text([col[i] for i in idx]) if k else ["{}"] * len(idx)
+        if text is None:
+            return None
+        for i, t in zip(idx, text):
+            out[i] = t
+    return out
 
 
 def junit(result: dict[str, Any], outcome: dict[str, Any]) -> str:

@@ -433,7 +433,7 @@ def test_copies_without_exposed_time_add_no_piece(seed):
     for rest in (np.ones(m, bool), exposed > 0):
         out = {c: np.zeros(m, np.int64) for c in cols}
         out["ready_ps"][:] = -1
-        C._waits(out, keys, tg, s, e, cg, cs, ce, rest)
+        C._waits(out, keys, tg, s, e, comp, rest, ng + 1)
         outs.append(out)
     for c in cols:
         np.testing.assert_array_equal(outs[0][c], outs[1][c], c)
