@@ -59,9 +59,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from overlap.analysis.grouping import Columns, group_codes, is_none, key_codes
+from overlap.analysis.grouping import Columns, group_codes, is_none, pair_codes
 from overlap.analysis.intervals import merged_groups
-from overlap.arrays import factorize, sorted_unique  # not np.unique: it imports numpy.ma
+from overlap.arrays import factorize, filled, sorted_unique  # (not np.unique: numpy.ma)
 
 if TYPE_CHECKING:  # imported where a program is at hand (~3 ms of start-up otherwise)
     from overlap.hlo import trace_ops
@@ -139,13 +139,12 @@ def copy_first_use(trace, programs: dict[tuple[Any, Any], trace_ops.Program] | N
     and `why` (the reason where unknown, else None)."""
     tr = trace.columns("transfers")
     n = len(tr["start_ps"])
-    out: dict[str, Any] = {"instruction": np.full(n, None, object),
-                           "done": np.full(n, None, object),
-                           "first_user": np.full(n, None, object),
+    out: dict[str, Any] = {"instruction": filled(n, None), "done": filled(n, None),
+                           "first_user": filled(n, None),
                            "first_use_ps": np.full(n, -1, np.int64),
-                           "ready_at_ps": np.full(n, -1, np.int64),
-                           "why": np.full(n, None, object)}
+                           "ready_at_ps": np.full(n, -1, np.int64), "why": None}
     if not n:
+        out["why"] = filled(n, None)
         return out
     # Copies whose program is not at hand (or that name none) say so per distinct (module,
     # program), not per copy op: a capture without HLO (36k distinct copy ops in the
@@ -233,22 +232,18 @@ def _without_program(tr: Columns, n: int, programs: dict) -> np.ndarray:
     """Per transfer: why its first use cannot be told from a program (the copy names no
     module or no op; its (module, program id) is not a key of `programs`), None where its
     program is at hand. One Python step per distinct (module, program id)."""
-    mod_code, mods = factorize(_column(tr, "hlo_module", n))
-    pc, pids = factorize(_column(tr, "program_id", n))
-    top_code, _ = key_codes(_column(tr, "hlo_op", n), sort=False)  # (36k distinct ops: compiled)
+    pair, pairs = pair_codes(_column(tr, "hlo_module", n), _column(tr, "program_id", n))
     unnamed = f"{NO_HLO}: the copy names no program"
-    pairs, first, inv = np.unique((mod_code + 1) * (len(pids) + 1) + (pc + 1),
-                                  return_index=True, return_inverse=True)
-    why_pair = np.full(len(pairs), None, object)
-    for j, i in enumerate(first.tolist()):
-        if mod_code[i] < 0:
+    why_pair = filled(len(pairs), None)
+    for j, (module, pid) in enumerate(pairs):
+        if module is None:
             why_pair[j] = unnamed
-            continue
-        module, pid = mods[mod_code[i]], pids[pc[i]] if pc[i] >= 0 else None
-        if programs.get((module, pid)) is None:
+        elif programs.get((module, pid)) is None:
             why_pair[j] = f"{NO_HLO}: program {module}({pid}) is not at hand"
-    why = why_pair[inv.reshape(-1)]
-    why[top_code < 0] = unnamed
+    why = why_pair[pair]
+    # a copy that names no op (`Trace.columns`: missing is None; told by address, where
+    # numbering 36k distinct ops, even as kept codes, cost ~0.5 ms)
+    why[is_none(_column(tr, "hlo_op", n))] = unnamed
     return why
 
 
@@ -347,14 +342,18 @@ def add_hlo_evidence(trace, result: dict[str, Any],
     start = np.asarray(table["start_ps"], np.int64)
     end = np.asarray(table["end_ps"], np.int64)
     nbytes = np.asarray(table["bytes"], np.int64)
-    pc = per_copy(fu, start, end, nbytes)
-    direction = np.asarray(table["direction"], object)
-    waits = np.asarray(extra["cause_device_waits_ps"], np.int64) > 0
+    # every copy's numbers where some direction has device waits; else only the few
+    # `top_exposed` records' (`_top_records`: the same numbers, copy by copy)
+    pc: Columns | None = None
     for d, b in (result.get("by_direction") or {}).items():
         row = next((c for c in b.get("exposure_causes") or ()
                     if c["cause"] == causes.DEVICE_WAITS), None)
         if row is None:
             continue
+        if pc is None:
+            pc = per_copy(fu, start, end, nbytes)
+            direction = np.asarray(table["direction"], object)
+            waits = np.asarray(extra["cause_device_waits_ps"], np.int64) > 0
         m = waits & (direction == d)
         ev = row["evidence"]
         ev["hlo"] = direction_facts(fu, pc, table, m)
@@ -429,33 +428,42 @@ def _text(h: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _top_records(result: dict[str, Any], table: Columns, fu: Columns, pc: Columns) -> None:
+def _top_records(result: dict[str, Any], table: Columns, fu: Columns,
+                 pc: Columns | None) -> None:
     """Each `top_exposed` record's `first_use` (matched by host, device, direction, start
-    and span: a record is one transfer)."""
+    and span: a record is one transfer). `pc`: `per_copy` of every copy, or None: made here
+    for the matched copies alone (the same numbers: `per_copy` is one copy at a time)."""
     recs = (result.get("top_exposed") or {}).get("records") or []
     if not recs:
         return
     start = np.asarray(table["start_ps"], np.int64)
     end = np.asarray(table["end_ps"], np.int64)
+    span = end - start
     for r in recs:  # at most --top records
-        hits = np.flatnonzero((start == r.get("start_ps", -1))
-                              & (end - start == r.get("span_ps", -1)))
-        cand = [int(i) for i in hits.tolist()
-                if (table["host"][i], table["device"][i], table["direction"][i])
+        hits = np.flatnonzero(start == r.get("start_ps", -1))
+        cand = [i for i in hits.tolist() if span[i] == r.get("span_ps", -1)
+                and (table["host"][i], table["device"][i], table["direction"][i])
                 == (r.get("host"), r.get("device"), r.get("direction"))]
         if not cand:
             continue
         i = cand[0]
-        if not pc["known"][i]:
+        if pc is None:
+            at = [i]
+            c = per_copy({k: fu[k][at] for k in ("first_use_ps", "ready_at_ps")}, start[at],
+                         end[at], np.asarray(table["bytes"], np.int64)[at])
+            j = 0
+        else:
+            c, j = pc, i
+        if not c["known"][j]:
             r["first_use"] = {"unknown": fu["why"][i]}
             continue
-        nb = pc["needed_Bps"][i]
+        nb = c["needed_Bps"][j]
         r["first_use"] = {"instruction": fu["instruction"][i], "done": fu["done"][i],
                           "first_user": fu["first_user"][i],
                           "first_use_ps": int(fu["first_use_ps"][i]),
-                          "before_use_ps": int(pc["before_use_ps"][i]),
-                          "needed_ps": int(pc["needed_ps"][i]),
-                          "ready_ps": int(pc["ready_ps"][i]),
-                          "stall_ps": int(pc["stall_ps"][i]),
+                          "before_use_ps": int(c["before_use_ps"][j]),
+                          "needed_ps": int(c["needed_ps"][j]),
+                          "ready_ps": int(c["ready_ps"][j]),
+                          "stall_ps": int(c["stall_ps"][j]),
                           "needed_Bps": None if nb != nb else float(nb),
-                          "used_before_end": bool(pc["used_before_end"][i])}
+                          "used_before_end": bool(c["used_before_end"][j])}

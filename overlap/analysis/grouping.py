@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from overlap.arrays import SeenColumns, factorize, object_addresses, run_starts
+from overlap.arrays import SeenColumns, factorize, object_addresses, run_starts, sorted_unique
 from overlap.trace.strcodes import str_codes
 
 if TYPE_CHECKING:
@@ -256,6 +256,22 @@ def group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
     for col, v in cols.items():
         out[col] = np.add.reduceat(v[order], starts)
     return out
+
+
+def pair_codes(mods: np.ndarray, pids: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, Any]]]:
+    """Per row the number of its (module, program id) pair, and the pairs by number (each
+    value as `arrays.factorize` keeps it; a missing one None): the programs of a table's
+    copies (`overlap.analysis.names`, `first_use`). A few pairs: one sort of one int64 key
+    per row, no Python step per copy."""
+    mc, mu = factorize(mods)
+    pc, pu = factorize(pids)
+    w = len(pu) + 1
+    key = (mc + 1) * w + (pc + 1)
+    uniq = sorted_unique(key)
+    code = np.searchsorted(uniq, key) if len(uniq) > 1 else np.zeros(len(key), np.intp)
+    pairs = [(mu[a - 1] if a >= 1 else None, pu[b - 1] if b >= 1 else None)
+             for a, b in zip((uniq // w).tolist(), (uniq % w).tolist())]
+    return code, pairs
 
 
 def sorted_codes(col: Any) -> np.ndarray:

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from overlap.analysis.grouping import group_sums, is_none
+from overlap.analysis.grouping import group_sums, is_none, pair_codes
 
 if TYPE_CHECKING:  # imported where a program is at hand (~3 ms of start-up otherwise)
     from overlap.hlo import trace_ops
@@ -498,7 +498,7 @@ def programs_of(path: str | Path | None, trace: Any
     tr = trace.columns("transfers")
     if not len(tr["hlo_module"]):
         return {}
-    _, pairs = _pair_codes(np.asarray(tr["hlo_module"], dtype=object),
+    _, pairs = pair_codes(np.asarray(tr["hlo_module"], dtype=object),
                            np.asarray(tr["program_id"], dtype=object))
     keys = sorted({(m, p) for m, p in pairs if m is not None}, key=str)
     return _programs(path, trace, keys)
@@ -517,23 +517,6 @@ def _transfer_groups(t: dict[str, np.ndarray], table: dict[str, np.ndarray],
     sums.update({c: np.asarray(table[c], np.int64)[rows] for c in ("bytes", "span_ps",
                                                                      "hidden_ps")})
     return group_sums(keys, list(keys), sums, sort=True)
-
-
-def _pair_codes(mods: np.ndarray, pids: np.ndarray) -> tuple[np.ndarray, list[tuple[Any, Any]]]:
-    """Per transfer the number of its (module, program id) pair, and the pairs by number
-    (each value as `arrays.factorize` keeps it; a missing one None). A few pairs: one sort
-    of one int64 key per row, no Python step per copy."""
-    from overlap.arrays import factorize, sorted_unique
-
-    mc, mu = factorize(mods)
-    pc, pu = factorize(pids)
-    w = len(pu) + 1
-    key = (mc + 1) * w + (pc + 1)
-    uniq = sorted_unique(key)
-    code = np.searchsorted(uniq, key) if len(uniq) > 1 else np.zeros(len(key), np.intp)
-    pairs = [(mu[a - 1] if a >= 1 else None, pu[b - 1] if b >= 1 else None)
-             for a, b in zip((uniq // w).tolist(), (uniq % w).tolist())]
-    return code, pairs
 
 
 def _exact_sum(a: np.ndarray) -> int:
@@ -582,7 +565,7 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
     t = {"hlo_module": np.asarray(tr["hlo_module"], dtype=object),
          "program_id": np.asarray(tr["program_id"], dtype=object)}
     # each (module, program id) once (a few: a step per copy op cost ~10 ms on 36k, issue 32)
-    pair, pairs = _pair_codes(t["hlo_module"], t["program_id"])
+    pair, pairs = pair_codes(t["hlo_module"], t["program_id"])
     keys = sorted({(m, p) for m, p in pairs if m is not None}, key=str)
     hints = _hints(path)
     if programs is None:
