@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from overlap.arrays import sorted_unique
-from overlap.trace.values import _stat_objects
+from overlap.trace.values import _K_I64, _K_U64, INT64_MAX, _stat_objects, as_id
 
 try:
     _scan: Any = importlib.import_module("overlap.trace._scan")
@@ -241,9 +241,10 @@ class MetaTable:
         return out
 
     def columns(self, mids: np.ndarray, wanted: dict[int, str], names: tuple[str, ...],
-                stat_names: dict[int, str]) -> dict[str, np.ndarray]:
+                stat_names: dict[int, str], ids: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
         """Per id of `mids`: the first stat whose id is in `wanted` (id -> name), per name of
-        `names`, as object columns (None where absent)."""
+        `names`, as object columns (None where absent); the names in `ids` as `as_id` of
+        that value (`id_objects`: integers converted once per distinct value)."""
         mids = np.asarray(mids, np.int64)
         out = {k: np.full(len(mids), None, object) for k in names}
         rows, ent, at = self._entries(mids)
@@ -284,11 +285,42 @@ class MetaTable:
         start[1:] = k2[1:] != k2[:-1]
         first = o[start]
         sel = rec[first]
-        vals = _stat_objects(self.buf, {k: v[sel] for k, v in st.items()}, stat_names)
         entry, nm = entry[first], nm[first]
+        idn = [k for k, name in enumerate(names) if name in ids]
+        if idn:
+            vals = np.empty(len(sel), object)
+            isid = np.isin(nm, idn)
+            for m, fn in ((~isid, _stat_objects), (isid, id_objects)):
+                at_m = sel[m]
+                vals[m] = fn(self.buf, {k: v[at_m] for k, v in st.items()}, stat_names)
+        else:
+            vals = _stat_objects(self.buf, {k: v[sel] for k, v in st.items()}, stat_names)
         for k, name in enumerate(names):
             m = nm == k
             col = np.full(len(ent), None, object)
             col[entry[m]] = vals[m]
             out[name][rows] = col[at]
         return out
+
+
+def id_objects(buf, d: dict, stat_names: dict[int, str]) -> np.ndarray:
+    """`as_id` of each stat record's value (`_stat_objects`' records): an int64 from 0, or
+    any uint64, as a Python int made once per distinct value (all of a many-ops capture's
+    36k copy ops name one program: one int, not 36k converted and numbered again); every
+    other kind through its object, as `as_id` reads it."""
+    kind, ival = d["kind"], d["ival"]
+    out = np.full(len(kind), None, object)
+    ints = (kind == _K_U64) | ((kind == _K_I64) & (ival <= np.uint64(INT64_MAX)))
+    i = np.flatnonzero(ints)
+    if i.size:
+        v = ival[i]
+        if bool((v == v[0]).all()):
+            out[i] = int(v[0])
+        else:
+            u, inv = np.unique(v, return_inverse=True)
+            out[i] = np.array(u.tolist() + [None], object)[:-1][inv.reshape(-1)]
+    rest = np.flatnonzero(~ints & (kind != _K_I64))  # (a negative int64 is no id: None)
+    if rest.size:
+        objs = _stat_objects(buf, {k: v[rest] for k, v in d.items()}, stat_names)
+        out[rest] = [as_id(x) for x in objs.tolist()]
+    return out

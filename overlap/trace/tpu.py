@@ -51,9 +51,7 @@ from overlap.trace.wire import (
     LineEvents,
     MetaTable,
     Plane,
-    as_id,
     as_int,
-    map_unique,
     unique_inverse,
 )
 
@@ -115,11 +113,11 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         n_compute = len(iu)
         # the metadata columns once per distinct compute op
         nb = np.flatnonzero(~b_u)
-        cols = P.meta_columns(uniq[nb], _OP_COLUMNS)
+        cols = P.meta_columns(uniq[nb], _OP_COLUMNS, ids=("program_id",))
         module = np.full(len(uniq), None, object)
         pid = np.full(len(uniq), None, object)
         module[nb] = cols["hlo_module"]
-        pid[nb] = map_unique(cols["program_id"], as_id)
+        pid[nb] = cols["program_id"]
         starts = _own_rows(ev.starts, m)
         ends = _own_rows(ev.durs, m)
         del m, ev  # (their rows are the compute columns' now)
@@ -633,8 +631,8 @@ def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
         # every op `is_host_async_start` admits.
         at = np.flatnonzero(host)
         if at.size:
-            pids = map_unique(P.meta_columns(mids[at], ("program_id",))["program_id"],
-                              as_id).tolist()
+            pids = P.meta_columns(mids[at], ("program_id",), ids=("program_id",))[
+                "program_id"].tolist()
             for i, pid, ins in zip(at.tolist(), pids, names[at].tolist()):
                 got = programs.facts(pid, ins)
                 if got is not None:
@@ -658,9 +656,9 @@ def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
             # (the stat records of all 36k copy ops of a many-ops capture at once were the
             # read's peak, +7 MiB; a call costs next to nothing more per block)
             c = cand[s:s + _IDS]
-            col = P.meta_columns(mids[c], _OP_COLUMNS)
+            col = P.meta_columns(mids[c], _OP_COLUMNS, ids=("program_id",))
             cols["hlo_module"][c] = col["hlo_module"]
-            cols["program_id"][c] = map_unique(col["program_id"], as_id)
+            cols["program_id"][c] = col["program_id"]
     return np.flatnonzero(code < 0)
 
 
@@ -770,8 +768,8 @@ def _copy_facts(P: Plane, mids: list[int], texts: list[str],
     the rest."""
     got: list[tuple[str | None, int | None] | None] = [None] * len(mids)
     if programs and mids:
-        pids_all = map_unique(P.meta_columns(mids, ("program_id",))["program_id"],
-                              as_id).tolist()
+        pids_all = P.meta_columns(mids, ("program_id",), ids=("program_id",))[
+            "program_id"].tolist()
         got = [programs.facts(pid, ins) for pid, ins in zip(pids_all, instruction_names(texts))]
     rest = [i for i, d in enumerate(got) if d is None]
     if rest:
@@ -785,10 +783,10 @@ def _copy_facts(P: Plane, mids: list[int], texts: list[str],
     out: list[tuple | None] = [None] * len(mids)
     if not cand:
         return out
-    col = P.meta_columns([mids[i] for i in cand], _COPY_FACTS)
+    col = P.meta_columns([mids[i] for i in cand], _COPY_FACTS, ids=("program_id",))
     module, raw, acc = (col[k].tolist() for k in ("hlo_module", "raw_bytes_accessed",
                                                   "bytes_accessed"))
-    pids = map_unique(col["program_id"], as_id).tolist()
+    pids = col["program_id"].tolist()
     instrs = instruction_names([texts[i] for i in cand])
     for j, i in enumerate(cand):
         direction, nbytes = dirs[j]

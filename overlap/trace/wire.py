@@ -181,19 +181,23 @@ class Plane:
         md = self.meta.get(metadata_id)
         return self.stats(md.stats, wanted) if md is not None else {}
 
-    def meta_columns(self, mids, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    def meta_columns(self, mids, names: tuple[str, ...],
+                     ids: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
         """`meta_some` for many metadata ids at once: per name, an object column over `mids`
-        (None where the stat is absent). Decoded from the file's bytes (`MetaTable`) where the
-        plane came from `parse_space`, else through upb one id at a time."""
+        (None where the stat is absent; `as_id` of the value for the names in `ids`).
+        Decoded from the file's bytes (`MetaTable`) where the plane came from `parse_space`,
+        else through upb one id at a time."""
         mids = np.asarray(mids, np.int64)
         wanted = self._wanted_ids(names)
         t = self.table()
         if t is not None:
-            return t.columns(mids, wanted, names, self.stat_names)
+            return t.columns(mids, wanted, names, self.stat_names, ids)
         out = {k: np.full(len(mids), None, object) for k in names}
         for i, m in enumerate(mids.tolist()):
             for k, v in self.meta_some(m, names).items():
                 out[k][i] = v
+        for k in ids:
+            out[k] = map_unique(out[k], as_id)
         return out
 
     def table(self) -> "MetaTable | None":
