@@ -112,16 +112,84 @@ def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
         frac_o[np.isnan(frac)] = None
         # One row per step, from columns turned into Python values once (not per cell)
         step = np.asarray(steps["step"])[sel]
-        cols = [[host] * n, step.tolist() if step.dtype.kind == "i" else
+        cols = [_One(host), step if step.dtype.kind == "i" else
                 [int(x) for x in step.tolist()],
-                np.asarray(steps["name"], dtype=object)[sel].tolist(),
-                s0.tolist(), s1.tolist(), dur.tolist(), counts.tolist(), nbytes.tolist(),
-                span.tolist(), *[dir_counts[d].tolist() for d in DIRECTIONS],
-                *[dir_bytes[d].tolist() for d in DIRECTIONS], hidden.tolist(),
-                (span - hidden).tolist(), ratios(hidden, span), wall.tolist(),
-                frac_o.tolist(), worst.tolist(), exposure.cause_dicts(causes)]
-        rows.extend(map(_row, *cols))
+                _objects(np.asarray(steps["name"], dtype=object)[sel].tolist()),
+                s0, s1, dur, counts, nbytes, span, *[dir_counts[d] for d in DIRECTIONS],
+                *[dir_bytes[d] for d in DIRECTIONS], hidden, span - hidden,
+                _floats(ratios(hidden, span)), wall, _floats(frac_o.tolist()),
+                _objects(worst.tolist()), exposure.cause_dicts(causes)]
+        rows.extend(_rows(n, cols))
     return rows, int((~assigned).sum())
+
+
+class _One:
+    """A step column of one value in every row (`_rows` writes it into the rows' template).
+    Only immutable values: rows never share a mutable one."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+
+def _objects(col: list) -> list | _One:
+    """A column of names (str or None): `_One` where every row holds an equal value of one
+    type (equal strs are the same text)."""
+    v = col[0] if col else None
+    if col and col.count(v) == len(col) and (v is None or type(v) is str) and \
+            set(map(type, col)) == {type(v)}:
+        return _One(v)
+    return col
+
+
+def _floats(col: list) -> list | _One:
+    """A column of floats or None: `_One` where all are None, or all equal one float that is
+    not 0 (equal nonzero floats are the same number; 0.0 and -0.0 are equal, not the same)."""
+    v = col[0] if col else None
+    if col and col.count(v) == len(col) and (v is None or (type(v) is float and v != 0)):
+        return _One(v)
+    return col
+
+
+_TEMPLATE_MAX = 8  # varying columns up to which rows are copies of a template, filled in
+
+
+def _rows(n: int, cols: list) -> list[dict]:
+    """`n` step rows from `cols` (in `STEP_KEYS` order: int64 arrays, lists of Python values
+    or `_One`). Where most columns hold one value (a capture's steps alike: their copies,
+    bytes, device, often their times), each row is a copy of one template dict holding
+    those, its own values filled in (a 20-key dict display cost ~1 us a row, a copy ~0.2);
+    else one `_row` per step. The same dicts, keys in the same order."""
+    if not n:
+        return []
+    one: dict[str, Any] = {}
+    vary: list[tuple[str, Any]] = []
+    for key, c in zip(STEP_KEYS, cols):
+        if isinstance(c, np.ndarray):
+            if len(c) > 1 and not (c != c[0]).any():
+                c = _One(int(c[0]))
+            else:
+                c = c.tolist()
+        if isinstance(c, _One):
+            one[key] = c.v
+        else:
+            vary.append((key, c))
+    if len(vary) > _TEMPLATE_MAX:
+        by = dict(vary)
+        return list(map(_row, *[by[k] if k in by else [one[k]] * n for k in STEP_KEYS]))
+    template = _row(*[one.get(k) for k in STEP_KEYS])
+    copy = template.copy
+    if not vary:
+        return [copy() for _ in range(n)]
+    keys = [k for k, _ in vary]
+    out: list[dict] = []
+    append = out.append
+    for values in zip(*[c for _, c in vary]):
+        d = copy()
+        d.update(zip(keys, values))
+        append(d)
+    return out
 
 
 def _equal(codes: np.ndarray, uniques: np.ndarray, value: Any) -> np.ndarray:

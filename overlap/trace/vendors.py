@@ -116,7 +116,10 @@ def split_kernels(P, ev, idx: np.ndarray, device, stream, line_name,
     if side is None:
         return idx, Coded(inv, u_names)
     u_kind = [runtime_kernel_kind(n) for n in u_names.tolist()]
-    blit = np.array([k in ("copy", "fill") for k in u_kind], bool)[inv]
+    # per distinct kernel first: most lines have no runtime copy, fill or copy-like kernel,
+    # and then no per-kernel mask (two gathers of a million kernels' codes)
+    u_blit = np.array([k in ("copy", "fill") for k in u_kind], bool)
+    blit = u_blit[inv] if u_blit.any() else np.zeros(1, bool)
     if blit.any():
         b, binv = idx[blit], inv[blit]
         side.blits.add(len(b), device=at_rows(device, b), start_ps=ev.starts[b],
@@ -127,7 +130,8 @@ def split_kernels(P, ev, idx: np.ndarray, device, stream, line_name,
                        hlo_op=stat_column(P, ev, b, "hlo_op"),
                        hlo_module=stat_column(P, ev, b, "hlo_module"),
                        program_id=map_stat(P, ev, b, "program_id", as_id))
-    like = np.array([k == "copy-like" for k in u_kind], bool)[inv]
+    u_like = np.array([k == "copy-like" for k in u_kind], bool)
+    like = u_like[inv] if u_like.any() else np.zeros(1, bool)
     if like.any():
         c, cinv = idx[like], inv[like]
         graph = graph_device_copies(P, ev, c, cinv, u_names)
