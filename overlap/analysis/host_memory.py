@@ -159,12 +159,14 @@ def host_facts(hlo_text: str | None, hlo_proto: bytes | None, platform: str | No
                             "over_cap": None if frac is None else frac > 1.0}}
 
 
-def capture_host_facts(trace, result: dict, manifest: dict | None) -> dict[str, Any] | None:
-    """`host_facts` of the program a capture ran (`overlap.analysis.memory.executed_program`),
-    None when the capture carries no HLO proto for it."""
+def capture_host_facts(trace, result: dict, manifest: dict | None,
+                       prog: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """`host_facts` of the program a capture ran (`overlap.analysis.memory.executed_program`,
+    or `prog` where the caller has it), None when the capture carries no HLO proto for it."""
     from overlap.analysis.memory import executed_program
 
-    prog = executed_program(trace, manifest)
+    if prog is None:
+        prog = executed_program(trace, manifest)
     if not prog.get("proto"):
         # run.json's heap_simulator.module is not used: in the H100 sweeps every run's names
         # the same compile, so it cannot tell the program that ran.
@@ -202,12 +204,15 @@ def capture_host_section(trace, result: dict, manifest: dict | None) -> dict[str
                                 "XLA:CPU", **_cap_fields(backend, env), "fraction_of_cap": None,
                                 "over_cap": None},
                 "trace_host_ops": TRACE_HOST_OPS}
-    facts = capture_host_facts(trace, result, manifest)
-    if facts is not None:
-        return {"available": True, **facts, "trace_host_ops": TRACE_HOST_OPS}
     from overlap.analysis.memory import executed_program
 
-    why = "not available: " + executed_program(trace, manifest)["how"]
+    # found once: its facts, or why there are none (each search reads every compute event's
+    # module and program id: ~2.5 ms on a million TPU ops)
+    prog = executed_program(trace, manifest)
+    facts = capture_host_facts(trace, result, manifest, prog)
+    if facts is not None:
+        return {"available": True, **facts, "trace_host_ops": TRACE_HOST_OPS}
+    why = "not available: " + prog["how"]
     return {"available": False, "program": None,
             "host_compute": {"count": None, "ops": [], "source": why},
             "pinned_host": {"peak_bytes": None, "largest": [], "source": why,
