@@ -359,40 +359,44 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
         g, s, e = tg[sel], start[sel], end[sel]
     # compute intervals of the group ending at or before s / starting before e
     i0, i1 = _pieces_around(comp, keys, g, s, e)
-    cnt = i1 - i0 + 1  # pieces: before the first overlapping interval, between, after
+    # Pieces: before the first overlapping interval, between each two, after the last. The
+    # intervals i0..i1-1 overlap the copy (merged: apart, in order), so a piece between two
+    # runs from the end of one to the start of the next, the first from the copy's start,
+    # the last to the copy's end; the compute after a piece (`resume`) is interval k.
+    cnt = i1 - i0 + 1
+    last_at = np.cumsum(cnt) - 1  # each copy's last piece
+    first_at = last_at - (cnt - 1)
     a = np.repeat(np.arange(len(sel)), cnt)
-    j = np.arange(len(a)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    k = i0[a] + j  # the compute interval after the piece (may be another group's or none)
-    del j
+    k = np.arange(len(a)) - np.repeat(first_at - i0, cnt)
     nm = len(ms)
-    s_a, e_a = s[a], e[a]
+    is_last = np.zeros(len(a), bool)
+    is_last[last_at] = True
     if ngroups > 1:
         pg = g[a]
     else:  # one device: every copy and interval is its group's (no per-piece test)
         pg = np.broadcast_to(tg[:1], (len(a),))
     if nm:
-        kp = np.maximum(k - 1, 0)  # (0 <= k <= nm: the pieces of a copy end at i1)
-        kn = np.minimum(k, nm - 1)
-        prev_ok = k >= 1
-        next_ok = k < nm
+        lo = me[np.maximum(k - 1, 0)]
+        lo[first_at] = s
+        resume = ms[np.minimum(k, nm - 1)]
+        hi = resume.copy()
+        hi[last_at] = e
+        # compute resumes after every piece but a copy's last: there, where the group has an
+        # interval after the copy
+        next_ok = np.ones(len(a), bool)
+        k_last = i1
+        ok_last = k_last < nm
         if ngroups > 1:
-            prev_ok &= mg[kp] == pg
-            next_ok &= mg[kn] == pg
-        lo = me[kp]
-        np.maximum(lo, s_a, out=lo)
-        np.copyto(lo, s_a, where=~prev_ok)
-        resume = ms[kn]
-        hi = np.minimum(e_a, resume)
-        np.copyto(hi, e_a, where=~next_ok)
-        del kp, kn, prev_ok
+            ok_last &= mg[np.minimum(k_last, nm - 1)] == g
+        next_ok[last_at] = ok_last
     else:
         next_ok = np.zeros(len(a), bool)
-        lo, hi, resume = s_a, e_a, np.zeros(len(a), np.int64)
+        lo, hi, resume = s[a], e[a], np.zeros(len(a), np.int64)
     del k
     keep = hi > lo
     if not keep.all():
-        a, lo, hi, next_ok, resume, s_a, e_a = (v[keep] for v in (a, lo, hi, next_ok,
-                                                                  resume, s_a, e_a))
+        a, lo, hi, next_ok, resume, is_last = (v[keep] for v in (a, lo, hi, next_ok, resume,
+                                                                 is_last))
         pg = pg[keep] if ngroups > 1 else pg[:len(a)]
     # copy-free idle time between the piece and the resume: (resume - hi) minus in-flight time
     tm = merged_groups(*merge_grouped(tg, start, end))
@@ -425,10 +429,10 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
             out[col] += np.bincount(rows[m], weights=length[m], minlength=n).astype(np.int64)
         else:
             np.add.at(out[col], rows[m], length[m])
-    # the tail: a piece ending at the copy's end, after which the device resumed
-    tail = waited & (hi == e_a)
+    # the tail: a piece ending at the copy's end (its last), after which the device resumed
+    tail = np.flatnonzero(waited & is_last)
     out["stall_ps"][rows[tail]] = length[tail]
-    out["ready_ps"][rows[tail]] = lo[tail] - s_a[tail]
+    out["ready_ps"][rows[tail]] = lo[tail] - s[a[tail]]
 
 
 _EXACT = 1 << 53  # integers up to this are exact as float64

@@ -195,10 +195,13 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                program_id=map_stat(P, ev, idx, "program_id", as_id))
     # Neither a memcpy nor a kernel: the shape checks look at these (vendors.shape_unknowns).
     vendors.note_other_events(P, ev, np.flatnonzero(~is_mc & ~is_k), device, line_name, side)
-    idx = kidx = np.flatnonzero(is_k)
+    # (every event a kernel, a kernel-only line: the positions counted, not searched)
+    idx = kidx = np.arange(ev.n) if is_k.all() else np.flatnonzero(is_k)
+    uniq: list = []  # the kernels' distinct metadata ids (`_kernel_stat`)
     if idx.size:
         # ROCm runtime copy/fill kernels are copies and memsets, not compute.
-        idx, knames = vendors.split_kernels(P, ev, idx, device, stream, line_name, side)
+        idx, knames, kmids = vendors.split_kernels(P, ev, idx, device, stream, line_name, side)
+        uniq = kmids.tolist()
     if idx.size:
         # The names as codes (`Coded`, made objects by `Cols.rows` once this line's arrays
         # and the file's bytes are gone), the end in place of a copy of the durations: the
@@ -211,7 +214,6 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
         else:
             start, end = ev.starts[idx], ev.durs[idx]
         end += start
-        uniq: list = []  # the kernels' distinct metadata ids, once asked (`_kernel_stat`)
         co.add(len(idx), host=host, device=pick(device, idx), start_ps=start, end_ps=end,
                name=knames, hlo_op=_kernel_stat(P, ev, idx, kidx, knames, "hlo_op", uniq,
                                                 _clean_hlo_op),

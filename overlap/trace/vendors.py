@@ -106,15 +106,15 @@ def runtime_kernel_kind(name: str) -> str | None:
 
 
 def split_kernels(P, ev, idx: np.ndarray, device, stream, line_name,
-                  side: GpuSide | None) -> tuple[np.ndarray, Coded]:
+                  side: GpuSide | None) -> tuple[np.ndarray, Coded, np.ndarray]:
     """Of the kernel events `idx` of one line: set the ROCm blit kernels aside (they are copies
     and memsets, not compute). Returns (kernel events left, their names as a `Coded` column
-    for `Cols.add`)."""
+    for `Cols.add`, the distinct metadata ids of `idx` that the names' codes number)."""
     # names and kinds once per distinct kernel (a few hundred over a million launches)
     uniq, inv = unique_inverse_at(ev.mids, idx)  # (no million-row copy of the ids)
     u_names = object_array([P.name(u) for u in uniq.tolist()])
     if side is None:
-        return idx, Coded(inv, u_names)
+        return idx, Coded(inv, u_names), uniq
     u_kind = [runtime_kernel_kind(n) for n in u_names.tolist()]
     # per distinct kernel first: most lines have no runtime copy, fill or copy-like kernel,
     # and then no per-kernel mask (two gathers of a million kernels' codes)
@@ -142,9 +142,9 @@ def split_kernels(P, ev, idx: np.ndarray, device, stream, line_name,
         if len(c):
             side.copy_like.add(len(c), device=at_rows(device, c), name=u_names[cinv])
     if not blit.any():  # (the usual: no copy of a million kernels' indices)
-        return idx, Coded(inv, u_names)
+        return idx, Coded(inv, u_names), uniq
     keep = ~blit
-    return idx[keep], Coded(inv[keep], u_names)
+    return idx[keep], Coded(inv[keep], u_names), uniq
 
 
 def graph_device_copies(P, ev, idx: np.ndarray, codes: np.ndarray,
