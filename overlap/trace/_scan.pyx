@@ -345,7 +345,8 @@ cdef tuple _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e):
     return (lid, did, name, display, ts, dur, s, e, n_ev, bad)
 
 
-cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta):
+cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta,
+                  bint decode=False):
     """(plane bytes without lines [and entries], lines, entry starts, entry ends, stripped,
     strings with invalid UTF-8 in the stripped entries, each copy written counted: upb then
     never sees those entries up front, so they are checked here as upb would check them)."""
@@ -362,7 +363,8 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
         free(me)
         raise MemoryError()
     try:
-        return _plane_walk(b, s, e, strip_meta, parts, lines, &ms, &me, &nm, &cap)
+        return _plane_walk(b, s, e, strip_meta, parts, lines, &ms, &me, &nm, &cap, decode,
+                           mv.shape[0] <= 0x7fffffff)
     finally:
         free(ms)
         free(me)
@@ -370,8 +372,10 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                        list parts, list lines, int64_t** pms, int64_t** pme, Py_ssize_t* pnm,
-                       Py_ssize_t* pcap):
-    """`_plane`'s walk, its entry spans pushed to the C arrays *pms, *pme (grown here)."""
+                       Py_ssize_t* pcap, bint decode, bint narrow):
+    """`_plane`'s walk, its entry spans pushed to the C arrays *pms, *pme (grown here); with
+    `decode`, a stripped plane's entries also as `decode_meta(narrow=narrow, checked=True)`
+    gives them (else None), last in the tuple."""
     cdef Py_ssize_t p = s, fs, vp, q, run = s
     cdef uint64_t fn
     cdef int wt
@@ -422,6 +426,22 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     cdef int bad = 0
     cdef Py_ssize_t i, rc, nm = pnm[0]
     cdef Py_ssize_t q2
+    cdef int64_t o8[8]
+    cdef bint dok = True
+    cdef int64_t[::1] key
+    cdef int64_t[:, ::1] name64, disp64, value64
+    cdef int32_t[:, ::1] name32, disp32, value32
+    meta = None
+    if strip == 1 and decode:
+        # `decode_meta(checked=True)` of each entry in the walk that checks it
+        # (`_entry_decode`): a second walk over the 108k entries of the many-ops capture,
+        # tag by tag, cost ~4 ms
+        arrays = _meta_arrays(nm, narrow)
+        key = arrays[0]
+        if narrow:
+            name32, disp32, value32 = arrays[1:]
+        else:
+            name64, disp64, value64 = arrays[1:]
     if strip == 1:
         for i in range(nm):
             if i + _AHEAD < nm:  # (see _AHEAD)
@@ -429,21 +449,40 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 while q2 < pme[0][i + _AHEAD]:
                     __builtin_prefetch(b + q2)
                     q2 += 64
-            rc = _entry_check(b, pms[0][i], pme[0][i], &bad)
+            if not decode:
+                rc = _entry_check(b, pms[0][i], pme[0][i], &bad)
+                if rc < 0:
+                    raise _fail(rc)
+                continue
+            rc = _entry_decode(b, pms[0][i], pme[0][i], &bad, o8)
             if rc < 0:
                 raise _fail(rc)
+            if dok:
+                if not o8[7]:
+                    dok = False  # (the table is refused; every entry is still checked)
+                else:
+                    _meta_store(i, o8, narrow, key, name64, disp64, value64, name32, disp32,
+                                value32)
+        if decode:
+            rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32)
+            meta = {"ok": dok, "key": arrays[0], "name": arrays[1], "disp": arrays[2],
+                    "value": arrays[3], "reversed": rev}
     ms_a = np.empty(nm, np.int64)
     me_a = np.empty(nm, np.int64)
     cdef int64_t[::1] ms_v = ms_a, me_v = me_a
     if nm:
         memcpy(&ms_v[0], pms[0], nm * sizeof(int64_t))
         memcpy(&me_v[0], pme[0], nm * sizeof(int64_t))
+    if decode:
+        return (b"".join(parts), lines, ms_a, me_a, strip == 1, bad, meta)
     return (b"".join(parts), lines, ms_a, me_a, strip == 1, bad)
 
 
-def split_space(data, Py_ssize_t n, strip_meta=None):
+def split_space(data, Py_ssize_t n, strip_meta=None, bint decode=False):
     """XSpace bytes data[:n] -> (skeleton XSpace bytes without lines, per plane a tuple from
-    `_plane`). Raises Corrupt on bytes upb would refuse in the parts walked here."""
+    `_plane`). Raises Corrupt on bytes upb would refuse in the parts walked here. `decode`:
+    each plane's tuple ends with its entries decoded as `decode_meta(narrow=(the buffer is
+    under 2 GiB), checked=True)` gives them where the plane was stripped, else None."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t p = 0, fs, vp, q, run = 0
@@ -464,7 +503,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
                 raise _fail(vp)
             if fs > run:
                 skel.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
-            got = _plane(mv, vp, q, strip_meta)
+            got = _plane(mv, vp, q, strip_meta, decode)
             body = got[0]
             skel.append(b"\x0a" + enc_varint(len(body)) + body)
             planes.append(got[1:])
@@ -623,50 +662,108 @@ cdef Py_ssize_t _entry_check(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
     """Check one event_metadata map entry [p, e) (key, XEventMetadata value) as upb would,
     adding to `bad` its strings with invalid UTF-8 (name and display name as written last
     in each value, string stats): 0, or an error code."""
-    cdef uint64_t fn, v, ival
-    cdef int wt2
-    cdef Py_ssize_t q, vs, ve, rc, ns, ne, ds, de
-    cdef int64_t sid, vpos
-    cdef int8_t kind
+    cdef Py_ssize_t vs, ve, rc
+    cdef int64_t sp[4]
     while p < e:
         p = _next_field(b, p, e, 2, &vs, &ve)  # the entry's value
         if p < 0:
             return p
         if vs < 0:
             break
-        ns = ds = -1
-        ne = de = 0
-        while vs < ve:  # the XEventMetadata
-            vs = _tag(b, vs, ve, &fn, &wt2)
+        rc = _value_check(b, vs, ve, bad, sp)
+        if rc < 0:
+            return rc
+    return 0
+
+
+cdef Py_ssize_t _entry_decode(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int* bad,
+                              int64_t* o8) noexcept nogil:
+    """`_entry_check` of the entry [p, e) (the same walk, the same errors in the same order),
+    and in the same walk what `_meta_entry` reads of it (checked) into `o8`: key, value start
+    and end, name start and end, display name start and end (0, 0 where absent), and 1 where
+    the table may take the entry, 0 where `_meta_entry` refuses it (a field other than the
+    key and the value, a value written twice)."""
+    cdef uint64_t fn, v
+    cdef int wt
+    cdef Py_ssize_t vs, ve, rc, q, nval = 0
+    cdef int64_t sp[4]
+    o8[0] = o8[1] = o8[2] = o8[3] = o8[4] = o8[5] = o8[6] = 0
+    o8[7] = 1
+    while p < e:
+        p = _tag(b, p, e, &fn, &wt)
+        if p < 0:
+            return p
+        if fn == 2 and wt == 2:  # the value (as `_next_field` finds it)
+            vs = _len(b, p, e, &ve)
             if vs < 0:
                 return vs
-            if wt2 == 2 and (fn == 2 or fn == 3 or fn == 4 or fn == 5 or fn == 6):
-                q = _len(b, vs, ve, &vs)
-                if q < 0:
-                    return q
-                if fn == 2:
-                    ns, ne = q, vs
-                elif fn == 4:
-                    ds, de = q, vs
-                elif fn == 5:
-                    rc = _stat(b, q, vs, &sid, &kind, &ival, &vpos)
-                    if rc < 0:
-                        return rc
-                    if kind == 5 and not _utf8_ok(b + vpos, <Py_ssize_t>ival):
-                        bad[0] += 1
-                elif fn == 6:  # packed child ids: each varint must be whole
-                    while q < vs:
-                        q = _varint(b, q, vs, &v)
-                        if q < 0:
-                            return q
+            rc = _value_check(b, vs, ve, bad, sp)
+            if rc < 0:
+                return rc
+            nval += 1
+            o8[1], o8[2] = vs, ve
+            o8[3] = o8[4] = o8[5] = o8[6] = 0
+            if sp[0] >= 0:
+                o8[3], o8[4] = sp[0], sp[1]
+            if sp[2] >= 0:
+                o8[5], o8[6] = sp[2], sp[3]
+            p = ve
+        else:
+            q = _skip(b, p, e, wt, fn, D_LINE)
+            if q < 0:
+                return q
+            if fn == 1 and wt == 0:
+                _varint(b, p, e, &v)
+                o8[0] = <int64_t>v
             else:
-                vs = _skip(b, vs, ve, wt2, fn, D_EVENT)
-                if vs < 0:
-                    return vs
-        if ns >= 0 and not _utf8_ok(b + ns, ne - ns):
-            bad[0] += 1
-        if ds >= 0 and not _utf8_ok(b + ds, de - ds):
-            bad[0] += 1
+                o8[7] = 0
+            p = q
+    if nval > 1:
+        o8[7] = 0
+    return 0
+
+
+cdef Py_ssize_t _value_check(const uint8_t* b, Py_ssize_t vs, Py_ssize_t ve, int* bad,
+                             int64_t* sp) noexcept nogil:
+    """Check one XEventMetadata message [vs, ve) as upb would (`_entry_check`); its name's
+    and display name's spans as written last into sp[0:2], sp[2:4] (-1 where absent)."""
+    cdef uint64_t fn, v, ival
+    cdef int wt2
+    cdef Py_ssize_t q, rc, ns = -1, ne = 0, ds = -1, de = 0
+    cdef int64_t sid, vpos
+    cdef int8_t kind
+    while vs < ve:  # the XEventMetadata
+        vs = _tag(b, vs, ve, &fn, &wt2)
+        if vs < 0:
+            return vs
+        if wt2 == 2 and (fn == 2 or fn == 3 or fn == 4 or fn == 5 or fn == 6):
+            q = _len(b, vs, ve, &vs)
+            if q < 0:
+                return q
+            if fn == 2:
+                ns, ne = q, vs
+            elif fn == 4:
+                ds, de = q, vs
+            elif fn == 5:
+                rc = _stat(b, q, vs, &sid, &kind, &ival, &vpos)
+                if rc < 0:
+                    return rc
+                if kind == 5 and not _utf8_ok(b + vpos, <Py_ssize_t>ival):
+                    bad[0] += 1
+            elif fn == 6:  # packed child ids: each varint must be whole
+                while q < vs:
+                    q = _varint(b, q, vs, &v)
+                    if q < 0:
+                        return q
+        else:
+            vs = _skip(b, vs, ve, wt2, fn, D_EVENT)
+            if vs < 0:
+                return vs
+    if ns >= 0 and not _utf8_ok(b + ns, ne - ns):
+        bad[0] += 1
+    if ds >= 0 and not _utf8_ok(b + ds, de - ds):
+        bad[0] += 1
+    sp[0], sp[1], sp[2], sp[3] = ns, ne, ds, de
     return 0
 
 
@@ -1463,6 +1560,86 @@ cdef int _meta_value(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* span
     return 0
 
 
+cdef int _meta_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* o7,
+                     bint checked) except -1:
+    """One event_metadata map entry [p, e) as `decode_meta` reads it, into `o7`: key, the
+    value message's start and end, the name's, the display name's (0, 0 where absent).
+    0, or 1 where upb would read it otherwise (a field other than the key and the value,
+    a value written twice, bytes upb refuses)."""
+    cdef uint64_t fn, v
+    cdef int wt
+    cdef Py_ssize_t vs = 0, ve = 0, nval = 0
+    cdef int64_t sp[4]
+    o7[0] = 0
+    while p < e:
+        p = _tag(b, p, e, &fn, &wt)
+        if p < 0:
+            return 1
+        if fn == 1 and wt == 0:
+            p = _varint(b, p, e, &v)
+            if p < 0:
+                return 1
+            o7[0] = <int64_t>v
+        elif fn == 2 and wt == 2:
+            vs = _len(b, p, e, &ve)
+            if vs < 0:
+                return 1
+            p = ve
+            nval += 1
+        else:
+            return 1
+    if nval > 1:
+        return 1
+    # the XEventMetadata value [vs, ve)
+    sp[0] = sp[1] = sp[2] = sp[3] = 0
+    if _meta_value(b, vs, ve, sp, None, 0, NULL, -1, checked):
+        return 1
+    o7[1], o7[2], o7[3], o7[4], o7[5], o7[6] = vs, ve, sp[0], sp[1], sp[2], sp[3]
+    return 0
+
+
+cdef inline void _meta_store(Py_ssize_t i, const int64_t* o7, bint narrow, int64_t[::1] key,
+                             int64_t[:, ::1] name, int64_t[:, ::1] disp, int64_t[:, ::1] value,
+                             int32_t[:, ::1] name32, int32_t[:, ::1] disp32,
+                             int32_t[:, ::1] value32) noexcept:
+    """Entry `i`'s columns (`_meta_entry`'s `o7`) into `decode_meta`'s arrays."""
+    key[i] = o7[0]
+    if narrow:
+        value32[0, i], value32[1, i] = <int32_t>o7[1], <int32_t>o7[2]
+        name32[0, i], name32[1, i] = <int32_t>o7[3], <int32_t>o7[4]
+        disp32[0, i], disp32[1, i] = <int32_t>o7[5], <int32_t>o7[6]
+    else:
+        value[0, i], value[1, i] = o7[1], o7[2]
+        name[0, i], name[1, i], disp[0, i], disp[1, i] = o7[3], o7[4], o7[5], o7[6]
+
+
+cdef bint _meta_reverse(bint ok, bint narrow, Py_ssize_t n, int64_t[::1] key,
+                        int32_t[:, ::1] name32, int32_t[:, ::1] disp32,
+                        int32_t[:, ::1] value32) noexcept:
+    """`decode_meta`'s `reversed`: where narrow and the keys strictly descend, every column
+    reversed in place (the keys then ascend)."""
+    cdef Py_ssize_t i, c
+    cdef bint rev = ok and narrow and n > 1
+    if rev:
+        for i in range(n - 1):
+            if key[i + 1] >= key[i]:
+                rev = False
+                break
+    if rev:
+        _reverse64(&key[0], n)
+        for c in range(2):
+            _reverse32(&name32[c, 0], n)
+            _reverse32(&disp32[c, 0], n)
+            _reverse32(&value32[c, 0], n)
+    return rev
+
+
+def _meta_arrays(Py_ssize_t n, bint narrow):
+    """`decode_meta`'s zeroed columns for `n` entries: key, name, disp, value."""
+    dt = np.int32 if narrow else np.int64
+    return np.zeros(n, np.int64), np.zeros((2, n), dt), np.zeros((2, n), dt), np.zeros((2, n), dt)
+
+
 def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint narrow=False,
                 bint checked=False):
     """event_metadata map entries (payloads [starts[i], ends[i])) -> dict with `ok`, per entry
@@ -1483,9 +1660,7 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint n
     checked: on others a malformed stat would go unseen here."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
-    cdef Py_ssize_t n = starts.shape[0], i, p, e, vs, ve, nval, c
-    cdef uint64_t fn, v
-    cdef int wt
+    cdef Py_ssize_t n = starts.shape[0], i
     key_a = np.zeros(n, np.int64)
     dt = np.int32 if narrow else np.int64
     name_a = np.zeros((2, n), dt)
@@ -1498,62 +1673,14 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint n
         name32, disp32, value32 = name_a, disp_a, value_a
     else:
         name, disp, value = name_a, disp_a, value_a
-    cdef int64_t sp[4]
+    cdef int64_t o7[7]
     cdef bint ok = True
     for i in range(n):
-        p = starts[i]
-        e = ends[i]
-        nval = 0
-        vs = ve = 0
-        while p < e and ok:
-            p = _tag(b, p, e, &fn, &wt)
-            if p < 0:
-                ok = False
-                break
-            if fn == 1 and wt == 0:
-                p = _varint(b, p, e, &v)
-                if p < 0:
-                    ok = False
-                    break
-                key[i] = <int64_t>v
-            elif fn == 2 and wt == 2:
-                vs = _len(b, p, e, &ve)
-                if vs < 0:
-                    ok = False
-                    break
-                p = ve
-                nval += 1
-            else:
-                ok = False
-        if not ok or nval > 1:
+        if _meta_entry(b, starts[i], ends[i], o7, checked):
             ok = False
             break
-        # the XEventMetadata value [vs, ve)
-        sp[0] = sp[1] = sp[2] = sp[3] = 0
-        if _meta_value(b, vs, ve, sp, None, <int32_t>i, NULL, -1, checked):
-            ok = False
-            break
-        if narrow:
-            value32[0, i] = <int32_t>vs
-            value32[1, i] = <int32_t>ve
-            name32[0, i], name32[1, i] = <int32_t>sp[0], <int32_t>sp[1]
-            disp32[0, i], disp32[1, i] = <int32_t>sp[2], <int32_t>sp[3]
-        else:
-            value[0, i] = vs
-            value[1, i] = ve
-            name[0, i], name[1, i], disp[0, i], disp[1, i] = sp[0], sp[1], sp[2], sp[3]
-    cdef bint rev = ok and narrow and n > 1
-    if rev:
-        for i in range(n - 1):
-            if key[i + 1] >= key[i]:
-                rev = False
-                break
-    if rev:
-        _reverse64(&key[0], n)
-        for c in range(2):
-            _reverse32(&name32[c, 0], n)
-            _reverse32(&disp32[c, 0], n)
-            _reverse32(&value32[c, 0], n)
+        _meta_store(i, o7, narrow, key, name, disp, value, name32, disp32, value32)
+    cdef bint rev = _meta_reverse(ok, narrow, n, key, name32, disp32, value32)
     return {"ok": ok, "key": key_a, "name": name_a, "disp": disp_a, "value": value_a,
             "reversed": rev}
 

@@ -40,14 +40,18 @@ class MetaTable:
     callers then read through upb.
     """
 
-    def __init__(self, buf: np.ndarray, ms: np.ndarray, me: np.ndarray, checked: bool = False):
+    def __init__(self, buf: np.ndarray, ms: np.ndarray, me: np.ndarray, checked: bool = False,
+                 decoded: dict | None = None):
         """`checked`: every entry [ms, me) was checked already by `split_space` (the plane's
         metadata was stripped from upb's parse: `PlaneView.meta_stripped`), stats included:
-        they are stepped over, not checked again (`decode_meta`'s `checked`)."""
+        they are stepped over, not checked again (`decode_meta`'s `checked`). `decoded`:
+        `decode_meta(checked=True)` of these entries as `split_space(decode=True)` made it
+        while checking them (with `narrow` as here), so not walked again."""
         self.buf = buf
         # spans as int32 where the buffer is under 2 GiB (`_narrow_spans`), and a table
         # written newest first reversed in place by the scanner: no copies of the columns
-        d = _scan.decode_meta(buf, np.ascontiguousarray(ms, np.int64),
+        d = decoded if decoded is not None and checked else \
+            _scan.decode_meta(buf, np.ascontiguousarray(ms, np.int64),
                               np.ascontiguousarray(me, np.int64), narrow=self._narrow_ok(),
                               checked=checked)
         self.ok = bool(d["ok"])

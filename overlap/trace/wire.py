@@ -209,7 +209,9 @@ class Plane:
             if getattr(pv, "meta_pos", None) is not None and len(pv.meta_pos[0]):
                 # (stripped: split_space checked each entry, stats included: not again)
                 ms, me = pv.meta_pos
-                t = MetaTable(pv.buf, ms, me, checked=pv.meta_stripped)
+                t = MetaTable(pv.buf, ms, me, checked=pv.meta_stripped,
+                              decoded=pv.meta_decoded)
+                pv.meta_decoded = None  # (the table holds what it keeps of them)
                 # the entries located must be exactly the map upb read, or the table is unused
                 # (where upb skipped them, every plane-level field 4 was located: all of them)
                 if not t.ok or (not pv.meta_stripped and len(t.keys) != len(self.meta)):
@@ -469,11 +471,13 @@ class PlaneView:
 
     def __init__(self, msg, lines: list[_Line], buf: np.ndarray | None = None,
                  meta_pos: tuple[np.ndarray, np.ndarray] | None = None,
-                 meta_stripped: bool = False):
+                 meta_stripped: bool = False, meta_decoded: dict | None = None):
         self.msg = msg
         self.lines = lines
         self.buf = buf
         self.meta_pos = meta_pos
+        # the entries as `decode_meta` gives them, where `split_space` decoded them
+        self.meta_decoded = meta_decoded
         # the entries are not in `msg` (upb never saw them): `Plane.meta` parses them on demand
         self.meta_stripped = meta_stripped
 
@@ -528,7 +532,8 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
 
 def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.ndarray]:
     scanner: Any = SCANNER
-    skel, planes = scanner.split_space(data, n, strip_meta)
+    # (a stripped plane's entries decoded as they are checked: `MetaTable(decoded=)`)
+    skel, planes = scanner.split_space(data, n, strip_meta, decode=True)
     # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`; the
     # event metadata entries it holds, located by the split, say what that costs); once
     # protobuf is loaded, upb is the faster decoder
@@ -542,10 +547,11 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
         raise Corrupt("plane count mismatch")
     a = np.frombuffer(data, np.uint8)
     out = []
-    for m, (lines, ms, me, stripped, bad) in zip(xs.planes, planes):
+    for m, (lines, ms, me, stripped, bad, meta) in zip(xs.planes, planes):
         if bad:  # each copy written was counted: count as upb reads the entries
             BAD_STRINGS[0] += _entries_bad_strings(a, ms, me)
-        out.append(PlaneView(m, [_scanned_line(t, a) for t in lines], a, (ms, me), stripped))
+        out.append(PlaneView(m, [_scanned_line(t, a) for t in lines], a, (ms, me), stripped,
+                             meta))
     return xs, out, a
 
 

@@ -61,3 +61,28 @@ def test_ids_of_each_kind(values):
                 "stats": [] if v is None else [(2, v, "canonical"), (2, (3, 77), "canonical")]}
                for i, v in enumerate(values)]
     _check(plane_bytes(entries, merged_value=False), [0, 99])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(entry, max_size=12), st.booleans(), st.booleans())
+def test_split_decodes_the_entries_as_decode_meta(entries, merged, strip):
+    """`split_space(decode=True)`: a stripped plane's entries decoded while they are checked
+    are `decode_meta(narrow=True, checked=True)`'s columns exactly (refusals included); a
+    plane not stripped has none; the tuple is otherwise the one without `decode`."""
+    raw = plane_bytes(entries, merged_value=merged)
+    buf = wire.padded(raw)
+    fn = (lambda name: True) if strip else None
+    skel, planes = wire._scan.split_space(buf, len(raw), fn, decode=True)
+    skel0, planes0 = wire._scan.split_space(buf, len(raw), fn)
+    assert skel == skel0
+    (lines, ms, me, stripped, bad, meta), = planes
+    assert [lines, ms.tolist(), me.tolist(), stripped, bad] == \
+        [planes0[0][0], planes0[0][1].tolist(), planes0[0][2].tolist(), *planes0[0][3:]]
+    if not stripped:
+        assert meta is None
+        return
+    want = wire._scan.decode_meta(buf, ms, me, narrow=True, checked=True)
+    assert meta["ok"] == want["ok"] and meta["reversed"] == want["reversed"]
+    if want["ok"]:
+        for k in ("key", "name", "disp", "value"):
+            assert meta[k].dtype == want[k].dtype and meta[k].tolist() == want[k].tolist(), k
