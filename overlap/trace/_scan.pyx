@@ -237,9 +237,17 @@ cdef bint _utf8_ok(const uint8_t* s, Py_ssize_t n) noexcept nogil:
     """Is s[:n] valid UTF-8 as upb and Python's strict decoder define it (no overlong forms,
     no surrogates, nothing beyond U+10FFFF)? ASCII is checked 8 bytes at a time."""
     cdef Py_ssize_t i = 0
-    cdef uint64_t w
+    cdef uint64_t w, w1, w2, w3
     cdef uint8_t c, c1
     while i < n:
+        if i + 32 <= n:  # (HLO texts, ~150 bytes: four words a step)
+            memcpy(&w, s + i, 8)
+            memcpy(&w1, s + i + 8, 8)
+            memcpy(&w2, s + i + 16, 8)
+            memcpy(&w3, s + i + 24, 8)
+            if ((w | w1 | w2 | w3) & 0x8080808080808080ULL) == 0:
+                i += 32
+                continue
         if i + 8 <= n:
             memcpy(&w, s + i, 8)
             if (w & 0x8080808080808080ULL) == 0:

@@ -7,7 +7,10 @@ keep: tried in round 8, no faster on a freshly mapped file.)"""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from overlap.trace import wire
 from tests.trace.wire_bytes import field
@@ -53,3 +56,23 @@ def test_entries_located_and_bad_strings_counted():
     lines, ms, me, stripped, bad = planes[0]
     assert stripped and bad == 1 and len(ms) == len(me) == 3
     assert skel  # the skeleton keeps the plane without its entries
+
+
+_utf8_piece = st.sampled_from([b"a", b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\x80",
+                               b"\xff", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80",
+                               b"\x00", b"\xe2\x82"]) | st.integers(0, 70).map(lambda k: b"x" * k)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_utf8_piece, max_size=10))
+def test_utf8_check_is_pythons_strict_decoder(parts):
+    """`_scan.utf8_ok` (every string the scanner checks, 32 and 8 ASCII bytes a step) says
+    valid exactly where Python's strict decoder (and upb) accepts the bytes, wherever a bad
+    byte falls among long ASCII runs."""
+    b = b"".join(parts)
+    try:
+        b.decode("utf-8")
+        want = True
+    except UnicodeDecodeError:
+        want = False
+    assert wire._scan.utf8_ok(np.frombuffer(b, np.uint8)) == want
