@@ -483,19 +483,34 @@ _STAT_SUMS = ("transfers", "bytes", "span_ps", "hidden_ps", "max_queue", "max_by
 
 def part_stats(table: Columns, extra: Columns) -> dict[str, dict[str, dict[str, Any]]]:
     """Per direction and cause, the evidence numbers of one part (sums and maxima, so parts
-    of several hosts merge exactly: `merge_stats`)."""
+    of several hosts merge exactly: `merge_stats`). Each sum is one int64 dot product of the
+    (direction, cause) rows' 0/1 mask with a column: the same integers as a sum of the rows
+    taken (~25 masked copies of 60k copies' columns cost ~6 ms, the dots ~1)."""
     direction = np.asarray(table["direction"], object)
     nbytes = np.asarray(table["bytes"], np.int64)
     span = np.asarray(table["span_ps"], np.int64)
     hidden = np.asarray(table["hidden_ps"], np.int64)
-    hlo = np.asarray(table["hlo_op"], object)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     # the causes some copy has time of (none where every copy hides: then no direction is
     # compared row by row)
     has = {c: h for c, h in ((c, np.asarray(extra[col]) > 0)
                              for c, col in zip(CAUSES, CAUSE_COLUMNS)) if h.any()}
-    for d in DIRECTIONS if has else ():
-        dm = direction == d
+    if not has:
+        return out
+    ready = np.asarray(extra["ready_ps"], np.int64)
+    pos = ready > 0
+    if DEVICE_WAITS in has:
+        stall = np.asarray(extra["stall_ps"], np.int64)
+        ready_pos = np.where(pos, ready, 0)
+        bytes_pos = np.where(pos, nbytes, 0)
+        no_work = ready == 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            need = np.where(pos, nbytes * 1e12 / np.where(pos, ready, 1), 0.0)
+    # the directions numbered once (a few shared objects), each row's compared by its code
+    codes, uniq = key_codes(direction, sort=False)
+    for d in DIRECTIONS:
+        hit = [i for i, u in enumerate(uniq.tolist()) if u == d]
+        dm = np.isin(codes, hit) if hit else np.zeros(len(codes), bool)
         per: dict[str, dict[str, Any]] = {}
         for c in CAUSES:
             if c not in has:
@@ -503,31 +518,31 @@ def part_stats(table: Columns, extra: Columns) -> dict[str, dict[str, dict[str, 
             m = dm & has[c]
             if not m.any():
                 continue
-            st: dict[str, Any] = {"transfers": int(m.sum()), "bytes": int(nbytes[m].sum()),
-                                  "span_ps": int(span[m].sum()),
-                                  "hidden_ps": int(hidden[m].sum())}
+            mi = m.astype(np.int64)
+            st: dict[str, Any] = {"transfers": int(np.count_nonzero(m)),
+                                  "bytes": int(np.dot(mi, nbytes)),
+                                  "span_ps": int(np.dot(mi, span)),
+                                  "hidden_ps": int(np.dot(mi, hidden))}
             if c == QUEUED:
                 st["max_queue"] = int(extra["queue_ahead"][m].max()) + 1
                 st["max_bytes_ahead"] = int(extra["bytes_ahead"][m].max())
             elif c == SHARES_STREAM:
                 st["streams"] = _stream_rows(table, extra, m)
             elif c == DEVICE_WAITS:
-                ready = np.asarray(extra["ready_ps"])[m]
-                st["stall_ps"] = int(np.asarray(extra["stall_ps"])[m].sum())
-                pos = ready > 0
-                st["ready_ps"] = int(ready[pos].sum())
-                st["ready_bytes"] = int(nbytes[m][pos].sum())
-                st["no_work"] = int((ready == 0).sum())
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    need = np.where(pos, nbytes[m] * 1e12 / np.where(pos, ready, 1), 0.0)
-                if pos.any():
-                    i = int(np.argmax(need))
-                    st["worst"] = {"hlo_op": str(hlo[m][i]), "needed_Bps": float(need[i]),
-                                   "bytes": int(nbytes[m][i]), "ready_ps": int(ready[i]),
-                                   "span_ps": int(span[m][i])}
+                st["stall_ps"] = int(np.dot(mi, stall))
+                st["ready_ps"] = int(np.dot(mi, ready_pos))
+                st["ready_bytes"] = int(np.dot(mi, bytes_pos))
+                st["no_work"] = int(np.count_nonzero(m & no_work))
+                if (m & pos).any():
+                    # the first row of the most needed bandwidth among the rows `m`
+                    i = int(np.argmax(np.where(m, need, -np.inf)))
+                    st["worst"] = {"hlo_op": str(np.asarray(table["hlo_op"], object)[i]),
+                                   "needed_Bps": float(need[i]), "bytes": int(nbytes[i]),
+                                   "ready_ps": int(ready[i]), "span_ps": int(span[i])}
             elif c == UNKNOWN:
                 for k in ("no_resume", "late_resume", "not_copy_bound"):
-                    st[f"{k}_ps"] = int(np.asarray(extra[f"unknown_{k}_ps"])[m].sum())
+                    st[f"{k}_ps"] = int(np.dot(mi, np.asarray(extra[f"unknown_{k}_ps"],
+                                                              np.int64)))
             per[c] = st
         if per:
             out[d] = per

@@ -357,14 +357,18 @@ class MergedGroups:
         # starting before hi (a group without any: one piece, the `a` interval itself)
         i0, i1 = self.around(ag, a_s, a_e)
         cnt = i1 - i0 + 1  # pieces: before the first, between each two, after the last
-        a_idx = np.repeat(np.arange(len(a_s)), cnt)
-        j = np.arange(len(a_idx)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        k = i0[a_idx] + j
-        nb = len(b_s)
-        lo = np.where(j == 0, a_s[a_idx], b_e[np.maximum(k - 1, 0)])
-        hi = np.where(j == cnt[a_idx] - 1, a_e[a_idx], b_s[np.minimum(k, nb - 1)])
+        last_at = np.cumsum(cnt) - 1  # each `a` interval's last piece
+        first_at = last_at - (cnt - 1)
+        # piece number p of interval `a` lies before b interval k = i0 + p: from the end of
+        # b's interval k - 1 (the first piece: from a's start) to the start of k (the last:
+        # to a's end); between the first and the last, k - 1 and k both overlap `a`
+        k = np.arange(int(last_at[-1]) + 1) - np.repeat(first_at - i0, cnt)
+        lo = b_e[np.maximum(k - 1, 0)]
+        lo[first_at] = a_s
+        hi = b_s[np.minimum(k, len(b_s) - 1)]
+        hi[last_at] = a_e
         keep = hi > lo
-        return ag[a_idx][keep], lo[keep], hi[keep]
+        return np.repeat(ag, cnt)[keep], lo[keep], hi[keep]
 
 
 def merged_groups(g, s, e) -> MergedGroups:
