@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import functools
 import importlib
 import os
 import sys
@@ -52,9 +53,15 @@ class _Parser(argparse.ArgumentParser):
         a formatter without a width reads the terminal's through `shutil`, whose import
         (zlib, bz2, lzma: ~2.5 ms) every `report`/`check` paid for nothing. Help, usage and
         error text are formatted as before, at the terminal's width."""
-        if self._checking:
-            return self.formatter_class(prog=self.prog, width=80)  # type: ignore[call-arg]
-        return super()._get_formatter()
+        if not self._checking:
+            return super()._get_formatter()
+        # argparse's own construction (whatever its version sets up), with a width given
+        cls = self.formatter_class
+        self.formatter_class = functools.partial(cls, width=80)  # type: ignore[call-arg]
+        try:
+            return super()._get_formatter()
+        finally:
+            self.formatter_class = cls
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

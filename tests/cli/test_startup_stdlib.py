@@ -99,4 +99,4 @@ def test_add_argument_still_checks_the_metavar() -> None:
     p = cli_main._Parser(prog="overlap")
     with pytest.raises(ValueError, match="metavar"):
         p.add_argument("--pair", nargs=2, metavar=("A",))
-    assert not p._checking
+    assert not p._checking and p.formatter_class is argparse.HelpFormatter  # put back
