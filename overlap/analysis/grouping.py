@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from overlap.arrays import SeenColumns, factorize, object_addresses, run_starts, sorted_unique
+from overlap.arrays import (
+    SeenColumns,
+    factorize,
+    object_addresses,
+    repeated,
+    run_starts,
+    sorted_unique,
+)
 from overlap.trace.strcodes import str_codes
 
 if TYPE_CHECKING:
@@ -181,16 +188,23 @@ def dense_codes(x: np.ndarray, sort: bool) -> np.ndarray:
 
 
 def one_hot(values: np.ndarray, labels: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Per label, 1 where `values` equals it, else 0 (int64). The class column holds a few
-    shared label objects (`overlap.analysis.overlap.classify`): compared once per distinct
-    object, not per row."""
+    """Per label, 1 where `values` equals it, else 0 (int64; a read-only `arrays.repeated`
+    column where every row gives the same). The class column holds a few shared label
+    objects (`overlap.analysis.overlap.classify`): compared once per distinct object, not per
+    row."""
     few = few_objects(values) if len(values) > 8 else None
     if few is None:
         return {label: (values == label).astype(np.int64) for label in labels}
     code, heads = few
     head_values = values[heads].tolist()
-    return {label: np.array([v == label for v in head_values], np.int64)[code]
-            for label in labels}
+    out = {}
+    for label in labels:
+        hit = [v == label for v in head_values]
+        # a label no row (or every row) holds: one value, read-only, no column of rows (the
+        # classes of a capture that hides every copy: two of three are all 0)
+        out[label] = repeated(len(values), int(hit[0]), np.int64) if hit.count(hit[0]) == \
+            len(hit) else np.array(hit, np.int64)[code]
+    return out
 
 
 def group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
