@@ -147,6 +147,10 @@ def object_runs(values: np.ndarray) -> np.ndarray:
 
 def _new_object(values: np.ndarray) -> np.ndarray:
     """Per element: is it another object than the one before (the first: True)?"""
+    if is_repeated(values):  # one object in every row (stride 0): no address compared
+        new = np.zeros(len(values), bool)
+        new[0] = True
+        return new
     addr = object_addresses(values)
     new = np.empty(len(values), bool)
     new[0] = True
