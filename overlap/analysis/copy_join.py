@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from overlap.analysis.grouping import is_none
-from overlap.arrays import factorize
+from overlap.arrays import factorize, sorted_unique
 
 _CB_RE = re.compile(r"^command_buffer_\d+$")
 _CALLS_RE = re.compile(r"\bcalls=%?([\w.\-]+)")
@@ -165,7 +165,7 @@ def join_copies(tr: dict[str, np.ndarray], co: dict[str, np.ndarray],
     groups: list[dict[str, Any]] = []
     if left.size:
         codes = _groups(trace_op[left], direction[left], pid[left], reason[left])
-        for g in np.unique(codes).tolist():
+        for g in sorted_unique(codes).tolist():
             rows = left[codes == g]
             i = int(rows[0])
             groups.append({"hlo_op": trace_op[i] or "(unknown)", "direction": direction[i],
@@ -204,7 +204,7 @@ def _join_graph(prog: ProgramOps, name: str, p: Any, sel: np.ndarray, tr, co,
         k = len(ops)
         want = np.array([o.bytes for o in ops], np.int64)
         codes = _groups(host[rows_d], dev[rows_d])
-        for g in np.unique(codes).tolist():
+        for g in sorted_unique(codes).tolist():
             rows = rows_d[codes == g]
             rows = rows[np.argsort(start[rows], kind="stable")]
             if rows.size % k:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from overlap.arrays import factorize, repeated, repeated_join
+from overlap.arrays import factorize, repeated, repeated_join, sorted_unique
 
 # Metadata and stat ids of several planes read as one (`PlaneGroup`) become keys
 # `plane index * GROUP_STRIDE + id`. Only planes whose ids all lie in [0, GROUP_STRIDE) are
@@ -214,11 +214,15 @@ def distinct_at(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
     codes: one pass over the rows where `a`'s range is small."""
     a = np.asarray(a)
     idx = np.asarray(idx)
-    if len(idx) < 1024 or a.dtype.kind not in "iu" or not len(a):
+    if a.dtype.kind not in "iu":
         return np.unique(a[idx])
+    # sorted_unique, not np.unique: a plain np.unique imports numpy.ma (~7 ms of a small
+    # capture's start-up) to ask whether the array is masked
+    if len(idx) < 1024 or not len(a):
+        return sorted_unique(a[idx])
     lo, hi = int(a.min()), int(a.max())
     if hi - lo > 2 * len(a) + (1 << 16):
-        return np.unique(a[idx])
+        return sorted_unique(a[idx])
     seen, base, _ = _seen_ids(a, idx, lo, hi)
     return (np.flatnonzero(seen) + base).astype(a.dtype)
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from overlap.arrays import at_rows, factorize, filled
+from overlap.arrays import at_rows, factorize, filled, sorted_unique
 from overlap.trace.hlotext import LazyPattern  # compiled on first use: start-up
 from overlap.trace.tables import missing_mask
 from overlap.trace.wire import (
@@ -437,7 +437,7 @@ def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
         lcode, ncode = lcode[keep], ncode[keep]
     out = []
     for (dev, name, reason), g in _groups(other["device"], other["name"], why):
-        n_lines = len(np.unique(lcode[g]))
+        n_lines = len(sorted_unique(lcode[g]))
         first = other["line"][g[0]]
         where = f"on {first}" if n_lines == 1 else f"on {n_lines} lines ({first}, ...)"
         out.append({"device": dev, "events": int(len(g)),
