@@ -238,6 +238,8 @@ def group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
     code = np.zeros(n, np.int64)
     for i in range(len(by)):
         c, m = coded[i]
+        if m == 1:  # one key for every row (a host file's host, its one device): no change
+            continue
         # codes kept dense after each key, so they never overflow; numbering in key order
         # with `sort`, else by first row
         code = dense_codes(code * max(m, 1) + c, sort=sort)
@@ -260,6 +262,20 @@ def group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
         out = {k: t[k][starts] for k in by}
         for col, v in cols.items():
             out[col] = np.add.reduceat(np.asarray(v), starts)
+        return out
+    if all(np.asarray(v).dtype.kind in "iu" for v in cols.values()):
+        # Integer sums without sorting the rows: each row added into its group's sum in row
+        # order (`np.add.at`: exact, the int64 wrap-around of the sorted `reduceat` below);
+        # each group's first row its least row. A stable sort of the codes was most of this
+        # (~1.5 ms of the TPU 1M file's 52k copies, 16 groups), and a gather per column.
+        g = int(inv.max()) + 1  # (dense codes)
+        first = np.full(g, n, np.int64)
+        np.minimum.at(first, inv, np.arange(n))
+        out = {k: t[k][first] for k in by}
+        for col, v in cols.items():
+            v = np.asarray(v)
+            out[col] = np.zeros(g, v.dtype)
+            np.add.at(out[col], inv, v)
         return out
     order = np.argsort(inv, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])
