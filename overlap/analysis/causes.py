@@ -444,8 +444,11 @@ def _ended_within(keys: _Keys, tg, end, pg, resume) -> np.ndarray:
     copy end at or before the resume, by one search, ends in that stretch (the keys ascend:
     the count of ends in it is positive exactly when that end's key is at least the
     stretch's first); else two searches, the counts before each side."""
-    ends = np.lexsort((end, tg))
-    eg, ee = tg[ends], end[ends]
+    if len(tg) > 1 and tg.strides[0] == 0:  # one device (a broadcast code): the ends sorted
+        eg, ee = tg, np.sort(end)
+    else:
+        ends = np.lexsort((end, tg))
+        eg, ee = tg[ends], end[ends]
     if keys.ok and len(ee):
         ke = keys.key(eg, ee)
         n_before = np.searchsorted(ke, keys.key(pg, resume), side="right")
