@@ -283,11 +283,16 @@ class MetaTable:
         # records keep each entry's order: the first of each (entry, name) is the earliest
         # (the start of its run in a stable sort, as np.unique's return_index, faster)
         k2 = entry * len(names) + nm
-        o = np.argsort(k2, kind="stable")
-        k2 = k2[o]
-        start = np.ones(len(k2), bool)
-        start[1:] = k2[1:] != k2[:-1]
-        first = o[start]
+        if len(k2) < 2 or bool((k2[1:] > k2[:-1]).all()):
+            # each (entry, name) once, in order (one stat asked, or the names written in
+            # the order asked): every record is its pair's first, no sort
+            first = np.arange(len(k2))
+        else:
+            o = np.argsort(k2, kind="stable")
+            k2 = k2[o]
+            start = np.ones(len(k2), bool)
+            start[1:] = k2[1:] != k2[:-1]
+            first = o[start]
         sel = rec[first]
         entry, nm = entry[first], nm[first]
         idn = [k for k, name in enumerate(names) if name in ids]
