@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from overlap.analysis.grouping import Columns, group_codes, is_none, pair_codes
+from overlap.analysis.grouping import Columns, equal_to, group_codes, is_none, pair_codes
 from overlap.analysis.intervals import merged_groups
 from overlap.arrays import factorize, filled, sorted_unique  # (not np.unique: numpy.ma)
 
@@ -354,7 +354,7 @@ def add_hlo_evidence(trace, result: dict[str, Any],
             pc = per_copy(fu, start, end, nbytes)
             direction = np.asarray(table["direction"], object)
             waits = np.asarray(extra["cause_device_waits_ps"], np.int64) > 0
-        m = waits & (direction == d)
+        m = waits & equal_to(direction, d)
         ev = row["evidence"]
         ev["hlo"] = direction_facts(fu, pc, table, m)
     _top_records(result, table, fu, pc)

@@ -141,6 +141,18 @@ def key_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
 _FEW = SeenColumns(2)
 
 
+def equal_to(values: np.ndarray, value: Any) -> np.ndarray:
+    """Per row of an object key column, does it equal `value` (`values == value`; a missing
+    value equals nothing)? Compared once per distinct value of the column's `key_codes` (a
+    direction column's few shared objects: no Python comparison per row, ~0.4 ms of 52k
+    copies each time)."""
+    codes, uniq = key_codes(values, sort=False)
+    hit = [i for i, u in enumerate(uniq.tolist()) if u == value]
+    if not hit:
+        return np.zeros(len(codes), bool)
+    return codes == hit[0] if len(hit) == 1 else np.isin(codes, hit)
+
+
 def few_objects(v: np.ndarray, most: int = 8) -> tuple[np.ndarray, np.ndarray] | None:
     """A column of at most `most` distinct objects (directions, a pod's hosts in turn): per
     row the number of its object in order of first appearance, and each object's first row;

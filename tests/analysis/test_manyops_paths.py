@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlap.analysis import first_use as F
-from overlap.analysis.grouping import group_sums, pair_codes
+from overlap.analysis.grouping import equal_to, group_sums, pair_codes
 from overlap.analysis.names import programs_of
 from overlap.analysis.overlap import analyze, transfer_columns
 from overlap.trace import read_trace
@@ -68,6 +68,18 @@ def test_pair_codes_number_each_distinct_pair(rows):
     assert len(code) == len(rows)
     assert [pairs[c] for c in code.tolist()] == rows
     assert sorted(pairs, key=str) == sorted(set(rows), key=str)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.sampled_from(["D2H", "H2D", "x"]),
+                          st.text(max_size=3)), max_size=80),
+       st.sampled_from(["D2H", "H2D", "", "zz"]))
+def test_equal_to_is_elementwise_equality(values, value):
+    """`equal_to` (compared once per distinct value) is `values == value` per row, a missing
+    value equal to nothing; on few shared objects and on many distinct ones."""
+    col = np.array(values, object) if values else np.zeros(0, object)
+    got = equal_to(col, value)
+    assert got.dtype == bool and got.tolist() == [v == value for v in values]
 
 
 HLO = """HloModule jit_train_step
