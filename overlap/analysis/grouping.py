@@ -29,6 +29,7 @@ import numpy as np
 from overlap.arrays import (
     SeenColumns,
     factorize,
+    is_repeated,
     object_addresses,
     repeated,
     run_starts,
@@ -284,10 +285,18 @@ def group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
         first = np.full(g, n, np.int64)
         np.minimum.at(first, inv, np.arange(n))
         out = {k: t[k][first] for k in by}
+        sizes = None
         for col, v in cols.items():
             v = np.asarray(v)
-            out[col] = np.zeros(g, v.dtype)
-            np.add.at(out[col], inv, v)
+            out[col] = s = np.zeros(g, v.dtype)
+            if v.dtype == np.int64 and is_repeated(v):
+                # one value in every row (`arrays.repeated`: a count, a class no copy has):
+                # each group's size times it (int64, the same wrap-around as adding it)
+                if v[0]:
+                    sizes = np.bincount(inv, minlength=g) if sizes is None else sizes
+                    np.multiply(sizes, v[0], out=s)
+            elif v.any():  # (a column of zeros sums to zeros: a cause no copy has)
+                np.add.at(s, inv, v)
         return out
     order = np.argsort(inv, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(inv[order]) != 0])

@@ -55,6 +55,31 @@ def test_group_sums_where_one_key_tells_rows_apart_equal_pandas(n, with_none, so
                 [None if pd.isna(x) else x for x in want[c].tolist()], (by, c)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["D2H", "H2D", None]), st.sampled_from(["h0", "h1"])),
+                min_size=1, max_size=60),
+       st.integers(-2**62, 2**62), st.booleans())
+def test_group_sums_of_one_value_and_zero_columns_equal_row_sums(rows, value, sort):
+    """A column of one value (`arrays.repeated`) sums to each group's size times it and a
+    column of zeros to zeros, without adding its rows: the same int64 sums (wrapping alike)
+    as adding every row, per group of few keys."""
+    from overlap.arrays import repeated
+
+    n = len(rows)
+    t = {"direction": np.array([r[0] for r in rows], object),
+         "host": np.array([r[1] for r in rows], object)}
+    cols = {"one": repeated(n, value, np.int64), "zero": np.zeros(n, np.int64),
+            "rows": np.arange(n, dtype=np.int64) * 7}
+    got = group_sums(t, ["host", "direction"], cols, sort=sort)
+    keys = list(zip(got["host"].tolist(), got["direction"].tolist()))
+    assert sorted(keys, key=str) == sorted(set((r[1], r[0]) for r in rows), key=str)
+    for i, (h, d) in enumerate(keys):
+        members = [j for j, r in enumerate(rows) if (r[1], r[0]) == (h, d)]
+        wrapped = np.array([len(members) * value % 2**64], np.uint64).view(np.int64)[0]
+        assert got["one"][i] == wrapped and got["zero"][i] == 0
+        assert got["rows"][i] == 7 * sum(members)
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.none(), st.sampled_from(["jit_a", "jit_b"])),
                           st.one_of(st.none(), st.sampled_from([5, 7, 2**64 - 1]))),
