@@ -275,7 +275,8 @@ class Coded:
         c = self.codes
         if len(c) > 1 and (len(self.values) == 1 or not (c != c[0]).any()):
             return repeated(len(c), self.values[c[0]])
-        return self.values[c]
+        # (np.take of platform-int positions: indexing by narrow codes is ~15% slower)
+        return np.take(self.values, c.astype(np.intp))
 
 
 class Cols:
