@@ -614,7 +614,8 @@ def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
     else (slices, heads the tuple rule does not match, non-ASCII or NUL bytes) is left.
 
     The texts' bytes are read `_TEXTS` at a time (`_text_block`: each text's answer is its
-    own); the module and program columns of the copies found, `_IDS` ids at a time (a
+    own); the module and program columns of the copies found (`_copy_metadata`) with each
+    block where no program can change a text's answer, else `_IDS` ids at a time (a
     `MetaTable` decodes the stats of the ids asked: a block's records are held, not all)."""
     n = len(mids)
     code = np.full(n, -1, np.int64)  # per text: _D2H, _H2D, 0 (neither), -1 (left)
@@ -622,10 +623,15 @@ def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
     known = np.zeros(n, bool)  # bytes known from the text (or the program)
     host = np.zeros(n, bool)  # where the program's facts are looked up
     names = np.full(n, None, object)  # instruction names, where `host` or code > 0
+    facts = (code, nbytes, known, names, ok, cols)
     for s in range(0, n, _TEXTS):
         e = s + _TEXTS  # (slices are views: the block writes into the arrays above)
         _text_block(t, mids[s:e], bool(programs), code[s:e], nbytes[s:e], known[s:e],
                     host[s:e], names[s:e])
+        if not programs:  # (else the programs may still change a text's answer)
+            # the block's copies' metadata now, while the block's entries are in cache (read
+            # again after all blocks, each entry's stats were a cache miss: ~1.5 ms on 36k)
+            _copy_metadata(P, mids, s + np.flatnonzero(code[s:e] > 0), *facts)
     if programs:
         # The program's facts, where it has the op, replace the text's (`_copy_facts`) for
         # every op `is_host_async_start` admits.
@@ -639,27 +645,36 @@ def _copy_columns_bytes(P: Plane, t: MetaTable, mids: np.ndarray,
                     d, size = got
                     code[i] = 0 if d is None else _D2H if d == "D2H" else _H2D
                     nbytes[i], known[i] = (0, False) if size is None else (size, True)
-    cand = np.flatnonzero(code > 0)
-    if cand.size:
-        nb = nbytes[cand]
-        unknown = np.flatnonzero(~known[cand])
-        if unknown.size:  # the text gave no size: the op's own byte counts, else 0
-            sizes = P.meta_columns(mids[cand[unknown]], _COPY_FACTS[2:])
-            nb[unknown] = [as_int(r) or as_int(a) or 0 for r, a in
-                           zip(sizes["raw_bytes_accessed"].tolist(),
-                               sizes["bytes_accessed"].tolist())]
-        ok[cand] = True
-        cols["direction"][cand] = _DIRECTIONS[code[cand]]
-        cols["bytes"][cand] = nb
-        cols["hlo_op"][cand] = names[cand]
+        cand = np.flatnonzero(code > 0)
         for s in range(0, cand.size, _IDS):
             # (the stat records of all 36k copy ops of a many-ops capture at once were the
             # read's peak, +7 MiB; a call costs next to nothing more per block)
-            c = cand[s:s + _IDS]
-            col = P.meta_columns(mids[c], _OP_COLUMNS, ids=("program_id",))
-            cols["hlo_module"][c] = col["hlo_module"]
-            cols["program_id"][c] = col["program_id"]
+            _copy_metadata(P, mids, cand[s:s + _IDS], *facts)
     return np.flatnonzero(code < 0)
+
+
+def _copy_metadata(P: Plane, mids: np.ndarray, cand: np.ndarray, code: np.ndarray,
+                   nbytes: np.ndarray, known: np.ndarray, names: np.ndarray, ok: np.ndarray,
+                   cols: dict[str, np.ndarray]) -> None:
+    """The transfer columns of the copies `cand` (indices into `mids`, each with code > 0),
+    into `ok` and `cols`: direction, bytes (the text's, else the op's own byte counts, else
+    0), instruction name, and the op's module and program from its metadata."""
+    if not cand.size:
+        return
+    nb = nbytes[cand]
+    unknown = np.flatnonzero(~known[cand])
+    if unknown.size:  # the text gave no size: the op's own byte counts, else 0
+        sizes = P.meta_columns(mids[cand[unknown]], _COPY_FACTS[2:])
+        nb[unknown] = [as_int(r) or as_int(a) or 0 for r, a in
+                       zip(sizes["raw_bytes_accessed"].tolist(),
+                           sizes["bytes_accessed"].tolist())]
+    ok[cand] = True
+    cols["direction"][cand] = _DIRECTIONS[code[cand]]
+    cols["bytes"][cand] = nb
+    cols["hlo_op"][cand] = names[cand]
+    col = P.meta_columns(mids[cand], _OP_COLUMNS, ids=("program_id",))
+    cols["hlo_module"][cand] = col["hlo_module"]
+    cols["program_id"][cand] = col["program_id"]
 
 
 def _text_block(t: MetaTable, mids: np.ndarray, programs: bool, code: np.ndarray,
