@@ -445,7 +445,7 @@ def _ended_within(keys: _Keys, tg, end, pg, resume) -> np.ndarray:
     the count of ends in it is positive exactly when that end's key is at least the
     stretch's first); else two searches, the counts before each side."""
     if len(tg) > 1 and tg.strides[0] == 0:  # one device (a broadcast code): the ends sorted
-        eg, ee = tg, np.sort(end)
+        eg, ee = tg, np.sort(end, kind="stable")  # (timsort: copies end nearly in order)
     else:
         ends = np.lexsort((end, tg))
         eg, ee = tg[ends], end[ends]
