@@ -11,6 +11,8 @@ functions give the answers of the pandas calls they replace, in the same orders:
 * `group_codes`: one code per (host, device) over several tables, as one `pd.factorize` of
   the pairs numbers them (first appearance).
 * `ends_after`: `np.maximum(end, start)`, without a copy where no end is before its start.
+* `equal_to`: `values == value` of a key column, once per distinct value; `pair_codes`: one
+  number per distinct (module, program id) of a table's copies.
 * `take`, `concat`, `n_rows` (`overlap.trace.tables`, beside `Columns`): `DataFrame.take`,
   `pd.concat(..., ignore_index=True)`, `len`.
 * `frame_of`: the DataFrame of a `Columns`, for callers that want one (pandas imported there).
@@ -18,6 +20,8 @@ functions give the answers of the pandas calls they replace, in the same orders:
 Speed: a reader's host and device columns are a few long runs (numbered once per run), a
 direction or class column a few shared objects (numbered by address, `few_objects`), op names
 many distinct str values (`arrays.factorize`: one dict pass); no Python loop per row elsewhere.
+`group_sums` sums integer columns without sorting the rows (`np.add.at`), and stops numbering
+keys where one tells every row apart (a capture where every copy is its own op).
 """
 
 from __future__ import annotations
