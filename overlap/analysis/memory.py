@@ -96,7 +96,10 @@ def _compute_time(co: dict[str, np.ndarray], by: str, where: tuple[str, str] | N
             if not want:
                 continue
             rows = np.flatnonzero(codes == want[0])
-            keys, dur = keys[rows], dur[rows]
+            # every row of the block (one module): its slices as they are, not a gather of
+            # 64k objects per block (~7 ms of the GPU 1M file's million kernels)
+            if len(rows) < b - a:
+                keys, dur = keys[rows], dur[rows]
         uniq, sums = _sums_by(keys, dur)
         for k, v in zip(uniq.tolist(), sums.tolist()):
             out[k] = out.get(k, 0) + v
