@@ -691,7 +691,7 @@ cdef Py_ssize_t _entry_decode(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int*
     and end, name start and end, display name start and end (0, 0 where absent), and 1 where
     the table may take the entry, 0 where `_meta_entry` refuses it (a field other than the
     key and the value, a value written twice)."""
-    cdef uint64_t fn, v
+    cdef uint64_t fn, v = 0  # set by _varint wherever read (_skip checked it): gcc cannot tell
     cdef int wt
     cdef Py_ssize_t vs, ve, rc, q, nval = 0
     cdef int64_t sp[4]
@@ -1387,28 +1387,33 @@ def compact(int64_t[::1] a, const uint8_t[::1] keep):
     return j
 
 
-def decode_events_at(data, const int64_t[::1] starts, const int64_t[::1] ends,
-                     const int64_t[::1] at, const int64_t[::1] wanted):
-    """The stat records of a few events: those whose index among the events of the lines
-    [starts[i], ends[i]) (counted in order, as `decode_events` numbers them) is in `at`
-    (sorted, distinct), for stat ids in `wanted` (sorted): a dict of `ev` (that index), sid,
-    kind, ival, vpos, each event's in the order written, as `decode_events` keeps them.
-    Every other event is stepped over by its length prefix, and the walk ends at the last
-    event asked for. Why: the TPU device clock of copy boundaries is two stats of a few
-    thousand events of a line of a million; `decode_events` with `skip` decoded every event's
-    fields again to keep none (~0.05 s per 1M events). The lines must have been read by
-    `decode_events` first (which refuses what upb refuses): bytes are checked here only as
-    far as stepping needs."""
+cdef class _AtSink:
+    """What `_walk_at` does with the stats of each event it stops at (one walk, two uses)."""
+    cdef int begin(self) except -1:
+        return 0
+
+    cdef int stat(self, Py_ssize_t j, Py_ssize_t k, int64_t sid, int8_t kind, uint64_t ival,
+                  int64_t vpos) except -1:
+        return 0
+
+
+cdef int _walk_at(data, const int64_t[::1] starts, const int64_t[::1] ends,
+                  const int64_t[::1] at, _AtSink sink) except -1:
+    """Walk the events of the lines [starts[i], ends[i]) in order (numbered as `decode_events`
+    numbers them) to the last index in `at` (sorted, distinct): each event asked for has its
+    stats handed to `sink` in the order written (`sink.stat(j, k, ...)`: `j` its place in `at`,
+    `k` its index), after `sink.begin()`. Every other event is stepped over by its length
+    prefix. The lines must have been read by `decode_events` first (which refuses what upb
+    refuses): bytes are checked here only as far as stepping needs."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
-    cdef Py_ssize_t nl = starts.shape[0], na = at.shape[0], nw = wanted.shape[0]
+    cdef Py_ssize_t nl = starts.shape[0], na = at.shape[0]
     cdef Py_ssize_t i, p, e, es, ee, q, k = 0, j = 0
     cdef uint64_t fn
     cdef int wt, rc
     cdef int64_t sid, vpos
     cdef int8_t kind
     cdef uint64_t ival
-    cdef _Stats st = _Stats(na * (nw + 1) + 16)
     for i in range(nl):
         if j >= na:
             break
@@ -1422,6 +1427,7 @@ def decode_events_at(data, const int64_t[::1] starts, const int64_t[::1] ends,
                 break  # the line holds no more events
             if k == at[j]:
                 # one XEvent [es, ee): its stats, as decode_events reads them
+                sink.begin()
                 while es < ee:
                     es = _tag(b, es, ee, &fn, &wt)
                     if es < 0:
@@ -1433,8 +1439,7 @@ def decode_events_at(data, const int64_t[::1] starts, const int64_t[::1] ends,
                         rc = _stat(b, q, es, &sid, &kind, &ival, &vpos)
                         if rc < 0:
                             raise _fail(rc)
-                        if nw and _in(&wanted[0], nw, sid):
-                            st.push(<int32_t>k, sid, kind, ival, vpos)
+                        sink.stat(j, k, sid, kind, ival, vpos)
                     else:
                         es = _skip(b, es, ee, wt, fn, D_EVENT)
                         if es < 0:
@@ -1443,79 +1448,96 @@ def decode_events_at(data, const int64_t[::1] starts, const int64_t[::1] ends,
             k += 1
     if j < na:
         raise ValueError("event index beyond the lines' events")
+    return 0
+
+
+cdef class _RecordsAt(_AtSink):
+    """`decode_events_at`'s sink: a record per stat whose id is wanted."""
+    cdef _Stats st
+    cdef const int64_t[::1] wanted
+
+    def __cinit__(self, _Stats st, const int64_t[::1] wanted):
+        self.st = st
+        self.wanted = wanted
+
+    cdef int stat(self, Py_ssize_t j, Py_ssize_t k, int64_t sid, int8_t kind, uint64_t ival,
+                  int64_t vpos) except -1:
+        if self.wanted.shape[0] and _in(&self.wanted[0], self.wanted.shape[0], sid):
+            self.st.push(<int32_t>k, sid, kind, ival, vpos)
+        return 0
+
+
+def decode_events_at(data, const int64_t[::1] starts, const int64_t[::1] ends,
+                     const int64_t[::1] at, const int64_t[::1] wanted):
+    """The stat records of a few events: those whose index among the events of the lines
+    [starts[i], ends[i]) (counted in order, as `decode_events` numbers them) is in `at`
+    (sorted, distinct), for stat ids in `wanted` (sorted): a dict of `ev` (that index), sid,
+    kind, ival, vpos, each event's in the order written, as `decode_events` keeps them.
+    Every other event is stepped over by its length prefix, and the walk ends at the last
+    event asked for (`_walk_at`). Why: the TPU device clock of copy boundaries is two stats of
+    a few thousand events of a line of a million; `decode_events` with `skip` decoded every
+    event's fields again to keep none (~0.05 s per 1M events)."""
+    cdef _Stats st = _Stats(at.shape[0] * (wanted.shape[0] + 1) + 16)
+    _walk_at(data, starts, ends, at, _RecordsAt(st, wanted))
     return st.arrays()
+
+
+cdef class _FirstIntsAt(_AtSink):
+    """`ints_at`'s sink: per set of stat ids, each event's first stat of the set."""
+    cdef const int64_t[::1] sids
+    cdef const int64_t[::1] set_of
+    cdef int64_t[:, ::1] val
+    cdef uint8_t[:, ::1] has
+    cdef uint64_t seen  # the sets whose first stat the current event has shown
+
+    def __cinit__(self, const int64_t[::1] sids, const int64_t[::1] set_of, val, has):
+        self.sids = sids
+        self.set_of = set_of
+        self.val = val
+        self.has = has
+        self.seen = 0
+
+    cdef int begin(self) except -1:
+        self.seen = 0
+        return 0
+
+    cdef int stat(self, Py_ssize_t j, Py_ssize_t k, int64_t sid, int8_t kind, uint64_t ival,
+                  int64_t vpos) except -1:
+        cdef Py_ssize_t t, s
+        for t in range(self.sids.shape[0]):
+            if self.sids[t] != sid:
+                continue
+            s = self.set_of[t]
+            if self.seen & ((<uint64_t>1) << s):
+                continue
+            self.seen |= (<uint64_t>1) << s
+            if kind == 4 or (kind == 3 and ival <= <uint64_t>0x7fffffffffffffff):
+                self.val[s, j] = <int64_t>ival
+                self.has[s, j] = 1
+        return 0
 
 
 def ints_at(data, const int64_t[::1] starts, const int64_t[::1] ends,
             const int64_t[::1] at, const int64_t[::1] sids, const int64_t[::1] set_of,
             Py_ssize_t nsets):
-    """`LineEvents.ints_of(at_only=True)` in one walk (`decode_events_at`'s): per set `s` of
-    stat ids (the ids `sids[t]` with `set_of[t] == s`) and per event `at[j]`, that event's
-    first stat (in the order written) with an id of the set: its value where it is an int64,
-    or a uint64 below 2**63; else nothing (a later stat of the set is not looked at). Returns
-    (values int64[nsets, len(at)], has uint8[nsets, len(at)]): no record per stat, no numpy
-    pass per set (the clocked many-ops file's 72k boundary events: ~11 ms -> ~4). The same
-    walk, bytes checked as far as `decode_events_at` checks them; at most 64 sets."""
-    cdef const uint8_t[::1] mv = data
-    cdef const uint8_t* b = &mv[0]
-    cdef Py_ssize_t nl = starts.shape[0], na = at.shape[0], nw = sids.shape[0]
-    cdef Py_ssize_t i, p, e, es, ee, q, t, s, k = 0, j = 0
-    cdef uint64_t fn, seen
-    cdef int wt, rc
-    cdef int64_t sid, vpos
-    cdef int8_t kind
-    cdef uint64_t ival
+    """`LineEvents.ints_of(at_only=True)` in one walk (`_walk_at`, as `decode_events_at`): per
+    set `s` of stat ids (the ids `sids[t]` with `set_of[t] == s`) and per event `at[j]`, that
+    event's first stat (in the order written) with an id of the set: its value where it is an
+    int64, or a uint64 below 2**63; else nothing (a later stat of the set is not looked at).
+    Returns (values int64[nsets, len(at)], has uint8[nsets, len(at)]): no record per stat, no
+    numpy pass per set (the clocked many-ops file's 72k boundary events: ~11 ms -> ~4). At
+    most 64 sets."""
+    cdef Py_ssize_t t
     if nsets > 64:
         raise ValueError("at most 64 sets")
-    for t in range(nw):
+    if set_of.shape[0] != sids.shape[0]:
+        raise ValueError("sids and set_of differ in length")
+    for t in range(sids.shape[0]):
         if set_of[t] < 0 or set_of[t] >= nsets:
             raise ValueError("set index out of range")
-    val_a = np.zeros((nsets, na), np.int64)
-    has_a = np.zeros((nsets, na), np.uint8)
-    cdef int64_t[:, ::1] val = val_a
-    cdef uint8_t[:, ::1] has = has_a
-    for i in range(nl):
-        if j >= na:
-            break
-        p = starts[i]
-        e = ends[i]
-        while p < e and j < na:
-            p = _next_event(b, p, e, &es, &ee)
-            if p < 0:
-                raise _fail(p)
-            if es < 0:
-                break  # the line holds no more events
-            if k == at[j]:
-                seen = 0  # the sets whose first stat this event has shown
-                while es < ee:
-                    es = _tag(b, es, ee, &fn, &wt)
-                    if es < 0:
-                        raise _fail(es)
-                    if wt == 2 and fn == 4:
-                        q = _len(b, es, ee, &es)
-                        if q < 0:
-                            raise _fail(q)
-                        rc = _stat(b, q, es, &sid, &kind, &ival, &vpos)
-                        if rc < 0:
-                            raise _fail(rc)
-                        for t in range(nw):
-                            if sids[t] != sid:
-                                continue
-                            s = set_of[t]
-                            if seen & ((<uint64_t>1) << s):
-                                continue
-                            seen |= (<uint64_t>1) << s
-                            if kind == 4 or (kind == 3 and ival <= <uint64_t>0x7fffffffffffffff):
-                                val[s, j] = <int64_t>ival
-                                has[s, j] = 1
-                    else:
-                        es = _skip(b, es, ee, wt, fn, D_EVENT)
-                        if es < 0:
-                            raise _fail(es)
-                j += 1
-            k += 1
-    if j < na:
-        raise ValueError("event index beyond the lines' events")
+    val_a = np.zeros((nsets, at.shape[0]), np.int64)
+    has_a = np.zeros((nsets, at.shape[0]), np.uint8)
+    _walk_at(data, starts, ends, at, _FirstIntsAt(sids, set_of, val_a, has_a))
     return val_a, has_a
 
 
