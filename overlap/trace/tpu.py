@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from overlap.arrays import factorize, object_addresses, repeated
+from overlap.arrays import factorize, object_addresses, repeated, sorted_unique
 from overlap.trace.hlotext import (
     _SEND_RECV_RE,
     _START_DONE_RE,
@@ -52,6 +52,7 @@ from overlap.trace.wire import (
     MetaTable,
     Plane,
     as_int,
+    narrow_codes,
     unique_inverse,
 )
 
@@ -86,13 +87,18 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         if not line.n_events:
             continue
         ev = LineEvents(line, line_base_ps(line), wanted=a_ids)
-        keep = ~ev.has_stat(a_ids) if a_ids else None  # None: every event
-        uniq, inv = unique_inverse(ev.mids)  # once per distinct op
+        has_a = ev.has_stat(a_ids) if a_ids else None
+        # None: every event (no `_a` on the line: no mask to apply, `&` per event saved)
+        keep = None if has_a is None or not has_a.any() else ~has_a
+        del has_a
+        ops = _OpIndex(ev.mids)  # once per distinct op
+        uniq = ops.uniq
         xla = line.name == "XLA Ops" and (pairing or clocked)
         u_names, b_u, u_spans = _op_names(P, uniq, xla and pairing)
+        # per event: a boundary op's? (one gather; its complement is the compute mask)
+        bm = ops.take(b_u, ev.mids) if b_u.any() else np.zeros(ev.n, bool)
         if xla:
-            m = b_u[inv]
-            b = np.flatnonzero(m if keep is None else m & keep)
+            b = np.flatnonzero(bm if keep is None else bm & keep)
             if clocked:
                 clock = _boundary_clock(ev, b, uniq, b_u, clock_ids)
                 if not pairing and clock[2].any():
@@ -102,14 +108,17 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                     # Async line is read, as it always was)
                     at = np.flatnonzero(b_u)
                     join_ops = at, _join_names(P, uniq, u_names, at, u_spans)
-            boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], uniq[inv[b]], inv[b],
-                          u_names)
+            bmid = ev.mids[b]
+            boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], bmid,
+                          ops.codes(bmid).astype(np.intp), u_names)
+            del bmid
         del u_spans  # (two int64 per op: not held through the compute columns below)
-        m = (~b_u)[inv]  # compute events: the per-op test taken per event, one pass
+        m = np.logical_not(bm, out=bm)  # compute events (in place: the mask's last use)
         if keep is not None:
             m &= keep
-        # the line's own arrays, the compute events' moved to their fronts (`_own_rows`)
-        iu = _own_rows(inv, m)
+        # the line's own arrays, the compute events' moved to their fronts (`_own_rows`);
+        # each compute event's op as its index into the line's ops, narrow
+        iu = ops.codes(_own_rows(ev.mids, m))
         n_compute = len(iu)
         # the metadata columns once per distinct compute op
         nb = np.flatnonzero(~b_u)
@@ -341,6 +350,38 @@ def _own_rows(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
             or not a.flags.c_contiguous):
         return a[sel]
     return a[:fn(a, sel.view(np.uint8))]
+
+
+class _OpIndex:
+    """The distinct metadata ids of a line's events (`uniq`, ascending) and per-event lookups
+    by id: `unique_inverse` without its inverse, whose int64 index per event (7.5 MB on the
+    TPU 1M file's op line) then took each per-op fact in a second gather; here a table over
+    the ids' range (a plane's metadata ids are small) answers per event in one gather, and
+    an op index per event is written narrow (the compute names' codes: int8 for < 128 ops)."""
+
+    def __init__(self, mids: np.ndarray) -> None:
+        self._size = 0  # the table's length; 0: no table, ids searched in `uniq`
+        if len(mids) >= 1024 and mids.dtype == np.intp:
+            lo, hi = int(mids.min()), int(mids.max())
+            if lo >= 0 and hi <= 2 * len(mids) + (1 << 16):
+                seen = np.zeros(hi + 1, bool)
+                seen[mids] = True
+                self.uniq = np.flatnonzero(seen).astype(mids.dtype)
+                self._size = hi + 1
+                return
+        self.uniq = sorted_unique(mids)
+
+    def take(self, per_op: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """`per_op[index of each id in uniq]` (each id one of `uniq`)."""
+        if self._size:
+            table = np.zeros(self._size, per_op.dtype)
+            table[self.uniq] = per_op
+            return table[ids]
+        return per_op[np.searchsorted(self.uniq, ids)]
+
+    def codes(self, ids: np.ndarray) -> np.ndarray:
+        """Each id's index in `uniq`, in the narrowest int dtype that holds them."""
+        return self.take(narrow_codes(np.arange(len(self.uniq)), len(self.uniq)), ids)
 
 
 def _per_event(per_op: np.ndarray, nb: np.ndarray, iu: np.ndarray,
