@@ -151,7 +151,8 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         at = at[sel]
         dspan = None if device_span is None else _nullable_ints(device_span[sel])
         direction = facts["direction"][at]
-        h2d = direction == "H2D"
+        # (compared once per op, then taken per transfer: no str comparison per transfer)
+        h2d = np.asarray(facts["direction"] == "H2D", bool)[at]
         tr.add(len(sel), host=host, device=device, direction=direction,
                start_ps=np.asarray(starts, np.int64)[sel],
                end_ps=np.asarray(ends, np.int64)[sel], bytes=facts["bytes"][at],
