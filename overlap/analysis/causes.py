@@ -71,7 +71,9 @@ time) pairs where that key would not fit in int64; no Python loop per copy.
 
 from __future__ import annotations
 
-import functools
+from collections import deque
+from itertools import repeat
+from operator import setitem
 from typing import Any, Literal
 
 import numpy as np
@@ -693,7 +695,9 @@ def cause_dict(sums: dict[str, int]) -> dict[str, int]:
 def cause_dicts(sums: list[np.ndarray]) -> list[dict[str, int]]:
     """`cause_dict` of every row of the `cause_<c>_ps` sum columns `sums` (in `CAUSE_COLUMNS`
     order): the rows grouped by which causes have time (at most 2**5 groups), each group's
-    dicts made from its columns at once, not one dict comprehension per row (a step table)."""
+    dicts copies of one template with its keys in order, their values set a column at a time
+    in C (a `dict(zip(...))` per row took 1.9 ms of the TPU 1M file's 6.5k steps, these 0.9),
+    not one dict comprehension per row (a step table)."""
     n = len(sums[0]) if sums else 0
     if not n:
         return []
@@ -704,14 +708,14 @@ def cause_dicts(sums: list[np.ndarray]) -> list[dict[str, int]]:
     for p in patterns:
         at = np.flatnonzero(pattern == p) if len(patterns) > 1 else np.arange(n)
         which = [i for i in range(len(CAUSES)) if p >> i & 1]
-        keys = [CAUSES[i] for i in which]
-        values = [np.asarray(sums[i])[at].tolist() for i in which]
-        dicts = map(dict, map(functools.partial(zip, keys), zip(*values))) if which else \
-            [{} for _ in range(len(at))]
+        copy = dict.fromkeys((CAUSES[i] for i in which), 0).copy
+        dicts = [copy() for _ in range(len(at))]  # (no key: `{}` each, none shared)
+        for i in which:
+            deque(map(setitem, dicts, repeat(CAUSES[i]), np.asarray(sums[i])[at].tolist()),
+                  maxlen=0)
         if len(patterns) == 1:
-            return list(dicts)
-        for i, d in zip(at.tolist(), dicts):
-            out[i] = d
+            return dicts
+        deque(map(out.__setitem__, at.tolist(), dicts), maxlen=0)
     return out
 
 
