@@ -65,10 +65,13 @@ def commands(f: str, xprof: bool, before: str | None = None
     # `python -m overlap report --json f`, under the hook
     report = [py, "-c", PEAK + "import runpy\nsys.argv = ['overlap', 'report', '--json', "
               f"{f!r}]\nrunpy.run_module('overlap', run_name='__main__')"]
+    # this checkout's overlap, not whichever the interpreter finds first (an editable install
+    # elsewhere, without bytecode: every run would time that tree, compiling)
+    here = {"PYTHONPATH": str(REPO)}
     out = {
-        "decode": ([py, "-c", PEAK + DECODE.format(f=f)], {}),
-        "report": (report, {}),
-        "report (upb)": (report, {"OVERLAP_SCANNER": "0"}),
+        "decode": ([py, "-c", PEAK + DECODE.format(f=f)], here),
+        "report": (report, here),
+        "report (upb)": (report, {**here, "OVERLAP_SCANNER": "0"}),
     }
     if before:  # another checkout of overlap (e.g. `git archive OLD | tar -x -C DIR`)
         out["report (before)"] = (report, {"PYTHONPATH": before})
