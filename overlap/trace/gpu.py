@@ -11,7 +11,7 @@ import numpy as np
 from overlap.trace import vendors
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
 from overlap.trace.tables import missing_mask
-from overlap.trace.values import distinct_at, isin_ids
+from overlap.trace.values import isin_ids
 from overlap.trace.wire import (
     GROUP_STRIDE,
     Coded,
@@ -196,13 +196,12 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
     # Neither a memcpy nor a kernel: the shape checks look at these (vendors.shape_unknowns).
     vendors.note_other_events(P, ev, np.flatnonzero(~is_mc & ~is_k), device, line_name, side)
     # (every event a kernel, a kernel-only line: the positions counted, not searched)
-    idx = kidx = np.arange(ev.n) if is_k.all() else np.flatnonzero(is_k)
-    uniq: list = []  # the kernels' distinct metadata ids (`_kernel_stat`)
+    idx = np.arange(ev.n) if is_k.all() else np.flatnonzero(is_k)
     if idx.size:
         # ROCm runtime copy/fill kernels are copies and memsets, not compute.
         idx, knames, kmids = vendors.split_kernels(P, ev, idx, device, stream, line_name, side)
-        uniq = kmids.tolist()
     if idx.size:
+        uniq = kmids.tolist()  # the kernels' distinct metadata ids (`_kernel_stat`)
         # The names as codes (`Coded`, made objects by `Cols.rows` once this line's arrays
         # and the file's bytes are gone), the end in place of a copy of the durations: the
         # read's peak is here, on a line of a million kernels.
@@ -215,18 +214,17 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
             start, end = ev.starts[idx], ev.durs[idx]
         end += start
         co.add(len(idx), host=host, device=pick(device, idx), start_ps=start, end_ps=end,
-               name=knames, hlo_op=_kernel_stat(P, ev, idx, kidx, knames, "hlo_op", uniq,
-                                                _clean_hlo_op),
-               hlo_module=_kernel_stat(P, ev, idx, kidx, knames, "hlo_module", uniq),
+               name=knames, hlo_op=_kernel_stat(P, ev, idx, knames, "hlo_op", uniq, _clean_hlo_op),
+               hlo_module=_kernel_stat(P, ev, idx, knames, "hlo_module", uniq),
                stream=pick(stream, idx), line=pick(line_name, idx))
 
 
-def _kernel_stat(P, ev: LineEvents, idx: np.ndarray, kidx: np.ndarray, knames: Coded,
-                 name: str, uniq: list, fn=None) -> Any:
+def _kernel_stat(P, ev: LineEvents, idx: np.ndarray, knames: Coded, name: str, uniq: list,
+                 fn=None) -> Any:
     """Stat `name` of kernels `idx` for `Cols.add`: `coded_stat(P, ev, idx, name, fn)`, and
     `_one_or_coded` of it for `hlo_module` (`fn` None), without a code per kernel where
     they are not needed. Where no kernel carries the stat, every kernel's value is its
-    metadata's: `knames`' codes (one per distinct metadata id of `kidx`, the kernels before
+    metadata's: `knames`' codes (one per distinct metadata id `uniq` of the kernels before
     `split_kernels`) index those values too. Where every kernel carries it and the line holds
     one value (`hlo_module`), that value. Else `coded_stat`: a million kernels' ids coded twice
     more and their codes gathered (~4-5 ms each) for what one pass over the ids tells."""
@@ -234,8 +232,6 @@ def _kernel_stat(P, ev: LineEvents, idx: np.ndarray, kidx: np.ndarray, knames: C
     has = ev.has_stat(sids) if sids else np.zeros(ev.n, bool)
     has = has if len(idx) == ev.n else has[idx]
     if not has.any():
-        if not uniq:
-            uniq.extend(distinct_at(ev.mids, kidx).tolist())
         vals = object_array([P.meta_stats(u).get(name) for u in uniq])
         if fn is not None:
             vals = object_array([fn(v) for v in vals.tolist()])

@@ -405,7 +405,7 @@ def _as_bool(x: Any) -> bool:
 def _bools(v: Any, default: bool) -> np.ndarray:
     if isinstance(v, np.ndarray) and v.dtype.kind in "biu":
         return v.astype(bool, copy=False)
-    if isinstance(v, np.ndarray) and v.ndim == 1 and len(v) > 1 and v.strides[0] == 0:
+    if is_repeated(v):
         # one value in every row (`arrays.repeated`: a TPU plane's transfers' `async`): its
         # answer once, not a missing-value test and a truth test per row (52k: ~1.6 ms)
         return np.full(len(v), _bools(v[:1], default)[0], bool)

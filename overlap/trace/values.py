@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from overlap.arrays import factorize, repeated, repeated_join, sorted_unique
+from overlap.arrays import factorize, repeated, repeated_join
 
 # Metadata and stat ids of several planes read as one (`PlaneGroup`) become keys
 # `plane index * GROUP_STRIDE + id`. Only planes whose ids all lie in [0, GROUP_STRIDE) are
@@ -174,7 +174,10 @@ def unique_inverse_at(a: np.ndarray, idx: np.ndarray,
     if hi - lo > 2 * len(a) + (1 << 16):
         uniq, inv = unique_inverse(a[idx])
         return uniq, narrow_codes(inv + offset, len(uniq) + offset)
-    seen, base, rows = _seen_ids(a, idx, lo, hi)
+    rows, base = _block_rows(a, idx, lo, hi)
+    seen = np.zeros(hi - base + 1, bool)  # is the id at each place of the table some row's
+    for b in range(0, len(idx), _BLOCK):
+        seen[rows(b)] = True
     present = np.flatnonzero(seen)
     rank = narrow_codes(np.cumsum(seen) - 1 + offset, len(present) + offset)
     out = np.empty(len(idx), rank.dtype)
@@ -183,18 +186,8 @@ def unique_inverse_at(a: np.ndarray, idx: np.ndarray,
     return (present + base).astype(a.dtype), out
 
 
-def _seen_ids(a: np.ndarray, idx: np.ndarray, lo: int, hi: int):
-    """(a table over `a`'s range: is the id of some row of `a[idx]` at each place, the id at
-    the table's 0, `_block_rows`' reader of block `b`'s rows as the table's indices)."""
-    rows, base = _block_rows(a, idx, lo, hi)
-    seen = np.zeros(hi - base + 1, bool)
-    for b in range(0, len(idx), _BLOCK):
-        seen[rows(b)] = True
-    return seen, base, rows
-
-
 def _block_rows(a: np.ndarray, idx: np.ndarray, lo: int, hi: int):
-    """For `unique_inverse_at`/`distinct_at`: (block `b`'s rows of `a[idx]` as indices into a
+    """For `unique_inverse_at`: (block `b`'s rows of `a[idx]` as indices into a
     table over `a`'s range, the id at the table's 0): `a`'s own slice where `idx` is every row
     in order (a kernel-only line: no gather), the ids themselves where they are intp from 0
     (no subtraction; the table starts at 0 then, else at `lo`). ~2 ms less per million
@@ -207,24 +200,6 @@ def _block_rows(a: np.ndarray, idx: np.ndarray, lo: int, hi: int):
         v = a[b:b + _BLOCK] if whole else a[idx[b:b + _BLOCK]]
         return v if direct else np.subtract(v, lo, dtype=np.intp)
     return rows, 0 if direct else lo
-
-
-def distinct_at(a: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """`unique_inverse_at(a, idx)[0]` (the distinct values of `a[idx]`, sorted) without the
-    codes: one pass over the rows where `a`'s range is small."""
-    a = np.asarray(a)
-    idx = np.asarray(idx)
-    if a.dtype.kind not in "iu":
-        return np.unique(a[idx])
-    # sorted_unique, not np.unique: a plain np.unique imports numpy.ma (~7 ms of a small
-    # capture's start-up) to ask whether the array is masked
-    if len(idx) < 1024 or not len(a):
-        return sorted_unique(a[idx])
-    lo, hi = int(a.min()), int(a.max())
-    if hi - lo > 2 * len(a) + (1 << 16):
-        return sorted_unique(a[idx])
-    seen, base, _ = _seen_ids(a, idx, lo, hi)
-    return (np.flatnonzero(seen) + base).astype(a.dtype)
 
 
 def map_unique(values: np.ndarray, fn) -> np.ndarray:

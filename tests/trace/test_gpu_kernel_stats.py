@@ -48,7 +48,7 @@ def _build(mix: str, n: int, seed: int) -> XSpace:
     return xs
 
 
-def _per_kernel(P, ev, idx, kidx, knames, name, uniq, fn=None):
+def _per_kernel(P, ev, idx, knames, name, uniq, fn=None):
     got = coded_stat(P, ev, idx, name, fn)
     return got if fn is not None else gpu._one_or_coded(got)
 
@@ -71,11 +71,11 @@ def test_kernel_stats_equal_the_per_kernel_read(mix, n, monkeypatch):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_unique_inverse_at_and_distinct_at_are_np_unique(seed):
-    """`values.unique_inverse_at` and `distinct_at` against `np.unique` of the rows taken: every
+def test_unique_inverse_at_is_np_unique(seed):
+    """`values.unique_inverse_at` against `np.unique` of the rows taken: every
     row in order (read as the array's own slices), a sorted subset, rows repeated and out of
     order, ids of several dtypes from 0, offset and negative, few and many rows."""
-    from overlap.trace.values import distinct_at, unique_inverse_at
+    from overlap.trace.values import unique_inverse_at
 
     rng = np.random.default_rng(seed)
     for k in range(150):
@@ -89,4 +89,3 @@ def test_unique_inverse_at_and_distinct_at_are_np_unique(seed):
         u, inv = unique_inverse_at(a, idx, off)
         eu, einv = np.unique(a[idx], return_inverse=True)
         assert u.tolist() == eu.tolist() and (inv.astype(np.int64) - off).tolist() == einv.tolist()
-        assert distinct_at(a, idx).tolist() == eu.tolist()
