@@ -102,17 +102,17 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
         if hip_mids and hip_calls is not None:
             vendors.collect_hip_calls(P, ev, hip_mids, hip_calls)
         mids = ev.mids
-        is_mem = _isin(mids, mem_list) if mem_list else None
+        is_mem = isin_ids(mids, mem_list) if mem_list else None
         if is_mem is not None and is_mem.any():
             idx = np.flatnonzero(is_mem)
             # an allocator event counts when it or its metadata carries a stat the merged
             # (event + metadata) dict would hold
-            ok = _isin(mids[idx], meta_any) | ev.has_stat(wanted)[idx]
+            ok = isin_ids(mids[idx], meta_any) | ev.has_stat(wanted)[idx]
             _memory_rows(P, ev, idx[ok], mem_mids, host, mem)
         # Steps and compute: only events carrying `_r`/`hlo_op` or whose metadata does.
         cand = ev.has_stat(row_sids) if row_sids else np.zeros(ev.n, bool)
         if row_list:
-            cand |= _isin(mids, row_list)
+            cand |= isin_ids(mids, row_list)
         if is_mem is not None:
             cand &= ~is_mem
         rest = np.flatnonzero(cand)
@@ -225,18 +225,6 @@ def _meta_sets(P: Plane, mids: list[int], row_sids: list[int]) -> tuple[set[int]
             if "_r" in ms or "hlo_op" in ms:
                 meta_row.add(k)
     return meta_any, meta_row
-
-
-def _isin(values: np.ndarray, keys) -> np.ndarray:
-    """`np.isin` for a few keys: numpy's default builds a lookup table over the values' range
-    (~9 ms per million events); comparing to each key costs ~0.3 ms per key."""
-    keys = list(keys)
-    if len(keys) > 8:
-        return isin_ids(values, keys)
-    out = np.zeros(len(values), bool)
-    for k in keys:
-        out |= values == k
-    return out
 
 
 def _memory_rows(P: Plane, ev: LineEvents, idx: np.ndarray, mem_mids: dict[int, str],
