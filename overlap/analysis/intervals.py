@@ -17,6 +17,8 @@ import functools
 
 import numpy as np
 
+from overlap.arrays import is_repeated
+
 
 def merge_intervals(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Union of `[starts[i], ends[i])` as sorted, disjoint, non-empty intervals.
@@ -162,14 +164,8 @@ class _Layout:
         return np.clip(x, self.lo[p], self.hi[p]) + self.off[p]
 
 
-def _one_value(g: np.ndarray) -> bool:
-    """Whether `g` is a read-only broadcast of one value (stride 0: a host file's one device,
-    as `grouping.group_codes` hands it): one group, known without comparing its rows."""
-    return g.ndim == 1 and len(g) > 1 and g.strides[0] == 0
-
-
 def _first_rows(g: np.ndarray) -> np.ndarray:
-    if _one_value(g):
+    if is_repeated(g):  # a host file's one device (`grouping.group_codes`): one group
         return np.zeros(1, np.intp)
     new = np.empty(len(g), bool)
     new[0] = True
@@ -181,7 +177,7 @@ def _sorted_by_group(g: np.ndarray, s: np.ndarray) -> bool:
     """Whether rows are in (group, start) order (neighbour tests, no sort)."""
     if len(g) < 2:
         return True
-    if _one_value(g) or not np.any(g != g[0]):  # one group: the common case
+    if is_repeated(g) or not np.any(g != g[0]):  # one group: the common case
         return bool(np.all(s[1:] >= s[:-1]))
     a, b = g[:-1], g[1:]
     return bool(np.all((b > a) | ((b == a) & (s[1:] >= s[:-1]))))
@@ -268,11 +264,6 @@ class MergedGroups:
     def _keys(self, t: np.ndarray) -> np.ndarray:
         """Per-row times `t` (starts or ends) as group keys (one group: the times)."""
         return t if len(self.layout.groups) == 1 else t + self._off  # type: ignore[union-attr]
-
-    def keys_of(self, t: np.ndarray) -> np.ndarray:
-        """`_keys` for callers that search the layout themselves (`layout.key` of queries);
-        only where `layout` and its offsets exist. Not to be modified (one group: `t`)."""
-        return self._keys(t)
 
     def _prefix(self) -> np.ndarray:
         """The lengths' running sums, made per `covered` (never kept: the merged compute is
