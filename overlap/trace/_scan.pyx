@@ -1700,11 +1700,7 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint n
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t n = starts.shape[0], i
-    key_a = np.zeros(n, np.int64)
-    dt = np.int32 if narrow else np.int64
-    name_a = np.zeros((2, n), dt)
-    disp_a = np.zeros((2, n), dt)
-    value_a = np.zeros((2, n), dt)
+    key_a, name_a, disp_a, value_a = _meta_arrays(n, narrow)
     cdef int64_t[::1] key = key_a
     cdef int64_t[:, ::1] name, disp, value
     cdef int32_t[:, ::1] name32, disp32, value32
