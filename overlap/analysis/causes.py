@@ -79,7 +79,7 @@ from typing import Any, Literal
 import numpy as np
 
 from overlap.analysis import memo
-from overlap.analysis.grouping import Columns, ends_after, group_codes, key_codes
+from overlap.analysis.grouping import Columns, codes_equal, ends_after, group_codes, key_codes
 from overlap.analysis.intervals import MergedGroups, merge_grouped, merged_groups
 from overlap.analysis.units import format_ps
 from overlap.arrays import sorted_unique
@@ -514,8 +514,7 @@ def part_stats(table: Columns, extra: Columns) -> dict[str, dict[str, dict[str, 
     # the directions numbered once (a few shared objects), each row's compared by its code
     codes, uniq = key_codes(direction, sort=False)
     for d in DIRECTIONS:
-        hit = [i for i, u in enumerate(uniq.tolist()) if u == d]
-        dm = np.isin(codes, hit) if hit else np.zeros(len(codes), bool)
+        dm = codes_equal(codes, uniq, d)
         per: dict[str, dict[str, Any]] = {}
         for c in CAUSES:
             if c not in has:

@@ -11,8 +11,9 @@ functions give the answers of the pandas calls they replace, in the same orders:
 * `group_codes`: one code per (host, device) over several tables, as one `pd.factorize` of
   the pairs numbers them (first appearance).
 * `ends_after`: `np.maximum(end, start)`, without a copy where no end is before its start.
-* `equal_to`: `values == value` of a key column, once per distinct value; `pair_codes`: one
-  number per distinct (module, program id) of a table's copies.
+* `equal_to`: `values == value` of a key column, once per distinct value (`codes_equal`: of
+  a column already numbered); `pair_codes`: one number per distinct (module, program id) of
+  a table's copies.
 * `take`, `concat`, `n_rows` (`overlap.trace.tables`, beside `Columns`): `DataFrame.take`,
   `pd.concat(..., ignore_index=True)`, `len`.
 * `frame_of`: the DataFrame of a `Columns`, for callers that want one (pandas imported there).
@@ -151,8 +152,14 @@ def equal_to(values: np.ndarray, value: Any) -> np.ndarray:
     value equals nothing)? Compared once per distinct value of the column's `key_codes` (a
     direction column's few shared objects: no Python comparison per row, ~0.4 ms of 52k
     copies each time)."""
-    codes, uniq = key_codes(values, sort=False)
-    hit = [i for i, u in enumerate(uniq.tolist()) if u == value]
+    return codes_equal(*key_codes(values, sort=False), value)
+
+
+def codes_equal(codes: np.ndarray, uniques: np.ndarray, value: Any) -> np.ndarray:
+    """`equal_to` of a column already numbered by `key_codes` (`codes`, `uniques`: callers
+    that compare one column with several values number it once). A missing value (code -1)
+    equals nothing."""
+    hit = [i for i, u in enumerate(uniques.tolist()) if u == value]
     if not hit:
         return np.zeros(len(codes), bool)
     return codes == hit[0] if len(hit) == 1 else np.isin(codes, hit)

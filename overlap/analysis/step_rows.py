@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from overlap.analysis import causes as exposure
-from overlap.analysis.grouping import Columns, key_codes
+from overlap.analysis.grouping import Columns, codes_equal, key_codes
 from overlap.arrays import factorize
 
 DIRECTIONS = exposure.DIRECTIONS  # the same two as overlap.analysis.overlap.DIRECTIONS
@@ -68,7 +68,7 @@ def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
         s0 = st_start[sel]
         s1 = np.maximum(np.asarray(steps["end_ps"], dtype=np.int64)[sel], s0)
         n = len(sel)
-        ti = np.flatnonzero(_equal(t_hcode, t_hosts, host))
+        ti = np.flatnonzero(codes_equal(t_hcode, t_hosts, host))
         idx = np.searchsorted(s0, t_start[ti], side="right") - 1  # latest step starting <= t
         ok = idx >= 0
         ok[ok] &= t_start[ti][ok] < s1[idx[ok]]
@@ -91,7 +91,7 @@ def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
         t_bytes = col("bytes")
         dir_counts, dir_bytes = {}, {}
         for d in DIRECTIONS:  # per direction: the transfer gates count copies per step
-            m = _equal(t_dir, t_dirs, d)
+            m = codes_equal(t_dir, t_dirs, d)
             dir_counts[d] = np.bincount(idx[m], minlength=n)
             dir_bytes[d] = _sums(idx[m], t_bytes[m], n)
         span = per_step(col("span_ps"))
@@ -187,15 +187,6 @@ def _rows(n: int, cols: list) -> list[dict]:
     for key, c in vary:  # a column at a time, set in C (no Python step per cell)
         deque(map(setitem, out, repeat(key), c), maxlen=0)
     return out
-
-
-def _equal(codes: np.ndarray, uniques: np.ndarray, value: Any) -> np.ndarray:
-    """Per row of a column numbered by `key_codes` (`codes`, `uniques`): does it equal
-    `value`? (A missing value, code -1, equals nothing.)"""
-    hit = [i for i, u in enumerate(uniques.tolist()) if u == value]
-    if not hit:
-        return np.zeros(len(codes), bool)
-    return codes == hit[0] if len(hit) == 1 else np.isin(codes, hit)
 
 
 def _sums(idx: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
