@@ -82,7 +82,7 @@ from overlap.analysis import memo
 from overlap.analysis.grouping import Columns, codes_equal, ends_after, group_codes, key_codes
 from overlap.analysis.intervals import MergedGroups, merge_grouped, merged_groups
 from overlap.analysis.units import format_ps
-from overlap.arrays import sorted_unique
+from overlap.arrays import is_repeated, sorted_unique
 
 PAGEABLE = "pageable_memory"
 SHARES_STREAM = "shares_stream_with_compute"
@@ -446,7 +446,7 @@ def _ended_within(keys: _Keys, tg, end, pg, resume) -> np.ndarray:
     copy end at or before the resume, by one search, ends in that stretch (the keys ascend:
     the count of ends in it is positive exactly when that end's key is at least the
     stretch's first); else two searches, the counts before each side."""
-    if len(tg) > 1 and tg.strides[0] == 0:  # one device (a broadcast code): the ends sorted
+    if is_repeated(tg):  # one device (a broadcast code): the ends sorted
         eg, ee = tg, np.sort(end, kind="stable")  # (timsort: copies end nearly in order)
     else:
         ends = np.lexsort((end, tg))
