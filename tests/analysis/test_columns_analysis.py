@@ -9,7 +9,6 @@ import pickle
 import subprocess
 import sys
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -150,21 +149,6 @@ def test_key_codes_equal_pandas_factorize(values, sort, shape):
     want_c, want_u = pd.factorize(pd.Series(col, dtype=object), sort=sort)
     assert codes.tolist() == want_c.tolist()
     assert uniq.tolist() == list(want_u)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(_NAMES, st.sampled_from([1, 1.0, True, 2])), max_size=40),
-       st.sampled_from(["D2H", "H2D", "é", "", 1, 2.0, None, float("nan"), mock.ANY]))
-def test_equal_to_and_codes_equal_are_elementwise_equality(values, value):
-    """`grouping.equal_to` (and `codes_equal`, which step rows and the causes' evidence call
-    on a column numbered once) is `values == value` row by row, a missing value (None, NaN)
-    equal to nothing: equal objects of other types (1, 1.0, True) match, and a value equal
-    to several distinct keys (`mock.ANY`) matches each of them."""
-    col = np.empty(len(values), object)
-    col[:] = values
-    want = [v is not None and v == v and bool(v == value) for v in values]
-    assert grouping.equal_to(col, value).tolist() == want
-    assert grouping.codes_equal(*grouping.key_codes(col, sort=False), value).tolist() == want
 
 
 @pytest.mark.parametrize("seed", range(30))

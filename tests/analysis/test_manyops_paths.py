@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlap.analysis import first_use as F
-from overlap.analysis.grouping import equal_to, group_sums, pair_codes
+from overlap.analysis.grouping import codes_equal, equal_to, group_sums, key_codes, pair_codes
 from overlap.analysis.names import programs_of
 from overlap.analysis.overlap import analyze, transfer_columns
 from overlap.trace import read_trace
@@ -95,16 +96,23 @@ def test_pair_codes_number_each_distinct_pair(rows):
     assert sorted(pairs, key=str) == sorted(set(rows), key=str)
 
 
-@settings(max_examples=150, deadline=None)
-@given(st.lists(st.one_of(st.none(), st.sampled_from(["D2H", "H2D", "x"]),
-                          st.text(max_size=3)), max_size=80),
-       st.sampled_from(["D2H", "H2D", "", "zz"]))
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.just(float("nan")), st.sampled_from(["D2H", "H2D", "x"]),
+                          st.sampled_from([1, 1.0, True, 2]), st.text(max_size=3)),
+                max_size=80),
+       st.sampled_from(["D2H", "H2D", "", "zz", 1, 2.0, None, float("nan"), mock.ANY]))
 def test_equal_to_is_elementwise_equality(values, value):
-    """`equal_to` (compared once per distinct value) is `values == value` per row, a missing
-    value equal to nothing; on few shared objects and on many distinct ones."""
-    col = np.array(values, object) if values else np.zeros(0, object)
+    """`equal_to` (compared once per distinct value), and `codes_equal` (the same of a column
+    numbered once, as step rows and the causes' evidence number theirs), is `values == value`
+    per row, a missing value (None, NaN) equal to nothing; on few shared objects and on many
+    distinct ones; equal objects of other types (1, 1.0, True) match, and a value equal to
+    several distinct keys (`mock.ANY`) matches each of them."""
+    col = np.empty(len(values), object)
+    col[:] = values
+    want = [v is not None and v == v and bool(v == value) for v in values]
     got = equal_to(col, value)
-    assert got.dtype == bool and got.tolist() == [v == value for v in values]
+    assert got.dtype == bool and got.tolist() == want
+    assert codes_equal(*key_codes(col, sort=False), value).tolist() == want
 
 
 HLO = """HloModule jit_train_step
