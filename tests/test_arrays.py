@@ -1,10 +1,11 @@
 """overlap.arrays: the helpers equal the numpy functions they stand in for."""
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from overlap.arrays import factorize, filled, sorted_unique
+from overlap.arrays import bin_sums, factorize, filled, sorted_unique
 
 
 @given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=200))
@@ -93,3 +94,36 @@ def test_factorize_does_not_import_pandas():
             "assert factorize(a, sort=True)[0].tolist()[:4] == [1, -1, 0, -1]\n"
             "assert 'pandas' not in sys.modules, 'pandas imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_bin_sums_equal_integer_sums(seed):
+    """`bin_sums` equals `np.add.at`'s int64 sums per bin whichever way it sums: bincount's
+    float64 sums below 2**53 (small values, or a caller's bound), integer sums above (values
+    whose sums pass 2**53, where float64 would round), zeros, negative values, empty bins."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 30))
+    m = int(rng.integers(0, 200))
+    idx = rng.integers(0, n, m)
+    for hi in (10, 10**12, 2**60 // max(m, 1)):
+        for values in (rng.integers(-hi, hi, m), rng.integers(0, hi, m), np.zeros(m, np.int64)):
+            want = np.zeros(n, np.int64)
+            np.add.at(want, idx, values)
+            got = bin_sums(idx, values, n)
+            assert got.dtype == np.int64 and got.tolist() == want.tolist()
+            # a bound the caller knows (every bin's partial sums within it) gives the same
+            bound = int(np.abs(values).max(initial=0)) * m
+            assert bin_sums(idx, values, n, bound).tolist() == want.tolist()
+
+
+def test_bin_sums_are_exact_past_2_53():
+    """Sums float64 would lose a 1 of (2**53 + 1) come out exact: the bound is looked at."""
+    big = 1 << 53
+    idx = np.array([0, 0, 1, 2, 2, 2])
+    small = np.array([1, 2, 3, 4, 5, 6], np.int64)
+    assert bin_sums(idx, small, 4).tolist() == [3, 3, 15, 0]
+    values = np.array([big, 1, 5, big + 1, big - 1, 1], np.int64)
+    assert bin_sums(idx, values, 3).tolist() == [big + 1, 5, 2 * big + 1]
+    assert np.bincount(idx, weights=values).astype(np.int64).tolist() != [big + 1, 5,
+                                                                           2 * big + 1]
+    assert bin_sums(idx[:0], small[:0], 2).tolist() == [0, 0]

@@ -82,7 +82,7 @@ from overlap.analysis import memo
 from overlap.analysis.grouping import Columns, codes_equal, ends_after, group_codes, key_codes
 from overlap.analysis.intervals import MergedGroups, merge_grouped, merged_groups
 from overlap.analysis.units import format_ps
-from overlap.arrays import is_repeated, sorted_unique
+from overlap.arrays import bin_sums, is_repeated, sorted_unique
 
 PAGEABLE = "pageable_memory"
 SHARES_STREAM = "shares_stream_with_compute"
@@ -417,8 +417,8 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
     rows = sel[a]
     n = len(start)
     # each copy's pieces lie apart within its span: per copy, every partial sum of their
-    # lengths is at most its span, so float64's sums are exact below 2**53
-    exact = not len(end) or int((end - start).max()) < _EXACT
+    # lengths is at most its span (the bound `bin_sums` takes)
+    most = int((end - start).max())
     for col, m in (("cause_device_waits_ps", waited),
                    ("cause_unknown_ps", ~waited),
                    ("unknown_no_resume_ps", ~next_ok),
@@ -427,17 +427,11 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
                     next_ok & ~waited & (bare <= RESUME_GAP_PS))):
         if not m.any():
             continue
-        if exact:
-            out[col] += np.bincount(rows[m], weights=length[m], minlength=n).astype(np.int64)
-        else:
-            np.add.at(out[col], rows[m], length[m])
+        out[col] += bin_sums(rows[m], length[m], n, most)
     # the tail: a piece ending at the copy's end (its last), after which the device resumed
     tail = np.flatnonzero(waited & is_last)
     out["stall_ps"][rows[tail]] = length[tail]
     out["ready_ps"][rows[tail]] = lo[tail] - s[a[tail]]
-
-
-_EXACT = 1 << 53  # integers up to this are exact as float64
 
 
 def _ended_within(keys: _Keys, tg, end, pg, resume) -> np.ndarray:

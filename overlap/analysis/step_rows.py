@@ -18,7 +18,7 @@ import numpy as np
 
 from overlap.analysis import causes as exposure
 from overlap.analysis.grouping import Columns, codes_equal, key_codes
-from overlap.arrays import factorize
+from overlap.arrays import EXACT_FLOAT, bin_sums, factorize
 
 DIRECTIONS = exposure.DIRECTIONS  # the same two as overlap.analysis.overlap.DIRECTIONS
 
@@ -42,9 +42,6 @@ def _row(host, step, name, start_ps, end_ps, duration_ps, transfers, nbytes, spa
 STEP_KEYS = tuple(_row(*[None] * 20))
 assert STEP_KEYS[9:13] == tuple(f"{d.lower()}_{w}" for w in ("transfers", "bytes")
                                 for d in DIRECTIONS)
-
-_EXACT = 1 << 53  # integers up to this are exact as float64
-
 
 def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
     """Per-step rows of every host in `trace`, and how many transfers started in no step."""
@@ -76,7 +73,7 @@ def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
         assigned[ti] = True
 
         def per_step(values: np.ndarray, _idx=idx, _n=n) -> np.ndarray:
-            return _sums(_idx, np.asarray(values, dtype=np.int64), _n)
+            return bin_sums(_idx, np.asarray(values, dtype=np.int64), _n)
 
         every = len(ti) == len(t_host)  # (ascending, distinct: every row in order)
 
@@ -93,7 +90,7 @@ def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
         for d in DIRECTIONS:  # per direction: the transfer gates count copies per step
             m = codes_equal(t_dir, t_dirs, d)
             dir_counts[d] = np.bincount(idx[m], minlength=n)
-            dir_bytes[d] = _sums(idx[m], t_bytes[m], n)
+            dir_bytes[d] = bin_sums(idx[m], t_bytes[m], n)
         span = per_step(col("span_ps"))
         hidden = per_step(col("hidden_ps"))
         causes = [per_step(col(k)) for k in exposure.CAUSE_COLUMNS]
@@ -189,19 +186,6 @@ def _rows(n: int, cols: list) -> list[dict]:
     return out
 
 
-def _sums(idx: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Exact int64 sums of `values` per step number `idx` (0..n-1). Where every partial sum
-    stays within 2**53 they are bincount's float64 sums (integers that float64 holds exactly,
-    a pass in C); else integer sums with `np.add.at` (picosecond totals may pass 2**53)."""
-    if not values.any():  # (a cause no copy has: no pass over the steps)
-        return np.zeros(n, np.int64)
-    if int(np.abs(values).max()) * len(values) < _EXACT:
-        return np.bincount(idx, weights=values, minlength=n).astype(np.int64)
-    out = np.zeros(n, np.int64)
-    np.add.at(out, idx, values)
-    return out
-
-
 def ratios(num: np.ndarray, den: np.ndarray) -> list[float | None]:
     """`num / den` per row as Python divides ints (None where `den <= 0`). Both under 2**53,
     float64's division is that quotient (exact operands, one correctly rounded division);
@@ -212,7 +196,7 @@ def ratios(num: np.ndarray, den: np.ndarray) -> list[float | None]:
     with np.errstate(divide="ignore", invalid="ignore"):
         q = (num / np.where(pos, den, 1)).astype(object)
     q[~pos] = None
-    big = np.flatnonzero(pos & ((np.abs(num) >= _EXACT) | (den >= _EXACT)))
+    big = np.flatnonzero(pos & ((np.abs(num) >= EXACT_FLOAT) | (den >= EXACT_FLOAT)))
     for i in big.tolist():  # beyond float64's integers (none on any capture measured)
         q[i] = int(num[i]) / int(den[i])
     return q.tolist()

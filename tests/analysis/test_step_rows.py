@@ -1,6 +1,7 @@
 """The per-step rows built a column at a time (`overlap.analysis.step_rows`, issue 32) give the
-values the per-row definitions give: Python's int division for ratios, exact integer sums past
-2**53, `causes.cause_dict` per row, the worst step as `max(rows, key=...)` picks it."""
+values the per-row definitions give: Python's int division for ratios (the exact sums past
+2**53: `arrays.bin_sums`, tests/test_arrays.py), `causes.cause_dict` per row, the worst step
+as `max(rows, key=...)` picks it."""
 
 from __future__ import annotations
 
@@ -33,15 +34,6 @@ def test_ratios_are_pythons_int_division_beyond_float64s_integers():
     n, d = 2735221198698850609, 3706778661852469502
     assert float(np.float64(n) / np.float64(d)) != n / d
     assert step_rows.ratios(np.array([n]), np.array([d])) == [n / d]
-
-
-def test_sums_per_step_are_exact_past_2_53():
-    idx = np.array([0, 0, 1, 2, 2, 2])
-    small = np.array([1, 2, 3, 4, 5, 6], np.int64)
-    assert step_rows._sums(idx, small, 4).tolist() == [3, 3, 15, 0]
-    big = np.array([BIG, 1, 5, BIG + 1, BIG - 1, 1], np.int64)  # float64 would lose the 1s
-    assert step_rows._sums(idx, big, 3).tolist() == [BIG + 1, 5, 2 * BIG + 1]
-    assert step_rows._sums(idx[:0], small[:0], 2).tolist() == [0, 0]
 
 
 def test_cause_dicts_equal_cause_dict_per_row():
