@@ -351,7 +351,7 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
     exposed time has no piece: the caller leaves those out of `rest`, which saves their
     searches, most copies of a capture that hides them.) `comp`: the devices' merged compute
     (`compute_groups`), `ngroups` the number of (host, device) groups."""
-    mg, ms, me = comp.g, comp.s, comp.e
+    mg, ms = comp.g, comp.s
     sel = np.flatnonzero(rest & (end > start))
     if not len(sel):
         return
@@ -361,15 +361,11 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
         g, s, e = tg[sel], start[sel], end[sel]
     # compute intervals of the group ending at or before s / starting before e
     i0, i1 = _pieces_around(comp, keys, g, s, e)
-    # Pieces: before the first overlapping interval, between each two, after the last. The
-    # intervals i0..i1-1 overlap the copy (merged: apart, in order), so a piece between two
-    # runs from the end of one to the start of the next, the first from the copy's start,
-    # the last to the copy's end; the compute after a piece (`resume`) is interval k.
-    cnt = i1 - i0 + 1
-    last_at = np.cumsum(cnt) - 1  # each copy's last piece
-    first_at = last_at - (cnt - 1)
+    # Pieces (`MergedGroups.pieces`): before the first overlapping interval, between each
+    # two, after the last; the compute after a piece (`resume`) is the interval that ends it,
+    # after a copy's last piece interval i1 (the group's next, where it has one)
+    cnt, last_at, lo, hi = comp.pieces(i0, i1, s, e)
     a = np.repeat(np.arange(len(sel)), cnt)
-    k = np.arange(len(a)) - np.repeat(first_at - i0, cnt)
     nm = len(ms)
     is_last = np.zeros(len(a), bool)
     is_last[last_at] = True
@@ -378,23 +374,19 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
     else:  # one device: every copy and interval is its group's (no per-piece test)
         pg = np.broadcast_to(tg[:1], (len(a),))
     if nm:
-        lo = me[np.maximum(k - 1, 0)]
-        lo[first_at] = s
-        resume = ms[np.minimum(k, nm - 1)]
-        hi = resume.copy()
-        hi[last_at] = e
+        after = np.minimum(i1, nm - 1)
+        resume = hi.copy()
+        resume[last_at] = ms[after]
         # compute resumes after every piece but a copy's last: there, where the group has an
         # interval after the copy
         next_ok = np.ones(len(a), bool)
-        k_last = i1
-        ok_last = k_last < nm
+        ok_last = i1 < nm
         if ngroups > 1:
-            ok_last &= mg[np.minimum(k_last, nm - 1)] == g
+            ok_last &= mg[after] == g
         next_ok[last_at] = ok_last
     else:
         next_ok = np.zeros(len(a), bool)
-        lo, hi, resume = s[a], e[a], np.zeros(len(a), np.int64)
-    del k
+        resume = np.zeros(len(a), np.int64)
     keep = hi > lo
     if not keep.all():
         a, lo, hi, next_ok, resume, is_last = (v[keep] for v in (a, lo, hi, next_ok, resume,

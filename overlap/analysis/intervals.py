@@ -347,19 +347,32 @@ class MergedGroups:
         # intervals overlapping [lo, hi): from the first ending after lo to the last
         # starting before hi (a group without any: one piece, the `a` interval itself)
         i0, i1 = self.around(ag, a_s, a_e)
-        cnt = i1 - i0 + 1  # pieces: before the first, between each two, after the last
-        last_at = np.cumsum(cnt) - 1  # each `a` interval's last piece
-        first_at = last_at - (cnt - 1)
-        # piece number p of interval `a` lies before b interval k = i0 + p: from the end of
-        # b's interval k - 1 (the first piece: from a's start) to the start of k (the last:
-        # to a's end); between the first and the last, k - 1 and k both overlap `a`
-        k = np.arange(int(last_at[-1]) + 1) - np.repeat(first_at - i0, cnt)
-        lo = b_e[np.maximum(k - 1, 0)]
-        lo[first_at] = a_s
-        hi = b_s[np.minimum(k, len(b_s) - 1)]
-        hi[last_at] = a_e
+        cnt, _, lo, hi = self.pieces(i0, i1, a_s, a_e)
         keep = hi > lo
         return np.repeat(ag, cnt)[keep], lo[keep], hi[keep]
+
+    def pieces(self, i0, i1, lo, hi) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The stretches of windows [lo, hi) between these intervals, given the windows'
+        `around` (i0, i1: the intervals overlapping a window are i0:i1): per window `cnt`
+        pieces (i1 - i0 + 1: before the first interval, between each two, after the last),
+        the index of each window's last piece, and the pieces' starts and ends, a window's
+        pieces in order. Piece p of a window lies before interval k = i0 + p: from the end of
+        interval k - 1 (the first piece: from the window's start) to the start of k (the
+        last: to the window's end); between the first and the last, k - 1 and k both overlap
+        the window. A piece may be empty (an interval reaching past the window's edge): the
+        caller drops those. With no intervals, each window is its one piece."""
+        cnt = i1 - i0 + 1
+        last_at = np.cumsum(cnt) - 1
+        if not len(self.s):
+            return cnt, last_at, np.array(lo, np.int64), np.array(hi, np.int64)
+        first_at = last_at - (cnt - 1)
+        k = np.arange(int(last_at[-1]) + 1 if len(last_at) else 0) - np.repeat(first_at - i0,
+                                                                                cnt)
+        p_lo = self.e[np.maximum(k - 1, 0)]
+        p_lo[first_at] = lo
+        p_hi = self.s[np.minimum(k, len(self.s) - 1)]
+        p_hi[last_at] = hi
+        return cnt, last_at, p_lo, p_hi
 
 
 def merged_groups(g, s, e) -> MergedGroups:
