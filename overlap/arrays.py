@@ -9,8 +9,12 @@ distinct int64s against ~15 ms for `np.sort`, a cliff on inputs with many distin
 (metadata ids of a host plane full of Python-tracer frames, bucket indices of a long trace).
 
 Why `bin_sums`: per-bin sums of int64 columns (per step, per copy) by `np.bincount`, whose
-float64 sums are exact only below 2**53, with `np.add.at`'s integer sums (~10x slower) where a
-sum could pass that.
+float64 sums are exact only below 2**53, else by `np.add.at`'s integer sums: one place that
+says when the float sums may stand for the integers.
+
+Why `dict_rows`: the analysis hands out rows as dicts (steps, exposure causes per step), many
+alike; copying one template dict and setting each column's values in C costs ~0.15 us a row
+and ~0.06 a value, where a dict display per row costs ~1 us.
 
 Why `factorize` (and the object-run helpers it stands on) lives here and not in pandas:
 `overlap report` on one capture never imports pandas (~0.3 s and ~43 MiB of a 0.7 s, 160 MiB
@@ -21,6 +25,10 @@ gives `pd.factorize`'s answer (see its docstring for the few inputs it hands to 
 from __future__ import annotations
 
 import math
+from collections import deque
+from collections.abc import Iterable
+from itertools import repeat
+from operator import setitem
 from typing import Any
 
 import numpy as np
@@ -55,6 +63,18 @@ def bin_sums(idx: np.ndarray, values: np.ndarray, n: int, most: int | None = Non
         return np.bincount(idx, weights=values, minlength=n).astype(np.int64)
     out = np.zeros(n, np.int64)
     np.add.at(out, idx, values)
+    return out
+
+
+def dict_rows(template: dict, n: int, columns: Iterable[tuple[Any, Any]]) -> list[dict]:
+    """`n` dicts, each a copy of `template` (its keys in its order), with each column's
+    values set: for (key, values) of `columns`, row i's `key` set to `values[i]` (len n). A
+    column at a time, in C (`map` of `setitem`, drained by a zero-length deque): no Python
+    step per cell. The rows share the template's values: immutable ones only."""
+    copy = template.copy
+    out = [copy() for _ in range(n)]  # (an empty template: `{}` each, none shared)
+    for key, values in columns:
+        deque(map(setitem, out, repeat(key), values), maxlen=0)
     return out
 
 

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from overlap.arrays import bin_sums, factorize, filled, sorted_unique
+from overlap.arrays import bin_sums, dict_rows, factorize, filled, sorted_unique
 
 
 @given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=200))
@@ -127,3 +127,17 @@ def test_bin_sums_are_exact_past_2_53():
     assert np.bincount(idx, weights=values).astype(np.int64).tolist() != [big + 1, 5,
                                                                            2 * big + 1]
     assert bin_sums(idx[:0], small[:0], 2).tolist() == [0, 0]
+
+
+def test_dict_rows_are_template_copies_with_the_columns_set():
+    """`dict_rows`: each row its own dict, the template's keys in its order (a column's key
+    new to the template last), values per row, the template itself untouched."""
+    template = {"a": 1, "b": None, "c": "x"}
+    rows = dict_rows(template, 3, [("b", [4, 5, 6]), ("d", ["p", "q", "r"])])
+    assert rows == [{"a": 1, "b": 4, "c": "x", "d": "p"}, {"a": 1, "b": 5, "c": "x", "d": "q"},
+                    {"a": 1, "b": 6, "c": "x", "d": "r"}]
+    assert [list(r) for r in rows] == [["a", "b", "c", "d"]] * 3
+    assert template == {"a": 1, "b": None, "c": "x"}
+    rows[0]["a"] = 9
+    assert rows[1]["a"] == 1 and len({id(r) for r in rows}) == 3
+    assert dict_rows({}, 2, []) == [{}, {}] and dict_rows(template, 0, [("b", [])]) == []

@@ -72,8 +72,6 @@ time) pairs where that key would not fit in int64; no Python loop per copy.
 from __future__ import annotations
 
 from collections import deque
-from itertools import repeat
-from operator import setitem
 from typing import Any, Literal
 
 import numpy as np
@@ -82,7 +80,7 @@ from overlap.analysis import memo
 from overlap.analysis.grouping import Columns, codes_equal, ends_after, group_codes, key_codes
 from overlap.analysis.intervals import MergedGroups, merge_grouped, merged_groups
 from overlap.analysis.units import format_ps
-from overlap.arrays import bin_sums, is_repeated, sorted_unique
+from overlap.arrays import bin_sums, dict_rows, is_repeated, sorted_unique
 
 PAGEABLE = "pageable_memory"
 SHARES_STREAM = "shares_stream_with_compute"
@@ -681,8 +679,8 @@ def cause_dicts(sums: list[np.ndarray]) -> list[dict[str, int]]:
     """`cause_dict` of every row of the `cause_<c>_ps` sum columns `sums` (in `CAUSE_COLUMNS`
     order): the rows grouped by which causes have time (at most 2**5 groups), each group's
     dicts copies of one template with its keys in order, their values set a column at a time
-    in C (a `dict(zip(...))` per row took 1.9 ms of the TPU 1M file's 6.5k steps, these 0.9),
-    not one dict comprehension per row (a step table)."""
+    in C (`arrays.dict_rows`; a `dict(zip(...))` per row took 1.9 ms of the TPU 1M file's
+    6.5k steps, these 0.9), not one dict comprehension per row (a step table)."""
     n = len(sums[0]) if sums else 0
     if not n:
         return []
@@ -693,11 +691,8 @@ def cause_dicts(sums: list[np.ndarray]) -> list[dict[str, int]]:
     for p in patterns:
         at = np.flatnonzero(pattern == p) if len(patterns) > 1 else np.arange(n)
         which = [i for i in range(len(CAUSES)) if p >> i & 1]
-        copy = dict.fromkeys((CAUSES[i] for i in which), 0).copy
-        dicts = [copy() for _ in range(len(at))]  # (no key: `{}` each, none shared)
-        for i in which:
-            deque(map(setitem, dicts, repeat(CAUSES[i]), np.asarray(sums[i])[at].tolist()),
-                  maxlen=0)
+        dicts = dict_rows(dict.fromkeys((CAUSES[i] for i in which), 0), len(at),
+                          ((CAUSES[i], np.asarray(sums[i])[at].tolist()) for i in which))
         if len(patterns) == 1:
             return dicts
         deque(map(out.__setitem__, at.tolist(), dicts), maxlen=0)

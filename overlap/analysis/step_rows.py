@@ -9,16 +9,14 @@ turned into Python values once per column; the only Python work per step is maki
 
 from __future__ import annotations
 
-from collections import deque
-from itertools import repeat
-from operator import itemgetter, setitem
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from overlap.analysis import causes as exposure
 from overlap.analysis.grouping import Columns, codes_equal, key_codes
-from overlap.arrays import EXACT_FLOAT, bin_sums, factorize
+from overlap.arrays import EXACT_FLOAT, bin_sums, dict_rows, factorize
 
 DIRECTIONS = exposure.DIRECTIONS  # the same two as overlap.analysis.overlap.DIRECTIONS
 
@@ -158,9 +156,9 @@ def _rows(n: int, cols: list) -> list[dict]:
     """`n` step rows from `cols` (in `STEP_KEYS` order: int64 arrays, lists of Python values
     or `_One`). Where most columns hold one value (a capture's steps alike: their copies,
     bytes, device, often their times), each row is a copy of one template dict holding
-    those, its own values set a column at a time (a 20-key dict display costs ~1 us a row, a
-    copy ~0.15, a value set ~0.06); else one `_row` per step. The same dicts, keys in the
-    same order."""
+    those, its own values set a column at a time (`arrays.dict_rows`: a 20-key dict display
+    costs ~1 us a row, a copy ~0.15, a value set ~0.06); else one `_row` per step. The same
+    dicts, keys in the same order."""
     if not n:
         return []
     one: dict[str, Any] = {}
@@ -178,12 +176,7 @@ def _rows(n: int, cols: list) -> list[dict]:
     if len(vary) > _TEMPLATE_MAX:
         by = dict(vary)
         return list(map(_row, *[by[k] if k in by else [one[k]] * n for k in STEP_KEYS]))
-    template = _row(*[one.get(k) for k in STEP_KEYS])
-    copy = template.copy
-    out = [copy() for _ in range(n)]
-    for key, c in vary:  # a column at a time, set in C (no Python step per cell)
-        deque(map(setitem, out, repeat(key), c), maxlen=0)
-    return out
+    return dict_rows(_row(*[one.get(k) for k in STEP_KEYS]), n, vary)
 
 
 def ratios(num: np.ndarray, den: np.ndarray) -> list[float | None]:
