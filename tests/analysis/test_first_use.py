@@ -8,6 +8,7 @@ use); the renderers (text, Markdown, JUnit) and the sums, which the HLO facts ne
 
 from __future__ import annotations
 
+import copy
 import glob
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 from overlap.analysis import causes as C
 from overlap.analysis import first_use as F
 from overlap.analysis.names import programs_of
-from overlap.analysis.overlap import DIRECTIONS, analyze
+from overlap.analysis.overlap import DIRECTIONS, analyze, transfer_columns
 from overlap.hlo import trace_ops
 from overlap.report import causes_text, text
 from overlap.trace import read_trace
@@ -106,6 +107,39 @@ def test_first_user_of_a_reload_by_construction(tmp_path):
     rec = r["top_exposed"]["records"][0]["first_use"]
     assert (rec["first_user"], rec["first_use_ps"] - T0, rec["stall_ps"],
             rec["used_before_end"]) == ("fusion.2", 160 * US, 50 * US, False)
+
+
+@pytest.mark.parametrize("with_hlo", [True, False])
+def test_top_records_first_use_of_the_records_alone_equals_every_copys(tmp_path, with_hlo):
+    """`top_exposed` records' `first_use` made from the matched copies' numbers alone (no
+    direction needs every copy's: issue 32's many-ops shortcut) equal those read from every
+    copy's `per_copy`: three reloads, two hidden (fusion.1 covers them), one exposed with a
+    first user (fusion.2 at 160 us, after the copy)."""
+    def build(g):
+        g.kernel(T0, 100 * US, hlo_op="fusion.1")
+        g.memcpy("H2D", T0 + 10 * US, 20 * US, 1_000_000, hlo_op="copy-start.1")
+        g.memcpy("H2D", T0 + 40 * US, 20 * US, 2_000_000, hlo_op="copy-start.1")
+        g.memcpy("H2D", T0 + 120 * US, 30 * US, 4_000_000, hlo_op="copy-start.1")
+        for at in (160, 180, 200):
+            g.kernel(T0 + at * US, 10 * US, hlo_op="fusion.2")
+    _, trace = _run(tmp_path, build, HLO if with_hlo else None)
+    result = analyze(trace)  # (no first_use yet: _run's result has add_hlo_evidence's)
+    progs = {k: v[0] for k, v in programs_of(tmp_path, trace).items()}
+    table, _ = transfer_columns(trace)
+    fu = F.copy_first_use(trace, progs)
+    start, end = np.asarray(table["start_ps"]), np.asarray(table["end_ps"])
+    pc = F.per_copy(fu, start, end, np.asarray(table["bytes"], np.int64))
+    every, alone = copy.deepcopy(result), copy.deepcopy(result)
+    F._top_records(every, table, fu, pc)
+    F._top_records(alone, table, fu, None)
+    recs = [r["first_use"] for r in alone["top_exposed"]["records"]]
+    assert recs == [r["first_use"] for r in every["top_exposed"]["records"]]
+    assert len(recs) == 3
+    if with_hlo:
+        (known,) = [r for r in recs if "first_user" in r and r["first_use_ps"] - T0 == 160 * US]
+        assert known["first_user"] == "fusion.2" and known["stall_ps"] >= 0
+    else:
+        assert all(set(r) == {"unknown"} and r["unknown"].startswith(F.NO_HLO) for r in recs)
 
 
 def test_no_compute_before_the_use_says_issue_earlier(tmp_path):

@@ -2,31 +2,20 @@
 
 Issue 32: on a capture where every copy is its own op (36k ops, no program at hand) the
 analysis skips work whose answer it knows: `group_sums` stops numbering keys once one key
-tells every row apart, `first_use` makes the per-copy numbers of the few `top_exposed` records
-only, and `grouping.pair_codes` numbers (module, program id) pairs without a step per copy.
-Each is checked here against the general path on inputs built to hit both (SYNTHETIC tables
-and a SYNTHETIC capture beside a hand-written HLO module)."""
+tells every row apart, `grouping.pair_codes` numbers (module, program id) pairs without a step
+per copy, and `equal_to` compares a key column once per distinct value. Each is checked here
+against the general path on SYNTHETIC tables built to hit both. (`first_use` making the
+per-copy numbers of the few `top_exposed` records only: tests/analysis/test_first_use.py.)"""
 
 from __future__ import annotations
 
-import copy
-from pathlib import Path
 from unittest import mock
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from overlap.analysis import first_use as F
 from overlap.analysis.grouping import codes_equal, equal_to, group_sums, key_codes, pair_codes
-from overlap.analysis.names import programs_of
-from overlap.analysis.overlap import analyze, transfer_columns
-from overlap.trace import read_trace
-from overlap.trace.synthetic import SyntheticTrace
-
-US = 1_000_000
-T0 = 5000 * US
 
 
 @settings(max_examples=150, deadline=None)
@@ -113,62 +102,3 @@ def test_equal_to_is_elementwise_equality(values, value):
     got = equal_to(col, value)
     assert got.dtype == bool and got.tolist() == want
     assert codes_equal(*key_codes(col, sort=False), value).tolist() == want
-
-
-HLO = """HloModule jit_train_step
-
-%fused_a (a: f32[1024]) -> f32[1024] {
-  %a = f32[1024]{0} parameter(0)
-  ROOT %n = f32[1024]{0} negate(%a)
-}
-
-ENTRY %main (p0: f32[1024], p1: f32[1024]) -> f32[1024] {
-  %p0 = f32[1024]{0:S(5)} parameter(0)
-  %p1 = f32[1024]{0} parameter(1)
-  %copy-start.1 = (f32[1024]{0}, f32[1024]{0:S(5)}, u32[]) copy-start(%p0)
-  %fusion.1 = f32[1024]{0} fusion(%p1), kind=kLoop, calls=%fused_a
-  %copy-done.1 = f32[1024]{0} copy-done(%copy-start.1)
-  %fusion.2 = f32[1024]{0} fusion(%copy-done.1), kind=kLoop, calls=%fused_a
-  ROOT %tuple = (f32[1024]{0}) tuple(%fusion.2)
-}
-"""
-
-
-@pytest.mark.parametrize("with_hlo", [True, False])
-def test_top_records_first_use_of_the_records_alone_equals_every_copys(tmp_path, with_hlo):
-    """`top_exposed` records' `first_use` made from the matched copies' numbers alone (no
-    direction needs every copy's) equal those read from every copy's `per_copy`: three
-    SYNTHETIC reloads, two hidden (fusion.1 covers them), one exposed with a first user."""
-    t = SyntheticTrace("h")
-    g = t.gpu(0)
-    g.kernel(T0, 100 * US, hlo_op="fusion.1")
-    g.memcpy("H2D", T0 + 10 * US, 20 * US, 1_000_000, hlo_op="copy-start.1")
-    g.memcpy("H2D", T0 + 40 * US, 20 * US, 2_000_000, hlo_op="copy-start.1")
-    g.memcpy("H2D", T0 + 120 * US, 30 * US, 4_000_000, hlo_op="copy-start.1")
-    g.kernel(T0 + 160 * US, 10 * US, hlo_op="fusion.2")
-    g.kernel(T0 + 180 * US, 10 * US, hlo_op="fusion.2")
-    g.kernel(T0 + 200 * US, 10 * US, hlo_op="fusion.2")
-    session = tmp_path / "plugins" / "profile" / "s1"
-    session.mkdir(parents=True)
-    t.write(session / "h.xplane.pb")
-    if with_hlo:
-        (tmp_path / "hlo").mkdir()
-        (tmp_path / "hlo" / "jit_train_step.hlo.txt").write_text(HLO)
-    trace = read_trace(str(tmp_path))
-    result = analyze(trace)
-    progs = {k: v[0] for k, v in programs_of(Path(tmp_path), trace).items()}
-    table, _ = transfer_columns(trace)
-    fu = F.copy_first_use(trace, progs)
-    start, end = np.asarray(table["start_ps"]), np.asarray(table["end_ps"])
-    pc = F.per_copy(fu, start, end, np.asarray(table["bytes"], np.int64))
-    every, alone = copy.deepcopy(result), copy.deepcopy(result)
-    F._top_records(every, table, fu, pc)
-    F._top_records(alone, table, fu, None)
-    recs = [r["first_use"] for r in alone["top_exposed"]["records"]]
-    assert recs == [r["first_use"] for r in every["top_exposed"]["records"]]
-    assert len(recs) == 3
-    if with_hlo:  # the exposed reload's first user ran at 160 us (fusion.2 after the copy)
-        (known,) = [r for r in recs if "first_user" in r and r["first_use_ps"] - T0 == 160 * US]
-        assert known["first_user"] == "fusion.2" and known["stall_ps"] >= 0
-    else:
-        assert all(set(r) == {"unknown"} and r["unknown"].startswith(F.NO_HLO) for r in recs)
