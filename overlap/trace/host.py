@@ -27,7 +27,7 @@ from overlap.trace import vendors
 from overlap.trace.gpu import _clean_column
 from overlap.trace.hlotext import LazyPattern  # compiled on first use: start-up
 from overlap.trace.names import MEMORY_EVENT_KINDS
-from overlap.trace.values import isin_ids, unique_inverse_at
+from overlap.trace.values import isin_ids, per_mid, unique_inverse_at
 from overlap.trace.wire import (
     Coded,
     Cols,
@@ -35,6 +35,7 @@ from overlap.trace.wire import (
     Plane,
     as_id,
     as_int,
+    map_stat,
     map_unique,
     merge_lines,
     object_array,
@@ -294,18 +295,22 @@ def _step_and_compute_rows(P: Plane, ev: LineEvents, rest: np.ndarray, names: di
     the line's events `rest`; True when there was compute. `stream`, `line_name`: the line's
     id and name, or per event of a segment of lines (`_read_segment`)."""
     mids = ev.mids
-    # truthiness, step numbers and names once per distinct value or metadata id
+
+    def name_of(mid: int) -> str:
+        return names.get(mid, "")
+
+    # truthiness, step numbers and names once per distinct value or metadata id (the step
+    # numbers all at once: `_int_or_none`, not `map_stat`'s call per value, as a capture has
+    # thousands of distinct ones)
     r_codes, r_vals = stat_codes(P, ev, rest, "_r")
     is_step = np.array([bool(v) for v in r_vals.tolist()], bool)[r_codes]
     sidx = rest[is_step]
     if sidx.size:
         n_codes, n_vals = stat_codes(P, ev, sidx, "step_num")
         starts = ev.starts[sidx]
-        uniq, inv = unique_inverse_at(mids, sidx)
         step_rows.extend(zip(starts.tolist(), (starts + ev.durs[sidx]).tolist(),
                              _int_or_none(n_vals)[n_codes].tolist(),
-                             object_array([names.get(m, "") for m in uniq.tolist()])[inv]
-                             .tolist()))
+                             per_mid(mids[sidx], name_of).tolist()))
     cidx = rest[~is_step]
     if not cidx.size:
         return False
@@ -321,18 +326,19 @@ def _step_and_compute_rows(P: Plane, ev: LineEvents, rest: np.ndarray, names: di
     cidx, hlo = cidx[present], hlo[present]
     if not cidx.size:
         return False
-    o_codes, o_vals = stat_codes(P, ev, cidx, "device_ordinal")
-    cm = mids[cidx]
-    uniq, inv = np.unique(cm, return_inverse=True)
-    cnames = np.array([names.get(int(u), "") for u in uniq] + [None], object)[:-1]
     co.add(len(cidx), _cpu=True, host=host,
-           device=object_array([f"CPU:{as_int(o) or 0}" for o in o_vals.tolist()])[o_codes],
+           device=map_stat(P, ev, cidx, "device_ordinal", _cpu_device),
            start_ps=ev.starts[cidx], end_ps=ev.starts[cidx] + ev.durs[cidx],
-           name=cnames[inv], hlo_op=_clean_column(hlo),
+           name=per_mid(mids[cidx], name_of), hlo_op=_clean_column(hlo),
            hlo_module=stat_column(P, ev, cidx, "hlo_module"),
            program_id=map_unique(stat_column(P, ev, cidx, "program_id"), as_id),
            stream=at_rows(stream, cidx), line=at_rows(line_name, cidx))
     return True
+
+
+def _cpu_device(ordinal: Any) -> str:
+    """An XLA:CPU op's device, from its `device_ordinal` stat (none: 0)."""
+    return f"CPU:{as_int(ordinal) or 0}"
 
 
 _ALLOCATOR_RE = LazyPattern(r"^GPU_(\d+)_bfc$")

@@ -44,7 +44,8 @@ value = st.one_of(
 stats = st.dictionaries(
     st.sampled_from([*RULE_STATS, "program_id", "correlation_id", "fragmentation"]), value,
     max_size=4)
-event = st.tuples(st.integers(0, len(NAMES) - 1), st.integers(0, 2),  # metadata, line
+# metadata (len(NAMES): an id no metadata of the plane has, so no name), line
+event = st.tuples(st.integers(0, len(NAMES)), st.integers(0, 2),
                   st.integers(0, 10**6), st.integers(0, 10**5), stats)
 
 
@@ -52,6 +53,7 @@ def _build(meta_stats: list[dict], events: list[tuple]) -> XSpace:
     xs = XSpace()
     w = _PlaneWriter(xs.planes.add(name="/host:CPU"))
     mids = [w.event_id(n, stats=s) for n, s in zip(NAMES, meta_stats)]
+    mids.append(max(mids) + 100)  # (no metadata)
     for m, line, start, dur, s in events:
         w.event(w.line(line + 1, f"line{line}"), mids[m], BASE_PS + start, dur, s)
     return xs
@@ -122,6 +124,9 @@ def _decoding(scanner: bool, grouped: bool):
        st.lists(event, max_size=40))
 @example(meta_stats=[{}] * len(NAMES),  # an allocation whose allocator_name is a NaN double
          events=[(0, 0, 0, 0, {"allocator_name": float("nan")})])
+@example(meta_stats=[{}] * len(NAMES),  # a step and a CPU op of no metadata: named ""
+         events=[(len(NAMES), 0, 0, 5, {"_r": 1, "step_num": 3}),
+                 (len(NAMES), 1, 10, 5, {"hlo_op": "fusion.1", "device_ordinal": 2})])
 def test_host_rows_match_per_event_reference(meta_stats, events):
     xs = _build(meta_stats, events)
     want = _reference(xs)
