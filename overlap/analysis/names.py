@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from overlap.analysis.grouping import group_sums, is_none, pair_codes
+from overlap.analysis.grouping import copy_pairs, group_sums, is_none
 
 if TYPE_CHECKING:  # imported where a program is at hand (~3 ms of start-up otherwise)
     from overlap.hlo import trace_ops
@@ -498,8 +498,7 @@ def programs_of(path: str | Path | None, trace: Any
     tr = trace.columns("transfers")
     if not len(tr["hlo_module"]):
         return {}
-    _, pairs = pair_codes(np.asarray(tr["hlo_module"], dtype=object),
-                           np.asarray(tr["program_id"], dtype=object))
+    _, pairs = copy_pairs(trace)
     keys = sorted({(m, p) for m, p in pairs if m is not None}, key=str)
     return _programs(path, trace, keys)
 
@@ -565,7 +564,7 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
     t = {"hlo_module": np.asarray(tr["hlo_module"], dtype=object),
          "program_id": np.asarray(tr["program_id"], dtype=object)}
     # each (module, program id) once (a few: a step per copy op cost ~10 ms on 36k, issue 32)
-    pair, pairs = pair_codes(t["hlo_module"], t["program_id"])
+    pair, pairs = copy_pairs(trace)
     keys = sorted({(m, p) for m, p in pairs if m is not None}, key=str)
     hints = _hints(path)
     if programs is None:

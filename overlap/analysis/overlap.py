@@ -95,6 +95,7 @@ from overlap.analysis import causes as exposure
 from overlap.analysis import memo
 from overlap.analysis.grouping import (
     Columns,
+    few_objects,
     frame_of,
     group_sums,
     is_none,
@@ -234,7 +235,19 @@ _CLASS_LABELS = np.array(["", HIDDEN, EXPOSED, PARTIAL], dtype=object)
 def _host_kind_pageable(tr: Columns) -> np.ndarray:
     src = np.asarray(tr["src_kind"], dtype=object)
     dst = np.asarray(tr["dst_kind"], dtype=object)
-    return (src == "pageable") | (dst == "pageable")
+    return _equals(src, "pageable") | _equals(dst, "pageable")
+
+
+def _equals(values: np.ndarray, value: str) -> np.ndarray:
+    """`values == value` of an object column; where it holds a few shared objects (a
+    transfer's memory kinds: 'host', 'device'), each object compared once (`few_objects`, by
+    address: ~0.25 ms of Python comparisons per column of 36k copies otherwise)."""
+    few = few_objects(values) if len(values) > 64 else None
+    if few is None:
+        return np.asarray(values == value, dtype=bool)
+    code, heads = few
+    hit = np.array([v == value for v in values[heads].tolist()], dtype=bool)
+    return hit[code]
 
 
 def _bytes_known(tr: pd.DataFrame) -> np.ndarray:
@@ -305,14 +318,20 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
         for g in np.flatnonzero(np.bincount(tcode, minlength=len(keys))).tolist():
             coverages[keys[g]] = (Coverage(ms[cb[g]:cb[g + 1]], me[cb[g]:cb[g + 1]]),
                                   Coverage(xs[xb[g]:xb[g + 1]], xe[xb[g]:xb[g + 1]]))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(span > 0, hidden / np.where(span > 0, span, 1), np.nan)
-        nbytes = np.asarray(tr["bytes"], dtype=np.int64)
-        known = _known(tr, n)
+    # ratio = hidden / span and bw = bytes * 1e12 / duration, NaN where not defined: each
+    # divided in place where defined (the same float64 quotients as dividing every row, with
+    # three 36k-row temporaries fewer each: fresh pages cost as much as the arithmetic)
+    ratio = np.empty(n)
+    has_span = span > 0
+    np.divide(hidden, span, out=ratio, where=has_span)
+    ratio[~has_span] = np.nan
+    nbytes = np.asarray(tr["bytes"], dtype=np.int64)
+    known = _known(tr, n)
     duration, _ = copy_durations(tr, span)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        bw = np.where((duration > 0) & known,
-                      nbytes * 1e12 / np.where(duration > 0, duration, 1), np.nan)
+    bw = np.multiply(nbytes, 1e12)
+    rated = (duration > 0) & known
+    np.divide(bw, duration, out=bw, where=rated)
+    bw[~rated] = np.nan
     hlo = missing_op_labels(trace, tr)
     table = {
         "host": np.asarray(tr["host"], dtype=object),
@@ -470,14 +489,11 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     if got is not None:
         # every name a str (numbered already where the ties are every op: `_grouped`'s
         # codes): the name the top ends on is at most the `need`-th smallest distinct name,
-        # found by one comparison for most names (`heapq.nsmallest`; sorting all 36k names
-        # in the compiled scanner took ~2 ms), and the rows whose name is at most that one
+        # found without sorting them (`_at_most_kth`; sorting all 36k names in the compiled
+        # scanner took ~2 ms), and the rows whose name is at most that one
         # are kept, as below (where names repeat, a few more: the caller sorts them)
         codes, uniq = got
-        cut = np.empty((), object)  # (the str itself, as below)
-        cut[()] = heapq.nsmallest(need, uniq.tolist())[-1]
-        small = np.asarray(uniq <= cut, bool)  # str <= str per distinct name, in C
-        return np.sort(np.r_[above, ties[small[codes]]])
+        return np.sort(np.r_[above, ties[_at_most_kth(uniq, need)[codes]]])
     missing = missing_mask(tn)
     n_missing = int(missing.sum())
     if need <= n_missing:  # the top ends among the tied rows with no name
@@ -491,6 +507,26 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     keep = missing.copy()
     keep[~missing] = np.asarray(named <= cut, bool)  # str <= str per element, in C
     return np.sort(np.r_[above, ties[keep]])
+
+
+def _at_most_kth(uniq: np.ndarray, k: int, sample: int = 2048) -> np.ndarray:
+    """Per value of `uniq` (an object array of distinct strs, 1 <= k <= its length): is it at
+    most the `k`-th smallest of them? Where they are many, a strided sample of `sample` of
+    them bounds that value from above first (its `k`-th smallest: at least `k` values lie at
+    or below it, so the `k`-th smallest of all does too), one comparison per value in C finds
+    those at or below the bound, and only they are ranked (`heapq.nsmallest` over all 36k op
+    names of the many-ops capture was ~1.1 ms of Python comparisons; the bound leaves ~200)."""
+    n = len(uniq)
+    cut = np.empty((), object)  # the str itself: numpy would make a str scalar a numpy string
+    if n <= 2 * sample or k > sample // 8:
+        cut[()] = heapq.nsmallest(k, uniq.tolist())[-1]
+        return np.asarray(uniq <= cut, bool)  # str <= str per distinct name, in C
+    cut[()] = heapq.nsmallest(k, uniq[:: n // sample].tolist())[-1]
+    small = np.asarray(uniq <= cut, bool)
+    at = np.flatnonzero(small)
+    cut[()] = heapq.nsmallest(k, uniq[at].tolist())[-1]
+    small[at] = np.asarray(uniq[at] <= cut, bool)
+    return small
 
 
 def _status(backend: str, compute_events: int, n_transfers: int) -> tuple[str, str]:
@@ -746,14 +782,19 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     summary["pageable_transfers"] = int(groups["pageable_transfers"].sum())
     summary["pageable_bytes"] = pageable_bytes
     summary["pageable_share"] = pageable_bytes / nbytes if nbytes else 0.0
-    device_groups = _regroup(groups, ["host", "device"])  # a missing key is a key, as dropna=False
+    # The (host, device) and (host, direction) groups from the (host, device, direction)
+    # sums: one pass over the transfer groups (one row per op: 36k on the many-ops capture),
+    # not two. The same sums (int64 sums in any grouping), the same keys in the same order
+    # (sorted), each group's first row's key values (the coarse groups in order of first
+    # appearance: a group's first coarse row holds its first row's keys).
+    coarse = _regroup(groups, ["host", "device", "direction"], sort=False)
+    device_groups = _regroup(coarse, ["host", "device"])  # a missing key is a key (dropna=False)
     summary["devices"] = n_rows(device_groups) if n else 0
 
     by_direction = {}
     cause_stats = exposure.merge_stats([p.get("causes") or {} for p in parts])
-    # per direction: sums of the (host, direction) groups' sums (a few rows, where the
-    # transfer groups are one row per op: 36k on the many-ops capture)
-    host_dir = _regroup(groups, ["host", "direction"])
+    # per direction: sums of the (host, direction) groups' sums (a few rows)
+    host_dir = _regroup(coarse, ["host", "direction"])
     gdir = np.asarray(host_dir["direction"], dtype=object)
     sums = {c: np.asarray(host_dir[c], np.int64) for c in (
         "count", "bytes", "span_ps", "hidden_ps", "unknown_bytes", "duration_ps", HIDDEN,
