@@ -63,6 +63,8 @@ def test_at_most_kth_on_many_names_takes_the_sample_and_keeps_exactly_k():
     ["pageable"] + ["".join(["page", "able"]) for _ in range(79)],  # equal, distinct objects
     [1, "pageable", 1.0, None] * 20,                           # not strs
     ["pageable"] * 5,                                          # short
+    [*"abcdefg", "pageable"] * 10,                             # 8 objects: the last compared
+    [*"abcdefgh", "pageable"] * 10,                            # 9 objects: plain ==
 ])
 def test_equals_is_elementwise_equality(values):
     col = _objects(values)
