@@ -50,13 +50,13 @@ from __future__ import annotations
 
 import ast
 import functools
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from overlap.analysis.grouping import copy_pairs, group_sums, is_none
+from overlap.trace.hlotext import LazyPattern
 
 if TYPE_CHECKING:  # imported where a program is at hand (~3 ms of start-up otherwise)
     from overlap.hlo import trace_ops
@@ -65,7 +65,6 @@ DIRECTIONS = ("D2H", "H2D")
 SOURCE, ONLY_LEFT, MERGED = "source", "only name left", "merged"
 MERGED_OP = "(merged op: names cannot be told apart)"
 NO_NAME = "(no checkpoint name)"
-_PID = re.compile(r"^(.*)\((\d+)\)$")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,7 +122,7 @@ def _named_spans(path: str, mtime_ns: int, size: int
 # `as`. A text without one has no span (`_spans_of_text`), whatever ast would say.
 # (The literal first, then the look-behind: the engine finds the literal by a fast scan;
 # possessive: no backtracking over blanks and comments.)
-_MAYBE_CALL = re.compile(
+_MAYBE_CALL = LazyPattern(  # compiled where a source is read (not at import: ~0.2 ms)
     r"checkpoint_name(?<!\wcheckpoint_name)(?:\s|\\|#[^\n]*+)*+(?:\(|as(?!\w))")
 
 
