@@ -86,6 +86,7 @@ from __future__ import annotations
 import heapq
 import math
 import os
+from itertools import chain
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -492,7 +493,9 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     above = cand[exposed[cand] > thr]
     ties = cand[exposed[cand] == thr]
     need = k - len(above)
-    tn = np.asarray(names, dtype=object)[ties]
+    tn = np.asarray(names, dtype=object)
+    if len(ties) < len(tn):  # (every row tied, as where every op hides: the column itself)
+        tn = tn[ties]
     got = str_codes(tn, False)
     if got is not None:
         # every name a str (numbered already where the ties are every op: `_grouped`'s
@@ -761,7 +764,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
 
     backend = combined_backend([p["backend"] for p in parts])
     compute_events = sum(p["compute_events"] for p in parts)
-    step_rows = [r for p in parts for r in p["steps"]]
+    step_rows = list(chain.from_iterable(p["steps"] for p in parts))
     step_rows.sort(key=itemgetter("host"))  # stable: each host's steps keep their order
     capture_hosts = sorted({h for p in parts for h in p["capture_hosts"]})
     n = int(groups["count"].sum())

@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, repeat, starmap
-from operator import itemgetter
+from operator import is_, itemgetter
 from typing import Any
 
 from overlap.analysis.overlap import DIRECTIONS, format_ps, vendor_names
@@ -294,7 +294,9 @@ def _rows_text(rows: Sequence[Any]) -> list[str] | None:
                 pieces[-1] += "{}"
                 continue
             elif kinds == {float} and all(map(math.isfinite, col)):
-                if col[0] and col.count(col[0]) == n:  # one value (not 0.0: -0.0 == 0.0)
+                # one value: in the constant text (a zero only where every row holds the one
+                # object: -0.0 == 0.0 but prints apart; a step's exposed_frac of 0.0 in all)
+                if col.count(col[0]) == n and (col[0] or all(map(is_, col, repeat(col[0])))):
                     pieces[-1] += float.__repr__(col[0])
                     continue
                 text = list(map(float.__repr__, col))
