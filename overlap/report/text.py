@@ -276,17 +276,23 @@ def _rows_text(rows: Sequence[Any]) -> list[str] | None:
             map(keys.__eq__, map(tuple, rows))):
         return None
     pieces: list[str] = ["{"]  # constant text; each varying column closes one piece
-    values: list[Sequence[str]] = []
+    values: list[Iterable[str]] = []
     n = len(rows)
     try:
         for i, (key, col) in enumerate(zip(keys, zip(*map(dict.values, rows)))):
             pieces[-1] += (", " if i else "") + _ASCII(key) + ": "
             kinds = _kinds(col)
+            # An int, str or finite float column whose values are not all equal has not one
+            # text: its texts are made row by row as the rows are joined (no list of them:
+            # fewer fresh pages, the same time). Equal values of one such type, one text.
+            one = kinds <= _PLAIN and col.count(col[0]) == n
             if kinds == {int}:
-                if col.count(col[0]) == n:  # one value in every row: in the constant text
+                if one:  # one value in every row: in the constant text
                     pieces[-1] += int.__repr__(col[0])
                     continue
-                text = list(map(int.__repr__, col))
+                values.append(map(int.__repr__, col))
+                pieces.append("")
+                continue
             elif kinds == {_NONE}:
                 pieces[-1] += "null"
                 continue
@@ -296,17 +302,25 @@ def _rows_text(rows: Sequence[Any]) -> list[str] | None:
             elif kinds == {float} and all(map(math.isfinite, col)):
                 # one value: in the constant text (a zero only where every row holds the one
                 # object: -0.0 == 0.0 but prints apart; a step's exposed_frac of 0.0 in all)
-                if col.count(col[0]) == n and (col[0] or all(map(is_, col, repeat(col[0])))):
+                if one and (col[0] or all(map(is_, col, repeat(col[0])))):
                     pieces[-1] += float.__repr__(col[0])
+                    continue
+                if not one:
+                    values.append(map(float.__repr__, col))
+                    pieces.append("")
                     continue
                 text = list(map(float.__repr__, col))
             elif kinds == {str}:
-                text = list(map(_ASCII, col))
+                if not one:
+                    values.append(map(_ASCII, col))
+                    pieces.append("")
+                    continue
+                text = [_ASCII(col[0])]
             elif kinds == {dict}:  # (a step's exposure causes) each layout as rows of its own
                 text = _dicts_text(col) or list(map(_ENCODE, col))
             else:
                 text = list(map(_ENCODE, col))
-            if text.count(text[0]) == n:
+            if text.count(text[0]) == len(text):
                 pieces[-1] += text[0]
             else:
                 values.append(text)
@@ -353,6 +367,7 @@ def _dicts_text(col: Sequence[dict]) -> list[str] | None:
 
 
 _SAME_TEXT = frozenset((int, str, _NONE))  # types whose equal values `_ENCODE` writes alike
+_PLAIN = frozenset((int, str, float))  # the types `_rows_text` writes a column of by itself
 
 
 def _layout_text(col: Sequence[dict], keys: tuple) -> list[str] | None:
