@@ -177,3 +177,33 @@ def test_ratio_and_bandwidth_equal_the_plain_division(tmp_path):
     assert got["bandwidth_Bps"].tobytes() == want_bw.tobytes()
     assert [math.isnan(x) for x in got["bandwidth_Bps"].tolist()] == [True, False, True,
                                                                       False, False]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["c.1", "c.2", "c.10", None, "b"]),
+                          st.sampled_from(["D2H", "H2D", None]), st.integers(0, 9),
+                          st.integers(0, 9)), min_size=1, max_size=40),
+       st.integers(0, 6))
+def test_top_ops_of_one_device_take_the_transfer_groups_as_they_are(rows, top):
+    """One (host, device): the transfer groups are the (op, direction) groups, in order of
+    first appearance, so `by_hlo_op` from them as they are equals `by_hlo_op` from the
+    (op, direction) regrouping, whatever repeats among the transfers."""
+    n = len(rows)
+    t = {"host": _objects(["h"] * n), "device": _objects(["TPU:0"] * n),
+         "direction": _objects([r[1] for r in rows]), "hlo_op": _objects([r[0] for r in rows])}
+    sums = {c: np.ones(n, np.int64) for c in an._SUMS}
+    sums["span_ps"] = np.array([10 + r[2] for r in rows], np.int64)
+    sums["hidden_ps"] = np.array([10 - r[3] if r[3] <= 10 else 0 for r in rows], np.int64)
+    groups = an.group_sums(t, list(an.GROUP_KEYS), sums, sort=False)
+    assert an._most_exposed_ops(groups, top, one_device=True) == an._most_exposed_ops(groups, top)
+
+
+def test_two_parts_of_one_host_still_sum_their_ops(tmp_path):
+    """Two parts with the same host and device (one file read twice): their op groups repeat
+    keys, so `by_hlo_op` sums them (each op's count doubles), as one part of both would."""
+    trace = _many_ops(tmp_path)
+    part = an.host_part(trace)
+    one = an.reduce_parts([part])["by_hlo_op"]
+    two = an.reduce_parts([part, part])["by_hlo_op"]
+    assert [r["count"] for r in two["records"]] == [2 * r["count"] for r in one["records"]]
+    assert two["total_records"] == one["total_records"]
