@@ -61,7 +61,7 @@ import numpy as np
 
 from overlap.analysis.grouping import Columns, copy_pairs, equal_to, group_codes, is_none
 from overlap.analysis.intervals import merged_groups
-from overlap.arrays import factorize, filled, sorted_unique  # (not np.unique: numpy.ma)
+from overlap.arrays import factorize, filled, repeated, sorted_unique  # (not np.unique: numpy.ma)
 
 if TYPE_CHECKING:  # imported where a program is at hand (~3 ms of start-up otherwise)
     from overlap.hlo import trace_ops
@@ -139,21 +139,26 @@ def copy_first_use(trace, programs: dict[tuple[Any, Any], trace_ops.Program] | N
     and `why` (the reason where unknown, else None)."""
     tr = trace.columns("transfers")
     n = len(tr["start_ps"])
-    out: dict[str, Any] = {"instruction": filled(n, None), "done": filled(n, None),
-                           "first_user": filled(n, None),
-                           "first_use_ps": np.full(n, -1, np.int64),
-                           "ready_at_ps": np.full(n, -1, np.int64), "why": None}
     if not n:
-        out["why"] = filled(n, None)
-        return out
+        return {"instruction": filled(n, None), "done": filled(n, None),
+                "first_user": filled(n, None), "first_use_ps": np.full(n, -1, np.int64),
+                "ready_at_ps": np.full(n, -1, np.int64), "why": filled(n, None)}
     # Copies whose program is not at hand (or that name none) say so per distinct (module,
     # program), not per copy op: a capture without HLO (36k distinct copy ops in the
     # many-ops TPU shape) took a Python step per op, and the kernels' columns are not needed
     # at all where no copy has its program (issue 32).
-    out["why"] = _without_program(trace, tr, n, programs or {})
-    live = np.flatnonzero(is_none(out["why"]))
+    why = _without_program(trace, tr, n, programs or {})
+    live = np.flatnonzero(is_none(why))
     if not len(live):
-        return out
+        # no copy's first use can be told: each other column one value, read-only
+        # (`arrays.repeated`: five 36k-row columns of the many-ops capture not filled)
+        return {"instruction": repeated(n, None), "done": repeated(n, None),
+                "first_user": repeated(n, None), "first_use_ps": repeated(n, -1, np.int64),
+                "ready_at_ps": repeated(n, -1, np.int64), "why": why}
+    out: dict[str, Any] = {"instruction": filled(n, None), "done": filled(n, None),
+                           "first_user": filled(n, None),
+                           "first_use_ps": np.full(n, -1, np.int64),
+                           "ready_at_ps": np.full(n, -1, np.int64), "why": why}
     from overlap.hlo import trace_ops
 
     co = trace.columns("compute")
@@ -241,10 +246,13 @@ def _without_program(trace, tr: Columns, n: int, programs: dict) -> np.ndarray:
             why_pair[j] = unnamed
         elif programs.get((module, pid)) is None:
             why_pair[j] = f"{NO_HLO}: program {module}({pid}) is not at hand"
-    why = why_pair[pair]
     # a copy that names no op (`Trace.columns`: missing is None; told by address, where
     # numbering 36k distinct ops, even as kept codes, cost ~0.5 ms)
-    why[is_none(_column(tr, "hlo_op", n))] = unnamed
+    no_op = is_none(_column(tr, "hlo_op", n))
+    if len(pairs) == 1 and why_pair[0] is not None and not no_op.any():
+        return repeated(n, why_pair[0])  # one reason for every copy (read-only: none live)
+    why = why_pair[pair]
+    why[no_op] = unnamed
     return why
 
 

@@ -207,3 +207,22 @@ def test_two_parts_of_one_host_still_sum_their_ops(tmp_path):
     two = an.reduce_parts([part, part])["by_hlo_op"]
     assert [r["count"] for r in two["records"]] == [2 * r["count"] for r in one["records"]]
     assert two["total_records"] == one["total_records"]
+
+
+def test_first_use_without_programs_is_unknown_for_every_copy(tmp_path):
+    """No program at hand (the synthetic many-ops capture has no HloProto): every copy's
+    first-use facts unknown (None, -1) with the one reason its (module, program id) gives,
+    as the per-copy rule says; the columns are one value each (read-only)."""
+    from overlap.analysis.first_use import NO_HLO, copy_first_use
+
+    trace = _many_ops(tmp_path)
+    tr = trace.columns("transfers")
+    n = len(tr["start_ps"])
+    fu = copy_first_use(trace, None)
+    want_why = [f"{NO_HLO}: program {m}({p}) is not at hand" if m is not None else
+                f"{NO_HLO}: the copy names no program"
+                for m, p in zip(tr["hlo_module"].tolist(), tr["program_id"].tolist())]
+    assert fu["why"].tolist() == want_why and len(set(want_why)) == 1
+    for c, v in (("instruction", None), ("done", None), ("first_user", None),
+                 ("first_use_ps", -1), ("ready_at_ps", -1)):
+        assert fu[c].tolist() == [v] * n, c
