@@ -147,18 +147,18 @@ def copy_first_use(trace, programs: dict[tuple[Any, Any], trace_ops.Program] | N
     # program), not per copy op: a capture without HLO (36k distinct copy ops in the
     # many-ops TPU shape) took a Python step per op, and the kernels' columns are not needed
     # at all where no copy has its program (issue 32).
-    why = _without_program(trace, tr, n, programs or {})
-    live = np.flatnonzero(is_none(why))
+    reasons = _without_program(trace, tr, n, programs or {})
+    live = np.flatnonzero(is_none(reasons))
     if not len(live):
         # no copy's first use can be told: each other column one value, read-only
         # (`arrays.repeated`: five 36k-row columns of the many-ops capture not filled)
         return {"instruction": repeated(n, None), "done": repeated(n, None),
                 "first_user": repeated(n, None), "first_use_ps": repeated(n, -1, np.int64),
-                "ready_at_ps": repeated(n, -1, np.int64), "why": why}
+                "ready_at_ps": repeated(n, -1, np.int64), "why": reasons}
     out: dict[str, Any] = {"instruction": filled(n, None), "done": filled(n, None),
                            "first_user": filled(n, None),
                            "first_use_ps": np.full(n, -1, np.int64),
-                           "ready_at_ps": np.full(n, -1, np.int64), "why": why}
+                           "ready_at_ps": np.full(n, -1, np.int64), "why": reasons}
     from overlap.hlo import trace_ops
 
     co = trace.columns("compute")
