@@ -11,8 +11,9 @@ The entry points, all over a file's bytes (`data`, a buffer of `n` bytes plus pa
 
 * `split_space(data, n, strip_meta)`: the XSpace skeleton for upb (every plane without its
   lines, and without its event_metadata entries where `strip_meta(plane name)` is true), each
-  line's header fields and where its payload lies, with its event count, and where each
-  plane's event_metadata map entries lie.
+  line's header fields and where its payload lies, with its event count, where each plane's
+  event_metadata map entries lie, and a stripped plane's entries decoded as `decode_meta`
+  gives them.
 * `decode_events(data, starts, ends, total, skip, wanted, plane_of, stride)`: the events of
   one or more lines (their payloads [starts[i], ends[i])) in one pass: per event its
   metadata_id, offset_ps, duration_ps and whether it is aggregated (`num_occurrences`, no
@@ -233,12 +234,37 @@ def enc_varint(uint64_t v):
     return PyBytes_FromStringAndSize(<char*>out, k + 1)
 
 
+cdef inline bint _ascii(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    """Is s[:n] plain ASCII? Words OR-ed together, the last word overlapping the one before
+    (never a byte outside s[:n]), a short string byte by byte without a branch per byte.
+    Why: a capture's strings are nearly all ASCII and short (display names, stat values ~10
+    bytes, HLO texts ~150): `_utf8_ok`'s loop stepped through every string's tail (under 8
+    bytes) one byte and three branches at a time, ~60% of its time on the many-ops file."""
+    cdef Py_ssize_t i = 0
+    cdef uint64_t w, acc = 0
+    cdef uint8_t a = 0
+    if n < 8:
+        while i < n:
+            a |= s[i]
+            i += 1
+        return a < 0x80
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)
+        acc |= w
+        i += 8
+    memcpy(&w, s + n - 8, 8)
+    return ((acc | w) & 0x8080808080808080ULL) == 0
+
+
 cdef bint _utf8_ok(const uint8_t* s, Py_ssize_t n) noexcept nogil:
     """Is s[:n] valid UTF-8 as upb and Python's strict decoder define it (no overlong forms,
-    no surrogates, nothing beyond U+10FFFF)? ASCII is checked 8 bytes at a time."""
+    no surrogates, nothing beyond U+10FFFF)? Plain ASCII by `_ascii`; else a walk checking
+    ASCII 8 bytes at a time."""
     cdef Py_ssize_t i = 0
     cdef uint64_t w, w1, w2, w3
     cdef uint8_t c, c1
+    if _ascii(s, n):
+        return True
     while i < n:
         if i + 32 <= n:  # (HLO texts, ~150 bytes: four words a step)
             memcpy(&w, s + i, 8)
@@ -362,11 +388,11 @@ cdef tuple _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e):
     return (lid, did, name, display, ts, dur, s, e, n_ev, bad)
 
 
-cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta,
-                  bint decode=False):
+cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta):
     """(plane bytes without lines [and entries], lines, entry starts, entry ends, stripped,
     strings with invalid UTF-8 in the stripped entries, each copy written counted: upb then
-    never sees those entries up front, so they are checked here as upb would check them)."""
+    never sees those entries up front, so they are checked here as upb would check them;
+    the stripped entries decoded, else None: see `_plane_walk`)."""
     cdef const uint8_t* b = &mv[0]
     parts = []
     lines = []
@@ -380,7 +406,7 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
         free(me)
         raise MemoryError()
     try:
-        return _plane_walk(b, s, e, strip_meta, parts, lines, &ms, &me, &nm, &cap, decode,
+        return _plane_walk(b, s, e, strip_meta, parts, lines, &ms, &me, &nm, &cap,
                            mv.shape[0] <= 0x7fffffff)
     finally:
         free(ms)
@@ -389,10 +415,11 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                        list parts, list lines, int64_t** pms, int64_t** pme, Py_ssize_t* pnm,
-                       Py_ssize_t* pcap, bint decode, bint narrow):
-    """`_plane`'s walk, its entry spans pushed to the C arrays *pms, *pme (grown here); with
-    `decode`, a stripped plane's entries also as `decode_meta(narrow=narrow, checked=True)`
-    gives them (else None), last in the tuple."""
+                       Py_ssize_t* pcap, bint narrow):
+    """`_plane`'s walk, its entry spans pushed to the C arrays *pms, *pme (grown here); a
+    stripped plane's entries, checked as upb would check them, also decoded in that check
+    (`_entry_decode`) as `decode_meta(narrow=narrow)` gives them (else None), last in the
+    tuple."""
     cdef Py_ssize_t p = s, fs, vp, q, run = s
     cdef uint64_t fn
     cdef int wt
@@ -449,10 +476,9 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     cdef int64_t[:, ::1] name64, disp64, value64
     cdef int32_t[:, ::1] name32, disp32, value32
     meta = None
-    if strip == 1 and decode:
-        # `decode_meta(checked=True)` of each entry in the walk that checks it
-        # (`_entry_decode`): a second walk over the 108k entries of the many-ops capture,
-        # tag by tag, cost ~4 ms
+    if strip == 1:
+        # `decode_meta` of each entry in the walk that checks it (`_entry_decode`): a second
+        # walk over the 108k entries of the many-ops capture, tag by tag, cost ~4 ms
         arrays = _meta_arrays(nm, narrow)
         key = arrays[0]
         if narrow:
@@ -466,11 +492,6 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 while q2 < pme[0][i + _AHEAD]:
                     __builtin_prefetch(b + q2)
                     q2 += 64
-            if not decode:
-                rc = _entry_check(b, pms[0][i], pme[0][i], &bad)
-                if rc < 0:
-                    raise _fail(rc)
-                continue
             rc = _entry_decode(b, pms[0][i], pme[0][i], &bad, o8)
             if rc < 0:
                 raise _fail(rc)
@@ -480,26 +501,23 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 else:
                     _meta_store(i, o8, narrow, key, name64, disp64, value64, name32, disp32,
                                 value32)
-        if decode:
-            rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32)
-            meta = {"ok": dok, "key": arrays[0], "name": arrays[1], "disp": arrays[2],
-                    "value": arrays[3], "reversed": rev}
+        rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32)
+        meta = {"ok": dok, "key": arrays[0], "name": arrays[1], "disp": arrays[2],
+                "value": arrays[3], "reversed": rev}
     ms_a = np.empty(nm, np.int64)
     me_a = np.empty(nm, np.int64)
     cdef int64_t[::1] ms_v = ms_a, me_v = me_a
     if nm:
         memcpy(&ms_v[0], pms[0], nm * sizeof(int64_t))
         memcpy(&me_v[0], pme[0], nm * sizeof(int64_t))
-    if decode:
-        return (b"".join(parts), lines, ms_a, me_a, strip == 1, bad, meta)
-    return (b"".join(parts), lines, ms_a, me_a, strip == 1, bad)
+    return (b"".join(parts), lines, ms_a, me_a, strip == 1, bad, meta)
 
 
-def split_space(data, Py_ssize_t n, strip_meta=None, bint decode=False):
+def split_space(data, Py_ssize_t n, strip_meta=None):
     """XSpace bytes data[:n] -> (skeleton XSpace bytes without lines, per plane a tuple from
-    `_plane`). Raises Corrupt on bytes upb would refuse in the parts walked here. `decode`:
-    each plane's tuple ends with its entries decoded as `decode_meta(narrow=(the buffer is
-    under 2 GiB), checked=True)` gives them where the plane was stripped, else None."""
+    `_plane`). Raises Corrupt on bytes upb would refuse in the parts walked here. Each plane's
+    tuple ends with its entries decoded as `decode_meta(narrow=(the buffer is under 2 GiB))`
+    gives them where the plane was stripped, else None."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t p = 0, fs, vp, q, run = 0
@@ -520,7 +538,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None, bint decode=False):
                 raise _fail(vp)
             if fs > run:
                 skel.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
-            got = _plane(mv, vp, q, strip_meta, decode)
+            got = _plane(mv, vp, q, strip_meta)
             body = got[0]
             skel.append(b"\x0a" + enc_varint(len(body)) + body)
             planes.append(got[1:])
@@ -674,33 +692,15 @@ cdef Py_ssize_t _event_check(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
     return 0
 
 
-cdef Py_ssize_t _entry_check(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
-                             int* bad) noexcept nogil:
-    """Check one event_metadata map entry [p, e) (key, XEventMetadata value) as upb would,
-    adding to `bad` its strings with invalid UTF-8 (name and display name as written last
-    in each value, string stats): 0, or an error code."""
-    cdef Py_ssize_t vs, ve, rc
-    cdef int64_t sp[4]
-    while p < e:
-        p = _next_field(b, p, e, 2, &vs, &ve)  # the entry's value
-        if p < 0:
-            return p
-        if vs < 0:
-            break
-        rc = _value_check(b, vs, ve, bad, sp)
-        if rc < 0:
-            return rc
-    return 0
-
-
 cdef Py_ssize_t _entry_decode(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int* bad,
                               int64_t* o8) noexcept nogil:
-    """`_entry_check` of the entry [p, e) (the same walk, the same errors in the same order),
-    and in the same walk what `_meta_entry` reads of it (checked) into `o8`: key, value start
-    and end, name start and end, display name start and end (0, 0 where absent), and 1 where
-    the table may take the entry, 0 where `_meta_entry` refuses it (a field other than the
-    key and the value, a value written twice)."""
-    cdef uint64_t fn, v = 0  # set by _varint wherever read (_skip checked it): gcc cannot tell
+    """Check one event_metadata map entry [p, e) (key, XEventMetadata value) as upb would,
+    adding to `bad` its strings with invalid UTF-8 (name and display name as written last in
+    each value, string stats), and in the same walk what `_meta_entry` reads of it into `o8`:
+    key, value start and end, name start and end, display name start and end (0, 0 where
+    absent), and 1 where the table may take the entry, 0 where `_meta_entry` refuses it (a
+    field other than the key and the value, a value written twice): 0, or an error code."""
+    cdef uint64_t fn, v
     cdef int wt
     cdef Py_ssize_t vs, ve, rc, q, nval = 0
     cdef int64_t sp[4]
@@ -725,16 +725,16 @@ cdef Py_ssize_t _entry_decode(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int*
             if sp[2] >= 0:
                 o8[5], o8[6] = sp[2], sp[3]
             p = ve
+        elif fn == 1 and wt == 0:  # the key (read once: `_skip` would read it too)
+            p = _varint(b, p, e, &v)
+            if p < 0:
+                return p
+            o8[0] = <int64_t>v
         else:
-            q = _skip(b, p, e, wt, fn, D_LINE)
-            if q < 0:
-                return q
-            if fn == 1 and wt == 0:
-                _varint(b, p, e, &v)
-                o8[0] = <int64_t>v
-            else:
-                o8[7] = 0
-            p = q
+            p = _skip(b, p, e, wt, fn, D_LINE)
+            if p < 0:
+                return p
+            o8[7] = 0
     if nval > 1:
         o8[7] = 0
     return 0
@@ -742,7 +742,7 @@ cdef Py_ssize_t _entry_decode(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int*
 
 cdef Py_ssize_t _value_check(const uint8_t* b, Py_ssize_t vs, Py_ssize_t ve, int* bad,
                              int64_t* sp) noexcept nogil:
-    """Check one XEventMetadata message [vs, ve) as upb would (`_entry_check`); its name's
+    """Check one XEventMetadata message [vs, ve) as upb would (`_entry_decode`); its name's
     and display name's spans as written last into sp[0:2], sp[2:4] (-1 where absent)."""
     cdef uint64_t fn, v, ival
     cdef int wt2
@@ -789,8 +789,7 @@ cdef inline Py_ssize_t _next_field(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
     """From `p` in a message's payload [p, e): the next length-delimited field number `want`
     as [fs, fe), skipping the other fields as upb would (at a line's depth); returns where the
     message goes on (fe), or `e` with fs = -1 when no such field is left, or a negative
-    `_fail` code. The one walk of a line's events (`_next_event`) and of a metadata map
-    entry's value (`_entry_check`)."""
+    `_fail` code. The one walk of a line's events (`_next_event`)."""
     cdef uint64_t fn
     cdef int wt
     fs[0] = -1
@@ -1558,7 +1557,7 @@ cdef int _meta_value(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* span
     written twice the last); every stat is checked, and pushed to `st` (where given) when
     `nw` < 0 or its id is one of `sids[:nw]`. 0, or 1 where the bytes are malformed.
     `checked` (no `st`): the stats were checked already by this same `_stat`
-    (`_entry_check`), so they are stepped over by their lengths, not decoded again."""
+    (`_entry_decode`), so they are stepped over by their lengths, not decoded again."""
     cdef uint64_t fn, ival
     cdef int wt
     cdef Py_ssize_t q, vp, j
@@ -1693,10 +1692,12 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint n
     keys ascend (`reversed` True). Why: the table keeps exactly these; int64 columns then a
     reversed copy and a narrowing pass were 3 x 2 fresh arrays of each entry's spans (page
     faults: ~5 ms on the many-ops capture's 108k entries).
-    `checked`: every entry was checked by `split_space` (`_entry_check`: each stat by the
-    same `_stat`, an error raised there), so stats are stepped over by their lengths (the
-    540k records of the many-ops capture's 108k entries: 6.2 -> ~3 ms). Only for entries so
-    checked: on others a malformed stat would go unseen here."""
+    `checked`: every entry was checked by `split_space` (`_entry_decode`: each stat by the
+    same `_stat`, an error raised there), so stats are stepped over by their lengths. Only
+    for entries so checked: on others a malformed stat would go unseen here. (`split_space`
+    gives a stripped plane's entries decoded already, so the reader asks for this only
+    where a `MetaTable` of such a plane is built again without them; the tests hold it
+    equal to the full decode and to `split_space`'s.)"""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t n = starts.shape[0], i

@@ -533,7 +533,7 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
 def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.ndarray]:
     scanner: Any = SCANNER
     # (a stripped plane's entries decoded as they are checked: `MetaTable(decoded=)`)
-    skel, planes = scanner.split_space(data, n, strip_meta, decode=True)
+    skel, planes = scanner.split_space(data, n, strip_meta)
     # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`; the
     # event metadata entries it holds, located by the split, say what that costs); once
     # protobuf is loaded, upb is the faster decoder

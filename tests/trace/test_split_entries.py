@@ -53,8 +53,9 @@ def test_damaged_entries_refused_in_order_after_the_planes_own_fields():
 def test_entries_located_and_bad_strings_counted():
     bad_name = field(4, 2, field(1, 0, 8) + field(2, 2, field(1, 0, 8) + field(2, 2, b"\xff")))
     skel, planes = _split(NAME + OK + bad_name + OK)
-    lines, ms, me, stripped, bad = planes[0]
+    lines, ms, me, stripped, bad, meta = planes[0]
     assert stripped and bad == 1 and len(ms) == len(me) == 3
+    assert meta["ok"] and meta["key"].tolist() == [6, 8, 6]  # decoded in the same walk
     assert skel  # the skeleton keeps the plane without its entries
 
 
@@ -76,3 +77,15 @@ def test_utf8_check_is_pythons_strict_decoder(parts):
     except UnicodeDecodeError:
         want = False
     assert wire._scan.utf8_ok(np.frombuffer(b, np.uint8)) == want
+
+
+@pytest.mark.parametrize("bad", [b"\x80", b"\xff", b"\xc3\xa9"])
+def test_utf8_check_sees_one_byte_anywhere(bad):
+    """The plain-ASCII test (`_ascii`: words OR-ed, the last one overlapping, short strings
+    byte by byte) sees a single non-ASCII byte at every position of every length up to 40;
+    fails if a tail byte is left out of the words (a valid \\xc3\\xa9 must still pass)."""
+    for n in range(41):
+        for i in range(n):
+            b = b"a" * i + bad + b"a" * (n - i - 1)
+            want = bad == b"\xc3\xa9"
+            assert wire._scan.utf8_ok(np.frombuffer(b, np.uint8)) == want, (n, i)
