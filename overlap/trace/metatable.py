@@ -45,8 +45,8 @@ class MetaTable:
         """`checked`: every entry [ms, me) was checked already by `split_space` (the plane's
         metadata was stripped from upb's parse: `PlaneView.meta_stripped`), stats included:
         they are stepped over, not checked again (`decode_meta`'s `checked`). `decoded`:
-        `decode_meta(checked=True)` of these entries as `split_space(decode=True)` made it
-        while checking them (with `narrow` as here), so not walked again."""
+        `decode_meta` of these entries as `split_space` made it while checking them (with
+        `narrow` as here), so not walked again."""
         self.buf = buf
         # spans as int32 where the buffer is under 2 GiB (`_narrow_spans`), and a table
         # written newest first reversed in place by the scanner: no copies of the columns
@@ -304,8 +304,15 @@ class MetaTable:
                 vals[m] = fn(self.buf, {k: v[at_m] for k, v in st.items()}, stat_names)
         else:
             vals = _stat_objects(self.buf, {k: v[sel] for k, v in st.items()}, stat_names)
+        # ids asked once, in order (`_entries`' own arange): the entry at each place is that
+        # row's, so the values go straight to their rows (no object column per entry and no
+        # gather of it per name: ~0.2 ms per 4096 copy ops of a many-ops capture)
+        direct = len(at) == len(ent) and bool((at == np.arange(len(at))).all())
         for k, name in enumerate(names):
             m = nm == k
+            if direct:
+                out[name][rows[entry[m]]] = vals[m]
+                continue
             col = np.full(len(ent), None, object)
             col[entry[m]] = vals[m]
             out[name][rows] = col[at]

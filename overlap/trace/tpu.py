@@ -44,6 +44,7 @@ from overlap.trace.hlotext import (
 from overlap.trace.metatable import _scan
 from overlap.trace.names import TPU_ASYNC_LINE, TPU_OPS_LINES
 from overlap.trace.programs import ProgramCopies, program_key
+from overlap.trace.values import id_table_base
 from overlap.trace.wire import (
     TIME_LIMIT_PS,
     Coded,
@@ -364,7 +365,7 @@ class _OpIndex:
         self._size = 0  # the table's length; 0: no table, ids searched in `uniq`
         if len(mids) >= 1024 and mids.dtype == np.intp:
             lo, hi = int(mids.min()), int(mids.max())
-            if lo >= 0 and hi <= 2 * len(mids) + (1 << 16):
+            if id_table_base(len(mids), lo, hi) == 0:
                 seen = np.zeros(hi + 1, bool)
                 seen[mids] = True
                 self.uniq = np.flatnonzero(seen).astype(mids.dtype)

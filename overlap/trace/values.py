@@ -115,6 +115,17 @@ def _stat_objects(buf, d, stat_names: dict[int, str], plane=None) -> np.ndarray:
     return out
 
 
+def id_table_base(n: int, lo: int, hi: int) -> int | None:
+    """Where a lookup table over `n` integer ids in [lo, hi] starts (`unique_inverse`,
+    `isin_ids`, `unique_inverse_at`, `tpu._OpIndex`): None where the range is not small
+    (wider than 2n + 65536: a sort or a search costs less than the table), 0 where the ids
+    can index it as they are (none negative, none beyond that width), else `lo`."""
+    width = 2 * n + (1 << 16)
+    if hi - lo > width:
+        return None
+    return 0 if lo >= 0 and hi <= width else lo
+
+
 def unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`np.unique(a, return_inverse=True)` for integers; without a sort where their range is
     small (metadata ids of one plane: a lookup table over the range, O(n))."""
@@ -122,9 +133,10 @@ def unique_inverse(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(a) < 1024 or a.dtype.kind not in "iu":
         return np.unique(a, return_inverse=True)
     lo, hi = int(a.min()), int(a.max())
-    if hi - lo > 2 * len(a) + (1 << 16):
+    base = id_table_base(len(a), lo, hi)
+    if base is None:
         return np.unique(a, return_inverse=True)
-    if lo >= 0 and hi <= 2 * len(a) + (1 << 16) and a.dtype == np.intp:
+    if base == 0 and a.dtype == np.intp:
         lo = 0  # the ids index the table as they are: no array of differences
         rel = a
     else:
@@ -153,10 +165,10 @@ def isin_ids(values: np.ndarray, keys) -> np.ndarray:
             or keys.dtype.kind not in "iu":
         return np.isin(values, keys)
     lo, hi = int(values.min()), int(values.max())
-    if hi - lo > 2 * len(values) + (1 << 16):
+    base = id_table_base(len(values), lo, hi)
+    if base is None:
         return np.isin(values, keys)
-    if lo >= 0 and hi <= 2 * len(values) + (1 << 16):
-        lo = 0  # the ids index the table as they are: no array of differences
+    lo = base  # (0: the ids index the table as they are, no array of differences)
     table = np.zeros(hi - lo + 1, bool)
     k = keys[(keys >= lo) & (keys <= hi)]
     table[np.subtract(k, lo, dtype=np.intp)] = True
@@ -178,7 +190,7 @@ def unique_inverse_at(a: np.ndarray, idx: np.ndarray,
         uniq, inv = unique_inverse(a[idx])
         return uniq, narrow_codes(inv + offset, len(uniq) + offset)
     lo, hi = int(a.min()), int(a.max())
-    if hi - lo > 2 * len(a) + (1 << 16):
+    if id_table_base(len(a), lo, hi) is None:
         uniq, inv = unique_inverse(a[idx])
         return uniq, narrow_codes(inv + offset, len(uniq) + offset)
     rows, base = _block_rows(a, idx, lo, hi)
@@ -201,7 +213,7 @@ def _block_rows(a: np.ndarray, idx: np.ndarray, lo: int, hi: int):
     rows."""
     whole = len(idx) == len(a) and idx[0] == 0 and idx[-1] == len(a) - 1 \
         and bool((idx[1:] > idx[:-1]).all())
-    direct = a.dtype == np.intp and lo >= 0 and hi <= 2 * len(a) + (1 << 16)
+    direct = a.dtype == np.intp and id_table_base(len(a), lo, hi) == 0
 
     def rows(b: int) -> np.ndarray:
         v = a[b:b + _BLOCK] if whole else a[idx[b:b + _BLOCK]]

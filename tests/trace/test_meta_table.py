@@ -126,6 +126,8 @@ def test_table_equals_upb_for_any_encoding(entries, extra, strip):
         assert sorted(P.meta_keys()) == sorted(upb.keys())
     keys = np.array(sorted(upb.keys()) + extra, np.int64)
     check(P, keys, upb)
+    # each id once, in order: `MetaTable.columns` writes the values straight to their rows
+    check(P, np.array(sorted(upb.keys()), np.int64), upb)
     if strip:  # upb's map, parsed on demand from the entries located, is the same map
         assert dict(P.meta) == dict(upb)
 

@@ -589,3 +589,19 @@ def test_a_real_corrupt_capture_is_refused_on_both_paths(tmp_path):
             assert str(p) in str(e.value) and "\n" not in str(e.value)
     finally:
         wire.SCANNER = old
+
+
+def test_id_table_base_bounds():
+    """The one "small id range" rule every id table uses (`values.id_table_base`): a table
+    up to 2n + 65536 wide, at 0 where the ids are non-negative and fit it; fails if a bound
+    moves by one."""
+    from overlap.trace.values import id_table_base
+
+    n = 1000
+    w = 2 * n + (1 << 16)
+    assert id_table_base(n, 0, w) == 0
+    assert id_table_base(n, 5, w) == 0
+    assert id_table_base(n, 0, w + 1) is None
+    assert id_table_base(n, 5, w + 1) == 5  # (as wide as allowed, not from 0)
+    assert id_table_base(n, -1, w - 1) == -1
+    assert id_table_base(n, -1, w) is None
