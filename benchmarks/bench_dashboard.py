@@ -16,6 +16,10 @@ warm-up round filled (a run opened before). Times, wall seconds, median over rou
 * `open`: the two together, the page asked for until the timeline is drawn;
 * `server start`: process start until the server answers HTTP (interpreter, dash, plotly).
 
+`--timeline` prints, for each round, where the open went in the browser: its long tasks (the
+main thread busy > 50 ms, PerformanceObserver 'longtask'), each callback request (which outputs,
+sent -> answered, from a wrapped `fetch`) and the scripts over 1 MB, in ms from the page asked.
+
 Needs chromium, chromedriver and selenium (the project's [test] extra); nothing here is a
 test, and no test asserts any of these times.
 """
@@ -47,6 +51,44 @@ TRACES_JS = ("const g = document.getElementById(arguments[0]);"
              "const p = g && g.querySelector('.js-plotly-plot');"
              "return p && p._fullData ? p._fullData.filter("
              "t => t.visible !== false && t._length > 0).length : 0")
+
+
+# Installed before any page script (CDP): the browser's long tasks, and each Dash callback
+# request with the outputs it asks for, in the page's own clock (performance.now()).
+TIMELINE_INIT = """
+window.__bench = {lt: [], cb: []};
+try {
+  new PerformanceObserver(l => { for (const e of l.getEntries())
+    window.__bench.lt.push([e.startTime, e.duration]); })
+    .observe({type: 'longtask', buffered: true});
+} catch (e) {}
+const __fetch = window.fetch;
+window.fetch = function (url, opts) {
+  const t0 = performance.now();
+  let out = '';
+  try { out = JSON.parse(opts.body).output; } catch (e) {}
+  const p = __fetch.apply(this, arguments);
+  if (out) { p.then(() => window.__bench.cb.push([t0, performance.now(), out]), () => {}); }
+  return p;
+};
+"""
+TIMELINE_JS = ("return [performance.timeOrigin, window.__bench || {lt: [], cb: []}, "
+               "performance.getEntriesByType('resource').filter(e => e.encodedBodySize > 1e6)"
+               ".map(e => [e.startTime, e.responseEnd, e.name])]")
+
+
+def print_timeline(driver, marks: dict[str, float]) -> None:
+    """The browser's side of one round (see the module docstring), in ms from the page asked
+    (`marks`: python time.time() of each step the bench took)."""
+    origin, got, big = driver.execute_script(TIMELINE_JS)
+    t0 = marks["page asked"] * 1000
+    rows = [(v * 1000 - t0, f"-- {k}") for k, v in marks.items()]
+    rows += [(origin + s - t0, f"long task {d:.0f} ms") for s, d in got["lt"]]
+    rows += [(origin + s - t0, f"callback {e - s:.0f} ms {out[:70]}") for s, e, out in got["cb"]]
+    rows += [(origin + s - t0, f"script {e - s:.0f} ms {url.rsplit('/', 1)[-1]}")
+             for s, e, url in big]
+    for t, what in sorted(rows):
+        print(f"    {t:7.0f}  {what}")
 
 
 def _free_port() -> int:
@@ -83,7 +125,8 @@ def _browser():
     return webdriver.Chrome(options=opts, service=Service(driver) if driver else None)
 
 
-def one_round(driver, path: Path, cache_dir: str, think: float = 0.0) -> dict[str, float]:
+def one_round(driver, path: Path, cache_dir: str, think: float = 0.0,
+              timeline: bool = False) -> dict[str, float]:
     from selenium.webdriver.common.by import By
 
     port = _free_port()
@@ -100,6 +143,7 @@ def one_round(driver, path: Path, cache_dir: str, think: float = 0.0) -> dict[st
     try:
         _wait(lambda: urllib.request.urlopen(url, timeout=1).status == 200, 60, "server")
         started = time.perf_counter() - t0
+        marks = {"page asked": time.time()}
         t1 = time.perf_counter()
         driver.get(url)
         name = path.name
@@ -113,12 +157,17 @@ def one_round(driver, path: Path, cache_dir: str, think: float = 0.0) -> dict[st
 
         cell = _wait(row, 120, "the run in the runs table")
         listed = time.perf_counter() - t1
+        marks["runs table seen"] = time.time()
         time.sleep(think)  # the user reading the runs table before picking the run
         t2 = time.perf_counter()
+        marks["click"] = time.time()
         cell.click()
         _wait(lambda: driver.execute_script(TRACES_JS, "fig-timeline") >= 1, 120,
               "the step timeline")
         drawn = time.perf_counter() - t2
+        marks["timeline seen"] = time.time()
+        if timeline:
+            print_timeline(driver, marks)
         return {"server start": started, "runs table": listed, "run drawn": drawn,
                 "open": time.perf_counter() - t1 - think}
     finally:
@@ -135,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                          "user reading it; `open` leaves them out)")
     ap.add_argument("--cached", action="store_true",
                     help="a run opened before: the on-disk cache filled by the warm-up round")
+    ap.add_argument("--timeline", action="store_true",
+                    help="print each round's browser timeline: long tasks, callbacks, scripts")
     a = ap.parse_args(argv)
     files = [Path(f) for f in a.files] if a.files else [CACHE / f for f in DEFAULT_FILES]
     files = [f for f in files if f.exists()]
@@ -142,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         print("no inputs: run benchmarks/bench_process.py once to make the synthetic files")
         return 2
     driver = _browser()
+    if a.timeline:
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": TIMELINE_INIT})
     cols = ["server start", "runs table", "run drawn", "open"]
     print("| input | MB | " + " | ".join(cols) + " |")
     print("|---|---|" + "---|" * len(cols))
@@ -150,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory() as tmp:
                 cache = tmp if a.cached else ""
                 one_round(driver, f, cache, a.think)  # warm-up: page cache, browser, disk cache
-                rows = [one_round(driver, f, cache, a.think) for _ in range(a.rounds)]
+                rows = [one_round(driver, f, cache, a.think, a.timeline)
+                        for _ in range(a.rounds)]
             med = {c: statistics.median(r[c] for r in rows) for c in cols}
             print(f"| {f.name} | {f.stat().st_size / 1e6:.1f} | "
                   + " | ".join(f"{med[c]:.2f} s" for c in cols) + " |", flush=True)

@@ -32,7 +32,9 @@ def test_predicted_column_beside_the_measured_run(tmp_path):
     client.get("/")
     out = next(k for k in app.callback_map if k.startswith("..fig-memory.figure"))
     r = _post(client, out, [{"id": "compare-select", "property": "value", "value": ["measured"]},
-                            {"id": "baseline", "property": "value", "value": "measured"}])
+                            {"id": "baseline", "property": "value", "value": "measured"},
+                            {"id": "tabs", "property": "value", "value": "compare"}],
+              [{"id": "compare-drawn", "property": "data", "value": None}])
     assert r.status_code == 200
     rows = json.loads(r.get_data(as_text=True))["response"]["compare-table"]["data"]
     (row,) = rows

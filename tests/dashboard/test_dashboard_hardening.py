@@ -97,7 +97,9 @@ def test_malformed_callback_payloads_are_answered(logdir, cell, rows):
     # 400 of its own: test_malformed_framework_requests_are_4xx).
     out = next(k for k in app.callback_map if k.startswith("..fig-memory.figure"))
     r = _post(client, out, [{"id": "compare-select", "property": "value", "value": 5},
-                            {"id": "baseline", "property": "value", "value": ["x"]}])
+                            {"id": "baseline", "property": "value", "value": ["x"]},
+                            {"id": "tabs", "property": "value", "value": "compare"}],
+              [{"id": "compare-drawn", "property": "data", "value": None}])
     assert r.status_code == 200
 
 
