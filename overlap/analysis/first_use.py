@@ -140,9 +140,7 @@ def copy_first_use(trace, programs: dict[tuple[Any, Any], trace_ops.Program] | N
     tr = trace.columns("transfers")
     n = len(tr["start_ps"])
     if not n:
-        return {"instruction": filled(n, None), "done": filled(n, None),
-                "first_user": filled(n, None), "first_use_ps": np.full(n, -1, np.int64),
-                "ready_at_ps": np.full(n, -1, np.int64), "why": filled(n, None)}
+        return _untold(n, filled(n, None))
     # Copies whose program is not at hand (or that name none) say so per distinct (module,
     # program), not per copy op: a capture without HLO (36k distinct copy ops in the
     # many-ops TPU shape) took a Python step per op, and the kernels' columns are not needed
@@ -152,13 +150,8 @@ def copy_first_use(trace, programs: dict[tuple[Any, Any], trace_ops.Program] | N
     if not len(live):
         # no copy's first use can be told: each other column one value, read-only
         # (`arrays.repeated`: five 36k-row columns of the many-ops capture not filled)
-        return {"instruction": repeated(n, None), "done": repeated(n, None),
-                "first_user": repeated(n, None), "first_use_ps": repeated(n, -1, np.int64),
-                "ready_at_ps": repeated(n, -1, np.int64), "why": reasons}
-    out: dict[str, Any] = {"instruction": filled(n, None), "done": filled(n, None),
-                           "first_user": filled(n, None),
-                           "first_use_ps": np.full(n, -1, np.int64),
-                           "ready_at_ps": np.full(n, -1, np.int64), "why": reasons}
+        return _untold(n, reasons, repeated)
+    out = _untold(n, reasons)
     from overlap.hlo import trace_ops
 
     co = trace.columns("compute")
@@ -231,6 +224,14 @@ def copy_first_use(trace, programs: dict[tuple[Any, Any], trace_ops.Program] | N
                                     "started")
     _ready(out, tg, start, cg, cs, ce)
     return out
+
+
+def _untold(n: int, why: np.ndarray, fill: Any = filled) -> dict[str, Any]:
+    """`copy_first_use`'s columns for `n` copies, no first use told yet (None, -1), and `why`.
+    `fill`: `arrays.filled` (columns the caller writes into) or `arrays.repeated`."""
+    return {"instruction": fill(n, None), "done": fill(n, None), "first_user": fill(n, None),
+            "first_use_ps": fill(n, -1, np.int64), "ready_at_ps": fill(n, -1, np.int64),
+            "why": why}
 
 
 def _without_program(trace, tr: Columns, n: int, programs: dict) -> np.ndarray:
