@@ -83,7 +83,6 @@ pandas (`overlap report` on one capture does not load it: ~0.3 s and ~43 MiB); o
 
 from __future__ import annotations
 
-import heapq
 import math
 import os
 from itertools import chain
@@ -94,14 +93,21 @@ import numpy as np
 
 from overlap.analysis import causes as exposure
 from overlap.analysis import memo
-from overlap.analysis.grouping import (
-    Columns,
-    frame_of,
-    group_sums,
-    is_none,
-    one_hot,
-    sorted_codes,
+from overlap.analysis.group_records import (  # the class labels are defined there too
+    EXPOSED,
+    GROUP_KEYS,
+    HIDDEN,
+    PARTIAL,
+    bucket,
+    group_transfers,
+    known_sizes,
+    most_exposed_ops,
+    records_of,
+    regroup,
+    top_transfer_records,
+    top_transfer_rows,
 )
+from overlap.analysis.grouping import Columns, frame_of, is_none
 from overlap.analysis.hosts import straggler_view
 from overlap.analysis.intervals import (
     Coverage,
@@ -114,8 +120,7 @@ from overlap.analysis.intervals import (
 from overlap.analysis.step_rows import step_rows
 from overlap.analysis.step_rows import step_summary as summarize_steps
 from overlap.analysis.units import format_ps
-from overlap.arrays import factorize, object_addresses, repeated
-from overlap.trace.strcodes import str_codes
+from overlap.arrays import factorize, object_addresses
 from overlap.trace.tables import concat, missing_mask, n_rows, take
 from overlap.trace.tpu import clock_counts, copy_durations
 
@@ -129,8 +134,6 @@ __all__ = ["Coverage", "covered_grouped", "merge_grouped", "merge_intervals", "s
            "reduce_parts"]
 
 SCHEMA_VERSION = 1
-
-HIDDEN, PARTIAL, EXPOSED = "hidden", "partial", "exposed"
 
 # defined beside no heavy import, for the command line's --help (see thresholds.py)
 from overlap.analysis.thresholds import (  # noqa: E402
@@ -267,18 +270,6 @@ def _bytes_known(tr: pd.DataFrame) -> np.ndarray:
     return tr["bytes_known"].fillna(True).to_numpy(dtype=bool)
 
 
-def _known(tr: Columns, n: int) -> np.ndarray:
-    """`_bytes_known` of a column table (`Trace.columns` fills the column's default; a table
-    without it, or with None in it, knows those sizes)."""
-    v = tr.get("bytes_known")
-    if v is None:
-        return np.ones(n, bool)
-    v = np.asarray(v)
-    if v.dtype != bool:
-        v = np.where(is_none(v), True, v).astype(bool)
-    return v
-
-
 def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
                    exposed_threshold: float = DEFAULT_EXPOSED_THRESHOLD,
                    ) -> tuple[pd.DataFrame, dict[tuple[str, str], tuple[Coverage, Coverage]]]:
@@ -335,7 +326,7 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
     np.divide(hidden, span, out=ratio, where=has_span)
     ratio[~has_span] = np.nan
     nbytes = np.asarray(tr["bytes"], dtype=np.int64)
-    known = _known(tr, n)
+    known = known_sizes(tr, n)
     duration, _ = copy_durations(tr, span)
     bw = np.multiply(nbytes, 1e12)
     rated = (duration > 0) & known
@@ -387,164 +378,6 @@ def missing_op_labels(trace, tr: Columns) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# Aggregation
-
-
-def _ratio(num: int, den: int) -> float | None:
-    return num / den if den > 0 else None
-
-
-def _bucket(count: int, nbytes: int, span: int, hidden: int,
-            unknown_bytes: int = 0, duration: int | None = None) -> dict[str, Any]:
-    """The common aggregate fields; duration-weighted ratio, bytes / summed `duration_ps`
-    (else `span`; none where a size is unknown: `unknown_bytes` counts those transfers)."""
-    dur = int(span if duration is None else duration)
-    return {
-        "count": int(count), "bytes": int(nbytes), "unknown_bytes": int(unknown_bytes),
-        "span_ps": int(span), "hidden_ps": int(hidden), "exposed_ps": int(span - hidden),
-        "overlap_ratio": _ratio(hidden, span), "duration_ps": dur,
-        "bandwidth_Bps": nbytes * 1e12 / dur if dur > 0 and not unknown_bytes else None,
-    }
-
-
-def _grouped(t: Columns, by: list[str]) -> Columns:
-    """Sums per group of `by` (`_SUMS`), groups in the order they first appear."""
-    # One-hot class columns so the class counts are plain sums per group.
-    cls = np.asarray(t["class"], dtype=object)
-    pageable = np.asarray(t["pageable"], dtype=bool)
-    span = np.asarray(t["span_ps"], np.int64)
-    nbytes = np.asarray(t["bytes"], np.int64)
-    n = len(span)
-    unknown = ~_known(t, n)
-    # Columns of one value (every count 1; no zero-length, pageable or unknown-size copy, as
-    # on most captures) are read-only `arrays.repeated` views: where every copy is its own op
-    # they are the groups' columns as they are, ~0.3 MB of new pages each on 36k copies.
-    any_pageable = bool(pageable.any())
-    cols = {"count": repeated(n, 1, np.int64), "bytes": nbytes,
-            "span_ps": span, "hidden_ps": np.asarray(t["hidden_ps"], np.int64),
-            "duration_ps": np.asarray(t["duration_ps"], np.int64) if "duration_ps" in t
-            else span,
-            **one_hot(cls, (HIDDEN, PARTIAL, EXPOSED)),
-            "zero_length": _ones_where(span == 0),
-            "pageable_transfers": _ones_where(pageable),
-            "pageable_bytes": np.where(pageable, nbytes, 0) if any_pageable
-            else repeated(n, 0, np.int64),
-            "unknown_bytes": _ones_where(unknown),
-            **{c: np.asarray(t[c], np.int64) for c in exposure.CAUSE_COLUMNS}}
-    return group_sums(t, by, cols, sort=False)
-
-
-def _ones_where(m: np.ndarray) -> np.ndarray:
-    """1 where `m`, else 0, as int64; a read-only `arrays.repeated` 0 where `m` holds nowhere."""
-    return m.astype(np.int64) if m.any() else repeated(len(m), 0, np.int64)
-
-
-def _records(df: Columns, keys: list[str]) -> list[dict[str, Any]]:
-    # One row per group (devices, ops), not per event; columns to lists once, not per row.
-    c = {k: df[k].tolist() for k in (*keys, "count", "bytes", "span_ps", "hidden_ps",
-                                      HIDDEN, PARTIAL, EXPOSED)}
-    n = len(c["count"])
-    unknown = df["unknown_bytes"].tolist() if "unknown_bytes" in df else [0] * n
-    duration = df["duration_ps"].tolist() if "duration_ps" in df else c["span_ps"]
-    causes = {k: df[k].tolist() if k in df else [0] * n for k in exposure.CAUSE_COLUMNS}
-    rows = []
-    for i in range(n):
-        row = {k: c[k][i] for k in keys}
-        row.update(_bucket(c["count"][i], c["bytes"][i], c["span_ps"][i], c["hidden_ps"][i],
-                           unknown[i], duration[i]))
-        row.update({label: int(c[label][i]) for label in (HIDDEN, PARTIAL, EXPOSED)})
-        row["exposure_causes"] = exposure.cause_dict({k: v[i] for k, v in causes.items()})
-        rows.append(row)
-    return rows
-
-
-def _most_exposed_ops(groups: Columns, top: int, one_device: bool = False) -> dict[str, Any]:
-    """`by_hlo_op`: the `top` (op, direction) rows by exposed time (ties: op, then direction);
-    records are built for those rows only (a capture may have tens of thousands of ops).
-    `one_device`: every group has the same (host, device) key, so that the transfer groups
-    (distinct (host, device, direction, op) keys) are the (op, direction) groups already, in
-    order of first appearance: taken as they are (numbering 36k op names again to find each
-    its own group cost ~0.5 ms)."""
-    ops = ({"hlo_op": groups["hlo_op"], "direction": groups["direction"],
-            **{c: np.asarray(groups[c], np.int64) for c in _SUMS}} if one_device
-           else _regroup(groups, ["hlo_op", "direction"], sort=False))  # ordered below
-    exposed = ops["span_ps"] - ops["hidden_ps"]
-    n = len(exposed)
-    k = max(top, 0)
-    # Only rows at or above the k-th largest exposed time can be in the top k: the names are
-    # sorted for those alone (sorting 36k op names was half of this function).
-    cand = np.arange(n)
-    if 0 < k < n:
-        thr = np.partition(exposed, n - k)[n - k]
-        cand = np.flatnonzero(exposed >= thr)
-        if len(cand) > 2 * k:  # many ties at the threshold (all hidden: every op exposes 0)
-            cand = _fewest_tied(ops["hlo_op"], exposed, cand, thr, k)
-    elif k == 0:
-        cand = cand[:0]
-    sub = take(ops, cand)
-    op_code = sorted_codes(sub["hlo_op"])
-    dir_code = sorted_codes(sub["direction"])
-    keep = take(sub, np.lexsort((dir_code, op_code, -exposed[cand]))[:k])
-    rows = _records(keep, ["hlo_op", "direction"])
-    return {"records": rows, "truncated": len(rows) < n, "total_records": n,
-            "returned_records": len(rows)}
-
-
-def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: int,
-                 k: int) -> np.ndarray:
-    """Of the candidates `cand` (exposed >= thr), those that can still be in the top `k`
-    once ties at `thr` are broken by op name (missing names first): every row above the
-    threshold, and the tied rows whose name is missing or at most the name the top `k` ends
-    on. The caller sorts what is left; the answer is the same, without sorting every name."""
-    above = cand[exposed[cand] > thr]
-    ties = cand[exposed[cand] == thr]
-    need = k - len(above)
-    tn = np.asarray(names, dtype=object)
-    if len(ties) < len(tn):  # (every row tied, as where every op hides: the column itself)
-        tn = tn[ties]
-    got = str_codes(tn, False)
-    if got is not None:
-        # every name a str (numbered already where the ties are every op: `_grouped`'s
-        # codes): the name the top ends on is at most the `need`-th smallest distinct name,
-        # found without sorting them (`_at_most_kth`; sorting all 36k names in the compiled
-        # scanner took ~2 ms), and the rows whose name is at most that one
-        # are kept, as below (where names repeat, a few more: the caller sorts them)
-        codes, uniq = got
-        return np.sort(np.r_[above, ties[_at_most_kth(uniq, need)[codes]]])
-    missing = missing_mask(tn)
-    n_missing = int(missing.sum())
-    if need <= n_missing:  # the top ends among the tied rows with no name
-        return np.sort(np.r_[above, ties[missing]])
-    named = tn[~missing]
-    strs = named.tolist()
-    if not set(map(type, strs)) <= {str}:  # names that do not order as strings
-        return cand
-    cut = np.empty((), object)  # the str itself: numpy would make a str scalar a numpy
-    cut[()] = heapq.nsmallest(need - n_missing, strs)[-1]  # string, which drops a final NUL
-    keep = missing.copy()
-    keep[~missing] = np.asarray(named <= cut, bool)  # str <= str per element, in C
-    return np.sort(np.r_[above, ties[keep]])
-
-
-def _at_most_kth(uniq: np.ndarray, k: int, sample: int = 2048) -> np.ndarray:
-    """Per value of `uniq` (an object array of distinct strs, 1 <= k <= its length): is it at
-    most the `k`-th smallest of them? Where they are many, a strided sample of `sample` of
-    them bounds that value from above first (its `k`-th smallest: at least `k` values lie at
-    or below it, so the `k`-th smallest of all does too), one comparison per value in C finds
-    those at or below the bound, and only they are ranked (`heapq.nsmallest` over all 36k op
-    names of the many-ops capture was ~1.1 ms of Python comparisons; the bound leaves ~200)."""
-    n = len(uniq)
-    cut = np.empty((), object)  # the str itself: numpy would make a str scalar a numpy string
-    if n <= 2 * sample or k > sample // 8:
-        cut[()] = heapq.nsmallest(k, uniq.tolist())[-1]
-        return np.asarray(uniq <= cut, bool)  # str <= str per distinct name, in C
-    cut[()] = heapq.nsmallest(k, uniq[:: n // sample].tolist())[-1]
-    small = np.asarray(uniq <= cut, bool)
-    at = np.flatnonzero(small)
-    cut[()] = heapq.nsmallest(k, uniq[at].tolist())[-1]
-    small[at] = np.asarray(uniq[at] <= cut, bool)
-    return small
-
 
 def _status(backend: str, compute_events: int, n_transfers: int) -> tuple[str, str]:
     if n_transfers:
@@ -629,7 +462,7 @@ def host_part_and_table(trace, *, hidden_threshold: float, exposed_threshold: fl
     keep = order[: max(top, 0)]
     worst = {**take(table, keep), "pos": keep}
     return {
-        "groups": _grouped(table, list(GROUP_KEYS)), "top": worst, "top_n": top,
+        "groups": group_transfers(table, list(GROUP_KEYS)), "top": worst, "top_n": top,
         "steps": rows, "unassigned": unassigned,
         "backend": trace.backend, "synthetic": bool(trace.synthetic),
         "sources": [str(s) for s in trace.sources],
@@ -702,50 +535,6 @@ def note_unreadable(result: dict[str, Any], unreadable: list[dict[str, str]],
     result["verdict"] = f"{result['verdict']} [{text}]"
 
 
-# The finest grouping a part keeps; every aggregate of the result is a sum over these groups.
-GROUP_KEYS = ("host", "device", "direction", "hlo_op")
-_SUMS = ("count", "bytes", "span_ps", "hidden_ps", "duration_ps", HIDDEN, PARTIAL, EXPOSED,
-         "zero_length", "pageable_transfers", "pageable_bytes", "unknown_bytes",
-         *exposure.CAUSE_COLUMNS)
-
-
-def _regroup(groups: Columns, by: list[str], sort: bool = True) -> Columns:
-    return group_sums(groups, by, {c: np.asarray(groups[c], np.int64) for c in _SUMS}, sort)
-
-
-def _top_rows(parts: list[dict[str, Any]], top: int) -> Columns:
-    """The `top` most exposed transfers over all parts, ties broken as one global sort would
-    (by start, then host, then the row's place in its host's table)."""
-    t = concat([p["top"] for p in parts])
-    if n_rows(t) < 2:
-        return t
-    h, _ = factorize(t["host"], sort=True)
-    order = np.lexsort((t["pos"], h, t["start_ps"], -t["exposed_ps"]))
-    return take(t, order[: max(top, 0)])
-
-
-def _top_records(worst: Columns) -> list[dict[str, Any]]:
-    """`top_exposed` records of the rows `_top_rows` kept (at most `top`): Python values, NaN
-    ratios and bandwidths as None."""
-    c = {k: worst[k].tolist() for k in (
-        "host", "device", "direction", "hlo_op", "start_ps", "span_ps", "hidden_ps",
-        "exposed_ps", "overlap_ratio", "class", "bytes", "bandwidth_Bps", "pageable")}
-    n = len(c["host"])
-    known = worst["bytes_known"].tolist() if "bytes_known" in worst else [True] * n
-    return [{
-        "host": c["host"][i], "device": c["device"][i], "direction": c["direction"][i],
-        "hlo_op": c["hlo_op"][i], "start_ps": int(c["start_ps"][i]),
-        "span_ps": int(c["span_ps"][i]), "hidden_ps": int(c["hidden_ps"][i]),
-        "exposed_ps": int(c["exposed_ps"][i]),
-        "ratio": None if math.isnan(c["overlap_ratio"][i]) else float(c["overlap_ratio"][i]),
-        "class": c["class"][i] or None, "bytes": int(c["bytes"][i]),
-        "bytes_known": bool(known[i]),
-        "bandwidth_Bps": None if math.isnan(c["bandwidth_Bps"][i])
-        else float(c["bandwidth_Bps"][i]),
-        "pageable": bool(c["pageable"][i]),
-        **exposure.top_fields(worst, i),
-    } for i in range(n)]
-
 
 def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict[str, Any]:
     """The reduce step: one result from the parts of disjoint hosts (`host_part`).
@@ -790,7 +579,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     nbytes = int(groups["bytes"].sum())
     pageable_bytes = int(groups["pageable_bytes"].sum())
 
-    summary = {"transfers": n, **_bucket(n, nbytes, span, hidden,
+    summary = {"transfers": n, **bucket(n, nbytes, span, hidden,
                                          int(groups["unknown_bytes"].sum()) if n else 0,
                                          int(groups["duration_ps"].sum()))}
     del summary["count"]
@@ -804,14 +593,14 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     # not two. The same sums (int64 sums in any grouping), the same keys in the same order
     # (sorted), each group's first row's key values (the coarse groups in order of first
     # appearance: a group's first coarse row holds its first row's keys).
-    coarse = _regroup(groups, ["host", "device", "direction"], sort=False)
-    device_groups = _regroup(coarse, ["host", "device"])  # a missing key is a key (dropna=False)
+    coarse = regroup(groups, ["host", "device", "direction"], sort=False)
+    device_groups = regroup(coarse, ["host", "device"])  # a missing key is a key (dropna=False)
     summary["devices"] = n_rows(device_groups) if n else 0
 
     by_direction = {}
     cause_stats = exposure.merge_stats([p.get("causes") or {} for p in parts])
     # per direction: sums of the (host, direction) groups' sums (a few rows)
-    host_dir = _regroup(coarse, ["host", "direction"])
+    host_dir = regroup(coarse, ["host", "direction"])
     gdir = np.asarray(host_dir["direction"], dtype=object)
     sums = {c: np.asarray(host_dir[c], np.int64) for c in (
         "count", "bytes", "span_ps", "hidden_ps", "unknown_bytes", "duration_ps", HIDDEN,
@@ -819,7 +608,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     for d in DIRECTIONS:
         m = gdir == d
         sub = {c: int(v[m].sum()) for c, v in sums.items()}
-        b = _bucket(sub["count"], sub["bytes"], sub["span_ps"], sub["hidden_ps"],
+        b = bucket(sub["count"], sub["bytes"], sub["span_ps"], sub["hidden_ps"],
                     sub["unknown_bytes"], sub["duration_ps"])
         b.update({c: sub[c] for c in (HIDDEN, PARTIAL, EXPOSED)})
         b["exposure_causes"] = exposure.exposure_causes(
@@ -827,10 +616,10 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
             b["exposed_ps"], cause_stats.get(d, {}))
         by_direction[d] = b
 
-    by_device = _records(device_groups, ["host", "device"])
-    by_host_direction = _records(host_dir, ["host", "direction"])
+    by_device = records_of(device_groups, ["host", "device"])
+    by_host_direction = records_of(host_dir, ["host", "direction"])
 
-    top_rows = _top_records(_top_rows(parts, top))  # at most `top` rows
+    top_rows = top_transfer_records(top_transfer_rows(parts, top))  # at most `top` rows
     top_exposed = {"records": top_rows, "truncated": len(top_rows) < n, "total_records": n,
                    "returned_records": len(top_rows)}
 
@@ -906,7 +695,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
         "by_device": by_device,
         "by_host_direction": by_host_direction,
         # (one part: its groups' keys are distinct; parts of one host name may repeat them)
-        "by_hlo_op": _most_exposed_ops(groups, top, one_device=len(parts) == 1
+        "by_hlo_op": most_exposed_ops(groups, top, one_device=len(parts) == 1
                                        and n_rows(device_groups) == 1),
         "steps": steps,
         "step_summary": step_summary,

@@ -542,11 +542,11 @@ def test_top_ops_with_many_ties_equal_a_full_sort(rows, top):
     and must give what sorting every row gives."""
     import pandas as pd
 
-    from overlap.analysis.overlap import _most_exposed_ops
+    from overlap.analysis.group_records import most_exposed_ops
 
     g = _op_groups(rows)
     got = [(None if pd.isna(r["hlo_op"]) else r["hlo_op"], r["direction"])
-           for r in _most_exposed_ops(g, top)["records"]]
+           for r in most_exposed_ops(g, top)["records"]]
     key = [(-(r[2]), r[0] is not None, r[0] or "", r[1]) for r in rows]
     want = [(rows[i][0], rows[i][1]) for i in sorted(range(len(rows)), key=key.__getitem__)]
     assert got == want[:top]
@@ -555,7 +555,7 @@ def test_top_ops_with_many_ties_equal_a_full_sort(rows, top):
 def _op_groups(rows) -> dict:
     """(host, device, direction, hlo_op) groups of one host: `rows` of (op, direction, extra
     exposed ps), each span 10 + extra ps with 10 ps hidden."""
-    from overlap.analysis.overlap import _SUMS
+    from overlap.analysis.group_records import _SUMS
 
     n = len(rows)
     g = {"host": np.array(["h"] * n, object), "device": np.array(["TPU:0"] * n, object),
@@ -577,10 +577,10 @@ def test_top_ops_named_by_strs_equal_a_full_sort(rows, top):
     """Every op named by a str: the tied rows that can make the cut are found by the names'
     ranks (`strcodes.str_codes`, Python's order), and the top is what sorting every row
     gives (a name and its two directions, non-ASCII and NUL in names)."""
-    from overlap.analysis.overlap import _most_exposed_ops
+    from overlap.analysis.group_records import most_exposed_ops
 
     g = _op_groups(rows)
-    got = [(r["hlo_op"], r["direction"]) for r in _most_exposed_ops(g, top)["records"]]
+    got = [(r["hlo_op"], r["direction"]) for r in most_exposed_ops(g, top)["records"]]
     want = sorted(rows, key=lambda r: (-r[2], r[0], r[1]))
     assert got == [(r[0], r[1]) for r in want[:top]]
 

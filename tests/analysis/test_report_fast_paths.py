@@ -1,7 +1,7 @@
 """The report's shortcuts on the many-distinct-copy-ops shape give the plain rules' answers.
 
 Issue 32, round 9: the top ops' cut found from a sample of the op names
-(`overlap._at_most_kth`), a transfer's memory kind compared once per shared object
+(`group_records._at_most_kth`), a transfer's memory kind compared once per shared object
 (`overlap._equals`), the (host, device) and (host, direction) groups summed from the (host,
 device, direction) groups (`reduce_parts`), the copies' (module, program id) pairs numbered
 once per trace (`grouping.copy_pairs`), the `top_exposed` records found in sorted starts by
@@ -19,9 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from overlap.analysis import group_records
 from overlap.analysis import overlap as an
 from overlap.analysis.first_use import _rows_starting_at
-from overlap.analysis.grouping import copy_pairs, pair_codes
+from overlap.analysis.grouping import copy_pairs, group_sums, pair_codes
 from overlap.trace import read_trace
 from overlap.trace.synthetic import many_ops_scenario
 
@@ -43,7 +44,7 @@ def test_at_most_kth_equals_comparing_with_the_kth_of_a_sort(names, data):
     cut = sorted(names)[k - 1]
     want = [n <= cut for n in names]
     for sample in (2, 8, 32, 2048):
-        assert an._at_most_kth(_objects(names), k, sample=sample).tolist() == want
+        assert group_records._at_most_kth(_objects(names), k, sample=sample).tolist() == want
 
 
 def test_at_most_kth_on_many_names_takes_the_sample_and_keeps_exactly_k():
@@ -52,7 +53,7 @@ def test_at_most_kth_on_many_names_takes_the_sample_and_keeps_exactly_k():
     rng = np.random.default_rng(3)
     names = [f"copy-start.{i}" for i in rng.permutation(36_000).tolist()]
     for k in (1, 10, 200):
-        got = an._at_most_kth(_objects(names), k)
+        got = group_records._at_most_kth(_objects(names), k)
         assert sorted(np.asarray(names, object)[got].tolist()) == heapq.nsmallest(k, names)
 
 
@@ -99,12 +100,12 @@ def test_device_and_direction_groups_from_the_coarse_groups_equal_the_direct_one
     g = {"host": _objects([r[0] for r in rows]), "device": _objects([r[1] for r in rows]),
          "direction": _objects([r[2] for r in rows]),
          "hlo_op": _objects([f"op.{i}" for i in range(n)])}
-    for c in an._SUMS:
+    for c in group_records._SUMS:
         g[c] = np.array([r[3] + i for i, r in enumerate(rows)], np.int64)
-    coarse = an._regroup(g, ["host", "device", "direction"], sort=False)
+    coarse = group_records.regroup(g, ["host", "device", "direction"], sort=False)
     for by in (["host", "device"], ["host", "direction"]):
-        want = an._regroup(g, by)
-        got = an._regroup(coarse, by)
+        want = group_records.regroup(g, by)
+        got = group_records.regroup(coarse, by)
         assert list(got) == list(want)
         for c in want:
             w, h = want[c].tolist(), got[c].tolist()
@@ -191,11 +192,12 @@ def test_top_ops_of_one_device_take_the_transfer_groups_as_they_are(rows, top):
     n = len(rows)
     t = {"host": _objects(["h"] * n), "device": _objects(["TPU:0"] * n),
          "direction": _objects([r[1] for r in rows]), "hlo_op": _objects([r[0] for r in rows])}
-    sums = {c: np.ones(n, np.int64) for c in an._SUMS}
+    sums = {c: np.ones(n, np.int64) for c in group_records._SUMS}
     sums["span_ps"] = np.array([10 + r[2] for r in rows], np.int64)
     sums["hidden_ps"] = np.array([10 - r[3] if r[3] <= 10 else 0 for r in rows], np.int64)
-    groups = an.group_sums(t, list(an.GROUP_KEYS), sums, sort=False)
-    assert an._most_exposed_ops(groups, top, one_device=True) == an._most_exposed_ops(groups, top)
+    groups = group_sums(t, list(group_records.GROUP_KEYS), sums, sort=False)
+    most = group_records.most_exposed_ops
+    assert most(groups, top, one_device=True) == most(groups, top)
 
 
 def test_two_parts_of_one_host_still_sum_their_ops(tmp_path):
