@@ -60,8 +60,8 @@ from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.unicode cimport (PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_GET_LENGTH,
-                             PyUnicode_KIND, PyUnicode_READ)
+from cpython.unicode cimport (PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_DecodeASCII,
+                             PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ)
 
 
 cdef extern from *:
@@ -2346,3 +2346,57 @@ def span_codes(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1]
             first_l.append(i)
         codes[i] = c
     return codes_a, np.array(first_l, np.int64)
+
+
+cdef bint _SPACE[256]  # str.isspace() of the ASCII bytes (str.strip's set; hlotext._ASCII_SPACE)
+for _c in (0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x1F, 0x20):
+    _SPACE[_c] = True
+
+
+def instruction_name_strings(const uint8_t[::1] buf, const int64_t[::1] lo,
+                             const int64_t[::1] hi, const int64_t[::1] eq,
+                             const int64_t[::1] at):
+    """`hlotext.instruction_name_spans` of the texts `at` ([lo, hi) of `buf`, their first
+    ` = ` at `eq`, -1 where none), each name span made a str, in one walk: a list of strs,
+    or None where a text's span is not its answer (whitespace to strip), or holds a NUL or a
+    byte >= 0x80 (the caller then takes the numpy rule and the str rule, as before). Why:
+    the rule is a few byte tests per text, ~20 numpy passes over 4096 texts a block, and a
+    gather, a decode and a split after them (~4 ms on the many-ops capture's 36k copies)."""
+    cdef Py_ssize_t n = at.shape[0], nt = lo.shape[0], nb = buf.shape[0], i, k, p
+    cdef int64_t s, e, q, ns, ne
+    cdef uint8_t first, last
+    cdef bint pct
+    if hi.shape[0] != nt or eq.shape[0] != nt:
+        raise ValueError("text starts, ends and ` = ` positions differ in length")
+    for i in range(n):
+        k = at[i]
+        if k < 0 or k >= nt or lo[k] < 0 or hi[k] < lo[k] or hi[k] > nb:
+            raise ValueError("text outside the buffer")
+    if nb == 0:  # (every text is empty)
+        return [""] * n
+    cdef const uint8_t* b = &buf[0]
+    out = []
+    for i in range(n):
+        k = at[i]
+        s, e, q = lo[k], hi[k], eq[k]
+        if e == s:  # an empty text: its name is empty
+            out.append("")
+            continue
+        first, last = b[s], b[e - 1]
+        pct = first == 0x25 and not _SPACE[last]
+        if pct:
+            ns = s + 1
+            ne = q if q >= 0 else e
+            if ne < ns or q >= e:
+                return None
+            if ne > ns and (_SPACE[b[ns]] or _SPACE[b[ne - 1]]):
+                return None
+        elif first != 0x25 and not _SPACE[first] and not _SPACE[last]:
+            ns, ne = s, e
+        else:
+            return None
+        for p in range(ns, ne):
+            if b[p] == 0 or b[p] >= 0x80:
+                return None
+        out.append(PyUnicode_DecodeASCII(<char*>(b + ns), ne - ns, NULL))
+    return out

@@ -150,17 +150,28 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         if not sel.size:
             return
         at = at[sel]
-        dspan = None if device_span is None else _nullable_ints(device_span[sel])
-        direction = facts["direction"][at]
+        # Every span a transfer, each of its own op in op order (the many-ops capture: 36k
+        # Async events of 36k distinct copy ops): the columns are the facts' and the spans'
+        # arrays themselves, not copies made by a take (five 36k-row object takes, ~0.8 ms).
+        # The arrays are this read's own (`copy_columns` made them for this call; `starts`
+        # and `ends` are not read again), so the table may keep them.
+        every = len(sel) == len(starts) == len(ok) and bool(
+            (at == np.arange(len(at))).all())
+
+        def per(col: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            return col if every else col[rows]
+
+        dspan = None if device_span is None else _nullable_ints(per(device_span, sel))
+        direction = per(facts["direction"], at)
         # (compared once per op, then taken per transfer: no str comparison per transfer)
-        h2d = np.asarray(facts["direction"] == "H2D", bool)[at]
+        h2d = per(np.asarray(facts["direction"] == "H2D", bool), at)
         tr.add(len(sel), host=host, device=device, direction=direction,
-               start_ps=np.asarray(starts, np.int64)[sel],
-               end_ps=np.asarray(ends, np.int64)[sel], bytes=facts["bytes"][at],
+               start_ps=per(np.asarray(starts, np.int64), sel),
+               end_ps=per(np.asarray(ends, np.int64), sel), bytes=per(facts["bytes"], at),
                src_kind=_KINDS[h2d.astype(np.intp)], dst_kind=_KINDS[(~h2d).astype(np.intp)],
                **{"async": True}, stream=line.id, line=line.name,
-               hlo_op=facts["hlo_op"][at], hlo_module=facts["hlo_module"][at],
-               program_id=facts["program_id"][at], device_span_ps=dspan)
+               hlo_op=per(facts["hlo_op"], at), hlo_module=per(facts["hlo_module"], at),
+               program_id=per(facts["program_id"], at), device_span_ps=dspan)
 
     if async_line is not None and async_line.n_events:
         # Only metadata (names, metadata stats) decides here: no event stat is ever read (and
@@ -796,7 +807,16 @@ def _text_facts_numpy(buf: np.ndarray, lo: np.ndarray,
 def _names_from(b: np.ndarray, lo: np.ndarray, hi: np.ndarray, eq: np.ndarray,
                 at: np.ndarray) -> list[str]:
     """`instruction_names` of the texts `at` (plain ASCII, joined in `b`), on their bytes
-    where the name needs no stripping."""
+    where the name needs no stripping: the scanner's `instruction_name_strings` where every
+    one of them does (and holds no NUL), else by numpy (tests/trace/test_tpu_bytes.py holds
+    the two equal)."""
+    fn = getattr(_scan, "instruction_name_strings", None)
+    if fn is not None:
+        got_l = fn(np.asarray(b, np.uint8).reshape(-1), np.ascontiguousarray(lo, np.int64),
+                   np.ascontiguousarray(hi, np.int64), np.ascontiguousarray(eq, np.int64),
+                   np.ascontiguousarray(at, np.int64))
+        if got_l is not None:
+            return got_l
     ns, ne, ok = instruction_name_spans(b, lo[at], hi[at], eq[at])
     fast = np.flatnonzero(ok)
     got = MetaTable.gather_spans(b, ns[fast], ne[fast], 0).tobytes().decode("ascii")

@@ -88,6 +88,33 @@ def test_plain_texts_and_instruction_name_spans_equal_the_str_rule(texts):
             assert b[ns[i]:ne[i]].tobytes().decode() == want[i], t
 
 
+@settings(max_examples=300, deadline=None)
+@given(_texts, st.data())
+def test_instruction_name_strings_equal_the_numpy_rule(texts, data):
+    """The scanner's names of the texts asked (`tpu._names_from`'s fast path): where it
+    answers, every one is the numpy rule's span as a str; it leaves a set (None) only where
+    a text's span is not its answer or holds a NUL or a non-ASCII byte."""
+    b, lo, hi, _ = _joined(texts)
+    eq = hlotext.first_within(hlotext.find_all(b, b" = ", 1), lo, hi, 3)
+    at = np.array(sorted(data.draw(st.sets(st.integers(0, max(len(texts) - 1, 0)))))
+                  if texts else [], np.int64)
+    got = wire._scan.instruction_name_strings(b, lo, hi, eq, at)
+    ns, ne, ok = hlotext.instruction_name_spans(b, lo[at], hi[at], eq[at])
+    spans = [b[p:q].tobytes() for p, q in zip(ns.tolist(), ne.tolist())]
+    clean = [x.isascii() and b"\0" not in x for x in spans]
+    if got is None:
+        assert not (ok.all() and all(clean))
+    else:
+        assert ok.all() and all(clean)
+        assert got == [x.decode() for x in spans]
+        assert all(type(x) is str for x in got)
+        # the reader's names are the same without the scanner's walk
+        assert tpu._names_from(b, lo, hi, eq, at) == got
+        with pytest.MonkeyPatch.context() as mp:
+            mp.delattr(tpu._scan, "instruction_name_strings")
+            assert tpu._names_from(b, lo, hi, eq, at) == got
+
+
 _name = st.tuples(st.sampled_from(["copy", "all-reduce", "x", "", "send", "recv", "é", "a\nb"]),
                   st.sampled_from(["-start", "-done", "", "start", "-start\n"]),
                   st.sampled_from(["", ".", "-"]),
