@@ -4,6 +4,7 @@ loaded in headless Chromium, the run picked, and the time until its step timelin
 
     python benchmarks/bench_dashboard.py                      # the synthetic 1M files
     python benchmarks/bench_dashboard.py --rounds 5 --files a.xplane.pb b.xplane.pb
+    python benchmarks/bench_dashboard.py --before /tmp/older_checkout --files a.xplane.pb
 
 Each round starts a fresh server (nothing in its memory) with the on-disk cache disabled
 (`OVERLAP_CACHE_DIR=`: a run never seen before) or, with `--cached`, pointed at a folder the
@@ -18,7 +19,8 @@ warm-up round filled (a run opened before). Times, wall seconds, median over rou
 
 `--timeline` prints, for each round, where the open went in the browser: its long tasks (the
 main thread busy > 50 ms, PerformanceObserver 'longtask'), each callback request (which outputs,
-sent -> answered, from a wrapped `fetch`) and the scripts over 1 MB, in ms from the page asked.
+sent -> answered, from a wrapped `fetch`), the scripts over 1 MB and when plotly.js has run (its
+bundle setting `window.Plotly`), in ms from the page asked.
 
 Needs chromium, chromedriver and selenium (the project's [test] extra); nothing here is a
 test, and no test asserts any of these times.
@@ -52,6 +54,9 @@ TRACES_JS = ("const g = document.getElementById(arguments[0]);"
              "return p && p._fullData ? p._fullData.filter("
              "t => t.visible !== false && t._length > 0).length : 0")
 
+TITLE_JS = ("const p = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');"
+            "return (p && p.layout && p.layout.title && p.layout.title.text) || ''")
+
 
 # Installed before any page script (CDP): the browser's long tasks, and each Dash callback
 # request with the outputs it asks for, in the page's own clock (performance.now()).
@@ -62,6 +67,12 @@ try {
     window.__bench.lt.push([e.startTime, e.duration]); })
     .observe({type: 'longtask', buffered: true});
 } catch (e) {}
+// when plotly.js has run (its bundle sets globalThis.Plotly; the page's loader sets a
+// thenable first, which has no newPlot)
+let __plotly;
+Object.defineProperty(window, 'Plotly', {configurable: true, get: () => __plotly, set: v => {
+  if (v && v.newPlot && !window.__bench.plotly) { window.__bench.plotly = performance.now(); }
+  __plotly = v; }});
 const __fetch = window.fetch;
 window.fetch = function (url, opts) {
   const t0 = performance.now();
@@ -87,6 +98,8 @@ def print_timeline(driver, marks: dict[str, float]) -> None:
     rows += [(origin + s - t0, f"callback {e - s:.0f} ms {out[:70]}") for s, e, out in got["cb"]]
     rows += [(origin + s - t0, f"script {e - s:.0f} ms {url.rsplit('/', 1)[-1]}")
              for s, e, url in big]
+    if got.get("plotly"):
+        rows.append((origin + got["plotly"] - t0, "plotly.js has run"))
     for t, what in sorted(rows):
         print(f"    {t:7.0f}  {what}")
 
@@ -126,17 +139,19 @@ def _browser():
 
 
 def one_round(driver, path: Path, cache_dir: str, think: float = 0.0,
-              timeline: bool = False) -> dict[str, float]:
+              timeline: bool = False, tree: Path = REPO,
+              also: tuple[Path, ...] = ()) -> dict[str, float]:
     from selenium.webdriver.common.by import By
 
     port = _free_port()
-    env = {**os.environ, "OVERLAP_CACHE_DIR": cache_dir, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "OVERLAP_CACHE_DIR": cache_dir, "PYTHONPATH": str(tree)}
     t0 = time.perf_counter()
     # OVERLAP_BENCH_SERVER: another script taking the same arguments (e.g. one that logs
     # each request's time), for finding where a slow open goes
     server = os.environ.get("OVERLAP_BENCH_SERVER")
     cmd = [sys.executable, server] if server else [sys.executable, "-m", "overlap", "dashboard"]
-    proc = subprocess.Popen(cmd + [str(path), "--port", str(port)], env=env,
+    proc = subprocess.Popen(cmd + [str(p) for p in (*also, path)] + ["--port", str(port)],
+                            env=env,
                             stdout=subprocess.DEVNULL, stderr=None if server else
                             subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
@@ -162,7 +177,10 @@ def one_round(driver, path: Path, cache_dir: str, think: float = 0.0,
         t2 = time.perf_counter()
         marks["click"] = time.time()
         cell.click()
-        _wait(lambda: driver.execute_script(TRACES_JS, "fig-timeline") >= 1, 120,
+        # with `also`, the Run tab first shows the page's run (a real one): the picked run's
+        # timeline is the one whose title says SYNTHETIC
+        _wait(lambda: driver.execute_script(TRACES_JS, "fig-timeline") >= 1 and (
+            not also or "SYNTHETIC" in driver.execute_script(TITLE_JS, "fig-timeline")), 120,
               "the step timeline")
         drawn = time.perf_counter() - t2
         marks["timeline seen"] = time.time()
@@ -186,7 +204,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="a run opened before: the on-disk cache filled by the warm-up round")
     ap.add_argument("--timeline", action="store_true",
                     help="print each round's browser timeline: long tasks, callbacks, scripts")
+    ap.add_argument("--also", nargs="*", default=[], metavar="PATH",
+                    help="real captures or logdirs the dashboard gets before the file (a "
+                         "SYNTHETIC one): the page opens on a real run, so the click picks a run "
+                         "not shown yet; its timeline is seen when its title says SYNTHETIC")
+    ap.add_argument("--before", metavar="DIR",
+                    help="another checkout (bytecode compiled) timed in the same rounds: each "
+                         "round opens the file with it, then with this one")
     a = ap.parse_args(argv)
+    trees = [("before", Path(a.before).resolve()), ("after", REPO)] if a.before else [("", REPO)]
+    also = tuple(Path(p).resolve() for p in a.also)
     files = [Path(f) for f in a.files] if a.files else [CACHE / f for f in DEFAULT_FILES]
     files = [f for f in files if f.exists()]
     if not files:
@@ -196,18 +223,28 @@ def main(argv: list[str] | None = None) -> int:
     if a.timeline:
         driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": TIMELINE_INIT})
     cols = ["server start", "runs table", "run drawn", "open"]
-    print("| input | MB | " + " | ".join(cols) + " |")
-    print("|---|---|" + "---|" * len(cols))
+    print("| input | MB | " + " | ".join(cols) + " | open, each round |")
+    print("|---|---|" + "---|" * (len(cols) + 1))
     try:
         for f in files:
+            rows: dict[str, list[dict[str, float]]] = {k: [] for k, _ in trees}
             with tempfile.TemporaryDirectory() as tmp:
-                cache = tmp if a.cached else ""
-                one_round(driver, f, cache, a.think)  # warm-up: page cache, browser, disk cache
-                rows = [one_round(driver, f, cache, a.think, a.timeline)
-                        for _ in range(a.rounds)]
-            med = {c: statistics.median(r[c] for r in rows) for c in cols}
-            print(f"| {f.name} | {f.stat().st_size / 1e6:.1f} | "
-                  + " | ".join(f"{med[c]:.2f} s" for c in cols) + " |", flush=True)
+                caches = {k: (str(Path(tmp) / (k or "cache")) if a.cached else "")
+                          for k, _ in trees}
+                for k, tree in trees:  # warm-up: page cache, browser, disk cache
+                    one_round(driver, f, caches[k], a.think, tree=tree, also=also)
+                for _ in range(a.rounds):  # interleaved: before, after, before, ...
+                    for k, tree in trees:
+                        if a.timeline and k:
+                            print(f"  {k}:")
+                        rows[k].append(one_round(driver, f, caches[k], a.think, a.timeline,
+                                                 tree, also))
+            for k, _ in trees:
+                med = {c: statistics.median(r[c] for r in rows[k]) for c in cols}
+                each = ", ".join(f"{r['open']:.2f}" for r in rows[k])
+                print(f"| {f.name}{' ' + k if k else ''} | {f.stat().st_size / 1e6:.1f} | "
+                      + " | ".join(f"{med[c]:.2f} s" for c in cols) + f" | {each} |",
+                      flush=True)
     finally:
         driver.quit()
     return 0

@@ -285,7 +285,14 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
                 html.H2("overlap: does host offloading pay off?"),
                 html.Button("Refresh runs", id="refresh"),
                 html.Span("logdirs: " + ", ".join(table.logdirs), style={"color": "#666"}),
-                html.Div(id="plotly-preload", style={"display": "none"}),
+                # An empty hidden graph, in the page from the start: Dash's graph code (its
+                # async-graph chunk) and plotly.js's first plot run before the user picks a
+                # run, not after (plotly.js itself is started from <head>, `plotlyjs`). Issue
+                # 32, the user reading the runs table 2 s first: without it the run's figures
+                # came 0.00-0.04 s later (round 10); as a callback's answer it cost a round trip.
+                dcc.Graph(id="plotly-preload", figure={"data": [], "layout": {}},
+                          config={"displayModeBar": False, "staticPlot": True},
+                          style={"display": "none"}),
                 # what the Compare tab shows now (`_drawn_key`): drawn when first opened, not
                 # again on every visit
                 dcc.Store(id="compare-drawn"),
@@ -390,8 +397,9 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
 
     @app.callback(Output("run-select", "value"), Output("tabs", "value"),
                   Input("runs-table", "active_cell"), State("runs-table", "derived_viewport_data"),
-                  prevent_initial_call=True)
-    def open_run(cell, rows):
+                  State("run-select", "value"), State("step-select", "value"),
+                  State("run-status", "children"), prevent_initial_call=True)
+    def open_run(cell, rows, current, step_value, status):
         # Payloads come from the browser: anything malformed is answered like no selection.
         if not isinstance(cell, dict) or not isinstance(rows, list):
             return dash.no_update, dash.no_update
@@ -399,35 +407,10 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
         if not isinstance(i, int) or not 0 <= i < len(rows) or not isinstance(rows[i], dict) \
                 or not isinstance(rows[i].get("run"), str):
             return dash.no_update, dash.no_update
-        return rows[i]["run"], "run"
-
-    @app.callback(Output("step-select", "options"), Output("step-select", "value"),
-                  Output("run-status", "children"), Input("run-select", "value"))
-    def choose_run(name):
-        run = table.find(name)
-        if run is None:
-            return [], None, _error_card(f"Unknown run {name!r}: pick one from the list."
-                                         if name else "No runs found under the logdirs.")
-        try:
-            d = rundata.load_run(run)
-        except rundata.RunLoadError as e:
-            return [], None, _error_card(f"This run could not be read: {e}")
-        step = rundata.default_step(d)
-        return (rundata.step_options(d), None if step is None else f"{step[0]}|{step[1]}",
-                _status_cards(d))
-
-    @app.callback(Output("plotly-preload", "children"), Input("runs-table", "data"),
-                  State("plotly-preload", "children"))
-    def preload_plotly(_, have):
-        # Once the runs table is filled, an empty hidden graph: the browser then loads and
-        # starts plotly.js (4.8 MB, ~1 s of script on a small machine) while the user reads
-        # the table, not after they pick a run, and not before the table shows (issue 32: a
-        # 1M-event run's figures drawn 1.7 -> 0.45 s after the click, the user having read
-        # the table for 2 s).
-        if have:
-            return dash.no_update
-        return dcc.Graph(id="plotly-preload-graph", figure={"data": [], "layout": {}},
-                         config={"displayModeBar": False, "staticPlot": True})
+        name = rows[i]["run"]
+        if name == current and _shown_as_picked(table, name, step_value, status):
+            return dash.no_update, "run"  # the tab only: nothing to draw again
+        return name, "run"
 
     @app.callback(Output("step-select", "options", allow_duplicate=True),
                   Input("step-select", "search_value"), State("run-select", "value"),
@@ -444,37 +427,24 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
         return rundata.step_options(d, search=search or None,
                                     keep=value if isinstance(value, str) else None)
 
-    @app.callback(Output("fig-timeline", "figure"), Output("fig-histogram", "figure"),
+    @app.callback(Output("step-select", "options"), Output("step-select", "value"),
+                  Output("run-status", "children"),
+                  Output("fig-timeline", "figure"), Output("fig-histogram", "figure"),
                   Output("fig-bandwidth", "figure"), Output("top-exposed", "data"),
                   Output("fig-hosts", "figure"), Output("top-exposed", "columns"),
                   Output("run-table-title", "children"),
                   Input("run-select", "value"), Input("step-select", "value"))
-    def draw_run(name, step_value):
-        # Drawn at page load although the Runs tab shows (unlike the Compare tab's figures):
-        # the run the page opens on is ready when the user opens it (issue 32: drawn only once
-        # the Run tab opened, its timeline came 0.2-0.35 s later after a click on that run).
-        run = table.find(name)
-        msg = "No run selected." if run is None else None
-        if run is not None:
-            try:
-                d = rundata.load_run(run)
-            except rundata.RunLoadError:
-                msg = "Could not read this run (the error card above says why)."
-        top_cols = [{"id": c, "name": n} for c, n in TOP_COLUMNS]
-        if msg:
-            empty = figures.empty_figure(msg)
-            return empty, empty, empty, [], empty, top_cols, "Most exposed transfers (whole run)"
-        figs = figures.run_figures(d, rundata.parse_step(step_value, d))
-        if d.result.get("status") == "PLAN":  # what the plan knows: its planned copies
-            return (figs["timeline"], figs["histogram"], figs["bandwidth"],
-                    figures.planned_copies_rows(d.result.get("planned_copies") or []),
-                    figures.empty_figure("A plan is compiled for one device: no hosts.")
-                    .update_layout(height=160),
-                    [{"id": c, "name": n} for c, n in PLAN_COPY_COLUMNS],
-                    "Planned copies (PREDICTED by the roofline estimate; compiled, not run)")
-        return (figs["timeline"], figs["histogram"], figs["bandwidth"],
-                figures.top_exposed_rows(d.result), figures.hosts_figure(d.result, d.synthetic),
-                top_cols, "Most exposed transfers (whole run)")
+    def show_run(name, step_value):
+        # A run picked: its steps (its median step chosen), its status cards and that step's
+        # figures; a step picked: that step's figures. One callback, so a run picked is one
+        # round trip (issue 32: its steps, then its figures, were two in a row). Drawn at page
+        # load although the Runs tab shows (unlike the Compare tab's figures): the run the
+        # page opens on is ready when the user opens it.
+        if _triggered() == {"step-select.value"}:
+            head: tuple = (dash.no_update,) * 3
+        else:
+            head, step_value = _run_head(table, name)
+        return (*head, *_run_views(table, name, step_value))
 
     @app.callback(Output("fig-memory", "figure"), Output("fig-step-time", "figure"),
                   Output("fig-peak-memory", "figure"), Output("fig-overlap", "figure"),
@@ -487,7 +457,7 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
         # s of the server's CPU for a 1M-event run, while the browser started plotly.js and
         # the user picked a run), once per what it shows (not again on every visit).
         key = _drawn_key(names, baseline)
-        if tab not in (None, "compare") or (key == drawn and ctx_is(["tabs.value"])):
+        if tab not in (None, "compare") or (key == drawn and _triggered() == {"tabs.value"}):
             return (dash.no_update,) * 8
         return (*_compare_views(names, baseline), key)
 
@@ -555,9 +525,65 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
     return app
 
 
-def ctx_is(props: list[str]) -> bool:
-    """Whether this callback was triggered by exactly `props` ("id.property") and nothing else."""
-    return sorted(t["prop_id"] for t in dash.callback_context.triggered) == sorted(props)
+def _triggered() -> set[str]:
+    """The inputs ("id.property") that triggered this callback; {"."} on its initial call."""
+    return {t["prop_id"] for t in dash.callback_context.triggered}
+
+
+def _shown_as_picked(table: _RunTable, name: Any, step_value: Any, status: Any) -> bool:
+    """Whether the Run view, on run `name`, shows what picking `name` again would (its
+    default step), or is about to (the page's first answer for it not in yet: no step, no
+    status cards). A click on that run's row then only opens the tab (issue 32: when the
+    dashboard opened on the one run it was given, a click on its row drew it all again)."""
+    got = table.loaded(name)
+    step = None if got is None else rundata.default_step(got[1])
+    if step is None:  # unreadable, or no steps: picked again, as before
+        return False
+    return step_value == f"{step[0]}|{step[1]}" or (step_value is None and status is None)
+
+
+def _run_head(table: _RunTable, name: Any) -> tuple[tuple, str | None]:
+    """(step options, step value, status cards) of run `name` picked, and that step value:
+    its median step (`rundata.default_step`), or an error card where it is unknown or cannot
+    be read."""
+    run = table.find(name)
+    if run is None:
+        return ([], None, _error_card(f"Unknown run {name!r}: pick one from the list."
+                                      if name else "No runs found under the logdirs.")), None
+    try:
+        d = rundata.load_run(run)
+    except rundata.RunLoadError as e:
+        return ([], None, _error_card(f"This run could not be read: {e}")), None
+    step = rundata.default_step(d)
+    value = None if step is None else f"{step[0]}|{step[1]}"
+    return (rundata.step_options(d), value, _status_cards(d)), value
+
+
+def _run_views(table: _RunTable, name: Any, step_value: Any) -> tuple:
+    """The Run view's figures, top table (rows, columns) and its title, for run `name` at
+    step `step_value` ("host|step")."""
+    run = table.find(name)
+    msg = "No run selected." if run is None else None
+    if run is not None:
+        try:
+            d = rundata.load_run(run)
+        except rundata.RunLoadError:
+            msg = "Could not read this run (the error card above says why)."
+    top_cols = [{"id": c, "name": n} for c, n in TOP_COLUMNS]
+    if msg:
+        empty = figures.empty_figure(msg)
+        return empty, empty, empty, [], empty, top_cols, "Most exposed transfers (whole run)"
+    figs = figures.run_figures(d, rundata.parse_step(step_value, d))
+    if d.result.get("status") == "PLAN":  # what the plan knows: its planned copies
+        return (figs["timeline"], figs["histogram"], figs["bandwidth"],
+                figures.planned_copies_rows(d.result.get("planned_copies") or []),
+                figures.empty_figure("A plan is compiled for one device: no hosts.")
+                .update_layout(height=160),
+                [{"id": c, "name": n} for c, n in PLAN_COPY_COLUMNS],
+                "Planned copies (PREDICTED by the roofline estimate; compiled, not run)")
+    return (figs["timeline"], figs["histogram"], figs["bandwidth"],
+            figures.top_exposed_rows(d.result), figures.hosts_figure(d.result, d.synthetic),
+            top_cols, "Most exposed transfers (whole run)")
 
 
 def _drawn_key(*inputs: Any) -> str:

@@ -74,6 +74,18 @@ def make_logdir(root: Path) -> Path:
     return logdir
 
 
+# The Run view's callback (`show_run`): a run picked gives its steps, status cards and figures
+RUN_VIEW = ("..step-select.options...step-select.value...run-status.children...fig-timeline.figure"
+            "...fig-histogram.figure...fig-bandwidth.figure...top-exposed.data...fig-hosts.figure"
+            "...top-exposed.columns...run-table-title.children..")
+
+
+def run_picked(name, step=None) -> list[dict]:
+    """`RUN_VIEW`'s inputs, the run-select first (the input that changed)."""
+    return [{"id": "run-select", "property": "value", "value": name},
+            {"id": "step-select", "property": "value", "value": step}]
+
+
 def chrome_available() -> str | None:
     """None when headless Chromium can be driven here, else the reason to skip."""
     try:

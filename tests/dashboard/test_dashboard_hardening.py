@@ -91,7 +91,10 @@ def test_malformed_callback_payloads_are_answered(logdir, cell, rows):
     client.get("/")
     r = _post(client, "..run-select.value...tabs.value..",
               [{"id": "runs-table", "property": "active_cell", "value": cell}],
-              [{"id": "runs-table", "property": "derived_viewport_data", "value": rows}])
+              [{"id": "runs-table", "property": "derived_viewport_data", "value": rows},
+               {"id": "run-select", "property": "value", "value": rows},
+               {"id": "step-select", "property": "value", "value": cell},
+               {"id": "run-status", "property": "children", "value": cell}])
     assert r.status_code in (200, 204)
     # The compare callback, whatever outputs it has now (a request naming no callback is a
     # 400 of its own: test_malformed_framework_requests_are_4xx).

@@ -12,7 +12,7 @@ import pytest
 
 from overlap.dashboard import data
 from overlap.dashboard.app import create_app
-from tests.dashboard.dashboard_support import make_logdir, write_run
+from tests.dashboard.dashboard_support import RUN_VIEW, make_logdir, run_picked, write_run
 
 
 @pytest.fixture
@@ -71,9 +71,8 @@ def test_sec004_callback_with_foreign_run_name_gets_error_card(logdir):
     app = create_app([logdir])
     client = app.server.test_client()
     assert client.get("/").status_code == 200  # layout runs discovery
-    out = "..step-select.options...step-select.value...run-status.children.."
     for name in ("../elsewhere/secret_run", str(logdir.parent / "elsewhere" / "secret_run")):
-        r = _post(client, out, [{"id": "run-select", "property": "value", "value": name}])
+        r = _post(client, RUN_VIEW, run_picked(name))
         assert r.status_code == 200
         text = r.get_data(as_text=True)
         assert "Unknown run" in text and "secret" in text  # echoed name, nothing read
@@ -84,12 +83,11 @@ def test_sec005_broken_run_error_card_then_app_keeps_working(logdir):
     app = create_app([logdir])
     client = app.server.test_client()
     client.get("/")
-    out = "..step-select.options...step-select.value...run-status.children.."
-    r = _post(client, out, [{"id": "run-select", "property": "value", "value": "broken_capture"}])
+    r = _post(client, RUN_VIEW, run_picked("broken_capture"))
     text = r.get_data(as_text=True)
     assert r.status_code == 200 and "could not be read" in text
     assert str(logdir) not in text  # the card does not leak the server's paths
-    r = _post(client, out, [{"id": "run-select", "property": "value", "value": "remat_full"}])
+    r = _post(client, RUN_VIEW, run_picked("remat_full"))
     assert r.status_code == 200 and "Verdict" in r.get_data(as_text=True)
 
 

@@ -16,6 +16,7 @@ from overlap.dashboard import data
 from overlap.dashboard.app import create_app
 from overlap.report import groups as rgroups
 from tests.conftest import REPO, SAMPLE_TRACES, run_cli
+from tests.dashboard.dashboard_support import RUN_VIEW, run_picked
 from tests.dashboard.test_dashboard_security import _post
 
 H100_PAIR = SAMPLE_TRACES / "gpu-h100" / "scan-h100"
@@ -45,8 +46,7 @@ def test_dashboard_default_opens_with_the_h100_pair(tmp_path, monkeypatch):
     layout = json.dumps(client.get("/_dash-layout").get_json(), ensure_ascii=False)
     assert f'"value": "{OFFLOAD}"' in layout  # a run to pick in the Run view
     assert "scan:h100 (jit_step) on gpu: NVIDIA H100 80GB HBM3" in layout  # a Compare group
-    r = _post(client, "..step-select.options...step-select.value...run-status.children..",
-              [{"id": "run-select", "property": "value", "value": OFFLOAD}])
+    r = _post(client, RUN_VIEW, run_picked(OFFLOAD))
     assert r.status_code == 200
     body = r.get_data(as_text=True)
     assert "vendor: NVIDIA" in body and "D2H 87% hidden, H2D 0% hidden" in body

@@ -12,7 +12,7 @@ import pytest
 
 from overlap.dashboard import data
 from overlap.dashboard.app import create_app
-from tests.dashboard.dashboard_support import make_logdir
+from tests.dashboard.dashboard_support import RUN_VIEW, make_logdir
 
 
 @pytest.fixture
@@ -63,6 +63,6 @@ def test_compare_figures_wait_for_the_compare_tab(client_and_map):
 
 def test_run_figures_are_drawn_for_the_run_the_page_opens_on(client_and_map):
     client, cmap = client_and_map
-    got = _call(client, cmap, "..fig-timeline.figure", ["qkv_offloaded", None], [],
+    got = _call(client, cmap, RUN_VIEW, ["qkv_offloaded", None], [],
                 ["run-select.value", "step-select.value"])
     assert got["fig-timeline"]["figure"]["data"]

@@ -7,6 +7,7 @@ from overlap.dashboard.app import create_app
 from overlap.report import figures
 from tests.analysis.test_hosts import pod
 from tests.conftest import run_cli
+from tests.dashboard.dashboard_support import RUN_VIEW, run_picked
 from tests.dashboard.test_dashboard_security import _post
 
 
@@ -23,10 +24,7 @@ def test_run_view_and_html_show_the_straggler(tmp_path, monkeypatch):
     assert max(bar.y) == bar.y[2] and bar.marker.color[2] == figures.COLORS["exposed"]
     client = create_app([logdir]).server.test_client()
     client.get("/")
-    out = next(k for k in create_app([logdir]).callback_map
-               if k.startswith("..fig-timeline.figure...fig-histogram.figure"))
-    r = _post(client, out, [{"id": "run-select", "property": "value", "value": "pod"},
-                            {"id": "step-select", "property": "value", "value": None}])
+    r = _post(client, RUN_VIEW, run_picked("pod"))
     assert r.status_code == 200 and "host host-2 exposes" in r.get_data(as_text=True)
     page = tmp_path / "r.html"
     assert run_cli("report", str(logdir / "pod"), "--html", str(page)).returncode == 0

@@ -14,7 +14,7 @@ from overlap.dashboard import data
 from overlap.dashboard.app import create_app
 from overlap.report.rundata import STEP_OPTIONS_LIMIT, RunData, default_step, step_options
 from overlap.trace.synthetic import gpu_offload_scenario
-from tests.dashboard.dashboard_support import chrome_available, duo  # noqa: F401
+from tests.dashboard.dashboard_support import RUN_VIEW, chrome_available, duo, run_picked  # noqa: F401
 from tests.dashboard.test_dashboard_security import _post
 
 
@@ -76,8 +76,7 @@ def many_steps(tmp_path, monkeypatch):
 
 def test_run_view_lists_a_spread_and_finds_the_rest(many_steps):
     client, n = many_steps
-    r = _post(client, "..step-select.options...step-select.value...run-status.children..",
-              [{"id": "run-select", "property": "value", "value": "long"}])
+    r = _post(client, RUN_VIEW, run_picked("long"))
     assert r.status_code == 200
     resp = json.loads(r.get_data(as_text=True))["response"]
     opts, value = resp["step-select"]["options"], resp["step-select"]["value"]

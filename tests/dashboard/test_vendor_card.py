@@ -9,14 +9,14 @@ from overlap.dashboard import data
 from overlap.dashboard.app import create_app
 from overlap.trace.synthetic import SyntheticTrace
 from tests.conftest import SAMPLE_TRACES
+from tests.dashboard.dashboard_support import RUN_VIEW, run_picked
 from tests.dashboard.test_dashboard_security import _post
 
 
 def _run_status(logdir, run_name: str) -> str:
     client = create_app([logdir]).server.test_client()
     client.get("/")
-    r = _post(client, "..step-select.options...step-select.value...run-status.children..",
-              [{"id": "run-select", "property": "value", "value": run_name}])
+    r = _post(client, RUN_VIEW, run_picked(run_name))
     assert r.status_code == 200
     return r.get_data(as_text=True)
 
