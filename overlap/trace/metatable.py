@@ -130,7 +130,7 @@ class MetaTable:
         else:
             i = np.minimum(np.searchsorted(self.keys, mids), len(self.keys) - 1)
         rows = np.flatnonzero(self.keys[i] == mids)
-        return rows, i[rows]
+        return rows, (i if len(rows) == len(i) else i[rows])  # (every id found: no take)
 
     def spans(self, mids, display: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Where the name (or display name) of each id of `mids` lies in `buf`: (starts,
@@ -138,6 +138,8 @@ class MetaTable:
         mids = np.asarray(mids, np.int64)
         pos = self.disp if display else self.name
         rows, ent = self._rows(mids)
+        if len(rows) == len(mids):  # every id has an entry: its span, no empty ones to leave
+            return pos[0, ent].astype(np.int64), pos[1, ent].astype(np.int64)
         fs = np.zeros(len(mids), np.int64)
         fe = np.zeros(len(mids), np.int64)
         fs[rows], fe[rows] = pos[0, ent], pos[1, ent]

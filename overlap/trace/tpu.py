@@ -218,6 +218,8 @@ def _boundary_clock(ev: LineEvents, b: np.ndarray, uniq: np.ndarray, b_u: np.nda
     (off, has_off), (dur, has_dur) = ev.ints_of(clock_ids, uniq[b_u], uniq[~b_u], at=b,
                                                 at_only=True)
     ok = has_off & has_dur
+    if not ok.any():  # (the many-ops shape's 72k copy ops: no pass over values never used)
+        return np.zeros(len(ok), np.int64), np.zeros(len(ok), np.int64), ok
     ok &= (off >= 0) & (off < TIME_LIMIT_PS) & (dur >= 0) & (dur < TIME_LIMIT_PS)
     return np.where(ok, off, 0), np.where(ok, off + dur, 0), ok
 
