@@ -5,11 +5,17 @@ The metrics are defined in `overlap.analysis.overlap` (steps, `exposed_wall_ps`,
 per step window. A capture has one row per annotated step and host: thousands on a 1M-event
 capture, 470k on a pod. So every column is computed over all of a host's steps with numpy and
 turned into Python values once per column; the only Python work per step is making its dict.
+
+The rows come as a `StepRows`: a plain list of the dicts for every consumer (text, HTML,
+dashboard, compare, JUnit, the library), which also keeps the columns they were made from,
+so the JSON writer (`overlap.report.text`) writes the rows from those instead of turning
+thousands of dicts back into columns (~4 of the 5 ms of the many-ops result's JSON).
 """
 
 from __future__ import annotations
 
-from operator import itemgetter
+from itertools import chain
+from operator import attrgetter, is_, itemgetter
 from typing import Any
 
 import numpy as np
@@ -41,10 +47,11 @@ STEP_KEYS = tuple(_row(*[None] * 20))
 assert STEP_KEYS[9:13] == tuple(f"{d.lower()}_{w}" for w in ("transfers", "bytes")
                                 for d in DIRECTIONS)
 
-def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
-    """Per-step rows of every host in `trace`, and how many transfers started in no step."""
+def step_rows(trace, table: Columns, coverages) -> tuple[StepRows, int]:
+    """Per-step rows of every host in `trace` (hosts in order, each host's steps by start),
+    and how many transfers started in no step."""
     steps = trace.columns("steps")
-    rows: list[dict[str, Any]] = []
+    blocks: list[StepBlock] = []
     t_host = np.asarray(table["host"], dtype=object)
     assigned = np.zeros(len(t_host), bool)
     t_start = np.asarray(table["start_ps"], dtype=np.int64)
@@ -105,8 +112,6 @@ def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
         dur = s1 - s0
         with np.errstate(divide="ignore", invalid="ignore"):
             frac = np.where(dur > 0, wall / np.where(dur > 0, dur, 1), np.nan)
-        frac_o = frac.astype(object)
-        frac_o[np.isnan(frac)] = None
         # One row per step, from columns turned into Python values once (not per cell)
         step = np.asarray(steps["step"])[sel]
         cols = [_One(host), step if step.dtype.kind == "i" else
@@ -114,10 +119,69 @@ def step_rows(trace, table: Columns, coverages) -> tuple[list[dict], int]:
                 _objects(np.asarray(steps["name"], dtype=object)[sel].tolist()),
                 s0, s1, dur, counts, nbytes, span, *[dir_counts[d] for d in DIRECTIONS],
                 *[dir_bytes[d] for d in DIRECTIONS], hidden, span - hidden,
-                _floats(ratios(hidden, span)), wall, _floats(frac_o.tolist()),
+                _floats(ratios(hidden, span)), wall, _fractions(frac),
                 _objects(worst.tolist()), exposure.cause_dicts(causes)]
-        rows.extend(_rows(n, cols))
-    return rows, int((~assigned).sum())
+        if n:
+            blocks.append(StepBlock(host, n, *_split(cols)))
+    return StepRows(chain.from_iterable(b.rows for b in blocks), blocks), \
+        int((~assigned).sum())
+
+
+class StepBlock:
+    """One host's step rows (`rows`, its dicts) and the columns they were made from: `one`,
+    the columns of one value in every row (key -> that value, immutable), and `vary`, the
+    others (key -> a list of `n` Python values); keys in `STEP_KEYS` order between them."""
+
+    __slots__ = ("host", "n", "one", "vary", "rows")
+
+    def __init__(self, host: Any, n: int, one: dict[str, Any],
+                 vary: list[tuple[str, list]]) -> None:
+        self.host, self.n, self.one, self.vary = host, n, one, dict(vary)
+        self.rows = _rows_of(n, one, vary)
+
+
+class StepRows(list):
+    """Step rows: a list of their dicts, which is what every reader of a result reads, that
+    also keeps its hosts' `StepBlock`s for the JSON writer (`overlap.report.text`).
+
+    The blocks hold while the list holds exactly their dicts, in order (`intact_blocks`
+    checks by identity: a list sorted, cut, appended to or replaced is written from its
+    dicts, as any list). A step row is an answer: nothing changes one in place (no reader
+    does; one that must copies it). Copies and pickles are plain lists."""
+
+    __slots__ = ("blocks",)
+
+    def __init__(self, rows: Any = (), blocks: list[StepBlock] | None = None) -> None:
+        super().__init__(rows)
+        self.blocks = blocks or []
+
+    def intact_blocks(self) -> list[StepBlock] | None:
+        """The blocks, where this list still holds their dicts in order; else None."""
+        b = self.blocks
+        if len(self) != sum(x.n for x in b) or not all(
+                map(is_, self, chain.from_iterable(x.rows for x in b))):
+            return None
+        return b
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # copy, deepcopy, pickle: a plain list
+        return list, (list(self),)
+
+
+def joined(parts: list[list[dict]]) -> list[dict]:
+    """The step rows of several parts as one list, sorted by host (stable: each host's
+    steps keep their order), as `reduce_parts` shows them. Where every part is an intact
+    `StepRows` (each block one host's steps), the blocks sorted by host the same way, so
+    the result keeps its columns; one part in host order is that part's list."""
+    blocks = [x.intact_blocks() if isinstance(x, StepRows) else None for x in parts]
+    kept = [b for b in blocks if b is not None]
+    if parts and len(kept) == len(parts):
+        ordered = sorted(chain.from_iterable(kept), key=attrgetter("host"))
+        if len(parts) == 1 and all(map(is_, ordered, kept[0])):
+            return parts[0]
+        return StepRows(chain.from_iterable(b.rows for b in ordered), ordered)
+    rows = list(chain.from_iterable(parts))
+    rows.sort(key=itemgetter("host"))
+    return rows
 
 
 class _One:
@@ -149,18 +213,32 @@ def _floats(col: list) -> list | _One:
     return col
 
 
+def _fractions(frac: np.ndarray) -> list | _One:
+    """A float64 column as Python floats, NaN as None (`_floats` of it). Where every value
+    is one number of one sign (a step's `exposed_frac` of 0.0 in every step: nothing
+    exposed), `_One` of it: the rows hold one float object, as equal objects print alike
+    (-0.0 and 0.0 kept apart by their sign bit)."""
+    if len(frac) and not np.isnan(frac[0]) and (frac == frac[0]).all() and \
+            (np.signbit(frac) == np.signbit(frac[0])).all():
+        return _One(float(frac[0]))
+    col = frac.astype(object)
+    col[np.isnan(frac)] = None
+    return _floats(col.tolist())
+
+
 _TEMPLATE_MAX = 10  # varying columns up to which rows are copies of a template, filled in
 
 
 def _rows(n: int, cols: list) -> list[dict]:
     """`n` step rows from `cols` (in `STEP_KEYS` order: int64 arrays, lists of Python values
-    or `_One`). Where most columns hold one value (a capture's steps alike: their copies,
-    bytes, device, often their times), each row is a copy of one template dict holding
-    those, its own values set a column at a time (`arrays.dict_rows`: a 20-key dict display
-    costs ~1 us a row, a copy ~0.15, a value set ~0.06); else one `_row` per step. The same
-    dicts, keys in the same order."""
-    if not n:
-        return []
+    or `_One`)."""
+    return _rows_of(n, *_split(cols)) if n else []
+
+
+def _split(cols: list) -> tuple[dict[str, Any], list[tuple[str, list]]]:
+    """`cols` (in `STEP_KEYS` order: int64 arrays, lists of Python values or `_One`) as the
+    columns of one value (key -> value: `_One`s and arrays of one int) and the others (key,
+    list of Python values), in `STEP_KEYS` order."""
     one: dict[str, Any] = {}
     vary: list[tuple[str, Any]] = []
     for key, c in zip(STEP_KEYS, cols):
@@ -173,6 +251,15 @@ def _rows(n: int, cols: list) -> list[dict]:
             one[key] = c.v
         else:
             vary.append((key, c))
+    return one, vary
+
+
+def _rows_of(n: int, one: dict[str, Any], vary: list[tuple[str, list]]) -> list[dict]:
+    """`n` step rows of the columns `_split` gives. Where most columns hold one value (a
+    capture's steps alike: their copies, bytes, device, often their times), each row is a
+    copy of one template dict holding those, its own values set a column at a time
+    (`arrays.dict_rows`: a 20-key dict display costs ~1 us a row, a copy ~0.15, a value set
+    ~0.06); else one `_row` per step. The same dicts, keys in the same order."""
     if len(vary) > _TEMPLATE_MAX:
         by = dict(vary)
         return list(map(_row, *[by[k] if k in by else [one[k]] * n for k in STEP_KEYS]))

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain, repeat, starmap
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, islice, repeat, starmap
 from operator import is_, itemgetter
 from typing import Any
 
 from overlap.analysis.overlap import DIRECTIONS, format_ps, vendor_names
+from overlap.analysis.step_rows import STEP_KEYS, StepRows
 from overlap.analysis.units import format_ps_column
 from overlap.report import causes_text
 
@@ -234,6 +235,12 @@ def _emit(fp, v: Any, indent: str, depth: int) -> None:
     elif isinstance(v, (list, tuple)) and v and depth < 3:
         fp.write("[\n")
         last = len(v) - 1
+        steps = _step_rows_text(v, inner) if isinstance(v, StepRows) else None
+        if steps is not None:  # step rows written from their columns
+            for i, text in enumerate(steps):
+                fp.write(",\n" + text if i else text)
+            fp.write("\n" + indent + "]")
+            return
         for lo in range(0, len(v), _BATCH):
             batch = v[lo:lo + _BATCH]
             lines = _rows_text(batch) if len(batch) >= 16 else None
@@ -258,16 +265,12 @@ def _rows_text(rows: Sequence[Any]) -> list[str] | None:
     keys in the same order (step rows, op and device records); else None.
 
     Why: the C encoder looks up and converts every key and value of every row (~10 ms of the
-    many-ops result's 3,000 step rows). Here the keys are encoded once into constant text
-    and a column of one plain type is converted in one pass: ints by `int.__repr__` (what
-    `_ENCODE` writes), finite floats by `float.__repr__`, strs by the same
-    `encode_basestring_ascii`, None and empty dicts as constants, any other column each
-    value by `_ENCODE` itself. A column of one text in every row is written into the
-    constant text (a step's host and name, often its copy counts and bytes); each row is
-    then one `str.join` of the constant pieces and its values' texts (a `%`-template parsed
-    its ~400 characters again per row: 0.6 of 1.8 us a step row). A value `_ENCODE`
-    refuses (NaN, an object JSON has no form for) sends the rows back (None): the caller
-    encodes them one by one, as before, and raises where it did."""
+    many-ops result's 3,000 step rows). Here the keys are encoded once into constant text,
+    each column's values are converted a column at a time (`_texts`), a column of one text
+    in every row written into the constant text (a host, a name, often copy counts and
+    bytes), and each row joined from those pieces (`_joined`). A value `_ENCODE` refuses
+    (NaN, an object JSON has no form for) sends the rows back (None): the caller encodes them
+    one by one, as before, and raises where it did."""
     head = rows[0]
     if type(head) is not dict or not head:
         return None
@@ -275,64 +278,131 @@ def _rows_text(rows: Sequence[Any]) -> list[str] | None:
     if set(map(type, keys)) != {str} or _kinds(rows) != {dict} or not all(
             map(keys.__eq__, map(tuple, rows))):
         return None
-    pieces: list[str] = ["{"]  # constant text; each varying column closes one piece
-    values: list[Iterable[str]] = []
-    n = len(rows)
     try:
-        for i, (key, col) in enumerate(zip(keys, zip(*map(dict.values, rows)))):
-            pieces[-1] += (", " if i else "") + _ASCII(key) + ": "
-            kinds = _kinds(col)
-            # An int, str or finite float column whose values are not all equal has not one
-            # text: its texts are made row by row as the rows are joined (no list of them:
-            # fewer fresh pages, the same time). Equal values of one such type, one text.
-            one = kinds <= _PLAIN and col.count(col[0]) == n
-            if kinds == {int}:
-                if one:  # one value in every row: in the constant text
-                    pieces[-1] += int.__repr__(col[0])
-                    continue
-                values.append(map(int.__repr__, col))
-                pieces.append("")
-                continue
-            elif kinds == {_NONE}:
-                pieces[-1] += "null"
-                continue
-            elif kinds == {dict} and not any(col):
-                pieces[-1] += "{}"
-                continue
-            elif kinds == {float} and all(map(math.isfinite, col)):
-                # one value: in the constant text (a zero only where every row holds the one
-                # object: -0.0 == 0.0 but prints apart; a step's exposed_frac of 0.0 in all)
-                if one and (col[0] or all(map(is_, col, repeat(col[0])))):
-                    pieces[-1] += float.__repr__(col[0])
-                    continue
-                if not one:
-                    values.append(map(float.__repr__, col))
-                    pieces.append("")
-                    continue
-                text = list(map(float.__repr__, col))
-            elif kinds == {str}:
-                if not one:
-                    values.append(map(_ASCII, col))
-                    pieces.append("")
-                    continue
-                text = [_ASCII(col[0])]
-            elif kinds == {dict}:  # (a step's exposure causes) each layout as rows of its own
-                text = _dicts_text(col) or list(map(_ENCODE, col))
-            else:
-                text = list(map(_ENCODE, col))
-            if text.count(text[0]) == len(text):
-                pieces[-1] += text[0]
-            else:
-                values.append(text)
-                pieces.append("")
+        texts = [_texts(col) for col in zip(*map(dict.values, rows))]
     except (TypeError, ValueError):  # refused by the encoder: the caller's path says so
         return None
-    pieces[-1] += "}"
+    return list(_joined(keys, texts, len(rows)))
+
+
+def _step_rows_text(rows: StepRows, inner: str) -> Iterator[str] | None:
+    """The step rows of `rows` as `_emit` writes a list's elements (each row as `_ENCODE`
+    writes it, after `inner`, the rows apart by `,\\n`), in pieces of up to `_BATCH` rows,
+    made from the columns `step_rows` made the rows from (`StepRows.intact_blocks`: a
+    column of one value is one constant text, the others a pass over their Python values),
+    not from the dicts (3,000 many-ops step rows: ~4.2 -> ~1.5 ms). None where the list no
+    longer holds its blocks' dicts, or a value is one `_ENCODE` refuses: the caller writes
+    the dicts, as any list. Every refusal is found before the first piece is made."""
+    blocks = rows.intact_blocks()
+    if blocks is None:
+        return None
+    try:
+        made = [(b.n, [_ENCODE(b.one[k]) if k in b.one else _texts(b.vary[k])
+                       for k in STEP_KEYS]) for b in blocks]
+    except (TypeError, ValueError):
+        return None
+    return chain.from_iterable(_batches(STEP_KEYS, texts, n, inner) for n, texts in made)
+
+
+def _batches(keys: Sequence[str], texts: Sequence[str | Iterable[str]], n: int,
+             inner: str) -> Iterator[str]:
+    """`_joined`'s `n` rows in pieces of up to `_BATCH` rows, each `inner` + its rows
+    joined by `,\\n` + `inner`: one `str.join` a piece over the values' texts and the
+    constant pieces between them (the last constant of a row, the separator and the first
+    of the next one piece), not one per row and one of the rows (half the time)."""
+    pieces, values = _pieces(keys, texts)
+    sep = ",\n" + inner
+    for lo in range(0, n, _BATCH):
+        m = min(_BATCH, n - lo)
+        if not values:
+            yield inner + sep.join(repeat(pieces[0], m))
+            continue
+        between = pieces[1:-1] + [pieces[-1] + sep + pieces[0]]
+        seq: list[Iterable[str]] = []
+        for v, p in zip(values, between):
+            seq += (islice(v, m), repeat(p))
+        # (zip stops at the first column's end: no later column is read past row m)
+        text = "".join(chain.from_iterable(zip(*seq)))
+        yield inner + pieces[0] + text[:len(text) - len(between[-1]) + len(pieces[-1])]
+
+
+def _joined(keys: Sequence[str], texts: Sequence[str | Iterable[str]], n: int
+            ) -> Iterable[str]:
+    """`n` dicts' texts, from their `keys` (str, in order) and each key's texts (`_texts`:
+    one str for every row, or each row's): each row one `str.join` of the constant pieces
+    and its values' texts (a `%`-template parsed its ~400 characters again per row: 0.6 of
+    1.8 us a step row)."""
+    pieces, values = _pieces(keys, texts)
     if not values:
-        return [pieces[0]] * n
+        return repeat(pieces[0], n)
     # per row: piece, value, piece, value, ..., piece (the constants repeated, not copied)
-    return list(map("".join, zip(*chain.from_iterable(zip(map(repeat, pieces), values)),
-                                 repeat(pieces[-1]))))
+    return map("".join, zip(*chain.from_iterable(zip(map(repeat, pieces), values)),
+                            repeat(pieces[-1])))
+
+
+def _pieces(keys: Sequence[str], texts: Sequence[str | Iterable[str]]
+            ) -> tuple[list[str], list[Iterator[str]]]:
+    """A dict layout's constant text, the keys and the values of one text joined once:
+    one piece more than there are columns of varying text, and those columns' texts (as
+    iterators: read once, in order)."""
+    pieces: list[str] = ["{"]  # constant text; each varying column closes one piece
+    values: list[Iterator[str]] = []
+    for i, (key, t) in enumerate(zip(keys, texts)):
+        pieces[-1] += (", " if i else "") + _ASCII(key) + ": "
+        if isinstance(t, str):
+            pieces[-1] += t
+        else:
+            values.append(iter(t))
+            pieces.append("")
+    pieces[-1] += "}"
+    return pieces, values
+
+
+# how `_ENCODE` writes a value of each plain type (str: `_ASCII`, set below)
+_CONVERT: dict[type, Callable[[Any], str]] = {int: int.__repr__, float: float.__repr__}
+
+
+def _texts(col: Sequence[Any]) -> str | Iterable[str]:
+    """The texts `_ENCODE` writes for the values of `col` (not empty): one str where every
+    value has one text, else an iterable of each value's text. Raises what `_ENCODE` raises
+    on a value it refuses (TypeError, ValueError).
+
+    A column of one plain type (exact int, str, finite float), or of one and None, is
+    converted in one pass: ints by `int.__repr__` (what `_ENCODE` writes), finite floats by
+    `float.__repr__`, strs by the same `encode_basestring_ascii`; None and empty dicts are
+    constants; dicts by `_dicts_text`; any other column each value by `_ENCODE` itself. A
+    plain column whose values are not all equal has its texts made row by row as the rows
+    are joined (no list of them: fewer fresh pages, the same time)."""
+    n = len(col)
+    kinds = _kinds(col)
+    if kinds == {_NONE}:
+        return "null"
+    if kinds == {dict} and not any(col):
+        return "{}"
+    one = kinds <= _PLAIN and col.count(col[0]) == n
+    kind = next(iter(kinds)) if len(kinds) == 1 else None
+    convert = _CONVERT.get(kind) if kind is not None else None
+    if kind is float and not all(map(math.isfinite, col)):
+        convert = None  # (_ENCODE refuses NaN and infinities: below, as it does)
+    text: list[str]
+    if convert is not None:
+        # one value: one text (a zero only where every row holds the one object: -0.0 ==
+        # 0.0 but prints apart; a step's exposed_frac of 0.0 in all)
+        if one and (kind is not float or col[0] or all(map(is_, col, repeat(col[0])))):
+            return convert(col[0])
+        if not one:
+            return map(convert, col)
+        text = list(map(convert, col))
+    elif kinds == {dict}:  # (a step's exposure causes) each layout as rows of its own
+        text = _dicts_text(col) or list(map(_ENCODE, col))
+    elif len(kinds) == 2 and _NONE in kinds and (kinds - {_NONE}) <= _CONVERT.keys() and \
+            (float not in kinds or all(math.isfinite(x) for x in col if x is not None)):
+        # a ratio, fraction or device where some rows have none: None as "null"
+        (convert,) = (_CONVERT[k] for k in kinds if k is not _NONE)
+        text = ["null" if x is None else convert(x) for x in col]
+    else:
+        text = list(map(_ENCODE, col))
+    return text[0] if text.count(text[0]) == n else text
 
 
 def _kinds(col: Sequence[Any]) -> set[type]:
@@ -366,6 +436,7 @@ def _dicts_text(col: Sequence[dict]) -> list[str] | None:
     return out
 
 
+_CONVERT[str] = _ASCII
 _SAME_TEXT = frozenset((int, str, _NONE))  # types whose equal values `_ENCODE` writes alike
 _PLAIN = frozenset((int, str, float))  # the types `_rows_text` writes a column of by itself
 
