@@ -78,9 +78,13 @@ import numpy as np
 
 from overlap.analysis import memo
 from overlap.analysis.grouping import Columns, codes_equal, ends_after, group_codes, key_codes
-from overlap.analysis.intervals import MergedGroups, merge_grouped, merged_groups
+from overlap.analysis.intervals import (
+    MergedGroups,
+    merge_grouped,
+    merged_groups,
+)
 from overlap.analysis.units import format_ps
-from overlap.arrays import bin_sums, dict_rows, is_repeated, sorted_unique
+from overlap.arrays import bin_sums, dict_rows, is_repeated, repeated, sorted_unique
 
 PAGEABLE = "pageable_memory"
 SHARES_STREAM = "shares_stream_with_compute"
@@ -174,15 +178,14 @@ def transfer_causes(trace, table: Columns) -> Columns:
     end = np.asarray(table["end_ps"], np.int64)
     n = len(start)
     exposed = np.asarray(table["exposed_ps"], np.int64)
-    z = np.zeros(n, np.int64)
-    out: dict[str, Any] = {c: z.copy() for c in CAUSE_COLUMNS}
-    out.update(on_compute_stream=np.zeros(n, bool), queue_ahead=z.copy(), bytes_ahead=z.copy(),
-               stream_kernels=z.copy(), group=z.copy(), stall_ps=z.copy(),
-               ready_ps=np.full(n, -1, np.int64),
-               unknown_no_resume_ps=z.copy(), unknown_late_resume_ps=z.copy(),
-               unknown_not_copy_bound_ps=z.copy())
     if not n:
-        out.update(cause=np.zeros(0, object), stream=z.copy(), line=np.zeros(0, object))
+        z = np.zeros(0, np.int64)
+        out: dict[str, Any] = {c: z.copy() for c in CAUSE_COLUMNS}
+        out.update(on_compute_stream=np.zeros(0, bool), queue_ahead=z.copy(),
+                   bytes_ahead=z.copy(), stream_kernels=z.copy(), group=z.copy(),
+                   stall_ps=z.copy(), ready_ps=z.copy(), unknown_no_resume_ps=z.copy(),
+                   unknown_late_resume_ps=z.copy(), unknown_not_copy_bound_ps=z.copy(),
+                   cause=np.zeros(0, object), stream=z.copy(), line=np.zeros(0, object))
         return out
     tr = trace.columns("transfers")
     co = trace.columns("compute")
@@ -190,34 +193,70 @@ def transfer_causes(trace, table: Columns) -> Columns:
     tg = np.asarray(tg, np.int64)
     cg = np.asarray(cg, np.int64)
     ngroups = len(keys_hd)
-    cs = np.asarray(co["start_ps"], np.int64)
-    ce = ends_after(cs, co["end_ps"])
-    keys = _Keys(start, end, cs, ce, groups=ngroups)
 
     pageable = np.asarray(table["pageable"], bool)
     on_stream, kernels = _on_compute_stream(tr, co, tg, cg, keys_hd)
-    out["on_compute_stream"], out["stream_kernels"], out["group"] = on_stream, kernels, tg
-    out["stream"] = _streams(tr)[0].copy()  # (the table's own, never the trace's column)
-    out["line"] = np.asarray(tr["line"], object) if "line" in tr else np.full(n, None, object)
     queued, ahead, bytes_ahead = _queues(tg, np.asarray(table["direction"], object), start, end,
                                          np.asarray(table["bytes"], np.int64))
-    out["queue_ahead"], out["bytes_ahead"] = ahead, bytes_ahead
     pg = pageable
     ss = ~pg & on_stream
     qu = ~pg & ~ss & queued
     rest = ~(pg | ss | qu)
-    out["cause_pageable_memory_ps"] = np.where(pg, exposed, 0)
-    out["cause_shares_stream_with_compute_ps"] = np.where(ss, exposed, 0)
-    out["cause_queued_behind_same_direction_ps"] = np.where(qu, exposed, 0)
-    _waits(out, keys, tg, start, end, comp, rest & (exposed > 0), ngroups)
+    # Columns that hold one value (every copy hidden, as on most captures: no cause time,
+    # stall or ready time) are read-only `arrays.repeated` views until `_waits` writes to
+    # them: ten 36k-row columns of fresh pages were a third of this on the many-ops capture.
+    some = bool(exposed.any())
+    out = {c: np.where(m, exposed, 0) if some and m.any() else repeated(n, 0, np.int64)
+           for c, m in zip(CAUSE_COLUMNS, (pg, ss, qu))}
+    out.update({c: repeated(n, 0, np.int64) for c in CAUSE_COLUMNS[3:]})
+    st = _streams(tr)[0]
+    out.update(on_compute_stream=on_stream, queue_ahead=ahead, bytes_ahead=bytes_ahead,
+               stream_kernels=kernels, group=tg, stall_ps=repeated(n, 0, np.int64),
+               ready_ps=repeated(n, -1, np.int64), **{c: repeated(n, 0, np.int64)
+                                                      for c in _UNKNOWN_COLUMNS},
+               # (the table's own column where it is one, never the trace's: a copy, but
+               # of a read-only one-value column, nothing writes to)
+               stream=st if is_repeated(st) else st.copy(),
+               line=np.asarray(tr["line"], object) if "line" in tr
+               else np.full(n, None, object))
+    waits = rest & (exposed > 0)
+    if some and waits.any():
+        cs = np.asarray(co["start_ps"], np.int64)
+        ce = ends_after(cs, co["end_ps"])
+        keys = _Keys(start, end, cs, ce, groups=ngroups)
+        _waits(out, keys, tg, start, end, comp, waits, ngroups)
     # what is left of a transfer's exposed time (none, by construction) is unknown: the split
-    # always sums to exposed_ps
-    left = exposed - sum(out[c] for c in CAUSE_COLUMNS)
-    out["cause_unknown_ps"] = out["cause_unknown_ps"] + left
-    split = np.stack([out[c] for c in CAUSE_COLUMNS])
+    # always sums to exposed_ps. A copy without exposed time has no cause time (each column
+    # is its exposed time or pieces of it), so only copies with some are summed and labelled.
     label = np.array(["", *CAUSES], dtype=object)
-    out["cause"] = label[np.where(exposed > 0, np.argmax(split, axis=0) + 1, 0)]
+    has = np.flatnonzero(exposed > 0)
+    if not len(has):
+        out["cause"] = repeated(n, label[0])  # ('' : no cause, as below)
+        return out
+    every = len(has) == n
+    rows = slice(None) if every else has
+    left = exposed[rows] - out[CAUSE_COLUMNS[0]][rows]
+    for c in CAUSE_COLUMNS[1:]:
+        left -= out[c][rows]
+    if left.any():
+        unknown = out["cause_unknown_ps"] = np.array(out["cause_unknown_ps"])
+        unknown[rows] += left
+    split = np.stack([out[c][rows] for c in CAUSE_COLUMNS])
+    top = np.argmax(split, axis=0) + 1
+    if every:
+        out["cause"] = label[top]
+    else:
+        code = np.zeros(n, np.intp)
+        code[has] = top
+        out["cause"] = label[code]
     return out
+
+
+_UNKNOWN_COLUMNS = ("unknown_no_resume_ps", "unknown_late_resume_ps",
+                    "unknown_not_copy_bound_ps")
+# the columns `_waits` adds to (writable once it has pieces), and their starting value
+_WAIT_COLUMNS = {"cause_device_waits_ps": 0, "cause_unknown_ps": 0, "stall_ps": 0,
+                 "ready_ps": -1, **dict.fromkeys(_UNKNOWN_COLUMNS, 0)}
 
 
 @memo.per_trace("compute_groups", lambda v: v)
@@ -293,7 +332,11 @@ def _streams(t: Columns) -> tuple[np.ndarray, np.ndarray]:
 
 def _queues(tg, direction, start, end, nbytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per transfer: queued (started within QUEUE_GAP_PS after the previous copy of its
-    (device, direction) ended), copies ahead of it in its back-to-back queue and their bytes."""
+    (device, direction) ended), copies ahead of it in its back-to-back queue and their bytes.
+
+    Each step writes into arrays it made (the sorted copies of the columns hold the gaps,
+    running ends and the answers in turn): on 36k copies every fresh 36k-row array costs
+    ~70 page faults, and the plain form made ~25 of them (3.7 ms, ~1,100 faults)."""
     n = len(start)
     # the directions' sorted codes, as np.unique gave them, from the few distinct objects
     # (`key_codes`), not a sort of every row's string (23 ms of 58k copies); a missing
@@ -301,35 +344,77 @@ def _queues(tg, direction, start, end, nbytes) -> tuple[np.ndarray, np.ndarray, 
     dcode = key_codes(np.asarray(direction, object), sort=True)[0]
     if len(dcode) and dcode.min() < 0:
         dcode = np.unique(direction, return_inverse=True)[1]
-    dcode = dcode.astype(np.int64)
-    grp = tg * 4 + dcode
-    order = np.lexsort((start, grp))
-    g, s, e, b = grp[order], start[order], end[order], nbytes[order]
-    same = np.zeros(n, bool)
-    same[1:] = g[1:] == g[:-1]
-    reach = _group_reach(e, same)
-    gap = np.full(n, -1, np.int64)
-    gap[1:] = s[1:] - reach[:-1]
-    q = same & (gap >= 0) & (gap <= QUEUE_GAP_PS)
-    head = np.flatnonzero(~q)
-    chain = np.cumsum(~q) - 1
-    ahead = np.arange(n) - head[chain]
-    cb = np.cumsum(b)
-    bytes_ahead = cb - b - (cb[head] - b[head])[chain]
-    out_q, out_a, out_b = np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, np.int64)
-    out_q[order], out_a[order], out_b[order] = q, ahead, bytes_ahead
+    if not n:
+        return np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    grp = np.multiply(tg, 4, dtype=np.int64)
+    grp += dcode
+    # rows by (device, direction, start), ties in table order (`np.lexsort((start, grp))`),
+    # and where each group begins among them
+    order, s, begin = _group_order(grp, start)
+    del grp, dcode  # (their pages serve the arrays below)
+    same = np.ones(n, bool)  # the row is in the previous row's (device, direction)
+    same[0] = False
+    same[begin] = False
+    # (fancy indexing: fresh arrays, ours to write to)
+    e, b = end[order], nbytes[order]
+    reach = _group_reach(e, same, begin)  # (in `e`'s own array)
+    gap = s  # the gap before each copy: its start less the furthest end before it
+    np.subtract(s[1:], reach[:-1], out=gap[1:])
+    q = np.zeros(n, bool)
+    np.greater_equal(gap[1:], 0, out=q[1:])
+    q[1:] &= gap[1:] <= QUEUE_GAP_PS
+    q &= same
+    # the head of each copy's queue (the last copy not queued, at or before it): its index
+    # where it is a head, else 0, and a running maximum (in the gaps' array)
+    idx = np.arange(n)
+    head = np.multiply(idx, ~q, out=gap)
+    np.maximum.accumulate(head, out=head)
+    # bytes ahead: the bytes before the copy less those before its head (exclusive sums)
+    before = np.cumsum(b)
+    before -= b
+    bytes_ahead = np.take(before, head)
+    np.subtract(before, bytes_ahead, out=bytes_ahead)
+    ahead = np.subtract(idx, head, out=idx)
+    # back in the table's order, into the sorted columns' arrays (no longer needed)
+    out_q = np.empty(n, bool)
+    out_q[order] = q
+    out_a, out_b = reach, b
+    out_a[order] = ahead
+    out_b[order] = bytes_ahead
     return out_q, out_a, out_b
+
+
+def _group_order(grp: np.ndarray, start: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`np.lexsort((start, grp))` (rows by (group, start), ties in table order), the starts
+    in that order, and where each group but the first begins in it (from the groups' sizes
+    where they are numbered from 0: no gather of the sorted groups)."""
+    order = np.lexsort((start, grp))
+    if int(grp.min()) >= 0:
+        count = np.bincount(grp)
+        begin = np.cumsum(count[:-1])[count[:-1] > 0]
+    else:
+        g = grp[order]
+        begin = np.flatnonzero(g[1:] != g[:-1]) + 1
+    return order, start[order], begin
 
 
 _LIFT_LIMIT = 1 << 62  # `_group_reach` lifts by time below this (tests force ranks with 0)
 
 
-def _group_reach(e: np.ndarray, same: np.ndarray) -> np.ndarray:
+def _group_reach(e: np.ndarray, same: np.ndarray, begin: np.ndarray | None = None
+                 ) -> np.ndarray:
     """Per row of a table sorted by group (`same`: the row is in the previous row's group),
     the furthest end `e` so far within its group: one running maximum, each group's ends
     lifted above the previous groups' by the ends' range where the lifted values stay below
-    `_LIFT_LIMIT`, else by their ranks (a sort of every end: 1.5 ms of 36k copies)."""
+    `_LIFT_LIMIT`, else by their ranks (a sort of every end: 1.5 ms of 36k copies). Given
+    `begin` (the rows where groups begin after the first) and few groups: a running maximum
+    per group, in `e`'s own array (the caller's to give)."""
     if not len(e):
+        return e
+    if begin is not None and len(begin) < _FEW_GROUPS:
+        for lo, hi in zip([0, *begin.tolist()], [*begin.tolist(), len(e)]):  # per group
+            np.maximum.accumulate(e[lo:hi], out=e[lo:hi])
         return e
     groups = np.cumsum(~same) - 1
     e0 = int(e.min())
@@ -340,6 +425,9 @@ def _group_reach(e: np.ndarray, same: np.ndarray) -> np.ndarray:
     u, r = np.unique(e, return_inverse=True)
     lift = groups * len(u)
     return u[np.maximum.accumulate(r + lift) - lift]
+
+
+_FEW_GROUPS = 64  # groups `_group_reach` runs one by one (a numpy call each)
 
 
 def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups, rest,
@@ -353,6 +441,8 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
     sel = np.flatnonzero(rest & (end > start))
     if not len(sel):
         return
+    for col, v in _WAIT_COLUMNS.items():  # (read-only one-value columns until now)
+        out[col] = np.full(len(start), v, np.int64)
     if len(sel) == len(start):  # every copy (the usual where copies are exposed): no gathers
         g, s, e = tg, start, end
     else:

@@ -173,7 +173,7 @@ def _first_rows(g: np.ndarray) -> np.ndarray:
     return np.flatnonzero(new)
 
 
-def _sorted_by_group(g: np.ndarray, s: np.ndarray) -> bool:
+def sorted_by_group(g: np.ndarray, s: np.ndarray) -> bool:
     """Whether rows are in (group, start) order (neighbour tests, no sort)."""
     if len(g) < 2:
         return True
@@ -201,7 +201,7 @@ def merge_grouped(g, s, e) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if not s.size:
         z = np.zeros(0, np.int64)
         return z, z, z
-    if not _sorted_by_group(g, s):
+    if not sorted_by_group(g, s):
         order = np.lexsort((s, g))
         g, s, e = g[order], s[order], e[order]
     if s.size < 2 or np.all(s[1:] > e[:-1]):
@@ -250,7 +250,7 @@ class MergedGroups:
         self.g, self.s, self.e = (np.asarray(a, np.int64) for a in (mg, ms, me))
         self.layout: _Layout | None = None
         self._last: tuple | None = None  # `around`'s last queries and answer
-        if len(self.s) and (in_order or _sorted_by_group(self.g, self.s)):
+        if len(self.s) and (in_order or sorted_by_group(self.g, self.s)):
             first = _first_rows(self.g)
             last = np.append(first[1:], len(self.g)) - 1
             lay = _Layout(self.g, first, self.s[first], self.e[last], len(self.g))
@@ -290,18 +290,35 @@ class MergedGroups:
         if last is not None and all(len(a) == len(b) and np.array_equal(a, b)
                                     for a, b in zip(last[0], (qg, lo, hi))):
             return last[1]
-        p, has = lay.find(qg)
-        # merged: starts and ends both ascend within a group; a time clipped into its group
-        # counts the same intervals of it (none starts before its first start or ends after
-        # its last end), and the group's keys lie above the groups' before it
-        i0 = np.searchsorted(self._keys(self.e), lay.key(p, lo), side="right")
-        i1 = np.searchsorted(self._keys(self.s), lay.key(p, hi), side="left")
-        if not has.all():
-            i0[~has] = i1[~has] = np.searchsorted(self.g, qg[~has])
-        # copies of the queries (a caller's arrays may change after); the answer's arrays
-        # are read-only, as callers share them
+        if len(lay.groups) == 1:
+            # one group: its keys are the times themselves, unclipped (a time before its
+            # first start has no end at or below it and no start below it, as that start;
+            # one after its last end has every end and start below it, as that end), and
+            # no group positions (two fewer query-sized arrays: on 36k copies their fresh
+            # pages cost as much as the searches)
+            i0 = np.searchsorted(self.e, lo, side="right")
+            i1 = np.searchsorted(self.s, hi, side="left")
+            g0 = lay.groups[0]
+            if not (qg[0] == g0 if is_repeated(qg) else bool(np.all(qg == g0))):
+                lack = qg != g0
+                i0[lack] = i1[lack] = np.searchsorted(self.g, qg[lack])
+        else:
+            p, has = lay.find(qg)
+            # merged: starts and ends both ascend within a group; a time clipped into its
+            # group counts the same intervals of it (none starts before its first start or
+            # ends after its last end), and the group's keys lie above the groups' before it
+            i0 = np.searchsorted(self._keys(self.e), lay.key(p, lo), side="right")
+            i1 = np.searchsorted(self._keys(self.s), lay.key(p, hi), side="left")
+            if not has.all():
+                i0[~has] = i1[~has] = np.searchsorted(self.g, qg[~has])
+        # the answer's arrays are read-only, as callers share them
         i0.flags.writeable = i1.flags.writeable = False
-        self._last = ((qg.copy(), lo.copy(), hi.copy()), (i0, i1))
+        # kept with copies of the queries (a caller's arrays may change after) where the
+        # searches cost more than the copies: a table longer than the queries (a million
+        # compute intervals); where it is not (36k copies in as many intervals), the three
+        # copies' fresh pages cost more than searching again
+        self._last = ((qg.copy(), lo.copy(), hi.copy()), (i0, i1)) \
+            if len(self.s) > len(qg) else None
         return i0, i1
 
     def covered(self, qg, lo, hi) -> np.ndarray:
@@ -309,20 +326,32 @@ class MergedGroups:
         cover (`covered_grouped`): the lengths of the intervals `around` the window (a
         prefix sum), less what the first starts before lo and the last ends after hi (the
         intervals are disjoint: only those two can reach outside it)."""
-        qg, lo = np.asarray(qg, np.int64), np.asarray(lo, np.int64)
-        hi = np.maximum(np.asarray(hi, np.int64), lo)
+        qg, lo, hi = (np.asarray(v, np.int64) for v in (qg, lo, hi))
+        if not np.all(hi >= lo):  # (a window ending before it starts is empty: widened)
+            hi = np.maximum(hi, lo)
         lay = self.layout
         if lay is None or not len(qg):
             return _before(self.g, self.s, self.e, qg, hi) - \
                 _before(self.g, self.s, self.e, qg, lo)
         ms, me, prefix = self.s, self.e, self._prefix()
         i0, i1 = self.around(qg, lo, hi)
-        last = len(ms) - 1
-        first_i = np.minimum(i0, last)
-        last_i = np.maximum(i1 - 1, 0)
-        out = prefix[i1] - prefix[i0]
-        out -= np.maximum(lo - ms[first_i], 0)
-        out -= np.maximum(me[last_i] - hi, 0)
+        # in place through one scratch index and one scratch value array (three query-sized
+        # arrays in all, where a temporary per step made a dozen: their fresh pages were
+        # half of this on 36k copies); every index is in range, and `take` into an array
+        # buffers the answer unless told what to do with one that is not ("clip")
+        at = np.minimum(i0, len(ms) - 1)  # the first interval around the window
+        cut = np.take(ms, at)  # ... and what of it lies before lo
+        np.subtract(lo, cut, out=cut)
+        np.maximum(cut, 0, out=cut)
+        out = np.take(prefix, i1)
+        out -= cut
+        out -= np.take(prefix, i0, out=cut, mode="clip")
+        np.subtract(i1, 1, out=at)  # the last interval around the window
+        np.maximum(at, 0, out=at)
+        np.take(me, at, out=cut, mode="clip")  # ... and what of it lies after hi
+        np.subtract(cut, hi, out=cut)
+        np.maximum(cut, 0, out=cut)
+        out -= cut
         out[i1 <= i0] = 0  # (the group's place where it has no interval there, or none)
         return out
 
@@ -339,8 +368,8 @@ class MergedGroups:
             z = np.zeros(0, np.int64)
             return z, z, z
         lay = self.layout
-        if lay is None or not _sorted_by_group(ag, a_s):
-            if len(b_s) or not _sorted_by_group(ag, a_s):
+        if lay is None or not sorted_by_group(ag, a_s):
+            if len(b_s) or not sorted_by_group(ag, a_s):
                 return _subtract_sweep(ag, a_s, a_e, bg, b_s, b_e)
             keep = a_e > a_s  # nothing to subtract
             return ag[keep], a_s[keep], a_e[keep]

@@ -107,7 +107,7 @@ from overlap.analysis.group_records import (  # the class labels are defined the
     top_transfer_records,
     top_transfer_rows,
 )
-from overlap.analysis.grouping import Columns, frame_of, is_none
+from overlap.analysis.grouping import Columns, equal_to, frame_of, is_none
 from overlap.analysis.hosts import straggler_view
 from overlap.analysis.intervals import (
     Coverage,
@@ -120,7 +120,7 @@ from overlap.analysis.intervals import (
 from overlap.analysis.step_rows import step_rows
 from overlap.analysis.step_rows import step_summary as summarize_steps
 from overlap.analysis.units import format_ps
-from overlap.arrays import factorize, object_addresses
+from overlap.arrays import factorize
 from overlap.trace.tables import concat, missing_mask, n_rows, take
 from overlap.trace.tpu import clock_counts, copy_durations
 
@@ -238,28 +238,8 @@ _CLASS_LABELS = np.array(["", HIDDEN, EXPOSED, PARTIAL], dtype=object)
 def _host_kind_pageable(tr: Columns) -> np.ndarray:
     src = np.asarray(tr["src_kind"], dtype=object)
     dst = np.asarray(tr["dst_kind"], dtype=object)
-    return _equals(src, "pageable") | _equals(dst, "pageable")
-
-
-def _equals(values: np.ndarray, value: str, most: int = 8) -> np.ndarray:
-    """`values == value` of an object column; where it holds at most `most` distinct objects
-    (a transfer's memory kinds: 'host', 'device'), each object compared once, its rows told
-    by address (~0.25-0.5 ms of Python comparisons per column of 36k copies otherwise)."""
-    n = len(values)
-    if n > 64:
-        addr = object_addresses(values)
-        hit = np.zeros(n, bool)
-        left = np.ones(n, bool)  # rows whose object was not compared yet
-        i = 0
-        for _ in range(most):
-            same = addr == addr[i]
-            if values[i] == value:
-                hit |= same
-            left &= ~same
-            i = int(left.argmax())
-            if not left[i]:
-                return hit
-    return np.asarray(values == value, dtype=bool)
+    # (a memory kind column holds a few shared strs: each compared once, `equal_to`)
+    return equal_to(src, "pageable") | equal_to(dst, "pageable")
 
 
 def _bytes_known(tr: pd.DataFrame) -> np.ndarray:
@@ -303,7 +283,7 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
         # Every device at once (the grouped primitives equal the per-device ones); the
         # codes and merged compute made once per trace (the causes search them again)
         (tcode, _), keys, comp = exposure.compute_groups(trace)
-        tcode = tcode.astype(np.int64)
+        tcode = tcode.astype(np.int64, copy=False)  # (one device: a read-only view)
         mg, ms, me = comp.g, comp.s, comp.e
         hidden = comp.covered(tcode, start, end)
         # the wall-clock set with a copy in flight and no compute: the uncovered parts of the

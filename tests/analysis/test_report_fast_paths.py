@@ -2,7 +2,7 @@
 
 Issue 32, round 9: the top ops' cut found from a sample of the op names
 (`group_records._at_most_kth`), a transfer's memory kind compared once per shared object
-(`overlap._equals`), the (host, device) and (host, direction) groups summed from the (host,
+(`grouping.equal_to`), the (host, device) and (host, direction) groups summed from the (host,
 device, direction) groups (`reduce_parts`), the copies' (module, program id) pairs numbered
 once per trace (`grouping.copy_pairs`), the `top_exposed` records found in sorted starts by
 binary search (`first_use._rows_starting_at`), ratios and bandwidths divided only where
@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from overlap.analysis import group_records
 from overlap.analysis import overlap as an
 from overlap.analysis.first_use import _rows_starting_at
-from overlap.analysis.grouping import copy_pairs, group_sums, pair_codes
+from overlap.analysis.grouping import copy_pairs, equal_to, group_sums, pair_codes
 from overlap.trace import read_trace
 from overlap.trace.synthetic import many_ops_scenario
 
@@ -69,7 +69,7 @@ def test_at_most_kth_on_many_names_takes_the_sample_and_keeps_exactly_k():
 ])
 def test_equals_is_elementwise_equality(values):
     col = _objects(values)
-    assert an._equals(col, "pageable").tolist() == [v == "pageable" for v in values]
+    assert equal_to(col, "pageable").tolist() == [v == "pageable" for v in values]
 
 
 @settings(max_examples=200, deadline=None)
