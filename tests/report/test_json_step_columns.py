@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from overlap.analysis import step_rows as S
-from overlap.analysis.overlap import host_part
+from overlap.analysis.overlap import host_part, reduce_parts
 from overlap.report import text as T
 from overlap.trace import read_trace
 from overlap.trace.synthetic import SyntheticTrace
@@ -201,6 +201,21 @@ def test_parts_joined_are_the_dicts_sorted_by_host(tmp_path):
     plain = S.joined([parts[0]["steps"], list(parts[1]["steps"])])  # one part not StepRows
     assert type(plain) is list and plain == [*parts[1]["steps"], *parts[0]["steps"]]
     assert S.joined([]) == []
+
+
+@pytest.mark.parametrize("n_parts", [1, 3])
+def test_a_result_of_parts_is_written_as_its_dicts(tmp_path, n_parts):
+    """A result's steps (`reduce_parts`: `step_rows.joined` where the reduce step calls it,
+    else a list of the dicts) written alone and under a check's outcome (a level deeper)."""
+    parts = [_part(tmp_path, "b", 40), _part(tmp_path, "a", 530), _part(tmp_path, "a", 9, 7)]
+    result = reduce_parts(parts[:n_parts])
+    plain = {**result, "steps": list(result["steps"])}
+    for outcome in (None, {"verdict": "ok", "checks": []}):
+        got, want = io.StringIO(), io.StringIO()
+        T.write_json(got, result, outcome)
+        T.write_json(want, plain, outcome)
+        assert got.getvalue() == want.getvalue()
+    assert json.loads(got.getvalue())["analysis"]["steps"] == plain["steps"]
 
 
 @pytest.mark.parametrize("a", [[0.0, -0.0, 0.0], [-0.0, -0.0], [0.0] * 3, [0.5, 0.5],
