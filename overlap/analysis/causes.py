@@ -254,9 +254,6 @@ def transfer_causes(trace, table: Columns) -> Columns:
 
 _UNKNOWN_COLUMNS = ("unknown_no_resume_ps", "unknown_late_resume_ps",
                     "unknown_not_copy_bound_ps")
-# the columns `_waits` adds to (writable once it has pieces), and their starting value
-_WAIT_COLUMNS = {"cause_device_waits_ps": 0, "cause_unknown_ps": 0, "stall_ps": 0,
-                 "ready_ps": -1, **dict.fromkeys(_UNKNOWN_COLUMNS, 0)}
 
 
 @memo.per_trace("compute_groups", lambda v: v)
@@ -441,8 +438,6 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
     sel = np.flatnonzero(rest & (end > start))
     if not len(sel):
         return
-    for col, v in _WAIT_COLUMNS.items():  # (read-only one-value columns until now)
-        out[col] = np.full(len(start), v, np.int64)
     if len(sel) == len(start):  # every copy (the usual where copies are exposed): no gathers
         g, s, e = tg, start, end
     else:
@@ -507,11 +502,22 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
                     next_ok & ~waited & (bare <= RESUME_GAP_PS))):
         if not m.any():
             continue
-        out[col] += bin_sums(rows[m], length[m], n, most)
+        v = _own(out, col)
+        v += bin_sums(rows[m], length[m], n, most)
     # the tail: a piece ending at the copy's end (its last), after which the device resumed
     tail = np.flatnonzero(waited & is_last)
-    out["stall_ps"][rows[tail]] = length[tail]
-    out["ready_ps"][rows[tail]] = lo[tail] - s[a[tail]]
+    if len(tail):
+        _own(out, "stall_ps")[rows[tail]] = length[tail]
+        _own(out, "ready_ps")[rows[tail]] = lo[tail] - s[a[tail]]
+
+
+def _own(out: dict[str, Any], col: str) -> np.ndarray:
+    """`out[col]`, made a writable array of its own where it is a read-only one-value view
+    (`transfer_causes`: a column nothing was written to yet)."""
+    v = out[col]
+    if not v.flags.writeable:
+        v = out[col] = np.array(v)
+    return v
 
 
 def _ended_within(keys: _Keys, tg, end, pg, resume) -> np.ndarray:

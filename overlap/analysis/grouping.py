@@ -179,9 +179,10 @@ def equal_to(values: np.ndarray, value: Any, most: int = 8) -> np.ndarray:
 def _equals_one(one: np.ndarray, value: Any) -> bool:
     """Whether the object in `one` (a 1-row object array) equals `value`; a missing object
     (`tables.missing_mask`: None, NaN, pd.NA) never does."""
-    if missing_mask(one)[0]:
+    o = one[0]
+    if type(o) is not str and (o is None or missing_mask(one)[0]):  # (a str: never)
         return False
-    return bool(one[0] == value)
+    return bool(o == value)
 
 
 def codes_equal(codes: np.ndarray, uniques: np.ndarray, value: Any) -> np.ndarray:
