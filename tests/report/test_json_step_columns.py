@@ -63,12 +63,14 @@ def _column(rng: random.Random, key: str, n: int):
                      for i in range(n)], np.int64)
 
 
-def _step_rows(rng: random.Random, sizes: list[int]) -> S.StepRows:
+def _step_rows(rng: random.Random, sizes: list[int], hosts: list[str] | None = None
+               ) -> S.StepRows:
     blocks = []
     for j, n in enumerate(sizes):
+        host = hosts[j] if hosts else f"host-{j}"
         cols = [_column(rng, k, n) for k in S.STEP_KEYS]
-        cols[0] = S._One(f"host-{j}")
-        blocks.append(S.StepBlock(f"host-{j}", n, *S._split(cols)))
+        cols[0] = S._One(host)
+        blocks.append(S.StepBlock(host, n, *S._split(cols)))
     return S.StepRows(chain.from_iterable(b.rows for b in blocks), blocks)
 
 
@@ -226,3 +228,13 @@ def test_fractions_keep_nan_as_none_and_the_sign_of_zero(a):
     want = [None if np.isnan(x) else float(x) for x in a]
     assert [json.dumps(v) for v in values] == [json.dumps(v) for v in want]
     assert all(type(v) is type(w) for v, w in zip(values, want))
+
+
+@pytest.mark.parametrize("hosts", [["a", "b", "c"], ["b", "a", "b"], ["c", "b", "a"]])
+def test_hosts_of_one_part_joined_as_the_sorted_dicts(hosts):
+    rows = _step_rows(random.Random(4), [3, 20, 5], hosts)
+    got = S.joined([rows])
+    want = sorted(rows, key=itemgetter("host"))  # stable
+    assert all(x is y for x, y in zip(got, want)) and len(got) == len(want)
+    assert (got is rows) == (hosts == sorted(hosts))
+    assert isinstance(got, S.StepRows) and _emitted(got) == _dicts_text(want)
