@@ -9,7 +9,8 @@ turned into Python values once per column; the only Python work per step is maki
 The rows come as a `StepRows`: a plain list of the dicts for every consumer (text, HTML,
 dashboard, compare, JUnit, the library), which also keeps the columns they were made from,
 so the JSON writer (`overlap.report.text`) writes the rows from those instead of turning
-thousands of dicts back into columns (~4 of the 5 ms of the many-ops result's JSON).
+thousands of dicts back into columns (the many-ops result's JSON, 3,000 step rows: 4.6-4.9 ->
+1.8-1.9 ms).
 """
 
 from __future__ import annotations
