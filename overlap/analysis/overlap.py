@@ -85,8 +85,6 @@ from __future__ import annotations
 
 import math
 import os
-from itertools import chain
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -117,6 +115,7 @@ from overlap.analysis.intervals import (
     subtract_grouped,
     subtract_intervals,
 )
+from overlap.analysis.step_rows import joined as join_step_rows
 from overlap.analysis.step_rows import step_rows
 from overlap.analysis.step_rows import step_summary as summarize_steps
 from overlap.analysis.units import format_ps
@@ -539,8 +538,8 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
 
     backend = combined_backend([p["backend"] for p in parts])
     compute_events = sum(p["compute_events"] for p in parts)
-    step_rows = list(chain.from_iterable(p["steps"] for p in parts))
-    step_rows.sort(key=itemgetter("host"))  # stable: each host's steps keep their order
+    # stable by host (each host's steps keep their order); intact StepRows keep their columns
+    step_rows = join_step_rows([p["steps"] for p in parts])
     capture_hosts = sorted({h for p in parts for h in p["capture_hosts"]})
     n = int(groups["count"].sum())
     unknowns = [u for p in parts for u in p.get("unknowns", ())]
