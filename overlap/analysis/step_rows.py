@@ -162,6 +162,11 @@ class StepRows(list):
         if len(self) != sum(x.n for x in b) or not all(
                 map(is_, self, chain.from_iterable(x.rows for x in b))):
             return None
+        # a key added to or taken from a row (a caller annotating its steps) shows in its
+        # size (~0.05 ms for 3,000 rows); a value replaced in place does not: rows are answers
+        for x in b:
+            if x.n and set(map(len, x.rows)) != {len(x.one) + len(x.vary)}:
+                return None
         return b
 
     def __reduce_ex__(self, protocol: Any) -> Any:  # copy, deepcopy, pickle: a plain list

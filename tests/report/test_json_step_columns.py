@@ -134,6 +134,24 @@ def test_a_changed_list_is_written_from_its_dicts(change):
     assert _emitted(rows) == _dicts_text(rows)
 
 
+@pytest.mark.parametrize("change", ["add", "delete", "pop"])
+def test_a_row_given_or_losing_a_key_is_written_from_its_dicts(change):
+    """A caller annotating its steps (a key added to one row, or one taken away) is seen by
+    the rows' sizes: the list goes the dict path and the text holds the change."""
+    rows = _step_rows(random.Random(9), [40, 25])
+    row = rows[30]
+    if change == "add":
+        row["note"] = "mine"
+    elif change == "delete":
+        del row["step"]
+    else:
+        row.pop("host")
+    assert rows.intact_blocks() is None
+    got = _emitted(rows)
+    assert got == _dicts_text(rows)
+    assert json.loads(got)[30] == row
+
+
 def test_copies_and_pickles_are_plain_lists():
     rows = _step_rows(random.Random(1), [20])
     for other in (copy.copy(rows), copy.deepcopy(rows), pickle.loads(pickle.dumps(rows)),
