@@ -121,32 +121,72 @@ def key_codes(values: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
     holds a few shared objects (directions, a pod's hosts in turn) is numbered by address
     (`few_objects`) and only its heads factorized: no dict lookup per row. Many distinct
     strs (op names) are numbered by the compiled scanner (`strcodes.str_codes`: the same
-    codes, a tenth of the time)."""
+    codes, a tenth of the time).
+
+    The codes are the caller's to read, not to write: those of a column of one run (a host
+    file's host) are a read-only broadcast of one code, those of a few objects the read-only
+    array kept for the column (`_FEW`); the uniques are the caller's own."""
     v = np.asarray(values, dtype=object)
-    if len(v) > 8:
+    n = len(v)
+    if n > 8:
+        if is_repeated(v):  # one object in every row (`arrays.repeated`): one run
+            return _one_run(v, sort)
+        got = _few_codes(v, sort, None)  # (a column seen before: no `run_starts`, whose
+        if got is not None:              # ~n indices of a few objects cost ~0.1 ms)
+            return got
         starts = run_starts(v)
-        if starts is not None and len(starts) > len(v) // 8:  # no runs: factorize's case
-            kept = _FEW.get(v, sort)
-            if kept is not None:  # (callers may write to what they get)
-                return kept[0].astype(np.int64), kept[1].copy()
+        if starts is not None and len(starts) == 1:
+            return _one_run(v, sort)
+        if starts is not None and len(starts) > n // 8:  # no runs: factorize's case
             few = few_objects(v)
-            if few is not None:
-                code, heads = few
-                hc, hu = factorize(v[heads], sort=sort)
-                # its codes in one byte (a few objects: ~9 bytes a row kept, two columns)
-                _FEW.put(v, sort, (hc[code].astype(np.int8), hu.copy()))
-                return hc[code], hu
-            got = str_codes(v, sort)
+            got = None if few is None else _few_codes(v, sort, few)
+            if got is None:
+                got = str_codes(v, sort)
             if got is not None:
                 return got
     return factorize(v, sort=sort)
 
 
-# The last two columns numbered by `few_objects` in `key_codes`, their codes by `sort`: the
-# analysis numbers one transfer table's direction column five times (its groups, the regroups
-# of one host file's groups, which hold that column, the copy queues, the step rows), ~0.4 ms
-# of 36k rows each, where telling the same objects at the same rows takes ~0.03 ms.
+def _one_run(v: np.ndarray, sort: bool) -> tuple[np.ndarray, np.ndarray]:
+    """`key_codes` of a column of one run of equal values (a reader's host or device
+    column): the first value's code for every row, a read-only broadcast (no repeat of it
+    per row)."""
+    c, u = factorize(v[:1], sort=sort)
+    return np.broadcast_to(c, (len(v),)), u
+
+
+def _few_codes(v: np.ndarray, sort: bool, few: tuple[np.ndarray, np.ndarray] | None
+               ) -> tuple[np.ndarray, np.ndarray] | None:
+    """`key_codes` of a column of a few objects: the codes kept for it and `sort`, else made
+    from its objects (`few`, `few_objects`' answer: the ones kept for the column where None,
+    and None where none are kept) and kept read-only, as are the objects (`_FEW`): a column
+    numbered both sorted and not is told apart once, and each later call gets the kept
+    array, no copy."""
+    kept = _FEW.get(v, sort)
+    if kept is not None:
+        return kept[0], kept[1].copy()
+    if few is None:
+        few = _FEW.get(v, _OBJECTS)
+        if few is None:
+            return None
+    else:
+        _FEW.put(v, _OBJECTS, few)
+    code, heads = few
+    hc, hu = factorize(v[heads], sort=sort)
+    codes = hc[code]
+    codes.flags.writeable = False
+    _FEW.put(v, sort, (codes, hu.copy()))
+    return codes, hu
+
+
+# The last two columns numbered by `few_objects` in `key_codes`: per column its objects'
+# numbers and first rows (under `_OBJECTS`) and its codes by `sort`. The analysis numbers one
+# transfer table's direction column five times, sorted and not (its groups, the regroups of
+# one host file's groups, which hold that column, the copy queues, the step rows): ~0.4 ms of
+# 36k rows to tell the objects apart, where finding the same objects at the same rows takes
+# ~0.01 ms, and a new int64 copy of the codes per call ~70 page faults.
 _FEW = SeenColumns(2)
+_OBJECTS = "objects"
 
 
 def equal_to(values: np.ndarray, value: Any, most: int = 8) -> np.ndarray:
@@ -199,20 +239,23 @@ def few_objects(v: np.ndarray, most: int = 8) -> tuple[np.ndarray, np.ndarray] |
     """A column of at most `most` distinct objects (directions, a pod's hosts in turn): per
     row the number of its object in order of first appearance, and each object's first row;
     None where there are more. By address (`arrays.object_addresses`): no Python call per
-    row. Distinct objects may still be equal values: the caller factorizes the heads."""
+    row. Distinct objects may still be equal values: the caller factorizes the heads. The
+    numbers are int8 (at most `most` <= 127 of them: a byte a row, where int64 cost ~70 page
+    faults per 36k rows)."""
+    assert most <= 127
     addr = object_addresses(v)
     if len(set(addr[:64].tolist())) > most:  # more in the first rows alone (op names): no
         return None                          # pass per object over every row
-    code = np.full(len(v), -1, np.int64)
+    code = np.full(len(v), -1, np.int8)
     heads = []
     i = 0
     for k in range(most):
         code[addr == addr[i]] = k
         heads.append(i)
-        rest = np.flatnonzero(code < 0)
-        if not len(rest):
+        left = code < 0
+        i = int(left.argmax())  # the first row not numbered yet
+        if not left[i]:
             return code, np.array(heads, np.int64)
-        i = int(rest[0])
     return None
 
 

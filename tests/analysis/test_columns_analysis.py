@@ -169,13 +169,15 @@ def test_dense_codes_equal_factorize(seed):
 def test_key_codes_of_a_column_seen_before_or_changed_in_place():
     """A column of few objects is numbered once (`grouping._FEW`): the same objects at the
     same rows (another array) get those codes again; a column changed in place, or equal
-    values held by other objects, are numbered afresh, and the codes are the caller's own."""
+    values held by other objects, are numbered afresh. The codes are kept read-only: a
+    caller cannot write to them (and so change a later answer)."""
     d2h, h2d = "D2H", "".join(["H2", "D"])
     col = np.array([d2h, h2d] * 20, object)
     first = grouping.key_codes(col, True)
     again = grouping.key_codes(col.copy(), True)
     assert [a.tolist() for a in again] == [a.tolist() for a in first]
-    again[0][:] = 7  # a caller writing to its codes changes no later answer
+    with pytest.raises(ValueError):
+        again[0][:] = 7  # a caller writing to its codes would change a later answer
     col[0] = h2d
     col[1] = "".join(["D2", "H"])  # a new object of a value seen before
     codes, uniq = grouping.key_codes(col, True)
