@@ -40,8 +40,15 @@ def str_codes(values: np.ndarray, sort: bool) -> Codes | None:
         if got is None:
             return None
         codes, uniq = got
-        out = np.empty(len(uniq), object)
-        out[:] = uniq
+        if len(uniq) == len(col):
+            # every row its own value (a capture where every copy is its own op): the
+            # uniques are the rows' objects, in row order or placed at their ranks, not a
+            # new array filled from the scanner's list (~0.4 ms of 36k names)
+            out = col.copy() if not sort else np.empty(len(col), object)
+            if sort:
+                out[codes] = col
+        else:
+            out = np.fromiter(uniq, object, len(uniq))  # (`out[:] = uniq`: ~1.5x as long)
         kept = (codes, out)
         _seen.put(col, sort, kept)
     codes, uniq = kept

@@ -113,3 +113,23 @@ def test_every_column_of_a_real_trace_in_any_order(tmp_path):
         for k in rng.permutation(names).tolist():
             for sort in (bool(rng.integers(2)), True, False):
                 _check(cols[k], sort)
+
+
+@pytest.mark.parametrize("sort", [False, True])
+@pytest.mark.parametrize("distinct", [True, False])
+def test_str_columns_uniques_are_first_objects(sort, distinct):
+    """A str column (op names) numbered by the scanner: codes and uniques the plain rule's,
+    and each unique the object of its value's first row (as `arrays.factorize` keeps it),
+    also where every row is its own value (uniques taken from the rows, sorted or not)."""
+    names = [f"copy-start.{(i * 7919) % 50}" for i in range(50)]
+    if not distinct:
+        names = names + ["".join(list(x)) for x in names[:20]]  # equal, other objects
+    col = np.empty(len(names), object)
+    col[:] = names
+    for _ in range(2):  # (the second: the kept answer)
+        codes, uniq = grouping.key_codes(col, sort)
+        assert (codes.tolist(), uniq.tolist()) == _plain(col, sort)
+        first = {}
+        for x in col.tolist():
+            first.setdefault(x, x)
+        assert all(u is first[u] for u in uniq.tolist())
