@@ -363,11 +363,13 @@ def _queues_by_rows(tg, direction, start, end, nbytes):
     its queue; it counts the copies (and bytes) of its back-to-back chain before it."""
     n = len(start)
     q, ahead, bahead = [False] * n, [0] * n, [0] * n
-    for key in {(g, d) for g, d in zip(tg.tolist(), direction.tolist())}:
-        rows = sorted((i for i in range(n) if (tg[i], direction[i]) == key),
-                      key=lambda i: (start[i], i))
+    rows: dict[tuple, list[int]] = {}
+    for i in range(n):
+        rows.setdefault((int(tg[i]), direction[i]), []).append(i)
+    for idx in rows.values():
+        idx.sort(key=lambda i: (int(start[i]), i))
         reach, chain = None, []
-        for i in rows:
+        for i in idx:
             gap = None if reach is None else int(start[i]) - reach
             if gap is not None and 0 <= gap <= C.QUEUE_GAP_PS:
                 q[i] = True

@@ -23,33 +23,10 @@ from overlap.analysis.overlap import transfer_columns
 from overlap.arrays import is_repeated
 from overlap.trace import read_trace
 from overlap.trace.synthetic import SyntheticTrace, gpu_offload_scenario, many_ops_scenario
+from tests.analysis.test_causes import _queues_by_rows
 from tests.analysis.test_waits_reference import _waits_by_pieces
 
 US = C.US
-
-
-def _queues_plain(tg, direction, start, end, nbytes):
-    """Per (group, direction), in (start, row) order: a copy is queued when it starts within
-    QUEUE_GAP_PS at or after the furthest end of the copies before it; its queue holds the
-    copies since the last one not queued."""
-    n = len(start)
-    q, ahead, bahead = [False] * n, [0] * n, [0] * n
-    rows: dict[tuple, list[int]] = {}
-    for i in range(n):
-        rows.setdefault((int(tg[i]), direction[i]), []).append(i)
-    for idx in rows.values():
-        idx.sort(key=lambda i: (int(start[i]), i))
-        reach, chain = None, []
-        for i in idx:
-            gap = None if reach is None else int(start[i]) - reach
-            if gap is not None and 0 <= gap <= C.QUEUE_GAP_PS:
-                q[i] = True
-            else:
-                chain = []
-            ahead[i], bahead[i] = len(chain), sum(int(nbytes[j]) for j in chain)
-            chain.append(i)
-            reach = int(end[i]) if reach is None else max(reach, int(end[i]))
-    return q, ahead, bahead
 
 
 @pytest.mark.parametrize("seed", range(24))
@@ -81,7 +58,7 @@ def test_queues_equal_the_copy_by_copy_rule(seed, few, monkeypatch):
         [kinds[i % 2] for i in range(n)]
     nbytes = rng.integers(0, 1000, n).astype(np.int64)
     got = C._queues(tg, direction, start, end, nbytes)
-    assert [v.tolist() for v in got] == list(_queues_plain(tg, direction, start, end, nbytes))
+    assert [v.tolist() for v in got] == list(_queues_by_rows(tg, direction, start, end, nbytes))
 
 
 def _cover(ivs, lo, hi) -> int:
@@ -154,7 +131,7 @@ def _causes_plain(trace, table):
     exposed = table["exposed_ps"].tolist()
     pg = table["pageable"].tolist()
     ss = C._on_compute_stream(tr, co, tg, cg, keys_hd)[0].tolist()
-    qu = _queues_plain(tg, table["direction"], start, end, table["bytes"])[0]
+    qu = _queues_by_rows(tg, table["direction"], start, end, table["bytes"])[0]
     n = len(exposed)
     rest = [not (pg[i] or ss[i] or qu[i]) and exposed[i] > 0 for i in range(n)]
     cs = np.asarray(co["start_ps"], np.int64)
@@ -193,7 +170,7 @@ def test_transfer_causes_equal_the_rule_copy_by_copy(make, tmp_path):
         assert got[c].tolist() == want[c], c
         # a one-value column is a read-only view; any other the causes' own array
         assert not got[c].flags.writeable or not is_repeated(got[c])
-    q, ahead, bahead = _queues_plain(C.compute_groups(trace)[0][0], table["direction"],
+    q, ahead, bahead = _queues_by_rows(C.compute_groups(trace)[0][0], table["direction"],
                                      table["start_ps"], table["end_ps"], table["bytes"])
     assert got["queue_ahead"].tolist() == ahead and got["bytes_ahead"].tolist() == bahead
     if not table["exposed_ps"].any():  # nothing exposed: no column of its own
