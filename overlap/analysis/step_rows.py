@@ -72,9 +72,10 @@ def step_rows(trace, table: Columns, coverages) -> tuple[StepRows, int]:
         s1 = np.maximum(np.asarray(steps["end_ps"], dtype=np.int64)[sel], s0)
         n = len(sel)
         ti = np.flatnonzero(codes_equal(t_hcode, t_hosts, host))
-        idx = np.searchsorted(s0, t_start[ti], side="right") - 1  # latest step starting <= t
+        tt = t_start[ti]
+        idx = latest_start(s0, tt)  # latest step starting <= t
         ok = idx >= 0
-        ok[ok] &= t_start[ti][ok] < s1[idx[ok]]
+        ok[ok] &= tt[ok] < s1[idx[ok]]
         ti, idx = ti[ok], idx[ok]
         assigned[ti] = True
 
@@ -89,18 +90,13 @@ def step_rows(trace, table: Columns, coverages) -> tuple[StepRows, int]:
             v = np.asarray(table[name], dtype=np.int64)
             return v if _every else v[_ti]
 
-        counts = np.bincount(idx, minlength=n)
-        t_dir = t_dcode[ti]
         t_bytes = col("bytes")
-        dir_counts, dir_bytes = {}, {}
-        for d in DIRECTIONS:  # per direction: the transfer gates count copies per step
-            m = codes_equal(t_dir, t_dirs, d)
-            dir_counts[d] = np.bincount(idx[m], minlength=n)
-            dir_bytes[d] = bin_sums(idx[m], t_bytes[m], n)
+        # per direction (the transfer gates count copies per step): both in one pass
+        counts, nbytes, dir_counts, dir_bytes = direction_sums(
+            idx, t_dcode[ti], t_dirs, t_bytes, n)
         span = per_step(col("span_ps"))
         hidden = per_step(col("hidden_ps"))
         causes = [per_step(col(k)) for k in exposure.CAUSE_COLUMNS]
-        nbytes = per_step(t_bytes)
         wall = np.zeros(n, np.int64)
         worst = np.full(n, None, dtype=object)
         for (h, dev), (_, exposed_cov) in sorted(coverages.items()):  # per device
@@ -126,6 +122,41 @@ def step_rows(trace, table: Columns, coverages) -> tuple[StepRows, int]:
             blocks.append(StepBlock(host, n, *_split(cols)))
     return StepRows(chain.from_iterable(b.rows for b in blocks), blocks), \
         int((~assigned).sum())
+
+
+def latest_start(s0: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per time of `t`, the last index of the ascending `s0` whose value is <= it (-1: none):
+    `searchsorted(s0, t, side="right") - 1`. Where `t` ascends too (a reader's transfers, in
+    start order), from where each step's start falls among them: a search per step, not per
+    transfer (many-ops: 3,000 steps, 36k transfers, 0.33 -> ~0.1 ms)."""
+    if len(t) < 2 * len(s0) or not (t[1:] >= t[:-1]).all():
+        return np.searchsorted(s0, t, side="right") - 1
+    # transfer i is at or after step j's start where i >= (transfers before that start)
+    first = np.searchsorted(t, s0, side="left")
+    return np.cumsum(np.bincount(first, minlength=len(t) + 1)[:len(t)]) - 1
+
+
+def direction_sums(idx: np.ndarray, t_dir: np.ndarray, dirs: np.ndarray,
+                   t_bytes: np.ndarray, n: int
+                   ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray],
+                              dict[str, np.ndarray]]:
+    """Per step (`idx`: each transfer's step, 0..n-1): transfers and bytes of all, and of each
+    of `DIRECTIONS` (transfers whose direction, numbered by `key_codes` as `t_dir`, `dirs`,
+    equals it). One count and one sum over (step, direction) pairs, not a mask, gather and
+    two sums per direction (~0.6 ms of many-ops' 36k transfers); all transfers' sums are
+    their directions' where every transfer has one of them (else sums of their own)."""
+    k = len(DIRECTIONS)
+    # a direction code -> its place in DIRECTIONS, k for another value or none (code -1 last)
+    place = np.array([next((j for j, d in enumerate(DIRECTIONS) if u == d), k)
+                      for u in dirs.tolist()] + [k], np.int64)
+    at = place[t_dir]
+    pair = idx * (k + 1) + at
+    by_pair = np.bincount(pair, minlength=n * (k + 1)).reshape(n, k + 1)
+    bytes_pair = bin_sums(pair, t_bytes, n * (k + 1)).reshape(n, k + 1)
+    counts = by_pair.sum(axis=1)
+    nbytes = bytes_pair.sum(axis=1)
+    return (counts, nbytes, {d: by_pair[:, j] for j, d in enumerate(DIRECTIONS)},
+            {d: bytes_pair[:, j] for j, d in enumerate(DIRECTIONS)})
 
 
 class StepBlock:

@@ -1,0 +1,93 @@
+"""The step rows' per-step sums over both directions at once and the step of each transfer
+found from the steps' side (`step_rows.direction_sums`, `step_rows.latest_start`, issue 32)
+give what the plain rules give: a mask, count and sum per direction, and
+`searchsorted(starts, t, side="right") - 1` per transfer."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from overlap.analysis import step_rows
+from overlap.analysis.grouping import codes_equal, key_codes
+from overlap.arrays import bin_sums
+
+BIG = 1 << 53
+
+
+def _plain_sums(idx, t_dir, dirs, t_bytes, n):
+    """Per step: all transfers and bytes, and each direction's, a mask per direction."""
+    counts = np.bincount(idx, minlength=n)
+    nbytes = bin_sums(idx, t_bytes, n)
+    dc, db = {}, {}
+    for d in step_rows.DIRECTIONS:
+        m = codes_equal(t_dir, dirs, d)
+        dc[d] = np.bincount(idx[m], minlength=n)
+        db[d] = bin_sums(idx[m], t_bytes[m], n)
+    return counts, nbytes, dc, db
+
+
+def _check_sums(idx, directions, t_bytes, n):
+    codes, dirs = key_codes(np.asarray(directions, dtype=object), sort=False)
+    got = step_rows.direction_sums(np.asarray(idx, np.int64), codes, dirs,
+                                   np.asarray(t_bytes, np.int64), n)
+    want = _plain_sums(np.asarray(idx, np.int64), codes, dirs,
+                       np.asarray(t_bytes, np.int64), n)
+    assert got[0].tolist() == want[0].tolist()
+    assert got[1].tolist() == want[1].tolist()
+    for d in step_rows.DIRECTIONS:
+        assert got[2][d].tolist() == want[2][d].tolist(), d
+        assert got[3][d].tolist() == want[3][d].tolist(), d
+    return got
+
+
+def test_direction_sums_equal_a_mask_per_direction():
+    rng = np.random.default_rng(7)
+    for n, m, kinds in [(1, 1, ["D2H"]), (5, 40, ["D2H", "H2D"]), (30, 500, ["H2D"]),
+                        (12, 300, ["H2D", "D2H", "other", None]),
+                        (7, 90, [None]), (4, 50, ["other", "D2H"])]:
+        idx = rng.integers(0, n, m)
+        directions = [kinds[i] for i in rng.integers(0, len(kinds), m)]
+        t_bytes = rng.integers(0, 1 << 20, m)
+        counts, nbytes, dc, db = _check_sums(idx, directions, t_bytes, n)
+        # known by construction: a transfer of another direction (or none) counts in the
+        # step's totals, in neither direction's
+        known = np.isin(np.array(directions, dtype=object), list(step_rows.DIRECTIONS))
+        assert sum(dc[d].sum() for d in step_rows.DIRECTIONS) == known.sum()
+        assert counts.sum() == m and nbytes.sum() == t_bytes.sum()
+
+
+def test_direction_sums_exact_past_float64s_integers():
+    # bytes whose sums float64 cannot hold: the sums stay Python's int sums
+    idx = np.array([0, 0, 1, 1, 1, 2])
+    t_bytes = [BIG + 1, 1, BIG - 1, 2, BIG + 3, 5]
+    directions = ["D2H", "D2H", "H2D", "D2H", "H2D", "H2D"]
+    counts, nbytes, dc, db = _check_sums(idx, directions, t_bytes, 3)
+    assert nbytes.tolist() == [BIG + 2, 2 * BIG + 4, 5]
+    assert db["D2H"].tolist() == [BIG + 2, 2, 0] and db["H2D"].tolist() == [0, 2 * BIG + 2, 5]
+    assert dc["D2H"].tolist() == [2, 1, 0] and counts.tolist() == [2, 3, 1]
+
+
+def test_direction_sums_of_no_steps_or_transfers():
+    got = _check_sums(np.array([], np.int64), [], [], 0)
+    assert got[0].tolist() == [] and got[2]["H2D"].tolist() == []
+    got = _check_sums(np.array([], np.int64), [], [], 3)
+    assert got[1].tolist() == [0, 0, 0]
+
+
+def test_latest_start_equals_searchsorted():
+    rng = np.random.default_rng(11)
+    for n, m in [(1, 0), (1, 5), (3, 1), (5, 40), (40, 5), (200, 3000), (3, 3000)]:
+        s0 = np.sort(rng.integers(0, 1000, n))
+        if n > 2:
+            s0[1] = s0[2]  # steps starting at once: the last of them
+        for t in (np.sort(rng.integers(-50, 1100, m)),  # ascending: the steps' side
+                  rng.integers(-50, 1100, m),             # any order: per transfer
+                  np.sort(np.concatenate([s0, s0 - 1, s0 + 1, rng.integers(0, 9, m)]))):
+            want = np.searchsorted(s0, t, side="right") - 1
+            got = step_rows.latest_start(s0, t)
+            assert got.tolist() == want.tolist(), (n, m)
+    # times equal to a start, before every start, after every start, all alike
+    s0 = np.array([10, 10, 20, 30])
+    t = np.array([0, 9, 10, 10, 10, 15, 20, 20, 29, 30, 31, 99, 99, 99])
+    assert step_rows.latest_start(s0, t).tolist() == [-1, -1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 3,
+                                                       3, 3]
