@@ -321,9 +321,10 @@ def ratios(num: np.ndarray, den: np.ndarray) -> list[float | None]:
 
 def step_summary(rows: list[dict], unassigned: int) -> dict[str, Any]:
     """Aggregates over step rows (of one host or of many; pure sums and maxima)."""
-    walls = list(map(itemgetter("exposed_wall_ps"), rows))
-    fracs = [f for f in map(itemgetter("exposed_frac"), rows) if f is not None]
-    worst_row = rows[_worst(walls, list(map(itemgetter("start_ps"), rows)))] if rows else None
+    walls, fracs, starts, durations = _columns(
+        rows, ("exposed_wall_ps", "exposed_frac", "start_ps", "duration_ps"))
+    fracs = [f for f in fracs if f is not None]
+    worst_row = rows[_worst(walls, starts)] if rows else None
     return {
         "count": len(rows),
         "mean_exposed_wall_ps": int(round(sum(walls) / len(walls))) if walls else None,
@@ -331,17 +332,30 @@ def step_summary(rows: list[dict], unassigned: int) -> dict[str, Any]:
         "max_exposed_frac": max(fracs) if fracs else None,
         "worst_step": None if worst_row is None else {
             "host": worst_row["host"], "step": worst_row["step"]},
-        "mean_duration_ps": int(round(sum(map(itemgetter("duration_ps"), rows)) / len(rows)))
-        if rows else None,
+        "mean_duration_ps": int(round(sum(durations) / len(rows))) if rows else None,
         "unassigned_transfers": int(unassigned),
     }
+
+
+def _columns(rows: list[dict], keys: tuple[str, ...]) -> list[list]:
+    """Each of `keys`' values in every row, in row order. From the blocks' columns where
+    `rows` is an intact `StepRows` (the same objects its dicts hold: ~0.5 ms less of
+    many-ops' 3,000 rows than a pass over the dicts per key), else from the dicts."""
+    blocks = rows.intact_blocks() if isinstance(rows, StepRows) else None
+    if blocks is None:
+        return [list(map(itemgetter(k), rows)) for k in keys]
+    return [list(chain.from_iterable(b.vary[k] if k in b.vary else [b.one[k]] * b.n
+                                     for b in blocks)) for k in keys]
 
 
 def _worst(walls: list[int], starts: list[int]) -> int:
     """The first row with the most exposed wall time, of those the earliest: what
     `max(rows, key=lambda r: (wall, -start))` picks, with numpy over the ties."""
     top = max(walls)
-    if walls.count(top) == 1:
+    ties = walls.count(top)
+    if ties == 1:
         return walls.index(top)
+    if ties == len(walls):  # all alike (nothing exposed in any step): the earliest start's
+        return starts.index(min(starts))  # first row, no arrays of the columns
     tied = np.flatnonzero(np.asarray(walls) == top)
     return int(tied[int(np.argmin(np.asarray(starts)[tied]))])

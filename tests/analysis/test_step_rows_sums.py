@@ -91,3 +91,53 @@ def test_latest_start_equals_searchsorted():
     t = np.array([0, 9, 10, 10, 10, 15, 20, 20, 29, 30, 31, 99, 99, 99])
     assert step_rows.latest_start(s0, t).tolist() == [-1, -1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 3,
                                                        3, 3]
+
+
+def test_worst_step_when_every_step_ties():
+    # nothing exposed in any step (every wall 0): the first row of the earliest start, as
+    # max(rows, key=(wall, -start)) picks it
+    for starts in ([30, 10, 20, 10], [5], [7, 7, 7], [9, 8, 7, 8, 7]):
+        rows = [{"host": "h", "step": i, "exposed_wall_ps": 0, "start_ps": s,
+                 "exposed_frac": 0.0, "duration_ps": 1} for i, s in enumerate(starts)]
+        want = max(rows, key=lambda r: (r["exposed_wall_ps"], -r["start_ps"]))
+        assert step_rows.step_summary(rows, 0)["worst_step"]["step"] == want["step"]
+
+
+def test_step_summary_from_the_columns_equals_from_the_dicts(tmp_path):
+    # the summary of an intact StepRows (from its blocks' columns) is the summary of its
+    # dicts as a plain list; a trace with some steps exposed, one with none (all tied)
+    from overlap.analysis.overlap import host_part
+    from overlap.trace import read_trace
+
+    for exposed in (True, False):
+        trace = read_trace(_trace(exposed).write(tmp_path / f"t{exposed}.xplane.pb"))
+        rows = step_rows.joined([host_part(trace)["steps"]])
+        assert isinstance(rows, step_rows.StepRows) and rows.intact_blocks() is not None
+        plain = [dict(r) for r in rows]
+        want = step_rows.step_summary(plain, 2)
+        assert step_rows.step_summary(rows, 2) == want
+        assert (want["max_exposed_wall_ps"] > 0) == exposed and want["count"] == 8
+        # a row given a key: the dicts are read (the columns no longer are the rows)
+        rows[-1]["exposed_wall_ps"] = 10 ** 9
+        rows[-1]["note"] = "x"
+        got = step_rows.step_summary(rows, 0)
+        assert got["worst_step"] == {"host": rows[-1]["host"], "step": rows[-1]["step"]}
+        assert got["max_exposed_wall_ps"] == 10 ** 9
+
+
+def _trace(exposed: bool):
+    """Eight steps on one GPU (SYNTHETIC), a D2H and an H2D in each; where `exposed`, the
+    later steps' D2H outlast their kernel by more each step, else every copy lies under one."""
+    from overlap.trace.synthetic import SyntheticTrace
+
+    us = 1_000_000
+    t = SyntheticTrace()
+    g = t.gpu(0)
+    for k in range(8):
+        t0 = (k + 1) * 100 * us
+        t.step(k, t0, t0 + 90 * us)
+        g.kernel(t0, 80 * us)
+        g.memcpy("D2H", t0 + 10 * us, (10 + (10 * k if exposed else 0)) * us, 4096 * (k + 1),
+                 hlo_op=f"copy-start.{k}")
+        g.memcpy("H2D", t0 + 50 * us, 10 * us, 1024, hlo_op=f"copy-start.h{k}")
+    return t
