@@ -72,11 +72,12 @@ def step_rows(trace, table: Columns, coverages) -> tuple[StepRows, int]:
         s1 = np.maximum(np.asarray(steps["end_ps"], dtype=np.int64)[sel], s0)
         n = len(sel)
         ti = np.flatnonzero(codes_equal(t_hcode, t_hosts, host))
-        tt = t_start[ti]
+        tt = t_start if len(ti) == len(t_start) else t_start[ti]  # (all: every row in order)
         idx = latest_start(s0, tt)  # latest step starting <= t
-        ok = idx >= 0
-        ok[ok] &= tt[ok] < s1[idx[ok]]
-        ti, idx = ti[ok], idx[ok]
+        # ... and t before that step's end (a host has a step: index -1's test is discarded)
+        ok = (idx >= 0) & (tt < s1[np.maximum(idx, 0)])
+        if not ok.all():  # (every transfer in a step: no copies of the two columns)
+            ti, idx = ti[ok], idx[ok]
         assigned[ti] = True
 
         def per_step(values: np.ndarray, _idx=idx, _n=n) -> np.ndarray:

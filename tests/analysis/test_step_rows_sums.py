@@ -141,3 +141,62 @@ def _trace(exposed: bool):
                  hlo_op=f"copy-start.{k}")
         g.memcpy("H2D", t0 + 50 * us, 10 * us, 1024, hlo_op=f"copy-start.h{k}")
     return t
+
+
+class _Steps:
+    """A trace's steps table alone (what `step_rows.step_rows` reads of a trace)."""
+
+    def __init__(self, steps):
+        self.steps = steps
+
+    def columns(self, name):
+        assert name == "steps"
+        return self.steps
+
+
+def test_each_transfer_counts_in_the_latest_step_starting_at_or_before_it():
+    # the plain rule per transfer: its host's latest step starting at or before it, where
+    # it starts before that step's end (an end before its start: the start); else none.
+    # Transfers before the first step, in gaps, at a start, at an end, steps of no length,
+    # two hosts, in start order and not
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        hosts = ["h1", "h0"][: 1 + trial % 2]
+        sh, s0, s1, num = [], [], [], []
+        for h in hosts:
+            for k in range(int(rng.integers(1, 7))):
+                a = int(rng.integers(0, 100)) * 10
+                sh.append(h)
+                s0.append(a)
+                s1.append(a + int(rng.integers(-5, 60)))
+                num.append(k)
+        m = int(rng.integers(0, 60))
+        th = [hosts[i] for i in rng.integers(0, len(hosts), m)]
+        tst = rng.integers(-20, 1100, m)
+        tst[: m // 3] = np.array(s0 + s1)[rng.integers(0, len(s0) * 2, m // 3)]
+        if trial % 3 == 0:
+            order = np.argsort(tst, kind="stable")
+            th, tst = [th[i] for i in order], tst[order]
+        table = {"host": np.array(th, dtype=object), "start_ps": tst,
+                 "direction": np.array(["D2H", "H2D"] * m, dtype=object)[:m],
+                 "bytes": rng.integers(1, 100, m), "span_ps": np.full(m, 3),
+                 "hidden_ps": np.ones(m, np.int64),
+                 **{c: np.zeros(m, np.int64) for c in step_rows.exposure.CAUSE_COLUMNS}}
+        steps = {"host": np.array(sh, dtype=object), "start_ps": np.array(s0),
+                 "end_ps": np.array(s1), "step": np.array(num),
+                 "name": np.array(["train"] * len(sh), dtype=object)}
+        rows, unassigned = step_rows.step_rows(_Steps(steps), table, {})
+        want = {}
+        for h, t, b in zip(th, tst.tolist(), table["bytes"].tolist()):
+            mine = sorted((a, i) for i, (hh, a) in enumerate(zip(sh, s0)) if hh == h and a <= t)
+            if mine:
+                i = max(mine, key=lambda x: (x[0], x[1]))[1]  # the latest start (ties: read last)
+                if t < max(s1[i], s0[i]):
+                    c, bb = want.get(i, (0, 0))
+                    want[i] = (c + 1, bb + b)
+        got_unassigned = m - sum(c for c, _ in want.values())
+        assert unassigned == got_unassigned, trial
+        by_step = {(r["host"], r["step"], r["start_ps"]): (r["transfers"], r["bytes"])
+                   for r in rows}
+        for i, (h, k, a) in enumerate(zip(sh, num, s0)):
+            assert by_step[(h, k, a)] == want.get(i, (0, 0)), (trial, i)
