@@ -346,6 +346,8 @@ def _join_numpy(codes: np.ndarray, times: np.ndarray, q_codes: np.ndarray,
     """`_join` by numpy: times are ranked among all of them, so (code, rank) is one int64
     key: one stable sort (the first of equal keys found first), one binary search per
     query."""
+    if not len(times):  # no entries: nothing found (the gathers below need one)
+        return np.full(len(q_codes), -1, np.int64)
     _, rank = np.unique(np.concatenate([times, q_times]), return_inverse=True)
     rank = rank.reshape(-1)
     n = len(rank) + 1

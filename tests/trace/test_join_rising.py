@@ -136,3 +136,15 @@ def test_device_spans_equal_plain_rule(case, all_clocked):
                                    (at, _spans(op_names))).tolist() == want
     assert tpu._async_device_spans(starts, ends, inv, names, boundaries, clock,
                                    (at, op_names)).tolist() == want
+
+
+@pytest.mark.parametrize("n_queries", [0, 1, 5])
+def test_no_entries_find_nothing(n_queries):
+    """No boundary entries (a line with Async events but none to join them to): every query
+    is -1 on each path, the numpy fallback included (it raised IndexError before)."""
+    e = np.zeros(0, np.int64)
+    q_codes = np.arange(n_queries, dtype=np.int64) - 1  # a -1 among them
+    q_times = np.arange(n_queries, dtype=np.int64) * 7
+    want = np.full(n_queries, -1, np.int64)
+    assert np.array_equal(tpu._join_numpy(e, e, q_codes, q_times), want)
+    assert np.array_equal(tpu._join(e, e, q_codes, q_times), want)
