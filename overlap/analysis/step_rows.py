@@ -223,7 +223,7 @@ def joined(parts: list[list[dict]]) -> list[dict]:
 
 
 class _One:
-    """A step column of one value in every row (`_rows` writes it into the rows' template).
+    """A step column of one value in every row (`_rows_of` writes it into the rows' template).
     Only immutable values: rows never share a mutable one."""
 
     __slots__ = ("v",)
@@ -265,12 +265,6 @@ def _fractions(frac: np.ndarray) -> list | _One:
 
 
 _TEMPLATE_MAX = 10  # varying columns up to which rows are copies of a template, filled in
-
-
-def _rows(n: int, cols: list) -> list[dict]:
-    """`n` step rows from `cols` (in `STEP_KEYS` order: int64 arrays, lists of Python values
-    or `_One`)."""
-    return _rows_of(n, *_split(cols)) if n else []
 
 
 def _split(cols: list) -> tuple[dict[str, Any], list[tuple[str, list]]]:

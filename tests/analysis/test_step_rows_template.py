@@ -1,4 +1,4 @@
-"""Step rows made as copies of a template (`step_rows._rows`, issue 32 round 8) are the dicts
+"""Step rows made as copies of a template (`step_rows._rows_of`, issue 32 round 8) are the dicts
 one `_row` per step makes: the same keys in the same order, equal values of the same types,
 -0.0 kept apart from 0.0, no dict shared between rows, whichever columns hold one value."""
 
@@ -64,7 +64,7 @@ def test_template_rows_equal_one_row_per_step(seed, const_share):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 40))
     cols = _columns(rng, n, const_share)
-    got = S._rows(n, cols)
+    got = S._rows_of(n, *S._split(cols))
     _same(got, _reference(n, cols))
     assert len({id(r) for r in got}) == n
     assert len({id(r["exposure_causes"]) for r in got}) == n  # never one shared dict
@@ -76,4 +76,4 @@ def test_minus_zero_and_mixed_types_are_not_one_value():
     assert isinstance(S._floats([None, None]), S._One)
     assert isinstance(S._objects(["a", np.str_("a")]), list)
     assert isinstance(S._objects([None, None]), S._One)
-    assert S._rows(0, []) == []
+    assert S._rows_of(0, *S._split([])) == []
