@@ -449,20 +449,20 @@ def _top_records(result: dict[str, Any], table: Columns, fu: Columns,
     start = np.asarray(table["start_ps"], np.int64)
     end = np.asarray(table["end_ps"], np.int64)
     span = end - start
+    matched = []  # (record, its copy's row)
     for r, hits in zip(recs, _rows_starting_at(start, [r.get("start_ps", -1) for r in recs])):
         cand = [i for i in hits.tolist() if span[i] == r.get("span_ps", -1)
                 and (table["host"][i], table["device"][i], table["direction"][i])
                 == (r.get("host"), r.get("device"), r.get("direction"))]
-        if not cand:
-            continue
-        i = cand[0]
-        if pc is None:
-            at = [i]
-            c = per_copy({k: fu[k][at] for k in ("first_use_ps", "ready_at_ps")}, start[at],
-                         end[at], np.asarray(table["bytes"], np.int64)[at])
-            j = 0
-        else:
-            c, j = pc, i
+        if cand:
+            matched.append((r, cand[0]))
+    if not matched:
+        return
+    at = [i for _, i in matched]
+    c: Columns = pc if pc is not None else per_copy(  # (one call for all the matched copies)
+        {k: fu[k][at] for k in ("first_use_ps", "ready_at_ps")}, start[at], end[at],
+        np.asarray(table["bytes"], np.int64)[at])
+    for (r, i), j in zip(matched, at if pc is not None else range(len(at))):
         if not c["known"][j]:
             r["first_use"] = {"unknown": fu["why"][i]}
             continue

@@ -115,8 +115,7 @@ from overlap.analysis.intervals import (
     subtract_grouped,
     subtract_intervals,
 )
-from overlap.analysis.step_rows import joined as join_step_rows
-from overlap.analysis.step_rows import step_rows
+from overlap.analysis.step_rows import joined_blocks, step_rows
 from overlap.analysis.step_rows import step_summary as summarize_steps
 from overlap.analysis.units import format_ps
 from overlap.arrays import factorize
@@ -539,7 +538,7 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
     backend = combined_backend([p["backend"] for p in parts])
     compute_events = sum(p["compute_events"] for p in parts)
     # stable by host (each host's steps keep their order); intact StepRows keep their columns
-    step_rows = join_step_rows([p["steps"] for p in parts])
+    step_rows, step_blocks = joined_blocks([p["steps"] for p in parts])
     capture_hosts = sorted({h for p in parts for h in p["capture_hosts"]})
     n = int(groups["count"].sum())
     unknowns = [u for p in parts for u in p.get("unknowns", ())]
@@ -603,7 +602,8 @@ def reduce_parts(parts: list[dict[str, Any]], *, top: int = DEFAULT_TOP) -> dict
                    "returned_records": len(top_rows)}
 
     steps = step_rows
-    step_summary = summarize_steps(steps, sum(p["unassigned"] for p in parts))
+    # (the blocks `joined_blocks` found intact: nothing changed the rows since)
+    step_summary = summarize_steps(steps, sum(p["unassigned"] for p in parts), step_blocks)
 
     dropped: dict[str, int] = {}
     for p in parts:

@@ -207,19 +207,24 @@ class StepRows(list):
 
 def joined(parts: list[list[dict]]) -> list[dict]:
     """The step rows of several parts as one list, sorted by host (stable: each host's
-    steps keep their order), as `reduce_parts` shows them. Where every part is an intact
-    `StepRows` (each block one host's steps), the blocks sorted by host the same way, so
-    the result keeps its columns; one part in host order is that part's list."""
+    steps keep their order), as `reduce_parts` shows them (`joined_blocks`)."""
+    return joined_blocks(parts)[0]
+
+
+def joined_blocks(parts: list[list[dict]]) -> tuple[list[dict], list[StepBlock] | None]:
+    """`joined`'s rows, and their intact blocks (None: a plain list). Where every part is an
+    intact `StepRows` (each block one host's steps), the blocks sorted by host the same
+    way, so the result keeps its columns; one part in host order is that part's list."""
     blocks = [x.intact_blocks() if isinstance(x, StepRows) else None for x in parts]
     kept = [b for b in blocks if b is not None]
     if parts and len(kept) == len(parts):
         ordered = sorted(chain.from_iterable(kept), key=attrgetter("host"))
         if len(parts) == 1 and all(map(is_, ordered, kept[0])):
-            return parts[0]
-        return StepRows(chain.from_iterable(b.rows for b in ordered), ordered)
+            return parts[0], kept[0]
+        return StepRows(chain.from_iterable(b.rows for b in ordered), ordered), ordered
     rows = list(chain.from_iterable(parts))
     rows.sort(key=itemgetter("host"))
-    return rows
+    return rows, None
 
 
 class _One:
@@ -314,33 +319,89 @@ def ratios(num: np.ndarray, den: np.ndarray) -> list[float | None]:
     return q.tolist()
 
 
-def step_summary(rows: list[dict], unassigned: int) -> dict[str, Any]:
-    """Aggregates over step rows (of one host or of many; pure sums and maxima)."""
+def step_summary(rows: list[dict], unassigned: int,
+                 blocks: list[StepBlock] | None = None) -> dict[str, Any]:
+    """Aggregates over step rows (of one host or of many; pure sums and maxima). `blocks`:
+    the intact blocks of `rows`, where the caller has just found them (`joined_blocks`);
+    else they are looked for here."""
+    if blocks is None and isinstance(rows, StepRows):
+        blocks = rows.intact_blocks()
+    if blocks is not None:
+        got = _block_summary(blocks, len(rows))
+        if got is not None:
+            walls, total, fracs, worst, durations = got
+            return _summary(rows, unassigned, walls, total, fracs, worst, durations)
     walls, fracs, starts, durations = _columns(
         rows, ("exposed_wall_ps", "exposed_frac", "start_ps", "duration_ps"))
     fracs = [f for f in fracs if f is not None]
-    worst_row = rows[_worst(walls, starts)] if rows else None
+    return _summary(rows, unassigned, max(walls) if walls else None, sum(walls),
+                    max(fracs) if fracs else None, _worst(walls, starts) if rows else None,
+                    sum(durations))
+
+
+def _summary(rows: list[dict], unassigned: int, top_wall: Any, walls: int, top_frac: Any,
+             worst: int | None, durations: int) -> dict[str, Any]:
+    """`step_summary` of the rows' largest and summed exposed wall times, largest exposed
+    fraction (None: no step has one), the worst step's index and the summed durations."""
+    worst_row = rows[worst] if worst is not None else None
     return {
         "count": len(rows),
-        "mean_exposed_wall_ps": int(round(sum(walls) / len(walls))) if walls else None,
-        "max_exposed_wall_ps": max(walls) if walls else None,
-        "max_exposed_frac": max(fracs) if fracs else None,
+        "mean_exposed_wall_ps": int(round(walls / len(rows))) if rows else None,
+        "max_exposed_wall_ps": top_wall if rows else None,
+        "max_exposed_frac": top_frac,
         "worst_step": None if worst_row is None else {
             "host": worst_row["host"], "step": worst_row["step"]},
-        "mean_duration_ps": int(round(sum(durations) / len(rows))) if rows else None,
+        "mean_duration_ps": int(round(durations / len(rows))) if rows else None,
         "unassigned_transfers": int(unassigned),
     }
 
 
+def _block_summary(blocks: list[StepBlock], n: int) -> tuple | None:
+    """`step_summary`'s numbers from intact blocks' columns: a column of one value is that
+    value n times (a sum is the value times n, a maximum the value), not a list of it per
+    row (many-ops' 3,000 steps: exposed wall, fraction and duration each one value). The
+    same Python ints and floats the rows hold, maxima the first of equals as `max` over the
+    rows gives. None where the worst step is one of several tied, not every row (the caller
+    reads the columns row by row)."""
+    if not n:
+        return None
+    wall: list[tuple[int, Any, list | None]] = [
+        (b.n, b.one["exposed_wall_ps"], None) if "exposed_wall_ps" in b.one
+        else (b.n, None, b.vary["exposed_wall_ps"]) for b in blocks]
+    top = max(v if c is None else max(c) for _, v, c in wall)
+    ties = sum((k if v == top else 0) if c is None else c.count(top) for k, v, c in wall)
+    at = 0
+    worst = None
+    if ties == 1:
+        for k, v, c in wall:
+            if (c is None and v == top) or (c is not None and top in c):
+                worst = at + (0 if c is None else c.index(top))
+                break
+            at += k
+    elif ties == n:  # all alike (nothing exposed in any step): the earliest start's first row
+        starts = list(chain.from_iterable(b.vary["start_ps"] if "start_ps" in b.vary
+                                          else [b.one["start_ps"]] * b.n for b in blocks))
+        worst = starts.index(min(starts))
+    else:
+        return None
+    fracs = []
+    for b in blocks:
+        if "exposed_frac" in b.one:
+            if b.one["exposed_frac"] is not None:
+                fracs.append(b.one["exposed_frac"])
+        else:
+            f = [x for x in b.vary["exposed_frac"] if x is not None]
+            if f:
+                fracs.append(max(f))
+    total = sum(v * k if c is None else sum(c) for k, v, c in wall)
+    durations = sum(b.one["duration_ps"] * b.n if "duration_ps" in b.one
+                    else sum(b.vary["duration_ps"]) for b in blocks)
+    return top, total, max(fracs) if fracs else None, worst, durations
+
+
 def _columns(rows: list[dict], keys: tuple[str, ...]) -> list[list]:
-    """Each of `keys`' values in every row, in row order. From the blocks' columns where
-    `rows` is an intact `StepRows` (the same objects its dicts hold: ~0.5 ms less of
-    many-ops' 3,000 rows than a pass over the dicts per key), else from the dicts."""
-    blocks = rows.intact_blocks() if isinstance(rows, StepRows) else None
-    if blocks is None:
-        return [list(map(itemgetter(k), rows)) for k in keys]
-    return [list(chain.from_iterable(b.vary[k] if k in b.vary else [b.one[k]] * b.n
-                                     for b in blocks)) for k in keys]
+    """Each of `keys`' values in every row, in row order."""
+    return [list(map(itemgetter(k), rows)) for k in keys]
 
 
 def _worst(walls: list[int], starts: list[int]) -> int:
