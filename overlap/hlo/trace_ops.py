@@ -36,6 +36,8 @@ import dataclasses
 import re
 from typing import Any
 
+from overlap.trace.hlotext import LazyPattern
+
 
 @dataclasses.dataclass(frozen=True)
 class Location:
@@ -83,12 +85,13 @@ class Program:
                 self.callers.setdefault(c, []).append(ins.name)
 
 
-_INDEX_RE = re.compile(r"\bindex=(\d+)")
-_FRAME_RE = re.compile(r"\bstack_frame_id=(\d+)")
-_OPNAME_RE = re.compile(r'\bop_name="((?:[^"\\]|\\.)*)"')
-_SECTION_ROW = re.compile(r"^(\d+)\s+(.*)$")
-_KV_RE = re.compile(r"(\w+)=(-?\d+)")
-_CONTROL_RE = re.compile(r"\bcontrol-predecessors=\{([^}]*)\}")
+# (compiled where HLO text is read: a capture's HloProto needs none of them, ~0.5 ms at import)
+_INDEX_RE = LazyPattern(r"\bindex=(\d+)")
+_FRAME_RE = LazyPattern(r"\bstack_frame_id=(\d+)")
+_OPNAME_RE = LazyPattern(r'\bop_name="((?:[^"\\]|\\.)*)"')
+_SECTION_ROW = LazyPattern(r"^(\d+)\s+(.*)$")
+_KV_RE = LazyPattern(r"(\w+)=(-?\d+)")
+_CONTROL_RE = LazyPattern(r"\bcontrol-predecessors=\{([^}]*)\}")
 
 
 def program_from_text(text: str, name: str = "") -> Program:
@@ -182,6 +185,9 @@ def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
     instrs: dict[str, Ins] = {}
     roots: dict[str, str] = {}
     all_ids: dict[int, str] = {}
+    # per instruction kept: its operand and control predecessor ids and its computation's
+    # id -> name map, named once every computation is read (below)
+    ids_of: dict[str, tuple[Any, dict[int, str], Any]] = {}
     for c in computations:
         cname = c.name
         msgs = [(i, i.id, i.name) for i in c.instructions]
@@ -189,23 +195,37 @@ def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
         for i, _, name in msgs:
             opcode = i.opcode
             md = i.metadata
+            called = i.called_computation_ids
             instrs[name] = Ins(
-                name, opcode, cname, [ids.get(o, f"#{o}") for o in i.operand_ids],
-                [comp_names[k] for k in i.called_computation_ids if k in comp_names],
+                name, opcode, cname, [],
+                [comp_names[k] for k in called if k in comp_names] if called else [],
                 int(i.tuple_index) if opcode == "get-tuple-element" else None,
                 int(i.parameter_number) if opcode == "parameter" else None,
-                int(md.stack_frame_id), md.op_name,
-                [f"#{k}" for k in i.control_predecessor_ids])
+                md.stack_frame_id, md.op_name)
+            ids_of[name] = (i.operand_ids, ids, i.control_predecessor_ids)
         if c.root_id in ids:
             roots[cname] = ids[c.root_id]
         # Operand ids are unique in the module: resolve operands named in other computations
         # (below; the last instruction of an id written twice names it)
         all_ids.update(ids)
-    for ins in instrs.values():
-        ins.operands = [all_ids.get(int(o[1:]), o) if o.startswith("#") else o
-                        for o in ins.operands]
-        ins.control_predecessors = [all_ids.get(int(o[1:]), o)
-                                    for o in ins.control_predecessors]
+    # An operand is the instruction of its id in its own computation, else in the module,
+    # else `#<id>`; a name of the first kind written `#<digits>` is read as an id of the
+    # module (a name `#` + anything else is no id: the program is refused, ValueError).
+    for name, ins in instrs.items():
+        operand_ids, own, preds = ids_of[name]
+        ops = []
+        for o in operand_ids:
+            n = own.get(o)
+            if n is None:
+                n = all_ids.get(o)
+                if n is None:
+                    n = f"#{o}"
+            elif n[:1] == "#":
+                n = all_ids.get(int(n[1:]), n)
+            ops.append(n)
+        ins.operands = ops
+        if preds:
+            ins.control_predecessors = [all_ids.get(k, f"#{k}") for k in preds]
     si = mod.stack_frame_index
     files, funcs = list(si.file_names), list(si.function_names)
     frames: dict[int, tuple[Location, int]] = {}
@@ -227,7 +247,7 @@ def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
 # Trace op -> instructions
 
 NAME, CALLED, COMMAND_BUFFER = "name", "called computation", "command buffer"
-_COMMAND_BUFFER = re.compile(r"^command_buffer_\d+$")
+_COMMAND_BUFFER = LazyPattern(r"^command_buffer_\d+$")
 _ASYNC_WRAPPERS = ("async-start", "fusion-start", "call-start")
 
 
