@@ -8,7 +8,6 @@ picoseconds happens here and only here. Results from SYNTHETIC traces say so in 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, islice, repeat, starmap
@@ -193,20 +192,29 @@ def write_json(fp, result: dict[str, Any], outcome: dict[str, Any] | None = None
     fp.write("\n")
 
 
-def _c_encoder() -> Any:
+def _refuse(o: Any) -> Any:
+    """`json.JSONEncoder.default`: no JSON form for `o` (the same TypeError)."""
+    raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
+
+
+def _c_encoder() -> tuple[Callable[[Any], str], Callable[[str], str]]:
     """`json.JSONEncoder(allow_nan=False).encode`, the same text, with one C encoder made once:
     `encode` makes a new one per call, ~3 us that were a third of encoding a 36k-row list
-    (each row its own call). Where the C accelerator is missing, `encode` itself."""
-    enc = json.JSONEncoder(allow_nan=False)
-    from json import encoder as _je
+    (each row its own call); and how it writes a str (`encode_basestring_ascii`). Both from
+    the C accelerator `_json`, which the `json` package itself uses, without importing the
+    package (its decoder and scanner: ~1.5 ms of every report's start-up, and the report
+    reads no JSON). Where the accelerator is missing, `json`'s own `encode`."""
+    try:
+        from _json import encode_basestring_ascii as ascii_
+        from _json import make_encoder as make
+    except ImportError:
+        import json
 
-    make = getattr(_je, "c_make_encoder", None)
-    if make is None:
-        return enc.encode
-    ascii_ = _je.encode_basestring_ascii
+        return json.JSONEncoder(allow_nan=False).encode, json.encoder.encode_basestring_ascii
     markers: dict = {}  # the circular-reference check, as `encode` has it
-    c = make(markers, enc.default, ascii_, None, enc.key_separator, enc.item_separator,
-             False, False, False)
+    # (default, str writer, indent, separators, sort_keys, skipkeys, allow_nan), as
+    # `JSONEncoder(allow_nan=False)` hands them to the C encoder
+    c = make(markers, _refuse, ascii_, None, ": ", ", ", False, False, False)
 
     def encode(o: Any) -> str:
         if isinstance(o, str):
@@ -216,11 +224,10 @@ def _c_encoder() -> Any:
         except BaseException:
             markers.clear()  # a refused value (NaN) leaves its containers marked
             raise
-    return encode
+    return encode, ascii_
 
 
-_ENCODE = _c_encoder()  # the C encoder: compact, no indent
-_ASCII = json.encoder.encode_basestring_ascii  # (C) how `_ENCODE` writes a str
+_ENCODE, _ASCII = _c_encoder()  # the C encoder (compact, no indent), and how it writes a str
 
 
 def _emit(fp, v: Any, indent: str, depth: int) -> None:

@@ -9,7 +9,6 @@ returned, sorted by name.
 from __future__ import annotations
 
 import io
-import json
 import os
 import stat
 from pathlib import Path
@@ -77,6 +76,8 @@ def read_side_file(path: str | os.PathLike, what: str = "file",
 def read_side_json(path: str | os.PathLike, what: str = "JSON file",
                    limit: int = MAX_SIDE_FILE_BYTES) -> Any:
     """`read_side_file` parsed as JSON; every failure is one `InputError` line naming `path`."""
+    import json  # (here: a report of a capture file reads no JSON, ~1.5 ms of start-up)
+
     p = Path(path)
     data = read_side_file(p, what, limit)
     try:
