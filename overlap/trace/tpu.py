@@ -120,12 +120,13 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         # the line's own arrays, the compute events' moved to their fronts (`_own_rows`);
         # each compute event's op as its index into the line's ops, narrow
         iu = ops.codes(_own_rows(ev.mids, m))
+        del ops  # (its codes' table: not held through the columns below)
         n_compute = len(iu)
         # the metadata columns once per distinct compute op
         nb = np.flatnonzero(~b_u)
         cols = P.meta_columns(uniq[nb], _OP_COLUMNS, ids=("program_id",))
-        module = np.full(len(uniq), None, object)
-        pid = np.full(len(uniq), None, object)
+        module = np.empty(len(uniq), object)  # (np.empty's are None)
+        pid = np.empty(len(uniq), object)
         module[nb] = cols["hlo_module"]
         pid[nb] = cols["program_id"]
         starts = _own_rows(ev.starts, m)
@@ -177,7 +178,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         # Only metadata (names, metadata stats) decides here: no event stat is ever read (and
         # none is kept: `wanted` is empty).
         ev = LineEvents(async_line, line_base_ps(async_line), wanted=())
-        uniq, inv = unique_inverse(ev.mids)  # once per distinct op
+        uniq, inv = _distinct_ops(ev.mids)  # once per distinct op
         ok, facts = copy_columns(P, uniq, programs())
         dspan = None
         if clock is not None and boundaries is not None:
@@ -220,8 +221,18 @@ def _boundary_clock(ev: LineEvents, b: np.ndarray, uniq: np.ndarray, b_u: np.nda
     ok = has_off & has_dur
     if not ok.any():  # (the many-ops shape's 72k copy ops: no pass over values never used)
         return np.zeros(len(ok), np.int64), np.zeros(len(ok), np.int64), ok
+    if ok.all() and _within(off) and _within(dur):
+        # every event has both, each in range (the clocked many-ops shape's 72k): the
+        # values as read, four reductions where the masks took eight passes and two wheres
+        # (a copy of the begins: `off` is a row of the reader's two, which it would keep)
+        return off.copy(), off + dur, ok
     ok &= (off >= 0) & (off < TIME_LIMIT_PS) & (dur >= 0) & (dur < TIME_LIMIT_PS)
     return np.where(ok, off, 0), np.where(ok, off + dur, 0), ok
+
+
+def _within(v: np.ndarray) -> bool:
+    """Whether every value of `v` (not empty) lies in [0, TIME_LIMIT_PS)."""
+    return int(v.min()) >= 0 and int(v.max()) < TIME_LIMIT_PS
 
 
 def _pair_spans(clock: tuple[np.ndarray, ...], si: np.ndarray, di: np.ndarray) -> np.ndarray:
@@ -362,16 +373,17 @@ def _join_numpy(codes: np.ndarray, times: np.ndarray, q_codes: np.ndarray,
 
 
 def _nullable_ints(v: np.ndarray) -> np.ndarray:
-    """An int64 column with -1 for "none" as the reader's nullable ints, in the tables'
-    own form ("Int64": an object array of Python ints and None), which `tables.as_columns`
-    takes as it is: not an int64 array it would turn into a list and then objects (~1.5 ms
-    of the clocked many-ops file's 36k spans, 0.4 here), nor ints made where none is known."""
+    """An int64 column with -1 for "none" as the reader's nullable ints: the int64 array
+    where every value is known (made Python ints once the planes are freed: `reader.
+    _int_objects`, not on the read's peak), else an object array of Python ints and None
+    (None alone where none is known: no int made)."""
     none = v < 0
+    if not none.any():
+        return v
     if none.all():
         return np.empty(len(v), object)  # (np.empty's are None)
     out = v.astype(object)
-    if none.any():
-        out[none] = None
+    out[none] = None
     return out
 
 
@@ -388,6 +400,15 @@ def _own_rows(a: np.ndarray, sel: np.ndarray) -> np.ndarray:
     return a[:fn(a, sel.view(np.uint8))]
 
 
+def _distinct_ops(mids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`unique_inverse(mids)`; where the ids rise strictly (each event its own op, in op
+    order: the many-ops shapes' Async line, 36k copy ops) they are their own distinct ids
+    and each event's index its own: no table over the id range (~1 ms, ~400 page faults)."""
+    if len(mids) and bool((mids[1:] > mids[:-1]).all()):
+        return mids.copy(), np.arange(len(mids))
+    return unique_inverse(mids)
+
+
 class _OpIndex:
     """The distinct metadata ids of a line's events (`uniq`, ascending) and per-event lookups
     by id: `unique_inverse` without its inverse, whose int64 index per event (7.5 MB on the
@@ -397,6 +418,7 @@ class _OpIndex:
 
     def __init__(self, mids: np.ndarray) -> None:
         self._size = 0  # the table's length; 0: no table, ids searched in `uniq`
+        self._codes: np.ndarray | None = None  # `codes`' table, once made
         if len(mids) >= 1024 and mids.dtype == np.intp:
             lo, hi = int(mids.min()), int(mids.max())
             if id_table_base(len(mids), lo, hi) == 0:
@@ -417,7 +439,13 @@ class _OpIndex:
 
     def codes(self, ids: np.ndarray) -> np.ndarray:
         """Each id's index in `uniq`, in the narrowest int dtype that holds them."""
-        return self.take(narrow_codes(np.arange(len(self.uniq)), len(self.uniq)), ids)
+        if self._codes is None:  # (asked twice per line: the table made once)
+            own = narrow_codes(np.arange(len(self.uniq)), len(self.uniq))
+            if not self._size:
+                return self.take(own, ids)
+            self._codes = np.zeros(self._size, own.dtype)
+            self._codes[self.uniq] = own
+        return self._codes[ids]
 
 
 def _per_event(per_op: np.ndarray, nb: np.ndarray, iu: np.ndarray,
@@ -658,9 +686,10 @@ def copy_columns(P: Plane, mids: np.ndarray,
     strings only for the texts those rules leave open."""
     n = len(mids)
     ok = np.zeros(n, bool)
-    cols = {"direction": np.full(n, None, object), "bytes": np.zeros(n, np.int64),
-            "hlo_op": np.full(n, None, object), "hlo_module": np.full(n, None, object),
-            "program_id": np.full(n, None, object)}
+    # (np.empty's objects are None)
+    cols = {"direction": np.empty(n, object), "bytes": np.zeros(n, np.int64),
+            "hlo_op": np.empty(n, object), "hlo_module": np.empty(n, object),
+            "program_id": np.empty(n, object)}
     t = P.table()
     rest = np.arange(n) if t is None else _copy_columns_bytes(P, t, mids, programs, ok, cols)
     if rest.size:
