@@ -67,6 +67,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from overlap.trace.hlotext import LazyPattern
 from overlap.trace.protos import HloProto
 
 if TYPE_CHECKING:  # pandas (~0.3 s to import) only where a memory timeline is built
@@ -86,14 +87,15 @@ _ENUM_BITS = {1: 8, 2: 8, 3: 16, 4: 32, 5: 64, 6: 8, 7: 16, 8: 32, 9: 64, 10: 16
               12: 64, 15: 64, 16: 16, 18: 128, 19: 8, 20: 8, 21: 4, 22: 4, 23: 8, 24: 8,
               25: 8, 26: 2, 27: 2, 28: 8, 29: 8, 30: 4, 31: 8, 13: 0, 17: 0}
 
-_ARRAY_RE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?")
-_MEMSPACE_RE = re.compile(r"S\((\d+)\)")
-_TRIP_RE = re.compile(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
-_CALLS_RE = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation|"
-                       r"async_execution_thread_computation)=%?([\w.\-]+)")
-_BRANCHES_RE = re.compile(r"branch_computations=\{([^}]*)\}")
-_COMMENT_RE = re.compile(r"/\*.*?\*/")
-_HEADER_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*)?\{\s*$")
+# (patterns compiled where first used: a capture's HloProto needs few of them, ~1 ms at import)
+_ARRAY_RE = LazyPattern(r"([a-z][a-z0-9]*)\[([^\]]*)\](\{[^}]*\})?")
+_MEMSPACE_RE = LazyPattern(r"S\((\d+)\)")
+_TRIP_RE = LazyPattern(r'"known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
+_CALLS_RE = LazyPattern(r"\b(body|condition|calls|to_apply|true_computation|false_computation|"
+                        r"async_execution_thread_computation)=%?([\w.\-]+)")
+_BRANCHES_RE = LazyPattern(r"branch_computations=\{([^}]*)\}")
+_COMMENT_RE = LazyPattern(r"/\*.*?\*/")
+_HEADER_RE = LazyPattern(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*)?\{\s*$")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,7 +183,7 @@ def parse_shape(text: str) -> ArrayShape | list:
     return ArrayShape(m.group(1), dims, int(ms.group(1)) if ms else 0, order, tile)
 
 
-_TILE_RE = re.compile(r"T\(([\d,\s*]+)\)")
+_TILE_RE = LazyPattern(r"T\(([\d,\s*]+)\)")
 
 
 def _layout(layout: str) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
@@ -322,10 +324,10 @@ def _parse_module(text: str) -> tuple[dict[str, list[_Instr]], str | None]:
     return comps, entry
 
 
-_INDEX_RE = re.compile(r"\bindex=(\d+)")
-_DIRECTION_RE = re.compile(r"\bdirection=(\w+)")
-_COND_RE = re.compile(r"\bcondition=%?([\w.\-]+)")
-_BODY_RE = re.compile(r"\bbody=%?([\w.\-]+)")
+_INDEX_RE = LazyPattern(r"\bindex=(\d+)")
+_DIRECTION_RE = LazyPattern(r"\bdirection=(\w+)")
+_COND_RE = LazyPattern(r"\bcondition=%?([\w.\-]+)")
+_BODY_RE = LazyPattern(r"\bbody=%?([\w.\-]+)")
 _PASS_THROUGH = ("copy", "convert", "bitcast")
 
 
