@@ -2419,3 +2419,67 @@ def instruction_name_strings(const uint8_t[::1] buf, const int64_t[::1] lo,
                 return None
         out.append(PyUnicode_DecodeASCII(<char*>(b + ns), ne - ns, NULL))
     return out
+
+
+def async_pairs_at(list names, const int64_t[::1] inv, const uint8_t[::1] buf,
+                   const int64_t[::1] fs, const int64_t[::1] fe, const int64_t[::1] ps,
+                   const int64_t[::1] pd):
+    """Per Async event q (its start op's instruction name `names[inv[q]]`): whether the op
+    span `ps[q]` of `buf` ([fs, fe), valid UTF-8; -1: no op) is that name, and whether the
+    op span `pd[q]` is its done name (the last `-start` made `-done`); a name that is None,
+    empty or without `-start` matches neither. (`async_name_codes_at` then a hash join
+    equal these where each boundary time is one event's: the caller found that event by its
+    time, so one comparison per event is left, no hash of 72k names.) Two uint8 arrays, or
+    None where a name is neither None nor a str, or has no UTF-8 form (a lone surrogate)."""
+    cdef Py_ssize_t n = len(names), m = fs.shape[0], nq = inv.shape[0], q, r, p, ln, at
+    cdef Py_ssize_t nbuf = buf.shape[0]
+    cdef object nm
+    cdef const char* u
+    cdef const uint8_t* ub
+    cdef const uint8_t* o
+    if fe.shape[0] != m:
+        raise ValueError("name starts and ends differ in length")
+    if ps.shape[0] != nq or pd.shape[0] != nq:
+        raise ValueError("events and their ops differ in length")
+    for p in range(m):
+        if fs[p] < 0 or fe[p] < fs[p] or fe[p] > nbuf:
+            raise ValueError("span outside the buffer")
+    for q in range(nq):
+        if inv[q] < 0 or inv[q] >= n or ps[q] < -1 or ps[q] >= m or pd[q] < -1 or pd[q] >= m:
+            raise ValueError("index out of range")
+    for r in range(n):  # (as `async_name_codes_at`: every name a str or None, else None)
+        nm = names[r]
+        if nm is not None and type(nm) is not str:
+            return None
+    ms_a = np.zeros(nq, np.uint8)
+    md_a = np.zeros(nq, np.uint8)
+    if nq == 0 or m == 0:
+        return ms_a, md_a
+    cdef uint8_t[::1] ms = ms_a, md = md_a
+    cdef const uint8_t* b = &buf[0] if nbuf else <const uint8_t*>b""
+    for q in range(nq):
+        if ps[q] < 0 and pd[q] < 0:
+            continue
+        nm = names[inv[q]]
+        if nm is None:
+            continue
+        try:
+            u = PyUnicode_AsUTF8AndSize(nm, &ln)
+        except UnicodeEncodeError:  # a lone surrogate: no UTF-8 form
+            return None
+        ub = <const uint8_t*>u
+        at = ln - 6
+        while at >= 0 and memcmp(ub + at, b"-start", 6) != 0:
+            at -= 1
+        if at < 0:
+            continue
+        p = ps[q]
+        if p >= 0:
+            ms[q] = fe[p] - fs[p] == ln and memcmp(b + fs[p], ub, ln) == 0
+        p = pd[q]
+        if p >= 0:
+            o = b + fs[p]
+            md[q] = (fe[p] - fs[p] == ln - 1 and memcmp(o, ub, at) == 0
+                     and memcmp(o + at, _DONE_B, 5) == 0
+                     and memcmp(o + at + 5, ub + at + 6, ln - at - 6) == 0)
+    return ms_a, md_a

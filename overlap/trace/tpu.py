@@ -262,21 +262,66 @@ def _async_device_spans(starts: np.ndarray, ends: np.ndarray, inv: np.ndarray,
     if not clock[2].any():  # no boundary event has the clock: no span to find
         return np.full(len(starts), -1, np.int64)
     b0, b1, _, bop, u_names = boundaries
+    pairs = None
     if join_ops is None:
         s_code, d_code, op_code = _async_codes(names.tolist(), u_names.tolist())
     else:
         at, ops = join_ops
-        s_code, d_code, at_code = _async_codes(names.tolist(), ops) if isinstance(ops, list) \
-            else _async_codes_at(names.tolist(), *ops)
-        op_code = np.full(len(u_names), -1, np.int64)
-        op_code[at] = at_code
-    bcode = op_code[bop]
-    si = _join(bcode, b0, s_code[inv], starts)
-    di = _join(bcode, b1, d_code[inv], ends)
+        if not isinstance(ops, list):
+            pairs = _pairs_by_time(names.tolist(), inv, at, ops, boundaries, starts, ends)
+        if pairs is None:
+            s_code, d_code, at_code = _async_codes(names.tolist(), ops) \
+                if isinstance(ops, list) else _async_codes_at(names.tolist(), *ops)
+            op_code = np.full(len(u_names), -1, np.int64)
+            op_code[at] = at_code
+    if pairs is None:
+        bcode = op_code[bop]
+        si = _join(bcode, b0, s_code[inv], starts)
+        di = _join(bcode, b1, d_code[inv], ends)
+    else:
+        si, di = pairs
     out = np.full(len(starts), -1, np.int64)
     hit = np.flatnonzero((si >= 0) & (di >= 0))
     out[hit] = _pair_spans(clock, si[hit], di[hit])
     return out
+
+
+def _pairs_by_time(names: list, inv: np.ndarray, at: np.ndarray, ops: tuple[np.ndarray, ...],
+                   boundaries: tuple[np.ndarray, ...], starts: np.ndarray,
+                   ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """`_async_device_spans`' (start, done) boundary events per Async event where both
+    boundary times rise strictly (one event per time, as in a capture's own order: the
+    many-ops shapes): the event at the Async event's begin (end) when its op is named as its
+    start (done) name, else -1. With one event per time, `_join`'s first entry of that code
+    and time is that event or none, so one name comparison per Async event answers it (the
+    scanner's `async_pairs_at`), where `_async_codes_at` hashed every op's name (72k on the
+    clocked many-ops shape) and `_join` built two hash tables. `ops`: the UTF-8 spans
+    (buffer, starts, ends) of the ops `at` (`_join_names`). None (take the hash join) where
+    the times do not rise strictly or the scanner is absent or cannot say."""
+    fn = getattr(_scan, "async_pairs_at", None)
+    b0, b1, _, bop, u_names = boundaries
+    if fn is None or not len(b0) or not (_rising(b0) and _rising(b1)):
+        return None
+    pos = np.full(len(u_names), -1, np.int64)
+    pos[at] = np.arange(len(at))  # (the op each boundary event's code comes from, as op_code[at])
+    e_s, e_d = _at_time(b0, starts), _at_time(b1, ends)
+    got = fn(names, np.ascontiguousarray(inv, np.int64), *ops,
+             np.where(e_s >= 0, pos[bop[e_s]], -1), np.where(e_d >= 0, pos[bop[e_d]], -1))
+    if got is None:
+        return None
+    return np.where(got[0], e_s, -1), np.where(got[1], e_d, -1)
+
+
+def _rising(t: np.ndarray) -> bool:
+    """Whether `t` rises strictly (each value once, in order)."""
+    return bool(np.all(t[1:] > t[:-1]))
+
+
+def _at_time(t: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Per query time `q`: the index of the entry of `t` (rising strictly) equal to it, -1
+    where none."""
+    i = np.minimum(np.searchsorted(t, q), len(t) - 1)
+    return np.where(t[i] == q, i, -1)
 
 
 def _async_codes(names: list, op_names: list) -> tuple[np.ndarray, ...]:
