@@ -1,8 +1,8 @@
 """Fast paths of the TPU plane read (issue 32, round 11) against their plain rules: the Async
 line's distinct ops where the ids rise (`tpu._distinct_ops`: `np.unique` with its inverse),
 the device clock of boundary events where every one has it in range (`_boundary_clock`: the
-masks), and an op line's codes table made once (`_OpIndex.codes`: each id's index in the
-sorted distinct ids)."""
+masks), an op line's codes table made once (`_OpIndex.codes`: each id's index in the
+sorted distinct ids), and `copy_durations` where no copy or every copy has the chip's clock."""
 
 from __future__ import annotations
 
@@ -76,3 +76,35 @@ def test_op_index_codes_are_the_sorted_positions(n):
             assert got.dtype == (np.int8 if len(ops.uniq) <= 127 else np.int16)
     per_op = np.arange(len(ops.uniq)) * 3
     assert ops.take(per_op, mids).tolist() == per_op[np.searchsorted(ops.uniq, mids)].tolist()
+
+
+@pytest.mark.parametrize("dev", [
+    [None, None, None], [5, 6, 7], [5, None, 7], [None, 0, None], [0, 0, 0],
+    np.array([3, -1, 4], np.int64), np.array([-1, -1, -1], np.int64),
+    np.array([2, 3, 9], np.int64)])
+def test_copy_durations_are_the_device_span_else_the_span(dev):
+    """`copy_durations` (every bandwidth's denominator): per transfer its device span where
+    the capture gave one (an object column: not None; an int column: >= 0), else `span`."""
+    dev = np.array(dev, object) if isinstance(dev, list) else dev
+    span = np.array([10, 20, 30], np.int64)
+    got, has = tpu.copy_durations({"device_span_ps": dev}, span)
+    vals = dev.tolist()
+    want_has = [v is not None and (dev.dtype == object or v >= 0) for v in vals]
+    want = [v if h else s for v, h, s in zip(vals, want_has, span.tolist())]
+    assert has.tolist() == want_has and got.tolist() == want and got.dtype == np.int64
+    assert not np.shares_memory(got, span)  # (the caller's spans stay its own)
+    no, flags = tpu.copy_durations({}, span)
+    assert no.tolist() == span.tolist() and not flags.any()
+
+
+@pytest.mark.parametrize("vals", [
+    [], ["H2D"], ["D2H", "H2D", None], ["H2D", "".join(["H", "2D"]), "D2H", "x", None],
+    ["".join(["D", "2H"]), 5, "H2D "]])
+def test_is_h2d_is_the_comparison(vals):
+    """Directions as the byte rules write them (the shared objects) and as any other
+    object (an equal str made apart, another value): `== "H2D"` per op."""
+    d = np.empty(len(vals), object)
+    d[:] = [tpu._DIRECTIONS[2] if v == "H2D" and i % 2 == 0 else v
+            for i, v in enumerate(vals)]
+    got = tpu._is_h2d(d)
+    assert got.dtype == bool and got.tolist() == [v == "H2D" for v in vals]
