@@ -39,10 +39,34 @@ from typing import Any
 from overlap.trace.hlotext import LazyPattern
 
 
-@dataclasses.dataclass(frozen=True)
-class Location:
-    """A source location (1-based line; 0-based columns, end exclusive, as Python's)."""
+class _Fields:
+    """What `dataclasses.dataclass` gives these records (`__init__` by field, `__repr__`,
+    `__eq__` of the same class on the fields' tuple; `frozen`: assignment refused, hashed by
+    the fields), written out once here: the decorator generates and compiles each method per
+    class when the module loads (~0.5 ms a class, three here, on every report of a capture
+    with HloProtos, issue 32)."""
 
+    _fields: tuple[str, ...] = ()
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, f) for f in self._fields)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__qualname__}("
+                + ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields) + ")")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # (mutable records, as a dataclass's)
+
+
+class Location(_Fields):
+    """A source location (1-based line; 0-based columns, end exclusive, as Python's). Frozen."""
+
+    _fields = ("file", "function", "line", "column", "end_line", "end_column")
     file: str
     function: str
     line: int
@@ -50,36 +74,61 @@ class Location:
     end_line: int
     end_column: int
 
+    def __init__(self, file: str, function: str, line: int, column: int, end_line: int,
+                 end_column: int) -> None:
+        d = self.__dict__
+        d["file"], d["function"], d["line"], d["column"], d["end_line"], d["end_column"] = (
+            file, function, line, column, end_line, end_column)
 
-@dataclasses.dataclass
-class Ins:
-    name: str
-    opcode: str
-    computation: str
-    operands: list[str]
-    calls: list[str]
-    tuple_index: int | None = None
-    parameter_number: int | None = None
-    frame: int = 0  # stack_frame_id, 1-based; 0 = none
-    op_name: str = ""
-    # instructions that must run before this one though it reads none of their values (XLA's
-    # scheduler orders an async copy's -done before the kernels after it this way)
-    control_predecessors: list[str] = dataclasses.field(default_factory=list)
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(self._values())
 
 
-@dataclasses.dataclass
-class Program:
+class Ins(_Fields):
+    _fields = ("name", "opcode", "computation", "operands", "calls", "tuple_index",
+               "parameter_number", "frame", "op_name", "control_predecessors")
+
+    def __init__(self, name: str, opcode: str, computation: str, operands: list[str],
+                 calls: list[str], tuple_index: int | None = None,
+                 parameter_number: int | None = None, frame: int = 0, op_name: str = "",
+                 control_predecessors: list[str] | None = None) -> None:
+        self.name = name
+        self.opcode = opcode
+        self.computation = computation
+        self.operands = operands
+        self.calls = calls
+        self.tuple_index = tuple_index
+        self.parameter_number = parameter_number
+        self.frame = frame  # stack_frame_id, 1-based; 0 = none
+        self.op_name = op_name
+        # instructions that must run before this one though it reads none of their values
+        # (XLA's scheduler orders an async copy's -done before the kernels after it this way)
+        self.control_predecessors = [] if control_predecessors is None else control_predecessors
+
+
+class Program(_Fields):
     """One compiled module: instructions by name, each computation's root and callers, and the
     stack frames (id -> (location, parent id)) its metadata points to."""
 
-    name: str
-    instrs: dict[str, Ins]
-    roots: dict[str, str]
-    frames: dict[int, tuple[Location, int]]
-    callers: dict[str, list[str]] = dataclasses.field(default_factory=dict)
-    by_computation_called: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    _fields = ("name", "instrs", "roots", "frames", "callers", "by_computation_called")
 
-    def __post_init__(self) -> None:
+    def __init__(self, name: str, instrs: dict[str, Ins], roots: dict[str, str],
+                 frames: dict[int, tuple[Location, int]],
+                 callers: dict[str, list[str]] | None = None,
+                 by_computation_called: dict[str, list[str]] | None = None) -> None:
+        self.name = name
+        self.instrs = instrs
+        self.roots = roots
+        self.frames = frames
+        self.callers = {} if callers is None else callers
+        self.by_computation_called = {} if by_computation_called is None \
+            else by_computation_called
         for ins in self.instrs.values():
             for c in ins.calls:
                 self.callers.setdefault(c, []).append(ins.name)
