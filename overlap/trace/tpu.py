@@ -695,10 +695,9 @@ def _join_names(P: Plane, uniq: np.ndarray, out: np.ndarray, at: np.ndarray,
 
 def _fill(out: np.ndarray, at: np.ndarray, values: list) -> None:
     """`out[at] = values` for a list of Python objects (numpy would read a list of tuples or
-    equal-length sequences as rows)."""
-    col = np.empty(len(values), object)
-    col[:] = values
-    out[at] = col
+    equal-length sequences as rows; `np.fromiter` takes each as it is, without the
+    discovery pass over every element that `col[:] = values` makes: ~20 us per 4096)."""
+    out[at] = np.fromiter(values, object, len(values))
 
 
 def _text_bytes(t: MetaTable, mids: np.ndarray) -> tuple[np.ndarray, ...]:

@@ -108,3 +108,17 @@ def test_is_h2d_is_the_comparison(vals):
             for i, v in enumerate(vals)]
     got = tpu._is_h2d(d)
     assert got.dtype == bool and got.tolist() == [v == "H2D" for v in vals]
+
+
+@pytest.mark.parametrize("values", [[], ["a"], ["x", None, "y"], [(1, 2), (3, 4)],
+                                    [[1, 2], [3, 4], "s"], [("a",), None, (1, 2, 3)]])
+def test_fill_puts_each_value_as_it_is(values):
+    """`_fill(out, at, values)` is `out[at[i]] = values[i]` one by one: tuples and lists of
+    equal length stay elements (no second axis)."""
+    out = np.empty(len(values) + 3, object)
+    at = np.arange(len(values)) * 1 + 2
+    tpu._fill(out, at, values)
+    want = [None] * len(out)
+    for i, v in zip(at.tolist(), values):
+        want[i] = v
+    assert out.tolist() == want and all(a is b for a, b in zip(out.tolist(), want))
