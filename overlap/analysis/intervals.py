@@ -241,6 +241,26 @@ def _running_max_end(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray:
     return u[cm - g * n]
 
 
+def search_ascending(table: np.ndarray, q: np.ndarray, side: str) -> np.ndarray:
+    """`np.searchsorted(table, q, side)` of an ascending int64 `table`. Where the queries
+    ascend too (a reader's copies, in start order; their ends, where they end in turn) and
+    the table is at most twice as long, by one stable sort of both: timsort finds the two
+    ascending runs and merges them (linear), and a query's place in the merge less the
+    queries before it counts the table's values before it (the table's equal values go
+    first for "right", after for "left"); a binary search per query took ~180 instructions
+    (many-ops: 36k copies in 36k merged compute intervals, 0.53 + 0.73 -> 0.25 + 0.25 ms).
+    Elsewhere `np.searchsorted` itself."""
+    n, m = len(table), len(q)
+    if m < 64 or n > 2 * m or not bool((q[1:] >= q[:-1]).all()):
+        return np.searchsorted(table, q, side=side)  # type: ignore[call-overload]
+    if side == "right":
+        at = np.flatnonzero(np.argsort(np.concatenate([table, q]), kind="stable") >= n)
+    else:
+        at = np.flatnonzero(np.argsort(np.concatenate([q, table]), kind="stable") < m)
+    at -= np.arange(m)
+    return at
+
+
 class MergedGroups:
     """Many groups' merged intervals (`merge_grouped` output: group, start, end in (group,
     start) order), laid out once on group keys for any number of `covered` and
@@ -296,8 +316,8 @@ class MergedGroups:
             # one after its last end has every end and start below it, as that end), and
             # no group positions (two fewer query-sized arrays: on 36k copies their fresh
             # pages cost as much as the searches)
-            i0 = np.searchsorted(self.e, lo, side="right")
-            i1 = np.searchsorted(self.s, hi, side="left")
+            i0 = search_ascending(self.e, lo, "right")
+            i1 = search_ascending(self.s, hi, "left")
             g0 = lay.groups[0]
             if not (qg[0] == g0 if is_repeated(qg) else bool(np.all(qg == g0))):
                 lack = qg != g0

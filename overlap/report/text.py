@@ -380,7 +380,10 @@ def _pieces(keys: Sequence[str], texts: Sequence[str | Iterable[str]]
 
 
 # how `_ENCODE` writes a value of each plain type (str: `_ASCII`, set below)
-_CONVERT: dict[type, Callable[[Any], str]] = {int: int.__repr__, float: float.__repr__}
+# (`repr`, a builtin called without an argument tuple, is `int.__repr__`/`float.__repr__`
+# for the exact types it is used on; the slot wrappers built a tuple per value: ~1/8 of the
+# step rows' text)
+_CONVERT: dict[type, Callable[[Any], str]] = {int: repr, float: repr}
 
 
 def _texts(col: Sequence[Any]) -> str | Iterable[str]:
@@ -390,8 +393,9 @@ def _texts(col: Sequence[Any]) -> str | Iterable[str]:
 
     A column of one plain type (exact int, str, finite float), or of one and None, is
     converted in one pass: ints by `int.__repr__` (what `_ENCODE` writes), finite floats by
-    `float.__repr__`, strs by the same `encode_basestring_ascii`; None and empty dicts are
-    constants; dicts by `_dicts_text`; any other column each value by `_ENCODE` itself. A
+    `float.__repr__` (both as `repr`, for these exact types), strs by the same
+    `encode_basestring_ascii`; None and empty dicts are constants; dicts by `_dicts_text`;
+    any other column each value by `_ENCODE` itself. A
     plain column whose values are not all equal has its texts made row by row as the rows
     are joined (no list of them: fewer fresh pages, the same time)."""
     n = len(col)
