@@ -110,9 +110,10 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                     at = np.flatnonzero(b_u)
                     join_ops = at, _join_names(P, uniq, u_names, at, u_spans)
             bmid = ev.mids[b]
-            boundaries = (ev.starts[b], ev.starts[b] + ev.durs[b], bmid,
-                          ops.codes(bmid).astype(np.intp), u_names)
-            del bmid
+            b0 = ev.starts[b]  # (taken once: the ends add to it)
+            boundaries = (b0, b0 + ev.durs[b], bmid, ops.codes(bmid).astype(np.intp),
+                          u_names)
+            del bmid, b0
         del u_spans  # (two int64 per op: not held through the compute columns below)
         m = np.logical_not(bm, out=bm)  # compute events (in place: the mask's last use)
         if keep is not None:
