@@ -58,7 +58,9 @@ def bin_sums(idx: np.ndarray, values: np.ndarray, n: int, most: int | None = Non
     if not values.any():  # (a column of zeros: no pass over the bins)
         return np.zeros(n, np.int64)
     if most is None:
-        most = int(np.abs(values).max()) * len(values)
+        # (the largest |value| from the extremes as Python ints: `np.abs` of int64's least
+        # value is that value, negative, which would pass any bound)
+        most = max(-int(values.min()), int(values.max())) * len(values)
     if most < EXACT_FLOAT:
         return np.bincount(idx, weights=values, minlength=n).astype(np.int64)
     out = np.zeros(n, np.int64)
