@@ -128,7 +128,6 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         # the line's own arrays, the compute events' moved to their fronts (`_own_rows`);
         # each compute event's op as its index into the line's ops, narrow
         iu = ops.codes(_own_rows(ev.mids, m))
-        del ops  # (its codes' table: not held through the columns below)
         n_compute = len(iu)
         # the metadata columns once per distinct compute op
         nb = np.flatnonzero(~b_u)
@@ -302,7 +301,6 @@ class _OpIndex:
 
     def __init__(self, mids: np.ndarray) -> None:
         self._size = 0  # the table's length; 0: no table, ids searched in `uniq`
-        self._codes: np.ndarray | None = None  # `codes`' table, once made
         if len(mids) >= 1024 and mids.dtype == np.intp:
             lo, hi = int(mids.min()), int(mids.max())
             if id_table_base(len(mids), lo, hi) == 0:
@@ -323,13 +321,9 @@ class _OpIndex:
 
     def codes(self, ids: np.ndarray) -> np.ndarray:
         """Each id's index in `uniq`, in the narrowest int dtype that holds them."""
-        if self._codes is None:  # (asked twice per line: the table made once)
-            own = narrow_codes(np.arange(len(self.uniq)), len(self.uniq))
-            if not self._size:
-                return self.take(own, ids)
-            self._codes = np.zeros(self._size, own.dtype)
-            self._codes[self.uniq] = own
-        return self._codes[ids]
+        # (a table per call: one kept for the second call cost more in fresh pages, ~140
+        # faults, than it saved in a zeroed table and a scatter)
+        return self.take(narrow_codes(np.arange(len(self.uniq)), len(self.uniq)), ids)
 
 
 def _per_event(per_op: np.ndarray, nb: np.ndarray, iu: np.ndarray,
