@@ -14,9 +14,11 @@ from setuptools.command.build_ext import build_ext
 # slower or faster (round 10 of issue 32: `text_facts` 5.6 -> 8.1 ms replayed warm, the same
 # machine code). Every function starting a cache line and every loop a 32-byte block keeps
 # each function's own layout whatever else the module holds, so timings of a scanner edit
-# compare. Measured (benchmarks/README.md, round 11): the scanner's calls of a many-ops report
-# replayed warm 70.2 -> 67.7 ms; each flag is used only where the compiler takes it without a
-# warning (gcc and clang take both; another compiler builds with its defaults).
+# compare. Measured (round 11 of issue 32: the scanner's calls of `report --json` replayed warm,
+# builds interleaved in one process): both many-ops files 2-4% less (70.2 -> 67.7 ms), decode_events
+# +4-8% on TPU 1M and compact GPU 1M, -11% on GPU 1M; the pinned layout is one draw too, kept
+# for being the same draw after each edit. Each flag is used only where the compiler takes it
+# without a warning (gcc and clang take both; another compiler builds with its defaults).
 _PLACEMENT = ("-falign-functions=64", "-falign-loops=32")
 
 
