@@ -8,40 +8,11 @@ never clash with xprof's or jaxlib's registrations of the same upstream messages
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from google.protobuf import descriptor_pool, message_factory
 
 _HERE = Path(__file__).resolve().parent
-
-
-def _upb() -> tuple[Any, Any] | None:
-    """(a new descriptor pool, the message metaclass) as protobuf hands them out where it runs
-    on upb (`descriptor_pool.DescriptorPool()` is then the C module's pool, and
-    `message_factory` builds classes with `cpp_message.GeneratedProtocolMessageType`), taken
-    without loading protobuf's pure-Python message machinery (`descriptor_pool` loads
-    `python_message`, `text_format`, the well-known types ...: ~8 ms of every process that
-    reads an HloProto or has upb decode a skeleton, issue 32); None on any other backend or
-    protobuf layout (then the public modules, as before)."""
-    try:
-        from google.protobuf.internal import api_implementation
-
-        c_module = getattr(api_implementation, "_c_module", None)
-        if api_implementation.Type() != "upb" or c_module is None:
-            return None
-        import importlib  # (a module without type stubs)
-
-        meta = importlib.import_module("google.protobuf.pyext.cpp_message")
-        return c_module.DescriptorPool(), meta.GeneratedProtocolMessageType
-    except (ImportError, AttributeError):
-        return None
-
-
-_FAST = _upb()
-if _FAST is not None:
-    _POOL, _META = _FAST
-else:
-    from google.protobuf import descriptor_pool
-
-    _POOL = descriptor_pool.DescriptorPool()
+_POOL = descriptor_pool.DescriptorPool()
 
 
 def _file_protos(raw: bytes) -> list[bytes] | None:
@@ -82,26 +53,7 @@ for _name in ("xplane", "hlo"):
 
 
 def _cls(full_name: str):
-    return _message_class(_POOL.FindMessageTypeByName(full_name))
-
-
-def _message_class(desc: Any) -> Any:
-    """`message_factory.GetMessageClass(desc)`: the class made once per descriptor (and those
-    of its message fields), by the same metaclass and arguments, on the fast path (`_upb`)."""
-    made = getattr(desc, "_concrete_class", None)
-    if made:
-        return made
-    if _FAST is None or desc.extensions:
-        from google.protobuf import message_factory
-
-        return message_factory.GetMessageClass(desc)
-    from google.protobuf import message
-
-    cls = _META(desc.name, (message.Message,), {"DESCRIPTOR": desc, "__module__": None})
-    for field in desc.fields:
-        if field.message_type:
-            _message_class(field.message_type)
-    return cls
+    return message_factory.GetMessageClass(_POOL.FindMessageTypeByName(full_name))
 
 
 XSpace = _cls("overlap.xspace.XSpace")
