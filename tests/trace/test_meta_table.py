@@ -21,7 +21,8 @@ from overlap.trace.protos import XSpace
 from tests.trace.wire_bytes import field, stat_value_bytes, stat_values
 
 # The table is the compiled scanner's (without it, upb reads every map and there is no table).
-pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
+pytestmark = pytest.mark.skipif(wire.SCANNER is None,
+                                reason="scanner not built or not used (OVERLAP_SCANNER=0)")
 
 
 STAT_NAMES = {1: "hlo_module", 2: "program_id", 3: "raw_bytes_accessed", 4: "bytes_accessed",
