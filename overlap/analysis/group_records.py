@@ -155,7 +155,7 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     tn = np.asarray(names, dtype=object)
     if len(ties) < len(tn):  # (every row tied, as where every op hides: the column itself)
         tn = tn[ties]
-    got = str_codes(tn, False)
+    got = str_codes(tn, False, copy=False)  # (read here, not written)
     if got is not None:
         # every name a str (numbered already where the ties are every op: `group_transfers`'s
         # codes): the name the top ends on is at most the `need`-th smallest distinct name,

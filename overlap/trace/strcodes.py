@@ -25,9 +25,11 @@ Codes = tuple[np.ndarray, np.ndarray]
 _seen = SeenColumns(2)
 
 
-def str_codes(values: np.ndarray, sort: bool) -> Codes | None:
+def str_codes(values: np.ndarray, sort: bool, copy: bool = True) -> Codes | None:
     """(codes int64, uniques as an object array) of the object column `values`, each value a
-    `str`, as `arrays.factorize(values, sort)` gives them; else None."""
+    `str`, as `arrays.factorize(values, sort)` gives them; else None. The caller's own
+    arrays, or with `copy=False` the kept ones themselves, read-only (a caller that only
+    reads them: no copy of 36k codes and names)."""
     from overlap.trace import wire  # (here: the analysis alone need not load the reader)
 
     fn = getattr(wire.SCANNER, "str_codes", None)  # (an older build has none)
@@ -49,7 +51,10 @@ def str_codes(values: np.ndarray, sort: bool) -> Codes | None:
                 out[codes] = col
         else:
             out = np.fromiter(uniq, object, len(uniq))  # (`out[:] = uniq`: ~1.5x as long)
+        codes.flags.writeable = out.flags.writeable = False  # (kept: handed out as copies)
         kept = (codes, out)
         _seen.put(col, sort, kept)
     codes, uniq = kept
+    if not copy:
+        return codes, uniq
     return codes.copy(), uniq.copy()  # (callers may write to what they get)
