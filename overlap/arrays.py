@@ -55,7 +55,9 @@ def bin_sums(idx: np.ndarray, values: np.ndarray, n: int, most: int | None = Non
     |value| times their count) they are bincount's float64 sums (integers float64 holds
     exactly, a pass in C); else integer sums with `np.add.at` (picosecond totals may pass
     2**53)."""
-    if not values.any():  # (a column of zeros: no pass over the bins)
+    if is_repeated(values) and not values[0] or not values.any():
+        # (a column of zeros: no pass over the bins; a read-only `repeated` 0, as a cause no
+        # copy has, told by its one element: no pass over its rows either)
         return np.zeros(n, np.int64)
     if most is None:
         # (the largest |value| from the extremes as Python ints: `np.abs` of int64's least
@@ -176,12 +178,19 @@ class SeenColumns:
         answers = self._answers(col)
         return None if answers is None else answers.get(key)
 
-    def put(self, col: np.ndarray, key: Any, answer: Any) -> None:
-        """Keep `answer` for `col` under `key` (a new column: the oldest kept is forgotten)."""
+    def put(self, col: np.ndarray, key: Any, answer: Any, hold: np.ndarray | None = None
+            ) -> None:
+        """Keep `answer` for `col` under `key` (a new column: the oldest kept is forgotten).
+        `hold`: an array the caller made that holds the same objects at the same rows as `col`
+        and that nobody writes to (the answer's uniques where every row is its own value),
+        kept as the column instead of a copy of it (36k op names: ~1M instructions)."""
         answers = self._answers(col)
         if answers is None:
             answers = {}
-            self._kept[:] = [(col.copy(), answers), *self._kept[:self.held - 1]]
+            if hold is None or len(hold) != len(col) or \
+                    not bool(np.array_equal(object_addresses(hold), object_addresses(col))):
+                hold = col.copy()
+            self._kept[:] = [(hold, answers), *self._kept[:self.held - 1]]
         answers[key] = answer
 
 

@@ -386,8 +386,17 @@ def _group_order(grp: np.ndarray, start: np.ndarray
     """`np.lexsort((start, grp))` (rows by (group, start), ties in table order), the starts
     in that order, and where each group but the first begins in it (from the groups' sizes
     where they are numbered from 0: no gather of the sorted groups)."""
-    order = np.lexsort((start, grp))
-    if int(grp.min()) >= 0:
+    lo = int(grp.min()) if len(grp) else 0
+    if len(grp) > 1 and lo >= 0 and int(grp.max()) < 1 << 15 and \
+            bool((start[1:] >= start[:-1]).all()):
+        # starts ascending in table order (a line's copies as read): within a group the
+        # table order is the start order, ties in table order, so the lexsort is a stable
+        # sort of the groups alone, by int16 keys (a radix sort: the int64 lexsort's two
+        # timsorts were ~3.5M instructions of the many-ops capture's 36k copies)
+        order = np.argsort(grp.astype(np.int16), kind="stable")
+    else:
+        order = np.lexsort((start, grp))
+    if lo >= 0:
         count = np.bincount(grp)
         begin = np.cumsum(count[:-1])[count[:-1] > 0]
     else:

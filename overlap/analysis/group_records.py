@@ -149,8 +149,12 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
     once ties at `thr` are broken by op name (missing names first): every row above the
     threshold, and the tied rows whose name is missing or at most the name the top `k` ends
     on. The caller sorts what is left; the answer is the same, without sorting every name."""
-    above = cand[exposed[cand] > thr]
-    ties = cand[exposed[cand] == thr]
+    if len(cand) == len(exposed):  # every row a candidate (all tied, as where every op
+        above = np.flatnonzero(exposed > thr)  # hides): the rows themselves, no gathers
+        ties = np.flatnonzero(exposed == thr)
+    else:
+        above = cand[exposed[cand] > thr]
+        ties = cand[exposed[cand] == thr]
     need = k - len(above)
     tn = np.asarray(names, dtype=object)
     if len(ties) < len(tn):  # (every row tied, as where every op hides: the column itself)
@@ -163,7 +167,10 @@ def _fewest_tied(names: np.ndarray, exposed: np.ndarray, cand: np.ndarray, thr: 
         # scanner took ~2 ms), and the rows whose name is at most that one
         # are kept, as below (where names repeat, a few more: the caller sorts them)
         codes, uniq = got
-        return np.sort(np.r_[above, ties[_at_most_kth(uniq, need)[codes]]])
+        small = _at_most_kth(uniq, need)
+        # (every name its own value: unsorted codes number the rows in order, 0..n-1, so
+        # each row's answer is its unique's, no gather of 36k codes)
+        return np.sort(np.r_[above, ties[small if len(uniq) == len(codes) else small[codes]]])
     missing = missing_mask(tn)
     n_missing = int(missing.sum())
     if need <= n_missing:  # the top ends among the tied rows with no name

@@ -53,7 +53,9 @@ def str_codes(values: np.ndarray, sort: bool, copy: bool = True) -> Codes | None
             out = np.fromiter(uniq, object, len(uniq))  # (`out[:] = uniq`: ~1.5x as long)
         codes.flags.writeable = out.flags.writeable = False  # (kept: handed out as copies)
         kept = (codes, out)
-        _seen.put(col, sort, kept)
+        # (unsorted and every row its own value, the uniques are the column's objects in its
+        # rows: they stand for the column, no second copy of it)
+        _seen.put(col, sort, kept, hold=out if not sort and len(uniq) == len(col) else None)
     codes, uniq = kept
     if not copy:
         return codes, uniq
