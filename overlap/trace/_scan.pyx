@@ -318,6 +318,61 @@ def utf8_ok(const uint8_t[::1] data):
     return _utf8_ok(&data[0] if data.shape[0] else NULL, data.shape[0])
 
 
+cdef inline bint _text_ok(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    """Is s[:n] valid UTF-8 (`_utf8_ok`) without a NUL? Words as `_ascii` reads them, a NUL
+    found by the exact has-a-zero-byte test ((w - 0x01..) & ~w & 0x80..: nonzero iff a byte
+    of w is 0); `_utf8_ok` only where a byte >= 0x80 is met."""
+    cdef Py_ssize_t i = 0
+    cdef uint64_t w, hi = 0, z = 0
+    cdef uint8_t a = 0
+    if n < 8:
+        while i < n:
+            if s[i] == 0:
+                return False
+            a |= s[i]
+            i += 1
+        return a < 0x80 or _utf8_ok(s, n)
+    while i + 8 <= n:
+        memcpy(&w, s + i, 8)
+        hi |= w
+        z |= (w - 0x0101010101010101ULL) & ~w
+        i += 8
+    memcpy(&w, s + n - 8, 8)  # (the last word overlaps the one before: no byte past s[:n])
+    hi |= w
+    z |= (w - 0x0101010101010101ULL) & ~w
+    if z & 0x8080808080808080ULL:
+        return False
+    return (hi & 0x8080808080808080ULL) == 0 or _utf8_ok(s, n)
+
+
+def spans_text_ok(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1] fe):
+    """Whether every span [fs[i], fe[i]) of `buf` is non-empty, valid UTF-8 and without a
+    NUL: each one as `MetaTable.span_strings` would give it, a str of its own. Read where
+    the spans lie (`tpu._join_names`: 72k copy-start/copy-done names of the clocked
+    many-ops capture were gathered into one buffer first, ~3 ms and ~700 page faults, to be
+    checked and then compared with at most two names per Async event)."""
+    cdef Py_ssize_t n = fs.shape[0], i, nb = buf.shape[0]
+    if fe.shape[0] != n:
+        raise ValueError("span starts and ends differ in length")
+    for i in range(n):
+        if fs[i] < 0 or fe[i] < fs[i] or fe[i] > nb:
+            raise ValueError("span outside the buffer")
+    if n == 0:
+        return True
+    if nb == 0:  # (every span empty)
+        return False
+    cdef const uint8_t* b = &buf[0]
+    cdef bint good = True
+    with nogil:
+        for i in range(n):
+            if i + _AHEAD < n:
+                __builtin_prefetch(b + fs[i + _AHEAD])
+            if fe[i] == fs[i] or not _text_ok(b + fs[i], fe[i] - fs[i]):
+                good = False
+                break
+    return good
+
+
 cdef object _text(const uint8_t* b, Py_ssize_t p, Py_ssize_t q, bint strict):
     raw = PyBytes_FromStringAndSize(<char*>(b + p), q - p)
     if not strict:
@@ -2290,13 +2345,24 @@ def async_name_codes_at(list names, const uint8_t[::1] buf, const int64_t[::1] f
     return s_a, d_a, o_a
 
 
-def boundary_names(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1] fe):
+cdef uint8_t _NAME_STOP[256]  # bytes `boundary_names` leaves a name at: >= 0x80, a newline
+cdef uint8_t _NAME_STOP_NUL[256]  # (`nul_left`: and a NUL)
+for _i in range(256):
+    _NAME_STOP[_i] = _i >= 0x80 or _i == 0x0A
+    _NAME_STOP_NUL[_i] = _NAME_STOP[_i] or _i == 0
+
+
+def boundary_names(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1] fe,
+                   bint nul_left=False):
     """`hlotext.async_boundaries_by_bytes` of the names [fs[i], fe[i]) of `buf`, in place:
     per name 1 (an async boundary: what is left after a trailing `.digits` ends with
     `-start` or `-done` after at least one more byte, or is `send` or `recv`), 0 (not one),
     -1 (left to the regexes: empty, a byte >= 0x80 or a newline, or a trailing run of more
     than `_DIGITS_MAX` digits). Why: numpy walks the trailing digits back one step for all
-    names at a time, a fancy index per step, on 72k copy-start/copy-done names."""
+    names at a time, a fancy index per step, on 72k copy-start/copy-done names. `nul_left`:
+    a name holding a NUL is left too (-1), so that every name decided (0 or 1) is one
+    `MetaTable.span_strings` gives as a str of its own: non-empty ASCII without a NUL
+    (`tpu._join_names` then needs no second walk over 72k names to check them)."""
     cdef Py_ssize_t n = fs.shape[0], i, p, lo, hi, last, core, nb = buf.shape[0]
     if fe.shape[0] != n:
         raise ValueError("name starts and ends differ in length")
@@ -2309,6 +2375,9 @@ def boundary_names(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[
     cdef int8_t[::1] out = out_a
     cdef const uint8_t* b = &buf[0]
     cdef bint bad, has_n, dotted
+    cdef const uint8_t* stop = &_NAME_STOP[0]
+    if nul_left:
+        stop = &_NAME_STOP_NUL[0]
     with nogil:
         for i in range(n):
             if i + _AHEAD < n:
@@ -2319,7 +2388,7 @@ def boundary_names(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[
                 continue
             bad = False
             for p in range(lo, hi):
-                if b[p] >= 0x80 or b[p] == 0x0A:
+                if stop[b[p]]:
                     bad = True
                     break
             if bad:
@@ -2358,11 +2427,24 @@ def span_codes(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1]
     cdef int64_t[::1] codes = codes_a
     cdef _Intern seen = _Intern()
     cdef const uint8_t* b = &buf[0] if nb else NULL
-    cdef int32_t c
+    cdef int32_t c, c0 = -1, c1 = -1
+    cdef int64_t s0 = 0, n0 = 0, s1 = 0, n1 = 0, ln
     for i in range(n):
-        c = seen.code(b, 5, <uint64_t>(fe[i] - fs[i]), fs[i])
+        # the last two strings met first, by their bytes (a many-ops capture's copies
+        # alternate between a D2H and an H2D head: ~75 bytes hashed a word at a time and
+        # looked up per copy, where one compare answers), else the table
+        ln = fe[i] - fs[i]
+        if c0 >= 0 and ln == n0 and memcmp(b + fs[i], b + s0, <size_t>ln) == 0:
+            c = c0
+        elif c1 >= 0 and ln == n1 and memcmp(b + fs[i], b + s1, <size_t>ln) == 0:
+            c = c1
+        else:
+            c = seen.code(b, 5, <uint64_t>ln, fs[i])
         if c == len(first_l):  # a new string (numbers are given in order)
             first_l.append(i)
+        if c != c0:
+            c1, s1, n1 = c0, s0, n0
+            c0, s0, n0 = c, fs[i], ln
         codes[i] = c
     return codes_a, np.array(first_l, np.int64)
 
@@ -2458,6 +2540,11 @@ def async_pairs_at(list names, const int64_t[::1] inv, const uint8_t[::1] buf,
     cdef uint8_t[::1] ms = ms_a, md = md_a
     cdef const uint8_t* b = &buf[0] if nbuf else <const uint8_t*>b""
     for q in range(nq):
+        if q + _AHEAD < nq:  # (the ops' names where they lie: a metadata entry each, apart)
+            if ps[q + _AHEAD] >= 0:
+                __builtin_prefetch(b + fs[ps[q + _AHEAD]])
+            if pd[q + _AHEAD] >= 0:
+                __builtin_prefetch(b + fs[pd[q + _AHEAD]])
         if ps[q] < 0 and pd[q] < 0:
             continue
         nm = names[inv[q]]
@@ -2483,3 +2570,112 @@ def async_pairs_at(list names, const int64_t[::1] inv, const uint8_t[::1] buf,
                      and memcmp(o + at, _DONE_B, 5) == 0
                      and memcmp(o + at + 5, ub + at + 6, ln - at - 6) == 0)
     return ms_a, md_a
+
+
+cdef inline Py_ssize_t _seek(const int64_t* t, Py_ssize_t n, int64_t x,
+                             Py_ssize_t hint) noexcept nogil:
+    """The first index i of the ascending t[:n] with t[i] >= x (n where none), searched
+    from `hint` outward by doubling steps, then by halves: O(1) for queries that ascend
+    near the last answer (a capture's events in time order), O(log n) for any."""
+    cdef Py_ssize_t lo, hi, step = 1
+    if hint < 0:
+        hint = 0
+    if hint > n:
+        hint = n
+    if hint < n and t[hint] < x:  # forward: t[lo] < x
+        lo = hint
+        hi = hint + 1
+        while hi < n and t[hi] < x:
+            lo = hi
+            hi = hi + step
+            step <<= 1
+        if hi > n:
+            hi = n
+        lo += 1
+    else:  # backward: x <= t[hi] (or hi == n)
+        hi = hint
+        lo = hint - 1
+        while lo >= 0 and t[lo] >= x:
+            hi = lo
+            lo = lo - step
+            step <<= 1
+        if lo < 0:
+            lo = 0
+        else:
+            lo += 1
+    while lo < hi:  # the answer lies in [lo, hi]
+        step = (lo + hi) >> 1
+        if t[step] < x:
+            lo = step + 1
+        else:
+            hi = step
+    return lo
+
+
+def async_pairs_by_time(list names, const int64_t[::1] inv, const uint8_t[::1] buf,
+                        const int64_t[::1] fs, const int64_t[::1] fe, const int64_t[::1] at,
+                        const int64_t[::1] b0, const int64_t[::1] b1, const int64_t[::1] bop,
+                        const int64_t[::1] starts, const int64_t[::1] ends):
+    """`tpu._pairs_by_time` in one call: per Async event q (begin `starts[q]`, end
+    `ends[q]`, its start op's instruction name `names[inv[q]]`), the boundary event whose
+    begin `b0` is its begin where that event's op (`bop`, an op index; its name the span of
+    `buf` at that op's place in `at`, ascending, [fs, fe)) is that name, and the boundary
+    event whose end `b1` is its end where its op is the done name (`async_pairs_at`'s
+    comparison); -1 where none. Two int64 arrays (start, done events), or None where `b0`
+    or `b1` does not rise strictly, there are no boundary events, or `async_pairs_at` would
+    say None. Why: the numpy glue around `async_pairs_at` (a table of op positions, two
+    binary searches, five gathers and wheres over 36k Async events) cost ~2.5 ms on the
+    clocked many-ops capture; here each event's times are found from the last one's
+    (`_seek`: the events ascend), positions in `at` likewise."""
+    cdef Py_ssize_t nb = b0.shape[0], nq = inv.shape[0], na = at.shape[0], q, e, h0 = 0
+    cdef Py_ssize_t h1 = 0, hp = 0, hd = 0, p
+    if b1.shape[0] != nb or bop.shape[0] != nb:
+        raise ValueError("boundary times and ops differ in length")
+    if starts.shape[0] != nq or ends.shape[0] != nq:
+        raise ValueError("events and their times differ in length")
+    if fs.shape[0] != na:
+        raise ValueError("ops and their names differ in length")
+    for p in range(1, na):
+        if at[p] <= at[p - 1]:
+            raise ValueError("op places not ascending")
+    if nb == 0:
+        return None
+    for e in range(1, nb):
+        if b0[e] <= b0[e - 1] or b1[e] <= b1[e - 1]:
+            return None  # (a time twice, or out of order: the hash join answers)
+    ps_a = np.full(nq, -1, np.int64)
+    pd_a = np.full(nq, -1, np.int64)
+    es_a = np.full(nq, -1, np.int64)
+    ed_a = np.full(nq, -1, np.int64)
+    cdef int64_t[::1] ps = ps_a, pd = pd_a, es = es_a, ed = ed_a
+    if nq:
+        with nogil:
+            for q in range(nq):
+                e = _seek(&b0[0], nb, starts[q], h0)
+                h0 = e
+                if e < nb and b0[e] == starts[q]:
+                    es[q] = e
+                    if na:
+                        p = _seek(&at[0], na, bop[e], hp)
+                        hp = p
+                        if p < na and at[p] == bop[e]:
+                            ps[q] = p
+                e = _seek(&b1[0], nb, ends[q], h1)
+                h1 = e
+                if e < nb and b1[e] == ends[q]:
+                    ed[q] = e
+                    if na:
+                        p = _seek(&at[0], na, bop[e], hd)
+                        hd = p
+                        if p < na and at[p] == bop[e]:
+                            pd[q] = p
+    got = async_pairs_at(names, inv, buf, fs, fe, ps, pd)
+    if got is None:
+        return None
+    cdef const uint8_t[::1] ms = got[0], md = got[1]
+    for q in range(nq):
+        if not ms[q]:
+            es[q] = -1
+        if not md[q]:
+            ed[q] = -1
+    return es_a, ed_a

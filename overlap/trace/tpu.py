@@ -102,7 +102,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         ops = _OpIndex(ev.mids)  # once per distinct op
         uniq = ops.uniq
         xla = line.name == "XLA Ops" and (pairing or clocked)
-        u_names, b_u, u_spans = _op_names(P, uniq, xla and pairing)
+        u_names, b_u, u_spans, by_bytes = _op_names(P, uniq, xla and pairing)
         # per event: a boundary op's? (one gather; its complement is the compute mask)
         bm = ops.take(b_u, ev.mids) if b_u.any() else np.zeros(ev.n, bool)
         if xla:
@@ -115,7 +115,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                     # (read here, not at the join: a name refused is refused before the
                     # Async line is read, as it always was)
                     at = np.flatnonzero(b_u)
-                    join_ops = at, _join_names(P, uniq, u_names, at, u_spans)
+                    join_ops = at, _join_names(P, uniq, u_names, at, u_spans, by_bytes)
             bmid = ev.mids[b]
             b0 = ev.starts[b]  # (taken once: the ends add to it)
             boundaries = (b0, b0 + ev.durs[b], bmid, ops.codes(bmid).astype(np.intp),
@@ -410,11 +410,13 @@ def pair_copies(starts: np.ndarray, ends: np.ndarray, mids: np.ndarray, ops: np.
 
 
 def _op_names(P: Plane, uniq: np.ndarray, pairing: bool
-              ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+              ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None, bool]:
     """Per distinct op id of an ops line: (its instruction name, object: the display name,
     else parsed from the HLO text; None where not needed: a boundary op when not pairing),
     (is it an async boundary, bool), and the display names' spans in the plane's table (None
-    without one), for `fill_names` of the rest later (not looked up twice)."""
+    without one), for `fill_names` of the rest later (not looked up twice); and whether
+    every boundary op was told one by its display name's bytes (`_boundaries`: then each
+    of those names is non-empty ASCII without a NUL, `_join_names`' `checked`)."""
     t = P.table()
     out = np.full(len(uniq), None, object)
     spans = None
@@ -427,21 +429,31 @@ def _op_names(P: Plane, uniq: np.ndarray, pairing: bool
     # names only where needed: compute ops, ops not decided yet, boundaries to pair
     fill_names(P, uniq, out, np.flatnonzero((b_u != 1) | pairing), spans)
     und = np.flatnonzero(b_u == -1)
+    by_bytes = t is not None
     if und.size:
         sd, sr = _START_DONE_RE.match, _SEND_RECV_RE.match  # is_async_boundary, inlined
         b_u[und] = [bool(sd(n) or sr(n)) for n in out[und].tolist()]
-    return out, b_u.astype(bool), spans
+        by_bytes = by_bytes and not b_u[und].any()
+    return out, b_u.astype(bool), spans, by_bytes
 
 
 def _boundaries(t: MetaTable, spans: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     """`async_boundaries_by_bytes` of the names at `spans` in the table's buffer: the
     scanner's `boundary_names` (in place, one walk per name: 7 ms -> 1 on 72k copy-start/
-    copy-done names), else (a build without it) numpy over the names gathered."""
+    copy-done names; a name holding a NUL left to the regexes, `nul_left`, so that a name
+    decided here is one `MetaTable.span_strings` gives as a str), else (a build without
+    it) numpy over the names gathered, -1 where a name holds a NUL (the same rule)."""
     fn = getattr(_scan, "boundary_names", None)
     if fn is not None:
         return fn(t.buf, np.ascontiguousarray(spans[0], np.int64),
-                  np.ascontiguousarray(spans[1], np.int64))
-    return async_boundaries_by_bytes(t.gather(*spans), spans[1] - spans[0])
+                  np.ascontiguousarray(spans[1], np.int64), True)
+    g = t.gather(*spans)
+    ln = spans[1] - spans[0]
+    out = async_boundaries_by_bytes(g, ln)
+    nul = np.flatnonzero(g == 0)
+    if nul.size:  # (names side by side: the NUL's name by its end)
+        out[np.searchsorted(np.cumsum(ln), nul, side="right")] = -1
+    return out
 
 
 def fill_names(P: Plane, uniq: np.ndarray, out: np.ndarray, at: np.ndarray,
@@ -489,27 +501,27 @@ def _names_list(P: Plane, uniq: np.ndarray, out: np.ndarray, at: np.ndarray,
 
 
 def _join_names(P: Plane, uniq: np.ndarray, out: np.ndarray, at: np.ndarray,
-                spans: tuple[np.ndarray, np.ndarray] | None) -> list | tuple[np.ndarray, ...]:
-    """`_names_list`, or where the scanner can join on bytes (`_async_codes_at`) and every
-    one of these ops has a display name that `MetaTable.span_strings` would give as a str
-    (non-empty, UTF-8, no NUL), their bytes side by side as (buffer, starts, ends): no str
-    per op (72k copy-start/copy-done ops on the clocked many-ops shape: ~4 ms). The names
-    are gathered as `span_strings` gathers them (NUL after each), so the checks are its
-    own: the whole buffer is UTF-8, and it holds only the NULs put there."""
+                spans: tuple[np.ndarray, np.ndarray] | None,
+                checked: bool = False) -> list | tuple[np.ndarray, ...]:
+    """`_names_list`, or where the scanner can join on bytes (`_async_codes_at`,
+    `_pairs_by_time`) and every one of these ops has a display name that
+    `MetaTable.span_strings` would give as a str (non-empty, UTF-8, no NUL), their bytes
+    where they lie: (the table's buffer, starts, ends). No str per op and no copy of the
+    names side by side (72k copy-start/copy-done ops on the clocked many-ops shape, of which
+    the join by time compares at most two per Async event: the gather and its checks took
+    ~3 ms and ~700 page faults). `checked`: every one of them is known to be such a name
+    (`_op_names`' `by_bytes`: told a boundary by its bytes, ASCII without a NUL), else each
+    is checked where it lies (the scanner's `spans_text_ok`); a name `span_strings` would
+    not give takes `_names_list` (and upb's refusal) before the Async line is read, as it
+    always did."""
     t = P.table()
-    if t is not None and spans is not None and hasattr(_scan, "async_name_codes_at"):
+    ok = getattr(_scan, "spans_text_ok", None)
+    if t is not None and spans is not None and ok is not None and hasattr(
+            _scan, "async_name_codes_at"):
         fs, fe = spans[0][at], spans[1][at]
-        ln = (fe - fs).astype(np.int64, copy=False)
-        if bool((ln > 0).all()):
-            g = t.gather(fs, fe, 0)
-            del fs, fe
-            if _scan.utf8_ok(g) and len(g) - np.count_nonzero(g) == len(at):
-                # each name's end in `g` (its NUL), then its start, in place (72k names:
-                # no temporaries, ~280 page faults fewer)
-                hi = ln + 1
-                np.cumsum(hi, out=hi)
-                hi -= 1
-                return g, np.subtract(hi, ln, out=ln), hi
+        if checked or ok(t.buf, fs, fe):
+            return t.buf, fs, fe
+        del fs, fe
     return _names_list(P, uniq, out, at, spans)
 
 
