@@ -120,20 +120,24 @@ def test_by_hlo_op_top_is_the_plain_sort(shape, n):
 
 
 @pytest.mark.parametrize("shape", ["ascending", "ascending_ties", "unsorted", "one_group",
-                                   "wide_groups", "negative"])
+                                   "two_groups", "two_groups_ties", "wide_groups",
+                                   "negative"])
 def test_group_order_is_the_lexsort(shape):
     """`causes._group_order`: where starts ascend in table order, a stable sort of the groups
-    alone (int16 keys); elsewhere the lexsort. Both give `np.lexsort((start, grp))`."""
+    alone (each group's rows in turn where they are a few, else int16 keys); elsewhere the
+    lexsort. Each gives `np.lexsort((start, grp))`."""
     rng = np.random.default_rng(len(shape))
     n = 3000
     start = np.sort(rng.integers(0, 10**9, n))
-    if shape == "ascending_ties":
+    if shape.endswith("ties"):
         start = np.sort(rng.integers(0, 50, n))
     elif shape == "unsorted":
         start = rng.integers(0, 50, n)
     grp = rng.integers(0, 8, n).astype(np.int64)
     if shape == "one_group":
         grp[:] = 3
+    elif shape.startswith("two_groups"):
+        grp = np.where(grp < 3, 1, 6)  # (groups without rows between them)
     elif shape == "wide_groups":
         grp = rng.integers(0, 1 << 20, n).astype(np.int64)
     elif shape == "negative":
