@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlap.trace import tpu, tpu_async, wire
-from tests.trace.test_async_pairs_by_time import _case, _plain, _spans
+from tests.trace.async_cases import _case, _plain, _spans
 
 _scan = wire._scan
 pytestmark = pytest.mark.skipif(getattr(_scan, "async_pairs_by_time", None) is None,
