@@ -653,8 +653,8 @@ def _read_space(xs, planes: list, host: str = "host",
     # raw stat values (a module or allocator name stat written as a NaN double) are looked at.
     return {
         "host": host, "backend": backend, "capture": facts, "synthetic": synthetic,
-        "transfers": as_columns(_int_objects(tr.rows(TRANSFER_COLUMNS), TRANSFER_COLUMNS),
-                                TRANSFER_COLUMNS, checked=("hlo_module",)),
+        "transfers": as_columns(tr.rows(TRANSFER_COLUMNS), TRANSFER_COLUMNS,
+                                checked=("hlo_module",)),
         "compute": as_columns(co.rows(COMPUTE_COLUMNS, keep_compute), COMPUTE_COLUMNS,
                               checked=("hlo_module",)),
         "steps": as_columns(st, STEP_COLUMNS),
@@ -662,21 +662,6 @@ def _read_space(xs, planes: list, host: str = "host",
         "modules": as_columns(mods, MODULE_COLUMNS), "devices": as_columns(devs, DEVICE_COLUMNS),
         "lines": as_columns(lines, LINE_COLUMNS),
     }
-
-
-def _int_objects(rows: dict[str, Any], schema: dict[str, str]) -> dict[str, Any]:
-    """`rows` with each nullable-integer column ("Int64"/"UInt64") held as an integer array
-    made the tables' objects (Python ints) by one `astype` (a TPU plane's `device_span_ps`
-    where every copy has the chip's clock: 36k on the clocked many-ops file), which
-    `as_columns` then takes as they are, where it went through a list (~1.5 ms); made here,
-    once every plane's bytes are freed, not on the read's peak (+1.4 MiB where the TPU
-    reader made them)."""
-    for col, dtype in schema.items():
-        v = rows.get(col)
-        if dtype in ("Int64", "UInt64") and isinstance(v, np.ndarray) and \
-                v.dtype.kind in "iu" and v.strides[0] != 0:
-            rows[col] = v.astype(object)
-    return rows
 
 
 def _line_rows(lines: dict[str, list], host: str, plane: str,

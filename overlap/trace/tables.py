@@ -361,7 +361,9 @@ def _none_for_missing(a: np.ndarray) -> np.ndarray:
 def _int_objects(v: Any) -> np.ndarray:
     """An object array of Python int or None (a nullable integer column)."""
     if isinstance(v, np.ndarray) and v.dtype.kind in "iu":
-        return _objects(v.tolist())
+        # (one `astype`: the same Python ints as through a list, ~1.5 ms less on the clocked
+        # many-ops file's 36k `device_span_ps`; `as_columns` runs once the planes are freed)
+        return v.astype(object)
     return _typed_objects(v, int, _as_int)
 
 

@@ -257,8 +257,8 @@ def _within(v: np.ndarray) -> bool:
 
 def _nullable_ints(v: np.ndarray) -> np.ndarray:
     """An int64 column with -1 for "none" as the reader's nullable ints: the int64 array
-    where every value is known (made Python ints once the planes are freed: `reader.
-    _int_objects`, not on the read's peak), else an object array of Python ints and None
+    where every value is known (made Python ints once the planes are freed: `tables.
+    as_columns`, not on the read's peak), else an object array of Python ints and None
     (None alone where none is known: no int made)."""
     none = v < 0
     if not none.any():

@@ -1,10 +1,9 @@
 """`device_span_ps` as the tables keep it ("Int64": Python ints and None; issue 32 round
 11): the TPU reader's -1 -> None (`tpu._nullable_ints`; an int64 array where every copy has
-the clock), and such an integer column made objects by one `astype` once the planes are
-freed (`reader._int_objects`) rather than by `as_columns` through a list: the same column
-as `as_columns` makes of it. Pinned on arrays of every mix and on a SYNTHETIC capture whose
-copies are clocked or not in turn, both TPU paths (Async XLA Ops spans and copy-start/
-copy-done pairs)."""
+the clock), and such an integer column made objects by `as_columns` (one `astype`, once the
+planes are freed): the same column as the plain rule's list of Python ints makes. Pinned on
+arrays of every mix and on a SYNTHETIC capture whose copies are clocked or not in turn, both
+TPU paths (Async XLA Ops spans and copy-start/copy-done pairs)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 
 from overlap.arrays import repeated
-from overlap.trace import read_trace, reader, tpu
+from overlap.trace import read_trace, tpu
 from overlap.trace.synthetic import SyntheticTrace
 from overlap.trace.tables import as_columns
 
@@ -54,13 +53,12 @@ def test_copies_clocked_in_turn_keep_each_ones_span(tmp_path, async_line, every)
     np.array([1, None, 3], object), repeated(3, None)])
 def test_int_objects_equal_what_as_columns_makes(col, dtype):
     """The column `as_columns` makes from the reader's rows is the same (values, their
-    types, dtype) with and without `_int_objects` first."""
+    types, dtype) as from the plain rule's list of Python ints (None kept)."""
     schema = {"span": dtype, "start_ps": "int64"}
     rows = {"span": col, "start_ps": np.arange(len(col), dtype=np.int64)}
-    want = as_columns(dict(rows), schema, checked=("hlo_module",))["span"]
-    got = as_columns(reader._int_objects(dict(rows), schema), schema,
-                     checked=("hlo_module",))["span"]
+    plain = dict(rows, span=[None if x is None else int(x) for x in col.tolist()])
+    want = as_columns(plain, schema, checked=("hlo_module",))["span"]
+    got = as_columns(dict(rows), schema, checked=("hlo_module",))["span"]
     assert got.dtype == want.dtype == object
     assert got.tolist() == want.tolist()
     assert [type(x) for x in got.tolist()] == [type(x) for x in want.tolist()]
-    assert reader._int_objects({"x": col}, {"x": "int64"})["x"] is col  # (other dtypes)
