@@ -15,7 +15,13 @@ warm-up round filled (a run opened before). Times, wall seconds, median over rou
 * `run drawn`: from the click on the run's row until the Run tab's step timeline has its
   traces laid out by plotly.js (`_fullData`), i.e. what the user waits for after picking it;
 * `open`: the two together, the page asked for until the timeline is drawn;
-* `server start`: process start until the server answers HTTP (interpreter, dash, plotly).
+* `server start`: process start until the server answers HTTP (interpreter, dash, plotly);
+* `server MiB`: the server's peak RSS (VmHWM) at the end of the round.
+
+The server is ready when it answers `GET /`. Dash's first request builds the layout, which
+reads and analyzes every run: that probe, not the page, pays the read. `--cold` waits for the
+port to accept a connection instead, so the page's own first request pays it (a user who
+opens the printed URL at once).
 
 `--timeline` prints, for each round, where the open went in the browser: its long tasks (the
 main thread busy > 50 ms, PerformanceObserver 'longtask'), each callback request (which outputs,
@@ -138,9 +144,25 @@ def _browser():
     return webdriver.Chrome(options=opts, service=Service(driver) if driver else None)
 
 
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _peak_rss_mib(pid: int) -> float:
+    """A live process's peak resident set (VmHWM), MiB; nan where /proc cannot tell."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
 def one_round(driver, path: Path, cache_dir: str, think: float = 0.0,
               timeline: bool = False, tree: Path = REPO,
-              also: tuple[Path, ...] = ()) -> dict[str, float]:
+              also: tuple[Path, ...] = (), cold: bool = False) -> dict[str, float]:
     from selenium.webdriver.common.by import By
 
     port = _free_port()
@@ -156,7 +178,10 @@ def one_round(driver, path: Path, cache_dir: str, think: float = 0.0,
                             subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
     try:
-        _wait(lambda: urllib.request.urlopen(url, timeout=1).status == 200, 60, "server")
+        if cold:  # listening; the page's first request builds the layout (reads the runs)
+            _wait(lambda: _port_open(port), 60, "server")
+        else:
+            _wait(lambda: urllib.request.urlopen(url, timeout=1).status == 200, 60, "server")
         started = time.perf_counter() - t0
         marks = {"page asked": time.time()}
         t1 = time.perf_counter()
@@ -186,8 +211,9 @@ def one_round(driver, path: Path, cache_dir: str, think: float = 0.0,
         marks["timeline seen"] = time.time()
         if timeline:
             print_timeline(driver, marks)
+        opened = time.perf_counter() - t1 - think
         return {"server start": started, "runs table": listed, "run drawn": drawn,
-                "open": time.perf_counter() - t1 - think}
+                "open": opened, "server MiB": _peak_rss_mib(proc.pid)}
     finally:
         proc.terminate()
         proc.wait(10)
@@ -202,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
                          "user reading it; `open` leaves them out)")
     ap.add_argument("--cached", action="store_true",
                     help="a run opened before: the on-disk cache filled by the warm-up round")
+    ap.add_argument("--cold", action="store_true",
+                    help="the server is ready when its port accepts a connection, not when it "
+                         "answers GET /: the page's first request pays reading the runs")
     ap.add_argument("--timeline", action="store_true",
                     help="print each round's browser timeline: long tasks, callbacks, scripts")
     ap.add_argument("--also", nargs="*", default=[], metavar="PATH",
@@ -222,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     driver = _browser()
     if a.timeline:
         driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": TIMELINE_INIT})
-    cols = ["server start", "runs table", "run drawn", "open"]
+    cols = ["server start", "runs table", "run drawn", "open", "server MiB"]
     print("| input | MB | " + " | ".join(cols) + " | open, each round |")
     print("|---|---|" + "---|" * (len(cols) + 1))
     try:
@@ -232,18 +261,19 @@ def main(argv: list[str] | None = None) -> int:
                 caches = {k: (str(Path(tmp) / (k or "cache")) if a.cached else "")
                           for k, _ in trees}
                 for k, tree in trees:  # warm-up: page cache, browser, disk cache
-                    one_round(driver, f, caches[k], a.think, tree=tree, also=also)
+                    one_round(driver, f, caches[k], a.think, tree=tree, also=also, cold=a.cold)
                 for _ in range(a.rounds):  # interleaved: before, after, before, ...
                     for k, tree in trees:
                         if a.timeline and k:
                             print(f"  {k}:")
                         rows[k].append(one_round(driver, f, caches[k], a.think, a.timeline,
-                                                 tree, also))
+                                                 tree, also, a.cold))
             for k, _ in trees:
                 med = {c: statistics.median(r[c] for r in rows[k]) for c in cols}
                 each = ", ".join(f"{r['open']:.2f}" for r in rows[k])
                 print(f"| {f.name}{' ' + k if k else ''} | {f.stat().st_size / 1e6:.1f} | "
-                      + " | ".join(f"{med[c]:.2f} s" for c in cols) + f" | {each} |",
+                      + " | ".join(f"{med[c]:.0f}" if c == "server MiB" else f"{med[c]:.2f} s"
+                                   for c in cols) + f" | {each} |",
                       flush=True)
     finally:
         driver.quit()

@@ -37,6 +37,8 @@ button (one self-contained page, `overlap.report.html.page_html`); tables export
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import threading
 from collections.abc import Sequence
@@ -95,11 +97,23 @@ def _table(id_: str, columns: list[tuple[str, str]], **kw) -> Any:
                            page_size=25, **TABLE_STYLE, **kw)
 
 
+@functools.cache
+def _placeholder_json() -> str:
+    """The "Loading..." figure every graph holds until its callback answers, as JSON, built
+    once per process. The layout is built at every page load with eight graphs: building
+    each placeholder through plotly.py (validating its layout and template) took ~20 ms of
+    the server's CPU apiece, ~0.15-0.2 s of every page's layout request, on the way to the
+    runs table (issue 32)."""
+    return json.dumps(figures.empty_figure("Loading...").to_plotly_json())
+
+
 def _graph(id_: str, filename: str) -> dcc.Graph:
     config: Any = {**figures.GRAPH_CONFIG,
               "toImageButtonOptions": {**figures.GRAPH_CONFIG["toImageButtonOptions"],
                                        "filename": filename}}
-    return dcc.Graph(id=id_, config=config, figure=figures.empty_figure("Loading..."))
+    # a fresh dict per graph (Dash or a test may change one figure): the same JSON as the
+    # figure itself
+    return dcc.Graph(id=id_, config=config, figure=json.loads(_placeholder_json()))
 
 
 def _toolbar(children: list[Any], wrap: bool = False) -> html.Div:
@@ -589,7 +603,6 @@ def _run_views(table: _RunTable, name: Any, step_value: Any) -> tuple:
 def _drawn_key(*inputs: Any) -> str:
     """What a tab's figures were drawn from (its inputs), hashed: what the browser keeps."""
     import hashlib
-    import json
 
     return hashlib.sha256(json.dumps(inputs, default=str).encode()).hexdigest()[:32]
 
