@@ -53,6 +53,8 @@ wire recounts as upb reads the map). Property tests compare every answer with up
 (tests/trace/test_scanner.py, test_meta_table.py, test_differential.py).
 """
 
+import sys
+
 import numpy as np
 
 cimport cython
@@ -67,6 +69,7 @@ from cpython.unicode cimport (PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode
 
 cdef extern from *:
     void __builtin_prefetch(const void* p) nogil  # (gcc, clang)
+    int __builtin_ctzll(unsigned long long x) nogil  # (gcc, clang; x != 0)
 
 # Entries of a table read ahead of the one at hand (`decode_meta_stats`, `gather_spans`,
 # `boundary_names`, `text_facts`): a plane's metadata entries lie ~500 bytes apart, so each
@@ -75,6 +78,10 @@ cdef extern from *:
 cdef enum:
     _AHEAD = 16
     _LINES_AHEAD = 2048  # bytes ahead of a walk that steps over entries by their lengths
+    _TAILS = 4  # stat tails `_value_check` keeps (`_tail_seen`)
+
+
+cdef bint _LITTLE = sys.byteorder == "little"  # (a word's byte i is its bits 8i..8i+7)
 
 
 class Corrupt(ValueError):
@@ -527,6 +534,9 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     cdef Py_ssize_t i, rc, nm = pnm[0]
     cdef Py_ssize_t q2
     cdef int64_t o8[8]
+    cdef int64_t tails[2 * _TAILS + 1]  # (`_value_check`: none yet)
+    for i in range(2 * _TAILS + 1):
+        tails[i] = 0 if i % 2 == 0 else -1
     cdef bint dok = True
     cdef int64_t[::1] key
     cdef int64_t[:, ::1] name64, disp64, value64
@@ -548,7 +558,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 while q2 < pme[0][i + _AHEAD]:
                     __builtin_prefetch(b + q2)
                     q2 += 64
-            rc = _entry_decode(b, pms[0][i], pme[0][i], &bad, o8)
+            rc = _entry_decode(b, pms[0][i], pme[0][i], &bad, o8, tails)
             if rc < 0:
                 raise _fail(rc)
             if dok:
@@ -767,7 +777,7 @@ cdef Py_ssize_t _event_check(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
 
 
 cdef Py_ssize_t _entry_decode(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int* bad,
-                              int64_t* o8) noexcept nogil:
+                              int64_t* o8, int64_t* tails) noexcept nogil:
     """Check one event_metadata map entry [p, e) (key, XEventMetadata value) as upb would,
     adding to `bad` its strings with invalid UTF-8 (name and display name as written last in
     each value, string stats), and in the same walk what `_meta_entry` reads of it into `o8`:
@@ -788,7 +798,7 @@ cdef Py_ssize_t _entry_decode(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int*
             vs = _len(b, p, e, &ve)
             if vs < 0:
                 return vs
-            rc = _value_check(b, vs, ve, bad, sp)
+            rc = _value_check(b, vs, ve, bad, sp, tails)
             if rc < 0:
                 return rc
             nval += 1
@@ -814,27 +824,56 @@ cdef Py_ssize_t _entry_decode(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int*
     return 0
 
 
+cdef inline bint _tail_seen(const uint8_t* b, Py_ssize_t t, Py_ssize_t n,
+                            const int64_t* tails) noexcept nogil:
+    """Are the n bytes at b + t those of a tail kept in `tails` (start, length pairs)?"""
+    cdef int j
+    for j in range(_TAILS):
+        if tails[2 * j + 1] == n and memcmp(b + t, b + tails[2 * j], <size_t>n) == 0:
+            return True
+    return False
+
+
 cdef Py_ssize_t _value_check(const uint8_t* b, Py_ssize_t vs, Py_ssize_t ve, int* bad,
-                             int64_t* sp) noexcept nogil:
+                             int64_t* sp, int64_t* tails) noexcept nogil:
     """Check one XEventMetadata message [vs, ve) as upb would (`_entry_decode`); its name's
-    and display name's spans as written last into sp[0:2], sp[2:4] (-1 where absent)."""
+    and display name's spans as written last into sp[0:2], sp[2:4] (-1 where absent).
+    `tails` (2 * `_TAILS` + 1 values: start, length pairs, -1 lengths where empty, then the
+    next pair to replace): the last tails met (a value's bytes from its first stat field's
+    tag to its end) that checked clean: no error, no name or display name in them, no
+    string counted. A value whose tail is byte for byte one of those is checked up to it:
+    the same bytes at the same depth read the same, so the tail would check clean again.
+    Why: the ops of a plane repeat their stats (category, program, sizes, shapes: the
+    many-ops capture's 108k values hold 5 distinct tails of 46-114 bytes), and walking
+    them field by field was about half of `split_space`'s time there; a tail that differs
+    costs length compares and a memcmp up to its first differing byte."""
     cdef uint64_t fn, v, ival
-    cdef int wt2
-    cdef Py_ssize_t q, rc, ns = -1, ne = 0, ds = -1, de = 0
-    cdef int64_t sid, vpos
+    cdef int wt2, bad0 = 0
+    cdef Py_ssize_t q, rc, tp, ns = -1, ne = 0, ds = -1, de = 0, t0 = -1
+    cdef int64_t sid, vpos, j
     cdef int8_t kind
+    cdef bint seen = False, clean = True
     while vs < ve:  # the XEventMetadata
+        tp = vs
         vs = _tag(b, vs, ve, &fn, &wt2)
         if vs < 0:
             return vs
         if wt2 == 2 and (fn == 2 or fn == 3 or fn == 4 or fn == 5 or fn == 6):
+            if fn == 5 and t0 < 0:  # the tail begins
+                t0 = tp
+                if _tail_seen(b, t0, ve - t0, tails):
+                    seen = True
+                    break
+                bad0 = bad[0]
             q = _len(b, vs, ve, &vs)
             if q < 0:
                 return q
             if fn == 2:
                 ns, ne = q, vs
+                clean = clean and t0 < 0
             elif fn == 4:
                 ds, de = q, vs
+                clean = clean and t0 < 0
             elif fn == 5:
                 rc = _stat(b, q, vs, &sid, &kind, &ival, &vpos)
                 if rc < 0:
@@ -850,6 +889,11 @@ cdef Py_ssize_t _value_check(const uint8_t* b, Py_ssize_t vs, Py_ssize_t ve, int
             vs = _skip(b, vs, ve, wt2, fn, D_EVENT)
             if vs < 0:
                 return vs
+    if t0 >= 0 and not seen and clean and bad[0] == bad0:  # a new clean tail: kept
+        j = tails[2 * _TAILS]
+        tails[2 * j] = t0
+        tails[2 * j + 1] = ve - t0
+        tails[2 * _TAILS] = (j + 1) % _TAILS
     if ns >= 0 and not _utf8_ok(b + ns, ne - ns):
         bad[0] += 1
     if ds >= 0 and not _utf8_ok(b + ds, de - ds):
@@ -1625,20 +1669,28 @@ def ints_at(data, const int64_t[::1] starts, const int64_t[::1] ends,
 
 cdef int _meta_value(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* spans,
                      _Stats st, int32_t i, const int64_t* sids, Py_ssize_t nw,
-                     bint checked=False) except -1:
+                     bint checked=False, int64_t* tails=NULL) except -1:
     """Walk one XEventMetadata message [p, e) (entry `i`): where `spans` is given, the name's
     and display name's spans go there (name start, end, display start, end; of a string
     written twice the last); every stat is checked, and pushed to `st` (where given) when
     `nw` < 0 or its id is one of `sids[:nw]`. 0, or 1 where the bytes are malformed.
     `checked` (no `st`): the stats were checked already by this same `_stat`
-    (`_entry_decode`), so they are stepped over by their lengths, not decoded again."""
+    (`_entry_decode`), so they are stepped over by their lengths, not decoded again.
+    `tails` (with `st`, no `spans`; 4 * `_TAILS` + 1 values: per slot a tail's start,
+    length, first record in `st` and record count, then the next slot to replace): the
+    last tails met (the bytes from the value's first stat field's tag to its end, as
+    `_value_check` keeps them) and the records they gave; a tail byte for byte one of them
+    gives the same records, each at the same place in it (`vpos` moved by as much as the
+    tail), with no walk. Why: `decode_meta_stats`' 36k copy ops of the many-ops capture
+    repeat 4 tails, and walking each stat cost ~200 instructions."""
     cdef uint64_t fn, ival
     cdef int wt
-    cdef Py_ssize_t q, vp, j
-    cdef int64_t sid, vpos
+    cdef Py_ssize_t q, vp, j, tp, t0 = -1, r0 = 0, k, r
+    cdef int64_t sid, vpos, dv
     cdef int8_t kind
     cdef bint hit
     while p < e:
+        tp = p
         p = _tag(b, p, e, &fn, &wt)
         if p < 0:
             return 1
@@ -1650,6 +1702,18 @@ cdef int _meta_value(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* span
                 if checked:
                     p = q
                     continue
+                if tails != NULL and t0 < 0:  # the tail begins: met before?
+                    t0 = tp
+                    r0 = st.n
+                    for k in range(_TAILS):
+                        if tails[4 * k + 1] == e - t0 and memcmp(
+                                b + t0, b + tails[4 * k], <size_t>(e - t0)) == 0:
+                            dv = t0 - tails[4 * k]
+                            r = tails[4 * k + 2]
+                            for r in range(r, r + tails[4 * k + 3]):
+                                st.push(i, st.p_sid[r], st.p_kind[r], st.p_ival[r],
+                                        st.p_vpos[r] + dv)
+                            return 0
                 if _stat(b, vp, q, &sid, &kind, &ival, &vpos) < 0:
                     return 1
                 if st is not None:
@@ -1669,6 +1733,11 @@ cdef int _meta_value(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* span
             p = _skip(b, p, e, wt, fn, D_EVENT)
             if p < 0:
                 return 1
+    if t0 >= 0:  # a new tail: kept, with its records
+        k = tails[4 * _TAILS]
+        tails[4 * k], tails[4 * k + 1] = t0, e - t0
+        tails[4 * k + 2], tails[4 * k + 3] = r0, st.n - r0
+        tails[4 * _TAILS] = (k + 1) % _TAILS
     return 0
 
 
@@ -1838,13 +1907,16 @@ def decode_meta_stats(data, const int64_t[::1] vs, const int64_t[::1] ve,
         total += ve[i] - vs[i]
     cdef _Stats st = _Stats(min(total // 2, n * (nw + 1)) + 16)
     cdef Py_ssize_t p
+    cdef int64_t tails[4 * _TAILS + 1]  # (`_meta_value`: none yet)
+    for p in range(4 * _TAILS + 1):
+        tails[p] = -1 if p % 4 == 1 else 0
     for i in range(n):
         if i + _AHEAD < n:  # the entry read `_AHEAD` later, a line at a time (see _AHEAD)
             p = vs[i + _AHEAD]
             while p < ve[i + _AHEAD]:
                 __builtin_prefetch(b + p)
                 p += 64
-        if _meta_value(b, vs[i], ve[i], NULL, st, <int32_t>i, w, nw):
+        if _meta_value(b, vs[i], ve[i], NULL, st, <int32_t>i, w, nw, False, tails):
             raise ValueError("damaged event metadata")
     return st.arrays()
 
@@ -1892,6 +1964,49 @@ for _i in range(256):
     _TEXT_BYTE[_i] = _i == 0 or _i >= 0x80 or _i in (0x3D, 0x2D, 0x53)
 
 
+cdef inline uint64_t _stop_bytes(uint64_t w) noexcept nogil:
+    """The bytes of w (8 text bytes, little-endian) that stop `text_facts`' walk
+    (`_TEXT_BYTE`: NUL, >= 0x80, `=`, `-`, `S`), each as its high bit (0x80 << 8 * i for
+    byte i). Exact per byte: ((w & 0x7f..) ^ X) + 0x7f.. leaves a byte's high bit clear iff
+    its low 7 bits equal X's, with no carry into the next byte (at most 0x7f + 0x7f)."""
+    cdef uint64_t y = w & 0x7F7F7F7F7F7F7F7FULL, k = 0x7F7F7F7F7F7F7F7FULL
+    cdef uint64_t a = ((y + k) & ((y ^ 0x3D3D3D3D3D3D3D3DULL) + k)
+                       & ((y ^ 0x2D2D2D2D2D2D2D2DULL) + k) & ((y ^ 0x5353535353535353ULL) + k))
+    return (~a | w) & 0x8080808080808080ULL
+
+
+cdef enum:  # `_text_byte`'s flags
+    _T_MIXED = 1  # a NUL or a byte >= 0x80 (not plain)
+    _T_CS = 2
+    _T_SL = 4
+    _T_S5 = 8
+
+
+cdef inline void _text_byte(const uint8_t* b, Py_ssize_t k, Py_ssize_t lo, Py_ssize_t hi,
+                            int64_t* e, int64_t* q, int* fl) noexcept nogil:
+    """`text_facts`' rule at the stop byte b[k] of the text [lo, hi), the bytes before it
+    met already: the first ` = ` (*e), the first ` copy-start(` after it (*q), flags."""
+    cdef uint8_t c = b[k]
+    if c == 0 or c >= 0x80:
+        fl[0] |= _T_MIXED
+    elif c == 0x3D:  # `=` of ` = `
+        if e[0] < 0 and k > lo and k + 1 < hi and b[k - 1] == 0x20 and b[k + 1] == 0x20:
+            e[0] = k - 1
+    elif c == 0x2D:  # `-` of `copy-start`, `slice-start(`, ` copy-start(`
+        if not (fl[0] & _T_CS) and k - 4 >= lo and k + 6 <= hi \
+                and memcmp(b + k - 4, b"copy-start", 10) == 0:
+            fl[0] |= _T_CS
+        if k - 5 >= lo and k + 7 <= hi:
+            if not (fl[0] & _T_SL) and memcmp(b + k - 5, b"slice-start(", 12) == 0:
+                fl[0] |= _T_SL
+            # (an ` = ` before it is already met: it begins 5+ bytes earlier)
+            if q[0] < 0 and e[0] >= 0 and k - 5 >= e[0] \
+                    and memcmp(b + k - 5, b" copy-start(", 12) == 0:
+                q[0] = k - 5
+    elif not (fl[0] & _T_S5) and k + 4 <= hi and memcmp(b + k, b"S(5)", 4) == 0:  # `S`
+        fl[0] |= _T_S5
+
+
 def text_facts(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1] fe):
     """Per text [fs[i], fe[i]) of `buf` (HLO texts in a `MetaTable`'s buffer): (plain: only
     bytes 0x01-0x7f; eq: where its first ` = ` begins; has `copy-start`; has
@@ -1920,8 +2035,10 @@ def text_facts(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1]
     cdef uint8_t[::1] sl = sl_a.view(np.uint8), s5 = s5_a.view(np.uint8)
     cdef int64_t[::1] eq = eq_a, call = call_a
     cdef const uint8_t* b = &buf[0]
-    cdef uint8_t c
     cdef int64_t e, q
+    cdef Py_ssize_t k
+    cdef uint64_t w, m
+    cdef int fl
     with nogil:
         for i in range(n):
             if i + _AHEAD < n:  # (a text spans a few lines: each)
@@ -1933,31 +2050,29 @@ def text_facts(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1]
             hi = fe[i]
             e = -1
             q = -1
-            for p in range(lo, hi):
-                c = b[p]
-                if not _TEXT_BYTE[c]:
-                    continue
-                if c == 0 or c >= 0x80:
-                    plain[i] = 0
-                elif c == 0x3D:  # `=` of ` = `
-                    if e < 0 and p > lo and p + 1 < hi and b[p - 1] == 0x20 \
-                            and b[p + 1] == 0x20:
-                        e = p - 1
-                elif c == 0x2D:  # `-` of `copy-start`, `slice-start(`, ` copy-start(`
-                    if not cs[i] and p - 4 >= lo and p + 6 <= hi \
-                            and memcmp(b + p - 4, b"copy-start", 10) == 0:
-                        cs[i] = 1
-                    if p - 5 >= lo and p + 7 <= hi:
-                        if not sl[i] and memcmp(b + p - 5, b"slice-start(", 12) == 0:
-                            sl[i] = 1
-                        # (an ` = ` before it is already met: it begins 5+ bytes earlier)
-                        if q < 0 and e >= 0 and p - 5 >= e \
-                                and memcmp(b + p - 5, b" copy-start(", 12) == 0:
-                            q = p - 5
-                elif not s5[i] and p + 4 <= hi and memcmp(b + p, b"S(5)", 4) == 0:
-                    s5[i] = 1
+            fl = 0
+            # 8 bytes at a time, the rule run at each stop byte in order (`_stop_bytes`,
+            # lowest first); the last 0-7 bytes one at a time. Why: a text's bytes are
+            # mostly letters, digits and brackets, and a table look-up and a branch per
+            # byte cost ~4 instructions a byte (the many-ops capture's 108k texts: 54M)
+            p = lo
+            while _LITTLE and p + 8 <= hi:
+                memcpy(&w, b + p, 8)
+                m = _stop_bytes(w)
+                while m:
+                    _text_byte(b, p + (__builtin_ctzll(m) >> 3), lo, hi, &e, &q, &fl)
+                    m &= m - 1
+                p += 8
+            for k in range(p, hi):
+                if _TEXT_BYTE[b[k]]:
+                    _text_byte(b, k, lo, hi, &e, &q, &fl)
             eq[i] = e
             call[i] = q
+            if fl & _T_MIXED:
+                plain[i] = 0
+            cs[i] = (fl & _T_CS) != 0
+            sl[i] = (fl & _T_SL) != 0
+            s5[i] = (fl & _T_S5) != 0
     return plain_a, eq_a, cs_a, sl_a, call_a, s5_a
 
 
@@ -2612,6 +2727,23 @@ cdef inline Py_ssize_t _seek(const int64_t* t, Py_ssize_t n, int64_t x,
     return lo
 
 
+cdef inline void _boundary(const int64_t* bt, Py_ssize_t nb, int64_t t, Py_ssize_t* hb,
+                           const int64_t* at, Py_ssize_t na, const int64_t* bop, Py_ssize_t* ha,
+                           int64_t* ev, int64_t* place) noexcept nogil:
+    """One side of `async_pairs_by_time` for one Async event: the boundary event whose time
+    (`bt`, rising strictly, searched from the hint *hb) is `t` into *ev, and its op's place
+    in `at` (searched from *ha) into *place; each left as it was where there is none."""
+    cdef Py_ssize_t e = _seek(bt, nb, t, hb[0]), p
+    hb[0] = e
+    if e < nb and bt[e] == t:
+        ev[0] = e
+        if na:
+            p = _seek(at, na, bop[e], ha[0])
+            ha[0] = p
+            if p < na and at[p] == bop[e]:
+                place[0] = p
+
+
 def async_pairs_by_time(list names, const int64_t[::1] inv, const uint8_t[::1] buf,
                         const int64_t[::1] fs, const int64_t[::1] fe, const int64_t[::1] at,
                         const int64_t[::1] b0, const int64_t[::1] b1, const int64_t[::1] bop,
@@ -2648,27 +2780,12 @@ def async_pairs_by_time(list names, const int64_t[::1] inv, const uint8_t[::1] b
     es_a = np.full(nq, -1, np.int64)
     ed_a = np.full(nq, -1, np.int64)
     cdef int64_t[::1] ps = ps_a, pd = pd_a, es = es_a, ed = ed_a
+    cdef const int64_t* pa = &at[0] if na else NULL
     if nq:
         with nogil:
             for q in range(nq):
-                e = _seek(&b0[0], nb, starts[q], h0)
-                h0 = e
-                if e < nb and b0[e] == starts[q]:
-                    es[q] = e
-                    if na:
-                        p = _seek(&at[0], na, bop[e], hp)
-                        hp = p
-                        if p < na and at[p] == bop[e]:
-                            ps[q] = p
-                e = _seek(&b1[0], nb, ends[q], h1)
-                h1 = e
-                if e < nb and b1[e] == ends[q]:
-                    ed[q] = e
-                    if na:
-                        p = _seek(&at[0], na, bop[e], hd)
-                        hd = p
-                        if p < na and at[p] == bop[e]:
-                            pd[q] = p
+                _boundary(&b0[0], nb, starts[q], &h0, pa, na, &bop[0], &hp, &es[q], &ps[q])
+                _boundary(&b1[0], nb, ends[q], &h1, pa, na, &bop[0], &hd, &ed[q], &pd[q])
     got = async_pairs_at(names, inv, buf, fs, fe, ps, pd)
     if got is None:
         return None
