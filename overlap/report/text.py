@@ -14,10 +14,12 @@ from itertools import chain, islice, repeat, starmap
 from operator import is_, itemgetter
 from typing import Any
 
+import numpy as np
+
 from overlap.analysis.overlap import DIRECTIONS, format_ps, vendor_names
-from overlap.analysis.step_rows import STEP_KEYS, StepRows
+from overlap.analysis.step_rows import STEP_KEYS, IntColumn, StepBlock, StepRows
 from overlap.analysis.units import format_ps_column
-from overlap.report import causes_text
+from overlap.report import causes_text, digits
 
 SYNTHETIC_BANNER = "SYNTHETIC trace (written by overlap.trace.synthetic, not a real capture)"
 
@@ -245,7 +247,9 @@ def _emit(fp, v: Any, indent: str, depth: int) -> None:
         steps = _step_rows_text(v, inner) if isinstance(v, StepRows) else None
         if steps is not None:  # step rows written from their columns
             for i, text in enumerate(steps):
-                fp.write(",\n" + text if i else text)
+                if i:  # (apart: no copy of a piece of up to _BATCH rows to prefix it)
+                    fp.write(",\n")
+                fp.write(text)
             fp.write("\n" + indent + "]")
             return
         for lo in range(0, len(v), _BATCH):
@@ -311,11 +315,45 @@ def _step_rows_text(rows: StepRows, inner: str) -> Iterator[str] | None:
     if blocks is None:
         return None
     try:
-        made = [(b.n, [_ENCODE(b.one[k]) if k in b.one else _texts(b.vary[k])
-                       for k in STEP_KEYS]) for b in blocks]
+        made = [_block_texts(b, inner) for b in blocks]
     except (TypeError, ValueError):
         return None
-    return chain.from_iterable(_batches(STEP_KEYS, texts, n, inner) for n, texts in made)
+    return chain.from_iterable(made)
+
+
+def _block_texts(b: StepBlock, inner: str) -> Iterator[str]:
+    """One block's rows as `_step_rows_text` writes them. Where every column that varies
+    in text is an `IntColumn` of ints >= 0 whose digit counts change in few runs (step
+    numbers and times, ascending), the rows' digits written from the int arrays
+    (`overlap.report.digits`); else `_batches` of each column's texts. Raises what
+    `_ENCODE` raises on a value it refuses, before any text is made."""
+    texts: list[Any] = [_ENCODE(b.one[k]) if k in b.one else _int_array(b.vary[k])
+                        for k in STEP_KEYS]
+    for i, t in enumerate(texts):
+        if t is None:
+            texts[i] = _texts(b.vary[STEP_KEYS[i]])
+    arrays = [t for t in texts if isinstance(t, np.ndarray)]
+    if arrays and all(isinstance(t, (str, np.ndarray)) for t in texts):
+        counts = [digits.digit_counts(a) for a in arrays]
+        starts = digits.runs(counts)
+        if len(starts) <= _MOST_RUNS + b.n // 64:
+            pieces, _ = _pieces(STEP_KEYS, [repeat("") if isinstance(t, np.ndarray) else t
+                                            for t in texts])
+            return digits.rows_text(pieces, arrays, counts, starts, b.n, inner, _BATCH)
+    texts = [_texts(b.vary[k]) if isinstance(t, np.ndarray) else t
+             for k, t in zip(STEP_KEYS, texts)]
+    return _batches(STEP_KEYS, texts, b.n, inner)
+
+
+_MOST_RUNS = 32  # runs of one digit layout (plus one per 64 rows) that `digits` writes
+
+
+def _int_array(col: list) -> np.ndarray | None:
+    """The int64 array of an `IntColumn` of ints >= 0 (what `digits` writes); else None."""
+    if type(col) is not IntColumn or not col:
+        return None
+    a = col.array
+    return a if int(a.min()) >= 0 else None
 
 
 def _batches(keys: Sequence[str], texts: Sequence[str | Iterable[str]], n: int,
