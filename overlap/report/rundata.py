@@ -78,12 +78,17 @@ def run_data(trace, result: dict[str, Any], manifest: dict[str, Any] | None = No
     else:
         table, _ = analysis.transfer_table(trace, hidden_threshold=hidden,
                                            exposed_threshold=exposed)
-    co = trace.compute
+    # The reader's own column arrays (`Trace.columns`; the views only read them): building
+    # `trace.compute`, a DataFrame of every compute event (836k rows on the 1M files), to copy
+    # five columns out of it put ~49 MiB on the dashboard server's peak (issue 32). A one-value
+    # column stays the reader's read-only one-element view (`arrays.repeated`).
+    co = trace.columns("compute")
     compute = {
-        "host": co["host"].to_numpy(dtype=object), "device": co["device"].to_numpy(dtype=object),
-        "stream": co["stream"].to_numpy(dtype=np.int64),
-        "start_ps": co["start_ps"].to_numpy(dtype=np.int64),
-        "end_ps": co["end_ps"].to_numpy(dtype=np.int64),
+        "host": np.asarray(co["host"], dtype=object),
+        "device": np.asarray(co["device"], dtype=object),
+        "stream": np.asarray(co["stream"], dtype=np.int64),
+        "start_ps": np.asarray(co["start_ps"], dtype=np.int64),
+        "end_ps": np.asarray(co["end_ps"], dtype=np.int64),
     }
     transfers = {c: table[c].to_numpy() for c in (
         "host", "device", "direction", "start_ps", "end_ps", "span_ps", "hidden_ps",
