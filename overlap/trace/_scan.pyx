@@ -885,6 +885,10 @@ cdef Py_ssize_t _value_check(const uint8_t* b, Py_ssize_t vs, Py_ssize_t ve, int
                     q = _varint(b, q, vs, &v)
                     if q < 0:
                         return q
+        elif wt2 == 0:  # the id (as `_skip` reads a varint, without a call per value)
+            vs = _varint(b, vs, ve, &v)
+            if vs < 0:
+                return vs
         else:
             vs = _skip(b, vs, ve, wt2, fn, D_EVENT)
             if vs < 0:
