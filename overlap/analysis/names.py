@@ -607,6 +607,15 @@ def _add(b: dict[str, Any], count: int, nbytes: int, span: int, hidden: int) -> 
                      b["hidden_ps"] + hidden))
 
 
+def per_pair(have: np.ndarray, pair: np.ndarray) -> np.ndarray:
+    """`have[pair]`: per copy its (module, program id) pair's flag (`pair`: codes into
+    `have`, `grouping.copy_pairs`). Where every pair's flag is the same (no program at hand,
+    or all), that flag for every copy: no gather per copy."""
+    if len(have) and (have.all() or not have.any()):
+        return np.full(len(pair), bool(have[0]))
+    return have[pair]
+
+
 def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
                     manifest: dict[str, Any] | None = None,
                     programs: dict[tuple[str, Any], tuple[trace_ops.Program, Any, str]]
@@ -676,7 +685,7 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
     # whether a program is at hand is a fact of the copy's (module, program id), so only the
     # copies with a program are grouped (36k ops without one were grouped and sorted by op
     # to be summed into one row, issue 32).
-    at_hand = np.array([programs.get(k) is not None for k in pairs], bool)[pair]
+    at_hand = per_pair(np.array([programs.get(k) is not None for k in pairs], bool), pair)
     # one C comparison per copy (a None or any other value is simply not equal)
     outside = np.asarray(table["hlo_op"] == OUTSIDE_PROGRAM_OP, dtype=np.bool_).reshape(-1)
     unnamed = is_none(t["hlo_module"])

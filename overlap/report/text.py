@@ -19,7 +19,7 @@ import numpy as np
 from overlap.analysis.overlap import DIRECTIONS, format_ps, vendor_names
 from overlap.analysis.step_rows import STEP_KEYS, IntColumn, StepBlock, StepRows
 from overlap.analysis.units import format_ps_column
-from overlap.report import causes_text, digits
+from overlap.report import causes_text
 
 SYNTHETIC_BANNER = "SYNTHETIC trace (written by overlap.trace.synthetic, not a real capture)"
 
@@ -325,23 +325,25 @@ def _block_texts(b: StepBlock, inner: str) -> Iterator[str]:
     """One block's rows as `_step_rows_text` writes them. Where every column that varies
     in text is an `IntColumn` of ints >= 0 whose digit counts change in few runs (step
     numbers and times, ascending), the rows' digits written from the int arrays
-    (`overlap.report.digits`); else `_batches` of each column's texts. Raises what
-    `_ENCODE` raises on a value it refuses, before any text is made."""
-    texts: list[Any] = [_ENCODE(b.one[k]) if k in b.one else _int_array(b.vary[k])
+    (`overlap.report.digits`, imported only then); else `_batches` of each column's texts.
+    Raises what `_ENCODE` raises on a value it refuses, before any text is made."""
+    # (None: an IntColumn, its texts made below if the digits path is not taken)
+    texts: list[Any] = [_ENCODE(b.one[k]) if k in b.one else
+                        None if type(b.vary[k]) is IntColumn else _texts(b.vary[k])
                         for k in STEP_KEYS]
-    for i, t in enumerate(texts):
-        if t is None:
-            texts[i] = _texts(b.vary[STEP_KEYS[i]])
-    arrays = [t for t in texts if isinstance(t, np.ndarray)]
-    if arrays and all(isinstance(t, (str, np.ndarray)) for t in texts):
-        counts = [digits.digit_counts(a) for a in arrays]
-        starts = digits.runs(counts)
-        if len(starts) <= _MOST_RUNS + b.n // 64:
-            pieces, _ = _pieces(STEP_KEYS, [repeat("") if isinstance(t, np.ndarray) else t
-                                            for t in texts])
-            return digits.rows_text(pieces, arrays, counts, starts, b.n, inner, _BATCH)
-    texts = [_texts(b.vary[k]) if isinstance(t, np.ndarray) else t
-             for k, t in zip(STEP_KEYS, texts)]
+    if None in texts and all(t is None or isinstance(t, str) for t in texts):
+        got = [_int_array(b.vary[k]) for k, t in zip(STEP_KEYS, texts) if t is None]
+        arrays = [a for a in got if a is not None]
+        if len(arrays) == len(got):
+            from overlap.report import digits
+
+            counts = [digits.digit_counts(a) for a in arrays]
+            starts = digits.runs(counts)
+            if len(starts) <= _MOST_RUNS + b.n // 64:
+                pieces, _ = _pieces(STEP_KEYS, [repeat("") if t is None else t
+                                                for t in texts])
+                return digits.rows_text(pieces, arrays, counts, starts, b.n, inner, _BATCH)
+    texts = [_texts(b.vary[k]) if t is None else t for k, t in zip(STEP_KEYS, texts)]
     return _batches(STEP_KEYS, texts, b.n, inner)
 
 
