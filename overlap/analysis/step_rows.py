@@ -196,8 +196,8 @@ class StepRows(list):
             return None
         # a key added to or taken from a row (a caller annotating its steps) shows in its
         # size (~0.05 ms for 3,000 rows); a value replaced in place does not: rows are answers
-        for x in b:  # (a count of one size: no set of them hashed)
-            if x.n and list(map(len, x.rows)).count(len(x.one) + len(x.vary)) != x.n:
+        for x in b:
+            if x.n and set(map(len, x.rows)) != {len(x.one) + len(x.vary)}:
                 return None
         return b
 
@@ -225,20 +225,6 @@ def joined_blocks(parts: list[list[dict]]) -> tuple[list[dict], list[StepBlock] 
     rows = list(chain.from_iterable(parts))
     rows.sort(key=itemgetter("host"))
     return rows, None
-
-
-class IntColumn(list):
-    """A step column of a signed int array as its Python ints (`array.tolist()`), keeping
-    the array (int64) beside them: the JSON writer writes the digits of a column of ints >= 0
-    from the array (`overlap.report.digits`), not one `repr` per row. Like the rows, a
-    column is an answer: nothing changes it in place (a list put in its place is written
-    from its values)."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, a: np.ndarray) -> None:
-        super().__init__(a.tolist())
-        self.array = a.astype(np.int64, copy=False)
 
 
 class _One:
@@ -289,15 +275,13 @@ _TEMPLATE_MAX = 10  # varying columns up to which rows are copies of a template,
 def _split(cols: list) -> tuple[dict[str, Any], list[tuple[str, list]]]:
     """`cols` (in `STEP_KEYS` order: int64 arrays, lists of Python values or `_One`) as the
     columns of one value (key -> value: `_One`s and arrays of one int) and the others (key,
-    list of Python values: an `IntColumn` where an int array), in `STEP_KEYS` order."""
+    list of Python values), in `STEP_KEYS` order."""
     one: dict[str, Any] = {}
     vary: list[tuple[str, Any]] = []
     for key, c in zip(STEP_KEYS, cols):
         if isinstance(c, np.ndarray):
             if len(c) > 1 and not (c != c[0]).any():
                 c = _One(int(c[0]))
-            elif c.dtype.kind == "i":
-                c = IntColumn(c)
             else:
                 c = c.tolist()
         if isinstance(c, _One):

@@ -14,10 +14,8 @@ from itertools import chain, islice, repeat, starmap
 from operator import is_, itemgetter
 from typing import Any
 
-import numpy as np
-
 from overlap.analysis.overlap import DIRECTIONS, format_ps, vendor_names
-from overlap.analysis.step_rows import STEP_KEYS, IntColumn, StepBlock, StepRows
+from overlap.analysis.step_rows import STEP_KEYS, StepRows
 from overlap.analysis.units import format_ps_column
 from overlap.report import causes_text
 
@@ -247,9 +245,7 @@ def _emit(fp, v: Any, indent: str, depth: int) -> None:
         steps = _step_rows_text(v, inner) if isinstance(v, StepRows) else None
         if steps is not None:  # step rows written from their columns
             for i, text in enumerate(steps):
-                if i:  # (apart: no copy of a piece of up to _BATCH rows to prefix it)
-                    fp.write(",\n")
-                fp.write(text)
+                fp.write(",\n" + text if i else text)
             fp.write("\n" + indent + "]")
             return
         for lo in range(0, len(v), _BATCH):
@@ -315,47 +311,11 @@ def _step_rows_text(rows: StepRows, inner: str) -> Iterator[str] | None:
     if blocks is None:
         return None
     try:
-        made = [_block_texts(b, inner) for b in blocks]
+        made = [(b.n, [_ENCODE(b.one[k]) if k in b.one else _texts(b.vary[k])
+                       for k in STEP_KEYS]) for b in blocks]
     except (TypeError, ValueError):
         return None
-    return chain.from_iterable(made)
-
-
-def _block_texts(b: StepBlock, inner: str) -> Iterator[str]:
-    """One block's rows as `_step_rows_text` writes them. Where every column that varies
-    in text is an `IntColumn` of ints >= 0 whose digit counts change in few runs (step
-    numbers and times, ascending), the rows' digits written from the int arrays
-    (`overlap.report.digits`, imported only then); else `_batches` of each column's texts.
-    Raises what `_ENCODE` raises on a value it refuses, before any text is made."""
-    # (None: an IntColumn, its texts made below if the digits path is not taken)
-    texts: list[Any] = [_ENCODE(b.one[k]) if k in b.one else
-                        None if type(b.vary[k]) is IntColumn else _texts(b.vary[k])
-                        for k in STEP_KEYS]
-    if None in texts and all(t is None or isinstance(t, str) for t in texts):
-        got = [_int_array(b.vary[k]) for k, t in zip(STEP_KEYS, texts) if t is None]
-        arrays = [a for a in got if a is not None]
-        if len(arrays) == len(got):
-            from overlap.report import digits
-
-            counts = [digits.digit_counts(a) for a in arrays]
-            starts = digits.runs(counts)
-            if len(starts) <= _MOST_RUNS + b.n // 64:
-                pieces, _ = _pieces(STEP_KEYS, [repeat("") if t is None else t
-                                                for t in texts])
-                return digits.rows_text(pieces, arrays, counts, starts, b.n, inner, _BATCH)
-    texts = [_texts(b.vary[k]) if t is None else t for k, t in zip(STEP_KEYS, texts)]
-    return _batches(STEP_KEYS, texts, b.n, inner)
-
-
-_MOST_RUNS = 32  # runs of one digit layout (plus one per 64 rows) that `digits` writes
-
-
-def _int_array(col: list) -> np.ndarray | None:
-    """The int64 array of an `IntColumn` of ints >= 0 (what `digits` writes); else None."""
-    if type(col) is not IntColumn or not col:
-        return None
-    a = col.array
-    return a if int(a.min()) >= 0 else None
+    return chain.from_iterable(_batches(STEP_KEYS, texts, n, inner) for n, texts in made)
 
 
 def _batches(keys: Sequence[str], texts: Sequence[str | Iterable[str]], n: int,
