@@ -57,7 +57,6 @@ Getting an HloProto with buffer assignment (jax 0.10.2, verified on XLA:CPU)
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from collections import defaultdict
@@ -67,6 +66,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from google.protobuf.message import DecodeError
 
+from overlap.hlo.records import FrozenRecord, Record
 from overlap.trace.hlotext import LazyPattern
 from overlap.trace.protos import HloProto
 
@@ -98,21 +98,29 @@ _COMMENT_RE = LazyPattern(r"/\*.*?\*/")
 _HEADER_RE = LazyPattern(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*)?\{\s*$")
 
 
-# ---------------------------------------------------------------------------------------------
-# Shapes
-# ---------------------------------------------------------------------------------------------
+# ---- Shapes ---------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
-class ArrayShape:
+class ArrayShape(FrozenRecord):
+    """An array's shape; frozen, equal and hashed by dtype, dims and memory space. (This
+    module's records: `records.Record`s, its dataclasses without their import cost.)"""
+
+    _fields = ("dtype", "dims", "memory_space", "minor_to_major", "tile")
+    _compared = ("dtype", "dims", "memory_space")
     dtype: str
     dims: tuple[int, ...]
-    memory_space: int = 0
+    memory_space: int
     # The layout the compiler chose, when printed: minor-to-major dimension order and the first
-    # tile, e.g. `{3,2,1,0:T(8,128)}` -> (3, 2, 1, 0), (8, 128). Not part of equality: two
-    # shapes are the same array whatever their padding.
-    minor_to_major: tuple[int, ...] | None = dataclasses.field(default=None, compare=False)
-    tile: tuple[int, ...] | None = dataclasses.field(default=None, compare=False)
+    # tile (`{3,2,1,0:T(8,128)}` -> (3, 2, 1, 0), (8, 128)); not compared: the same array.
+    minor_to_major: tuple[int, ...] | None
+    tile: tuple[int, ...] | None
+
+    def __init__(self, dtype: str, dims: tuple[int, ...], memory_space: int = 0,
+                 minor_to_major: tuple[int, ...] | None = None,
+                 tile: tuple[int, ...] | None = None) -> None:
+        d = self.__dict__
+        d["dtype"], d["dims"], d["memory_space"], d["minor_to_major"], d["tile"] = (
+            dtype, dims, memory_space, minor_to_major, tile)
 
     @property
     def nbytes(self) -> int:
@@ -238,21 +246,20 @@ def _layout_bytes(shape) -> int:
     return sum(a.layout_nbytes for a in _flatten(shape))
 
 
-# ---------------------------------------------------------------------------------------------
-# HLO text -> instructions
-# ---------------------------------------------------------------------------------------------
+# ---- HLO text -> instructions ---------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class _Instr:
-    name: str
-    computation: str
-    shape: Any
-    opcode: str
-    operands: list[str]  # operand names
-    operand_shapes: list[Any]  # inline shapes where printed, else None
-    attrs: str
-    root: bool = False  # the computation's ROOT (its result)
+class _Instr(Record):
+    _fields = ("name", "computation", "shape", "opcode", "operands", "operand_shapes", "attrs",
+               "root")
+
+    def __init__(self, name: str, computation: str, shape: Any, opcode: str,
+                 operands: list[str], operand_shapes: list[Any], attrs: str,
+                 root: bool = False) -> None:
+        self.name, self.computation, self.shape, self.opcode = name, computation, shape, opcode
+        self.operands = operands  # operand names
+        self.operand_shapes = operand_shapes  # inline shapes where printed, else None
+        self.attrs, self.root = attrs, root  # root: the computation's ROOT (its result)
 
 
 def _parse_instruction(line: str, computation: str) -> _Instr | None:
@@ -454,31 +461,37 @@ def _multipliers(comps: dict[str, list[_Instr]],
     return mult, known
 
 
-# ---------------------------------------------------------------------------------------------
-# Offload inventory
-# ---------------------------------------------------------------------------------------------
+# ---- Offload inventory ----------------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class OffloadOp:
-    name: str
-    computation: str
-    # copy-start | copy | dynamic-update-slice | dynamic-slice (+ "-start" if async)
-    opcode: str
-    direction: str     # "D2H" | "H2D"
-    bytes: int         # per execution of the instruction
-    executions: int    # per execution of the program (trip-count product; 1 if unknown)
-    trip_count_known: bool
-    is_async: bool
-    shape: str
-    # Bytes in the layout the compiler chose (tile padding included: what the DMA moves on
-    # TPU); equal to `bytes` for untiled layouts and for HloProto input (no layout read).
-    layout_bytes: int = 0
+class OffloadOp(Record):
+    _fields = ("name", "computation", "opcode", "direction", "bytes", "executions",
+               "trip_count_known", "is_async", "shape", "layout_bytes")
+
+    def __init__(self, name: str, computation: str, opcode: str, direction: str, bytes: int,
+                 executions: int, trip_count_known: bool, is_async: bool, shape: str,
+                 layout_bytes: int = 0) -> None:
+        self.name, self.computation = name, computation
+        # copy-start | copy | dynamic-update-slice | dynamic-slice (+ "-start" if async)
+        self.opcode = opcode
+        self.direction = direction  # "D2H" | "H2D"
+        self.bytes = bytes  # per execution of the instruction
+        # per execution of the program (trip-count product; 1 if unknown)
+        self.executions, self.trip_count_known = executions, trip_count_known
+        self.is_async, self.shape = is_async, shape
+        # Bytes in the layout the compiler chose (tile padding included: what the DMA moves on
+        # TPU); equal to `bytes` for untiled layouts and for HloProto input (no layout read).
+        self.layout_bytes = layout_bytes
+
+    def as_dict(self) -> dict[str, Any]:  # (`dataclasses.asdict`'s: str, int, bool values)
+        return {f: getattr(self, f) for f in self._fields}
 
 
-@dataclasses.dataclass
-class OffloadInventory:
-    ops: list[OffloadOp]
+class OffloadInventory(Record):
+    _fields = ("ops",)
+
+    def __init__(self, ops: list[OffloadOp]) -> None:
+        self.ops = ops
 
     def summary(self, direction: str) -> dict[str, int]:
         sel = [o for o in self.ops if o.direction == direction]
@@ -502,7 +515,7 @@ class OffloadInventory:
                      "counts, per program execution"
                      + ("" if self.trip_counts_known else "; some trip counts unknown: executed_* "
                         "are lower bounds")),
-            "ops": [dataclasses.asdict(o) for o in self.ops],
+            "ops": [o.as_dict() for o in self.ops],
         }
 
 
@@ -676,7 +689,7 @@ class _ProtoInstr(_Instr):
     def operands(self) -> list[str]:
         if self._operands is None:
             by_id = self._by_id
-            self._operands = [by_id[o].name for o in self._msg.operand_ids if o in by_id] \
+            self._operands = [by_id[o].name for o in self._msg.operand_ids[:] if o in by_id] \
                 if by_id.get(self._iid) is self else []
         return self._operands
 
@@ -688,7 +701,7 @@ class _ProtoInstr(_Instr):
 def _inventory_from_proto(hlo) -> OffloadInventory:
     proto = HloProto.FromString(bytes(hlo)) if isinstance(hlo, (bytes, bytearray)) else hlo
     mod = proto.hlo_module
-    computations = list(mod.computations)
+    computations = mod.computations[:]  # (slices: `trace_ops.program_from_proto` says why)
     id_to_comp = {c.id: c.name for c in computations}
     comps: dict[str, list[_Instr]] = {}
     by_id: dict[int, _Instr] = {}
@@ -697,13 +710,13 @@ def _inventory_from_proto(hlo) -> OffloadInventory:
     for c in computations:
         lst: list[_Instr] = []
         cname = c.name
-        for i in c.instructions:
+        for i in c.instructions[:]:
             iid, opcode, called = i.id, i.opcode, i.called_computation_ids
             ins = _ProtoInstr(i.name, cname, i, opcode, iid, by_id)
             by_id[iid] = ins
             lst.append(ins)
             if called:
-                for k, cid in enumerate(called):
+                for k, cid in enumerate(called[:]):
                     calls[cname].append((id_to_comp.get(cid, ""), opcode if k == 0 else ""))
                 if opcode == "async-start":
                     starts.append((iid, called))
@@ -733,19 +746,19 @@ def _inventory_from_proto(hlo) -> OffloadInventory:
                                          lambda c: c not in reach_unknown))
 
 
-# ---------------------------------------------------------------------------------------------
-# Memory timeline
-# ---------------------------------------------------------------------------------------------
+# ---- Memory timeline ------------------------------------------------------------------------
 
 
-@dataclasses.dataclass
-class MemoryTimeline:
-    frame: pd.DataFrame           # index = event order; instruction_name, live_bytes
-    peak_bytes: int
-    peak_index: int               # event index at which live bytes first reach the peak
-    peak_buffers: list[tuple[str, int]]  # (defining instruction[shape index], bytes), largest first
-    trace_index: int              # which heap-simulator trace was replayed
-    color: int
+class MemoryTimeline(Record):
+    _fields = ("frame", "peak_bytes", "peak_index", "peak_buffers", "trace_index", "color")
+
+    def __init__(self, frame: pd.DataFrame, peak_bytes: int, peak_index: int,
+                 peak_buffers: list[tuple[str, int]], trace_index: int, color: int) -> None:
+        self.frame = frame  # index = event order; instruction_name, live_bytes
+        # peak_index: the event at which live bytes first reach the peak; peak_buffers:
+        # (defining instruction[shape index], bytes), largest first
+        self.peak_bytes, self.peak_index, self.peak_buffers = peak_bytes, peak_index, peak_buffers
+        self.trace_index, self.color = trace_index, color  # the heap-simulator trace replayed
 
     def to_dict(self, top: int = 10) -> dict:
         return {"peak_bytes": self.peak_bytes, "peak_index": self.peak_index,
@@ -840,9 +853,7 @@ def memory_timeline(hlo_proto: bytes | Any, color: int = 0, top: int = 20) -> Me
     return MemoryTimeline(frame, peak, peak_index, peak_buffers, best, color)
 
 
-# ---------------------------------------------------------------------------------------------
-# Getting HloProtos
-# ---------------------------------------------------------------------------------------------
+# ---- Getting HloProtos ----------------------------------------------------------------------
 
 
 def hlo_protos_from_xspace(xspace: str | os.PathLike | bytes | Any) -> dict[str, bytes]:

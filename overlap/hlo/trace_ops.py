@@ -32,38 +32,14 @@ other than `while` (conditionals, calls) are followed only through their paramet
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from typing import Any
 
+from overlap.hlo.records import FrozenRecord, Record
 from overlap.trace.hlotext import LazyPattern
 
 
-class _Fields:
-    """What `dataclasses.dataclass` gives these records (`__init__` by field, `__repr__`,
-    `__eq__` of the same class on the fields' tuple; `frozen`: assignment refused, hashed by
-    the fields), written out once here: the decorator generates and compiles each method per
-    class when the module loads (~0.5 ms a class, three here, on every report of a capture
-    with HloProtos, issue 32)."""
-
-    _fields: tuple[str, ...] = ()
-
-    def _values(self) -> tuple:
-        return tuple(getattr(self, f) for f in self._fields)
-
-    def __repr__(self) -> str:
-        return (f"{type(self).__qualname__}("
-                + ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields) + ")")
-
-    def __eq__(self, other: object) -> bool:
-        if other.__class__ is self.__class__:
-            return self._values() == other._values()
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]  # (mutable records, as a dataclass's)
-
-
-class Location(_Fields):
+class Location(FrozenRecord):
     """A source location (1-based line; 0-based columns, end exclusive, as Python's). Frozen."""
 
     _fields = ("file", "function", "line", "column", "end_line", "end_column")
@@ -80,17 +56,8 @@ class Location(_Fields):
         d["file"], d["function"], d["line"], d["column"], d["end_line"], d["end_column"] = (
             file, function, line, column, end_line, end_column)
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
 
-    def __delattr__(self, name: str) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
-
-    def __hash__(self) -> int:  # type: ignore[override]
-        return hash(self._values())
-
-
-class Ins(_Fields):
+class Ins(Record):
     _fields = ("name", "opcode", "computation", "operands", "calls", "tuple_index",
                "parameter_number", "frame", "op_name", "control_predecessors")
 
@@ -112,7 +79,7 @@ class Ins(_Fields):
         self.control_predecessors = [] if control_predecessors is None else control_predecessors
 
 
-class Program(_Fields):
+class Program(Record):
     """One compiled module: instructions by name, each computation's root and callers, and the
     stack frames (id -> (location, parent id)) its metadata points to."""
 
@@ -228,8 +195,9 @@ def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
         hlo = HloProto.FromString(bytes(hlo))
     mod = hlo.hlo_module if hasattr(hlo, "hlo_module") else hlo
     # (each message and field read once: upb builds a wrapper per access, ~2,000 instructions
-    # a program)
-    computations = list(mod.computations)
+    # a program; repeated fields read as slices, lists: iterating one ends in an IndexError
+    # that upb formats, ~2,500 instructions a field)
+    computations = mod.computations[:]
     comp_names = {c.id: c.name for c in computations}
     instrs: dict[str, Ins] = {}
     roots: dict[str, str] = {}
@@ -239,7 +207,7 @@ def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
     ids_of: dict[str, tuple[Any, dict[int, str], Any]] = {}
     for c in computations:
         cname = c.name
-        msgs = [(i, i.id, i.name) for i in c.instructions]
+        msgs = [(i, i.id, i.name) for i in c.instructions[:]]
         ids = {iid: name for _, iid, name in msgs}
         for i, _, name in msgs:
             opcode = i.opcode
@@ -247,7 +215,7 @@ def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
             called = i.called_computation_ids
             instrs[name] = Ins(
                 name, opcode, cname, [],
-                [comp_names[k] for k in called if k in comp_names] if called else [],
+                [comp_names[k] for k in called[:] if k in comp_names] if called else [],
                 int(i.tuple_index) if opcode == "get-tuple-element" else None,
                 int(i.parameter_number) if opcode == "parameter" else None,
                 md.stack_frame_id, md.op_name)
@@ -263,7 +231,7 @@ def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
     for name, ins in instrs.items():
         operand_ids, own, preds = ids_of[name]
         ops = []
-        for o in operand_ids:
+        for o in operand_ids[:]:
             n = own.get(o)
             if n is None:
                 n = all_ids.get(o)
@@ -274,7 +242,7 @@ def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
             ops.append(n)
         ins.operands = ops
         if preds:
-            ins.control_predecessors = [all_ids.get(k, f"#{k}") for k in preds]
+            ins.control_predecessors = [all_ids.get(k, f"#{k}") for k in preds[:]]
     si = mod.stack_frame_index
     files, funcs = list(si.file_names), list(si.function_names)
     frames: dict[int, tuple[Location, int]] = {}

@@ -1,0 +1,126 @@
+"""`overlap.hlo.program`'s records (`ArrayShape`, `_Instr`, `OffloadOp`, `OffloadInventory`,
+`MemoryTimeline`) are plain `trace_ops.Record`s that behave as the dataclasses they were
+(construction by position and keyword with the same defaults, `repr`, the instance's fields,
+equality, `ArrayShape` frozen and equal/hashed by dtype, dims and memory space alone;
+`OffloadOp.as_dict` is `dataclasses.asdict`, `schedule._replaced` is `dataclasses.replace`):
+checked against dataclasses of the same fields declared here."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from overlap.hlo import program, schedule
+
+
+@dataclasses.dataclass(frozen=True)
+class ArrayShape:
+    dtype: str
+    dims: tuple[int, ...]
+    memory_space: int = 0
+    minor_to_major: tuple[int, ...] | None = dataclasses.field(default=None, compare=False)
+    tile: tuple[int, ...] | None = dataclasses.field(default=None, compare=False)
+
+
+@dataclasses.dataclass
+class _Instr:
+    name: str
+    computation: str
+    shape: Any
+    opcode: str
+    operands: list[str]
+    operand_shapes: list[Any]
+    attrs: str
+    root: bool = False
+
+
+@dataclasses.dataclass
+class OffloadOp:
+    name: str
+    computation: str
+    opcode: str
+    direction: str
+    bytes: int
+    executions: int
+    trip_count_known: bool
+    is_async: bool
+    shape: str
+    layout_bytes: int = 0
+
+
+@dataclasses.dataclass
+class MemoryTimeline:
+    frame: Any
+    peak_bytes: int
+    peak_index: int
+    peak_buffers: list[tuple[str, int]]
+    trace_index: int
+    color: int
+
+
+def _same(mine, ref) -> None:
+    assert repr(mine) == repr(ref)
+    assert vars(mine) == vars(ref)
+    assert list(vars(mine)) == list(vars(ref))
+
+
+def test_array_shape():
+    for args, kw in ((("f32", (8, 128)), {}), (("bf16", (4,), 5, (0,), (8, 128)), {}),
+                     (("u8", ()), {"tile": (128,)}), ((), {"dtype": "s32", "dims": (2, 3),
+                                                          "memory_space": 5})):
+        mine, ref = program.ArrayShape(*args, **kw), ArrayShape(*args, **kw)
+        _same(mine, ref)
+        assert hash(mine) == hash(ref)
+        assert mine == program.ArrayShape(*args, **kw) and mine != ref
+    a = program.ArrayShape("f32", (8, 128), 0, (1, 0), (8, 128))
+    b = program.ArrayShape("f32", (8, 128), 0, (0, 1), None)
+    assert a == b and hash(a) == hash(b) and len({a, b}) == 1  # layout not compared
+    assert a != program.ArrayShape("f32", (8, 128), 5, (1, 0), (8, 128))
+    assert a != program.ArrayShape("f32", (8, 64), 0, (1, 0), (8, 128))
+    assert a != program.ArrayShape("bf16", (8, 128), 0, (1, 0), (8, 128))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.dims = (1,)  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del a.tile
+    assert a.nbytes == 8 * 128 * 4 and str(b) == "f32[8,128]"
+
+
+def test_instr_and_replace():
+    sh = program.ArrayShape("f32", (4,))
+    args = ("copy-start.1", "main", [sh, sh], "copy-start", ["p"], [sh], ", x=1")
+    mine, ref = program._Instr(*args), _Instr(*args)
+    _same(mine, ref)
+    assert mine == program._Instr(*args) and mine != ref
+    assert program._Instr(*args, root=True) != mine
+    with pytest.raises(TypeError):
+        hash(mine)
+    new, want = (schedule._replaced(mine, opcode="copy", shape=sh),
+                 dataclasses.replace(ref, opcode="copy", shape=sh))
+    _same(new, want)
+    assert new is not mine and mine.opcode == "copy-start"  # the original unchanged
+    with pytest.raises(TypeError):
+        schedule._replaced(mine, no_such_field=1)
+
+
+def test_offload_op_and_inventory():
+    args = ("copy-start.3", "body", "copy-start", "D2H", 4096, 10, False, True, "f32[1024]")
+    mine, ref = program.OffloadOp(*args), OffloadOp(*args)
+    _same(mine, ref)
+    assert mine.as_dict() == dataclasses.asdict(ref)
+    assert list(mine.as_dict()) == list(dataclasses.asdict(ref))
+    mine2, ref2 = program.OffloadOp(*args, layout_bytes=8192), OffloadOp(*args, layout_bytes=8192)
+    assert mine2.as_dict() == dataclasses.asdict(ref2) and mine2 != mine
+    inv = program.OffloadInventory([mine, mine2])
+    assert repr(inv) == f"OffloadInventory(ops={[mine, mine2]!r})"
+    assert inv.to_dict()["ops"] == [dataclasses.asdict(ref), dataclasses.asdict(ref2)]
+    assert inv == program.OffloadInventory([program.OffloadOp(*args), mine2])
+
+
+def test_memory_timeline():
+    args = (None, 100, 3, [("a{0}", 100)], 1, 0)
+    _same(program.MemoryTimeline(*args), MemoryTimeline(*args))
+    kw = dict(zip(("frame", "peak_bytes", "peak_index", "peak_buffers", "trace_index",
+                   "color"), args))
+    _same(program.MemoryTimeline(**kw), MemoryTimeline(**kw))
