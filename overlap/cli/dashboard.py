@@ -75,9 +75,13 @@ def run(args: argparse.Namespace) -> int:
     # socket its parent already bound (WERKZEUG_RUN_MAIN=true there): only the parent checks.
     if os.environ.get("WERKZEUG_RUN_MAIN") != "true":
         check_port_free(args.host, args.port)
-    from overlap.dashboard.app import create_app  # local: Dash is slow to import
+    from overlap.dashboard.app import create_app, prefetch  # local: Dash is slow to import
 
     app = create_app(logdirs, host=args.host)
+    # The runs are read while the server starts, not after the user's first click; under
+    # --debug only in the reloader's child, the process that serves.
+    if not args.debug or os.environ.get("WERKZEUG_RUN_MAIN") == "true":
+        prefetch(logdirs)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"overlap dashboard: serving on {args.host}: anyone who can reach this address "
               "can read the runs under " + ", ".join(map(str, logdirs)), file=sys.stderr)
