@@ -352,6 +352,20 @@ cdef inline bint _text_ok(const uint8_t* s, Py_ssize_t n) noexcept nogil:
     return (hi & 0x8080808080808080ULL) == 0 or _utf8_ok(s, n)
 
 
+cdef int _spans_within(const int64_t[::1] fs, const int64_t[::1] fe, Py_ssize_t nb,
+                       str what) except -1:
+    """Refuse (ValueError) spans [fs[i], fe[i]) that do not lie within a buffer of `nb`
+    bytes, and starts and ends of different lengths (`what`: the spans' name in the
+    message). The check every function here that reads spans of a buffer makes first."""
+    cdef Py_ssize_t i, n = fs.shape[0]
+    if fe.shape[0] != n:
+        raise ValueError(f"{what} starts and ends differ in length")
+    for i in range(n):
+        if fs[i] < 0 or fe[i] < fs[i] or fe[i] > nb:
+            raise ValueError("span outside the buffer")
+    return 0
+
+
 def spans_text_ok(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1] fe):
     """Whether every span [fs[i], fe[i]) of `buf` is non-empty, valid UTF-8 and without a
     NUL: each one as `MetaTable.span_strings` would give it, a str of its own. Read where
@@ -359,11 +373,7 @@ def spans_text_ok(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[:
     many-ops capture were gathered into one buffer first, ~3 ms and ~700 page faults, to be
     checked and then compared with at most two names per Async event)."""
     cdef Py_ssize_t n = fs.shape[0], i, nb = buf.shape[0]
-    if fe.shape[0] != n:
-        raise ValueError("span starts and ends differ in length")
-    for i in range(n):
-        if fs[i] < 0 or fe[i] < fs[i] or fe[i] > nb:
-            raise ValueError("span outside the buffer")
+    _spans_within(fs, fe, nb, "span")
     if n == 0:
         return True
     if nb == 0:  # (every span empty)
@@ -2022,11 +2032,7 @@ def text_facts(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1]
     anchored on (each pattern has one: `=` of ` = `, `-` of the three others, the `S` of
     `S(5)`), ~4x faster than a search per pattern on 140-byte texts."""
     cdef Py_ssize_t n = fs.shape[0], i, p, lo, hi, nb = buf.shape[0]
-    if fe.shape[0] != n:
-        raise ValueError("text starts and ends differ in length")
-    for i in range(n):
-        if fs[i] < 0 or fe[i] < fs[i] or fe[i] > nb:
-            raise ValueError("span outside the buffer")
+    _spans_within(fs, fe, nb, "text")
     plain_a = np.ones(n, np.bool_)
     eq_a = np.full(n, -1, np.int64)
     cs_a = np.zeros(n, np.bool_)
@@ -2483,11 +2489,7 @@ def boundary_names(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[
     `MetaTable.span_strings` gives as a str of its own: non-empty ASCII without a NUL
     (`tpu._join_names` then needs no second walk over 72k names to check them)."""
     cdef Py_ssize_t n = fs.shape[0], i, p, lo, hi, last, core, nb = buf.shape[0]
-    if fe.shape[0] != n:
-        raise ValueError("name starts and ends differ in length")
-    for i in range(n):
-        if fs[i] < 0 or fe[i] < fs[i] or fe[i] > nb:
-            raise ValueError("span outside the buffer")
+    _spans_within(fs, fe, nb, "name")
     out_a = np.full(n, -1, np.int8)
     if n == 0 or nb == 0:
         return out_a
@@ -2536,11 +2538,7 @@ def span_codes(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1]
     the copy rules decide once per distinct head of a copy-start's text (a few shapes over
     36k copy ops), and a bytes object and a dict lookup per copy cost more than the rule."""
     cdef Py_ssize_t n = fs.shape[0], i, nb = buf.shape[0]
-    if fe.shape[0] != n:
-        raise ValueError("span starts and ends differ in length")
-    for i in range(n):
-        if fs[i] < 0 or fe[i] < fs[i] or fe[i] > nb:
-            raise ValueError("span outside the buffer")
+    _spans_within(fs, fe, nb, "span")
     codes_a = np.empty(n, np.int64)
     first_l = []
     cdef int64_t[::1] codes = codes_a
