@@ -34,6 +34,14 @@ class Record:
             return self._values() == other._values()
         return NotImplemented
 
+    def replaced(self, **changes: Any) -> Any:
+        """This record with `changes` (`dataclasses.replace`: a new record of its class,
+        every other field as it is; a name that is no field refused)."""
+        if not set(changes) <= set(self._fields):
+            raise TypeError(f"{type(self).__qualname__} has no field {sorted(changes)!r}")
+        return self.__class__(**{f: changes[f] if f in changes else getattr(self, f)
+                                 for f in self._fields})
+
     __hash__ = None  # type: ignore[assignment]  # (mutable records, as a dataclass's)
 
 

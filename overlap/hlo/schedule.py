@@ -396,15 +396,6 @@ def _instr_bytes(ins: _Instr, m: _Module) -> int:
     return _hbm(ins.shape) + sum(_hbm(_operand_shape(ins, i, m)) for i in range(len(ins.operands)))
 
 
-def _replaced(ins: Any, **changes: Any) -> Any:
-    """The instruction record `ins` with `changes` (`dataclasses.replace` of the dataclass it
-    was: a new record of its class, every other field as it is; no other field)."""
-    if not set(changes) <= set(ins._fields):
-        raise TypeError(f"{type(ins).__qualname__} has no field {sorted(changes)!r}")
-    return ins.__class__(**{f: changes[f] if f in changes else getattr(ins, f)
-                            for f in ins._fields})
-
-
 def _kernel_ps(ins: _Instr, m: _Module, model: Roofline) -> int:
     """Time of one instruction that is not a loop or call: roofline, at least the floor."""
     op = ins.opcode
@@ -503,10 +494,10 @@ class _Simulator:
         comp = self.m.comps.get(cm.group(1), []) if cm else []
         root = next((i for i in comp if i.root), None)
         if ins.opcode == "copy-start":
-            t = _kernel_ps(_replaced(ins, opcode="copy", shape=out), self.m,
+            t = _kernel_ps(ins.replaced(opcode="copy", shape=out), self.m,
                            self.model)
         elif ins.opcode == "fusion-start" and comp:  # calls= names the fused computation
-            t = _kernel_ps(_replaced(ins, opcode="fusion", shape=out), self.m,
+            t = _kernel_ps(ins.replaced(opcode="fusion", shape=out), self.m,
                            self.model)
         elif root is not None and not is_async_start(root.opcode):  # async-start's wrapped op
             t = _kernel_ps(root, self.m, self.model)

@@ -2,7 +2,7 @@
 `MemoryTimeline`) are plain `trace_ops.Record`s that behave as the dataclasses they were
 (construction by position and keyword with the same defaults, `repr`, the instance's fields,
 equality, `ArrayShape` frozen and equal/hashed by dtype, dims and memory space alone;
-`OffloadOp.as_dict` is `dataclasses.asdict`, `schedule._replaced` is `dataclasses.replace`):
+`OffloadOp.as_dict` is `dataclasses.asdict`, `Record.replaced` is `dataclasses.replace`):
 checked against dataclasses of the same fields declared here."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from overlap.hlo import program, schedule
+from overlap.hlo import program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,12 +96,12 @@ def test_instr_and_replace():
     assert program._Instr(*args, root=True) != mine
     with pytest.raises(TypeError):
         hash(mine)
-    new, want = (schedule._replaced(mine, opcode="copy", shape=sh),
+    new, want = (mine.replaced(opcode="copy", shape=sh),
                  dataclasses.replace(ref, opcode="copy", shape=sh))
     _same(new, want)
     assert new is not mine and mine.opcode == "copy-start"  # the original unchanged
     with pytest.raises(TypeError):
-        schedule._replaced(mine, no_such_field=1)
+        mine.replaced(no_such_field=1)
 
 
 def test_offload_op_and_inventory():
