@@ -78,7 +78,7 @@ cdef extern from *:
 cdef enum:
     _AHEAD = 16
     _LINES_AHEAD = 2048  # bytes ahead of a walk that steps over entries by their lengths
-    _TAILS = 4  # stat tails `_value_check` keeps (`_tail_seen`)
+    _TAILS = 4  # stat tails `_value_check` and `_meta_value` keep (`_tail_slot`)
 
 
 cdef bint _LITTLE = sys.byteorder == "little"  # (a word's byte i is its bits 8i..8i+7)
@@ -834,14 +834,16 @@ cdef Py_ssize_t _entry_decode(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int*
     return 0
 
 
-cdef inline bint _tail_seen(const uint8_t* b, Py_ssize_t t, Py_ssize_t n,
-                            const int64_t* tails) noexcept nogil:
-    """Are the n bytes at b + t those of a tail kept in `tails` (start, length pairs)?"""
+cdef inline int _tail_slot(const uint8_t* b, Py_ssize_t t, Py_ssize_t n, const int64_t* tails,
+                           int stride) noexcept nogil:
+    """The slot of `tails` (`_TAILS` slots of `stride` values, each its tail's start and
+    length first) whose tail is byte for byte the n bytes at b + t; -1 where none is
+    (`_value_check`'s and `_meta_value`'s kept tails)."""
     cdef int j
     for j in range(_TAILS):
-        if tails[2 * j + 1] == n and memcmp(b + t, b + tails[2 * j], <size_t>n) == 0:
-            return True
-    return False
+        if tails[stride * j + 1] == n and memcmp(b + t, b + tails[stride * j], <size_t>n) == 0:
+            return j
+    return -1
 
 
 cdef Py_ssize_t _value_check(const uint8_t* b, Py_ssize_t vs, Py_ssize_t ve, int* bad,
@@ -871,7 +873,7 @@ cdef Py_ssize_t _value_check(const uint8_t* b, Py_ssize_t vs, Py_ssize_t ve, int
         if wt2 == 2 and (fn == 2 or fn == 3 or fn == 4 or fn == 5 or fn == 6):
             if fn == 5 and t0 < 0:  # the tail begins
                 t0 = tp
-                if _tail_seen(b, t0, ve - t0, tails):
+                if _tail_slot(b, t0, ve - t0, tails, 2) >= 0:
                     seen = True
                     break
                 bad0 = bad[0]
@@ -1719,15 +1721,14 @@ cdef int _meta_value(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* span
                 if tails != NULL and t0 < 0:  # the tail begins: met before?
                     t0 = tp
                     r0 = st.n
-                    for k in range(_TAILS):
-                        if tails[4 * k + 1] == e - t0 and memcmp(
-                                b + t0, b + tails[4 * k], <size_t>(e - t0)) == 0:
-                            dv = t0 - tails[4 * k]
-                            r = tails[4 * k + 2]
-                            for r in range(r, r + tails[4 * k + 3]):
-                                st.push(i, st.p_sid[r], st.p_kind[r], st.p_ival[r],
-                                        st.p_vpos[r] + dv)
-                            return 0
+                    k = _tail_slot(b, t0, e - t0, tails, 4)
+                    if k >= 0:
+                        dv = t0 - tails[4 * k]
+                        r = tails[4 * k + 2]
+                        for r in range(r, r + tails[4 * k + 3]):
+                            st.push(i, st.p_sid[r], st.p_kind[r], st.p_ival[r],
+                                    st.p_vpos[r] + dv)
+                        return 0
                 if _stat(b, vp, q, &sid, &kind, &ival, &vpos) < 0:
                     return 1
                 if st is not None:
