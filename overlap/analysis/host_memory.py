@@ -18,6 +18,20 @@ and found late. An instruction is listed when
 
 Blind spot: host ops a runtime runs outside the compiled program are not in its HLO.
 
+**A captured program is screened first** (`lists_no_host_compute`): a capture's program comes as
+an HloProto, and listing its host compute means printing it with XLA's printer (in a child
+process: `overlap.hlo.proto_print`) and parsing the text, 0.05-0.2 s of a report on the real
+H100 captures, jaxlib's import included. The printed text holds only what the proto holds, so
+where the proto has no instruction that any rule above could list, the count is 0 without
+printing: no bytes `HostExecute`, `_xla_compute_type`, `async_execution_thread` or a string
+that is exactly `host` anywhere in it (the only sources of the first two rules' text), and no
+instruction outside the plumbing opcodes whose result or operand shape lies in S(5) (async
+starts, updates and dones are not counted as plumbing here: XLA prints some as
+`custom-call-start` and the like, which the text rule judges by shape). Any other proto is
+printed and parsed as before. On the 38 H100/H200 captures every executed program passes the
+screen: the `params` ones' S(5) instructions are parameters, copy-starts, copy-dones and a
+tuple.
+
 **Pinned host memory** (`pinned_host_peak`): the peak of the heap simulation of the buffers in
 host memory space (buffer-assignment color 5, `overlap.hlo.program.memory_timeline`): the
 pinned host bytes one step holds at once, program order. Against **the cap in force**
@@ -103,15 +117,47 @@ def host_compute_ops(hlo_text: str, top: int = 50) -> dict[str, Any]:
     return {"count": len(ops), "ops": ops[:top], "source": "compiled HLO"}
 
 
-def pinned_host_peak(hlo_proto: bytes | None) -> dict[str, Any]:
+# `_MOVES` less the async wrappers, which XLA's printer may name after the op they wrap
+_PLUMBING = _MOVES - {"async-start", "async-update", "async-done"}
+# The bytes the text rules' attributes can only be printed from (module docstring).
+_MARKERS = (b"HostExecute", b"_xla_compute_type", b"async_execution_thread", b"\x04host")
+NO_HOST_COMPUTE = {"count": 0, "ops": [], "source": "compiled HLO"}
+
+
+def lists_no_host_compute(raw: bytes, msg: Any) -> bool:
+    """True when `host_compute_ops` of the printed program could list nothing (module
+    docstring): `raw` the serialized HloProto, `msg` it decoded."""
+    if any(m in raw for m in _MARKERS):
+        return False
+    for c in msg.hlo_module.computations[:]:
+        instrs = c.instructions[:]
+        on_host = {}
+        for i in instrs:
+            on_host[i.id] = _shape_on_host(i.shape)
+        for i in instrs:
+            if i.opcode in _PLUMBING:
+                continue
+            if on_host[i.id] or any(on_host.get(o, False) for o in i.operand_ids[:]):
+                return False
+    return True
+
+
+def _shape_on_host(sp: Any) -> bool:
+    if sp.tuple_shapes:
+        return any(_shape_on_host(t) for t in sp.tuple_shapes[:])
+    return sp.layout.memory_space == HOST_COLOR
+
+
+def pinned_host_peak(hlo_proto: bytes | None, decoded: Any = None) -> dict[str, Any]:
     """`{bytes, largest: [[buffer, bytes]...], source}`; bytes None (source says why) without
-    a buffer assignment, 0 when the program holds no host-memory buffers."""
+    a buffer assignment, 0 when the program holds no host-memory buffers. `decoded`: the
+    HloProto message of `hlo_proto` where the caller has it (not decoded twice)."""
     if not hlo_proto:
         return {"bytes": None, "largest": [], "source": "no HLO proto with a buffer assignment"}
     from overlap.hlo.program import HloProto, memory_timeline
 
     try:
-        proto = HloProto.FromString(bytes(hlo_proto))
+        proto = decoded if decoded is not None else HloProto.FromString(bytes(hlo_proto))
     except Exception:  # noqa: BLE001 - DecodeError: the proto is damaged
         return {"bytes": None, "largest": [], "source": "HLO proto unreadable"}
     if not any(b.color == HOST_COLOR for b in proto.buffer_assignment.logical_buffers):
@@ -143,12 +189,15 @@ def cap_in_force(platform: str | None, env: dict | None,
 
 
 def host_facts(hlo_text: str | None, hlo_proto: bytes | None, platform: str | None,
-               env: dict | None, where: str = "run.json") -> dict[str, Any]:
+               env: dict | None, where: str = "run.json",
+               host_compute: dict[str, Any] | None = None, decoded: Any = None
+               ) -> dict[str, Any]:
     """`{host_compute, pinned_host}` for one compiled program (the report and plan JSON key
-    `host`)."""
-    hc = host_compute_ops(hlo_text) if hlo_text else {
-        "count": None, "ops": [], "source": "no HLO text for the program"}
-    peak = pinned_host_peak(hlo_proto)
+    `host`); `host_compute` where the caller has it (a screened capture), else read from
+    `hlo_text`; `decoded`: `hlo_proto`'s message, where the caller has it."""
+    hc = host_compute if host_compute is not None else host_compute_ops(hlo_text) \
+        if hlo_text else {"count": None, "ops": [], "source": "no HLO text for the program"}
+    peak = pinned_host_peak(hlo_proto, decoded)
     cap = cap_in_force(platform, env, where)
     frac = (peak["bytes"] / cap["bytes"] if peak["bytes"] is not None and cap["bytes"]
             else None)
@@ -171,15 +220,25 @@ def capture_host_facts(trace, result: dict, manifest: dict | None,
         # run.json's heap_simulator.module is not used: in the H100 sweeps every run's names
         # the same compile, so it cannot tell the program that ran.
         return None
-    # Printed as --predict prints a captured program: checked first, then in a child process,
-    # so a damaged proto that trips a CHECK in XLA's printer cannot abort the report
-    # (`overlap.hlo.proto_print`); None where it cannot be read: the peak still stands.
-    from overlap.hlo.proto_print import print_protos
+    from overlap.hlo.proto_print import print_protos, proto_problem
+    from overlap.trace.protos import HloProto
 
-    text, _why = print_protos({"program": prog["proto"]})["program"]
+    raw = bytes(prog["proto"])
+    try:
+        msg = HloProto.FromString(raw)
+    except Exception:  # noqa: BLE001 - DecodeError: print_protos says so below
+        msg = None
+    text, hc = None, None
+    if msg is not None and proto_problem(msg) is None and lists_no_host_compute(raw, msg):
+        hc = dict(NO_HOST_COMPUTE)  # what the printed text would list: nothing (docstring)
+    else:
+        # Printed as --predict prints a captured program: checked first, then in a child
+        # process, so a damaged proto that trips a CHECK in XLA's printer cannot abort the
+        # report (`overlap.hlo.proto_print`); None where it cannot be read: the peak stands.
+        text, _why = print_protos({"program": raw})["program"]
     env = ((manifest or {}).get("env") if isinstance((manifest or {}).get("env"), dict)
            else None)
-    out = host_facts(text, prog["proto"], result.get("backend"), env)
+    out = host_facts(text, raw, result.get("backend"), env, host_compute=hc, decoded=msg)
     out["program"] = prog.get("name")
     return out
 

@@ -22,7 +22,6 @@ tuple a `recv` has: SIGABRT, exit 134, no Python exception to catch). Two guards
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import signal
 import time
 from typing import Any
@@ -34,14 +33,18 @@ _TUPLE = 13  # xla.PrimitiveType TUPLE
 TIMEOUT_S = 120.0
 
 
-def proto_problem(data: bytes) -> str | None:
-    """What makes a serialized HloProto unprintable, in a few words; None when nothing found."""
+def proto_problem(data: Any) -> str | None:
+    """What makes a serialized HloProto (or a decoded one) unprintable, in a few words; None
+    when nothing found."""
     from overlap.trace.protos import HloProto
 
-    try:
-        msg = HloProto.FromString(bytes(data))
-    except Exception as e:  # DecodeError and the like: not an HloProto
-        return f"not an HloProto ({type(e).__name__})"
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        try:
+            msg = HloProto.FromString(bytes(data))
+        except Exception as e:  # DecodeError and the like: not an HloProto
+            return f"not an HloProto ({type(e).__name__})"
+    else:
+        msg = data
     m = msg.hlo_module
     comps = {c.id: c for c in m.computations}
     if not comps:
@@ -87,6 +90,8 @@ def _child(conn: Any, items: list[tuple[Any, bytes]]) -> None:
 
 
 def _in_child(items: list[tuple[Any, bytes]], timeout_s: float) -> dict[Any, tuple]:
+    import multiprocessing as mp  # here: a report that prints nothing does not import it
+
     ctx = mp.get_context("fork")
     out: dict[Any, tuple] = {}
     todo = list(items)
@@ -142,6 +147,8 @@ def print_protos(protos: dict[Any, bytes], timeout_s: float = TIMEOUT_S
             ok.append((key, bytes(data)))
     if not ok:
         return out
+    import multiprocessing as mp
+
     if "fork" in mp.get_all_start_methods():
         out.update(_in_child(ok, timeout_s))
         return out

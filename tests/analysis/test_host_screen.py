@@ -1,0 +1,108 @@
+"""The host-compute screen of a captured program (`overlap.analysis.host_memory.
+lists_no_host_compute`, issue 32): a program whose proto holds nothing the text rules could list
+is answered "0" without XLA's printer; any other goes to the printer as before. Tried on the
+real H100 captures that carry their executed program, and on those programs changed so that
+the screen must let them through."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from overlap.analysis import host_memory
+from overlap.analysis.host_memory import (
+    NO_HOST_COMPUTE,
+    capture_host_facts,
+    host_compute_ops,
+    lists_no_host_compute,
+)
+from overlap.analysis.memory import executed_program
+from overlap.hlo import proto_print
+from overlap.trace import read_trace
+from overlap.trace.protos import HloProto
+
+# Real captures whose executed program the capture carries (every one of the 38 that does).
+CARRIED = ["gpu-h100/params-h100/full", "gpu-h100/user-script/balanced-remat",
+           "gpu-h100/user-pageable/io"]
+
+
+def _program(run: Path) -> dict:
+    """The program `report FILE` finds in the capture file alone (with the run directory,
+    `params`' run.json names a compile the capture does not carry)."""
+    (xplane,) = run.glob("plugins/profile/*/*.xplane.pb")
+    prog = executed_program(read_trace(str(xplane)), None)
+    assert prog["proto"], prog["how"]
+    return prog
+
+
+def _printed_count(raw: bytes):
+    pytest.importorskip("jaxlib")
+    text, why = proto_print.print_protos({"p": raw})["p"]
+    assert text is not None, why
+    return host_compute_ops(text)
+
+
+@pytest.mark.parametrize("rel", CARRIED)
+def test_screened_program_is_not_printed_and_the_printer_agrees(gpu_corpus, rel, monkeypatch):
+    prog = _program(gpu_corpus / rel)
+    raw = prog["proto"]
+    assert lists_no_host_compute(raw, HloProto.FromString(raw))
+
+    def no_printer(*a, **k):
+        raise AssertionError("the screened program went to the printer")
+
+    monkeypatch.setattr(proto_print, "print_protos", no_printer)
+    facts = capture_host_facts(None, {"backend": "gpu"}, None, prog)
+    assert facts is not None and facts["host_compute"] == NO_HOST_COMPUTE
+    monkeypatch.undo()
+    assert _printed_count(raw)["count"] == 0  # what the printed text says: the same
+
+
+def _on_host(shape) -> None:
+    if shape.tuple_shapes:
+        for t in shape.tuple_shapes:
+            _on_host(t)
+    else:
+        shape.layout.memory_space = 5
+
+
+def test_a_fusion_moved_to_host_memory_goes_to_the_printer(gpu_corpus):
+    """The real params program with one fusion's result put in S(5): device compute in host
+    memory space. The screen lets it through; XLA's printer and the text rule list it."""
+    raw = _program(gpu_corpus / CARRIED[0])["proto"]
+    msg = HloProto.FromString(raw)
+    fusion = next(i for c in msg.hlo_module.computations for i in c.instructions
+                  if i.opcode == "fusion")
+    _on_host(fusion.shape)
+    changed = msg.SerializeToString()
+    assert not lists_no_host_compute(changed, HloProto.FromString(changed))
+    got = _printed_count(changed)
+    assert fusion.name in {o["name"] for o in got["ops"]}
+    facts = capture_host_facts(None, {"backend": "gpu"}, None,
+                               {"proto": changed, "name": "changed"})
+    assert facts["host_compute"] == got
+
+
+@pytest.mark.parametrize("marker", [b"HostExecute", b"_xla_compute_type",
+                                    b"async_execution_thread", b"\x04host"])
+def test_marker_bytes_anywhere_send_a_program_to_the_printer(gpu_corpus, marker):
+    """The attribute rules' words can only come from the proto's bytes: any of them, even in a
+    string no rule reads (here an op name), and the screen does not decide."""
+    raw = _program(gpu_corpus / CARRIED[0])["proto"]
+    msg = HloProto.FromString(raw)
+    ins = msg.hlo_module.computations[0].instructions[0]
+    ins.metadata.op_name = marker[1:].decode() if marker[0] == 4 else marker.decode()
+    if marker[0] == 4:  # exactly "host": a length-4 string
+        ins.metadata.op_name = "host"
+    changed = msg.SerializeToString()
+    assert marker in changed
+    assert not lists_no_host_compute(changed, HloProto.FromString(changed))
+    assert lists_no_host_compute(raw, HloProto.FromString(raw))
+
+
+def test_async_wrappers_are_not_plumbing_for_the_screen():
+    """XLA prints an async-start of a custom-call as `custom-call-start`, which the text rule
+    judges by shape: the screen cannot count async-start, -update or -done as plumbing."""
+    assert {"async-start", "async-update", "async-done"} <= host_memory._MOVES
+    assert not {"async-start", "async-update", "async-done"} & host_memory._PLUMBING
