@@ -33,7 +33,7 @@ screen: the `params` ones' S(5) instructions are parameters, copy-starts, copy-d
 tuple.
 
 **Pinned host memory** (`pinned_host_peak`): the peak of the heap simulation of the buffers in
-host memory space (buffer-assignment color 5, `overlap.hlo.program.memory_timeline`): the
+host memory space (buffer-assignment color 5, `overlap.hlo.program.memory_peak`): the
 pinned host bytes one step holds at once, program order. Against **the cap in force**
 (`cap_in_force`): XLA's GPU runtime caps its pinned host pool at
 `XLA_PJRT_GPU_HOST_MEMORY_LIMIT_GB` (64 GB when unset); the value comes from run.json's
@@ -154,7 +154,7 @@ def pinned_host_peak(hlo_proto: bytes | None, decoded: Any = None) -> dict[str, 
     HloProto message of `hlo_proto` where the caller has it (not decoded twice)."""
     if not hlo_proto:
         return {"bytes": None, "largest": [], "source": "no HLO proto with a buffer assignment"}
-    from overlap.hlo.program import HloProto, memory_timeline
+    from overlap.hlo.program import HloProto, memory_peak
 
     try:
         proto = decoded if decoded is not None else HloProto.FromString(bytes(hlo_proto))
@@ -163,10 +163,10 @@ def pinned_host_peak(hlo_proto: bytes | None, decoded: Any = None) -> dict[str, 
     if not any(b.color == HOST_COLOR for b in proto.buffer_assignment.logical_buffers):
         return {"bytes": 0, "largest": [], "source": "heap simulation: no host-memory buffers"}
     try:
-        tl = memory_timeline(proto, color=HOST_COLOR, top=5)
+        peak, largest = memory_peak(proto, color=HOST_COLOR, top=5)
     except ValueError as e:
         return {"bytes": None, "largest": [], "source": f"no host-memory heap trace ({e})"}
-    return {"bytes": int(tl.peak_bytes), "largest": [list(b) for b in tl.peak_buffers],
+    return {"bytes": int(peak), "largest": [list(b) for b in largest],
             "source": "heap simulation of host memory space S(5) (program order)"}
 
 

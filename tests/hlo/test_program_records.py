@@ -156,3 +156,27 @@ def test_proto_inventory_leaves_no_reference_cycle(gpu_corpus):
         if was:
             gc.enable()
     assert left == [] and len(counts) == len(protos)
+
+
+def test_memory_peak_is_the_timelines_peak_without_pandas(gpu_corpus, tmp_path):
+    """`memory_peak` (what the report's sections read) is `memory_timeline`'s peak and peak
+    buffers, in a process that never imports pandas (issue 32: ~0.3 s and ~15 MiB)."""
+    import json
+    import subprocess
+    import sys
+
+    from overlap.analysis.names import capture_protos
+    from overlap.trace import read_trace
+
+    (xplane,) = (gpu_corpus / "gpu-h100/params-h100/full").glob("plugins/profile/*/*.xplane.pb")
+    raw = max(capture_protos(read_trace(str(xplane))).values(), key=len)
+    tl = program.memory_timeline(raw, top=5)
+    assert tl.peak_bytes > 0 and len(tl.frame) > 0
+    f = tmp_path / "p.hlo.pb"
+    f.write_bytes(raw)
+    code = ("import json, sys\nfrom overlap.hlo.program import memory_peak\n"
+            f"peak, bufs = memory_peak(open({str(f)!r}, 'rb').read(), top=5)\n"
+            "print(json.dumps([peak, bufs, 'pandas' in sys.modules]))")
+    got = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                                    text=True, check=True).stdout)
+    assert got == [tl.peak_bytes, [list(b) for b in tl.peak_buffers], False]
