@@ -397,7 +397,7 @@ def op_names(program: trace_ops.Program, raw: Any, hints: tuple[Path, ...] = (),
              asked: list[str] | None = None, recorded: dict[str, Any] | None = None,
              memo: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Per host-copy instruction of the program: {direction, bytes, executed_bytes, executions,
-    name (None: none found), evidence}. `raw` is what `offload_inventory` reads (the text or
+    name (None: none found), evidence}. `raw` is what `offload_inventory` reads (the parsed text or
     the proto the program was built from); `memo` as `_spans_for`'s."""
     # here, not at import: overlap.hlo.program loads protobuf, which a report of a capture
     # without programs never needs (tests/cli/test_no_protobuf.py)
@@ -507,8 +507,8 @@ def tagged_names(program: trace_ops.Program, hints: tuple[Path, ...] = (),
 def _programs(path: str | Path | None, trace: Any, keys: list[tuple[str, Any]]
               ) -> dict[tuple[str, Any], tuple[trace_ops.Program, Any, str]]:
     """(module, program id) -> (program, raw HLO, where from): a run directory's
-    `hlo/<module>.hlo.txt` first (raw: its text), else the capture's `Hlo Proto` of that
-    program id (raw: the parsed `HloProto` message)."""
+    `hlo/<module>.hlo.txt` first (raw: its text parsed, `overlap.hlo.program.ParsedHlo`), else
+    the capture's `Hlo Proto` of that program id (raw: the parsed `HloProto` message)."""
     out: dict[tuple[str, Any], tuple[trace_ops.Program, Any, str]] = {}
     p = Path(path) if path is not None else None
     texts = {t.name[: -len(".hlo.txt")]: t for t in sorted(p.glob("hlo/*.hlo.txt"))} \
@@ -518,9 +518,11 @@ def _programs(path: str | Path | None, trace: Any, keys: list[tuple[str, Any]]
         t = texts.get(module)
         if t is not None:
             from overlap.hlo import trace_ops  # where a program is at hand, not at start-up
+            from overlap.hlo.program import ParsedHlo
 
-            text = t.read_text(encoding="utf-8", errors="replace")
-            out[(module, pid)] = (trace_ops.program_from_text(text, module), text,
+            # parsed once: the program and `op_names`' inventory read the same parse
+            parsed = ParsedHlo(t.read_text(encoding="utf-8", errors="replace"))
+            out[(module, pid)] = (trace_ops.program_from_text(parsed, module), parsed,
                                   f"hlo/{t.name}")
         else:
             need.append((module, pid))

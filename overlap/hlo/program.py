@@ -602,14 +602,28 @@ def _classify(ins: _Instr, by_name: dict[str, _Instr], comps: dict[str, list[_In
     return None
 
 
-def offload_inventory(hlo: str | bytes | Any) -> OffloadInventory:
+class ParsedHlo:
+    """An HLO text and its `_parse_module` result, parsed once for the readers of one
+    program's text: `overlap.analysis.names` builds its `trace_ops.Program` and its offload
+    inventory from one parse (issue 32: each parsed the text, ~20 ms of a run directory's
+    report on the real H100 transformer captures). Read only."""
+
+    __slots__ = ("text", "comps", "entry")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.comps, self.entry = _parse_module(text)
+
+
+def offload_inventory(hlo: str | bytes | ParsedHlo | Any) -> OffloadInventory:
     """Transfers to/from host memory space S(5) in one compiled program.
 
-    `hlo` is HLO text (``compiled.as_text()``), serialized ``HloProto`` bytes, or an HloProto
-    message. See the module docstring for what is counted and how loops are handled."""
+    `hlo` is HLO text (``compiled.as_text()``) or its `ParsedHlo`, serialized ``HloProto``
+    bytes, or an HloProto message. See the module docstring for what is counted and how loops
+    are handled."""
     if isinstance(hlo, (bytes, bytearray)) or hasattr(hlo, "hlo_module"):
         return _inventory_from_proto(hlo)
-    comps, entry = _parse_module(hlo)
+    comps, entry = (hlo.comps, hlo.entry) if isinstance(hlo, ParsedHlo) else _parse_module(hlo)
     mult, known = _multipliers(comps, entry)
     by_name = {i.name: i for instrs in comps.values() for i in instrs}
     # Instructions inside an async-wrapped computation are counted at their async-start.

@@ -110,12 +110,16 @@ _KV_RE = LazyPattern(r"(\w+)=(-?\d+)")
 _CONTROL_RE = LazyPattern(r"\bcontrol-predecessors=\{([^}]*)\}")
 
 
-def program_from_text(text: str, name: str = "") -> Program:
-    """A `compiled.as_text()` module (with its FileNames/.../StackFrames sections)."""
+def program_from_text(text: Any, name: str = "") -> Program:
+    """A `compiled.as_text()` module (with its FileNames/.../StackFrames sections), or its
+    `overlap.hlo.program.ParsedHlo` (not parsed again)."""
     # here, not at import: overlap.hlo.program loads protobuf (tests/cli/test_no_protobuf.py)
-    from overlap.hlo.program import _CALLS_RE, _parse_module
+    from overlap.hlo.program import _CALLS_RE, ParsedHlo, _parse_module
 
-    comps, _ = _parse_module(text)
+    if isinstance(text, ParsedHlo):
+        comps, text = text.comps, text.text
+    else:
+        comps, _ = _parse_module(text)
     instrs: dict[str, Ins] = {}
     roots: dict[str, str] = {}
     for cname, lst in comps.items():

@@ -48,8 +48,6 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
-import shutil
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -114,9 +112,18 @@ def clean_stale_partials(parent: Path) -> list[Path]:
         if not sep or not pid_txt.isdigit() or len(token) != 8:
             continue
         if int(pid_txt) != os.getpid() and not _pid_alive(int(pid_txt)):
+            import shutil  # here: a report that only reads a run never loads it
+
             shutil.rmtree(d, ignore_errors=True)
             removed.append(d)
     return removed
+
+
+def _token() -> str:
+    """8 random hex digits naming a partial directory or temp file (`secrets.token_hex(4)`,
+    from the same `os.urandom`: `secrets` loads hashlib and OpenSSL, ~4 MiB and ~4 ms of every
+    report of a run directory, which reads run.json through this module; issue 32)."""
+    return os.urandom(4).hex()
 
 
 def partial_dir_for(final: str | os.PathLike) -> Path:
@@ -131,7 +138,7 @@ def partial_dir_for(final: str | os.PathLike) -> Path:
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         clean_stale_partials(final.parent)
-        tmp = final.parent / f"{final.name}{PARTIAL_MARK}{os.getpid()}-{secrets.token_hex(4)}"
+        tmp = final.parent / f"{final.name}{PARTIAL_MARK}{os.getpid()}-{_token()}"
         tmp.mkdir()
     except OSError as e:
         raise UsageError(f"{final.parent}: cannot create a run directory there: "
@@ -163,7 +170,7 @@ def write_run(partial: str | os.PathLike, final: str | os.PathLike, manifest: di
 
 def _finish(partial: Path, final: Path, data: dict) -> Path:
     """run.json last (temp file, fsync, replace), then the rename that makes the run exist."""
-    tmp = partial / f".{MANIFEST}.tmp-{secrets.token_hex(4)}"
+    tmp = partial / f".{MANIFEST}.tmp-{_token()}"
     with open(tmp, "w") as f:
         json.dump(data, f, indent=2, sort_keys=True, default=_json_default)
         f.flush()
@@ -213,6 +220,8 @@ def discard_partial(partial: str | os.PathLike) -> None:
     """Remove an unfinished capture directory (after a failure)."""
     p = Path(partial)
     if PARTIAL_MARK in p.name and p.is_dir():
+        import shutil
+
         shutil.rmtree(p, ignore_errors=True)
 
 
