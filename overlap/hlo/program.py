@@ -158,15 +158,23 @@ class ArrayShape(FrozenRecord):
         return s + (f"S({self.memory_space})" if self.memory_space else "")
 
 
-def _split_top(s: str, sep: str = ",") -> list[str]:
-    """Split at `sep` outside (), [], {} — HLO shapes and operand lists nest all three."""
+# The characters `_split_top` and `_matching` act on: they jump from one to the next (a
+# character-at-a-time loop was ~30% of parsing a module; the same characters, the same rule)
+_BRACKET_OR_COMMA_RE = LazyPattern(r"[()\[\]{},]")
+_BRACKET_RE = LazyPattern(r"[()\[\]{}]")
+
+
+def _split_top(s: str) -> list[str]:
+    """Split at commas outside (), [], {} — HLO shapes and operand lists nest all three."""
     out, depth, start = [], 0, 0
-    for i, ch in enumerate(s):
+    for m in _BRACKET_OR_COMMA_RE.finditer(s):
+        ch = m.group()
         if ch in "([{":
             depth += 1
         elif ch in ")]}":
             depth -= 1
-        elif ch == sep and depth == 0:
+        elif depth == 0:
+            i = m.start()
             out.append(s[start:i])
             start = i + 1
     tail = s[start:]
@@ -216,15 +224,14 @@ def _layout(layout: str) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None
 
 def _matching(s: str, i: int) -> int:
     """Index of the bracket closing the one at s[i]."""
-    pairs = {"(": ")", "[": "]", "{": "}"}
     depth = 0
-    for j in range(i, len(s)):
-        if s[j] in pairs:
+    for m in _BRACKET_RE.finditer(s, i):
+        if m.group() in "([{":
             depth += 1
-        elif s[j] in ")]}":
+        else:
             depth -= 1
             if depth == 0:
-                return j
+                return m.start()
     raise ValueError(f"unbalanced brackets in {s[:80]!r}")
 
 
@@ -248,10 +255,51 @@ def _layout_bytes(shape) -> int:
 
 # ---- HLO text -> instructions ---------------------------------------------------------------
 
+# An array shape that `parse_shape` reads without fail (a dtype, plain dimensions, any
+# layout): the parser keeps such a shape's text and reads it when first asked for.
+_PLAIN = r"[a-z][a-z0-9]*\[[\d,]*\](?:\{[^}]*\})?"
+_PLAIN_ARRAY_RE = LazyPattern(_PLAIN + r"\Z")
+# and a tuple of such shapes, one level deep
+_PLAIN_TUPLE_RE = LazyPattern(r"\(\s*(?:(?:" + _PLAIN + r")\s*,\s*)*(?:" + _PLAIN + r")?\s*\)\Z")
+
+
+class _ShapeOnFirstUse:
+    """`_Instr.shape` and `.operand_shapes` of a parsed instruction, read from their text when
+    first asked for (issue 32): most readers of a program look at a few instructions' shapes
+    (`offload_inventory`: host-copy candidates and their operands), and reading every shape
+    was ~40% of parsing a module, and most of its memory (~2 MiB of the real H100 transformer
+    program's 3,638 instructions). A non-data descriptor: the value read goes into the
+    instance's `__dict__`, where later reads (and `__init__`'s assignment) find it first."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def __get__(self, ins: Any, owner: Any = None) -> Any:
+        if ins is None:
+            return self
+        d = ins.__dict__
+        if self.field == "shape":
+            value = parse_shape(d.pop("_shape_text"))  # plain: never fails (`_PLAIN`)
+        else:
+            value = [_operand_shape(t) for t in d.pop("_operand_texts")]
+        d[self.field] = value
+        return value
+
+
+def _operand_shape(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return parse_shape(text)
+    except ValueError:
+        return None
+
 
 class _Instr(Record):
     _fields = ("name", "computation", "shape", "opcode", "operands", "operand_shapes", "attrs",
                "root")
+    shape = _ShapeOnFirstUse("shape")
+    operand_shapes = _ShapeOnFirstUse("operand_shapes")
 
     def __init__(self, name: str, computation: str, shape: Any, opcode: str,
                  operands: list[str], operand_shapes: list[Any], attrs: str,
@@ -260,6 +308,10 @@ class _Instr(Record):
         self.operands = operands  # operand names
         self.operand_shapes = operand_shapes  # inline shapes where printed, else None
         self.attrs, self.root = attrs, root  # root: the computation's ROOT (its result)
+
+
+_TOKEN_RE = LazyPattern(r"\S+")
+_OPCODE_RE = LazyPattern(r"\s*([\w\-.]+)\(")
 
 
 def _parse_instruction(line: str, computation: str) -> _Instr | None:
@@ -275,31 +327,38 @@ def _parse_instruction(line: str, computation: str) -> _Instr | None:
         end = _matching(rest, 0)
         shape_txt, rest = rest[:end + 1], rest[end + 1:]
     else:
-        m = re.match(r"\S+", rest)
+        m = _TOKEN_RE.match(rest)
         if m is None:
             return None
         shape_txt, rest = m.group(0), rest[m.end():]
-    m = re.match(r"\s*([\w\-.]+)\(", rest)
+    m = _OPCODE_RE.match(rest)
     if not m:
         return None
     opcode = m.group(1)
     open_at = m.end() - 1
     close = _matching(rest, open_at)
     operand_txt, attrs = rest[open_at + 1:close], rest[close + 1:]
-    operands, op_shapes = [], []
+    operands, op_texts = [], []
     for op in _split_top(operand_txt):
         parts = op.rsplit(None, 1)
         operands.append(parts[-1].lstrip("%"))
+        op_texts.append(parts[0] if len(parts) == 2 else None)
+    # shapes read on first use (`_ShapeOnFirstUse`); one that may not parse is read now: an
+    # instruction whose result shape does not parse is left out, as it always was
+    ins = _Instr.__new__(_Instr)
+    d = ins.__dict__
+    if _PLAIN_ARRAY_RE.match(shape_txt) or (shape_txt[:1] == "("
+                                            and _PLAIN_TUPLE_RE.match(shape_txt)):
+        d["_shape_text"] = shape_txt
+    else:
         try:
-            op_shapes.append(parse_shape(parts[0]) if len(parts) == 2 else None)
+            d["shape"] = parse_shape(shape_txt)
         except ValueError:
-            op_shapes.append(None)
-    try:
-        shape = parse_shape(shape_txt)
-    except ValueError:
-        return None
-    return _Instr(name.strip().lstrip("%"), computation, shape, opcode, operands, op_shapes, attrs,
-                  root)
+            return None
+    d["_operand_texts"] = op_texts
+    d.update(name=name.strip().lstrip("%"), computation=computation, opcode=opcode,
+             operands=operands, attrs=attrs, root=root)
+    return ins
 
 
 def _parse_module(text: str) -> tuple[dict[str, list[_Instr]], str | None]:

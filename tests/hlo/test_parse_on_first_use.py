@@ -1,0 +1,53 @@
+"""`_parse_module` reads an instruction's shapes when first asked for (issue 32): the same
+values as reading them at once, the same instructions left out. Inline SYNTHETIC HLO text in
+XLA's printed form, answers known by construction."""
+
+from __future__ import annotations
+
+from overlap.hlo import program
+from overlap.hlo.program import ArrayShape, _parse_module, parse_shape
+
+HLO = """HloModule m
+
+ENTRY main {
+  p = f32[8,128]{1,0} parameter(0)
+  h = f32[8,128]{1,0:S(5)} copy(f32[8,128]{1,0} p)
+  t = (f32[8]{0}, s32[]) tuple(f32[8]{0} a, s32[] b)
+  n = ((f32[8]{0}), s32[]) tuple(t, s32[] b)
+  d = f32[<=8]{0} dynamic-slice(f32[8]{0} a, s32[] b)
+  bad = f32[?]{0} negate(p)
+  q = f32[8]{0} negate(f32[?]{0} a)
+}
+"""
+
+
+def test_shapes_read_on_first_use_equal_shapes_read_at_once():
+    comps, entry = _parse_module(HLO)
+    assert entry == "main"
+    by = {i.name: i for i in comps["main"]}
+    # `bad`'s result shape does not parse: left out, as when every shape was read at once
+    assert list(by) == ["p", "h", "t", "n", "d", "q"]
+    # plain shapes (and tuples of them) wait as text; others were read while parsing
+    assert "_shape_text" in vars(by["h"]) and "shape" not in vars(by["h"])
+    assert "_shape_text" in vars(by["t"])
+    assert "shape" in vars(by["n"]) and "shape" in vars(by["d"])
+    assert by["h"].shape == ArrayShape("f32", (8, 128), 5, (1, 0)) == \
+        parse_shape("f32[8,128]{1,0:S(5)}")
+    assert "_shape_text" not in vars(by["h"]) and vars(by["h"])["shape"] is by["h"].shape
+    assert by["t"].shape == [parse_shape("f32[8]{0}"), parse_shape("s32[]")]
+    assert by["d"].shape == parse_shape("f32[<=8]{0}")
+    assert by["h"].operand_shapes == [parse_shape("f32[8,128]{1,0}")]
+    assert by["n"].operand_shapes == [None, parse_shape("s32[]")]  # `t` printed bare
+    assert by["q"].operand_shapes == [None]  # an operand shape that does not parse: None
+    assert by["p"].operand_shapes == [None]  # `parameter(0)`: no shape
+
+
+def test_records_of_parsed_instructions_compare_and_replace_as_read():
+    comps, _ = _parse_module(HLO)
+    h = comps["main"][1]
+    again = _parse_module(HLO)[0]["main"][1]
+    assert h == again  # equality reads both sides' shapes
+    new = h.replaced(opcode="copy-start")
+    assert new.shape == h.shape and new.opcode == "copy-start"
+    assert repr(again).startswith("_Instr(name='h', computation='main', shape=ArrayShape(")
+    assert isinstance(program._Instr.__dict__["shape"], program._ShapeOnFirstUse)
