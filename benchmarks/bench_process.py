@@ -240,7 +240,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{peak['decode']:.0f} / {peak['report']:.1f} MiB "
               f"({peak['report'] * 2**20 / size:.1f}x) | "
               f"{over:.0f} MiB ({over * 2**20 / size:.1f}x) | "
-              f"{'within' if peak['report'] <= limit else 'OVER'} {limit:.1f} |", flush=True)
+              f"{'within' if peak['report'] <= limit else 'OVER'} {limit:.1f}"
+              + (f" (before: {peak['report (before)']:.1f}, "
+                 f"{'within' if peak['report (before)'] <= limit else 'OVER'})"
+                 if "report (before)" in peak else "") + " |", flush=True)
     print(f"# load average {os.getloadavg()[0]:.1f} at the end; base (imports only) "
           f"{base_kib / 1024:.0f} MiB")
     print("\n| input | CPU s: decode | report | report (before) | xprof |\n|---|---|---|---|---|")

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from overlap.analysis.host_memory import (
     CAP_ENV,
     cap_in_force,
@@ -59,18 +55,5 @@ def test_no_proto_is_said_not_guessed():
     assert pinned_host_peak(b"\xff\xff")["bytes"] is None
 
 
-PLAN = Path("/tmp/h31/plan-h100/h100-transformer-minimal_offloaded/hlo/"
-            "jit_train_step.after_optimizations.hlo.pb")
-
-
-@pytest.mark.skipif(not PLAN.is_file(), reason="no compiled H100 plan proto here")
-def test_pinned_host_peak_of_a_real_h100_plan():
-    """Real XLA:GPU output (a deviceless H100 compile of transformer:h100 minimal_offloaded):
-    its 40 D2H copies of 4800 MiB per step leave 4.69 GiB of pinned host buffers at peak."""
-    peak = pinned_host_peak(PLAN.read_bytes())
-    assert peak["bytes"] == 5033164800 and "S(5)" in peak["source"]
-    text = PLAN.with_name("jit_train_step.after_optimizations.hlo.txt")
-    f = host_facts(text.read_text() if text.is_file() else None, PLAN.read_bytes(), "gpu",
-                   None)
-    assert 0 < f["pinned_host"]["fraction_of_cap"] < 0.1
-    assert f["pinned_host"]["over_cap"] is False
+# The pinned host peak of real XLA:GPU output (a deviceless H100 compile, made in the test) is
+# tests/plan/test_host_facts.py's: a skipped copy here read a plan from /tmp that CI never has.
