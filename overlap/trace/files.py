@@ -47,7 +47,9 @@ def _check_fits(p: Path, size: int) -> None:
 # What the reader holds per timeline line besides the file (its row in the lines table, its
 # decoded events' arrays, a chunk of each table it feeds): measured ~0.9 KiB on a capture of a
 # million one-event lines (fuzz round 3: 959 MiB for a 36 MB file), which the 4x-the-file
-# estimate of `_check_fits` cannot see before the file's lines are known.
+# estimate of `_check_fits` cannot see before the file's lines are known. The scanner's read
+# needs ~0.5 KiB since a line keeps its payload as two ints (issue 32 round 13: 300k lines,
+# 10.5 MB, 299 -> 182 MiB); 1 KiB still covers upb's, the fallback (~0.75 KiB, fuzz round 3).
 _BYTES_PER_LINE = 1024
 
 

@@ -331,8 +331,7 @@ def merge_lines(lines: list) -> Any:
         seg.pay_s = seg.pay_e = None
     else:
         seg.events = None
-        seg.pay_s = np.concatenate([ln.pay_s for ln in lines])
-        seg.pay_e = np.concatenate([ln.pay_e for ln in lines])
+        seg.pay_s, seg.pay_e = _payloads(lines)
     return seg
 
 
@@ -449,7 +448,7 @@ class _Line:
     upb, its `events`."""
 
     __slots__ = ("id", "display_id", "name", "display_name", "timestamp_ns", "duration_ps",
-                 "buf", "pay_s", "pay_e", "events", "n_events", "decoded", "parts")
+                 "buf", "_s", "_e", "events", "n_events", "decoded", "parts")
     id: int
     display_id: int
     name: str
@@ -457,12 +456,42 @@ class _Line:
     timestamp_ns: int
     duration_ps: int
     buf: Any  # np.ndarray of the file's bytes, or None when upb decoded the line
-    pay_s: Any
-    pay_e: Any
+    # the payload's start and end: an int each for a scanned line, made an array when read
+    # (two one-element arrays per line were half of the reader's memory on a file of 100k
+    # one-event lines, fuzz round 3; issue 32); arrays for a segment; None for upb's
+    _s: Any
+    _e: Any
     events: Any
     n_events: int
     parts: list
     decoded: bool  # its events were checked (by `LineEvents` or `check_lines`)
+
+    @property
+    def pay_s(self) -> Any:
+        s = self._s
+        return np.array([s], np.int64) if type(s) is int else s
+
+    @pay_s.setter
+    def pay_s(self, value: Any) -> None:
+        self._s = value
+
+    @property
+    def pay_e(self) -> Any:
+        e = self._e
+        return np.array([e], np.int64) if type(e) is int else e
+
+    @pay_e.setter
+    def pay_e(self, value: Any) -> None:
+        self._e = value
+
+
+def _payloads(lines: list[_Line]) -> tuple[np.ndarray, np.ndarray]:
+    """The payload starts and ends of scanned `lines`, in order, as two arrays."""
+    starts, ends = [ln._s for ln in lines], [ln._e for ln in lines]
+    if all(type(x) is int for x in starts) and all(type(x) is int for x in ends):
+        return np.array(starts, np.int64), np.array(ends, np.int64)
+    return (np.concatenate([ln.pay_s for ln in lines]),
+            np.concatenate([ln.pay_e for ln in lines]))
 
 
 class PlaneView:
@@ -487,15 +516,23 @@ class PlaneView:
 
 def _scanned_line(t: tuple, buf: np.ndarray) -> _Line:
     ln = _Line()
-    (ln.id, ln.display_id, ln.name, ln.display_name, ln.timestamp_ns, ln.duration_ps, s, e,
-     ln.n_events, bad) = t
+    (ln.id, ln.display_id, ln.name, ln.display_name, ln.timestamp_ns, ln.duration_ps, ln._s,
+     ln._e, ln.n_events, bad) = t
     BAD_STRINGS[0] += bad
     ln.decoded = False
     ln.buf = buf
-    ln.pay_s = np.array([s], np.int64)
-    ln.pay_e = np.array([e], np.int64)
     ln.events = None
     return ln
+
+
+def _scanned_lines(found: list[tuple], buf: np.ndarray) -> list[_Line]:
+    """`_scanned_line` of each of the scanner's line tuples, in order, each tuple let go as
+    its line is made (both at once were ~0.2 KiB a line more at the read's peak)."""
+    found.reverse()
+    out = []
+    while found:
+        out.append(_scanned_line(found.pop(), buf))
+    return out
 
 
 def _upb_line(msg) -> _Line:
@@ -550,8 +587,7 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
     for m, (lines, ms, me, stripped, bad, meta) in zip(xs.planes, planes):
         if bad:  # each copy written was counted: count as upb reads the entries
             BAD_STRINGS[0] += _entries_bad_strings(a, ms, me)
-        out.append(PlaneView(m, [_scanned_line(t, a) for t in lines], a, (ms, me), stripped,
-                             meta))
+        out.append(PlaneView(m, _scanned_lines(lines, a), a, (ms, me), stripped, meta))
     return xs, out, a
 
 
@@ -573,9 +609,7 @@ def check_lines(pv: PlaneView) -> None:
     is refused, and its strings counted, alike whichever lines the rules read."""
     todo = [ln for ln in pv.lines if not ln.decoded and ln.n_events]
     if todo and SCANNER is not None:
-        BAD_STRINGS[0] += SCANNER.check_events(
-            todo[0].buf, np.concatenate([ln.pay_s for ln in todo]),
-            np.concatenate([ln.pay_e for ln in todo]))
+        BAD_STRINGS[0] += SCANNER.check_events(todo[0].buf, *_payloads(todo))
     for ln in todo:
         ln.decoded = True
 
