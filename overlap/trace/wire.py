@@ -466,23 +466,15 @@ class _Line:
     parts: list
     decoded: bool  # its events were checked (by `LineEvents` or `check_lines`)
 
-    @property
-    def pay_s(self) -> Any:
-        s = self._s
-        return np.array([s], np.int64) if type(s) is int else s
+    pay_s = property(lambda self: _offsets(self._s),
+                     lambda self, value: setattr(self, "_s", value))
+    pay_e = property(lambda self: _offsets(self._e),
+                     lambda self, value: setattr(self, "_e", value))
 
-    @pay_s.setter
-    def pay_s(self, value: Any) -> None:
-        self._s = value
 
-    @property
-    def pay_e(self) -> Any:
-        e = self._e
-        return np.array([e], np.int64) if type(e) is int else e
-
-    @pay_e.setter
-    def pay_e(self, value: Any) -> None:
-        self._e = value
+def _offsets(v: Any) -> Any:
+    """A line's payload offset(s) as an array (`_Line._s`/`_e`: an int, an array or None)."""
+    return np.array([v], np.int64) if type(v) is int else v
 
 
 def _payloads(lines: list[_Line]) -> tuple[np.ndarray, np.ndarray]:
