@@ -30,7 +30,9 @@ starts, updates and dones are not counted as plumbing here: XLA prints some as
 `custom-call-start` and the like, which the text rule judges by shape). Any other proto is
 printed and parsed as before. On the 38 H100/H200 captures every executed program passes the
 screen: the `params` ones' S(5) instructions are parameters, copy-starts, copy-dones and a
-tuple.
+tuple. A screened program is not printed at all, so one that passes our own checks
+(`proto_print.proto_problem`) but that XLA's printer would still refuse is counted 0 from
+its instructions, where the printed path said "no HLO text" (count None).
 
 **Pinned host memory** (`pinned_host_peak`): the peak of the heap simulation of the buffers in
 host memory space (buffer-assignment color 5, `overlap.hlo.program.memory_peak`): the
