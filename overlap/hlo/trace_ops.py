@@ -114,7 +114,7 @@ def program_from_text(text: Any, name: str = "") -> Program:
     """A `compiled.as_text()` module (with its FileNames/.../StackFrames sections), or its
     `overlap.hlo.program.ParsedHlo` (not parsed again)."""
     # here, not at import: overlap.hlo.program loads protobuf (tests/cli/test_no_protobuf.py)
-    from overlap.hlo.program import _CALLS_RE, ParsedHlo, _parse_module
+    from overlap.hlo.program import ParsedHlo, _parse_module, calls_in
 
     if isinstance(text, ParsedHlo):
         comps, text = text.comps, text.text
@@ -124,14 +124,14 @@ def program_from_text(text: Any, name: str = "") -> Program:
     roots: dict[str, str] = {}
     for cname, lst in comps.items():
         for i in lst:
-            calls = [m.group(2) for m in _CALLS_RE.finditer(i.attrs)]
+            calls = [c for _, c in calls_in(i.attrs)]
             idx = _INDEX_RE.search(i.attrs) if i.opcode == "get-tuple-element" else None
             fr = _FRAME_RE.search(i.attrs)
             on = _OPNAME_RE.search(i.attrs)
             pnum = None
             if i.opcode == "parameter" and i.operands and i.operands[0].isdigit():
                 pnum = int(i.operands[0])
-            cp = _CONTROL_RE.search(i.attrs)
+            cp = _CONTROL_RE.search(i.attrs) if "control-predecessors=" in i.attrs else None
             instrs[i.name] = Ins(i.name, i.opcode, cname,
                                  [] if i.opcode in ("parameter", "constant") else i.operands,
                                  calls, int(idx.group(1)) if idx else None, pnum,

@@ -51,3 +51,22 @@ def test_records_of_parsed_instructions_compare_and_replace_as_read():
     assert new.shape == h.shape and new.opcode == "copy-start"
     assert repr(again).startswith("_Instr(name='h', computation='main', shape=ArrayShape(")
     assert isinstance(program._Instr.__dict__["shape"], program._ShapeOnFirstUse)
+
+
+def test_calls_in_is_the_calls_patterns_findall():
+    """`calls_in` skips the search only where none of the pattern's words is present: the same
+    (kind, computation) pairs, in order, on every kind of call and on attributes without one."""
+    from overlap.hlo.program import _CALLS_RE, calls_in
+
+    cases = [
+        "", ', metadata={op_name="jit(f)/while/body" source_line=3}',
+        ', condition=%cond.1, body=%body.2, backend_config={"known_trip_count":{"n":"4"}}',
+        ", calls=%fused_computation.7", ", to_apply=%add.clone",
+        ", true_computation=%t, false_computation=%f",
+        ", async_execution_thread_computation=%h", ", nobody=%x, xcalls=%y",
+        ", branch_computations={%b0, %b1}", "calls= body=%z",
+    ]
+    for a in cases:
+        assert calls_in(a) == _CALLS_RE.findall(a), a
+    assert calls_in(", calls=%fused_computation.7") == [("calls", "fused_computation.7")]
+    assert calls_in(", nobody=%x, xcalls=%y") == []  # no call named inside a word
