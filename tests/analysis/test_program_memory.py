@@ -8,6 +8,7 @@ program's heap-simulator timeline, in every view that draws one, or say it canno
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +20,22 @@ POLICIES = ("qkv_proj_offloaded", "full", "everything_saveable")
 
 @pytest.fixture(scope="module")
 def sweep_runs(tmp_path_factory) -> dict[str, Path]:
-    """A real CPU sweep of three policies of the tiny transformer (one capture per policy)."""
-    from overlap.capture.sweep import sweep
+    """A real CPU sweep of three policies of the tiny transformer (one capture per policy),
+    in a fresh process: the profiler's captures carry every program the process compiled, so
+    a sweep in the test process also carried the `jit_train_step`s other tests had compiled
+    (four programs where the premise says three, when tests/hlo ran first)."""
+    import subprocess
+    import sys
 
     out = tmp_path_factory.mktemp("sweep3")
-    runs = sweep("transformer:tiny", list(POLICIES), out, steps=1, warmup=1)
-    return dict(zip(POLICIES, runs))
+    code = ("import json, sys\nfrom overlap.capture.sweep import sweep\n"
+            f"runs = sweep('transformer:tiny', {list(POLICIES)!r}, {str(out)!r}, steps=1, "
+            "warmup=1)\nprint(json.dumps([str(r) for r in runs]))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "JAX_PLATFORMS": "cpu"}, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    runs = json.loads(p.stdout.strip().splitlines()[-1])
+    return dict(zip(POLICIES, (Path(r) for r in runs)))
 
 
 def _own_timeline(run: Path) -> np.ndarray:

@@ -1,0 +1,75 @@
+"""Stat columns of a line's events (`LineEvents`) for the rules of `overlap.trace.gpu` and
+`overlap.trace.tpu`: an event's stat where it has one, else its metadata's, computed once per
+distinct value. Split from `overlap.trace.wire` (issue 32 round 13: the 1000-line limit),
+which re-exports them."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from overlap.trace.values import Coded, object_array, unique_inverse, unique_inverse_at
+
+# `P`: a `wire.Plane` or `wire.PlaneGroup`; `ev`: a `wire.LineEvents` (not imported: wire
+# imports this module)
+
+
+def stat_keys(P: Any, names: Iterable[str]) -> list[int]:
+    """The stat ids (keys in a `PlaneGroup`) of these stat names, for `LineEvents(wanted=)`."""
+    return [k for n in names for k in (P.stat_ids.get(n) or ())]
+
+
+def stat_codes(P: Any, ev: Any, idx: np.ndarray,
+               name: str) -> tuple[np.ndarray, np.ndarray]:
+    """`stat_column` as (codes, values): the column is `values[codes]`, every code valid.
+    `values` holds the event stats' distinct values (one per distinct value where the line
+    was decoded with the name's ids as a group), then the metadata's, once per metadata id,
+    so a rule computes once per value (`map_stat`) instead of once per event."""
+    idx = np.asarray(idx, np.int64)
+    sids = P.stat_ids.get(name)
+    if sids and len(idx):
+        c, vals = ev.codes_at(sids, P.stat_names, idx)  # int32 from groups: half the bytes
+    else:
+        c, vals = np.full(len(idx), -1, np.int64), np.zeros(0, object)
+    # none of these events has the stat (a module named by the metadata only): no index
+    # arrays of a million events, on the read's peak
+    none = not len(vals) or not (c >= 0).any()
+    missing = idx[:0] if none else np.flatnonzero(c < 0)
+    if none or missing.size:  # fall back to the metadata's stats, once per metadata id
+        if none:
+            uniq, inv = unique_inverse_at(ev.mids, idx, len(vals))
+            mv = object_array([P.meta_stats(u).get(name) for u in uniq.tolist()])
+            return inv, np.concatenate([vals, mv])
+        uniq, inv = unique_inverse(ev.mids[idx[missing]])
+        mv = object_array([P.meta_stats(u).get(name) for u in uniq.tolist()])
+        if len(vals) + len(mv) > np.iinfo(c.dtype).max:
+            c = c.astype(np.int64)
+        c[missing] = len(vals) + inv
+        vals = np.concatenate([vals, mv])
+    return c, vals
+
+
+def stat_column(P: Any, ev: Any, idx: np.ndarray, name: str) -> np.ndarray:
+    """Values of stat `name` for events `idx`: the event's first such stat, else its metadata's."""
+    codes, vals = stat_codes(P, ev, idx, name)
+    return vals[codes] if len(codes) else np.zeros(0, object)
+
+
+def map_stat(P: Any, ev: Any, idx: np.ndarray, name: str, fn) -> np.ndarray:
+    """`fn(v)` for each value of `stat_column(P, ev, idx, name)`, computed once per distinct
+    value (values equal but of different types, 1 and 1.0, each get their own call)."""
+    codes, vals = stat_codes(P, ev, idx, name)
+    if not len(codes):
+        return np.zeros(0, object)
+    return object_array([fn(v) for v in vals.tolist()])[codes]
+
+
+def coded_stat(P: Any, ev: Any, idx: np.ndarray, name: str, fn=None) -> Coded:
+    """`map_stat` (with `fn`) or `stat_column` as a `Coded` column for `Cols.add`: its
+    objects are only made by `Cols.rows`, after the line's arrays and the file's bytes are
+    freed (a million kernels' names: 7.5 MB of pointers less at the read's peak)."""
+    codes, vals = stat_codes(P, ev, idx, name)
+    if fn is not None:
+        vals = object_array([fn(v) for v in vals.tolist()])
+    return Coded(codes, vals)
