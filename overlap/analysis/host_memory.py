@@ -133,9 +133,7 @@ def lists_no_host_compute(raw: bytes, msg: Any) -> bool:
         return False
     for c in msg.hlo_module.computations[:]:
         instrs = c.instructions[:]
-        on_host = {}
-        for i in instrs:
-            on_host[i.id] = _shape_on_host(i.shape)
+        on_host = {i.id: _shape_on_host(i.shape) for i in instrs}
         for i in instrs:
             if i.opcode in _PLUMBING:
                 continue

@@ -90,6 +90,8 @@ _BRANCHES_RE = LazyPattern(r"branch_computations=\{([^}]*)\}")
 # "_computation="): where none is in an instruction's attributes there is nothing to find,
 # and a substring test costs a tenth of the pattern's search over an instruction's metadata
 _CALL_WORDS = ("calls=", "to_apply=", "body=", "condition=", "_computation=")
+_COMMENT_RE = LazyPattern(r"/\*.*?\*/")
+_HEADER_RE = LazyPattern(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*)?\{\s*$")
 
 
 def calls_in(attrs: str) -> list[tuple[str, str]]:
@@ -98,8 +100,6 @@ def calls_in(attrs: str) -> list[tuple[str, str]]:
         if w in attrs:
             return _CALLS_RE.findall(attrs)
     return []
-_COMMENT_RE = LazyPattern(r"/\*.*?\*/")
-_HEADER_RE = LazyPattern(r"^(ENTRY\s+)?%?([\w.\-]+)\s*(\(.*)?\{\s*$")
 
 
 # ---- Shapes ---------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ Each case runs the real command in a fresh interpreter on a real run directory.
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
@@ -44,7 +45,7 @@ def _run(args: list[str]) -> tuple[int, str, list[int], list[str]]:
                        text=True, cwd=REPO)
     line = [x for x in p.stderr.splitlines() if x.startswith("SAID ")]
     assert line, p.stderr[-2000:]
-    counts, mods = eval(line[-1][5:])  # noqa: S307 - our own repr, two lists
+    counts, mods = ast.literal_eval(line[-1][5:])  # our own repr: two lists
     return p.returncode, p.stdout, counts, mods
 
 
