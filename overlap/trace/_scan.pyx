@@ -404,9 +404,19 @@ cdef object _text(const uint8_t* b, Py_ssize_t p, Py_ssize_t q, bint strict):
 # Structure: planes, lines, metadata entries
 
 
-cdef tuple _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e):
-    """(id, display_id, name, display_name, timestamp_ns, duration_ps, start, end, events,
-    strings replaced: the name and display name as written last, invalid UTF-8 replaced)."""
+# A line's record in `split_space`'s per-plane block: its header fields, where its payload
+# lies, its event count. Why a block, not a tuple per line: a file of a million one-event
+# lines held a tuple, five ints and then a Python object per line (~0.5 KiB a line, fuzz round
+# 3); the block is 56 bytes a line, its name the only Python object.
+cdef enum:
+    _LREC = 7  # id, display_id, timestamp_ns, duration_ps, payload start, payload end, events
+
+
+cdef int _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, int64_t* rec, list names,
+               list displays) except -1:
+    """A line's record into rec[0:_LREC] (see `_LREC`), its name and display name (as written
+    last, invalid UTF-8 replaced) appended to `names` and `displays`; returns how many of the
+    two strings had invalid UTF-8."""
     cdef int64_t lid = 0, did = 0, ts = 0, dur = 0
     cdef Py_ssize_t p = s, q, vp, n_ev = 0, ns = -1, ne = -1, ds = -1, de = -1
     cdef uint64_t fn, v
@@ -456,22 +466,59 @@ cdef tuple _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e):
         bad += 1
     if ds >= 0 and not _utf8_ok(b + ds, de - ds):
         bad += 1
-    name = _text(b, ns, ne, False) if ns >= 0 else ""
-    display = _text(b, ds, de, False) if ds >= 0 else ""
-    return (lid, did, name, display, ts, dur, s, e, n_ev, bad)
+    names.append(_text(b, ns, ne, False) if ns >= 0 else "")
+    displays.append(_text(b, ds, de, False) if ds >= 0 else "")
+    rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], rec[6] = lid, did, ts, dur, s, e, n_ev
+    return bad
 
 
-cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta):
-    """(plane bytes without lines [and entries], lines, entry starts, entry ends, stripped,
-    strings with invalid UTF-8 in the stripped entries, each copy written counted: upb then
-    never sees those entries up front, so they are checked here as upb would check them;
-    the stripped entries decoded, else None: see `_plane_walk`)."""
+@cython.final
+cdef class _LineRecs:
+    """The lines of one `split_space`: records (`_LREC` int64 each, in a malloc'd block grown
+    here), names and display names, and how many of those strings had invalid UTF-8."""
+    cdef int64_t* rec
+    cdef Py_ssize_t n, cap
+    cdef list names, displays
+    cdef int bad
+
+    def __cinit__(self):
+        self.n, self.cap, self.bad = 0, 16, 0
+        self.names, self.displays = [], []
+        self.rec = <int64_t*>malloc(self.cap * _LREC * sizeof(int64_t))
+        if self.rec == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.rec)
+
+    cdef int add(self, const uint8_t* b, Py_ssize_t s, Py_ssize_t e) except -1:
+        if self.n == self.cap:
+            self.cap *= 2
+            self.rec = <int64_t*>_resized(self.rec, self.cap * _LREC * sizeof(int64_t))
+        self.bad += _line(b, s, e, self.rec + self.n * _LREC, self.names, self.displays)
+        self.n += 1
+        return 0
+
+    cdef tuple taken(self):
+        """(records as an int64 array of shape (lines, `_LREC`), names, display names,
+        strings with invalid UTF-8 among them); the block is the array's from here on."""
+        cdef Py_ssize_t n = self.n
+        rec = _owned_int64(&self.rec, n * _LREC).reshape(n, _LREC)
+        return (rec, self.names, self.displays, self.bad)
+
+
+cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta,
+                  _LineRecs lines):
+    """(plane bytes without lines [and entries], (first, end) of its lines among `lines`'
+    records, entry starts, entry ends, stripped, strings with invalid UTF-8 in the stripped
+    entries, each copy written counted: upb then never sees those entries up front, so they
+    are checked here as upb would check them; the stripped entries decoded, else None: see
+    `_plane_walk`)."""
     cdef const uint8_t* b = &mv[0]
     parts = []
-    lines = []
     # entry spans in C arrays, not lists of Python ints (108k entries on a many-ops capture:
     # two ints each, then a conversion, cost ~5 ms)
-    cdef Py_ssize_t nm = 0, cap = 64
+    cdef Py_ssize_t nm = 0, cap = 64, first = lines.n
     cdef int64_t* ms = <int64_t*>malloc(cap * sizeof(int64_t))
     cdef int64_t* me = <int64_t*>malloc(cap * sizeof(int64_t))
     if ms == NULL or me == NULL:
@@ -479,17 +526,20 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
         free(me)
         raise MemoryError()
     try:
-        return _plane_walk(b, s, e, strip_meta, parts, lines, &ms, &me, &nm, &cap,
-                           mv.shape[0] <= 0x7fffffff)
+        got = _plane_walk(b, s, e, strip_meta, parts, lines, &ms, &me, &nm, &cap,
+                          mv.shape[0] <= 0x7fffffff)
+        return (got[0], (first, lines.n)) + got[1:]
     finally:
         free(ms)
         free(me)
 
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
-                       list parts, list lines, int64_t** pms, int64_t** pme, Py_ssize_t* pnm,
-                       Py_ssize_t* pcap, bint narrow):
-    """`_plane`'s walk, its entry spans pushed to the C arrays *pms, *pme (grown here); a
+                       list parts, _LineRecs lines, int64_t** pms, int64_t** pme,
+                       Py_ssize_t* pnm, Py_ssize_t* pcap, bint narrow):
+    """`_plane`'s walk (the plane bytes without lines first in the tuple, then what follows
+    the line range in `_plane`'s), its lines added to `lines`, its entry spans pushed to the
+    C arrays *pms, *pme (grown here); a
     stripped plane's entries, checked as upb would check them, also decoded in that check
     (`_entry_decode`) as `decode_meta(narrow=narrow)` gives them (else None), last in the
     tuple."""
@@ -514,7 +564,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
             if fn == 3:
                 if fs > run:
                     parts.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
-                lines.append(_line(b, vp, q))
+                lines.add(b, vp, q)
                 run = q
             elif fn == 4:
                 if pnm[0] == pcap[0]:
@@ -580,7 +630,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
         rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32)
         meta = {"ok": dok, "key": arrays[0], "name": arrays[1], "disp": arrays[2],
                 "value": arrays[3], "reversed": rev}
-    return (b"".join(parts), lines, _owned_int64(pms, nm), _owned_int64(pme, nm), strip == 1,
+    return (b"".join(parts), _owned_int64(pms, nm), _owned_int64(pme, nm), strip == 1,
             bad, meta)
 
 
@@ -609,9 +659,14 @@ _I64_FORMAT = np.dtype(np.int64).char
 
 def split_space(data, Py_ssize_t n, strip_meta=None):
     """XSpace bytes data[:n] -> (skeleton XSpace bytes without lines, per plane a tuple from
-    `_plane`). Raises Corrupt on bytes upb would refuse in the parts walked here. Each plane's
-    tuple ends with its entries decoded as `decode_meta(narrow=(the buffer is under 2 GiB))`
-    gives them where the plane was stripped, else None."""
+    `_plane`, the lines of every plane as `_LineRecs.taken` gives them: each plane's tuple
+    starts with its (first, end) among them). Raises Corrupt on bytes upb would refuse in the
+    parts walked here. Each plane's tuple ends with its entries decoded as
+    `decode_meta(narrow=(the buffer is under 2 GiB))` gives them where the plane was
+    stripped, else None.
+
+    Why one block of line records for all planes: a capture of 100k small planes paid a
+    numpy array (and its reads) per plane; the reader reads the block's columns once."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t p = 0, fs, vp, q, run = 0
@@ -621,6 +676,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
         raise ValueError("n beyond the buffer")
     skel = []
     planes = []
+    cdef _LineRecs lines = _LineRecs()
     while p < n:
         fs = p
         p = _tag(b, p, n, &fn, &wt)
@@ -632,7 +688,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
                 raise _fail(vp)
             if fs > run:
                 skel.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
-            got = _plane(mv, vp, q, strip_meta)
+            got = _plane(mv, vp, q, strip_meta, lines)
             body = got[0]
             skel.append(b"\x0a" + enc_varint(len(body)) + body)
             planes.append(got[1:])
@@ -644,7 +700,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
                 raise _fail(p)
     if n > run:
         skel.append(PyBytes_FromStringAndSize(<char*>(b + run), n - run))
-    return b"".join(skel), planes
+    return b"".join(skel), planes, lines.taken()
 
 
 # ---------------------------------------------------------------------------------------------

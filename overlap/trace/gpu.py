@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from overlap.trace import vendors
+from overlap.arrays import sorted_unique
+from overlap.trace import lines, vendors
+from overlap.trace.lines import merge_rows
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
 from overlap.trace.tables import missing_mask
 from overlap.trace.values import isin_ids
@@ -26,7 +28,6 @@ from overlap.trace.wire import (
     groupable,
     map_stat,
     map_unique,
-    merge_lines,
     object_array,
     per_mid,
     stat_codes,
@@ -50,26 +51,32 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
                      co: Cols, side: vendors.GpuSide | None = None) -> None:
     """All GPU planes of one file: `items` is (plane, device name) per plane."""
     details_cache: dict[Any, tuple] = {}
-    pending: list[tuple[int, Any]] = []  # (index into items, line): small lines to merge
+    # small lines to merge: (index into items, row in its plane's `LineBlock`), in order
+    pending: list[tuple[int, int]] = []
     n_pending = 0
+    devices = object_array([d for _, d in items])
 
     def flush():
         nonlocal n_pending
         if not pending:
             return
-        used = sorted({i for i, _ in pending})
-        where = {i: j for j, i in enumerate(used)}
-        G = PlaneGroup([items[i][0] for i in used])
-        ns = np.array([ln.n_events for _, ln in pending], np.int64)
-        rep = functools.partial(np.repeat, repeats=ns)
-        plane_of = rep(np.array([where[i] for i, _ in pending], np.int64))
-        base = rep(np.array([line_base_ps(ln) for _, ln in pending], np.int64))
-        device = rep(np.array([items[i][1] for i, _ in pending], object))
-        stream = rep(np.array([ln.id for _, ln in pending], np.int64))
-        name = rep(np.array([ln.name for _, ln in pending], object))
-        seg = merge_lines([ln for _, ln in pending])
+        at = np.array(pending, np.int64).reshape(-1, 2)
         pending.clear()
         n_pending = 0
+        # (one block: a file's GPU planes are parsed together, `reader._read_alone`)
+        block = items[int(at[0, 0])][0].plane.lines.block
+        used = sorted_unique(at[:, 0])
+        if any(items[i][0].plane.lines.block is not block for i in used.tolist()):
+            raise ValueError("GPU planes of one file parsed apart")
+        G = PlaneGroup([items[i][0] for i in used.tolist()])
+        seg, rec = merge_rows(block, at[:, 1])
+        names = [block.names[r] for r in at[:, 1].tolist()]
+        rep = functools.partial(np.repeat, repeats=rec[:, lines.EVENTS])
+        plane_of = rep(np.searchsorted(used, at[:, 0]))
+        base = rep(line_base_ps.many(rec[:, lines.TIMESTAMP_NS], names.__getitem__))
+        device = rep(devices[at[:, 0]])
+        stream = rep(rec[:, lines.ID])
+        name = rep(object_array(names))
         groups, presence = _groups(G)
         ev = LineEvents(seg, base, plane_of=plane_of, wanted=(), groups=groups,
                         presence=presence)
@@ -80,15 +87,19 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
     for i, (P, device) in enumerate(items):
         small = groupable(P)
         kinds = None
-        for line in P.plane.lines:
-            if not line.n_events:
+        table = P.plane.lines
+        ns = table.block.events()  # (ints: no `_Line` for a line merged with others)
+        for r in range(table.a, table.b):
+            n = ns[r]
+            if not n:
                 continue
-            if small and line.n_events < _SMALL_LINE:
-                pending.append((i, line))
-                n_pending += line.n_events
+            if small and n < _SMALL_LINE:
+                pending.append((i, r))
+                n_pending += n
                 if n_pending >= _SEGMENT:
                     flush()
                 continue
+            line = table.block.line(r)
             groups, presence = _groups(P)
             ev = LineEvents(line, line_base_ps(line), wanted=(), groups=groups,
                             presence=presence)
@@ -96,7 +107,7 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
                 kinds = kinds or _gpu_meta_kinds(P)
                 _gpu_events(P, kinds, ev, device, line.id, line.name, host, tr, co,
                             details_cache, side)
-            del ev  # before the next line's arrays exist
+            del ev, line  # before the next line's arrays exist
     flush()
 
 

@@ -121,6 +121,7 @@ from overlap.trace.hlotext import instruction_names as instruction_names
 from overlap.trace.hlotext import is_async_boundary as is_async_boundary
 from overlap.trace.hlotext import shape_bytes as shape_bytes
 from overlap.trace.host import _read_host_plane
+from overlap.trace.lines import EVENTS, ID, TIMESTAMP_NS, LineTable
 from overlap.trace.names import (
     GPU_PLANE_RE,
     HOST_PLANE,
@@ -165,6 +166,7 @@ from overlap.trace.wire import (
     as_int,
     as_text,
     check_lines,
+    object_array,
     padded,
     parse_errors,
     parse_space,
@@ -509,28 +511,21 @@ def _read_space(xs, planes: list, host: str = "host",
     origin_ns = start_ns or 0
     if not origin_ns:
         # No Task Environment plane (another producer): absolute line timestamps, if any, are
-        # put on a zero of their own, the earliest of them.
-        absolute = [ln.timestamp_ns for pl in planes for ln in pl.lines
-                    if ln.timestamp_ns * 1000 >= TIME_LIMIT_PS]
+        # put on a zero of their own, the earliest of them (ts * 1000 >= TIME_LIMIT_PS, in
+        # int64: ts >= its ceiling over 1000).
+        blocks = {id(pl.lines.block): pl.lines.block for pl in planes}.values()
+        absolute = [int(ts.min()) for b in blocks
+                    if (ts := b.rec[:, TIMESTAMP_NS][b.rec[:, TIMESTAMP_NS]
+                                                     >= -(-TIME_LIMIT_PS // 1000)]).size]
         origin_ns = min(absolute) if absolute else 0
-
-    def line_base_ps(line) -> int:
-        ts = line.timestamp_ns
-        # JAX normalizes line timestamps to the session start; files from other producers may
-        # keep absolute ones.
-        if origin_ns and ts >= origin_ns:
-            ts -= origin_ns
-        if not -TIME_LIMIT_PS < ts * 1000 < TIME_LIMIT_PS:
-            raise Corrupt(f"line {line.name!r} has timestamp_ns {line.timestamp_ns}, "
-                          "out of range for this capture's clock")
-        return ts * 1000
+    line_base_ps = LineBase(origin_ns)
 
     tr, co = Cols(), Cols()
     st: dict[str, list] = defaultdict(list)
     mem = Cols()
     mods: dict[str, list] = defaultdict(list)
     devs: dict[str, list] = defaultdict(list)
-    lines: dict[str, list] = defaultdict(list)
+    lines: list[tuple] = []  # per plane, its rows of the `lines` table (`_line_rows`)
     facts: dict[str, Any] = {
         "host": host, "source": str(source) if source else None,
         "profile_start_time_ns": start_ns, "profile_stop_time_ns": stop_ns,
@@ -560,23 +555,22 @@ def _read_space(xs, planes: list, host: str = "host",
     # The host plane first, wherever the file has it: its bytes are freed before the device
     # planes' events are decoded (a TPU file writes its device planes first). Its rows go to
     # tables no device plane writes, except XLA:CPU compute, which a TPU/GPU run drops.
-    host_lines: dict[int, list[tuple[int, str, int]]] = {}
+    host_lines: dict[int, Any] = {}
     for i in range(len(planes)):
         if planes[i].name == HOST_PLANE:
             cpu_compute_seen |= _read_host_plane(Plane(planes[i]), host, line_base_ps, co, st,
                                                  mem, hip_calls)
-            host_lines[i] = [(ln.id, ln.name, ln.n_events) for ln in planes[i].lines]
+            host_lines[i] = _rows_of(host, HOST_PLANE, planes[i].lines)
             check_lines(planes[i])  # (lines no rule read are checked as upb would)
             planes[i] = None  # read: its bytes can go (see `_parse_file`)
     for i in range(len(planes)):
         if i in host_lines:
-            _line_rows(lines, host, HOST_PLANE, host_lines.pop(i))
+            lines.append(host_lines.pop(i))
             continue
         plane = planes[i]
         P = Plane(plane)
         # (no loop variable: a line left bound would keep its plane's bytes alive)
-        _line_rows(lines, host, plane.name,
-                   [(ln.id, ln.name, ln.n_events) for ln in plane.lines])
+        lines.append(_rows_of(host, plane.name, plane.lines))
 
         if m := GPU_PLANE_RE.match(plane.name):
             backend = "gpu"
@@ -584,7 +578,7 @@ def _read_space(xs, planes: list, host: str = "host",
             _device_row(devs, host, device, plane, P)
             gpu_planes.append((P, device))
             raw_vendor[device] = (P.plane_stats().get("device_vendor"),
-                                  sum(ln.n_events for ln in plane.lines), False)
+                                  plane.lines.events(), False)
         elif m := TPU_PLANE_RE.match(plane.name):
             if backend != "gpu":
                 backend = "tpu"
@@ -617,7 +611,7 @@ def _read_space(xs, planes: list, host: str = "host",
         elif plane.name == TASK_ENV_PLANE:
             continue
         elif plane.name.startswith("/device:") and not plane.name.startswith("/device:CUSTOM:"):
-            other_planes.append((plane.name, sum(ln.n_events for ln in plane.lines)))
+            other_planes.append((plane.name, plane.lines.events()))
 
     del plane, P
     # After the loop: small lines of many GPU planes are read together.
@@ -626,9 +620,7 @@ def _read_space(xs, planes: list, host: str = "host",
     # the tables are built.
     # (no loop variable: one left bound to the last plane kept the file's bytes alive while
     # the tables were built, 29 MiB on the compact GPU 1M file)
-    for i in range(len(planes)):
-        if planes[i] is not None:
-            check_lines(planes[i])
+    check_lines(*[pl for pl in planes if pl is not None])
     planes.clear()
     gpu_planes.clear()
     meta_plane = None
@@ -660,18 +652,75 @@ def _read_space(xs, planes: list, host: str = "host",
         "steps": as_columns(st, STEP_COLUMNS),
         "memory": as_columns(mem.rows(MEMORY_COLUMNS), MEMORY_COLUMNS, checked=("allocator",)),
         "modules": as_columns(mods, MODULE_COLUMNS), "devices": as_columns(devs, DEVICE_COLUMNS),
-        "lines": as_columns(lines, LINE_COLUMNS),
+        "lines": as_columns(_line_rows(lines), LINE_COLUMNS),
     }
 
 
-def _line_rows(lines: dict[str, list], host: str, plane: str,
-               rows: list[tuple[int, str, int]]) -> None:
-    """One `lines` row per (line id, name, events) of a plane."""
-    lines["host"] += [host] * len(rows)
-    lines["plane"] += [plane] * len(rows)
-    lines["line_id"] += [r[0] for r in rows]
-    lines["line"] += [r[1] for r in rows]
-    lines["events"] += [r[2] for r in rows]
+def _rows_of(host: str, plane: str, t: LineTable) -> tuple:
+    """A plane's rows of the `lines` table, for `_line_rows`: its block's records and names
+    and its range of them (not the block: that holds the file's bytes, freed plane by plane
+    as they are read)."""
+    return host, plane, t.block.rec, t.block.names, t.a, t.b
+
+
+def _line_rows(planes: list[tuple]) -> dict[str, np.ndarray]:
+    """The `lines` table: one row per line of each plane (host, plane, line id, name,
+    events; `_rows_of`), in the planes' order, from their blocks' columns: one slice per run
+    of planes that lie one after the other in a block, not per plane or per line."""
+    runs: list[list] = []  # [records, names, first row, end row]
+    for _, _, rec, names, a, b in planes:
+        if runs and runs[-1][0] is rec and runs[-1][3] == a:
+            runs[-1][3] = b
+        else:
+            runs.append([rec, names, a, b])
+    counts = [b - a for _, _, _, _, a, b in planes]
+
+    def col(j: int) -> np.ndarray:
+        got = [rec[a:b, j] for rec, _, a, b in runs]
+        return np.concatenate(got) if got else np.zeros(0, np.int64)
+
+    return {"host": np.repeat(object_array([p[0] for p in planes]), counts),
+            "plane": np.repeat(object_array([p[1] for p in planes]), counts),
+            "line_id": col(ID), "events": col(EVENTS),
+            "line": object_array([nm for _, names, a, b in runs for nm in names[a:b]])}
+
+
+class LineBase:
+    """A line's origin on the capture's clock, in ps (`timestamp_ns` from the session start:
+    `origin_ns` off where the producer wrote absolute ones); `Corrupt` naming the line where
+    it is out of range for this capture's clock. `many` does it for many lines at once."""
+
+    # |ts * 1000| < TIME_LIMIT_PS, for int64 ts: |ts| <= (TIME_LIMIT_PS - 1) // 1000
+    _BOUND = (TIME_LIMIT_PS - 1) // 1000
+
+    def __init__(self, origin_ns: int) -> None:
+        self.origin_ns = origin_ns
+
+    def __call__(self, line) -> int:
+        ts = line.timestamp_ns
+        # JAX normalizes line timestamps to the session start; files from other producers may
+        # keep absolute ones.
+        if self.origin_ns and ts >= self.origin_ns:
+            ts -= self.origin_ns
+        if not -TIME_LIMIT_PS < ts * 1000 < TIME_LIMIT_PS:
+            raise Corrupt(f"line {line.name!r} has timestamp_ns {line.timestamp_ns}, "
+                          "out of range for this capture's clock")
+        return ts * 1000
+
+    def many(self, ts: np.ndarray, name_of) -> np.ndarray:
+        """`self(line)` of lines whose timestamps are `ts` (int64), in order: the first out
+        of range raises, named by `name_of(its index)`."""
+        out = ts.copy()
+        if self.origin_ns:
+            late = out >= self.origin_ns
+            out[late] -= self.origin_ns
+        bad = (out < -self._BOUND) | (out > self._BOUND)
+        if bad.any():
+            j = int(np.argmax(bad))
+            raise Corrupt(f"line {name_of(j)!r} has timestamp_ns {int(ts[j])}, "
+                          "out of range for this capture's clock")
+        out *= 1000
+        return out
 
 
 def _gpu_vendor_facts(facts: dict[str, Any], side: vendors.GpuSide, hip_calls: Cols, host: str,

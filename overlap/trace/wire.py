@@ -55,6 +55,10 @@ import numpy as np
 from overlap.arrays import sorted_unique
 from overlap.trace.intstats import ints_at_scanned, ints_from_records
 from overlap.trace.lenient import sanitize as sanitize
+from overlap.trace.lines import LineBlock, LineTable, upb_line
+from overlap.trace.lines import _Line as _Line
+from overlap.trace.lines import merge_lines as merge_lines
+from overlap.trace.lines import merge_rows as merge_rows
 from overlap.trace.metatable import MetaTable as MetaTable
 from overlap.trace.skeleton import decode_space
 from overlap.trace.statcols import coded_stat as coded_stat
@@ -323,23 +327,6 @@ class _GroupStatIds:
         return got or default
 
 
-def merge_lines(lines: list) -> Any:
-    """One segment of several lines' events (of one file), in the given order, for
-    `LineEvents`."""
-    seg = _Line()
-    seg.buf = lines[0].buf
-    seg.n_events = sum(ln.n_events for ln in lines)
-    seg.decoded = False
-    seg.parts = lines  # marked decoded with the segment
-    if lines[0].events is not None:  # decoded by upb
-        seg.events = [e for ln in lines for e in ln.events]
-        seg.pay_s = seg.pay_e = None
-    else:
-        seg.events = None
-        seg.pay_s, seg.pay_e = _payloads(lines)
-    return seg
-
-
 # Event offsets, durations and line origins are accepted below 2**61 ps (26 days): sums of two
 # or three of them can never wrap int64. Anything beyond is not a time a profiler wrote.
 TIME_LIMIT_PS = 1 << 61
@@ -447,55 +434,11 @@ def _enc_varint(v: int) -> bytes:
     return bytes(out)
 
 
-class _Line:
-    """One XLine: its header fields, and where its payload lies in the file's buffer (`buf`,
-    `pay_s`/`pay_e`: one entry per line, several for a `merge_lines` segment) or, decoded by
-    upb, its `events`."""
-
-    __slots__ = ("id", "display_id", "name", "display_name", "timestamp_ns", "duration_ps",
-                 "buf", "_s", "_e", "events", "n_events", "decoded", "parts")
-    id: int
-    display_id: int
-    name: str
-    display_name: str
-    timestamp_ns: int
-    duration_ps: int
-    buf: Any  # np.ndarray of the file's bytes, or None when upb decoded the line
-    # the payload's start and end: an int each for a scanned line, made an array when read
-    # (two one-element arrays per line were half of the reader's memory on a file of 100k
-    # one-event lines, fuzz round 3; issue 32); arrays for a segment; None for upb's
-    _s: Any
-    _e: Any
-    events: Any
-    n_events: int
-    parts: list
-    decoded: bool  # its events were checked (by `LineEvents` or `check_lines`)
-
-    pay_s = property(lambda self: _offsets(self._s),
-                     lambda self, value: setattr(self, "_s", value))
-    pay_e = property(lambda self: _offsets(self._e),
-                     lambda self, value: setattr(self, "_e", value))
-
-
-def _offsets(v: Any) -> Any:
-    """A line's payload offset(s) as an array (`_Line._s`/`_e`: an int, an array or None)."""
-    return np.array([v], np.int64) if type(v) is int else v
-
-
-def _payloads(lines: list[_Line]) -> tuple[np.ndarray, np.ndarray]:
-    """The payload starts and ends of scanned `lines`, in order, as two arrays."""
-    starts, ends = [ln._s for ln in lines], [ln._e for ln in lines]
-    if all(type(x) is int for x in starts) and all(type(x) is int for x in ends):
-        return np.array(starts, np.int64), np.array(ends, np.int64)
-    return (np.concatenate([ln.pay_s for ln in lines]),
-            np.concatenate([ln.pay_e for ln in lines]))
-
-
 class PlaneView:
-    """A skeleton XPlane message (no lines) plus its `_Line`s, and where its event_metadata
-    map entries lie in the file's buffer (`buf`), for `MetaTable`."""
+    """A skeleton XPlane message (no lines) plus its lines (`LineTable`), and where its
+    event_metadata map entries lie in the file's buffer (`buf`), for `MetaTable`."""
 
-    def __init__(self, msg, lines: list[_Line], buf: np.ndarray | None = None,
+    def __init__(self, msg, lines: LineTable, buf: np.ndarray | None = None,
                  meta_pos: tuple[np.ndarray, np.ndarray] | None = None,
                  meta_stripped: bool = False, meta_decoded: dict | None = None):
         self.msg = msg
@@ -509,39 +452,6 @@ class PlaneView:
 
     def __getattr__(self, name):
         return getattr(self.msg, name)
-
-
-def _scanned_line(t: tuple, buf: np.ndarray) -> _Line:
-    ln = _Line()
-    (ln.id, ln.display_id, ln.name, ln.display_name, ln.timestamp_ns, ln.duration_ps, ln._s,
-     ln._e, ln.n_events, bad) = t
-    BAD_STRINGS[0] += bad
-    ln.decoded = False
-    ln.buf = buf
-    ln.events = None
-    return ln
-
-
-def _scanned_lines(found: list[tuple], buf: np.ndarray) -> list[_Line]:
-    """`_scanned_line` of each of the scanner's line tuples, in order, each tuple let go as
-    its line is made (both at once were ~0.2 KiB a line more at the read's peak)."""
-    found.reverse()
-    out = []
-    while found:
-        out.append(_scanned_line(found.pop(), buf))
-    return out
-
-
-def _upb_line(msg) -> _Line:
-    ln = _Line()
-    ln.id, ln.display_id, ln.name, ln.display_name = (msg.id, msg.display_id, msg.name,
-                                                      msg.display_name)
-    ln.timestamp_ns, ln.duration_ps = msg.timestamp_ns, msg.duration_ps
-    ln.buf = ln.pay_s = ln.pay_e = None
-    ln.events = msg.events
-    ln.n_events = len(msg.events)
-    ln.decoded = True  # upb checked every byte
-    return ln
 
 
 def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np.ndarray | None]:
@@ -567,7 +477,7 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
 def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.ndarray]:
     scanner: Any = SCANNER
     # (a stripped plane's entries decoded as they are checked: `MetaTable(decoded=)`)
-    skel, planes = scanner.split_space(data, n, strip_meta)
+    skel, planes, (rec, names, displays, bad_lines) = scanner.split_space(data, n, strip_meta)
     # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`; the
     # event metadata entries it holds, located by the split, say what that costs); once
     # protobuf is loaded, upb is the faster decoder
@@ -580,11 +490,13 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
     if len(xs.planes) != len(planes):
         raise Corrupt("plane count mismatch")
     a = np.frombuffer(data, np.uint8)
+    block = LineBlock(rec, names, displays, a)
+    BAD_STRINGS[0] += bad_lines
     out = []
-    for m, (lines, ms, me, stripped, bad, meta) in zip(xs.planes, planes):
+    for m, ((first, end), ms, me, stripped, bad, meta) in zip(xs.planes, planes):
         if bad:  # each copy written was counted: count as upb reads the entries
             BAD_STRINGS[0] += _entries_bad_strings(a, ms, me)
-        out.append(PlaneView(m, _scanned_lines(lines, a), a, (ms, me), stripped, meta))
+        out.append(PlaneView(m, LineTable(block, first, end), a, (ms, me), stripped, meta))
     return xs, out, a
 
 
@@ -600,15 +512,19 @@ def _entries_bad_strings(a: np.ndarray, ms: np.ndarray, me: np.ndarray) -> int:
     return got[1]
 
 
-def check_lines(pv: PlaneView) -> None:
-    """Check the events of the plane's lines no rule decoded, as upb would have (`Corrupt`
+def check_lines(*pvs: PlaneView) -> None:
+    """Check the events of the planes' lines no rule decoded, as upb would have (`Corrupt`
     where it would refuse them), counting their string stats with invalid UTF-8: so a file
-    is refused, and its strings counted, alike whichever lines the rules read."""
-    todo = [ln for ln in pv.lines if not ln.decoded and ln.n_events]
-    if todo and SCANNER is not None:
-        BAD_STRINGS[0] += SCANNER.check_events(todo[0].buf, *_payloads(todo))
-    for ln in todo:
-        ln.decoded = True
+    is refused, and its strings counted, alike whichever lines the rules read. The lines of
+    one `LineBlock` are checked in one pass (100k small planes: one call, not 100k)."""
+    runs: dict[int, tuple[LineBlock, list[tuple[int, int]]]] = {}
+    for pv in pvs:
+        t = pv.lines
+        runs.setdefault(id(t.block), (t.block, []))[1].append((t.a, t.b))
+    for block, spans in runs.values():
+        rows = np.concatenate([np.arange(a, b) for a, b in spans]) if len(spans) > 1 else \
+            np.arange(*spans[0])
+        BAD_STRINGS[0] += block.check(rows, SCANNER)
 
 
 def _parse_space_upb(data, n: int) -> tuple[Any, list[PlaneView], None]:
@@ -627,7 +543,13 @@ def _parse_space_upb(data, n: int) -> tuple[Any, list[PlaneView], None]:
     except BaseException:
         BAD_STRINGS[0] = bad_before
         raise
-    return xs, [PlaneView(pl, [_upb_line(ln) for ln in pl.lines]) for pl in xs.planes], None
+    # one block for all planes, as the scanner's (`merge_rows` reads one block at a time)
+    block = LineBlock.of_lines([upb_line(ln) for pl in xs.planes for ln in pl.lines])
+    out, a = [], 0
+    for pl in xs.planes:
+        out.append(PlaneView(pl, LineTable(block, a, a + len(pl.lines))))
+        a += len(pl.lines)
+    return xs, out, None
 
 
 def padded(raw: bytes) -> bytearray:

@@ -30,7 +30,7 @@ def test_entry_spans_are_numpy_int64_where_the_entries_lie(entries, stripped):
     plane = field(2, 2, b"/device:TPU:0") + b"".join(field(4, 2, p) for p in payloads)
     raw = field(1, 2, plane)
     buf = wire.padded(raw)
-    _, planes = wire._scan.split_space(buf, len(raw), lambda name: stripped)
+    _, planes, _ = wire._scan.split_space(buf, len(raw), lambda name: stripped)
     ms, me = planes[0][1], planes[0][2]
     del planes
     for a in (ms, me):

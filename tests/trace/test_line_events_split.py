@@ -60,8 +60,8 @@ def _space(lines: list[bytes]) -> bytes:
 
 def _split_counts(raw: bytes) -> list[int]:
     buf = wire.padded(raw)
-    _, planes = wire._scan.split_space(buf, len(raw))
-    return [ln[8] for pl in planes for ln in pl[0]]
+    _, _, (rec, _, _, _) = wire._scan.split_space(buf, len(raw))
+    return rec[:, 6].tolist()  # (each line's record: its events last)
 
 
 part = st.one_of(

@@ -49,10 +49,13 @@ def test_unknown_events_of_many_lines_are_one_entry(tmp_path):
     assert u["events"] == 2000 and "on 2000 lines (Stream #0, ...)" in u["reason"]
 
 
-def test_a_scanned_line_keeps_its_payload_as_two_ints(tmp_path):
-    """A scanned line holds its payload's start and end as ints, made arrays when read
-    (two one-element arrays per line were half the read's memory on 100k one-event lines);
-    a segment of lines and the check of unread lines see the same offsets as before."""
+def test_scanned_lines_are_one_block_of_records(tmp_path):
+    """The scanner writes every line of a parse as one record in one int64 block (id,
+    display id, timestamp, duration, payload start and end, events) plus its name: no
+    Python object per line (a `_Line`, a tuple and five ints were ~0.5 KiB a line, fuzz
+    round 3). Planes are ranges of the block; a line read on its own is a view whose
+    `decoded` flag is the block's; a segment of rows sees the same payloads."""
+    from overlap.trace import lines as lines_mod
     from overlap.trace import wire
 
     if wire.SCANNER is None:
@@ -60,15 +63,54 @@ def test_a_scanned_line_keeps_its_payload_as_two_ints(tmp_path):
     f = _many_lines(tmp_path / "lines.xplane.pb", 50)
     raw = f.read_bytes()
     _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
-    lines = planes[0].lines
-    assert len(lines) == 50 and all(type(ln._s) is int and type(ln._e) is int for ln in lines)
-    starts = np.concatenate([ln.pay_s for ln in lines])
-    ends = np.concatenate([ln.pay_e for ln in lines])
-    assert starts.dtype == np.int64 and (ends > starts).all() and (starts[1:] > ends[:-1]).all()
-    seg = wire.merge_lines(lines)
-    assert (seg.pay_s == starts).all() and (seg.pay_e == ends).all()
-    # a segment of segments: arrays and ints side by side
-    mixed = wire.merge_lines([seg, lines[0]])
-    assert (mixed.pay_s == np.concatenate([starts, starts[:1]])).all()
-    wire.check_lines(planes[0])
-    assert all(ln.decoded for ln in lines)
+    t = planes[0].lines
+    assert isinstance(t, lines_mod.LineTable) and planes[1].lines.block is t.block
+    assert (t.a, t.b, len(planes[1].lines)) == (0, 50, 0)
+    rec = t.block.rec
+    assert rec.shape == (50, 7) and rec.dtype == np.int64
+    assert t.ids.tolist() == list(range(50)) and t.names == [f"Stream #{i}" for i in range(50)]
+    assert t.n_events.tolist() == [1] * 50 and t.events() == 50
+    starts, ends = rec[:, lines_mod.PAY_S], rec[:, lines_mod.PAY_E]
+    assert (ends > starts).all() and (starts[1:] > ends[:-1]).all()
+    ln = t.line(3)
+    assert (ln.id, ln.name, ln.n_events, ln.timestamp_ns) == (3, "Stream #3", 1, 1000)
+    assert type(ln._s) is int and (ln.pay_s == starts[3:4]).all()
+    seg, got = lines_mod.merge_rows(t.block, np.arange(10, 20))
+    assert (seg.pay_s == starts[10:20]).all() and (got == rec[10:20]).all()
+    assert seg.n_events == 10 and not ln.decoded
+    seg.parts[0].decoded = True  # what `LineEvents` does once the segment is decoded
+    assert t.block.decoded[10:20].all() and not t.block.decoded[:10].any()
+    ln.decoded = True
+    assert t.block.decoded[3]
+    wire.check_lines(*planes)  # the rest, in one pass over the block
+    assert t.block.decoded.all() and all(x.decoded for x in t)
+
+
+def test_many_planes_are_checked_in_one_pass(tmp_path, monkeypatch):
+    """`check_lines` of many planes of one block calls the scanner once (100k small planes
+    paid a call, and a numpy pass, each)."""
+    from overlap.trace import wire
+    from overlap.trace.synthetic import SyntheticTrace
+
+    if wire.SCANNER is None:
+        pytest.skip("the scanner was not built")
+    t = SyntheticTrace()
+    for d in range(30):
+        t.gpu(d).kernel(10_000_000, 1_000_000)
+    raw = t.to_bytes()
+    _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
+    calls = []
+    real = wire.SCANNER.check_events
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(wire._scan, name)
+
+        def check_events(self, *a):
+            calls.append(len(a[1]))
+            return real(*a)
+
+    monkeypatch.setattr(wire, "SCANNER", Counting())
+    wire.check_lines(*planes)
+    gpu = [pv for pv in planes if pv.name.startswith("/device:GPU")]
+    assert calls == [sum(len(pv.lines) for pv in gpu)] and len(gpu) == 30

@@ -73,7 +73,7 @@ def test_split_decodes_the_entries_as_decode_meta(entries, merged, strip):
     raw = plane_bytes(entries, merged_value=merged)
     buf = wire.padded(raw)
     fn = (lambda name: True) if strip else None
-    skel, planes = wire._scan.split_space(buf, len(raw), fn)
+    skel, planes, _ = wire._scan.split_space(buf, len(raw), fn)
     (lines, ms, me, stripped, bad, meta), = planes
     if not stripped:
         assert meta is None

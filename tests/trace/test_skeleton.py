@@ -183,7 +183,7 @@ def _with_entries(path: Path) -> list[tuple[bytes, int]]:
     assert chunks is not None
     out = []
     for buf, n, _, _ in chunks:
-        skel, planes = wire._scan.split_space(buf, n, reader._strip_meta)
+        skel, planes, _ = wire._scan.split_space(buf, n, reader._strip_meta)
         out.append((skel, sum(len(ms) for _, ms, _, stripped, _, _ in planes if not stripped)))
     return out
 

@@ -52,7 +52,7 @@ def test_damaged_entries_refused_in_order_after_the_planes_own_fields():
 
 def test_entries_located_and_bad_strings_counted():
     bad_name = field(4, 2, field(1, 0, 8) + field(2, 2, field(1, 0, 8) + field(2, 2, b"\xff")))
-    skel, planes = _split(NAME + OK + bad_name + OK)
+    skel, planes, _ = _split(NAME + OK + bad_name + OK)
     lines, ms, me, stripped, bad, meta = planes[0]
     assert stripped and bad == 1 and len(ms) == len(me) == 3
     assert meta["ok"] and meta["key"].tolist() == [6, 8, 6]  # decoded in the same walk

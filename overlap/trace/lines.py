@@ -1,0 +1,221 @@
+"""A plane's timeline lines: one `_Line` per XLine where something reads it as one, and
+`LineTable`, the columns the compiled scanner writes for all of a plane's lines at once.
+
+Why columns: a capture of a million one-event lines held, per line, the scanner's tuple, five
+Python ints and a `_Line` (~0.5 KiB a line: 535 MiB and 3.3 s for a 36 MB file, fuzz round
+3's shape; issue 32). `LineTable` keeps 56 bytes a line in one int64 block plus the line's
+name; what reads every line (the line table, event counts, timestamps, the GPU rules' small
+lines, the check of lines no rule decoded) reads the columns, and a `_Line` is made only for
+a line read on its own (`LineTable.line`: a view whose `decoded` flag is the table's).
+Lines upb decoded (no scanner) are `LineList`: the same columns, read from their `_Line`s.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+# `LineTable.rec`'s columns (the scanner's `_LREC` layout)
+ID, DISPLAY_ID, TIMESTAMP_NS, DURATION_PS, PAY_S, PAY_E, EVENTS = range(7)
+
+
+class _Line:
+    """One XLine: its header fields, and where its payload lies in the file's buffer (`buf`,
+    `pay_s`/`pay_e`: one entry per line, several for a `merge_lines` segment) or, decoded by
+    upb, its `events`."""
+
+    __slots__ = ("id", "display_id", "name", "display_name", "timestamp_ns", "duration_ps",
+                 "buf", "_s", "_e", "events", "n_events", "decoded", "parts")
+    id: int
+    display_id: int
+    name: str
+    display_name: str
+    timestamp_ns: int
+    duration_ps: int
+    buf: Any  # np.ndarray of the file's bytes, or None when upb decoded the line
+    # the payload's start and end: an int each for a scanned line, made an array when read;
+    # arrays for a segment; None for upb's
+    _s: Any
+    _e: Any
+    events: Any
+    n_events: int
+    parts: list
+    decoded: bool  # its events were checked (by `LineEvents` or `check_lines`)
+
+    pay_s = property(lambda self: _offsets(self._s),
+                     lambda self, value: setattr(self, "_s", value))
+    pay_e = property(lambda self: _offsets(self._e),
+                     lambda self, value: setattr(self, "_e", value))
+
+
+class _RowLine(_Line):
+    """A `LineBlock` row read as a `_Line`: its `decoded` flag is the block's, so that a line
+    decoded through a view is not checked again (`check_lines`), nor its strings counted."""
+
+    __slots__ = ("_t", "_r")
+    _t: LineBlock
+    _r: int
+
+    decoded = property(
+        lambda self: bool(self._t.decoded[self._r]),
+        lambda self, value: self._t.decoded.__setitem__(self._r, value))
+
+
+class _Rows:
+    """Rows of a `LineBlock` in a `merge_rows` segment (`parts`): marked decoded with it."""
+
+    __slots__ = ("block", "rows")
+
+    def __init__(self, block: LineBlock, rows: np.ndarray) -> None:
+        self.block, self.rows = block, rows
+
+    decoded = property(lambda self: bool(self.block.decoded[self.rows].all()),
+                       lambda self, value: self.block.decoded.__setitem__(self.rows, value))
+
+
+class LineBlock:
+    """The lines of one parse (every plane of a file, or of a chunk of it), in file order:
+    `rec` (lines x 7 int64: id, display_id, timestamp_ns, duration_ps, payload start, payload
+    end, events), `names`, `displays` (str lists), `decoded` (bool per line: its events were
+    checked) and the file's buffer `buf`. Lines upb decoded are `objs` (their `_Line`s, every
+    one checked; `rec`'s payload columns -1, `buf` None)."""
+
+    def __init__(self, rec: np.ndarray, names: list, displays: list, buf: Any,
+                 objs: list | None = None) -> None:
+        self.rec, self.names, self.displays, self.buf, self.objs = rec, names, displays, buf, objs
+        self.decoded = np.full(len(rec), objs is not None)
+        self._ns: list | None = None
+        self._cum: np.ndarray | None = None
+
+    @classmethod
+    def of_lines(cls, objs: list[_Line]) -> LineBlock:
+        rec = np.array([(ln.id, ln.display_id, ln.timestamp_ns, ln.duration_ps, -1, -1,
+                         ln.n_events) for ln in objs], np.int64).reshape(-1, 7)
+        return cls(rec, [ln.name for ln in objs], [ln.display_name for ln in objs], None, objs)
+
+    def events(self) -> list[int]:
+        """Each line's event count, as ints (made once)."""
+        if self._ns is None:
+            self._ns = self.rec[:, EVENTS].tolist()
+        return self._ns
+
+    def events_in(self, a: int, b: int) -> int:
+        """The events of lines [a, b) (a running sum made once: no array pass per plane)."""
+        if self._cum is None:
+            self._cum = np.concatenate([[0], np.cumsum(self.rec[:, EVENTS])])
+        return int(self._cum[b] - self._cum[a])
+
+    def line(self, i: int) -> _Line:
+        if self.objs is not None:
+            return self.objs[i]
+        ln = _RowLine()
+        (ln.id, ln.display_id, ln.timestamp_ns, ln.duration_ps, ln._s, ln._e,
+         ln.n_events) = self.rec[i].tolist()
+        ln.name, ln.display_name = self.names[i], self.displays[i]
+        ln.buf, ln.events = self.buf, None
+        ln._t, ln._r = self, i
+        return ln
+
+    def check(self, rows: np.ndarray, scanner: Any) -> int:
+        """Check the events of lines `rows` not yet decoded, as upb would (`scanner`'s
+        `check_events`; none where upb decoded them); they are then decoded. Returns the
+        strings with invalid UTF-8 among them."""
+        rows = rows[~self.decoded[rows] & (self.rec[rows, EVENTS] > 0)]
+        bad = 0
+        if rows.size and scanner is not None:
+            bad = scanner.check_events(self.buf, self.rec[rows, PAY_S], self.rec[rows, PAY_E])
+        self.decoded[rows] = True
+        return bad
+
+
+class LineTable:
+    """One plane's lines: rows [a, b) of a `LineBlock`."""
+
+    __slots__ = ("block", "a", "b")
+
+    def __init__(self, block: LineBlock, a: int, b: int) -> None:
+        self.block, self.a, self.b = block, a, b
+
+    def __len__(self) -> int:
+        return self.b - self.a
+
+    ids = property(lambda self: self.block.rec[self.a:self.b, ID])
+    timestamp_ns = property(lambda self: self.block.rec[self.a:self.b, TIMESTAMP_NS])
+    n_events = property(lambda self: self.block.rec[self.a:self.b, EVENTS])
+    names = property(lambda self: self.block.names[self.a:self.b])
+
+    def events(self) -> int:
+        return self.block.events_in(self.a, self.b)
+
+    def line(self, i: int) -> _Line:
+        return self.block.line(self.a + i)
+
+    def __getitem__(self, i: int) -> _Line:
+        if not -len(self) <= i < len(self):
+            raise IndexError("line index out of range")
+        return self.line(i % len(self))
+
+    def __iter__(self) -> Iterator[_Line]:
+        return (self.block.line(i) for i in range(self.a, self.b))
+
+
+def upb_line(msg) -> _Line:
+    """A `_Line` of an XLine message upb decoded (its events with it, every byte checked)."""
+    ln = _Line()
+    ln.id, ln.display_id, ln.name, ln.display_name = (msg.id, msg.display_id, msg.name,
+                                                      msg.display_name)
+    ln.timestamp_ns, ln.duration_ps = msg.timestamp_ns, msg.duration_ps
+    ln.buf = ln.pay_s = ln.pay_e = None
+    ln.events = msg.events
+    ln.n_events = len(msg.events)
+    ln.decoded = True
+    return ln
+
+
+def _offsets(v: Any) -> Any:
+    """A line's payload offset(s) as an array (`_Line._s`/`_e`: an int, an array or None)."""
+    return np.array([v], np.int64) if type(v) is int else v
+
+
+def _payloads(lines: list[_Line]) -> tuple[np.ndarray, np.ndarray]:
+    """The payload starts and ends of scanned `lines`, in order, as two arrays."""
+    starts, ends = [ln._s for ln in lines], [ln._e for ln in lines]
+    if all(type(x) is int for x in starts) and all(type(x) is int for x in ends):
+        return np.array(starts, np.int64), np.array(ends, np.int64)
+    return (np.concatenate([ln.pay_s for ln in lines]),
+            np.concatenate([ln.pay_e for ln in lines]))
+
+
+def merge_lines(lines: list) -> Any:
+    """One segment of several lines' events (of one file), in the given order, for
+    `LineEvents`."""
+    seg = _Line()
+    seg.buf = lines[0].buf
+    seg.n_events = sum(ln.n_events for ln in lines)
+    seg.decoded = False
+    seg.parts = lines  # marked decoded with the segment
+    if lines[0].events is not None:  # decoded by upb
+        seg.events = [e for ln in lines for e in ln.events]
+        seg.pay_s = seg.pay_e = None
+    else:
+        seg.events = None
+        seg.pay_s, seg.pay_e = _payloads(lines)
+    return seg
+
+
+def merge_rows(block: LineBlock, rows: np.ndarray) -> tuple[Any, np.ndarray]:
+    """`merge_lines` of rows `rows` of `block`, in that order, with no `_Line` per row
+    (scanned lines); and the rows' records (`LineBlock.rec`)."""
+    if block.objs is not None:
+        rec = block.rec[rows]
+        return merge_lines([block.objs[r] for r in rows.tolist()]), rec
+    seg = _Line()
+    seg.buf = block.buf
+    seg.decoded = False
+    seg.parts = [_Rows(block, rows)]
+    seg.events = None
+    rec = block.rec[rows]
+    seg.n_events = int(rec[:, EVENTS].sum())
+    seg.pay_s, seg.pay_e = rec[:, PAY_S].copy(), rec[:, PAY_E].copy()
+    return seg, rec
