@@ -1,13 +1,16 @@
-"""A plane's timeline lines: one `_Line` per XLine where something reads it as one, and
-`LineTable`, the columns the compiled scanner writes for all of a plane's lines at once.
+"""A capture's timeline lines: `LineBlock`, the records the compiled scanner writes for every
+line of a parse at once, `LineTable`, one plane's range of them, and `_Line`, one XLine where
+something reads it as one.
 
-Why columns: a capture of a million one-event lines held, per line, the scanner's tuple, five
-Python ints and a `_Line` (~0.5 KiB a line: 535 MiB and 3.3 s for a 36 MB file, fuzz round
-3's shape; issue 32). `LineTable` keeps 56 bytes a line in one int64 block plus the line's
-name; what reads every line (the line table, event counts, timestamps, the GPU rules' small
-lines, the check of lines no rule decoded) reads the columns, and a `_Line` is made only for
-a line read on its own (`LineTable.line`: a view whose `decoded` flag is the table's).
-Lines upb decoded (no scanner) are `LineList`: the same columns, read from their `_Line`s.
+Why records: a capture of a million one-event lines held, per line, the scanner's tuple, five
+Python ints and a `_Line` (~0.5 KiB a line: 515 MiB and 3.9 s for a 36 MB file, fuzz round
+3's shape; issue 32); and a capture of many small planes paid a numpy array, and its reads,
+per plane. A `LineBlock` keeps 56 bytes a line in one int64 block plus the line's name; what
+reads every line (the `lines` table, event counts, timestamps, the GPU rules' small lines,
+the check of lines no rule decoded) reads the block's columns, once per block where it can,
+and a `_Line` is made only for a line read on its own (`LineBlock.line`: a view whose
+`decoded` flag is the block's). Lines upb decoded (no scanner) are a block too, over their
+`_Line`s (`LineBlock.of_lines`).
 """
 
 from __future__ import annotations
