@@ -473,6 +473,37 @@ cdef int _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, int64_t* rec, list 
 
 
 @cython.final
+cdef class _I64s:
+    """A growable int64 vector in a malloc'd block, handed to numpy without a copy."""
+    cdef int64_t* v
+    cdef Py_ssize_t n, cap
+
+    def __cinit__(self):
+        self.n, self.cap = 0, 16
+        self.v = <int64_t*>malloc(self.cap * sizeof(int64_t))
+        if self.v == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.v)
+
+    cdef int extend(self, const int64_t* src, Py_ssize_t k) except -1:
+        if self.n + k > self.cap:
+            while self.n + k > self.cap:
+                self.cap *= 2
+            self.v = <int64_t*>_resized(self.v, self.cap * sizeof(int64_t))
+        memcpy(self.v + self.n, src, k * sizeof(int64_t))
+        self.n += k
+        return 0
+
+    cdef int push(self, int64_t x) except -1:
+        return self.extend(&x, 1)
+
+    cdef object taken(self):
+        return _owned_int64(&self.v, self.n)
+
+
+@cython.final
 cdef class _LineRecs:
     """The lines of one `split_space`: records (`_LREC` int64 each, in a malloc'd block grown
     here), names and display names, and how many of those strings had invalid UTF-8."""
@@ -507,18 +538,23 @@ cdef class _LineRecs:
         return (rec, self.names, self.displays, self.bad)
 
 
+# A plane's (stripped, bad, meta) as `_plane` gives it where nothing was stripped or counted:
+# one tuple for all such planes (100k small planes: a tuple each was ~0.1 KiB a plane).
+_PLAIN = (False, 0, None)
+
+
 cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta,
-                  _LineRecs lines):
-    """(plane bytes without lines [and entries], (first, end) of its lines among `lines`'
-    records, entry starts, entry ends, stripped, strings with invalid UTF-8 in the stripped
-    entries, each copy written counted: upb then never sees those entries up front, so they
-    are checked here as upb would check them; the stripped entries decoded, else None: see
-    `_plane_walk`)."""
+                  _LineRecs lines, _I64s starts, _I64s ends):
+    """(plane bytes without lines [and entries], (stripped, strings with invalid UTF-8 in the
+    stripped entries, each copy written counted: upb then never sees those entries up front,
+    so they are checked here as upb would check them; the stripped entries decoded, else
+    None: see `_plane_walk`)). Its lines are added to `lines`, its event_metadata entries'
+    starts and ends to `starts` and `ends`."""
     cdef const uint8_t* b = &mv[0]
     parts = []
     # entry spans in C arrays, not lists of Python ints (108k entries on a many-ops capture:
     # two ints each, then a conversion, cost ~5 ms)
-    cdef Py_ssize_t nm = 0, cap = 64, first = lines.n
+    cdef Py_ssize_t nm = 0, cap = 64
     cdef int64_t* ms = <int64_t*>malloc(cap * sizeof(int64_t))
     cdef int64_t* me = <int64_t*>malloc(cap * sizeof(int64_t))
     if ms == NULL or me == NULL:
@@ -526,9 +562,12 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
         free(me)
         raise MemoryError()
     try:
-        got = _plane_walk(b, s, e, strip_meta, parts, lines, &ms, &me, &nm, &cap,
-                          mv.shape[0] <= 0x7fffffff)
-        return (got[0], (first, lines.n)) + got[1:]
+        body, stripped, bad, meta = _plane_walk(b, s, e, strip_meta, parts, lines, &ms, &me,
+                                                &nm, &cap, mv.shape[0] <= 0x7fffffff)
+        starts.extend(ms, nm)
+        ends.extend(me, nm)
+        return body, (_PLAIN if not stripped and not bad and meta is None
+                      else (stripped, bad, meta))
     finally:
         free(ms)
         free(me)
@@ -537,9 +576,9 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                        list parts, _LineRecs lines, int64_t** pms, int64_t** pme,
                        Py_ssize_t* pnm, Py_ssize_t* pcap, bint narrow):
-    """`_plane`'s walk (the plane bytes without lines first in the tuple, then what follows
-    the line range in `_plane`'s), its lines added to `lines`, its entry spans pushed to the
-    C arrays *pms, *pme (grown here); a
+    """`_plane`'s walk: (the plane bytes without lines, stripped, bad, meta: see `_plane`),
+    its lines added to `lines`, its entry spans pushed to the C arrays *pms, *pme (grown
+    here); a
     stripped plane's entries, checked as upb would check them, also decoded in that check
     (`_entry_decode`) as `decode_meta(narrow=narrow)` gives them (else None), last in the
     tuple."""
@@ -630,8 +669,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
         rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32)
         meta = {"ok": dok, "key": arrays[0], "name": arrays[1], "disp": arrays[2],
                 "value": arrays[3], "reversed": rev}
-    return (b"".join(parts), _owned_int64(pms, nm), _owned_int64(pme, nm), strip == 1,
-            bad, meta)
+    return (b"".join(parts), strip == 1, bad, meta)
 
 
 cdef object _owned_int64(int64_t** p, Py_ssize_t n):
@@ -658,15 +696,18 @@ _I64_FORMAT = np.dtype(np.int64).char
 
 
 def split_space(data, Py_ssize_t n, strip_meta=None):
-    """XSpace bytes data[:n] -> (skeleton XSpace bytes without lines, per plane a tuple from
-    `_plane`, the lines of every plane as `_LineRecs.taken` gives them: each plane's tuple
-    starts with its (first, end) among them). Raises Corrupt on bytes upb would refuse in the
-    parts walked here. Each plane's tuple ends with its entries decoded as
+    """XSpace bytes data[:n] -> (skeleton XSpace bytes without lines, per plane its
+    (stripped, bad, meta) from `_plane`, the lines of every plane as `_LineRecs.taken` gives
+    them, (entry starts, entry ends) of every plane's event_metadata map entries, (line
+    bounds, entry bounds): plane i's lines are records [line_bounds[i], line_bounds[i + 1]),
+    its entries [entry_bounds[i], entry_bounds[i + 1])). Raises Corrupt on bytes upb would
+    refuse in the parts walked here. `meta` is a plane's entries decoded as
     `decode_meta(narrow=(the buffer is under 2 GiB))` gives them where the plane was
     stripped, else None.
 
-    Why one block of line records for all planes: a capture of 100k small planes paid a
-    numpy array (and its reads) per plane; the reader reads the block's columns once."""
+    Why blocks for all planes, not arrays and tuples per plane: a capture of 100k small
+    planes paid ~2 KiB a plane in per-plane arrays (204 MiB for a 6.9 MB file) and a numpy
+    call per plane wherever they were read; the reader reads the blocks' columns once."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t p = 0, fs, vp, q, run = 0
@@ -677,6 +718,9 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
     skel = []
     planes = []
     cdef _LineRecs lines = _LineRecs()
+    cdef _I64s starts = _I64s(), ends = _I64s(), line_bounds = _I64s(), entry_bounds = _I64s()
+    line_bounds.push(0)
+    entry_bounds.push(0)
     while p < n:
         fs = p
         p = _tag(b, p, n, &fn, &wt)
@@ -688,10 +732,12 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
                 raise _fail(vp)
             if fs > run:
                 skel.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
-            got = _plane(mv, vp, q, strip_meta, lines)
-            body = got[0]
-            skel.append(b"\x0a" + enc_varint(len(body)) + body)
-            planes.append(got[1:])
+            body, got = _plane(mv, vp, q, strip_meta, lines, starts, ends)
+            skel.append(b"\x0a" + enc_varint(len(body)))
+            skel.append(body)
+            planes.append(got)
+            line_bounds.push(lines.n)
+            entry_bounds.push(starts.n)
             run = q
             p = q
         else:
@@ -700,7 +746,8 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
                 raise _fail(p)
     if n > run:
         skel.append(PyBytes_FromStringAndSize(<char*>(b + run), n - run))
-    return b"".join(skel), planes, lines.taken()
+    return (b"".join(skel), planes, lines.taken(), (starts.taken(), ends.taken()),
+            (line_bounds.taken(), entry_bounds.taken()))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -436,19 +436,27 @@ def _enc_varint(v: int) -> bytes:
 
 class PlaneView:
     """A skeleton XPlane message (no lines) plus its lines (`LineTable`), and where its
-    event_metadata map entries lie in the file's buffer (`buf`), for `MetaTable`."""
+    event_metadata map entries lie in the file's buffer (`buf`), for `MetaTable`: entries
+    [lo, hi) of a parse's span arrays, `meta_pos` their (starts, ends), sliced when read."""
 
     def __init__(self, msg, lines: LineTable, buf: np.ndarray | None = None,
-                 meta_pos: tuple[np.ndarray, np.ndarray] | None = None,
+                 spans: tuple[np.ndarray, np.ndarray, int, int] | None = None,
                  meta_stripped: bool = False, meta_decoded: dict | None = None):
         self.msg = msg
         self.lines = lines
         self.buf = buf
-        self.meta_pos = meta_pos
+        self._spans = spans
         # the entries as `decode_meta` gives them, where `split_space` decoded them
         self.meta_decoded = meta_decoded
         # the entries are not in `msg` (upb never saw them): `Plane.meta` parses them on demand
         self.meta_stripped = meta_stripped
+
+    @property
+    def meta_pos(self) -> tuple[np.ndarray, np.ndarray] | None:
+        if self._spans is None:
+            return None
+        ms, me, lo, hi = self._spans
+        return ms[lo:hi], me[lo:hi]
 
     def __getattr__(self, name):
         return getattr(self.msg, name)
@@ -477,11 +485,13 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
 def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.ndarray]:
     scanner: Any = SCANNER
     # (a stripped plane's entries decoded as they are checked: `MetaTable(decoded=)`)
-    skel, planes, (rec, names, displays, bad_lines) = scanner.split_space(data, n, strip_meta)
+    skel, planes, (rec, names, displays, bad_lines), (ms, me), bounds = \
+        scanner.split_space(data, n, strip_meta)
     # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`; the
     # event metadata entries it holds, located by the split, say what that costs); once
     # protobuf is loaded, upb is the faster decoder
-    xs = decode_space(skel, sum(len(pl[1]) for pl in planes if not pl[3])) \
+    lb, eb = (b.tolist() for b in bounds)
+    xs = decode_space(skel, sum(eb[i + 1] - eb[i] for i, pl in enumerate(planes) if not pl[0])) \
         if "overlap.trace.protos" not in sys.modules else None
     if xs is None:
         from overlap.trace.protos import XSpace
@@ -493,10 +503,11 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
     block = LineBlock(rec, names, displays, a)
     BAD_STRINGS[0] += bad_lines
     out = []
-    for m, ((first, end), ms, me, stripped, bad, meta) in zip(xs.planes, planes):
+    for i, (m, (stripped, bad, meta)) in enumerate(zip(xs.planes, planes)):
         if bad:  # each copy written was counted: count as upb reads the entries
-            BAD_STRINGS[0] += _entries_bad_strings(a, ms, me)
-        out.append(PlaneView(m, LineTable(block, first, end), a, (ms, me), stripped, meta))
+            BAD_STRINGS[0] += _entries_bad_strings(a, ms[eb[i]:eb[i + 1]], me[eb[i]:eb[i + 1]])
+        out.append(PlaneView(m, LineTable(block, lb[i], lb[i + 1]), a,
+                             (ms, me, eb[i], eb[i + 1]), stripped, meta))
     return xs, out, a
 
 
@@ -517,10 +528,14 @@ def check_lines(*pvs: PlaneView) -> None:
     where it would refuse them), counting their string stats with invalid UTF-8: so a file
     is refused, and its strings counted, alike whichever lines the rules read. The lines of
     one `LineBlock` are checked in one pass (100k small planes: one call, not 100k)."""
-    runs: dict[int, tuple[LineBlock, list[tuple[int, int]]]] = {}
+    runs: dict[int, tuple[LineBlock, list[list[int]]]] = {}
     for pv in pvs:
         t = pv.lines
-        runs.setdefault(id(t.block), (t.block, []))[1].append((t.a, t.b))
+        spans = runs.setdefault(id(t.block), (t.block, []))[1]
+        if spans and spans[-1][1] == t.a:  # (planes one after the other: one range)
+            spans[-1][1] = t.b
+        else:
+            spans.append([t.a, t.b])
     for block, spans in runs.values():
         rows = np.concatenate([np.arange(a, b) for a, b in spans]) if len(spans) > 1 else \
             np.arange(*spans[0])

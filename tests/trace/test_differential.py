@@ -268,7 +268,7 @@ def _skeleton_agrees(data: bytes) -> None:
     buf = wire.padded(data)
     for strip in (None, lambda name: name.startswith("/device:TPU:")):
         try:
-            skel, _, _ = wire._scan.split_space(buf, len(data), strip)
+            skel = wire._scan.split_space(buf, len(data), strip)[0]
         except wire.Corrupt:
             continue
         mine = skeleton.decode_space(skel)

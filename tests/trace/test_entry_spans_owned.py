@@ -1,6 +1,7 @@
-"""`_scan.split_space` hands each plane's entry spans over as the arrays it filled (no copy):
-numpy's own int64, writable and contiguous, each entry's [start, end) where it lies in the
-buffer, living on after the buffer and the rest of the split are gone."""
+"""`_scan.split_space` hands the entry spans of all planes over as the arrays it filled (no
+copy; each plane's a slice of them): numpy's own int64, writable and contiguous, each entry's
+[start, end) where it lies in the buffer, living on after the buffer and the rest of the split
+are gone."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlap.trace import wire
-from tests.trace.wire_bytes import field
+from tests.trace.wire_bytes import field, split_planes
 
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
 
@@ -30,7 +31,7 @@ def test_entry_spans_are_numpy_int64_where_the_entries_lie(entries, stripped):
     plane = field(2, 2, b"/device:TPU:0") + b"".join(field(4, 2, p) for p in payloads)
     raw = field(1, 2, plane)
     buf = wire.padded(raw)
-    _, planes, _ = wire._scan.split_space(buf, len(raw), lambda name: stripped)
+    _, planes, _ = split_planes(buf, len(raw), lambda name: stripped)
     ms, me = planes[0][1], planes[0][2]
     del planes
     for a in (ms, me):

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from overlap.trace import wire
 from overlap.trace.values import as_id
 from tests.trace.test_meta_table import WANTED, both, entry, plane_bytes
+from tests.trace.wire_bytes import split_planes
 
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
 
@@ -73,7 +74,7 @@ def test_split_decodes_the_entries_as_decode_meta(entries, merged, strip):
     raw = plane_bytes(entries, merged_value=merged)
     buf = wire.padded(raw)
     fn = (lambda name: True) if strip else None
-    skel, planes, _ = wire._scan.split_space(buf, len(raw), fn)
+    skel, planes, _ = split_planes(buf, len(raw), fn)
     (lines, ms, me, stripped, bad, meta), = planes
     if not stripped:
         assert meta is None

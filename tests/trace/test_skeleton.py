@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 from overlap.trace import files, reader, skeleton, wire
 from overlap.trace.protos import XPlane, XSpace
 from overlap.trace.synthetic import gpu_offload_scenario, many_ops_scenario
-from tests.trace.wire_bytes import field, varint
+from tests.trace.wire_bytes import field, split_planes, varint
 
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
 
@@ -183,7 +183,7 @@ def _with_entries(path: Path) -> list[tuple[bytes, int]]:
     assert chunks is not None
     out = []
     for buf, n, _, _ in chunks:
-        skel, planes, _ = wire._scan.split_space(buf, n, reader._strip_meta)
+        skel, planes, _ = split_planes(buf, n, reader._strip_meta)
         out.append((skel, sum(len(ms) for _, ms, _, stripped, _, _ in planes if not stripped)))
     return out
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlap.trace import wire
-from tests.trace.wire_bytes import field
+from tests.trace.wire_bytes import field, split_planes
 
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
 
@@ -27,7 +27,7 @@ BAD_TRUNC = field(4, 2, field(1, 0, 7) + field(2, 2, field(1, 0, 7) + field(5, 2
 
 def _split(plane: bytes, strip=lambda name: True):
     raw = field(1, 2, plane)
-    return wire._scan.split_space(wire.padded(raw), len(raw), strip)
+    return split_planes(wire.padded(raw), len(raw), strip)
 
 
 def _refusal(plane: bytes, strip=lambda name: True) -> str | None:

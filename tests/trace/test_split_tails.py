@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from overlap.trace import wire
-from tests.trace.wire_bytes import field
+from tests.trace.wire_bytes import field, split_planes
 
 pytestmark = pytest.mark.skipif(getattr(wire, "SCANNER", None) is None,
                                 reason="the scanner is not used")
@@ -45,7 +45,7 @@ def _space(values: list[bytes]) -> bytes:
 def _split(values: list[bytes]):
     raw = _space(values)
     data = bytearray(raw + bytes(wire.PAD))
-    _, planes, _ = wire._scan.split_space(data, len(raw), lambda name: True)
+    _, planes, _ = split_planes(data, len(raw), lambda name: True)
     (lines, ms, me, stripped, bad, meta), = planes
     assert stripped and meta is not None and meta["ok"]
     return data, ms, me, bad, meta

@@ -64,3 +64,15 @@ def stat_value_bytes(val: tuple[int, object] | None, pad: int = 0) -> bytes:
         assert isinstance(x, str)
         return field(5, 2, x.encode(), pad)
     return field(6, 2, x, pad)
+
+
+def split_planes(buf, n: int, strip=None):
+    """`_scan.split_space` with each plane's parts side by side, as tests read them:
+    (skeleton, per plane ((first line, end line), entry starts, entry ends, stripped, bad,
+    meta), the lines `_LineRecs.taken` gives). The spans are slices of the split's blocks."""
+    from overlap.trace import wire
+
+    skel, planes, lines, (ms, me), (lb, eb) = wire._scan.split_space(buf, n, strip)
+    out = [((int(lb[i]), int(lb[i + 1])), ms[eb[i]:eb[i + 1]], me[eb[i]:eb[i + 1]], *got)
+           for i, got in enumerate(planes)]
+    return skel, out, lines
