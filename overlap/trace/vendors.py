@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from overlap.arrays import at_rows, factorize, filled, sorted_unique
+from overlap.trace import wire
 from overlap.trace.hlotext import LazyPattern  # compiled on first use: start-up
 from overlap.trace.tables import missing_mask
 from overlap.trace.wire import (
@@ -411,10 +412,16 @@ def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     """One entry per (device, event name, reason) of the stream events no rule read, with how
     many lines hold them (the first named). Not one per line: a capture of a million one-event
     lines made a million entries (0.9 KiB a line, fuzz round 3), the reason is the same.
-    A line's reason is read once per distinct kinds list, not per line."""
-    lcode, lines = factorize(other["line"])
+    A line's reason is read once per distinct kinds list, not per line.
+
+    On integer codes (device, name, line, reason) rather than object columns: the groups and
+    their order are `_groups`' of the device, name and reason columns, but no object column
+    per event is made, filtered or factorized again (a million one-event lines: +183 MiB at
+    this step, its read's peak)."""
+    lcode, lines = _line_codes(other["line"])
     by_kinds: dict[str, str | None] = {}  # kinds list -> reason
-    why_of_line = []
+    reasons: dict[str, int] = {_UNREAD: 0}  # reason -> code
+    why_of_line = []  # per distinct line, its reason's code (-1: none, a plain stream)
     for ln in lines.tolist():
         text = str(ln)
         # the reason reads only the kinds list: `Stream #7(Compute,Memset)` and `Stream
@@ -422,27 +429,48 @@ def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
         tail = f"{text.startswith('Stream #')}{text[text.find('('):] if '(' in text else ''}"
         if tail not in by_kinds:
             by_kinds[tail] = _stream_why(ln)
-        why_of_line.append(by_kinds[tail])
-    whys = object_array(why_of_line + [None])
-    why = whys[lcode]  # per event; lcode -1 (no line) reads the trailing None
+        why = by_kinds[tail]
+        why_of_line.append(-1 if why is None else reasons.setdefault(why, len(reasons)))
+    # per event; lcode -1 (no line) reads the trailing -1 (no reason: plain)
+    wcode = np.array(why_of_line + [-1], np.int64)[lcode]
     ncode, names = factorize(other["name"])
-    plain = np.equal(why, None)  # type: ignore[call-overload]
-    if plain.any():
-        # no odd kind: a device copy or memset by name is neither transfer nor compute
-        skip = np.array([bool(_NOT_HOST_COPY_RE.match(str(n))) for n in names.tolist()]
-                        + [False], bool)
-        keep = ~(plain & skip[ncode])
-        why = np.where(plain, _UNREAD, why)[keep]
-        other = {k: v[keep] for k, v in other.items()}
-        lcode, ncode = lcode[keep], ncode[keep]
+    dcode, devices = factorize(other["device"])
+    plain = wcode < 0
+    # no odd kind: a device copy or memset by name is neither transfer nor compute
+    skip = np.array([bool(_NOT_HOST_COPY_RE.match(str(n))) for n in names.tolist()]
+                    + [False], bool)
+    keep = ~(plain & skip[ncode]) & (ncode >= 0) & (dcode >= 0)
+    wcode[plain] = 0  # (`_UNREAD`)
+    rows = np.flatnonzero(keep)
+    key = (dcode[rows] * (len(names) + 1) + ncode[rows]) * len(reasons) + wcode[rows]
+    order = np.argsort(key, kind="stable")
+    rows, key = rows[order], key[order]
+    del order
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(rows) else rows
+    ends = np.append(starts[1:], len(rows))
+    by_code = list(reasons)
+    groups = [((devices[dcode[g[0]]], names[ncode[g[0]]], by_code[wcode[g[0]]]), g)
+              for g in (rows[s:e] for s, e in zip(starts.tolist(), ends.tolist()))]
+    groups.sort(key=lambda t: t[0])
     out = []
-    for (dev, name, reason), g in _groups(other["device"], other["name"], why):
+    for (dev, name, reason), g in groups:
         n_lines = len(sorted_unique(lcode[g]))
         first = other["line"][g[0]]
         where = f"on {first}" if n_lines == 1 else f"on {n_lines} lines ({first}, ...)"
         out.append({"device": dev, "events": int(len(g)),
                     "reason": f"{len(g)} {name!r} event(s) {where}: {reason}"})
     return out
+
+
+def _line_codes(line: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`factorize` of the events' line names, by the scanner's table where every one is a
+    `str` (no dict entry and Python int per distinct line: a million one-event lines)."""
+    fn = getattr(wire.SCANNER, "str_codes", None)
+    got = fn(line.tolist(), False) if fn is not None else None
+    if got is None:
+        return factorize(line)
+    codes, uniq = got
+    return codes, object_array(uniq)
 
 
 def shape_unknowns(side: GpuSide, plane_vendors: dict[str, tuple[str, int]],
