@@ -108,6 +108,7 @@ class Plane:
         self._meta_stats: dict[int, dict[str, Any]] = {}
         self._wanted: dict[tuple, dict[int, str]] = {}
         self._table: MetaTable | None | bool = False  # built on first use
+        self._plane_stats: dict[str, Any] | None = None
 
     @property
     def meta(self):
@@ -253,7 +254,11 @@ class Plane:
         return md.display_name if md is not None else ""
 
     def plane_stats(self) -> dict[str, Any]:
-        return self.stats(self.plane.stats)
+        """The plane's own stats (read once: the device row and the vendor check both ask;
+        callers only read the dict)."""
+        if self._plane_stats is None:
+            self._plane_stats = self.stats(self.plane.stats)
+        return self._plane_stats
 
 
 
@@ -438,6 +443,9 @@ class PlaneView:
     """A skeleton XPlane message (no lines) plus its lines (`LineTable`), and where its
     event_metadata map entries lie in the file's buffer (`buf`), for `MetaTable`: entries
     [lo, hi) of a parse's span arrays, `meta_pos` their (starts, ends), sliced when read."""
+
+    # (slots: one per plane, 100k in a capture of small planes; no instance dict)
+    __slots__ = ("msg", "lines", "buf", "_spans", "meta_decoded", "meta_stripped")
 
     def __init__(self, msg, lines: LineTable, buf: np.ndarray | None = None,
                  spans: tuple[np.ndarray, np.ndarray, int, int] | None = None,
