@@ -39,6 +39,9 @@ from overlap.trace.wire import (
 # `LineEvents` per segment of up to _SEGMENT events): numpy's fixed cost per call would otherwise
 # make a capture of thousands of few-event planes take seconds per thousand planes.
 _SMALL_LINE = 512
+# Planes of at most this many lines are walked line by line; more, their small lines are
+# found and queued with numpy (a million one-event lines: a Python step per line before).
+_FEW_LINES = 32
 _SEGMENT = 1 << 16
 # Event stats the GPU rules read (the decoder keeps only these; another one asked for costs a
 # second pass over the line, never a wrong answer). Not `correlation_id`: only ROCm blit
@@ -51,30 +54,33 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
                      co: Cols, side: vendors.GpuSide | None = None) -> None:
     """All GPU planes of one file: `items` is (plane, device name) per plane."""
     details_cache: dict[Any, tuple] = {}
-    # small lines to merge: (index into items, row in its plane's `LineBlock`), in order
-    pending: list[tuple[int, int]] = []
+    # small lines to merge, in order: each one's index into items, and its row in its plane's
+    # `LineBlock`
+    pend_i: list[int] = []
+    pend_r: list[int] = []
     n_pending = 0
     devices = object_array([d for _, d in items])
 
     def flush():
         nonlocal n_pending
-        if not pending:
+        if not pend_r:
             return
-        at = np.array(pending, np.int64).reshape(-1, 2)
-        pending.clear()
+        at_i, at_r = np.array(pend_i, np.int64), np.array(pend_r, np.int64)
+        pend_i.clear()
+        pend_r.clear()
         n_pending = 0
         # (one block: a file's GPU planes are parsed together, `reader._read_alone`)
-        block = items[int(at[0, 0])][0].plane.lines.block
-        used = sorted_unique(at[:, 0])
+        block = items[int(at_i[0])][0].plane.lines.block
+        used = sorted_unique(at_i)
         if any(items[i][0].plane.lines.block is not block for i in used.tolist()):
             raise ValueError("GPU planes of one file parsed apart")
         G = PlaneGroup([items[i][0] for i in used.tolist()])
-        seg, rec = merge_rows(block, at[:, 1])
-        names = [block.names[r] for r in at[:, 1].tolist()]
+        seg, rec = merge_rows(block, at_r)
+        names = list(map(block.names.__getitem__, at_r.tolist()))
         rep = functools.partial(np.repeat, repeats=rec[:, lines.EVENTS])
-        plane_of = rep(np.searchsorted(used, at[:, 0]))
+        plane_of = rep(np.searchsorted(used, at_i))
         base = rep(line_base_ps.many(rec[:, lines.TIMESTAMP_NS], names.__getitem__))
-        device = rep(devices[at[:, 0]])
+        device = rep(devices[at_i])
         stream = rep(rec[:, lines.ID])
         name = rep(object_array(names))
         groups, presence = _groups(G)
@@ -84,30 +90,68 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
             _gpu_events(G, _gpu_meta_kinds(G), ev, ev.kept(device), ev.kept(stream),
                         ev.kept(name), host, tr, co, details_cache, side)
 
-    for i, (P, device) in enumerate(items):
+    def pend(i: int, rows: np.ndarray, counts: np.ndarray) -> None:
+        """Small lines `rows` (with `counts` events each, all > 0) of plane `i` pending, in
+        order, flushed as the line that brings the pending events to `_SEGMENT` is added:
+        what adding them one by one does, without a Python step per line."""
+        nonlocal n_pending
+        while len(rows):
+            cum = np.cumsum(counts) + n_pending
+            # (counts > 0: `cum` rises; the first line where it reaches _SEGMENT, else all)
+            k = min(int(np.searchsorted(cum, _SEGMENT)) + 1, len(rows))
+            pend_i.extend([i] * k)
+            pend_r.extend(rows[:k].tolist())
+            n_pending = int(cum[k - 1])
+            if n_pending >= _SEGMENT:
+                flush()
+            rows, counts = rows[k:], counts[k:]
+
+    def read_line(i: int, r: int) -> None:
+        """Line `r` of plane `i` read on its own (not merged)."""
+        P, device = items[i]
+        line = P.plane.lines.block.line(r)
+        groups, presence = _groups(P)
+        ev = LineEvents(line, line_base_ps(line), wanted=(), groups=groups,
+                        presence=presence)
+        if ev.n:
+            if i not in kinds:
+                kinds[i] = _gpu_meta_kinds(P)
+            _gpu_events(P, kinds[i], ev, device, line.id, line.name, host, tr, co,
+                        details_cache, side)
+
+    kinds: dict[int, Any] = {}  # per plane read line by line, its `_gpu_meta_kinds`
+    for i, (P, _) in enumerate(items):
         small = groupable(P)
-        kinds = None
         table = P.plane.lines
-        ns = table.block.events()  # (ints: no `_Line` for a line merged with others)
-        for r in range(table.a, table.b):
-            n = ns[r]
-            if not n:
-                continue
-            if small and n < _SMALL_LINE:
-                pending.append((i, r))
-                n_pending += n
-                if n_pending >= _SEGMENT:
-                    flush()
-                continue
-            line = table.block.line(r)
-            groups, presence = _groups(P)
-            ev = LineEvents(line, line_base_ps(line), wanted=(), groups=groups,
-                            presence=presence)
-            if ev.n:
-                kinds = kinds or _gpu_meta_kinds(P)
-                _gpu_events(P, kinds, ev, device, line.id, line.name, host, tr, co,
-                            details_cache, side)
-            del ev, line  # before the next line's arrays exist
+        if len(table) <= _FEW_LINES:  # a few lines: one by one (numpy's calls cost more)
+            ns = table.block.events()
+            for r in range(table.a, table.b):
+                n = ns[r]
+                if not n:
+                    continue
+                if small and n < _SMALL_LINE:
+                    pend_i.append(i)
+                    pend_r.append(r)
+                    n_pending += n
+                    if n_pending >= _SEGMENT:
+                        flush()
+                else:
+                    read_line(i, r)
+            kinds.pop(i, None)
+            continue
+        n = table.n_events
+        rows = np.flatnonzero(n)
+        counts = n[rows]
+        rows += table.a
+        alone = np.flatnonzero(counts >= _SMALL_LINE) if small else np.arange(len(rows))
+        prev = 0
+        for j in [*alone.tolist(), len(rows)]:
+            if j > prev:
+                pend(i, rows[prev:j], counts[prev:j])
+            if j < len(rows):
+                read_line(i, int(rows[j]))
+            prev = j + 1
+        kinds.pop(i, None)
     flush()
 
 
