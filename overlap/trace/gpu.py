@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from overlap.arrays import sorted_unique
-from overlap.trace import lines, vendors
+from overlap.trace import lines, vendors, wire
 from overlap.trace.lines import merge_rows
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
 from overlap.trace.tables import missing_mask
@@ -218,25 +218,14 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
     if idx.size:
         # (bytes, src kind, dst kind, async, bytes known) once per distinct details value
         codes, details = stat_codes(P, ev, idx, "memcpy_details")
-        facts = []
-        d: Any
-        for d in details.tolist():
-            d = d if isinstance(d, (str, bytes)) or d is None else str(d)
-            got = details_cache.get(d)
-            if got is None:
-                det = parse_details(d)
-                a = det.get("async")
-                size = as_int(det.get("size"))
-                if size is not None and not 0 <= size < (1 << 53):
-                    size = None  # no byte count a copy can have: unknown, never negative
-                got = details_cache[d] = (size or 0,
-                                          det.get("kind_src", "unknown"),
-                                          det.get("kind_dst", "unknown"),
-                                          None if a is None else a == "1",
-                                          # ROCm writes `kind:Unknown size:0` when it did
-                                          # not record the size: unknown, not 0 bytes
-                                          not ("kind" in det and not size))
-            facts.append(got)
+        dl = [d if isinstance(d, (str, bytes)) or d is None else str(d)
+              for d in details.tolist()]
+        new = [d for d in dl if d not in details_cache]
+        if new:
+            fast = getattr(wire.SCANNER, "memcpy_details", None)
+            for d, got in zip(new, fast(new) if fast is not None else [None] * len(new)):
+                details_cache[d] = got if got is not None else _memcpy_facts(d)
+        facts = [details_cache[d] for d in dl]
         fcols = [object_array([f[j] for f in facts]) for j in range(5)]
         tr.add(len(idx), host=host, device=pick(device, idx),
                direction=per_mid(mids[idx], memcpy_mids.get),
@@ -272,6 +261,21 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                name=knames, hlo_op=_kernel_stat(P, ev, idx, knames, "hlo_op", uniq, _clean_hlo_op),
                hlo_module=_kernel_stat(P, ev, idx, knames, "hlo_module", uniq),
                stream=pick(stream, idx), line=pick(line_name, idx))
+
+
+def _memcpy_facts(d: Any) -> tuple:
+    """(bytes, source kind, destination kind, async, bytes known) of one `memcpy_details`
+    value (the scanner's `memcpy_details` gives the same for plain ASCII text)."""
+    det = parse_details(d)
+    a = det.get("async")
+    size = as_int(det.get("size"))
+    if size is not None and not 0 <= size < (1 << 53):
+        size = None  # no byte count a copy can have: unknown, never negative
+    return (size or 0, det.get("kind_src", "unknown"), det.get("kind_dst", "unknown"),
+            None if a is None else a == "1",
+            # ROCm writes `kind:Unknown size:0` when it did not record the size: unknown,
+            # not 0 bytes
+            not ("kind" in det and not size))
 
 
 def _kernel_stat(P, ev: LineEvents, idx: np.ndarray, knames: Coded, name: str, uniq: list,

@@ -1,0 +1,51 @@
+"""The scanner's `memcpy_details` reads a `memcpy_details` stat as `gpu._memcpy_facts` does
+(`names.parse_details`: tokens split where `str.split()` splits, keyed before their first ':',
+the last of a key winning; the size as `as_int` reads it, below 2**53), or says None and
+leaves the value to it: any ASCII text, the CUPTI and ROCm forms among them."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from overlap.trace import gpu, wire
+
+pytestmark = pytest.mark.skipif(getattr(wire._scan, "memcpy_details", None) is None,
+                                reason="the scanner was not built")
+
+KEYS = ["size", "kind_src", "kind_dst", "async", "kind", "dest", "sizes", "kin", "Size", ""]
+VALUES = ["1", "0", "4096", "0012", "+5", "-3", "1_000", "12a", "", "device", "pinned",
+          "Unknown", "9" * 15, "9" * 16, "9007199254740992", ":x", "1:2"]
+SPACES = [" ", "  ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\x85", "\xa0"]
+
+token = st.one_of(st.builds(lambda k, v: f"{k}:{v}", st.sampled_from(KEYS),
+                             st.sampled_from(VALUES)),
+                  st.sampled_from(["size", "async", "kind", ":", "x"]))
+text = st.builds(lambda toks, seps, lead: lead + "".join(t + s for t, s in zip(toks, seps)),
+                 st.lists(token, max_size=8), st.lists(st.sampled_from(SPACES), min_size=8,
+                                                        max_size=8),
+                 st.sampled_from(["", " ", "\t"]))
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(text, min_size=1, max_size=20))
+def test_same_facts_as_the_python_reading(values):
+    got = wire._scan.memcpy_details(values)
+    for v, g in zip(values, got):
+        if g is None:  # (left to the caller: non-ASCII text, or a size not plain digits)
+            continue
+        assert v.isascii()
+        assert g == gpu._memcpy_facts(v), v
+
+
+def test_the_usual_forms_are_answered():
+    values = ["kind_src:device kind_dst:pinned size:4096 dest:0 async:1",
+              "kind:Unknown size:0 dest:512 async:1", "kind:Unknown size:65536 dest:512 async:0",
+              "", "kind_src:pinned kind_dst:device size:12 dest:1 async:1 size:13"]
+    got = wire._scan.memcpy_details(values)
+    assert got == [gpu._memcpy_facts(v) for v in values]
+    assert got[1] == (0, "unknown", "unknown", True, False) and got[4][0] == 13
+    # not answered: the caller reads these
+    assert wire._scan.memcpy_details([b"size:1", None, 5, "size:\u00e91", "size:+5",
+                                      "size:" + "9" * 16]) == [None] * 6
