@@ -48,6 +48,7 @@ import importlib
 import os
 import sys
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any, Iterable
 
 import numpy as np
@@ -101,9 +102,7 @@ class Plane:
     def __init__(self, plane):
         self.plane = plane
         self.stat_names: dict[int, str] = {k: v.name for k, v in plane.stat_metadata.items()}
-        self.stat_ids: dict[str, list[int]] = defaultdict(list)
-        for k, name in self.stat_names.items():
-            self.stat_ids[name].append(k)
+        self.stat_ids = _StatIds(self.stat_names)
         self._meta = None if getattr(plane, "meta_stripped", False) else plane.event_metadata
         self._meta_stats: dict[int, dict[str, Any]] = {}
         self._wanted: dict[tuple, dict[int, str]] = {}
@@ -314,6 +313,50 @@ class _GroupStatNames:
             return default
         i, k = divmod(key, GROUP_STRIDE)
         return self.planes[i].stat_names.get(k, default) if i < len(self.planes) else default
+
+
+class _StatIds(Mapping):
+    """`Plane.stat_ids`: stat name -> its ids (a list, in `stat_names` order), made when
+    first asked. Why: the stat-metadata map holds a plane's interned string values too (a
+    capture whose copies all differ in size: 100k of them), and a list per name was built
+    for the dozen names the rules ask for; where no name repeats, one dict made by `zip`."""
+
+    __slots__ = ("_names", "_one", "_many")
+
+    def __init__(self, stat_names: dict[int, str]) -> None:
+        self._names = stat_names
+        self._one: dict[str, int] | None = None
+        self._many: dict[str, list[int]] | None = None
+
+    def _index(self) -> dict:
+        if self._one is None and self._many is None:
+            one = dict(zip(self._names.values(), self._names.keys()))
+            if len(one) == len(self._names):
+                self._one = one
+            else:  # a name of several ids
+                many: dict[str, list[int]] = defaultdict(list)
+                for k, n in self._names.items():
+                    many[n].append(k)
+                self._many = many
+        return self._one if self._one is not None else self._many  # type: ignore[return-value]
+
+    def get(self, name, default=None):
+        got = self._index().get(name)
+        if got is None:
+            return default
+        return [got] if self._one is not None else got
+
+    def __getitem__(self, name):
+        got = self.get(name)
+        if got is None:
+            raise KeyError(name)
+        return got
+
+    def __iter__(self):
+        return iter(self._index())
+
+    def __len__(self) -> int:
+        return len(self._index())
 
 
 class _GroupStatIds:
