@@ -338,7 +338,7 @@ class _StatIds(Mapping):
                 for k, n in self._names.items():
                     many[n].append(k)
                 self._many = many
-        return self._one if self._one is not None else self._many  # type: ignore[return-value]
+        return self._one if self._one is not None else (self._many or {})
 
     def get(self, name, default=None):
         got = self._index().get(name)
