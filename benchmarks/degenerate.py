@@ -29,20 +29,10 @@ DEFAULT = ("lines:100000", "lines:1000000", "tinyplanes:10000", "tinyplanes:1000
 
 
 def lines(out: Path, n: int) -> Path:
-    from overlap.trace.protos import XSpace
-    from overlap.trace.synthetic import SYNTHETIC_WARNING
+    from overlap.trace.synthetic import one_event_lines
 
-    sp = XSpace()
-    sp.warnings.append(SYNTHETIC_WARNING)
-    pl = sp.planes.add(id=1, name="/device:GPU:0")
-    md = pl.event_metadata[1]
-    md.id, md.name = 1, "kernel_x"
-    for i in range(n):
-        ln = pl.lines.add(id=i, name=f"Stream #{i}", timestamp_ns=1000)
-        ln.events.add(metadata_id=1, offset_ps=i * 10, duration_ps=5)
-    sp.planes.add(id=2, name="/host:CPU")
     p = out / f"lines{n // 1000}k.xplane.pb"
-    p.write_bytes(sp.SerializeToString())
+    p.write_bytes(one_event_lines(n))
     return p
 
 

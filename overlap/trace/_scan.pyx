@@ -406,8 +406,8 @@ cdef object _text(const uint8_t* b, Py_ssize_t p, Py_ssize_t q, bint strict):
 # Structure: planes, lines, metadata entries
 
 
-# A line's record in `split_space`'s per-plane block: its header fields, where its payload
-# lies, its event count. Why a block, not a tuple per line: a file of a million one-event
+# A line's record in `split_space`'s block of every line: its header fields, where its
+# payload lies, its event count. Why a block, not a tuple per line: a file of a million one-event
 # lines held a tuple, five ints and then a Python object per line (~0.5 KiB a line, fuzz round
 # 3); the block is 56 bytes a line, its name the only Python object.
 cdef enum:
@@ -476,7 +476,9 @@ cdef int _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, int64_t* rec, list 
 
 @cython.final
 cdef class _I64s:
-    """A growable int64 vector in a malloc'd block, handed to numpy without a copy."""
+    """A growable int64 vector in a malloc'd block, handed to numpy without a copy (entry
+    spans and line records in C, not lists of Python ints: 108k entries on a many-ops
+    capture, two ints each, then a conversion, cost ~5 ms)."""
     cdef int64_t* v
     cdef Py_ssize_t n, cap
 
@@ -489,17 +491,19 @@ cdef class _I64s:
     def __dealloc__(self):
         free(self.v)
 
-    cdef int extend(self, const int64_t* src, Py_ssize_t k) except -1:
+    cdef int64_t* grow(self, Py_ssize_t k) except NULL:
+        """Room for `k` more values at the end, counted in: where to write them (valid until
+        the vector grows again)."""
         if self.n + k > self.cap:
             while self.n + k > self.cap:
                 self.cap *= 2
             self.v = <int64_t*>_resized(self.v, self.cap * sizeof(int64_t))
-        memcpy(self.v + self.n, src, k * sizeof(int64_t))
         self.n += k
-        return 0
+        return self.v + self.n - k
 
     cdef int push(self, int64_t x) except -1:
-        return self.extend(&x, 1)
+        self.grow(1)[0] = x
+        return 0
 
     cdef object taken(self):
         return _owned_int64(&self.v, self.n)
@@ -507,37 +511,27 @@ cdef class _I64s:
 
 @cython.final
 cdef class _LineRecs:
-    """The lines of one `split_space`: records (`_LREC` int64 each, in a malloc'd block grown
-    here), names and display names, and how many of those strings had invalid UTF-8."""
-    cdef int64_t* rec
-    cdef Py_ssize_t n, cap
+    """The lines of one `split_space`: records (`_LREC` int64 each), names and display names,
+    and how many of those strings had invalid UTF-8."""
+    cdef _I64s rec
+    cdef Py_ssize_t n
     cdef list names, displays
     cdef int bad
 
     def __cinit__(self):
-        self.n, self.cap, self.bad = 0, 16, 0
+        self.rec = _I64s()
+        self.n, self.bad = 0, 0
         self.names, self.displays = [], []
-        self.rec = <int64_t*>malloc(self.cap * _LREC * sizeof(int64_t))
-        if self.rec == NULL:
-            raise MemoryError()
-
-    def __dealloc__(self):
-        free(self.rec)
 
     cdef int add(self, const uint8_t* b, Py_ssize_t s, Py_ssize_t e) except -1:
-        if self.n == self.cap:
-            self.cap *= 2
-            self.rec = <int64_t*>_resized(self.rec, self.cap * _LREC * sizeof(int64_t))
-        self.bad += _line(b, s, e, self.rec + self.n * _LREC, self.names, self.displays)
+        self.bad += _line(b, s, e, self.rec.grow(_LREC), self.names, self.displays)
         self.n += 1
         return 0
 
     cdef tuple taken(self):
         """(records as an int64 array of shape (lines, `_LREC`), names, display names,
         strings with invalid UTF-8 among them); the block is the array's from here on."""
-        cdef Py_ssize_t n = self.n
-        rec = _owned_int64(&self.rec, n * _LREC).reshape(n, _LREC)
-        return (rec, self.names, self.displays, self.bad)
+        return (self.rec.taken().reshape(self.n, _LREC), self.names, self.displays, self.bad)
 
 
 # A plane's (stripped, bad, meta) as `_plane` gives it where nothing was stripped or counted:
@@ -552,42 +546,24 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
     so they are checked here as upb would check them; the stripped entries decoded, else
     None: see `_plane_walk`)). Its lines are added to `lines`, its event_metadata entries'
     starts and ends to `starts` and `ends`."""
-    cdef const uint8_t* b = &mv[0]
-    parts = []
-    # entry spans in C arrays, not lists of Python ints (108k entries on a many-ops capture:
-    # two ints each, then a conversion, cost ~5 ms)
-    cdef Py_ssize_t nm = 0, cap = 64
-    cdef int64_t* ms = <int64_t*>malloc(cap * sizeof(int64_t))
-    cdef int64_t* me = <int64_t*>malloc(cap * sizeof(int64_t))
-    if ms == NULL or me == NULL:
-        free(ms)
-        free(me)
-        raise MemoryError()
-    try:
-        body, stripped, bad, meta = _plane_walk(b, s, e, strip_meta, parts, lines, &ms, &me,
-                                                &nm, &cap, mv.shape[0] <= 0x7fffffff)
-        starts.extend(ms, nm)
-        ends.extend(me, nm)
-        return body, (_PLAIN if not stripped and not bad and meta is None
-                      else (stripped, bad, meta))
-    finally:
-        free(ms)
-        free(me)
+    body, stripped, bad, meta = _plane_walk(&mv[0], s, e, strip_meta, [], lines, starts, ends,
+                                            mv.shape[0] <= 0x7fffffff)
+    return body, (_PLAIN if not stripped and not bad and meta is None
+                  else (stripped, bad, meta))
 
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
-                       list parts, _LineRecs lines, int64_t** pms, int64_t** pme,
-                       Py_ssize_t* pnm, Py_ssize_t* pcap, bint narrow):
+                       list parts, _LineRecs lines, _I64s starts, _I64s ends, bint narrow):
     """`_plane`'s walk: (the plane bytes without lines, stripped, bad, meta: see `_plane`),
-    its lines added to `lines`, its entry spans pushed to the C arrays *pms, *pme (grown
-    here); a
-    stripped plane's entries, checked as upb would check them, also decoded in that check
+    its lines added to `lines`, its entry spans to `starts` and `ends`; a stripped plane's
+    entries, checked as upb would check them, also decoded in that check
     (`_entry_decode`) as `decode_meta(narrow=narrow)` gives them (else None), last in the
     tuple."""
     cdef Py_ssize_t p = s, fs, vp, q, run = s
     cdef uint64_t fn
     cdef int wt
     cdef int strip = -1  # decided at the first entry, for all of them
+    cdef Py_ssize_t first = starts.n  # (this plane's entries: from here on)
     name = None
     while p < e:
         fs = p
@@ -608,13 +584,8 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 lines.add(b, vp, q)
                 run = q
             elif fn == 4:
-                if pnm[0] == pcap[0]:
-                    pcap[0] *= 2
-                    pms[0] = <int64_t*>_resized(pms[0], pcap[0] * sizeof(int64_t))
-                    pme[0] = <int64_t*>_resized(pme[0], pcap[0] * sizeof(int64_t))
-                pms[0][pnm[0]] = vp
-                pme[0][pnm[0]] = q
-                pnm[0] += 1
+                starts.push(vp)
+                ends.push(q)
                 if strip < 0:
                     strip = 1 if (strip_meta is not None and name is not None
                                   and strip_meta(name)) else 0
@@ -632,8 +603,11 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     if e > run:
         parts.append(PyBytes_FromStringAndSize(<char*>(b + run), e - run))
     cdef int bad = 0
-    cdef Py_ssize_t i, rc, nm = pnm[0]
+    cdef Py_ssize_t i, rc, nm = starts.n - first
     cdef Py_ssize_t q2
+    # (the walk is done: the vectors no longer move)
+    cdef const int64_t* ms = starts.v + first
+    cdef const int64_t* me = ends.v + first
     cdef int64_t o8[8]
     cdef int64_t tails[2 * _TAILS + 1]  # (`_value_check`: none yet)
     for i in range(2 * _TAILS + 1):
@@ -655,11 +629,11 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     if strip == 1:
         for i in range(nm):
             if i + _AHEAD < nm:  # (see _AHEAD)
-                q2 = pms[0][i + _AHEAD]
-                while q2 < pme[0][i + _AHEAD]:
+                q2 = ms[i + _AHEAD]
+                while q2 < me[i + _AHEAD]:
                     __builtin_prefetch(b + q2)
                     q2 += 64
-            rc = _entry_decode(b, pms[0][i], pme[0][i], &bad, o8, tails)
+            rc = _entry_decode(b, ms[i], me[i], &bad, o8, tails)
             if rc < 0:
                 raise _fail(rc)
             if dok:

@@ -143,10 +143,7 @@ class LineTable:
     def __len__(self) -> int:
         return self.b - self.a
 
-    ids = property(lambda self: self.block.rec[self.a:self.b, ID])
-    timestamp_ns = property(lambda self: self.block.rec[self.a:self.b, TIMESTAMP_NS])
     n_events = property(lambda self: self.block.rec[self.a:self.b, EVENTS])
-    names = property(lambda self: self.block.names[self.a:self.b])
 
     def events(self) -> int:
         return self.block.events_in(self.a, self.b)
@@ -207,18 +204,30 @@ def merge_lines(lines: list) -> Any:
     return seg
 
 
+def adjacent_runs(spans) -> list[list]:
+    """Row ranges (key, first, end), in order, those of one key (the same object) that
+    continue each other merged: [key, first, end] per run (the planes of a block lie one
+    after the other: one range for all of them, not one per plane)."""
+    runs: list[list] = []
+    for key, a, b in spans:
+        if runs and runs[-1][0] is key and runs[-1][2] == a:
+            runs[-1][2] = b
+        else:
+            runs.append([key, a, b])
+    return runs
+
+
 def merge_rows(block: LineBlock, rows: np.ndarray) -> tuple[Any, np.ndarray]:
     """`merge_lines` of rows `rows` of `block`, in that order, with no `_Line` per row
     (scanned lines); and the rows' records (`LineBlock.rec`)."""
+    rec = block.rec[rows]
     if block.objs is not None:
-        rec = block.rec[rows]
         return merge_lines([block.objs[r] for r in rows.tolist()]), rec
     seg = _Line()
     seg.buf = block.buf
     seg.decoded = False
     seg.parts = [_Rows(block, rows)]
     seg.events = None
-    rec = block.rec[rows]
     seg.n_events = int(rec[:, EVENTS].sum())
     seg.pay_s, seg.pay_e = rec[:, PAY_S].copy(), rec[:, PAY_E].copy()
     return seg, rec

@@ -121,7 +121,7 @@ from overlap.trace.hlotext import instruction_names as instruction_names
 from overlap.trace.hlotext import is_async_boundary as is_async_boundary
 from overlap.trace.hlotext import shape_bytes as shape_bytes
 from overlap.trace.host import _read_host_plane
-from overlap.trace.lines import EVENTS, ID, TIMESTAMP_NS, LineTable
+from overlap.trace.lines import EVENTS, ID, TIMESTAMP_NS, LineTable, adjacent_runs
 from overlap.trace.names import (
     GPU_PLANE_RE,
     HOST_PLANE,
@@ -667,22 +667,18 @@ def _line_rows(planes: list[tuple]) -> dict[str, np.ndarray]:
     """The `lines` table: one row per line of each plane (host, plane, line id, name,
     events; `_rows_of`), in the planes' order, from their blocks' columns: one slice per run
     of planes that lie one after the other in a block, not per plane or per line."""
-    runs: list[list] = []  # [records, names, first row, end row]
-    for _, _, rec, names, a, b in planes:
-        if runs and runs[-1][0] is rec and runs[-1][3] == a:
-            runs[-1][3] = b
-        else:
-            runs.append([rec, names, a, b])
+    runs = adjacent_runs((rec, a, b) for _, _, rec, _, a, b in planes)
+    names_of = {id(rec): names for _, _, rec, names, _, _ in planes}
     counts = [b - a for _, _, _, _, a, b in planes]
 
     def col(j: int) -> np.ndarray:
-        got = [rec[a:b, j] for rec, _, a, b in runs]
+        got = [rec[a:b, j] for rec, a, b in runs]
         return np.concatenate(got) if got else np.zeros(0, np.int64)
 
     return {"host": np.repeat(object_array([p[0] for p in planes]), counts),
             "plane": np.repeat(object_array([p[1] for p in planes]), counts),
             "line_id": col(ID), "events": col(EVENTS),
-            "line": object_array([nm for _, names, a, b in runs for nm in names[a:b]])}
+            "line": object_array([nm for rec, a, b in runs for nm in names_of[id(rec)][a:b]])}
 
 
 class LineBase:

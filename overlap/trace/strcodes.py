@@ -25,18 +25,21 @@ Codes = tuple[np.ndarray, np.ndarray]
 _seen = SeenColumns(2)
 
 
-def str_codes(values: np.ndarray, sort: bool, copy: bool = True) -> Codes | None:
+def str_codes(values: np.ndarray, sort: bool, copy: bool = True,
+              keep: bool = True) -> Codes | None:
     """(codes int64, uniques as an object array) of the object column `values`, each value a
     `str`, as `arrays.factorize(values, sort)` gives them; else None. The caller's own
     arrays, or with `copy=False` the kept ones themselves, read-only (a caller that only
-    reads them: no copy of 36k codes and names)."""
+    reads them: no copy of 36k codes and names). `keep=False`: a column coded once, neither
+    looked up among the kept answers nor kept (a million line names held to the next
+    coding for nothing)."""
     from overlap.trace import wire  # (here: the analysis alone need not load the reader)
 
     fn = getattr(wire.SCANNER, "str_codes", None)  # (an older build has none)
     if fn is None:
         return None
     col = np.asarray(values, dtype=object).reshape(-1)
-    kept = _seen.get(col, sort)
+    kept = _seen.get(col, sort) if keep else None
     if kept is None:
         got = fn(col.tolist(), sort)
         if got is None:
@@ -55,7 +58,9 @@ def str_codes(values: np.ndarray, sort: bool, copy: bool = True) -> Codes | None
         kept = (codes, out)
         # (unsorted and every row its own value, the uniques are the column's objects in its
         # rows: they stand for the column, no second copy of it)
-        _seen.put(col, sort, kept, hold=out if not sort and len(uniq) == len(col) else None)
+        if keep:
+            _seen.put(col, sort, kept,
+                      hold=out if not sort and len(uniq) == len(col) else None)
     codes, uniq = kept
     if not copy:
         return codes, uniq

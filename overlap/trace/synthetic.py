@@ -590,6 +590,23 @@ def _max_end_ps(xs) -> int:
 # Ready-made scenarios (used by tests, benchmarks and `overlap demo --synthetic`)
 
 
+def one_event_lines(n: int) -> bytes:
+    """SYNTHETIC: a GPU plane of `n` lines (`Stream #<i>`, timestamp_ns 1000) of one event
+    each that no rule reads (`kernel_x`, no kernel stats), then an empty host plane; no
+    Task Environment plane, so line timestamps are read as absolute. The fuzz campaign's
+    shape of many lines (issue 32; the up-front check of `files.check_lines_fit`)."""
+    sp = XSpace()
+    sp.warnings.append(SYNTHETIC_WARNING)
+    pl = sp.planes.add(id=1, name="/device:GPU:0")
+    md = pl.event_metadata[1]
+    md.id, md.name = 1, "kernel_x"
+    for i in range(n):
+        ln = pl.lines.add(id=i, name=f"Stream #{i}", timestamp_ns=1000)
+        ln.events.add(metadata_id=1, offset_ps=i * 10, duration_ps=5)
+    sp.planes.add(id=2, name="/host:CPU")
+    return sp.SerializeToString()
+
+
 def many_ops_scenario(steps: int = 30, distinct_compute: bool = False,
                       clocked: bool = False) -> SyntheticTrace:
     """A TPU step loop where every copy is its own `copy-start` op (the many-distinct-copy-ops

@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from overlap.arrays import at_rows, factorize, filled, sorted_unique
-from overlap.trace import wire
 from overlap.trace.hlotext import LazyPattern  # compiled on first use: start-up
+from overlap.trace.strcodes import str_codes
 from overlap.trace.tables import missing_mask
 from overlap.trace.wire import (
     Coded,
@@ -261,10 +261,16 @@ def _groups(*keys: np.ndarray) -> list[tuple[tuple, np.ndarray]]:
     """`DataFrame.groupby(keys, sort=True)` of object columns, without pandas: (key values,
     the group's rows in order) per group, by ascending key; rows with a missing key are in
     no group."""
-    n = len(keys[0])
-    if not n:
+    if not len(keys[0]):
         return []
     codes, uniqs = zip(*(factorize(k) for k in keys))
+    return _code_groups(codes, uniqs)
+
+
+def _code_groups(codes, uniqs) -> list[tuple[tuple, np.ndarray]]:
+    """`_groups` of columns given as codes (-1: missing) into their distinct values: (the
+    values, the group's rows in order) per group, by ascending values."""
+    n = len(codes[0])
     ok = np.logical_and.reduce([c >= 0 for c in codes])
     key = np.zeros(n, np.int64)
     for c, u in zip(codes, uniqs):
@@ -439,21 +445,11 @@ def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     # no odd kind: a device copy or memset by name is neither transfer nor compute
     skip = np.array([bool(_NOT_HOST_COPY_RE.match(str(n))) for n in names.tolist()]
                     + [False], bool)
-    keep = ~(plain & skip[ncode]) & (ncode >= 0) & (dcode >= 0)
     wcode[plain] = 0  # (`_UNREAD`)
-    rows = np.flatnonzero(keep)
-    key = (dcode[rows] * (len(names) + 1) + ncode[rows]) * len(reasons) + wcode[rows]
-    order = np.argsort(key, kind="stable")
-    rows, key = rows[order], key[order]
-    del order
-    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if len(rows) else rows
-    ends = np.append(starts[1:], len(rows))
-    by_code = list(reasons)
-    groups = [((devices[dcode[g[0]]], names[ncode[g[0]]], by_code[wcode[g[0]]]), g)
-              for g in (rows[s:e] for s, e in zip(starts.tolist(), ends.tolist()))]
-    groups.sort(key=lambda t: t[0])
+    wcode[plain & skip[ncode]] = -1  # (in no group)
     out = []
-    for (dev, name, reason), g in groups:
+    for (dev, name, reason), g in _code_groups((dcode, ncode, wcode),
+                                               (devices, names, object_array(list(reasons)))):
         n_lines = len(sorted_unique(lcode[g]))
         first = other["line"][g[0]]
         where = f"on {first}" if n_lines == 1 else f"on {n_lines} lines ({first}, ...)"
@@ -464,13 +460,10 @@ def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
 
 def _line_codes(line: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`factorize` of the events' line names, by the scanner's table where every one is a
-    `str` (no dict entry and Python int per distinct line: a million one-event lines)."""
-    fn = getattr(wire.SCANNER, "str_codes", None)
-    got = fn(line.tolist(), False) if fn is not None else None
-    if got is None:
-        return factorize(line)
-    codes, uniq = got
-    return codes, object_array(uniq)
+    `str` (no dict entry and Python int per distinct line: a million one-event lines); not
+    kept for a later coding (`str_codes(keep=False)`: a column coded once)."""
+    got = str_codes(line, False, copy=False, keep=False)
+    return got if got is not None else factorize(line)
 
 
 def shape_unknowns(side: GpuSide, plane_vendors: dict[str, tuple[str, int]],

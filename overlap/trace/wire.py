@@ -56,7 +56,7 @@ import numpy as np
 from overlap.arrays import sorted_unique
 from overlap.trace.intstats import ints_at_scanned, ints_from_records
 from overlap.trace.lenient import sanitize as sanitize
-from overlap.trace.lines import LineBlock, LineTable, upb_line
+from overlap.trace.lines import LineBlock, LineTable, adjacent_runs, upb_line
 from overlap.trace.lines import _Line as _Line
 from overlap.trace.lines import merge_lines as merge_lines
 from overlap.trace.lines import merge_rows as merge_rows
@@ -579,18 +579,11 @@ def check_lines(*pvs: PlaneView) -> None:
     where it would refuse them), counting their string stats with invalid UTF-8: so a file
     is refused, and its strings counted, alike whichever lines the rules read. The lines of
     one `LineBlock` are checked in one pass (100k small planes: one call, not 100k)."""
-    runs: dict[int, tuple[LineBlock, list[list[int]]]] = {}
-    for pv in pvs:
-        t = pv.lines
-        spans = runs.setdefault(id(t.block), (t.block, []))[1]
-        if spans and spans[-1][1] == t.a:  # (planes one after the other: one range)
-            spans[-1][1] = t.b
-        else:
-            spans.append([t.a, t.b])
-    for block, spans in runs.values():
-        rows = np.concatenate([np.arange(a, b) for a, b in spans]) if len(spans) > 1 else \
-            np.arange(*spans[0])
-        BAD_STRINGS[0] += block.check(rows, SCANNER)
+    by_block: dict[int, tuple[LineBlock, list[np.ndarray]]] = {}
+    for block, a, b in adjacent_runs((pv.lines.block, pv.lines.a, pv.lines.b) for pv in pvs):
+        by_block.setdefault(id(block), (block, []))[1].append(np.arange(a, b))
+    for block, rows in by_block.values():
+        BAD_STRINGS[0] += block.check(np.concatenate(rows), SCANNER)
 
 
 def _parse_space_upb(data, n: int) -> tuple[Any, list[PlaneView], None]:

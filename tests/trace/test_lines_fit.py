@@ -9,19 +9,11 @@ import pytest
 
 from overlap.errors import InputError
 from overlap.trace import files, read_trace
-from overlap.trace.protos import XSpace
+from overlap.trace.synthetic import one_event_lines
 
 
 def _many_lines(path, n: int):
-    sp = XSpace()
-    pl = sp.planes.add(id=1, name="/device:GPU:0")
-    md = pl.event_metadata[1]
-    md.id, md.name = 1, "kernel_x"
-    for i in range(n):
-        ln = pl.lines.add(id=i, name=f"Stream #{i}", timestamp_ns=1000)
-        ln.events.add(metadata_id=1, offset_ps=i * 10, duration_ps=5)
-    sp.planes.add(id=2, name="/host:CPU")
-    path.write_bytes(sp.SerializeToString())
+    path.write_bytes(one_event_lines(n))
     return path
 
 
@@ -68,7 +60,8 @@ def test_scanned_lines_are_one_block_of_records(tmp_path):
     assert (t.a, t.b, len(planes[1].lines)) == (0, 50, 0)
     rec = t.block.rec
     assert rec.shape == (50, 7) and rec.dtype == np.int64
-    assert t.ids.tolist() == list(range(50)) and t.names == [f"Stream #{i}" for i in range(50)]
+    assert rec[t.a:t.b, lines_mod.ID].tolist() == list(range(50))
+    assert t.block.names[t.a:t.b] == [f"Stream #{i}" for i in range(50)]
     assert t.n_events.tolist() == [1] * 50 and t.events() == 50
     starts, ends = rec[:, lines_mod.PAY_S], rec[:, lines_mod.PAY_E]
     assert (ends > starts).all() and (starts[1:] > ends[:-1]).all()
