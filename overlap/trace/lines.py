@@ -87,6 +87,7 @@ class LineBlock:
     def __init__(self, rec: np.ndarray, names: list, displays: list, buf: Any,
                  objs: list | None = None) -> None:
         self.rec, self.names, self.displays, self.buf, self.objs = rec, names, displays, buf, objs
+        self.cols = (rec, names)  # (what outlives the buffer: `reader._rows_of`)
         self.decoded = np.full(len(rec), objs is not None)
         self._ns: list | None = None
         self._cum: np.ndarray | None = None

@@ -657,28 +657,27 @@ def _read_space(xs, planes: list, host: str = "host",
 
 
 def _rows_of(host: str, plane: str, t: LineTable) -> tuple:
-    """A plane's rows of the `lines` table, for `_line_rows`: its block's records and names
+    """A plane's rows of the `lines` table, for `_line_rows`: its block's (records, names)
     and its range of them (not the block: that holds the file's bytes, freed plane by plane
     as they are read)."""
-    return host, plane, t.block.rec, t.block.names, t.a, t.b
+    return host, plane, t.block.cols, t.a, t.b
 
 
 def _line_rows(planes: list[tuple]) -> dict[str, np.ndarray]:
     """The `lines` table: one row per line of each plane (host, plane, line id, name,
     events; `_rows_of`), in the planes' order, from their blocks' columns: one slice per run
     of planes that lie one after the other in a block, not per plane or per line."""
-    runs = adjacent_runs((rec, a, b) for _, _, rec, _, a, b in planes)
-    names_of = {id(rec): names for _, _, rec, names, _, _ in planes}
-    counts = [b - a for _, _, _, _, a, b in planes]
+    runs = adjacent_runs((cols, a, b) for _, _, cols, a, b in planes)
+    counts = [b - a for _, _, _, a, b in planes]
 
     def col(j: int) -> np.ndarray:
-        got = [rec[a:b, j] for rec, a, b in runs]
+        got = [cols[0][a:b, j] for cols, a, b in runs]
         return np.concatenate(got) if got else np.zeros(0, np.int64)
 
     return {"host": np.repeat(object_array([p[0] for p in planes]), counts),
             "plane": np.repeat(object_array([p[1] for p in planes]), counts),
             "line_id": col(ID), "events": col(EVENTS),
-            "line": object_array([nm for rec, a, b in runs for nm in names_of[id(rec)][a:b]])}
+            "line": object_array([nm for cols, a, b in runs for nm in cols[1][a:b]])}
 
 
 class LineBase:

@@ -580,7 +580,7 @@ def check_lines(*pvs: PlaneView) -> None:
     is refused, and its strings counted, alike whichever lines the rules read. The lines of
     one `LineBlock` are checked in one pass (100k small planes: one call, not 100k)."""
     by_block: dict[int, tuple[LineBlock, list[np.ndarray]]] = {}
-    for block, a, b in adjacent_runs((pv.lines.block, pv.lines.a, pv.lines.b) for pv in pvs):
+    for block, a, b in adjacent_runs((t.block, t.a, t.b) for t in (pv.lines for pv in pvs)):
         by_block.setdefault(id(block), (block, []))[1].append(np.arange(a, b))
     for block, rows in by_block.values():
         BAD_STRINGS[0] += block.check(np.concatenate(rows), SCANNER)
