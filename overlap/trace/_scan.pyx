@@ -66,7 +66,7 @@ from libc.string cimport memcmp, memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cython.view cimport array as cvarray
 from cpython.unicode cimport (PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_DecodeASCII,
-                             PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ)
+                             PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ)
 
 
 cdef extern from *:
@@ -540,30 +540,33 @@ _PLAIN = (False, 0, None)
 
 
 cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta,
-                  _LineRecs lines, _I64s starts, _I64s ends):
-    """(plane bytes without lines [and entries], (stripped, strings with invalid UTF-8 in the
-    stripped entries, each copy written counted: upb then never sees those entries up front,
-    so they are checked here as upb would check them; the stripped entries decoded, else
-    None: see `_plane_walk`)). Its lines are added to `lines`, its event_metadata entries'
-    starts and ends to `starts` and `ends`."""
-    body, stripped, bad, meta = _plane_walk(&mv[0], s, e, strip_meta, [], lines, starts, ends,
-                                            mv.shape[0] <= 0x7fffffff)
+                  _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans):
+    """(plane bytes without lines, stat metadata [and entries], (stripped, strings with
+    invalid UTF-8 in the stripped entries, each copy written counted: upb then never sees
+    those entries up front, so they are checked here as upb would check them; the stripped
+    entries decoded, else None: see `_plane_walk`), its stat metadata (`_stat_names`)). Its
+    lines are added to `lines`, its event_metadata entries' starts and ends to `starts` and
+    `ends`; `sspans` is scratch for its stat metadata entries."""
+    body, stripped, bad, meta, names = _plane_walk(&mv[0], s, e, strip_meta, [], lines, starts,
+                                                   ends, sspans, mv.shape[0] <= 0x7fffffff)
     return body, (_PLAIN if not stripped and not bad and meta is None
-                  else (stripped, bad, meta))
+                  else (stripped, bad, meta)), names
 
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
-                       list parts, _LineRecs lines, _I64s starts, _I64s ends, bint narrow):
-    """`_plane`'s walk: (the plane bytes without lines, stripped, bad, meta: see `_plane`),
-    its lines added to `lines`, its entry spans to `starts` and `ends`; a stripped plane's
-    entries, checked as upb would check them, also decoded in that check
-    (`_entry_decode`) as `decode_meta(narrow=narrow)` gives them (else None), last in the
-    tuple."""
+                       list parts, _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans,
+                       bint narrow):
+    """`_plane`'s walk: (the plane bytes without lines and stat metadata, stripped, bad,
+    meta, stat names: see `_plane`), its lines added to `lines`, its entry spans to `starts`
+    and `ends`; a stripped plane's entries, checked as upb would check them, also decoded in
+    that check (`_entry_decode`) as `decode_meta(narrow=narrow)` gives them (else None)."""
     cdef Py_ssize_t p = s, fs, vp, q, run = s
     cdef uint64_t fn
     cdef int wt
     cdef int strip = -1  # decided at the first entry, for all of them
     cdef Py_ssize_t first = starts.n  # (this plane's entries: from here on)
+    cdef Py_ssize_t sfirst = sspans.n  # (its stat metadata fields: (tag, payload, end) each)
+    cdef int64_t* sp
     name = None
     while p < e:
         fs = p
@@ -574,11 +577,17 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
         p = _tag(b, p, e, &fn, &wt)
         if p < 0:
             raise _fail(p)
-        if wt == 2 and (fn == 2 or fn == 3 or fn == 4):
+        if wt == 2 and (fn == 2 or fn == 3 or fn == 4 or fn == 5):
             vp = _len(b, p, e, &q)
             if vp < 0:
                 raise _fail(vp)
-            if fn == 3:
+            if fn == 5:  # stat metadata: never in the skeleton (`_stat_names`)
+                if fs > run:
+                    parts.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
+                sp = sspans.grow(3)
+                sp[0], sp[1], sp[2] = fs, vp, q
+                run = q
+            elif fn == 3:
                 if fs > run:
                     parts.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
                 lines.add(b, vp, q)
@@ -645,7 +654,107 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
         rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32)
         meta = {"ok": dok, "key": arrays[0], "name": arrays[1], "disp": arrays[2],
                 "value": arrays[3], "reversed": rev}
-    return (b"".join(parts), strip == 1, bad, meta)
+    snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3)
+    sspans.n = sfirst
+    return (b"".join(parts), strip == 1, bad, meta, snames)
+
+
+cdef int _stat_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* key,
+                     Py_ssize_t* ns, Py_ssize_t* ne) noexcept nogil:
+    """One stat_metadata map entry [p, e) read plainly: 1, with its key and its name's span
+    (empty where it has none); 0 where upb is left to read it: anything but key varints and
+    one value message of id varints and name and description texts of valid UTF-8 (a second
+    value, which upb merges; an unknown field, with which upb keeps the entry out of the map;
+    a wrong wire type; damage, which upb names)."""
+    cdef uint64_t fn, v
+    cdef int wt
+    cdef Py_ssize_t vp, q, tp, tq
+    cdef bint got = False
+    key[0] = 0
+    ns[0] = ne[0] = 0
+    while p < e:
+        p = _tag(b, p, e, &fn, &wt)
+        if p < 0:
+            return 0
+        if fn == 1 and wt == 0:
+            p = _varint(b, p, e, &v)
+            if p < 0:
+                return 0
+            key[0] = <int64_t>v
+        elif fn == 2 and wt == 2 and not got:
+            got = True
+            vp = _len(b, p, e, &q)
+            if vp < 0:
+                return 0
+            while vp < q:
+                vp = _tag(b, vp, q, &fn, &wt)
+                if vp < 0:
+                    return 0
+                if fn == 1 and wt == 0:
+                    vp = _varint(b, vp, q, &v)
+                    if vp < 0:
+                        return 0
+                elif (fn == 2 or fn == 3) and wt == 2:
+                    tp = _len(b, vp, q, &tq)
+                    if tp < 0 or not _utf8_ok(b + tp, tq - tp):
+                        return 0
+                    if fn == 2:  # (a name written twice: the last one, as upb reads it)
+                        ns[0], ne[0] = tp, tq
+                    vp = tq
+                else:
+                    return 0
+            p = q
+        else:
+            return 0
+    return 1
+
+
+cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n):
+    """A plane's stat metadata (its `n` entries, (tag, payload, end) each at `sp`), as
+    `Plane.stat_names` reads upb's map: None where it has none; {id: name} in upb's
+    iteration order where every entry reads plainly (`_stat_entry`) and the ids are dense
+    (each in [0, ids]: upb iterates those ascending, `skeleton.in_upb_order`); else
+    (the entries' field bytes, for upb; the ids as written and the map, where they read
+    plainly but are not dense, else None and None), for `wire._stat_names`.
+
+    Why: upb built a message per entry in the skeleton and `Plane` a dict from it, ~1 us an
+    entry: a capture whose copies all differ in size interns 100k details texts there
+    (13.6 MB of a 30 MB file in the skeleton, 64 ms to read the map back)."""
+    if n == 0:
+        return None
+    cdef Py_ssize_t i, ns, ne
+    cdef int64_t k, lo = 0, hi = 0, last = 0
+    cdef bint plain = True, ascending = True
+    cdef dict d = {}
+    for i in range(n):
+        if not _stat_entry(b, sp[3 * i + 1], sp[3 * i + 2], &k, &ns, &ne):
+            plain = False
+            break
+        if i == 0:
+            lo = hi = k
+        else:
+            lo, hi = min(lo, k), max(hi, k)
+            ascending = ascending and k > last
+        last = k
+        d[k] = PyUnicode_DecodeUTF8(<char*>(b + ns), ne - ns, NULL)
+    if plain and lo >= 0 and hi <= len(d):
+        return d if ascending else dict(sorted(d.items()))
+    fields = b"".join([PyBytes_FromStringAndSize(<char*>(b + sp[3 * i]), sp[3 * i + 2] - sp[3 * i])
+                       for i in range(n)])
+    if not plain:
+        return (fields, None, None)
+    return (fields, _written(b, sp, n), d)
+
+
+cdef list _written(const uint8_t* b, const int64_t* sp, Py_ssize_t n):
+    """The entries' ids in the order written (duplicates included; every entry plain)."""
+    cdef Py_ssize_t i, ns, ne
+    cdef int64_t k
+    out = []
+    for i in range(n):
+        _stat_entry(b, sp[3 * i + 1], sp[3 * i + 2], &k, &ns, &ne)
+        out.append(k)
+    return out
 
 
 cdef object _owned_int64(int64_t** p, Py_ssize_t n):
@@ -676,8 +785,9 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
     (stripped, bad, meta) from `_plane`, the lines of every plane as `_LineRecs.taken` gives
     them, (entry starts, entry ends) of every plane's event_metadata map entries, (line
     bounds, entry bounds): plane i's lines are records [line_bounds[i], line_bounds[i + 1]),
-    its entries [entry_bounds[i], entry_bounds[i + 1])). Raises Corrupt on bytes upb would
-    refuse in the parts walked here. `meta` is a plane's entries decoded as
+    its entries [entry_bounds[i], entry_bounds[i + 1]), per plane its stat metadata as
+    `_stat_names` gives it: never in the skeleton). Raises Corrupt on bytes upb would refuse
+    in the parts walked here. `meta` is a plane's entries decoded as
     `decode_meta(narrow=(the buffer is under 2 GiB))` gives them where the plane was
     stripped, else None.
 
@@ -693,8 +803,10 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
         raise ValueError("n beyond the buffer")
     skel = []
     planes = []
+    stat_names = []
     cdef _LineRecs lines = _LineRecs()
     cdef _I64s starts = _I64s(), ends = _I64s(), line_bounds = _I64s(), entry_bounds = _I64s()
+    cdef _I64s sspans = _I64s()
     line_bounds.push(0)
     entry_bounds.push(0)
     while p < n:
@@ -708,10 +820,11 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
                 raise _fail(vp)
             if fs > run:
                 skel.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
-            body, got = _plane(mv, vp, q, strip_meta, lines, starts, ends)
+            body, got, names = _plane(mv, vp, q, strip_meta, lines, starts, ends, sspans)
             skel.append(b"\x0a" + enc_varint(len(body)))
             skel.append(body)
             planes.append(got)
+            stat_names.append(names)
             line_bounds.push(lines.n)
             entry_bounds.push(starts.n)
             run = q
@@ -723,7 +836,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
     if n > run:
         skel.append(PyBytes_FromStringAndSize(<char*>(b + run), n - run))
     return (b"".join(skel), planes, lines.taken(), (starts.taken(), ends.taken()),
-            (line_bounds.taken(), entry_bounds.taken()))
+            (line_bounds.taken(), entry_bounds.taken()), stat_names)
 
 
 # ---------------------------------------------------------------------------------------------

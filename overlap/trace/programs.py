@@ -182,7 +182,7 @@ def _small_program(raw: bytes) -> list[tuple[str, str, _Shape]] | None:
     out: list[tuple[str, str, _Shape]] = []
     try:
         _message(raw, 0, len(raw), "HloProto", 0, out)
-    except (skeleton._Refuse, IndexError, UnicodeDecodeError):
+    except (skeleton.Refused, IndexError, UnicodeDecodeError):
         return None
     return out
 
@@ -191,7 +191,7 @@ def _message(b: bytes, i: int, end: int, kind: str, depth: int, out: list) -> An
     """Check one message of the schema; what it reads: an instruction's (name, opcode,
     shape) appended to `out`, a shape as a `_Shape`."""
     if depth > _MAX_DEPTH:
-        raise skeleton._Refuse
+        raise skeleton.Refused
     fields = _SCHEMA[kind]
     name = opcode = ""
     shape: _Shape | None = _Shape() if kind in ("ShapeProto", "LayoutProto") else None
@@ -205,12 +205,12 @@ def _message(b: bytes, i: int, end: int, kind: str, depth: int, out: list) -> An
             continue
         if f == "v":
             if wt != 0:
-                raise skeleton._Refuse
+                raise skeleton.Refused
             v, i = skeleton._varint(b, i, end)
             if shape is not None:
                 if kind == "ShapeProto" and fn == 2:
                     if v >= 1 << 31:
-                        raise skeleton._Refuse  # an int32 upb would wrap
+                        raise skeleton.Refused  # an int32 upb would wrap
                     shape.element_type = v
                 elif kind == "LayoutProto" and fn == 8:
                     shape.memory_space = skeleton._signed(v)
@@ -225,12 +225,12 @@ def _message(b: bytes, i: int, end: int, kind: str, depth: int, out: list) -> An
                     v, s = skeleton._varint(b, s, i)
                     vals.append(v)
             else:
-                raise skeleton._Refuse
+                raise skeleton.Refused
             if shape is not None and kind == "ShapeProto" and fn == 3:
                 shape.dimensions += [skeleton._signed(v) for v in vals]
         elif f in ("s", "s*"):
             if wt != 2:
-                raise skeleton._Refuse
+                raise skeleton.Refused
             s, i = skeleton._len(b, i, end)
             text = b[s:i].decode("utf-8")  # strict: upb refuses invalid UTF-8 too
             if kind == "HloInstructionProto":
@@ -241,10 +241,10 @@ def _message(b: bytes, i: int, end: int, kind: str, depth: int, out: list) -> An
         else:
             sub, repeated = f
             if wt != 2:
-                raise skeleton._Refuse
+                raise skeleton.Refused
             if not repeated:
                 if fn in seen:
-                    raise skeleton._Refuse
+                    raise skeleton.Refused
                 seen.add(fn)
             s, i = skeleton._len(b, i, end)
             got = _message(b, s, i, sub, depth + 1, out)

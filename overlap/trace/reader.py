@@ -500,7 +500,9 @@ def _read_space(xs, planes: list, host: str = "host",
     once read, so that its bytes can be freed while the others are read."""
     invalid_before = INVALID_EVENTS[0]
     reasons_before = dict(INVALID_REASONS)
-    task = next((pl for pl in xs.planes if pl.name == TASK_ENV_PLANE), None)
+    # (the plane's view, not the skeleton's message: the scanner keeps stat metadata out of
+    # the skeleton, `PlaneView.stat_names`)
+    task = next((pl for pl in planes if pl.name == TASK_ENV_PLANE), None)
     start_ns = stop_ns = None
     if task is not None:
         ts = Plane(task).plane_stats()

@@ -51,7 +51,7 @@ MAX_FIELDS = 5000
 MAX_PLANE_STATS = 128
 
 
-class _Refuse(Exception):
+class Refused(Exception):
     """Bytes this decoder leaves to upb."""
 
 
@@ -133,7 +133,7 @@ def decode_space(data: bytes, entries: int | None = None) -> SpaceMsg | None:
         return None
     try:
         return _space(data, [MAX_FIELDS])
-    except (_Refuse, IndexError, UnicodeDecodeError, struct.error):
+    except (Refused, IndexError, UnicodeDecodeError, struct.error):
         return None
 
 
@@ -145,14 +145,14 @@ def _varint(b: bytes, i: int, end: int) -> tuple[int, int]:
     x = b[i]
     if x < 0x80:
         if i >= end:
-            raise _Refuse
+            raise Refused
         return x, i + 1
     v = x & 0x7F
     shift = 7
     i += 1
     while True:
         if i >= end or shift > 63:
-            raise _Refuse
+            raise Refused
         x = b[i]
         i += 1
         v |= (x & 0x7F) << shift
@@ -160,7 +160,7 @@ def _varint(b: bytes, i: int, end: int) -> tuple[int, int]:
             break
         shift += 7
     if v >= _U64:
-        raise _Refuse
+        raise Refused
     return v, i
 
 
@@ -168,14 +168,14 @@ def _tag(b: bytes, i: int, end: int) -> tuple[int, int, int]:
     t = b[i]
     if t < 0x80 and i < end:  # one byte (fields 1-15), as `_varint` would read it
         if t < 8:
-            raise _Refuse  # field number 0
+            raise Refused  # field number 0
         return t >> 3, t & 7, i + 1
     i0 = i
     t, i = _varint(b, i, end)
     fn, wt = t >> 3, t & 7
     # upb's limits (as the scanner's): a tag of at most 5 bytes, below 2**32
     if fn == 0 or t >= 1 << 32 or i - i0 > 5:
-        raise _Refuse
+        raise Refused
     return fn, wt, i
 
 
@@ -184,13 +184,13 @@ def _len(b: bytes, i: int, end: int) -> tuple[int, int]:
     if n < 0x80 and i < end:  # one byte, as `_varint` would read it
         i += 1
         if i + n > end:
-            raise _Refuse
+            raise Refused
         return i, i + n
     i0 = i
     n, i = _varint(b, i, end)
     # upb's limits: a length prefix of at most 5 bytes, below 2**31 - 1
     if i + n > end or i - i0 > 5 or n >= (1 << 31) - 1:
-        raise _Refuse
+        raise Refused
     return i, i + n
 
 
@@ -200,11 +200,11 @@ def _skip(b: bytes, i: int, end: int, wt: int) -> int:
     if wt == 1 or wt == 5:
         i += 8 if wt == 1 else 4
         if i > end:
-            raise _Refuse
+            raise Refused
         return i
     if wt == 2:
         return _len(b, i, end)[1]
-    raise _Refuse  # groups (3, 4) and invalid wire types
+    raise Refused  # groups (3, 4) and invalid wire types
 
 
 def _signed(v: int) -> int:
@@ -214,7 +214,7 @@ def _signed(v: int) -> int:
 def _int64(b: bytes, i: int, end: int, wt: int) -> tuple[int, int]:
     """An int64 field's value (a varint, two's complement) and the position after it."""
     if wt != 0:
-        raise _Refuse
+        raise Refused
     v = b[i]
     if v < 0x80 and i < end:  # one byte, as `_varint` would read it
         return v, i + 1
@@ -235,7 +235,7 @@ def _space(b: bytes, budget: list[int]) -> SpaceMsg:
         fn, wt, i = _tag(b, i, end)
         if 1 <= fn <= 4:
             if wt != 2:
-                raise _Refuse
+                raise Refused
             s, i = _len(b, i, end)
             if fn == 1:
                 p, ekeys, skeys = _plane(b, s, i, budget)
@@ -247,8 +247,8 @@ def _space(b: bytes, budget: list[int]) -> SpaceMsg:
             i = _skip(b, i, end, wt)
     # the maps in upb's order, once every plane is read (a refusal costs no ordering)
     for p, (ekeys, skeys) in zip(out.planes, written):
-        p.event_metadata = _in_upb_order(p.event_metadata, ekeys)
-        p.stat_metadata = _in_upb_order(p.stat_metadata, skeys)
+        p.event_metadata = in_upb_order(p.event_metadata, ekeys)
+        p.stat_metadata = in_upb_order(p.stat_metadata, skeys)
     return out
 
 
@@ -257,24 +257,24 @@ def _plane(b: bytes, i: int, end: int, budget: list[int]
     """The plane (its maps in the order written: `_space` orders them) and each map's keys as
     written."""
     p = PlaneMsg()
-    ekeys: list[int] = []  # each map's keys as written (`_in_upb_order`)
+    ekeys: list[int] = []  # each map's keys as written (`in_upb_order`)
     skeys: list[int] = []
     while i < end:
         budget[0] -= 1
         if budget[0] < 0:
-            raise _Refuse  # upb is the faster here
+            raise Refused  # upb is the faster here
         fn, wt, i = _tag(b, i, end)
         if fn == 1:
             p.id, i = _int64(b, i, end, wt)
         elif fn in (2, 3, 4, 5, 6):
             if wt != 2 or fn == 3:  # lines: never in a skeleton
-                raise _Refuse
+                raise Refused
             s, i = _len(b, i, end)
             if fn == 2:
                 p.name = _text(b, s, i)
             elif fn == 6:
                 if len(p.stats) >= MAX_PLANE_STATS:
-                    raise _Refuse  # upb is the faster here
+                    raise Refused  # upb is the faster here
                 p.stats.append(_stat(b, s, i))
             else:
                 k, v = _entry(b, s, i, _event_metadata if fn == 4 else _stat_metadata)
@@ -285,7 +285,7 @@ def _plane(b: bytes, i: int, end: int, budget: list[int]
     return p, ekeys, skeys
 
 
-def _in_upb_order(m: dict[int, Any], written: list[int]) -> dict[int, Any]:
+def in_upb_order(m: dict[int, Any], written: list[int]) -> dict[int, Any]:
     """The map `m` (each key's last value) in the order upb iterates it, its keys inserted as
     `written` (file order, duplicates included). Dense keys (every key in [0, entries]):
     ascending (checked against upb for maps of 0 to 10,000 entries, any insertion order);
@@ -297,7 +297,7 @@ def _in_upb_order(m: dict[int, Any], written: list[int]) -> dict[int, Any]:
     if _UPB_INTTABLE[0] is None:
         _UPB_INTTABLE[0] = _upb_inttable()  # (once, where a map of other keys is met)
     if not _UPB_INTTABLE[0]:
-        raise _Refuse  # an int map in another upb's order: let upb build the map
+        raise Refused  # an int map in another upb's order: let upb build the map
     return {k: m[k] for k in upb_int_order(written)}
 
 
@@ -311,11 +311,11 @@ def _entry(b: bytes, i: int, end: int, value) -> tuple[int, Any]:
             key, i = _int64(b, i, end, wt)
         elif fn == 2:
             if wt != 2 or got is not None:  # a second value merges in upb: left to it
-                raise _Refuse
+                raise Refused
             s, i = _len(b, i, end)
             got = value(b, s, i)
         else:  # upb keeps an entry with unknown fields as unknown bytes, not in the map
-            raise _Refuse
+            raise Refused
     return key, got if got is not None else value(b, 0, 0)
 
 
@@ -327,7 +327,7 @@ def _event_metadata(b: bytes, i: int, end: int) -> EventMetadata:
             m.id, i = _int64(b, i, end, wt)
         elif fn in (2, 3, 4, 5):
             if wt != 2:
-                raise _Refuse
+                raise Refused
             s, i = _len(b, i, end)
             if fn == 2:
                 m.name = _text(b, s, i)
@@ -347,7 +347,7 @@ def _event_metadata(b: bytes, i: int, end: int) -> EventMetadata:
                     v, s = _varint(b, s, i)
                     m.child_id.append(_signed(v))
             else:
-                raise _Refuse
+                raise Refused
         else:
             i = _skip(b, i, end, wt)
     return m
@@ -361,7 +361,7 @@ def _stat_metadata(b: bytes, i: int, end: int) -> StatMetadata:
             m.id, i = _int64(b, i, end, wt)
         elif fn in (2, 3):
             if wt != 2:
-                raise _Refuse
+                raise Refused
             s, i = _len(b, i, end)
             if fn == 2:
                 m.name = _text(b, s, i)
@@ -384,7 +384,7 @@ def _stat(b: bytes, i: int, end: int) -> Stat:
         t = b[i]
         if t < 0x80:  # a one-byte tag (i < end here), as `_tag` reads it: inline, per stat
             if t < 8:
-                raise _Refuse
+                raise Refused
             fn, wt, i = t >> 3, t & 7, i + 1
         else:
             fn, wt, i = _tag(b, i, end)
@@ -397,10 +397,10 @@ def _stat(b: bytes, i: int, end: int) -> Stat:
             continue
         name, want = f
         if wt != want:
-            raise _Refuse
+            raise Refused
         if wt == 1:
             if i + 8 > end:
-                raise _Refuse
+                raise Refused
             val: Any = _DOUBLE.unpack_from(b, i)[0]
             i += 8
         elif wt == 0:

@@ -61,7 +61,8 @@ from overlap.trace.lines import _Line as _Line
 from overlap.trace.lines import merge_lines as merge_lines
 from overlap.trace.lines import merge_rows as merge_rows
 from overlap.trace.metatable import MetaTable as MetaTable
-from overlap.trace.skeleton import decode_space
+from overlap.trace.skeleton import Refused as SkeletonRefused
+from overlap.trace.skeleton import decode_space, in_upb_order
 from overlap.trace.statcols import coded_stat as coded_stat
 from overlap.trace.statcols import map_stat as map_stat
 from overlap.trace.statcols import stat_codes as stat_codes
@@ -101,7 +102,10 @@ class Plane:
 
     def __init__(self, plane):
         self.plane = plane
-        self.stat_names: dict[int, str] = {k: v.name for k, v in plane.stat_metadata.items()}
+        # (read by the scanner where the plane came from `parse_space`: `_stat_names`)
+        got = getattr(plane, "stat_names", None)
+        self.stat_names: dict[int, str] = got if got is not None else {
+            k: v.name for k, v in plane.stat_metadata.items()}
         self.stat_ids = _StatIds(self.stat_names)
         self._meta = None if getattr(plane, "meta_stripped", False) else plane.event_metadata
         self._meta_stats: dict[int, dict[str, Any]] = {}
@@ -488,12 +492,16 @@ class PlaneView:
     [lo, hi) of a parse's span arrays, `meta_pos` their (starts, ends), sliced when read."""
 
     # (slots: one per plane, 100k in a capture of small planes; no instance dict)
-    __slots__ = ("msg", "lines", "buf", "_spans", "meta_decoded", "meta_stripped")
+    __slots__ = ("msg", "lines", "buf", "_spans", "meta_decoded", "meta_stripped", "stat_names")
 
     def __init__(self, msg, lines: LineTable, buf: np.ndarray | None = None,
                  spans: tuple[np.ndarray, np.ndarray, int, int] | None = None,
-                 meta_stripped: bool = False, meta_decoded: dict | None = None):
+                 meta_stripped: bool = False, meta_decoded: dict | None = None,
+                 stat_names: dict[int, str] | None = None):
         self.msg = msg
+        # stat id -> name, in upb's order, where the scanner read the plane's stat metadata
+        # (then never in `msg`: `Plane` reads this); None: `msg.stat_metadata` holds it
+        self.stat_names = stat_names
         self.lines = lines
         self.buf = buf
         self._spans = spans
@@ -536,7 +544,7 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
 def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.ndarray]:
     scanner: Any = SCANNER
     # (a stripped plane's entries decoded as they are checked: `MetaTable(decoded=)`)
-    skel, planes, (rec, names, displays, bad_lines), (ms, me), bounds = \
+    skel, planes, (rec, names, displays, bad_lines), (ms, me), bounds, stat_names = \
         scanner.split_space(data, n, strip_meta)
     # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`; the
     # event metadata entries it holds, located by the split, say what that costs); once
@@ -550,6 +558,7 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
         xs = _strict_or_sanitized(XSpace, skel)
     if len(xs.planes) != len(planes):
         raise Corrupt("plane count mismatch")
+    stat_names = [_stat_names(got) for got in stat_names]
     a = np.frombuffer(data, np.uint8)
     block = LineBlock(rec, names, displays, a)
     BAD_STRINGS[0] += bad_lines
@@ -558,8 +567,28 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
         if bad:  # each copy written was counted: count as upb reads the entries
             BAD_STRINGS[0] += _entries_bad_strings(a, ms[eb[i]:eb[i + 1]], me[eb[i]:eb[i + 1]])
         out.append(PlaneView(m, LineTable(block, lb[i], lb[i + 1]), a,
-                             (ms, me, eb[i], eb[i + 1]), stripped, meta))
+                             (ms, me, eb[i], eb[i + 1]), stripped, meta, stat_names[i]))
     return xs, out, a
+
+
+def _stat_names(got) -> dict[int, str] | None:
+    """A plane's stat id -> name, in upb's order, from what `split_space` gives for it: None
+    (no stat metadata), the map, or (the entries' field bytes, ids as written, the map) where
+    the ids are not dense (ordered as upb would: `skeleton.in_upb_order`) or the entries are
+    not plain (map and ids None): upb reads the bytes then, as it read them inside the
+    skeleton (a damaged entry refused, a replaced string counted, alike)."""
+    if got is None or isinstance(got, dict):
+        return got
+    fields, written, plain = got
+    if plain is not None:
+        try:
+            return in_upb_order(plain, written)
+        except SkeletonRefused:
+            pass
+    from overlap.trace.protos import XSpace
+
+    xs = _strict_or_sanitized(XSpace, b"\x0a" + _enc_varint(len(fields)) + fields)
+    return {k: v.name for k, v in xs.planes[0].stat_metadata.items()}
 
 
 def _entries_bad_strings(a: np.ndarray, ms: np.ndarray, me: np.ndarray) -> int:
