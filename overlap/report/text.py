@@ -232,7 +232,17 @@ _ENCODE, _ASCII = _c_encoder()  # the C encoder (compact, no indent), and how it
 
 def _emit(fp, v: Any, indent: str, depth: int) -> None:
     inner = indent + "  "
-    if isinstance(v, dict) and v and depth < 3:
+    if isinstance(v, dict) and v and depth == 2:
+        # Its values are written compact (depth 3): a batch of entries as one piece, not
+        # three writes and a call per entry (a capture of 100k devices: its vendors
+        # {host: {device: vendor}}, 300k writes, ~0.5 s)
+        fp.write("{\n")
+        items = list(v.items())
+        for lo in range(0, len(items), _BATCH):
+            part = [f"{inner}{_ENCODE(str(k))}: {_ENCODE(x)}" for k, x in items[lo:lo + _BATCH]]
+            fp.write(",\n".join(part) + (",\n" if lo + _BATCH < len(items) else "\n"))
+        fp.write(indent + "}")
+    elif isinstance(v, dict) and v and depth < 3:
         fp.write("{\n")
         for i, (k, x) in enumerate(v.items()):
             fp.write(f"{inner}{_ENCODE(str(k))}: ")

@@ -87,8 +87,10 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
         ev = LineEvents(seg, base, plane_of=plane_of, wanted=(), groups=groups,
                         presence=presence)
         if ev.n:
+            # (per event its line's index into `names`: what is asked of a line, once a line)
+            line_of = ev.kept(rep(np.arange(len(names))))
             _gpu_events(G, _gpu_meta_kinds(G), ev, ev.kept(device), ev.kept(stream),
-                        ev.kept(name), host, tr, co, details_cache, side)
+                        ev.kept(name), host, tr, co, details_cache, side, (names, line_of))
 
     def pend(i: int, rows: np.ndarray, counts: np.ndarray) -> None:
         """Small lines `rows` (with `counts` events each, all > 0) of plane `i` pending, in
@@ -184,8 +186,9 @@ def _gpu_meta_kinds(P) -> tuple[dict[int, str], list[int]]:
             rows: Any = zip(keys.tolist(), Q.names(keys),
                        t.has_stat(keys, Q.stat_ids.get("kernel_details", ())).tolist())
         else:
-            rows = ((k, md.name, len(md.stats) and "kernel_details" in Q.meta_stats(k))
-                    for k, md in Q.meta.items())
+            m = Q.meta  # (its keys, then each entry: `items()` is a Python-level view)
+            rows = ((k, (md := m[k]).name, len(md.stats) and "kernel_details" in Q.meta_stats(k))
+                    for k in m)
         for k, name, has_kd in rows:
             if name in MEMCPY_DIRECTIONS:
                 memcpy_mids[k + off] = MEMCPY_DIRECTIONS[name]
@@ -199,9 +202,11 @@ def _gpu_meta_kinds(P) -> tuple[dict[int, str], list[int]]:
 
 
 def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: Cols, co: Cols,
-                details_cache: dict, side: vendors.GpuSide | None = None) -> None:
+                details_cache: dict, side: vendors.GpuSide | None = None,
+                lines_of: tuple[list, np.ndarray] | None = None) -> None:
     """Transfers and kernels of one line (or one merged segment: `P` is then a `PlaneGroup`,
-    and `device`, `stream` and `line_name` are per-event arrays)."""
+    and `device`, `stream` and `line_name` are per-event arrays; `lines_of` the segment's
+    line names and per event its line's index among them)."""
     def pick(v, idx):
         # every event (a kernel-only line): the array itself, not a copy of it
         if not isinstance(v, np.ndarray) or len(idx) == ev.n:
@@ -238,7 +243,8 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                hlo_module=stat_column(P, ev, idx, "hlo_module"),
                program_id=map_stat(P, ev, idx, "program_id", as_id))
     # Neither a memcpy nor a kernel: the shape checks look at these (vendors.shape_unknowns).
-    vendors.note_other_events(P, ev, np.flatnonzero(~is_mc & ~is_k), device, line_name, side)
+    vendors.note_other_events(P, ev, np.flatnonzero(~is_mc & ~is_k), device, line_name, side,
+                              lines_of)
     # (every event a kernel, a kernel-only line: the positions counted, not searched)
     idx = np.arange(ev.n) if is_k.all() else np.flatnonzero(is_k)
     if idx.size:

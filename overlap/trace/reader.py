@@ -526,7 +526,7 @@ def _read_space(xs, planes: list, host: str = "host",
     st: dict[str, list] = defaultdict(list)
     mem = Cols()
     mods: dict[str, list] = defaultdict(list)
-    devs: dict[str, list] = defaultdict(list)
+    devs: list[tuple] = []  # per device plane, its row (`_device_row`)
     lines: list[tuple] = []  # per plane, its rows of the `lines` table (`_line_rows`)
     facts: dict[str, Any] = {
         "host": host, "source": str(source) if source else None,
@@ -653,7 +653,8 @@ def _read_space(xs, planes: list, host: str = "host",
                               checked=("hlo_module",)),
         "steps": as_columns(st, STEP_COLUMNS),
         "memory": as_columns(mem.rows(MEMORY_COLUMNS), MEMORY_COLUMNS, checked=("allocator",)),
-        "modules": as_columns(mods, MODULE_COLUMNS), "devices": as_columns(devs, DEVICE_COLUMNS),
+        "modules": as_columns(mods, MODULE_COLUMNS),
+        "devices": as_columns(_device_columns(devs), DEVICE_COLUMNS),
         "lines": as_columns(_line_rows(lines), LINE_COLUMNS),
     }
 
@@ -736,18 +737,27 @@ def _gpu_vendor_facts(facts: dict[str, Any], side: vendors.GpuSide, hip_calls: C
     facts["transfer_unknowns"] = unknown
 
 
-def _device_row(devs, host, device, plane, P: Plane) -> None:
+def _device_row(devs: list[tuple], host, device, plane, P: Plane) -> None:
+    """The device's row of the `devices` table (`DEVICE_COLUMNS` in order), from its plane's
+    own stats."""
     ps = P.plane_stats()
-    devs["host"].append(host)
-    devs["device"].append(device)
-    devs["plane"].append(plane.name)
-    devs["vendor"].append(as_text(ps.get("device_vendor")))
-    devs["name"].append(as_text(ps.get("gpu_device_name")) or as_text(
-        ps.get("device_type_string")) or as_text(ps.get("device_name")))
-    devs["memory_size"].append(as_int(ps.get("memory_size")))
-    devs["memory_bandwidth"].append(as_int(ps.get("memory_bandwidth")))
-    devs["clock_rate_khz"].append(as_int(ps.get("clock_rate")))
-    devs["core_count"].append(as_int(ps.get("core_count")))
+    if not ps:  # (another producer's planes, or 100k small ones: no facts, no lookups)
+        devs.append((host, device, plane.name) + _NO_DEVICE_FACTS)
+        return
     major, minor = ps.get("compute_cap_major"), ps.get("compute_cap_minor")
-    devs["compute_capability"].append(f"{as_text(major)}.{as_text(minor)}"
-                                      if major is not None else None)
+    devs.append((
+        host, device, plane.name, as_text(ps.get("device_vendor")),
+        as_text(ps.get("gpu_device_name")) or as_text(ps.get("device_type_string"))
+        or as_text(ps.get("device_name")),
+        as_int(ps.get("memory_size")), as_int(ps.get("memory_bandwidth")),
+        as_int(ps.get("clock_rate")), as_int(ps.get("core_count")),
+        f"{as_text(major)}.{as_text(minor)}" if major is not None else None))
+
+
+# `_device_row`'s facts of a plane without stats (`as_text(None)`, `as_int(None)`: None)
+_NO_DEVICE_FACTS = (None,) * (len(DEVICE_COLUMNS) - 3)
+
+
+def _device_columns(devs: list[tuple]) -> dict[str, list]:
+    """The `devices` table's columns from `_device_row`'s rows."""
+    return {k: list(c) for k, c in zip(DEVICE_COLUMNS, zip(*devs))}

@@ -33,6 +33,7 @@ no device event here, so their calls become "cannot tell" rather than transfers;
 from __future__ import annotations
 
 import re
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -80,6 +81,7 @@ KNOWN_STREAM_KINDS = frozenset({
     "HostUnregister", "CudaGraph", "Synchronization", "Generic", "Unsupported",
     "ThreadMarkerRange", "ThreadMarkerStart", "ThreadMarkerEnd"})
 _STREAM_RE = LazyPattern(r"^Stream #-?\d+(?:\((?P<kinds>[^()]*)\))?$")
+_STREAM_HEAD = LazyPattern(r"Stream #-?\d+")  # (`_STREAM_RE` up to its kinds list)
 
 KNOWN_VENDORS = {"nvidia": "NVIDIA", "amd": "AMD", "google": "Google"}
 
@@ -175,16 +177,24 @@ def graph_device_copies(P, ev, idx: np.ndarray, codes: np.ndarray,
     return shaped
 
 
-def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide | None) -> None:
+def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide | None,
+                      lines_of: tuple[list, np.ndarray] | None = None) -> None:
     """Events of one line that are neither kernels nor CUPTI memcpys, on stream lines only
-    (derived lines such as `TensorFlow Ops` or `Steps` hold no device work of their own)."""
+    (derived lines such as `TensorFlow Ops` or `Steps` hold no device work of their own).
+    `lines_of`: (line names, per event its line's index among them), given where
+    `line_name` is per event (a merged segment)."""
     if side is None or not idx.size:
         return
-    if isinstance(line_name, np.ndarray):
-        # once per distinct line name: a merged segment holds many events of few lines
-        codes, names = factorize(line_name[idx])
-        ok = np.array([_is_stream_line(n) for n in names.tolist()] + [False], bool)
-        idx = idx[ok[codes]]
+    if lines_of is not None:
+        # once per line, by its index (a merged segment holds many events of few lines): no
+        # hashing of the events' names (a segment of 64k one-event lines: a factorize of 64k
+        # distinct strings)
+        names, of = lines_of
+        at = of[idx]
+        rows = sorted_unique(at)
+        ok = np.fromiter(map(_is_stream_line, map(names.__getitem__, rows.tolist())), bool,
+                         len(rows))
+        idx = idx[ok[np.searchsorted(rows, at)]]
         if not idx.size:
             return
     elif not _is_stream_line(line_name):
@@ -425,20 +435,15 @@ def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     per event is made, filtered or factorized again (a million one-event lines: +183 MiB at
     this step, its read's peak)."""
     lcode, lines = _line_codes(other["line"])
-    by_kinds: dict[str, str | None] = {}  # kinds list -> reason
     reasons: dict[str, int] = {_UNREAD: 0}  # reason -> code
-    why_of_line = []  # per distinct line, its reason's code (-1: none, a plain stream)
-    for ln in lines.tolist():
-        text = str(ln)
-        # the reason reads only the kinds list: `Stream #7(Compute,Memset)` and `Stream
-        # #9(Compute,Memset)` share one (a million lines, a handful of kinds lists)
-        tail = f"{text.startswith('Stream #')}{text[text.find('('):] if '(' in text else ''}"
-        if tail not in by_kinds:
-            by_kinds[tail] = _stream_why(ln)
-        why = by_kinds[tail]
-        why_of_line.append(-1 if why is None else reasons.setdefault(why, len(reasons)))
+    kinds, first = _kinds_keys(lines)
+    why = []  # per kinds key, its reason's code (-1: none, a plain stream)
+    for i in first:
+        w = None if i is None else _stream_why(lines[i])
+        why.append(-1 if w is None else reasons.setdefault(w, len(reasons)))
+    why_of_line = np.array(why, np.int64)[kinds]
     # per event; lcode -1 (no line) reads the trailing -1 (no reason: plain)
-    wcode = np.array(why_of_line + [-1], np.int64)[lcode]
+    wcode = np.append(why_of_line, -1)[lcode]
     ncode, names = factorize(other["name"])
     dcode, devices = factorize(other["device"])
     plain = wcode < 0
@@ -456,6 +461,35 @@ def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
         out.append({"device": dev, "events": int(len(g)),
                     "reason": f"{len(g)} {name!r} event(s) {where}: {reason}"})
     return out
+
+
+def _kinds_keys(lines: np.ndarray) -> tuple[np.ndarray, list[int | None]]:
+    """A line's reason (`_stream_why`) reads its kinds list alone: `Stream #7(Compute,Memset)`
+    and `Stream #9(Compute,Memset)` share one (a million lines, a handful of kinds lists).
+    Per line (`str` of each) the code of its key, and per key the first line that has it,
+    whose reason is the key's (None: a key no line has). The key: 0 for a line without `(`
+    (no kinds list: no reason), else whether the text before the first `(` is a stream's
+    (`Stream #<n>`) and the text from it on: all `_STREAM_RE` reads. Lines without a `(` are
+    keyed without a Python step each (one scan of the texts in C, `map`): a million one-event
+    lines cost ~0.3 s one by one."""
+    texts = list(map(str, lines.tolist()))
+    paren = np.fromiter(map(str.find, texts, repeat("(")), np.int64, len(texts))
+    code = np.zeros(len(texts), np.int64)
+    firsts: dict[int, int] = {}
+    if (plain := np.flatnonzero(paren < 0)).size:
+        firsts[0] = int(plain[0])
+    with_kinds = np.flatnonzero(paren >= 0).tolist()
+    if with_kinds:
+        keys: dict[tuple[bool, str], int] = {}
+        got = []
+        for i, p in zip(with_kinds, paren[with_kinds].tolist()):
+            text = texts[i]
+            k = keys.setdefault((_STREAM_HEAD.fullmatch(text[:p]) is not None, text[p:]),
+                                len(keys) + 1)
+            got.append(k)
+            firsts.setdefault(k, i)
+        code[with_kinds] = got
+    return code, [firsts.get(k) for k in range(max(firsts, default=-1) + 1)]
 
 
 def _line_codes(line: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

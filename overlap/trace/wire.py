@@ -100,18 +100,30 @@ from overlap.trace.values import unique_inverse_at as unique_inverse_at
 class Plane:
     """Per-plane lookups: stat names by id, metadata names, and metadata-level stats."""
 
+    # (slots, and its lookup tables made when first asked: one per plane, 100k in a capture
+    # of small planes, most of which never asks; ~0.4 KiB a plane with an instance dict)
+    __slots__ = ("plane", "stat_names", "_stat_ids", "_meta", "_meta_stats", "_wanted",
+                 "_table", "_plane_stats")
+
     def __init__(self, plane):
         self.plane = plane
         # (read by the scanner where the plane came from `parse_space`: `_stat_names`)
         got = getattr(plane, "stat_names", None)
         self.stat_names: dict[int, str] = got if got is not None else {
             k: v.name for k, v in plane.stat_metadata.items()}
-        self.stat_ids = _StatIds(self.stat_names)
+        self._stat_ids: _StatIds | None = None
         self._meta = None if getattr(plane, "meta_stripped", False) else plane.event_metadata
-        self._meta_stats: dict[int, dict[str, Any]] = {}
-        self._wanted: dict[tuple, dict[int, str]] = {}
+        self._meta_stats: dict[int, dict[str, Any]] | None = None
+        self._wanted: dict[tuple, dict[int, str]] | None = None
         self._table: MetaTable | None | bool = False  # built on first use
         self._plane_stats: dict[str, Any] | None = None
+
+    @property
+    def stat_ids(self) -> "_StatIds":
+        """Stat name -> its ids (`_StatIds`)."""
+        if self._stat_ids is None:
+            self._stat_ids = _StatIds(self.stat_names)
+        return self._stat_ids
 
     @property
     def meta(self):
@@ -170,6 +182,8 @@ class Plane:
         return out
 
     def meta_stats(self, metadata_id: int) -> dict[str, Any]:
+        if self._meta_stats is None:
+            self._meta_stats = {}
         cached = self._meta_stats.get(metadata_id)
         if cached is None:
             md = self.meta.get(metadata_id)
@@ -178,6 +192,8 @@ class Plane:
         return cached
 
     def _wanted_ids(self, names: tuple[str, ...]) -> dict[int, str]:
+        if self._wanted is None:
+            self._wanted = {}
         wanted = self._wanted.get(names)
         if wanted is None:
             wanted = self._wanted[names] = self.ids(*names)
@@ -185,7 +201,7 @@ class Plane:
 
     def meta_some(self, metadata_id: int, names: tuple[str, ...]) -> dict[str, Any]:
         """Only the metadata stats named `names` (decoding the others costs, per metadata)."""
-        if metadata_id in self._meta_stats:
+        if self._meta_stats is not None and metadata_id in self._meta_stats:
             full = self._meta_stats[metadata_id]
             return {k: full[k] for k in names if k in full}
         wanted = self._wanted_ids(names)
@@ -268,8 +284,14 @@ class Plane:
 
 def groupable(P: Plane) -> bool:
     """Can this plane's ids be keyed inside a `PlaneGroup`?"""
-    return all(0 <= k < GROUP_STRIDE for k in P.meta.keys()) and \
-        all(0 <= k < GROUP_STRIDE for k in P.stat_names)
+    return _in_stride(P.meta) and _in_stride(P.stat_names)
+
+
+def _in_stride(keys) -> bool:
+    """Every key of the map in [0, GROUP_STRIDE) (min and max over the map itself, in C: a
+    generator over `keys()`, a Python-level view on upb's map, cost ~2 us a plane,
+    100k planes in a capture of small ones)."""
+    return not keys or (min(keys) >= 0 and max(keys) < GROUP_STRIDE)
 
 
 class PlaneGroup:
@@ -370,11 +392,14 @@ class _GroupStatIds:
     def __init__(self, planes: list[Plane]):
         self.planes = planes
         self._cache: dict[str, list[int]] = {}
+        self._named: list[tuple[int, Plane]] | None = None  # the planes with stat metadata
 
     def get(self, name: str, default=None):
         got = self._cache.get(name)
         if got is None:
-            got = self._cache[name] = [i * GROUP_STRIDE + k for i, P in enumerate(self.planes)
+            if self._named is None:  # (looked for once, not once per name asked)
+                self._named = [(i, P) for i, P in enumerate(self.planes) if P.stat_names]
+            got = self._cache[name] = [i * GROUP_STRIDE + k for i, P in self._named
                                        for k in P.stat_ids.get(name, ())]
         return got or default
 
@@ -492,13 +517,17 @@ class PlaneView:
     [lo, hi) of a parse's span arrays, `meta_pos` their (starts, ends), sliced when read."""
 
     # (slots: one per plane, 100k in a capture of small planes; no instance dict)
-    __slots__ = ("msg", "lines", "buf", "_spans", "meta_decoded", "meta_stripped", "stat_names")
+    __slots__ = ("msg", "name", "lines", "buf", "_spans", "meta_decoded", "meta_stripped",
+                 "stat_names")
 
     def __init__(self, msg, lines: LineTable, buf: np.ndarray | None = None,
                  spans: tuple[np.ndarray, np.ndarray, int, int] | None = None,
                  meta_stripped: bool = False, meta_decoded: dict | None = None,
                  stat_names: dict[int, str] | None = None):
         self.msg = msg
+        # (read once: the reader asks a plane's name several times, and `__getattr__` runs
+        # only after a failed lookup, ~1 us each, 100k planes in a capture of small ones)
+        self.name = msg.name
         # stat id -> name, in upb's order, where the scanner read the plane's stat metadata
         # (then never in `msg`: `Plane` reads this); None: `msg.stat_metadata` holds it
         self.stat_names = stat_names

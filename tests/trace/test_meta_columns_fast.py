@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from overlap.trace import metatable, wire
 from overlap.trace.values import as_id
-from tests.trace.test_meta_table import both, entry, plane_bytes
+from tests.trace.test_meta_table import both, entry, plane_bytes, upb_twin
 
 # (the table is the scanner's: none without it, or under OVERLAP_SCANNER=0)
 pytestmark = pytest.mark.skipif(wire.SCANNER is None, reason="the scanner is not used")
@@ -26,8 +26,7 @@ ONE = (("program_id", ("program_id",)), ("hlo_module", ()), ("raw_bytes_accessed
 def plain(P: wire.Plane, upb, mids: np.ndarray, name: str, ids: tuple) -> list:
     """The rule, one id at a time through upb: the first stat of that name, `as_id` of it
     for the names in `ids`, None where absent."""
-    one = wire.Plane.__new__(wire.Plane)
-    one.__dict__.update(P.__dict__, _meta=upb, _meta_stats={}, _table=None)
+    one = upb_twin(P, upb)
     out = []
     for m in mids.tolist():
         v = one.meta_some(m, (name,)).get(name)

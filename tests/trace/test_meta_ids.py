@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from overlap.trace import wire
 from overlap.trace.values import as_id
-from tests.trace.test_meta_table import WANTED, both, entry, plane_bytes
+from tests.trace.test_meta_table import WANTED, both, entry, plane_bytes, upb_twin
 from tests.trace.wire_bytes import split_planes
 
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the scanner was not built")
@@ -38,8 +38,7 @@ def _check(raw: bytes, extra: list[int]) -> None:
             _same(got[k].tolist(), [as_id(v) for v in plain[k].tolist()])
         else:
             _same(got[k].tolist(), plain[k].tolist())
-    one = wire.Plane.__new__(wire.Plane)  # the upb path, one id at a time
-    one.__dict__.update(P.__dict__, _meta=upb, _meta_stats={}, _table=None)
+    one = upb_twin(P, upb)  # the upb path, one id at a time
     slow = one.meta_columns(mids, WANTED, ids=IDS)
     for k in WANTED:
         _same(got[k].tolist(), slow[k].tolist())

@@ -99,12 +99,20 @@ def both(raw: bytes, strip: bool = False):
     return wire.Plane(planes[0]), XSpace.FromString(raw)
 
 
+def upb_twin(P: wire.Plane, upb) -> wire.Plane:
+    """`P` reading its metadata through the upb map `upb`, one id at a time (no table)."""
+    one = wire.Plane.__new__(wire.Plane)
+    for k in wire.Plane.__slots__:
+        setattr(one, k, getattr(P, k))
+    one._meta, one._meta_stats, one._wanted, one._table = upb, {}, {}, None
+    return one
+
+
 def check(P: wire.Plane, mids: np.ndarray, upb=None) -> None:
     """The table's answers for `mids` equal upb's, one id at a time (`upb`: an independently
     parsed event_metadata map; else the plane's own)."""
     upb = P.meta if upb is None else upb
-    one = wire.Plane.__new__(wire.Plane)  # the per-id upb reads, against that map
-    one.__dict__.update(P.__dict__, _meta=upb, _meta_stats={}, _table=None)
+    one = upb_twin(P, upb)  # the per-id upb reads, against that map
     assert P.names(mids) == [one.name(int(m)) for m in mids]
     assert P.names(mids, display=True) == [one.display_name(int(m)) for m in mids]
     cols = P.meta_columns(mids, WANTED)

@@ -37,8 +37,11 @@ def _definition(other: dict[str, np.ndarray]) -> list[dict]:
     return out
 
 
+# (`Stream #x(Odd)` and `Stream #3(Odd)` share a kinds list, not a reason: the key of a
+# line's reason is more than its kinds list)
 LINES = ["Stream #1(Compute)", "Stream #2(Compute,Memset)", "Stream #3(Odd)", "Stream #4",
-         "Stream #5(Compute,Odd,Weird)", "MemcpyD2H", "Stream #6(Compute)", None]
+         "Stream #5(Compute,Odd,Weird)", "MemcpyD2H", "Stream #6(Compute)", None,
+         "Stream #x(Odd)", "Stream #-7(Odd)", "Memcpy(Odd)"]
 NAMES = ["kernel_x", "MemcpyD2D", "Memset 1", "MemsetD8", "other", None]
 DEVICES = ["GPU:0", "GPU:1", "GPU:10", None]
 

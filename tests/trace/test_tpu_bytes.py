@@ -297,9 +297,9 @@ def test_copy_columns_decide_canonical_copies_on_bytes(monkeypatch):
     # the ids the Async XLA Ops line's spans name (copy-starts, displayed as async-copy)
     mids = keys[[d == "async-copy" for d in P.names(keys, display=True)]]
     called: list[int] = []
-    orig = P.names
-    monkeypatch.setattr(P, "names", lambda m, display=False: called.append(len(m))
-                        or orig(m, display))
+    orig = wire.Plane.names  # (on the class: a Plane has slots, no instance attributes)
+    monkeypatch.setattr(wire.Plane, "names", lambda self, m, display=False:
+                        called.append(len(m)) or orig(self, m, display))
     ok, cols = tpu.copy_columns(P, mids)
     assert not any(called)
     assert int(ok.sum()) == 30 and set(cols["direction"][ok]) == {"D2H", "H2D"}
