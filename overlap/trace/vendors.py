@@ -280,6 +280,17 @@ def _groups(*keys: np.ndarray) -> list[tuple[tuple, np.ndarray]]:
 def _code_groups(codes, uniqs) -> list[tuple[tuple, np.ndarray]]:
     """`_groups` of columns given as codes (-1: missing) into their distinct values: (the
     values, the group's rows in order) per group, by ascending values."""
+    vals, rows, starts, ends, order = _code_runs(codes, uniqs)
+    s, e = starts.tolist(), ends.tolist()
+    return [(vals[i], rows[s[i]:e[i]]) for i in order]
+
+
+def _code_runs(codes, uniqs) -> tuple[list[tuple], np.ndarray, np.ndarray, np.ndarray,
+                                      list[int]]:
+    """`_code_groups` as runs: (per group its values, every grouped row with each group's
+    rows together and in order, per group its [start, end) among them, the groups in
+    ascending order of their values). The values are read a column at a time, not a group
+    at a time (a capture of 100k small planes: a group per device)."""
     n = len(codes[0])
     ok = np.logical_and.reduce([c >= 0 for c in codes])
     key = np.zeros(n, np.int64)
@@ -290,10 +301,10 @@ def _code_groups(codes, uniqs) -> list[tuple[tuple, np.ndarray]]:
     ks = key[rows]
     starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if len(rows) else rows
     ends = np.append(starts[1:], len(rows))
-    out = [(tuple(u[c[rows[s]]] for c, u in zip(codes, uniqs)), rows[s:e])
-           for s, e in zip(starts.tolist(), ends.tolist())]
-    out.sort(key=lambda g: g[0])
-    return out
+    heads = rows[starts]
+    # (`list` of each column: its elements as indexing gives them, objects or numpy scalars)
+    vals = list(zip(*[list(u[c[heads]]) for c, u in zip(codes, uniqs)]))
+    return vals, rows, starts, ends, sorted(range(len(vals)), key=vals.__getitem__)
 
 
 def _among(values: np.ndarray, options: tuple[str, ...]) -> np.ndarray:
@@ -452,14 +463,22 @@ def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
                     + [False], bool)
     wcode[plain] = 0  # (`_UNREAD`)
     wcode[plain & skip[ncode]] = -1  # (in no group)
+    vals, rows, starts, ends, order = _code_runs(
+        (dcode, ncode, wcode), (devices, names, object_array(list(reasons))))
+    # per group, its events and distinct lines (no line, -1, one of them), for all at once
+    sizes = ends - starts
+    span = len(lines) + 1
+    pairs = sorted_unique(np.repeat(np.arange(len(vals)), sizes) * span + lcode[rows] + 1)
+    n_lines = np.bincount(pairs // span, minlength=len(vals)).tolist()
+    firsts = other["line"][rows[starts]]
+    sizes = sizes.tolist()
     out = []
-    for (dev, name, reason), g in _code_groups((dcode, ncode, wcode),
-                                               (devices, names, object_array(list(reasons)))):
-        n_lines = len(sorted_unique(lcode[g]))
-        first = other["line"][g[0]]
-        where = f"on {first}" if n_lines == 1 else f"on {n_lines} lines ({first}, ...)"
-        out.append({"device": dev, "events": int(len(g)),
-                    "reason": f"{len(g)} {name!r} event(s) {where}: {reason}"})
+    for i in order:
+        dev, name, reason = vals[i]
+        first = firsts[i]
+        where = f"on {first}" if n_lines[i] == 1 else f"on {n_lines[i]} lines ({first}, ...)"
+        out.append({"device": dev, "events": sizes[i],
+                    "reason": f"{sizes[i]} {name!r} event(s) {where}: {reason}"})
     return out
 
 
