@@ -192,8 +192,7 @@ def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide |
         names, of = lines_of
         at = of[idx]
         rows = sorted_unique(at)
-        ok = np.fromiter(map(_is_stream_line, map(names.__getitem__, rows.tolist())), bool,
-                         len(rows))
+        ok = _stream_lines([names[r] for r in rows.tolist()])
         idx = idx[ok[np.searchsorted(rows, at)]]
         if not idx.size:
             return
@@ -203,8 +202,21 @@ def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide |
                    name=per_mid(ev.mids[idx], P.name))
 
 
+_STREAM_PREFIXES = ("Stream #", "Memcpy")
+
+
 def _is_stream_line(name: Any) -> bool:
-    return isinstance(name, str) and name.startswith(("Stream #", "Memcpy"))
+    return isinstance(name, str) and name.startswith(_STREAM_PREFIXES)
+
+
+def _stream_lines(names: list) -> np.ndarray:
+    """`_is_stream_line` of each name, in C (`map`) where all are `str` (a line's name is:
+    ~0.3 us a line one by one, a million one-event lines)."""
+    try:
+        return np.fromiter(map(str.startswith, names, repeat(_STREAM_PREFIXES)), bool,
+                           len(names))
+    except TypeError:  # (a name that is no str)
+        return np.fromiter(map(_is_stream_line, names), bool, len(names))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -72,3 +72,14 @@ def test_every_event_on_a_line_of_its_own_is_one_entry():
     got = vendors._other_event_unknowns(other)
     assert got == _definition(other) and len(got) == 1
     assert got[0]["events"] == n and f"on {n} lines (Stream #0, ...)" in got[0]["reason"]
+
+
+def test_stream_lines_in_c_equal_one_by_one():
+    """`_stream_lines` (startswith in C) is `_is_stream_line` of each name, a name that is no
+    `str` among them or not."""
+    names = ["Stream #1(Compute)", "MemcpyD2H", "Streams", "stream #1", "", "Memcpy",
+             "TensorFlow Ops", "Stream #"]
+    for case in (names, names + [None], [3.5, "Stream #2"], []):
+        got = vendors._stream_lines(case)
+        assert got.dtype == bool
+        assert got.tolist() == [vendors._is_stream_line(n) for n in case]
