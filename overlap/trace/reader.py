@@ -741,8 +741,9 @@ def _device_row(devs: list[tuple], host, device, plane, P: Plane) -> None:
     """The device's row of the `devices` table (`DEVICE_COLUMNS` in order), from its plane's
     own stats."""
     ps = P.plane_stats()
-    if not ps:  # (another producer's planes, or 100k small ones: no facts, no lookups)
-        devs.append((host, device, plane.name) + _NO_DEVICE_FACTS)
+    if not ps:  # (another producer's planes, or 100k small ones: no facts, no lookups;
+        # the row's Nones added when the table is made, `_device_columns`)
+        devs.append((host, device, plane.name))
         return
     major, minor = ps.get("compute_cap_major"), ps.get("compute_cap_minor")
     devs.append((
@@ -759,5 +760,7 @@ _NO_DEVICE_FACTS = (None,) * (len(DEVICE_COLUMNS) - 3)
 
 
 def _device_columns(devs: list[tuple]) -> dict[str, list]:
-    """The `devices` table's columns from `_device_row`'s rows."""
-    return {k: list(c) for k, c in zip(DEVICE_COLUMNS, zip(*devs))}
+    """The `devices` table's columns from `_device_row`'s rows (a row of a plane without
+    facts has none: all None)."""
+    full = [r if len(r) > 3 else r + _NO_DEVICE_FACTS for r in devs]
+    return {k: list(c) for k, c in zip(DEVICE_COLUMNS, zip(*full))}

@@ -516,15 +516,15 @@ def _enc_varint(v: int) -> bytes:
 
 class PlaneView:
     """A skeleton XPlane message (no lines) plus its lines (`LineTable`), and where its
-    event_metadata map entries lie in the file's buffer (`buf`), for `MetaTable`: entries
-    [lo, hi) of a parse's span arrays, `meta_pos` their (starts, ends), sliced when read."""
+    event_metadata map entries lie in the file's buffer (`buf`), for `MetaTable`: a range of
+    a parse's span arrays, `meta_pos` their (starts, ends), sliced when read."""
 
     # (slots: one per plane, 100k in a capture of small planes; no instance dict)
-    __slots__ = ("msg", "name", "lines", "buf", "_spans", "meta_decoded", "meta_stripped",
-                 "stat_names")
+    __slots__ = ("msg", "name", "lines", "buf", "_spans", "_at", "meta_decoded",
+                 "meta_stripped", "stat_names")
 
     def __init__(self, msg, lines: LineTable, buf: np.ndarray | None = None,
-                 spans: tuple[np.ndarray, np.ndarray, int, int] | None = None,
+                 spans: tuple[np.ndarray, np.ndarray, list[int]] | None = None, at: int = 0,
                  meta_stripped: bool = False, meta_decoded: dict | None = None,
                  stat_names: dict[int, str] | None = None):
         self.msg = msg
@@ -536,7 +536,9 @@ class PlaneView:
         self.stat_names = stat_names
         self.lines = lines
         self.buf = buf
-        self._spans = spans
+        # the parse's (entry starts, entry ends, bounds): this plane's entries are
+        # [bounds[at], bounds[at + 1]) (one tuple for all planes, not one a plane)
+        self._spans, self._at = spans, at
         # the entries as `decode_meta` gives them, where `split_space` decoded them
         self.meta_decoded = meta_decoded
         # the entries are not in `msg` (upb never saw them): `Plane.meta` parses them on demand
@@ -546,7 +548,8 @@ class PlaneView:
     def meta_pos(self) -> tuple[np.ndarray, np.ndarray] | None:
         if self._spans is None:
             return None
-        ms, me, lo, hi = self._spans
+        ms, me, bounds = self._spans
+        lo, hi = bounds[self._at], bounds[self._at + 1]
         return ms[lo:hi], me[lo:hi]
 
     # (the message's fields the reader reads of every plane, as properties: `__getattr__`
@@ -605,11 +608,12 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
     block = LineBlock(rec, names, displays, a)
     BAD_STRINGS[0] += bad_lines
     out = []
+    spans = (ms, me, eb)
     for i, (m, (stripped, bad, meta)) in enumerate(zip(xs.planes, planes)):
         if bad:  # each copy written was counted: count as upb reads the entries
             BAD_STRINGS[0] += _entries_bad_strings(a, ms[eb[i]:eb[i + 1]], me[eb[i]:eb[i + 1]])
-        out.append(PlaneView(m, LineTable(block, lb[i], lb[i + 1]), a,
-                             (ms, me, eb[i], eb[i + 1]), stripped, meta, stat_names[i]))
+        out.append(PlaneView(m, LineTable(block, lb[i], lb[i + 1]), a, spans, i, stripped,
+                             meta, stat_names[i]))
     return xs, out, a
 
 
