@@ -503,8 +503,12 @@ def _kinds_keys(lines: np.ndarray) -> tuple[np.ndarray, list[int | None]]:
     (`Stream #<n>`) and the text from it on: all `_STREAM_RE` reads. Lines without a `(` are
     keyed without a Python step each (one scan of the texts in C, `map`): a million one-event
     lines cost ~0.3 s one by one."""
-    texts = list(map(str, lines.tolist()))
-    paren = np.fromiter(map(str.find, texts, repeat("(")), np.int64, len(texts))
+    texts = lines.tolist()
+    try:
+        paren = np.fromiter(map(str.find, texts, repeat("(")), np.int64, len(texts))
+    except TypeError:  # (a line name that is no str: read as its str, as `_stream_why` does)
+        texts = list(map(str, texts))
+        paren = np.fromiter(map(str.find, texts, repeat("(")), np.int64, len(texts))
     code = np.zeros(len(texts), np.int64)
     firsts: dict[int, int] = {}
     if (plain := np.flatnonzero(paren < 0)).size:
