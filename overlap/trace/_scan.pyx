@@ -541,24 +541,27 @@ _PLAIN = (False, 0, None)
 
 cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                   _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans):
-    """(plane bytes without lines, stat metadata [and entries], (stripped, strings with
+    """(plane bytes without lines, stat metadata [and entries], as parts to be joined (a
+    plane's bytes joined on their own were copied twice: the host plane of a capture with
+    programs holds MBs of them), (stripped, strings with
     invalid UTF-8 in the stripped entries, each copy written counted: upb then never sees
     those entries up front, so they are checked here as upb would check them; the stripped
     entries decoded, else None: see `_plane_walk`), its stat metadata (`_stat_names`)). Its
     lines are added to `lines`, its event_metadata entries' starts and ends to `starts` and
     `ends`; `sspans` is scratch for its stat metadata entries."""
-    body, stripped, bad, meta, names = _plane_walk(&mv[0], s, e, strip_meta, [], lines, starts,
-                                                   ends, sspans, mv.shape[0] <= 0x7fffffff)
-    return body, (_PLAIN if not stripped and not bad and meta is None
+    parts = []  # (the plane's bytes left: joined once, with the space's, not per plane)
+    stripped, bad, meta, names = _plane_walk(&mv[0], s, e, strip_meta, parts, lines, starts,
+                                             ends, sspans, mv.shape[0] <= 0x7fffffff)
+    return parts, (_PLAIN if not stripped and not bad and meta is None
                   else (stripped, bad, meta)), names
 
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                        list parts, _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans,
                        bint narrow):
-    """`_plane`'s walk: (the plane bytes without lines and stat metadata, stripped, bad,
-    meta, stat names: see `_plane`), its lines added to `lines`, its entry spans to `starts`
-    and `ends`; a stripped plane's entries, checked as upb would check them, also decoded in
+    """`_plane`'s walk: (stripped, bad, meta, stat names: see `_plane`), the plane's bytes
+    without lines and stat metadata added to `parts`, its lines to `lines`, its entry spans
+    to `starts` and `ends`; a stripped plane's entries, checked as upb would check them, also decoded in
     that check (`_entry_decode`) as `decode_meta(narrow=narrow)` gives them (else None)."""
     cdef Py_ssize_t p = s, fs, vp, q, run = s
     cdef uint64_t fn
@@ -656,7 +659,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 "value": arrays[3], "reversed": rev}
     snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3)
     sspans.n = sfirst
-    return (b"".join(parts), strip == 1, bad, meta, snames)
+    return (strip == 1, bad, meta, snames)
 
 
 cdef int _stat_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* key,
@@ -820,9 +823,9 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
                 raise _fail(vp)
             if fs > run:
                 skel.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
-            body, got, names = _plane(mv, vp, q, strip_meta, lines, starts, ends, sspans)
-            skel.append(b"\x0a" + enc_varint(len(body)))
-            skel.append(body)
+            parts, got, names = _plane(mv, vp, q, strip_meta, lines, starts, ends, sspans)
+            skel.append(b"\x0a" + enc_varint(sum([len(x) for x in parts])))
+            skel.extend(parts)
             planes.append(got)
             stat_names.append(names)
             line_bounds.push(lines.n)

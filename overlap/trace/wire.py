@@ -102,21 +102,30 @@ class Plane:
 
     # (slots, and its lookup tables made when first asked: one per plane, 100k in a capture
     # of small planes, most of which never asks; ~0.4 KiB a plane with an instance dict)
-    __slots__ = ("plane", "stat_names", "_stat_ids", "_meta", "_meta_stats", "_wanted",
+    __slots__ = ("plane", "_stat_names", "_stat_ids", "_meta", "_meta_stats", "_wanted",
                  "_table", "_plane_stats")
 
     def __init__(self, plane):
         self.plane = plane
-        # (read by the scanner where the plane came from `parse_space`: `_stat_names`)
-        got = getattr(plane, "stat_names", None)
-        self.stat_names: dict[int, str] = got if got is not None else {
-            k: v.name for k, v in plane.stat_metadata.items()}
+        self._stat_names: dict[int, str] | None = None  # (read when first asked)
         self._stat_ids: _StatIds | None = None
         self._meta = None  # (read when first asked: `meta`)
         self._meta_stats: dict[int, dict[str, Any]] | None = None
         self._wanted: dict[tuple, dict[int, str]] | None = None
         self._table: MetaTable | None | bool = False  # built on first use
         self._plane_stats: dict[str, Any] | None = None
+
+    @property
+    def stat_names(self) -> dict[int, str]:
+        """Stat metadata id -> name, in upb's iteration order: read by the scanner where the
+        plane came from `parse_space` (`_stat_names`), else from upb's map."""
+        if self._stat_names is None:
+            got = getattr(self.plane, "stat_names", None)
+            if isinstance(got, _SparseStatNames):
+                got = got.ordered()
+            self._stat_names = got if got is not None else {
+                k: v.name for k, v in self.plane.stat_metadata.items()}
+        return self._stat_names
 
     @property
     def stat_ids(self) -> "_StatIds":
@@ -526,7 +535,7 @@ class PlaneView:
     def __init__(self, msg, lines: LineTable, buf: np.ndarray | None = None,
                  spans: tuple[np.ndarray, np.ndarray, list[int]] | None = None, at: int = 0,
                  meta_stripped: bool = False, meta_decoded: dict | None = None,
-                 stat_names: dict[int, str] | None = None):
+                 stat_names: "dict[int, str] | _SparseStatNames | None" = None):
         self.msg = msg
         # (read once: the reader asks a plane's name several times, and `__getattr__` runs
         # only after a failed lookup, ~1 us each, 100k planes in a capture of small ones)
@@ -617,27 +626,48 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
     return xs, out, a
 
 
-def _stat_names(got) -> dict[int, str]:
+def _stat_names(got) -> "dict[int, str] | _SparseStatNames":
     """A plane's stat id -> name, in upb's order, from what `split_space` gives for it: None
     (no stat metadata: {}, not None, which has `Plane` read upb's empty map), the map, or
-    (the entries' field bytes, ids as written, the map) where the ids are not dense
-    (ordered as upb would: `skeleton.in_upb_order`) or the entries are not plain (map and
+    (the entries' field bytes, ids as written, the map) where the ids are not dense (ordered
+    as upb would when first asked: `_SparseStatNames`) or the entries are not plain (map and
     ids None): upb reads the bytes then, as it read them inside the skeleton (a damaged
-    entry refused, a replaced string counted, alike)."""
+    entry refused, a replaced string counted, alike, as the file is parsed)."""
     if got is None:
         return {}
     if isinstance(got, dict):
         return got
     fields, written, plain = got
     if plain is not None:
-        try:
-            return in_upb_order(plain, written)
-        except SkeletonRefused:
-            pass
+        return _SparseStatNames(fields, written, plain)
+    return _upb_stat_names(fields)
+
+
+def _upb_stat_names(fields: bytes) -> dict[int, str]:
+    """The stat names of a plane's stat_metadata fields (`fields`), as upb reads them."""
     from overlap.trace.protos import XSpace
 
     xs = _strict_or_sanitized(XSpace, b"\x0a" + _enc_varint(len(fields)) + fields)
     return {k: v.name for k, v in xs.planes[0].stat_metadata.items()}
+
+
+class _SparseStatNames:
+    """Plain stat metadata whose ids are not dense, put in upb's order when `Plane` first
+    reads them (`skeleton.in_upb_order`, or upb itself where that cannot follow the installed
+    protobuf). Why not at once: the order needs the installed protobuf's version (~0.4 ms to
+    read) and the plane that has such ids (a GPU capture's call-stack plane) is read by no
+    rule."""
+
+    __slots__ = ("fields", "written", "plain")
+
+    def __init__(self, fields: bytes, written: list[int], plain: dict[int, str]) -> None:
+        self.fields, self.written, self.plain = fields, written, plain
+
+    def ordered(self) -> dict[int, str]:
+        try:
+            return in_upb_order(self.plain, self.written)
+        except SkeletonRefused:
+            return _upb_stat_names(self.fields)
 
 
 def _entries_bad_strings(a: np.ndarray, ms: np.ndarray, me: np.ndarray) -> int:
