@@ -464,9 +464,10 @@ def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     for i in first:
         w = None if i is None else _stream_why(lines[i])
         why.append(-1 if w is None else reasons.setdefault(w, len(reasons)))
-    why_of_line = np.array(why, np.int64)[kinds]
-    # per event; lcode -1 (no line) reads the trailing -1 (no reason: plain)
-    wcode = np.append(why_of_line, -1)[lcode]
+    # per event (lcode -1, no line, reads the trailing -1: no reason, plain); the per-line
+    # arrays dropped at once (a million lines: 8 MB each, at this step's peak)
+    wcode = np.append(np.array(why, np.int64)[kinds], -1)[lcode]
+    del kinds
     ncode, names = factorize(other["name"])
     dcode, devices = factorize(other["device"])
     plain = wcode < 0
