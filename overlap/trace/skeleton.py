@@ -1,11 +1,12 @@
 """A plane skeleton's XSpace bytes -> message-like objects, in pure Python (no protobuf import).
 
 Why: with the compiled scanner, upb parses only the skeleton `_scan.split_space` leaves of a
-file (plane names, stat metadata, plane stats, the event metadata of planes not read through
-`MetaTable`): a few hundred bytes on a TPU capture, where `import google.protobuf` (descriptor
-pool and all) costs ~26 ms and ~3.5 MiB of RSS, more than the parse. `decode_space` reads such
-a skeleton into objects with the fields and methods of the upb messages the reader uses
-(`WhichOneof`, scalar defaults, maps as dicts); upb stays the reference decoder.
+file (plane names, plane stats, the event metadata of planes not read through `MetaTable`;
+the scanner reads stat metadata itself, `wire._stat_names`): a few hundred bytes on a TPU
+capture, where `import google.protobuf` (descriptor pool and all) costs ~26 ms and ~3.5 MiB
+of RSS, more than the parse. `decode_space` reads such a skeleton into objects with the
+fields and methods of the upb messages the reader uses (`WhichOneof`, scalar defaults, maps
+as dicts); upb stays the reference decoder.
 
 Invariant: `decode_space` answers only where upb would answer the same, else None, and the
 caller hands the bytes to upb (which accepts them, or refuses with its own message). Refused:

@@ -5,9 +5,10 @@ XLine, XEvent, XStat; see `protos/xplane.proto`) and nothing about what events m
 event is a transfer, which line is compute, how clocks line up is `reader.py`'s business.
 
 What goes in: a file's bytes (padded with `PAD` zero bytes). What comes out: a parsed plane
-skeleton (names, metadata, plane stats; a plane's event metadata left out where the caller
-asks, `parse_space(strip_meta=...)`; decoded by `skeleton` without importing protobuf where
-that gives upb's answer, else by upb) plus, per line (or per segment of several small
+skeleton (names, event metadata, plane stats; a plane's event metadata left out where the
+caller asks, `parse_space(strip_meta=...)`; decoded by `skeleton` without importing protobuf
+where that gives upb's answer, else by upb), each plane's stat metadata as the scanner read it
+(`PlaneView.stat_names`: never in the skeleton), plus, per line (or per segment of several small
 lines, `merge_lines`, read against a `PlaneGroup` of their planes' lookups), arrays of event
 headers (`metadata_id`, `offset_ps`, `duration_ps`), stats (per stat name a rule reads, each
 event's first such stat as a code into that name's distinct values, `LineEvents(groups=)`;
@@ -47,8 +48,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections import defaultdict
-from collections.abc import Mapping
 from typing import Any, Iterable
 
 import numpy as np
@@ -68,6 +67,8 @@ from overlap.trace.statcols import map_stat as map_stat
 from overlap.trace.statcols import stat_codes as stat_codes
 from overlap.trace.statcols import stat_column as stat_column
 from overlap.trace.statcols import stat_keys as stat_keys
+from overlap.trace.statids import GroupStatIds, GroupStatNames
+from overlap.trace.statids import StatIds as _StatIds
 from overlap.trace.upb_events import upb_events as _upb_events
 from overlap.trace.values import _K_BYTES as _K_BYTES
 from overlap.trace.values import _K_DOUBLE as _K_DOUBLE
@@ -317,8 +318,8 @@ class PlaneGroup:
 
     def __init__(self, planes: list[Plane]):
         self.planes = planes
-        self.stat_names = _GroupStatNames(planes)
-        self.stat_ids = _GroupStatIds(planes)
+        self.stat_names = GroupStatNames(planes)
+        self.stat_ids = GroupStatIds(planes)
 
     def meta_items(self):
         for i, P in enumerate(self.planes):
@@ -337,83 +338,6 @@ class PlaneGroup:
             return ""
         i, k = divmod(key, GROUP_STRIDE)
         return self.planes[i].name(k)
-
-
-class _GroupStatNames:
-    """`PlaneGroup.stat_names`: key -> stat name, looked up in the key's plane (no table of
-    every plane's stats is built: only ref values are ever looked up)."""
-
-    def __init__(self, planes: list[Plane]):
-        self.planes = planes
-
-    def get(self, key: int, default=None):
-        if key < 0:
-            return default
-        i, k = divmod(key, GROUP_STRIDE)
-        return self.planes[i].stat_names.get(k, default) if i < len(self.planes) else default
-
-
-class _StatIds(Mapping):
-    """`Plane.stat_ids`: stat name -> its ids (a list, in `stat_names` order), made when
-    first asked. Why: the stat-metadata map holds a plane's interned string values too (a
-    capture whose copies all differ in size: 100k of them), and a list per name was built
-    for the dozen names the rules ask for; where no name repeats, one dict made by `zip`."""
-
-    __slots__ = ("_names", "_one", "_many")
-
-    def __init__(self, stat_names: dict[int, str]) -> None:
-        self._names = stat_names
-        self._one: dict[str, int] | None = None
-        self._many: dict[str, list[int]] | None = None
-
-    def _index(self) -> dict:
-        if self._one is None and self._many is None:
-            one = dict(zip(self._names.values(), self._names.keys()))
-            if len(one) == len(self._names):
-                self._one = one
-            else:  # a name of several ids
-                many: dict[str, list[int]] = defaultdict(list)
-                for k, n in self._names.items():
-                    many[n].append(k)
-                self._many = many
-        return self._one if self._one is not None else (self._many or {})
-
-    def get(self, name, default=None):
-        got = self._index().get(name)
-        if got is None:
-            return default
-        return [got] if self._one is not None else got
-
-    def __getitem__(self, name):
-        got = self.get(name)
-        if got is None:
-            raise KeyError(name)
-        return got
-
-    def __iter__(self):
-        return iter(self._index())
-
-    def __len__(self) -> int:
-        return len(self._index())
-
-
-class _GroupStatIds:
-    """`PlaneGroup.stat_ids`: stat name -> the keys of every plane's ids of that name, built
-    for the few names the reader asks for."""
-
-    def __init__(self, planes: list[Plane]):
-        self.planes = planes
-        self._cache: dict[str, list[int]] = {}
-        self._named: list[tuple[int, Plane]] | None = None  # the planes with stat metadata
-
-    def get(self, name: str, default=None):
-        got = self._cache.get(name)
-        if got is None:
-            if self._named is None:  # (looked for once, not once per name asked)
-                self._named = [(i, P) for i, P in enumerate(self.planes) if P.stat_names]
-            got = self._cache[name] = [i * GROUP_STRIDE + k for i, P in self._named
-                                       for k in P.stat_ids.get(name, ())]
-        return got or default
 
 
 # Event offsets, durations and line origins are accepted below 2**61 ps (26 days): sums of two
@@ -435,11 +359,12 @@ INVALID_REASONS = {DROP_NEGATIVE: 0, DROP_RANGE: 0}
 #
 # Building a Python object per event and per stat costs ~250 ns each through upb (that was 95% of
 # the reader's time). So where the compiled scanner (`overlap/trace/_scan.pyx`) is built,
-# `parse_space` lets upb parse only a *skeleton* (every plane without its lines: names, metadata,
-# plane stats; TPU planes without their event metadata), and each line's events are decoded
-# from the file's bytes in one compiled pass into arrays (`LineEvents`): no Python object per
-# event. Where it is not (no C compiler at install), upb parses the whole file and the same
-# arrays are built from its messages: the same tables, several times slower; said once.
+# `parse_space` lets upb parse only a *skeleton* (every plane without its lines and stat
+# metadata: names, event metadata, plane stats; TPU planes without their event metadata),
+# and each line's events are decoded from the file's bytes in one compiled pass into arrays
+# (`LineEvents`): no Python object per event. Where it is not (no C compiler at install), upb
+# parses the whole file and the same arrays are built from its messages: the same tables,
+# several times slower; said once.
 
 try:
     # by name: `overlap.trace` answers unknown attributes lazily, so mypy cannot tell a
