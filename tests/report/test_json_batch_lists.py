@@ -91,3 +91,27 @@ def test_a_refused_value_raises_as_the_encoder_does(bad, error):
     assert T._rows_columns(rows) is None
     with pytest.raises(error):
         T.write_json(io.StringIO(), {"list": rows})
+
+
+def _plain_object(d: dict, indent: str = "    ") -> str:
+    """What `_emit` writes for an object at depth 2, entry by entry (the plain rule: each
+    value compact, after its key)."""
+    inner = indent + "  "
+    return ("{\n" + ",\n".join(f"{inner}{T._ENCODE(str(k))}: {T._ENCODE(v)}"
+                               for k, v in d.items()) + "\n" + indent + "}")
+
+
+@pytest.mark.parametrize("n", [1, 2, T._BATCH - 1, T._BATCH, T._BATCH + 1, 2 * T._BATCH + 7])
+def test_depth_two_objects_in_batches_are_the_plain_rule(n):
+    """A depth-2 object (a capture's `vendors`: host -> device -> vendor) written a batch of
+    entries at a time is the entry-by-entry text: keys made str, values of any kind compact,
+    entries apart by `,\\n`, across batch boundaries."""
+    rng = random.Random(n)
+    d = {(f"GPU:{i}" if i % 3 else i): rng.choice(["NVIDIA (inferred)", None, 1.5, [1, "ü"],
+                                                  {"a": 1}, "x%s\n"]) for i in range(n)}
+    out = io.StringIO()
+    T._emit(out, d, "    ", 2)
+    assert out.getvalue() == _plain_object(d)
+    buf = io.StringIO()
+    T.write_json(buf, {"vendors": {"host": d}})
+    assert json.loads(buf.getvalue()) == {"vendors": {"host": json.loads(json.dumps(d))}}
