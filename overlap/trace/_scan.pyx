@@ -662,51 +662,65 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     return (strip == 1, bad, meta, snames)
 
 
-cdef int _stat_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* key,
-                     Py_ssize_t* ns, Py_ssize_t* ne) noexcept nogil:
-    """One stat_metadata map entry [p, e) read plainly: 1, with its key and its name's span
-    (empty where it has none); 0 where upb is left to read it: anything but key varints and
-    one value message of id varints and name and description texts of valid UTF-8 (a second
-    value, which upb merges; an unknown field, with which upb keeps the entry out of the map;
-    a wrong wire type; damage, which upb names)."""
+cdef inline int _map_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* key,
+                           Py_ssize_t* vs, Py_ssize_t* ve) noexcept nogil:
+    """A map entry [p, e) with an integer key (event or stat metadata), as upb reads it
+    plainly: 0, with its key (0 where absent) and its value's payload [vs, ve) (empty where
+    absent); 1 where upb would read it otherwise (a field other than the key and the value,
+    a value written twice, which upb merges, a wrong wire type, bytes upb refuses)."""
     cdef uint64_t fn, v
     cdef int wt
-    cdef Py_ssize_t vp, q, tp, tq
     cdef bint got = False
     key[0] = 0
-    ns[0] = ne[0] = 0
+    vs[0] = ve[0] = 0
     while p < e:
         p = _tag(b, p, e, &fn, &wt)
         if p < 0:
-            return 0
+            return 1
         if fn == 1 and wt == 0:
             p = _varint(b, p, e, &v)
             if p < 0:
-                return 0
+                return 1
             key[0] = <int64_t>v
         elif fn == 2 and wt == 2 and not got:
             got = True
-            vp = _len(b, p, e, &q)
+            vs[0] = _len(b, p, e, ve)
+            if vs[0] < 0:
+                return 1
+            p = ve[0]
+        else:
+            return 1
+    return 0
+
+
+cdef int _stat_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* key,
+                     Py_ssize_t* ns, Py_ssize_t* ne) noexcept nogil:
+    """One stat_metadata map entry [p, e) read plainly: 1, with its key and its name's span
+    (empty where it has none); 0 where upb is left to read it: anything but an entry
+    `_map_entry` reads whose value holds only id varints and name and description texts of
+    valid UTF-8 (an unknown field, with which upb keeps the value's bytes; a wrong wire type;
+    damage, which upb names)."""
+    cdef uint64_t fn, v
+    cdef int wt
+    cdef Py_ssize_t vp, q, tp, tq
+    ns[0] = ne[0] = 0
+    if _map_entry(b, p, e, key, &vp, &q):
+        return 0
+    while vp < q:
+        vp = _tag(b, vp, q, &fn, &wt)
+        if vp < 0:
+            return 0
+        if fn == 1 and wt == 0:
+            vp = _varint(b, vp, q, &v)
             if vp < 0:
                 return 0
-            while vp < q:
-                vp = _tag(b, vp, q, &fn, &wt)
-                if vp < 0:
-                    return 0
-                if fn == 1 and wt == 0:
-                    vp = _varint(b, vp, q, &v)
-                    if vp < 0:
-                        return 0
-                elif (fn == 2 or fn == 3) and wt == 2:
-                    tp = _len(b, vp, q, &tq)
-                    if tp < 0 or not _utf8_ok(b + tp, tq - tp):
-                        return 0
-                    if fn == 2:  # (a name written twice: the last one, as upb reads it)
-                        ns[0], ne[0] = tp, tq
-                    vp = tq
-                else:
-                    return 0
-            p = q
+        elif (fn == 2 or fn == 3) and wt == 2:
+            tp = _len(b, vp, q, &tq)
+            if tp < 0 or not _utf8_ok(b + tp, tq - tp):
+                return 0
+            if fn == 2:  # (a name written twice: the last one, as upb reads it)
+                ns[0], ne[0] = tp, tq
+            vp = tq
         else:
             return 0
     return 1
@@ -1955,31 +1969,10 @@ cdef int _meta_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* o7,
                      bint checked) except -1:
     """One event_metadata map entry [p, e) as `decode_meta` reads it, into `o7`: key, the
     value message's start and end, the name's, the display name's (0, 0 where absent).
-    0, or 1 where upb would read it otherwise (a field other than the key and the value,
-    a value written twice, bytes upb refuses)."""
-    cdef uint64_t fn, v
-    cdef int wt
-    cdef Py_ssize_t vs = 0, ve = 0, nval = 0
+    0, or 1 where upb would read it otherwise (`_map_entry`'s, or a value upb refuses)."""
+    cdef Py_ssize_t vs, ve
     cdef int64_t sp[4]
-    o7[0] = 0
-    while p < e:
-        p = _tag(b, p, e, &fn, &wt)
-        if p < 0:
-            return 1
-        if fn == 1 and wt == 0:
-            p = _varint(b, p, e, &v)
-            if p < 0:
-                return 1
-            o7[0] = <int64_t>v
-        elif fn == 2 and wt == 2:
-            vs = _len(b, p, e, &ve)
-            if vs < 0:
-                return 1
-            p = ve
-            nval += 1
-        else:
-            return 1
-    if nval > 1:
+    if _map_entry(b, p, e, o7, &vs, &ve):
         return 1
     # the XEventMetadata value [vs, ve)
     sp[0] = sp[1] = sp[2] = sp[3] = 0

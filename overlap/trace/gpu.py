@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -77,20 +76,19 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
         G = PlaneGroup([items[i][0] for i in used.tolist()])
         seg, rec = merge_rows(block, at_r)
         names = list(map(block.names.__getitem__, at_r.tolist()))
-        rep = functools.partial(np.repeat, repeats=rec[:, lines.EVENTS])
-        plane_of = rep(np.searchsorted(used, at_i))
-        base = rep(line_base_ps.many(rec[:, lines.TIMESTAMP_NS], names.__getitem__))
-        device = rep(devices[at_i])
-        stream = rep(rec[:, lines.ID])
-        name = rep(object_array(names))
+        # per event of the segment, its line's index into `names`: each per-event column
+        # is its line's value read through it (and what is asked of a line, once a line)
+        line_of = np.repeat(np.arange(len(names)), rec[:, lines.EVENTS])
+        plane_of = np.searchsorted(used, at_i)[line_of]
+        base = line_base_ps.many(rec[:, lines.TIMESTAMP_NS], names.__getitem__)[line_of]
         groups, presence = _groups(G)
         ev = LineEvents(seg, base, plane_of=plane_of, wanted=(), groups=groups,
                         presence=presence)
         if ev.n:
-            # (per event its line's index into `names`: what is asked of a line, once a line)
-            line_of = ev.kept(rep(np.arange(len(names))))
-            _gpu_events(G, _gpu_meta_kinds(G), ev, ev.kept(device), ev.kept(stream),
-                        ev.kept(name), host, tr, co, details_cache, side, (names, line_of))
+            at = ev.kept(line_of)
+            _gpu_events(G, _gpu_meta_kinds(G), ev, devices[at_i][at], rec[:, lines.ID][at],
+                        object_array(names)[at], host, tr, co, details_cache, side,
+                        (names, at))
 
     def pend(i: int, rows: np.ndarray, counts: np.ndarray) -> None:
         """Small lines `rows` (with `counts` events each, all > 0) of plane `i` pending, in

@@ -513,13 +513,9 @@ def _read_space(xs, planes: list, host: str = "host",
     origin_ns = start_ns or 0
     if not origin_ns:
         # No Task Environment plane (another producer): absolute line timestamps, if any, are
-        # put on a zero of their own, the earliest of them (ts * 1000 >= TIME_LIMIT_PS, in
-        # int64: ts >= its ceiling over 1000).
-        blocks = {id(pl.lines.block): pl.lines.block for pl in planes}.values()
-        absolute = [int(ts.min()) for b in blocks
-                    if (ts := b.rec[:, TIMESTAMP_NS][b.rec[:, TIMESTAMP_NS]
-                                                     >= -(-TIME_LIMIT_PS // 1000)]).size]
-        origin_ns = min(absolute) if absolute else 0
+        # put on a zero of their own, the earliest of them (in a function: no block, which
+        # holds the file's bytes, is left bound here)
+        origin_ns = _earliest_absolute(pl.lines.block for pl in planes)
     line_base_ps = LineBase(origin_ns)
 
     tr, co = Cols(), Cols()
@@ -657,6 +653,18 @@ def _read_space(xs, planes: list, host: str = "host",
         "devices": as_columns(_device_columns(devs), DEVICE_COLUMNS),
         "lines": as_columns(_line_rows(lines), LINE_COLUMNS),
     }
+
+
+def _earliest_absolute(blocks) -> int:
+    """The earliest absolute line timestamp (ns) among the blocks' lines (`ts * 1000 >=
+    TIME_LIMIT_PS`, in int64: `ts` at least its ceiling over 1000), 0 where none is."""
+    absolute = []
+    for b in {id(b): b for b in blocks}.values():
+        ts = b.rec[:, TIMESTAMP_NS]
+        ts = ts[ts >= -(-TIME_LIMIT_PS // 1000)]
+        if ts.size:
+            absolute.append(int(ts.min()))
+    return min(absolute) if absolute else 0
 
 
 def _rows_of(host: str, plane: str, t: LineTable) -> tuple:

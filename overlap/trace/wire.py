@@ -124,8 +124,7 @@ class Plane:
             got = getattr(self.plane, "stat_names", None)
             if isinstance(got, _SparseStatNames):
                 got = got.ordered()
-            self._stat_names = got if got is not None else {
-                k: v.name for k, v in self.plane.stat_metadata.items()}
+            self._stat_names = got if got is not None else _upb_names(self.plane)
         return self._stat_names
 
     @property
@@ -144,10 +143,7 @@ class Plane:
             self._meta = self.plane.event_metadata
         if self._meta is None:
             pv = self.plane
-            ms, me = pv.meta_pos
-            mv = memoryview(pv.buf)
-            raw = b"".join(b"\x22" + _enc_varint(int(q - p)) + mv[p:q]
-                           for p, q in zip(ms.tolist(), me.tolist()))
+            raw = _entry_fields(pv.buf, *pv.meta_pos)
             from google.protobuf.message import DecodeError
 
             from overlap.trace.protos import XPlane
@@ -573,7 +569,12 @@ def _upb_stat_names(fields: bytes) -> dict[int, str]:
     from overlap.trace.protos import XSpace
 
     xs = _strict_or_sanitized(XSpace, b"\x0a" + _enc_varint(len(fields)) + fields)
-    return {k: v.name for k, v in xs.planes[0].stat_metadata.items()}
+    return _upb_names(xs.planes[0])
+
+
+def _upb_names(plane_msg) -> dict[int, str]:
+    """A upb XPlane's stat metadata as `Plane.stat_names` reads it: id -> name, map order."""
+    return {k: v.name for k, v in plane_msg.stat_metadata.items()}
 
 
 class _SparseStatNames:
@@ -595,13 +596,17 @@ class _SparseStatNames:
             return _upb_stat_names(self.fields)
 
 
+def _entry_fields(buf: np.ndarray, ms: np.ndarray, me: np.ndarray) -> bytes:
+    """The event_metadata entries [ms, me) of `buf` as XPlane field-4 bytes, for upb."""
+    mv = buf.data
+    return b"".join(b"\x22" + _enc_varint(int(q - p)) + mv[p:q]
+                    for p, q in zip(ms.tolist(), me.tolist()))
+
+
 def _entries_bad_strings(a: np.ndarray, ms: np.ndarray, me: np.ndarray) -> int:
     """Strings with invalid UTF-8 in these event_metadata entries as upb reads the map (a
     key written twice: the last entry; a value written twice: merged)."""
-    mv = memoryview(a.data)
-    raw = b"".join(b"\x22" + _enc_varint(int(q - p)) + mv[p:q]
-                   for p, q in zip(ms.tolist(), me.tolist()))
-    got = sanitize(raw, "XPlane")
+    got = sanitize(_entry_fields(a, ms, me), "XPlane")
     if got is None:
         raise Corrupt("event metadata: damaged")
     return got[1]
