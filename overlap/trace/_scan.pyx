@@ -61,7 +61,7 @@ import numpy as np
 
 cimport cython
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cython.view cimport array as cvarray
@@ -392,6 +392,20 @@ def spans_text_ok(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[:
     return good
 
 
+def span_texts(const uint8_t[::1] buf, const int64_t[::1] fs, const int64_t[::1] fe):
+    """The spans [fs[i], fe[i]) of `buf` decoded as UTF-8 (strictly: UnicodeDecodeError
+    where one is not), a list of str (`statids.LazyStatNames`). Why here: joined, decoded
+    and split in Python, the joined bytes and their text (twice the names' bytes) lived
+    beside the list on the read's peak."""
+    cdef Py_ssize_t i, n = fs.shape[0], nb = buf.shape[0]
+    _spans_within(fs, fe, nb, "span")
+    cdef const uint8_t* b = &buf[0] if nb else NULL
+    out = [None] * n
+    for i in range(n):
+        out[i] = PyUnicode_DecodeUTF8(<char*>(b + fs[i]), fe[i] - fs[i], NULL)
+    return out
+
+
 cdef object _text(const uint8_t* b, Py_ssize_t p, Py_ssize_t q, bint strict):
     raw = PyBytes_FromStringAndSize(<char*>(b + p), q - p)
     if not strict:
@@ -540,7 +554,7 @@ _PLAIN = (False, 0, None)
 
 
 cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta,
-                  _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans):
+                  _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans, Py_ssize_t lazy_min):
     """(plane bytes without lines, stat metadata [and entries], as parts to be joined (a
     plane's bytes joined on their own were copied twice: the host plane of a capture with
     programs holds MBs of them), (stripped, strings with
@@ -551,14 +565,14 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
     `ends`; `sspans` is scratch for its stat metadata entries."""
     parts = []  # (the plane's bytes left: joined once, with the space's, not per plane)
     stripped, bad, meta, names = _plane_walk(&mv[0], s, e, strip_meta, parts, lines, starts,
-                                             ends, sspans, mv.shape[0] <= 0x7fffffff)
+                                             ends, sspans, mv.shape[0] <= 0x7fffffff, lazy_min)
     return parts, (_PLAIN if not stripped and not bad and meta is None
                   else (stripped, bad, meta)), names
 
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                        list parts, _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans,
-                       bint narrow):
+                       bint narrow, Py_ssize_t lazy_min):
     """`_plane`'s walk: (stripped, bad, meta, stat names: see `_plane`), the plane's bytes
     without lines and stat metadata added to `parts`, its lines to `lines`, its entry spans
     to `starts` and `ends`; a stripped plane's entries, checked as upb would check them, also decoded in
@@ -657,7 +671,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
         rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32)
         meta = {"ok": dok, "key": arrays[0], "name": arrays[1], "disp": arrays[2],
                 "value": arrays[3], "reversed": rev}
-    snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3)
+    snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min)
     sspans.n = sfirst
     return (strip == 1, bad, meta, snames)
 
@@ -726,41 +740,75 @@ cdef int _stat_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* key,
     return 1
 
 
-cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n):
+cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
+                        Py_ssize_t lazy_min):
     """A plane's stat metadata (its `n` entries, (tag, payload, end) each at `sp`), as
     `Plane.stat_names` reads upb's map: None where it has none; {id: name} in upb's
     iteration order where every entry reads plainly (`_stat_entry`) and the ids are dense
-    (each in [0, ids]: upb iterates those ascending, `skeleton.in_upb_order`); else
-    (the entries' field bytes, for upb; the ids as written and the map, where they read
-    plainly but are not dense, else None and None), for `wire._stat_names`.
+    (each in [0, distinct ids]: upb iterates those ascending, `skeleton.in_upb_order`); where
+    they are and there are at least `lazy_min` entries (-1: never), their (id, name start,
+    name end) as an int64 array of shape (n, 3), in the order written, the names undecoded
+    (`statnames.LazyStatNames`); else (the entries' field bytes, for upb; the ids as written
+    and the map, where they read plainly but are not dense, else None and None), for
+    `wire._stat_names`.
 
     Why: upb built a message per entry in the skeleton and `Plane` a dict from it, ~1 us an
     entry: a capture whose copies all differ in size interns 100k details texts there
-    (13.6 MB of a 30 MB file in the skeleton, 64 ms to read the map back)."""
+    (13.6 MB of a 30 MB file in the skeleton, 64 ms to read the map back); and, as a dict,
+    ~180 bytes an entry (36 MiB for that capture's two such planes), most never read."""
     if n == 0:
         return None
-    cdef Py_ssize_t i, ns, ne
+    cdef Py_ssize_t i, ns, ne, distinct
     cdef int64_t k, lo = 0, hi = 0, last = 0
-    cdef bint plain = True, ascending = True
-    cdef dict d = {}
-    for i in range(n):
-        if not _stat_entry(b, sp[3 * i + 1], sp[3 * i + 2], &k, &ns, &ne):
-            plain = False
-            break
-        if i == 0:
-            lo = hi = k
-        else:
-            lo, hi = min(lo, k), max(hi, k)
-            ascending = ascending and k > last
-        last = k
-        d[k] = PyUnicode_DecodeUTF8(<char*>(b + ns), ne - ns, NULL)
-    if plain and lo >= 0 and hi <= len(d):
-        return d if ascending else dict(sorted(d.items()))
-    fields = b"".join([PyBytes_FromStringAndSize(<char*>(b + sp[3 * i]), sp[3 * i + 2] - sp[3 * i])
-                       for i in range(n)])
-    if not plain:
-        return (fields, None, None)
-    return (fields, _written(b, sp, n), d)
+    cdef bint plain = True, ascending = True, dense
+    cdef int64_t* got = <int64_t*>malloc(3 * n * sizeof(int64_t))
+    cdef uint8_t* seen
+    if got == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            if not _stat_entry(b, sp[3 * i + 1], sp[3 * i + 2], &k, &ns, &ne):
+                plain = False
+                break
+            if i == 0:
+                lo = hi = k
+            else:
+                lo, hi = min(lo, k), max(hi, k)
+                ascending = ascending and k > last
+            last = k
+            got[3 * i], got[3 * i + 1], got[3 * i + 2] = k, ns, ne
+        if not plain:
+            fields = b"".join([PyBytes_FromStringAndSize(<char*>(b + sp[3 * i]),
+                                                         sp[3 * i + 2] - sp[3 * i])
+                               for i in range(n)])
+            return (fields, None, None)
+        # dense: every id in [0, distinct ids] (a dict's len: ids written twice count once)
+        dense = lo >= 0 and hi <= n
+        if dense and not ascending:
+            seen = <uint8_t*>calloc(hi + 1, 1)
+            if seen == NULL:
+                raise MemoryError()
+            distinct = 0
+            for i in range(n):
+                if not seen[got[3 * i]]:
+                    seen[got[3 * i]] = 1
+                    distinct += 1
+            free(seen)
+            dense = hi <= distinct
+        if dense and 0 <= lazy_min <= n:
+            return _owned_int64(&got, 3 * n).reshape(n, 3)
+        d = {}
+        for i in range(n):
+            d[got[3 * i]] = PyUnicode_DecodeUTF8(<char*>(b + got[3 * i + 1]),
+                                                 got[3 * i + 2] - got[3 * i + 1], NULL)
+        if dense:
+            return d if ascending else dict(sorted(d.items()))
+        fields = b"".join([PyBytes_FromStringAndSize(<char*>(b + sp[3 * i]),
+                                                     sp[3 * i + 2] - sp[3 * i])
+                           for i in range(n)])
+        return (fields, _written(b, sp, n), d)
+    finally:
+        free(got)  # (NULL once `_owned_int64` took it)
 
 
 cdef list _written(const uint8_t* b, const int64_t* sp, Py_ssize_t n):
@@ -797,7 +845,7 @@ cdef object _owned_int64(int64_t** p, Py_ssize_t n):
 _I64_FORMAT = np.dtype(np.int64).char
 
 
-def split_space(data, Py_ssize_t n, strip_meta=None):
+def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1):
     """XSpace bytes data[:n] -> (skeleton XSpace bytes without lines, per plane its
     (stripped, bad, meta) from `_plane`, the lines of every plane as `_LineRecs.taken` gives
     them, (entry starts, entry ends) of every plane's event_metadata map entries, (line
@@ -837,7 +885,8 @@ def split_space(data, Py_ssize_t n, strip_meta=None):
                 raise _fail(vp)
             if fs > run:
                 skel.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
-            parts, got, names = _plane(mv, vp, q, strip_meta, lines, starts, ends, sspans)
+            parts, got, names = _plane(mv, vp, q, strip_meta, lines, starts, ends, sspans,
+                                       lazy_min)
             skel.append(b"\x0a" + enc_varint(sum([len(x) for x in parts])))
             skel.extend(parts)
             planes.append(got)
@@ -3025,11 +3074,14 @@ cdef inline int _details_key(const uint8_t* s, Py_ssize_t n) noexcept nogil:
     return -1
 
 
-def memcpy_details(list values):
+def memcpy_details(list values, bint columns=False):
     """Per value of a memcpy's `memcpy_details` stat, what `gpu._memcpy_facts` makes of it:
     (bytes, source kind, destination kind, async (None, True or False), bytes known), or None
     where this does not answer (not an ASCII `str`, or a size that is not plain digits) and
-    the caller reads the value itself. Tokens are split where `str.split()` splits and keyed
+    the caller reads the value itself. With `columns`, the same as five columns and whether
+    each answered: (bytes (int64), source kinds, destination kinds, asyncs (lists), bytes
+    known (uint8), answered (uint8)), 0 and None where it did not (a tuple per value: ~110
+    bytes each, 100k distinct values on a capture whose copies all differ in size). Tokens are split where `str.split()` splits and keyed
     before their first ':', the last of a key winning, as `names.parse_details` reads them.
     Why: a capture whose copies all differ in size has a distinct value per copy, ~2 us each
     in Python (100k copies: 0.22 s of a 0.56 s report)."""
@@ -3040,6 +3092,14 @@ def memcpy_details(list values):
     cdef int64_t size
     cdef object v, kinds = {}  # value text -> one str object (a few kinds over many copies)
     out = [None] * n
+    cdef int64_t[::1] sizes
+    cdef uint8_t[::1] knowns, oks
+    srcs = dsts = None
+    if columns:
+        sizes_a, knowns_a, oks_a = (np.zeros(n, np.int64), np.zeros(n, np.uint8),
+                                    np.zeros(n, np.uint8))
+        sizes, knowns, oks = sizes_a, knowns_a, oks_a
+        srcs, dsts = [None] * n, [None] * n
     for i in range(n):
         v = values[i]
         if type(v) is not str or not PyUnicode_IS_ASCII(v):
@@ -3084,8 +3144,16 @@ def memcpy_details(list values):
             a = None
         else:
             a = ve[_D_ASYNC] - vs[_D_ASYNC] == 1 and s[vs[_D_ASYNC]] == 49  # "1"
-        out[i] = (size if size > 0 else 0, src, dst, a,
-                  not (vs[_D_KIND] >= 0 and size <= 0))
+        if columns:
+            sizes[i] = size if size > 0 else 0
+            srcs[i], dsts[i], out[i] = src, dst, a
+            knowns[i] = not (vs[_D_KIND] >= 0 and size <= 0)
+            oks[i] = 1
+        else:
+            out[i] = (size if size > 0 else 0, src, dst, a,
+                      not (vs[_D_KIND] >= 0 and size <= 0))
+    if columns:
+        return sizes_a, srcs, dsts, out, knowns_a, oks_a
     return out
 
 

@@ -1,14 +1,18 @@
-"""Stat-name lookups of a plane (`wire.Plane.stat_ids`) and of a group of planes
-(`wire.PlaneGroup.stat_names`, `.stat_ids`, keyed `plane index * GROUP_STRIDE + id`). Split
-from `overlap.trace.wire` (issue 32 round 15: the 1000-line limit), which re-exports them."""
+"""Stat-name lookups of a plane (`wire.Plane.stat_ids`; `LazyStatNames`, a large stat-metadata
+map left in the file's bytes) and of a group of planes (`wire.PlaneGroup.stat_names`,
+`.stat_ids`, keyed `plane index * GROUP_STRIDE + id`). Split from `overlap.trace.wire` (issue
+32 round 15: the 1000-line limit), which re-exports them."""
 
 from __future__ import annotations
 
+import numbers
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from overlap.trace.values import GROUP_STRIDE
+import numpy as np
+
+from overlap.trace.values import GROUP_STRIDE, object_array
 
 # `planes`: `wire.Plane`s (not imported: wire imports this module)
 
@@ -27,32 +31,143 @@ class GroupStatNames:
         return self.planes[i].stat_names.get(k, default) if i < len(self.planes) else default
 
 
+class LazyStatNames(Mapping):
+    """A plane's stat metadata, id -> name, in upb's iteration order, whose names stay in the
+    file's bytes until asked for (each then decoded once and kept): where the scanner read
+    every entry plainly (valid UTF-8 checked), the ids are dense and there are many of them
+    (`_scan._stat_names`, `wire.LAZY_STAT_NAMES`).
+
+    Why: the map holds a plane's interned string values too, and a capture whose copies all
+    differ in size interns a details text per copy: as a dict, ~180 bytes an entry (two
+    planes of 100k: 36 MiB, a third of that capture's peak), while the rules read the
+    names of a dozen stats and the details texts of one plane. `spans`: (id, name start,
+    name end) per entry as written (an id written twice: its last entry, as upb keeps it);
+    `buf`: the file's bytes (kept alive by this map)."""
+
+    __slots__ = ("_buf", "_keys", "_ns", "_ne", "_pos", "_names", "_have")
+
+    def __init__(self, buf: np.ndarray, spans: np.ndarray) -> None:
+        k = spans[:, 0]
+        if len(k) > 1 and not bool((k[1:] > k[:-1]).all()):
+            # upb iterates dense ids ascending; of an id written twice, the last entry
+            order = np.argsort(k, kind="stable")
+            sk = k[order]
+            spans = spans[order[np.flatnonzero(np.r_[sk[1:] != sk[:-1], True])]]
+        self._buf = buf
+        self._keys = spans[:, 0].copy()
+        self._ns, self._ne = spans[:, 1].copy(), spans[:, 2].copy()
+        n = len(self._keys)
+        # id -> row (dense ids: at most one more slot than entries)
+        self._pos = np.full(int(self._keys[-1]) + 1 if n else 0, -1, np.int64)
+        self._pos[self._keys] = np.arange(n)
+        self._names = np.full(n, None, object)
+        self._have = np.zeros(n, bool)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._keys.tolist())
+
+    def _row(self, k: Any) -> int:
+        """The row of id `k`, -1 where it has none (a key a dict would match to an id: a
+        bool, a numpy integer, an integral float, as equal keys)."""
+        if type(k) is not int:
+            if isinstance(k, numbers.Integral):
+                k = int(k)
+            elif isinstance(k, numbers.Real) and float(k).is_integer():  # (not inf, nan)
+                k = int(float(k))
+            else:
+                return -1
+        return int(self._pos[k]) if 0 <= k < len(self._pos) else -1
+
+    def __contains__(self, k: object) -> bool:
+        return self._row(k) >= 0
+
+    def __getitem__(self, k: Any) -> str:
+        r = self._row(k)
+        if r < 0:
+            raise KeyError(k)
+        if not self._have[r]:
+            mv = memoryview(self._buf)  # type: ignore[arg-type]  # an ndarray is a buffer
+            self._names[r] = bytes(mv[self._ns[r]:self._ne[r]]).decode("utf-8")
+            self._have[r] = True
+        return self._names[r]
+
+    def get(self, k: Any, default: Any = None) -> Any:
+        return self[k] if self._row(k) >= 0 else default
+
+    def names_of(self, ids: np.ndarray, default: str = "") -> np.ndarray:
+        """The names of integer `ids` (`default` where an id has none), as an object array:
+        the names not yet asked for decoded at once (`_scan.span_texts`)."""
+        ids = np.asarray(ids)
+        out = np.full(len(ids), default, object)
+        ok = (ids >= 0) & (ids < len(self._pos))
+        at = np.flatnonzero(ok)
+        rows = self._pos[ids[at].astype(np.int64)]
+        found = rows >= 0
+        at, rows = at[found], rows[found]
+        new = np.unique(rows[~self._have[rows]])
+        if new.size:
+            from overlap.trace import _scan  # (a map made by the scanner: it is built)
+
+            self._names[new] = object_array(_scan.span_texts(self._buf, self._ns[new],
+                                                             self._ne[new]))
+            self._have[new] = True
+        out[at] = self._names[rows]
+        return out
+
+    def ids_of(self, name: str) -> list[int]:
+        """The ids whose name is `name`, in map order, found in the names' bytes (none
+        decoded): those of its length, narrowed a byte at a time."""
+        if not isinstance(name, str):
+            return []
+        want = name.encode("utf-8", "surrogatepass")  # (a lone surrogate matches no name)
+        rows = np.flatnonzero(self._ne - self._ns == len(want))
+        for j, c in enumerate(want):
+            if not rows.size:
+                break
+            rows = rows[self._buf[self._ns[rows] + j] == c]
+        return self._keys[rows].tolist()
+
+
 class StatIds(Mapping):
     """`Plane.stat_ids`: stat name -> its ids (a list, in `stat_names` order), made when
     first asked. Why: the stat-metadata map holds a plane's interned string values too (a
     capture whose copies all differ in size: 100k of them), and a list per name was built
     for the dozen names the rules ask for; where no name repeats, one dict made by `zip`."""
 
-    __slots__ = ("_names", "_one", "_many")
+    __slots__ = ("_names", "_one", "_many", "_asked")
 
-    def __init__(self, stat_names: dict[int, str]) -> None:
+    def __init__(self, stat_names: Mapping[int, str]) -> None:
         self._names = stat_names
         self._one: dict[str, int] | None = None
         self._many: dict[str, list[int]] | None = None
+        # a `LazyStatNames`: each name asked for found in its bytes, not every name decoded
+        self._asked: dict[str, list[int]] | None = \
+            {} if isinstance(stat_names, LazyStatNames) else None
 
     def _index(self) -> dict:
         if self._one is None and self._many is None:
-            one = dict(zip(self._names.values(), self._names.keys()))
+            names = self._names
+            values = names.names_of(names._keys).tolist() \
+                if isinstance(names, LazyStatNames) else names.values()
+            one = dict(zip(values, names.keys()))
             if len(one) == len(self._names):
                 self._one = one
             else:  # a name of several ids
                 many: dict[str, list[int]] = defaultdict(list)
-                for k, n in self._names.items():
+                for n, k in zip(values, names.keys()):
                     many[n].append(k)
                 self._many = many
         return self._one if self._one is not None else (self._many or {})
 
     def get(self, name, default=None):
+        if self._asked is not None and self._one is None and self._many is None:
+            got = self._asked.get(name)
+            if got is None:
+                got = self._asked[name] = self._names.ids_of(name)
+            return got or default
         got = self._index().get(name)
         if got is None:
             return default

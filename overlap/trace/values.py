@@ -110,7 +110,9 @@ def _stat_objects(buf, d, stat_names: dict[int, str], plane=None) -> np.ndarray:
         if plane is not None:
             ref = _group_keys(plane[m], ref)
         uniq, inv = np.unique(ref, return_inverse=True)
-        names = np.array([stat_names.get(int(u), "") for u in uniq] + [None], object)[:-1]
+        many = getattr(stat_names, "names_of", None)  # (`statids.LazyStatNames`)
+        names = many(uniq) if many is not None else \
+            np.array([stat_names.get(int(u), "") for u in uniq] + [None], object)[:-1]
         out[m] = names[inv]
     return out
 

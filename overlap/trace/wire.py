@@ -67,7 +67,7 @@ from overlap.trace.statcols import map_stat as map_stat
 from overlap.trace.statcols import stat_codes as stat_codes
 from overlap.trace.statcols import stat_column as stat_column
 from overlap.trace.statcols import stat_keys as stat_keys
-from overlap.trace.statids import GroupStatIds, GroupStatNames
+from overlap.trace.statids import GroupStatIds, GroupStatNames, LazyStatNames
 from overlap.trace.statids import StatIds as _StatIds
 from overlap.trace.upb_events import upb_events as _upb_events
 from overlap.trace.values import _K_BYTES as _K_BYTES
@@ -404,6 +404,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+# A plane's stat metadata of at least this many entries (read plainly, dense ids) stays in
+# the file's bytes, each name decoded when first asked (`LazyStatNames`): real captures
+# hold at most ~1.4k; a capture whose copies all differ in size, 100k a plane.
+LAZY_STAT_NAMES = 4096
 PAD = 16  # zero bytes after the data (the scanner never reads them; kept for callers)
 
 # String fields read with invalid UTF-8 replaced (see the module docstring), counted as each
@@ -520,7 +524,7 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
     scanner: Any = SCANNER
     # (a stripped plane's entries decoded as they are checked: `MetaTable(decoded=)`)
     skel, planes, (rec, names, displays, bad_lines), (ms, me), bounds, stat_names = \
-        scanner.split_space(data, n, strip_meta)
+        scanner.split_space(data, n, strip_meta, LAZY_STAT_NAMES)
     # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`; the
     # event metadata entries it holds, located by the split, say what that costs); once
     # protobuf is loaded, upb is the faster decoder
@@ -533,8 +537,8 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
         xs = _strict_or_sanitized(XSpace, skel)
     if len(xs.planes) != len(planes):
         raise Corrupt("plane count mismatch")
-    stat_names = [_stat_names(got) for got in stat_names]
     a = np.frombuffer(data, np.uint8)
+    stat_names = [_stat_names(got, a) for got in stat_names]
     block = LineBlock(rec, names, displays, a)
     BAD_STRINGS[0] += bad_lines
     out = []
@@ -547,9 +551,10 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
     return xs, out, a
 
 
-def _stat_names(got) -> "dict[int, str] | _SparseStatNames":
+def _stat_names(got, a: np.ndarray) -> "dict[int, str] | _SparseStatNames | LazyStatNames":
     """A plane's stat id -> name, in upb's order, from what `split_space` gives for it: None
-    (no stat metadata: {}, not None, which has `Plane` read upb's empty map), the map, or
+    (no stat metadata: {}, not None, which has `Plane` read upb's empty map), the map, the
+    entries' (id, name span) in the file's bytes `a` (a large map: `LazyStatNames`), or
     (the entries' field bytes, ids as written, the map) where the ids are not dense (ordered
     as upb would when first asked: `_SparseStatNames`) or the entries are not plain (map and
     ids None): upb reads the bytes then, as it read them inside the skeleton (a damaged
@@ -558,6 +563,8 @@ def _stat_names(got) -> "dict[int, str] | _SparseStatNames":
         return {}
     if isinstance(got, dict):
         return got
+    if isinstance(got, np.ndarray):
+        return LazyStatNames(a, got)
     fields, written, plain = got
     if plain is not None:
         return _SparseStatNames(fields, written, plain)

@@ -49,3 +49,23 @@ def test_the_usual_forms_are_answered():
     # not answered: the caller reads these
     assert wire._scan.memcpy_details([b"size:1", None, 5, "size:\u00e91", "size:+5",
                                       "size:" + "9" * 16]) == [None] * 6
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.one_of(text, st.sampled_from([None, b"size:1", 5, "size:\u00e91"])),
+                max_size=20))
+def test_columns_are_the_tuples(values):
+    """`columns=True`: the same facts as columns, each value's answered flag; and
+    `gpu._details_columns` (the scanner where it answers, `_memcpy_facts` else) is
+    `_memcpy_facts` per value, whatever answered it."""
+    tuples = wire._scan.memcpy_details(values)
+    size, src, dst, asy, known, ok = wire._scan.memcpy_details(values, True)
+    assert ok.tolist() == [t is not None for t in tuples]
+    for i, t in enumerate(tuples):
+        got = (int(size[i]), src[i], dst[i], asy[i], bool(known[i]))
+        assert got == (t if t is not None else (0, None, None, None, False))
+    values = [v if isinstance(v, (str, bytes)) or v is None else str(v) for v in values]
+    cols = gpu._details_columns(values, {})
+    assert [c.dtype.kind for c in cols] == ["i", "O", "O", "O", "b"]
+    assert [tuple(c[i].item() if hasattr(c[i], "item") else c[i] for c in cols)
+            for i in range(len(values))] == [gpu._memcpy_facts(v) for v in values]

@@ -94,7 +94,10 @@ def _read(raw: bytes, scanner) -> tuple:
     return names, wire.BAD_STRINGS[0] - before
 
 
-def test_stat_names_are_upbs_map_in_upbs_order():
+@pytest.mark.parametrize("lazy", [-1, 1])
+def test_stat_names_are_upbs_map_in_upbs_order(monkeypatch, lazy):
+    """(`lazy` 1: every plain dense map left in the bytes, `LazyStatNames`; -1: never)"""
+    monkeypatch.setattr(wire, "LAZY_STAT_NAMES", lazy)
     rng = random.Random(20261127)
     seen = {"plain": 0, "upb": 0, "refused": 0}
     for _ in range(600):
