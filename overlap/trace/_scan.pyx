@@ -3091,6 +3091,7 @@ def memcpy_details(list values, bint columns=False):
     cdef Py_ssize_t ve[5]
     cdef int64_t size
     cdef object v, kinds = {}  # value text -> one str object (a few kinds over many copies)
+    cdef object src = None, dst = None  # (the previous value's: `_details_text`)
     out = [None] * n
     cdef int64_t[::1] sizes
     cdef uint8_t[::1] knowns, oks
@@ -3138,8 +3139,8 @@ def memcpy_details(list values, bint columns=False):
                 continue
             if size >= (1 << 53):  # (no byte count a copy can have: unknown, as the caller)
                 size = -1
-        src = _details_text(v, vs[_D_SRC], ve[_D_SRC], kinds)
-        dst = _details_text(v, vs[_D_DST], ve[_D_DST], kinds)
+        src = _details_text(v, s, vs[_D_SRC], ve[_D_SRC], kinds, src)
+        dst = _details_text(v, s, vs[_D_DST], ve[_D_DST], kinds, dst)
         if vs[_D_ASYNC] < 0:
             a = None
         else:
@@ -3157,8 +3158,15 @@ def memcpy_details(list values, bint columns=False):
     return out
 
 
-cdef object _details_text(str v, Py_ssize_t a, Py_ssize_t b, dict kinds):
+cdef object _details_text(str v, const uint8_t* s, Py_ssize_t a, Py_ssize_t b, dict kinds,
+                          object last):
+    """The kind text v[a:b] ("unknown" where absent), one str object per distinct text:
+    `last` (the previous value's, an ASCII str or None) where the bytes are its own (copies
+    come in runs of one kind: no slice and lookup each), else through `kinds`."""
     if a < 0:
         return "unknown"
+    if last is not None and PyUnicode_GET_LENGTH(last) == b - a \
+            and memcmp(PyUnicode_DATA(last), s + a, b - a) == 0:
+        return last
     t = v[a:b]
     return kinds.setdefault(t, t)

@@ -221,8 +221,7 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
     if idx.size:
         # (bytes, src kind, dst kind, async, bytes known) once per distinct details value
         codes, details = stat_codes(P, ev, idx, "memcpy_details")
-        fcols = _details_columns([d if isinstance(d, (str, bytes)) or d is None else str(d)
-                                  for d in details.tolist()], details_cache)
+        fcols = _details_columns(details.tolist(), details_cache)
         tr.add(len(idx), host=host, device=pick(device, idx),
                direction=per_mid(mids[idx], memcpy_mids.get),
                start_ps=ev.starts[idx], end_ps=ev.starts[idx] + ev.durs[idx],
@@ -262,7 +261,8 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
 def _details_columns(dl: list, cache: dict) -> list[np.ndarray]:
     """(bytes (int64), source kind, destination kind, async, bytes known (bool)) of each
     distinct `memcpy_details` value `dl`, as five columns: by the scanner (`memcpy_details`)
-    where it answers, else by `_memcpy_facts`, once per value over the file (`cache`).
+    where it answers, else by `_memcpy_facts` (of its `str` where it is neither text, bytes
+    nor None: the scanner answers text only), once per value over the file (`cache`).
 
     Why columns, and no cache of what the scanner answers: a capture whose copies all
     differ in size holds 100k distinct values, and a tuple of facts each, kept for the
@@ -276,9 +276,10 @@ def _details_columns(dl: list, cache: dict) -> list[np.ndarray]:
         size, known, ok = np.zeros(n, np.int64), np.zeros(n, np.uint8), np.zeros(n, np.uint8)
         src, dst, asy = [None] * n, [None] * n, [None] * n
     for j in np.flatnonzero(ok == 0).tolist():
-        f = cache.get(dl[j])
+        d = dl[j] if isinstance(dl[j], (str, bytes)) or dl[j] is None else str(dl[j])
+        f = cache.get(d)
         if f is None:
-            f = cache[dl[j]] = _memcpy_facts(dl[j])
+            f = cache[d] = _memcpy_facts(d)
         size[j], src[j], dst[j], asy[j], known[j] = f
     return [size, object_array(src), object_array(dst), object_array(asy), known.astype(bool)]
 

@@ -107,7 +107,9 @@ class LazyStatNames(Mapping):
         rows = self._pos[ids[at].astype(np.int64)]
         found = rows >= 0
         at, rows = at[found], rows[found]
-        new = np.unique(rows[~self._have[rows]])
+        new = rows[~self._have[rows]]
+        if len(new) > 1 and not bool((new[1:] > new[:-1]).all()):  # (ids asked in order,
+            new = np.unique(new)  # as `_stat_objects` asks them: each once already)
         if new.size:
             from overlap.trace import _scan  # (a map made by the scanner: it is built)
 

@@ -64,8 +64,8 @@ def test_columns_are_the_tuples(values):
     for i, t in enumerate(tuples):
         got = (int(size[i]), src[i], dst[i], asy[i], bool(known[i]))
         assert got == (t if t is not None else (0, None, None, None, False))
-    values = [v if isinstance(v, (str, bytes)) or v is None else str(v) for v in values]
     cols = gpu._details_columns(values, {})
     assert [c.dtype.kind for c in cols] == ["i", "O", "O", "O", "b"]
+    texts = [v if isinstance(v, (str, bytes)) or v is None else str(v) for v in values]
     assert [tuple(c[i].item() if hasattr(c[i], "item") else c[i] for c in cols)
-            for i in range(len(values))] == [gpu._memcpy_facts(v) for v in values]
+            for i in range(len(values))] == [gpu._memcpy_facts(v) for v in texts]
