@@ -191,18 +191,20 @@ def read_chunks(p: Path, pad: int = 0, alone: Callable[[str], bool] = lambda nam
             fields = _fields(fd, size)
             if fields is None:
                 return None
-            own: list[tuple[int, int, bytes | None]] = []
-            shared: list[tuple[int, int, bytes | None]] = []
-            for a, b, head in fields:
-                # a small plane alone would free next to nothing: its name is not looked at
-                name = (_plane_name(fd, a, b, head)
-                        if head is not None and b - a >= ALONE_MIN_BYTES else None)
-                (own if name is not None and alone(name) else shared).append((a, b, head))
+            starts, ends, plane = fields
+            # a small plane alone would free next to nothing: its name is not looked at
+            peek = np.flatnonzero(plane & (ends - starts >= ALONE_MIN_BYTES)).tolist()
+            own = [i for i in peek
+                   if (name := _plane_name(fd, int(starts[i]), int(ends[i]))) is not None
+                   and alone(name)]
+            shared = np.ones(len(starts), bool)
+            shared[own] = False
             chunks = []
-            for group, by_itself in ([([f], True) for f in own]
-                                     + [(g, False) for g in _shared_parts(fd, shared)]):
-                n = sum(b - a for a, b, _ in group)
-                runs = _runs([(a, b) for a, b, _ in group])
+            for group, by_itself in ([(np.array([i]), True) for i in own]
+                                     + [(g, False) for g in _shared_parts(
+                                         fd, starts, ends, plane, np.flatnonzero(shared))]):
+                n = int((ends[group] - starts[group]).sum())
+                runs = _runs(starts[group], ends[group])
                 buf = (_mapped(fd, *runs[0])
                        if _MAPPING[0] and len(runs) == 1 and n >= MAP_MIN_BYTES else None)
                 if buf is None:
@@ -217,8 +219,7 @@ def read_chunks(p: Path, pad: int = 0, alone: Callable[[str], bool] = lambda nam
                             return None  # the file shrank while we read it
                         at += b - a
                     del mv
-                chunks.append((buf, n, [a for a, _, head in group if head is not None],
-                               by_itself))
+                chunks.append((buf, n, starts[group][plane[group]].tolist(), by_itself))
             if os.fstat(fd).st_size != size:
                 return None  # ...or grew
             return chunks
@@ -230,29 +231,32 @@ def read_chunks(p: Path, pad: int = 0, alone: Callable[[str], bool] = lambda nam
         return None  # `_read_file` says what is wrong
 
 
-def _shared_parts(fd: int, shared: list[tuple[int, int, bytes | None]]
-                  ) -> list[list[tuple[int, int, bytes | None]]]:
-    """The fields `read_chunks` does not read alone, as chunks: one per run of adjacent fields
-    where no device plane lies outside the largest run, else one chunk (device planes are read
-    over one buffer: a GPU file's small lines of several planes are one segment). Why: the
-    largest run (a GPU file's device planes, before its host plane) is then one run of the
-    file, which is mapped, not read (`_mapped`); the rest (the metadata plane, host names:
-    after the host plane) is a few hundred bytes, read."""
-    runs: list[list[tuple[int, int, bytes | None]]] = []
-    for f in shared:
-        if runs and runs[-1][-1][1] == f[0]:
-            runs[-1].append(f)
-        else:
-            runs.append([f])
+def _shared_parts(fd: int, starts: Any, ends: Any, plane: Any, shared: Any) -> list[Any]:
+    """The fields `read_chunks` does not read alone (`shared`: their indices into the fields'
+    `starts`, `ends` and `plane` flags), as chunks (index arrays): one per run of adjacent
+    fields where no device plane lies outside the largest run, else one chunk (device planes
+    are read over one buffer: a GPU file's small lines of several planes are one segment).
+    Why: the largest run (a GPU file's device planes, before its host plane) is then one run
+    of the file, which is mapped, not read (`_mapped`); the rest (the metadata plane, host
+    names: after the host plane) is a few hundred bytes, read."""
+    import numpy as np
+
+    if len(shared) < 2:
+        return [shared] if len(shared) else []
+    # a run ends where the next field does not start where it ends
+    cut = np.flatnonzero(starts[shared[1:]] != ends[shared[:-1]]) + 1
+    runs = np.split(shared, cut)
     if len(runs) < 2:
         return runs
-    big = max(range(len(runs)), key=lambda i: runs[i][-1][1] - runs[i][0][0])
+    # (the first of the largest, as `max` picks)
+    big = int(np.argmax([int(ends[r[-1]] - starts[r[0]]) for r in runs]))
     for i, run in enumerate(runs):
-        for a, b, head in run:
-            if i != big and head is not None:
-                name = _plane_name(fd, a, b, head)
-                if name is None or name.startswith("/device:"):
-                    return [shared]
+        if i == big:
+            continue
+        for j in run[plane[run]].tolist():
+            name = _plane_name(fd, int(starts[j]), int(ends[j]))
+            if name is None or name.startswith("/device:"):
+                return [shared]
     return runs
 
 
@@ -274,10 +278,9 @@ def planes_named(p: Path, name: str) -> bytes | None:
             if fields is None:
                 return None
             out = []
-            for a, b, head in fields:
-                if head is None:
-                    continue
-                got = _plane_name(fd, a, b, head)
+            starts, ends, plane = fields
+            for a, b in zip(starts[plane].tolist(), ends[plane].tolist()):
+                got = _plane_name(fd, a, b)
                 if got is None or got == name:
                     raw = os.pread(fd, b - a, a)
                     if len(raw) != b - a:
@@ -288,27 +291,57 @@ def planes_named(p: Path, name: str) -> bytes | None:
         return None
 
 
-def _runs(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Adjacent [start, end) ranges (in order) joined."""
-    out: list[tuple[int, int]] = []
-    for a, b in ranges:
-        if out and out[-1][1] == a:
-            out[-1] = (out[-1][0], b)
-        else:
-            out.append((a, b))
-    return out
+def _runs(starts: Any, ends: Any) -> list[tuple[int, int]]:
+    """Adjacent [start, end) ranges (in order, as two arrays) joined."""
+    import numpy as np
+
+    if not len(starts):
+        return []
+    cut = np.flatnonzero(starts[1:] != ends[:-1])
+    return list(zip(starts[np.r_[0, cut + 1]].tolist(), ends[np.r_[cut, len(ends) - 1]].tolist()))
 
 
-def _fields(fd: int, size: int) -> list[tuple[int, int, bytes | None]] | None:
-    """The top-level fields: (start, end, the first bytes of a plane field, None for other
-    fields), or None where the top level does not parse as fields."""
+def _fields(fd: int, size: int) -> tuple[Any, Any, Any] | None:
+    """The top-level fields as arrays: (starts, ends (int64), whether each is a plane (bool)),
+    or None where the top level does not parse as fields. By the scanner's `top_fields`
+    where it is built (in Python ~1.3 us a field: 100k planes in a capture of small ones),
+    else `_fields_py`; read ahead in blocks (a file of thousands of small planes costs few
+    reads), each field's tag and length from its first 128 bytes."""
+    import numpy as np
+
+    from overlap.trace import wire
+
+    fast = getattr(wire.SCANNER, "top_fields", None)
+    if fast is None:
+        got = _fields_py(fd, size)
+        if got is None:
+            return None
+        st, en, pl = (np.array(c, np.int64) for c in zip(*got)) if got else \
+            (np.zeros(0, np.int64),) * 3
+        return st, en, pl.astype(bool)
+    parts = []
+    pos = 0
+    while pos < size:
+        out = fast(os.pread(fd, 1 << 16, pos), pos, size)
+        if out is None or out[3] <= pos:  # (no step: the file shrank while it was read)
+            return None
+        parts.append(out[:3])
+        pos = out[3]
+    if not parts:
+        return (np.zeros(0, np.int64),) * 2 + (np.zeros(0, bool),)
+    st, en, pl = (np.concatenate(c) for c in zip(*parts))
+    return st, en, pl.astype(bool)
+
+
+def _fields_py(fd: int, size: int) -> list[tuple[int, int, bool]] | None:
+    """`_fields` read in Python (no scanner): (start, end, is a plane) per field."""
     out = []
     pos = 0
-    blk_at, blk = 0, b""  # read ahead: a file of thousands of small planes costs few reads
+    blk_at, blk = 0, b""
     while pos < size:
         if pos + 128 > blk_at + len(blk):
             blk_at, blk = pos, os.pread(fd, 1 << 16, pos)
-        # a tag and a length (two varints of at most 10 bytes), and a plane's first fields
+        # a tag and a length (two varints of at most 10 bytes)
         head = blk[pos - blk_at:pos - blk_at + 128]
         tag, k = _varint(head, 0)
         if tag is None or not tag >> 3:
@@ -330,16 +363,17 @@ def _fields(fd: int, size: int) -> list[tuple[int, int, bytes | None]] | None:
             return None
         if end > size:
             return None
-        out.append((pos, end, head if tag == (1 << 3 | 2) else None))
+        out.append((pos, end, tag == (1 << 3 | 2)))
         pos = end
     return out
 
 
-def _plane_name(fd: int, start: int, end: int, head: bytes) -> str | None:
+def _plane_name(fd: int, start: int, end: int) -> str | None:
     """The name of the plane field at [start, end) if it is among the plane's first fields
-    (id, then name, as producers write them), else None. `head`: its first bytes, read on
-    where the name does not end in them."""
-    name = _name_in(head[:end - start])
+    (id, then name, as producers write them), else None: from its first 128 bytes, read on
+    (1 KiB) where the name does not end in them."""
+    head = os.pread(fd, min(end - start, 128), start)
+    name = _name_in(head)
     if name is None and len(head) < min(end - start, 1024):
         name = _name_in(os.pread(fd, min(end - start, 1024), start))
     return name

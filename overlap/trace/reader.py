@@ -230,8 +230,8 @@ class _Space:
     """The skeletons of several parsed chunks of one file as one XSpace (its fields the
     reader reads): planes, host names, errors and warnings, in file order."""
 
-    def __init__(self, parts: list) -> None:
-        self.planes = [pl for xs in parts for pl in xs.planes]
+    def __init__(self, parts: list, planes: list) -> None:
+        self.planes = planes  # (the parts' planes in file order: `_parse_chunks` has them)
         self.hostnames = [h for xs in parts for h in xs.hostnames]
         self.errors = [e for xs in parts for e in xs.errors]
         self.warnings = [w for xs in parts for w in xs.warnings]
@@ -271,7 +271,8 @@ def _parse_chunks(chunks: list[tuple[np.ndarray, int, list[int], bool]]
     """`_parse_file` of `read_chunks`'s chunks (consumed: the planes' views keep their chunk,
     nothing else does), the planes in file order; None where a chunk does not parse or a
     plane read alone is not one `_read_alone` accepts (a name the peek got wrong)."""
-    parts, planes = [], []
+    parts: list = []
+    planes: list[tuple[int, PlaneView]] = []  # (file offset, view)
     bad_before = BAD_STRINGS[0]  # a chunk refused: the whole file is parsed again
     try:
         while chunks:
@@ -281,14 +282,15 @@ def _parse_chunks(chunks: list[tuple[np.ndarray, int, list[int], bool]]
                 BAD_STRINGS[0] = bad_before
                 return None
             parts.append(xs)
-            planes += [(o, pv, pl) for o, pv, pl in zip(offsets, got, xs.planes)]
+            planes += zip(offsets, got)
     except parse_errors():
         BAD_STRINGS[0] = bad_before
         return None
-    planes.sort(key=lambda t: t[0])
-    space = _Space(parts)
-    space.planes = [pl for _, _, pl in planes]
-    return space, [pv for _, pv, _ in planes]
+    if len(parts) > 1:  # (one chunk's planes are in file order)
+        planes.sort(key=lambda t: t[0])
+    # (each view's message is its plane in the part's skeleton: the skeletons' planes are
+    # not walked again, a wrapper each from upb, 100k planes in a capture of small ones)
+    return _Space(parts, [pv.msg for _, pv in planes]), [pv for _, pv in planes]
 
 
 @functools.cache
