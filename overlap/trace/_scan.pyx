@@ -748,7 +748,7 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
     (each in [0, distinct ids]: upb iterates those ascending, `skeleton.in_upb_order`); where
     they are and there are at least `lazy_min` entries (-1: never), their (id, name start,
     name end) as an int64 array of shape (n, 3), in the order written, the names undecoded
-    (`statnames.LazyStatNames`); else (the entries' field bytes, for upb; the ids as written
+    (`statids.LazyStatNames`); else (the entries' field bytes, for upb; the ids as written
     and the map, where they read plainly but are not dense, else None and None), for
     `wire._stat_names`.
 
@@ -3147,8 +3147,9 @@ def memcpy_details(list values, bint columns=False):
     the caller reads the value itself. With `columns`, the same as five columns and whether
     each answered: (bytes (int64), source kinds, destination kinds, asyncs (lists), bytes
     known (uint8), answered (uint8)), 0 and None where it did not (a tuple per value: ~110
-    bytes each, 100k distinct values on a capture whose copies all differ in size). Tokens are split where `str.split()` splits and keyed
-    before their first ':', the last of a key winning, as `names.parse_details` reads them.
+    bytes each, 100k distinct values on a capture whose copies all differ in size). Tokens
+    are split where `str.split()` splits and keyed before their first ':', the last of a
+    key winning, as `names.parse_details` reads them.
     Why: a capture whose copies all differ in size has a distinct value per copy, ~2 us each
     in Python (100k copies: 0.22 s of a 0.56 s report)."""
     cdef Py_ssize_t n = len(values), i, p, t, c, ln, k

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from overlap.errors import InputError
 
@@ -279,8 +279,9 @@ def planes_named(p: Path, name: str) -> bytes | None:
                 return None
             out = []
             starts, ends, plane = fields
-            for a, b in zip(starts[plane].tolist(), ends[plane].tolist()):
-                got = _plane_name(fd, a, b)
+            starts, ends = starts[plane].tolist(), ends[plane].tolist()
+            for a, b, head in zip(starts, ends, _heads(fd, starts, ends)):
+                got = _plane_name(fd, a, b, head)
                 if got is None or got == name:
                     raw = os.pread(fd, b - a, a)
                     if len(raw) != b - a:
@@ -368,11 +369,23 @@ def _fields_py(fd: int, size: int) -> list[tuple[int, int, bool]] | None:
     return out
 
 
-def _plane_name(fd: int, start: int, end: int) -> str | None:
+def _heads(fd: int, starts: list[int], ends: list[int]) -> Iterator[bytes]:
+    """The first bytes (up to 128) of each field [starts[i], ends[i]) (in file order), read
+    ahead in blocks: a file of thousands of small planes costs few reads."""
+    blk_at, blk = 0, b""
+    for a, b in zip(starts, ends):
+        n = min(b - a, 128)
+        if a < blk_at or a + n > blk_at + len(blk):
+            blk_at, blk = a, os.pread(fd, 1 << 16, a)
+        yield blk[a - blk_at:a - blk_at + n]
+
+
+def _plane_name(fd: int, start: int, end: int, head: bytes | None = None) -> str | None:
     """The name of the plane field at [start, end) if it is among the plane's first fields
-    (id, then name, as producers write them), else None: from its first 128 bytes, read on
-    (1 KiB) where the name does not end in them."""
-    head = os.pread(fd, min(end - start, 128), start)
+    (id, then name, as producers write them), else None: from its first 128 bytes (`head`,
+    else read here), read on (1 KiB) where the name does not end in them."""
+    if head is None:
+        head = os.pread(fd, min(end - start, 128), start)
     name = _name_in(head)
     if name is None and len(head) < min(end - start, 1024):
         name = _name_in(os.pread(fd, min(end - start, 1024), start))

@@ -169,3 +169,21 @@ def test_varints_beyond_64_bits(tmp_path, raw, ok):
         assert fast is None
     else:
         assert [(int(a), int(b), bool(c)) for a, b, c in zip(*fast)] == slow
+
+
+def test_heads_are_each_fields_first_bytes(tmp_path):
+    """`files._heads` (names peeked over blocks read ahead) gives each field's first bytes,
+    fields of any size across the blocks' edges."""
+    rng = random.Random(5)
+    raw = b"".join(b"\x0a" + _varint(n) + bytes(rng.randrange(256) for _ in range(n))
+                   for n in [rng.choice([0, 3, 120, 200, 40000]) for _ in range(300)])
+    p = tmp_path / "h.pb"
+    p.write_bytes(raw)
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        st_, en, _ = files._fields(fd, len(raw))
+        starts, ends = st_.tolist(), en.tolist()
+        got = list(files._heads(fd, starts, ends))
+    finally:
+        os.close(fd)
+    assert got == [raw[a:min(b, a + 128)] for a, b in zip(starts, ends)]
