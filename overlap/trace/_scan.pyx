@@ -554,7 +554,8 @@ _PLAIN = (False, 0, None)
 
 
 cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta,
-                  _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans, Py_ssize_t lazy_min):
+                  _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans, Py_ssize_t lazy_min,
+                  dict seen):
     """(plane bytes without lines, stat metadata [and entries], as parts to be joined (a
     plane's bytes joined on their own were copied twice: the host plane of a capture with
     programs holds MBs of them), (stripped, strings with
@@ -565,14 +566,15 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
     `ends`; `sspans` is scratch for its stat metadata entries."""
     parts = []  # (the plane's bytes left: joined once, with the space's, not per plane)
     stripped, bad, meta, names = _plane_walk(&mv[0], s, e, strip_meta, parts, lines, starts,
-                                             ends, sspans, mv.shape[0] <= 0x7fffffff, lazy_min)
+                                             ends, sspans, mv.shape[0] <= 0x7fffffff, lazy_min,
+                                             seen)
     return parts, (_PLAIN if not stripped and not bad and meta is None
                   else (stripped, bad, meta)), names
 
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                        list parts, _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans,
-                       bint narrow, Py_ssize_t lazy_min):
+                       bint narrow, Py_ssize_t lazy_min, dict seen):
     """`_plane`'s walk: (stripped, bad, meta, stat names: see `_plane`), the plane's bytes
     without lines and stat metadata added to `parts`, its lines to `lines`, its entry spans
     to `starts` and `ends`; a stripped plane's entries, checked as upb would check them, also decoded in
@@ -671,7 +673,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
         rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32)
         meta = {"ok": dok, "key": arrays[0], "name": arrays[1], "disp": arrays[2],
                 "value": arrays[3], "reversed": rev}
-    snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min)
+    snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min, seen)
     sspans.n = sfirst
     return (strip == 1, bad, meta, snames)
 
@@ -741,7 +743,7 @@ cdef int _stat_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* key,
 
 
 cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
-                        Py_ssize_t lazy_min):
+                        Py_ssize_t lazy_min, dict seen):
     """A plane's stat metadata (its `n` entries, (tag, payload, end) each at `sp`), as
     `Plane.stat_names` reads upb's map: None where it has none; {id: name} in upb's
     iteration order where every entry reads plainly (`_stat_entry`) and the ids are dense
@@ -751,6 +753,9 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
     (`statids.LazyStatNames`); else (the entries' field bytes, for upb; the ids as written
     and the map, where they read plainly but are not dense, else None and None), for
     `wire._stat_names`.
+
+    A name an earlier plane of the space has (`seen`) is that plane's object: GPU planes
+    carry the same stat names, a copy each (10k planes of ~20 entries: ~11 MiB of `str`).
 
     Why: upb built a message per entry in the skeleton and `Plane` a dict from it, ~1 us an
     entry: a capture whose copies all differ in size interns 100k details texts there
@@ -762,7 +767,7 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
     cdef int64_t k, lo = 0, hi = 0, last = 0
     cdef bint plain = True, ascending = True, dense
     cdef int64_t* got = <int64_t*>malloc(3 * n * sizeof(int64_t))
-    cdef uint8_t* seen
+    cdef uint8_t* mark
     if got == NULL:
         raise MemoryError()
     try:
@@ -785,22 +790,24 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
         # dense: every id in [0, distinct ids] (a dict's len: ids written twice count once)
         dense = lo >= 0 and hi <= n
         if dense and not ascending:
-            seen = <uint8_t*>calloc(hi + 1, 1)
-            if seen == NULL:
+            mark = <uint8_t*>calloc(hi + 1, 1)
+            if mark == NULL:
                 raise MemoryError()
             distinct = 0
             for i in range(n):
-                if not seen[got[3 * i]]:
-                    seen[got[3 * i]] = 1
+                if not mark[got[3 * i]]:
+                    mark[got[3 * i]] = 1
                     distinct += 1
-            free(seen)
+            free(mark)
             dense = hi <= distinct
         if dense and 0 <= lazy_min <= n:
             return _owned_int64(&got, 3 * n).reshape(n, 3)
         d = {}
         for i in range(n):
-            d[got[3 * i]] = PyUnicode_DecodeUTF8(<char*>(b + got[3 * i + 1]),
-                                                 got[3 * i + 2] - got[3 * i + 1], NULL)
+            # (a name an earlier plane of the space has: its object, `seen`)
+            t = PyUnicode_DecodeUTF8(<char*>(b + got[3 * i + 1]), got[3 * i + 2] - got[3 * i + 1],
+                                     NULL)
+            d[got[3 * i]] = seen.setdefault(t, t)
         if dense:
             return d if ascending else dict(sorted(d.items()))
         fields = b"".join([PyBytes_FromStringAndSize(<char*>(b + sp[3 * i]),
@@ -938,6 +945,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1):
     cdef _LineRecs lines = _LineRecs()
     cdef _I64s starts = _I64s(), ends = _I64s(), line_bounds = _I64s(), entry_bounds = _I64s()
     cdef _I64s sspans = _I64s()
+    cdef dict seen = {}  # stat names met, each one object (`_stat_names`)
     line_bounds.push(0)
     entry_bounds.push(0)
     while p < n:
@@ -952,7 +960,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1):
             if fs > run:
                 skel.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
             parts, got, names = _plane(mv, vp, q, strip_meta, lines, starts, ends, sspans,
-                                       lazy_min)
+                                       lazy_min, seen)
             skel.append(b"\x0a" + enc_varint(sum([len(x) for x in parts])))
             skel.extend(parts)
             planes.append(got)

@@ -524,8 +524,8 @@ def _read_space(xs, planes: list, host: str = "host",
     st: dict[str, list] = defaultdict(list)
     mem = Cols()
     mods: dict[str, list] = defaultdict(list)
-    devs: list[tuple] = []  # per device plane, its row (`_device_row`)
-    lines: list[tuple] = []  # per plane, its rows of the `lines` table (`_line_rows`)
+    devs = _DeviceRows()  # per device plane, its row of the `devices` table
+    lines = _LineRows()  # per plane, its rows of the `lines` table
     facts: dict[str, Any] = {
         "host": host, "source": str(source) if source else None,
         "profile_start_time_ns": start_ns, "profile_stop_time_ns": stop_ns,
@@ -538,7 +538,7 @@ def _read_space(xs, planes: list, host: str = "host",
     gpu_planes: list[tuple[Plane, str]] = []
     side = vendors.GpuSide()  # what the GPU rules set aside (ROCm copies, odd shapes)
     hip_calls = Cols()
-    raw_vendor: dict[str, tuple[Any, int, bool]] = {}  # device -> (device_vendor, events, tpu)
+    raw_vendor = _RawVendors()  # per device: device_vendor, events, tpu
     other_planes: list[tuple[str, int]] = []  # /device: planes of no kind we read
 
     meta_plane = next((pl for pl in planes if pl.name == METADATA_PLANE), None)
@@ -560,32 +560,32 @@ def _read_space(xs, planes: list, host: str = "host",
         if planes[i].name == HOST_PLANE:
             cpu_compute_seen |= _read_host_plane(Plane(planes[i]), host, line_base_ps, co, st,
                                                  mem, hip_calls)
-            host_lines[i] = _rows_of(host, HOST_PLANE, planes[i].lines)
+            host_lines[i] = _LineRows.of(planes[i].lines)
             check_lines(planes[i])  # (lines no rule read are checked as upb would)
             planes[i] = None  # read: its bytes can go (see `_parse_file`)
     for i in range(len(planes)):
         if i in host_lines:
-            lines.append(host_lines.pop(i))
+            lines.add(HOST_PLANE, *host_lines.pop(i))
             continue
         plane = planes[i]
         P = Plane(plane)
         # (no loop variable: a line left bound would keep its plane's bytes alive)
-        lines.append(_rows_of(host, plane.name, plane.lines))
+        lines.add(plane.name, *_LineRows.of(plane.lines))
 
         if m := GPU_PLANE_RE.match(plane.name):
             backend = "gpu"
             device = f"GPU:{m.group(1)}"
-            _device_row(devs, host, device, plane, P)
+            devs.add(device, plane, P)
             gpu_planes.append((P, device))
-            raw_vendor[device] = (P.plane_stats().get("device_vendor"),
-                                  plane.lines.events(), False)
+            raw_vendor.add(device, P.plane_stats().get("device_vendor"), plane.lines.events(),
+                           False)
         elif m := TPU_PLANE_RE.match(plane.name):
             if backend != "gpu":
                 backend = "tpu"
             device = f"TPU:{m.group(1)}"
             if "SparseCore" not in plane.name:
-                _device_row(devs, host, device, plane, P)
-                raw_vendor[device] = (None, 0, True)
+                devs.add(device, plane, P)
+                raw_vendor.add(device, None, 0, True)
             _read_tpu_plane(P, device, host, line_base_ps, tr, co, programs)
             check_lines(plane)
             planes[i] = None
@@ -625,7 +625,7 @@ def _read_space(xs, planes: list, host: str = "host",
     gpu_planes.clear()
     meta_plane = None
     programs.cache_clear()
-    _gpu_vendor_facts(facts, side, hip_calls, host, tr, raw_vendor, other_planes)
+    _gpu_vendor_facts(facts, side, hip_calls, host, tr, raw_vendor.by_device(), other_planes)
     keep_compute = None
     if backend != "cpu":
         # XLA:CPU thunks on the host of a GPU/TPU program are host work, not device compute.
@@ -652,8 +652,8 @@ def _read_space(xs, planes: list, host: str = "host",
         "steps": as_columns(st, STEP_COLUMNS),
         "memory": as_columns(mem.rows(MEMORY_COLUMNS), MEMORY_COLUMNS, checked=("allocator",)),
         "modules": as_columns(mods, MODULE_COLUMNS),
-        "devices": as_columns(_device_columns(devs), DEVICE_COLUMNS),
-        "lines": as_columns(_line_rows(lines), LINE_COLUMNS),
+        "devices": as_columns(devs.columns(host), DEVICE_COLUMNS),
+        "lines": as_columns(lines.columns(host), LINE_COLUMNS),
     }
 
 
@@ -669,28 +669,44 @@ def _earliest_absolute(blocks) -> int:
     return min(absolute) if absolute else 0
 
 
-def _rows_of(host: str, plane: str, t: LineTable) -> tuple:
-    """A plane's rows of the `lines` table, for `_line_rows`: its block's (records, names)
-    and its range of them (not the block: that holds the file's bytes, freed plane by plane
-    as they are read)."""
-    return host, plane, t.block.cols, t.a, t.b
+class _LineRows:
+    """The `lines` table's rows as `_read_space` collects them: per plane its name, its
+    block's (records, names) and its range of them (not the block: that holds the file's
+    bytes, freed plane by plane as they are read). Columns, not a tuple per plane (100k
+    small planes: ~5 MiB on the read's peak)."""
 
+    def __init__(self) -> None:
+        self.plane: list[str] = []
+        self.cols: list[tuple] = []
+        self.a: list[int] = []
+        self.b: list[int] = []
 
-def _line_rows(planes: list[tuple]) -> dict[str, np.ndarray]:
-    """The `lines` table: one row per line of each plane (host, plane, line id, name,
-    events; `_rows_of`), in the planes' order, from their blocks' columns: one slice per run
-    of planes that lie one after the other in a block, not per plane or per line."""
-    runs = adjacent_runs((cols, a, b) for _, _, cols, a, b in planes)
-    counts = [b - a for _, _, _, a, b in planes]
+    @staticmethod
+    def of(t: LineTable) -> tuple:
+        """A plane's (block columns, first row, end row), for `add`."""
+        return t.block.cols, t.a, t.b
 
-    def col(j: int) -> np.ndarray:
-        got = [cols[0][a:b, j] for cols, a, b in runs]
-        return np.concatenate(got) if got else np.zeros(0, np.int64)
+    def add(self, plane: str, cols: tuple, a: int, b: int) -> None:
+        self.plane.append(plane)
+        self.cols.append(cols)
+        self.a.append(a)
+        self.b.append(b)
 
-    return {"host": np.repeat(object_array([p[0] for p in planes]), counts),
-            "plane": np.repeat(object_array([p[1] for p in planes]), counts),
-            "line_id": col(ID), "events": col(EVENTS),
-            "line": object_array([nm for cols, a, b in runs for nm in cols[1][a:b]])}
+    def columns(self, host: str) -> dict[str, np.ndarray]:
+        """The `lines` table: one row per line of each plane (host, plane, line id, name,
+        events), in the planes' order, from their blocks' columns: one slice per run of
+        planes that lie one after the other in a block, not per plane or per line."""
+        runs = adjacent_runs(zip(self.cols, self.a, self.b))
+        counts = np.subtract(self.b, self.a, dtype=np.int64)
+
+        def col(j: int) -> np.ndarray:
+            got = [cols[0][a:b, j] for cols, a, b in runs]
+            return np.concatenate(got) if got else np.zeros(0, np.int64)
+
+        return {"host": np.repeat(object_array([host] * len(self.plane)), counts),
+                "plane": np.repeat(object_array(self.plane), counts),
+                "line_id": col(ID), "events": col(EVENTS),
+                "line": object_array([nm for cols, a, b in runs for nm in cols[1][a:b]])}
 
 
 class LineBase:
@@ -747,30 +763,61 @@ def _gpu_vendor_facts(facts: dict[str, Any], side: vendors.GpuSide, hip_calls: C
     facts["transfer_unknowns"] = unknown
 
 
-def _device_row(devs: list[tuple], host, device, plane, P: Plane) -> None:
-    """The device's row of the `devices` table (`DEVICE_COLUMNS` in order), from its plane's
-    own stats."""
-    ps = P.plane_stats()
-    if not ps:  # (another producer's planes, or 100k small ones: no facts, no lookups;
-        # the row's Nones added when the table is made, `_device_columns`)
-        devs.append((host, device, plane.name))
-        return
-    major, minor = ps.get("compute_cap_major"), ps.get("compute_cap_minor")
-    devs.append((
-        host, device, plane.name, as_text(ps.get("device_vendor")),
-        as_text(ps.get("gpu_device_name")) or as_text(ps.get("device_type_string"))
-        or as_text(ps.get("device_name")),
-        as_int(ps.get("memory_size")), as_int(ps.get("memory_bandwidth")),
-        as_int(ps.get("clock_rate")), as_int(ps.get("core_count")),
-        f"{as_text(major)}.{as_text(minor)}" if major is not None else None))
+class _RawVendors:
+    """Per device plane as `_read_space` meets it: its device, `device_vendor` stat, events
+    and whether it is a TPU's, as columns (a tuple and a dict entry per plane: ~10 MiB of
+    100k small planes, on the read's peak); `by_device` is the dict read after."""
+
+    def __init__(self) -> None:
+        self.device: list[str] = []
+        self.facts: tuple[list, list, list] = ([], [], [])
+
+    def add(self, device: str, vendor: Any, events: int, tpu: bool) -> None:
+        self.device.append(device)
+        for c, v in zip(self.facts, (vendor, events, tpu)):
+            c.append(v)
+
+    def by_device(self) -> dict[str, tuple[Any, int, bool]]:
+        """device -> (device_vendor, events, tpu); a device met twice: its last plane's, at
+        its first place (a dict's assignments)."""
+        return dict(zip(self.device, zip(*self.facts)))
 
 
-# `_device_row`'s facts of a plane without stats (`as_text(None)`, `as_int(None)`: None)
+class _DeviceRows:
+    """The `devices` table's rows (`DEVICE_COLUMNS` in order) as `_read_space` meets device
+    planes, from each plane's own stats: per row its device, plane name and facts (None for
+    a plane without stats: another producer's, or 100k small ones; the Nones added when
+    the table is made). Columns, not a tuple per row (~5 MiB of 100k small planes)."""
+
+    def __init__(self) -> None:
+        self.device: list[str] = []
+        self.plane: list[str] = []
+        self.facts: list[tuple | None] = []
+
+    def add(self, device: str, plane, P: Plane) -> None:
+        self.device.append(device)
+        self.plane.append(plane.name)
+        ps = P.plane_stats()
+        if not ps:
+            self.facts.append(None)
+            return
+        major, minor = ps.get("compute_cap_major"), ps.get("compute_cap_minor")
+        self.facts.append((
+            as_text(ps.get("device_vendor")),
+            as_text(ps.get("gpu_device_name")) or as_text(ps.get("device_type_string"))
+            or as_text(ps.get("device_name")),
+            as_int(ps.get("memory_size")), as_int(ps.get("memory_bandwidth")),
+            as_int(ps.get("clock_rate")), as_int(ps.get("core_count")),
+            f"{as_text(major)}.{as_text(minor)}" if major is not None else None))
+
+    def columns(self, host: str) -> dict[str, list]:
+        """The table's columns ({} where there is no device plane)."""
+        if not self.device:
+            return {}
+        full = [_NO_DEVICE_FACTS if f is None else f for f in self.facts]
+        return dict(zip(DEVICE_COLUMNS, [[host] * len(self.device), self.device, self.plane,
+                                         *(list(c) for c in zip(*full))]))
+
+
+# `_DeviceRows`' facts of a plane without stats (`as_text(None)`, `as_int(None)`: None)
 _NO_DEVICE_FACTS = (None,) * (len(DEVICE_COLUMNS) - 3)
-
-
-def _device_columns(devs: list[tuple]) -> dict[str, list]:
-    """The `devices` table's columns from `_device_row`'s rows (a row of a plane without
-    facts has none: all None)."""
-    full = [r if len(r) > 3 else r + _NO_DEVICE_FACTS for r in devs]
-    return {k: list(c) for k, c in zip(DEVICE_COLUMNS, zip(*full))}

@@ -1,0 +1,61 @@
+"""Objects the reader shares between planes or values instead of a copy each (issue 32 round
+16), and that sharing them changes no answer: one empty map for every plane without stat
+metadata or stats of its own (never written to by a read), one object per stat name the
+planes of a file have alike, one object per distinct text `per_mid` gives, and values that
+are equal but of other types (1, 1.0, True) kept as they are."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from overlap.trace import wire
+from overlap.trace.reader import read_host_file
+from overlap.trace.synthetic import SyntheticTrace
+from overlap.trace.values import per_mid
+
+US = 1_000_000
+
+
+def test_per_mid_shares_equal_texts_and_keeps_types():
+    names = {1: "kernel_x", 2: "kernel_x", 3: 1, 4: True, 5: 1.0, 6: None, 7: "copy"}
+    # each call a new str, as upb gives a name
+    got = per_mid(np.array([7, 1, 2, 3, 4, 5, 6, 2], np.int64),
+                  lambda k: "".join(names[k]) if isinstance(names[k], str) else names[k])
+    assert got.tolist() == ["copy", "kernel_x", "kernel_x", 1, True, 1.0, None, "kernel_x"]
+    assert [type(v) for v in got.tolist()[3:6]] == [int, bool, float]
+    assert got[1] is got[2] is got[7]
+
+
+def test_planes_share_empty_maps_and_equal_names(tmp_path):
+    t = SyntheticTrace()
+    for d in range(3):
+        g = t.gpu(d)
+        g.kernel(10 * US, US)
+        g.memcpy("D2H", 12 * US, US, 4096)
+    path = t.write(tmp_path / "shared.xplane.pb")
+    raw = path.read_bytes()
+    _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
+    gpus = [wire.Plane(pv) for pv in planes if pv.name.startswith("/device:GPU")]
+    named = [P.stat_names for P in gpus]
+    # the same names, one object each across the planes
+    first = {v: v for v in named[0].values()}
+    for m in named[1:]:
+        for v in m.values():
+            if v in first:
+                assert v is first[v]
+    # a plane of no stats: the one shared empty map, still empty after a whole read
+    bare = [wire.Plane(pv) for pv in planes if not len(pv.stats)]
+    assert bare and all(P.plane_stats() is wire._EMPTY for P in bare)
+    read_host_file(path)
+    assert wire._EMPTY == {}
+
+
+def test_planes_without_stat_metadata_share_one_empty_map():
+    from overlap.trace.protos import XSpace
+
+    sp = XSpace()
+    for d in range(3):
+        sp.planes.add(id=d, name=f"/device:GPU:{d}")
+    raw = sp.SerializeToString()
+    _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
+    assert all(wire.Plane(pv).stat_names is wire._EMPTY for pv in planes)
