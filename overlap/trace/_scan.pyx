@@ -428,11 +428,11 @@ cdef enum:
     _LREC = 7  # id, display_id, timestamp_ns, duration_ps, payload start, payload end, events
 
 
-cdef int _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, int64_t* rec, list names,
-               list displays) except -1:
-    """A line's record into rec[0:_LREC] (see `_LREC`), its name and display name (as written
-    last, invalid UTF-8 replaced) appended to `names` and `displays`; returns how many of the
-    two strings had invalid UTF-8."""
+cdef int _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, int64_t* rec,
+               Py_ssize_t* texts) except -1:
+    """A line's record into rec[0:_LREC] (see `_LREC`), where its name and display name (as
+    written last) lie into texts[0:4] (start, end of each; -1 where absent); returns which
+    of the two has invalid UTF-8 (bit 0 the name, bit 1 the display name)."""
     cdef int64_t lid = 0, did = 0, ts = 0, dur = 0
     cdef Py_ssize_t p = s, q, vp, n_ev = 0, ns = -1, ne = -1, ds = -1, de = -1
     cdef uint64_t fn, v
@@ -479,11 +479,10 @@ cdef int _line(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, int64_t* rec, list 
                 raise _fail(p)
     cdef int bad = 0
     if ns >= 0 and not _utf8_ok(b + ns, ne - ns):
-        bad += 1
+        bad |= 1
     if ds >= 0 and not _utf8_ok(b + ds, de - ds):
-        bad += 1
-    names.append(_text(b, ns, ne, False) if ns >= 0 else "")
-    displays.append(_text(b, ds, de, False) if ds >= 0 else "")
+        bad |= 2
+    texts[0], texts[1], texts[2], texts[3] = ns, ne, ds, de
     rec[0], rec[1], rec[2], rec[3], rec[4], rec[5], rec[6] = lid, did, ts, dur, s, e, n_ev
     return bad
 
@@ -526,21 +525,52 @@ cdef class _I64s:
 @cython.final
 cdef class _LineRecs:
     """The lines of one `split_space`: records (`_LREC` int64 each), names and display names,
-    and how many of those strings had invalid UTF-8."""
+    and how many of those strings had invalid UTF-8. A name (or display name) whose bytes
+    are the previous line's is that line's object: 100k planes of one "Stream #1" line each
+    held 100k copies, ~6 MiB (names that differ cost a compare of their bytes)."""
     cdef _I64s rec
     cdef Py_ssize_t n
     cdef list names, displays
     cdef int bad
+    cdef object last_name, last_disp  # the previous valid name and display name
+    cdef Py_ssize_t last_s[2]  # (where they lie, and their lengths)
+    cdef Py_ssize_t last_n[2]
 
     def __cinit__(self):
         self.rec = _I64s()
         self.n, self.bad = 0, 0
         self.names, self.displays = [], []
+        self.last_name = self.last_disp = None
+        self.last_s[0] = self.last_s[1] = self.last_n[0] = self.last_n[1] = 0
 
     cdef int add(self, const uint8_t* b, Py_ssize_t s, Py_ssize_t e) except -1:
-        self.bad += _line(b, s, e, self.rec.grow(_LREC), self.names, self.displays)
+        cdef Py_ssize_t texts[4]
+        cdef int bad = _line(b, s, e, self.rec.grow(_LREC), texts)
+        self.bad += (bad & 1) + (bad >> 1)
+        self.names.append(self._text(b, texts[0], texts[1], bad & 1, 0))
+        self.displays.append(self._text(b, texts[2], texts[3], bad & 2, 1))
         self.n += 1
         return 0
+
+    cdef object _text(self, const uint8_t* b, Py_ssize_t p, Py_ssize_t q, int bad, int k):
+        """The text b[p:q] ("" where absent, p < 0; invalid UTF-8 replaced where `bad`): the
+        previous line's object (k 0: its name, 1: its display name; same buffer) where the
+        bytes are its bytes."""
+        if p < 0:
+            return ""
+        if bad:
+            return _text(b, p, q, False)
+        last = self.last_name if k == 0 else self.last_disp
+        if last is not None and q - p == self.last_n[k] \
+                and memcmp(b + p, b + self.last_s[k], q - p) == 0:
+            return last
+        t = PyUnicode_DecodeUTF8(<char*>(b + p), q - p, NULL)
+        if k == 0:
+            self.last_name = t
+        else:
+            self.last_disp = t
+        self.last_s[k], self.last_n[k] = p, q - p
+        return t
 
     cdef tuple taken(self):
         """(records as an int64 array of shape (lines, `_LREC`), names, display names,

@@ -49,16 +49,17 @@ _SEGMENT = 1 << 16
 _GPU_STATS = ("kernel_details", "memcpy_details", "hlo_op", "hlo_module", "program_id")
 
 
-def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Cols,
+def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_ps, tr: Cols,
                      co: Cols, side: vendors.GpuSide | None = None) -> None:
-    """All GPU planes of one file: `items` is (plane, device name) per plane."""
+    """All GPU planes of one file: `planes`, and each one's device name (`devices_`; two
+    lists, not a tuple per plane: 100k small planes)."""
     details_cache: dict[Any, tuple] = {}
-    # small lines to merge, in order: each one's index into items, and its row in its plane's
+    # small lines to merge, in order: each one's index into planes, and its row in its plane's
     # `LineBlock`
     pend_i: list[int] = []
     pend_r: list[int] = []
     n_pending = 0
-    devices = object_array([d for _, d in items])
+    devices = object_array(devices_)
 
     def flush():
         nonlocal n_pending
@@ -69,11 +70,11 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
         pend_r.clear()
         n_pending = 0
         # (one block: a file's GPU planes are parsed together, `reader._read_alone`)
-        block = items[int(at_i[0])][0].plane.lines.block
+        block = planes[int(at_i[0])].plane.lines.block
         used = sorted_unique(at_i)
-        if any(items[i][0].plane.lines.block is not block for i in used.tolist()):
+        if any(planes[i].plane.lines.block is not block for i in used.tolist()):
             raise ValueError("GPU planes of one file parsed apart")
-        G = PlaneGroup([items[i][0] for i in used.tolist()])
+        G = PlaneGroup([planes[i] for i in used.tolist()])
         seg, rec = merge_rows(block, at_r)
         names = list(map(block.names.__getitem__, at_r.tolist()))
         # per event of the segment, its line's index into `names`: each per-event column
@@ -108,7 +109,7 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
 
     def read_line(i: int, r: int) -> None:
         """Line `r` of plane `i` read on its own (not merged)."""
-        P, device = items[i]
+        P, device = planes[i], devices_[i]
         line = P.plane.lines.block.line(r)
         groups, presence = _groups(P)
         ev = LineEvents(line, line_base_ps(line), wanted=(), groups=groups,
@@ -120,7 +121,7 @@ def _read_gpu_planes(items: list[tuple[Plane, str]], host, line_base_ps, tr: Col
                         details_cache, side)
 
     kinds: dict[int, Any] = {}  # per plane read line by line, its `_gpu_meta_kinds`
-    for i, (P, _) in enumerate(items):
+    for i, P in enumerate(planes):
         small = groupable(P)
         table = P.plane.lines
         if len(table) <= _FEW_LINES:  # a few lines: one by one (numpy's calls cost more)

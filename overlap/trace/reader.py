@@ -535,7 +535,8 @@ def _read_space(xs, planes: list, host: str = "host",
     synthetic = any(SYNTHETIC_MARK in w for w in xs.warnings)
     backend = "cpu"
     cpu_compute_seen = False
-    gpu_planes: list[tuple[Plane, str]] = []
+    gpu_planes: list[Plane] = []  # (and each one's device, `gpu_devices`)
+    gpu_devices: list[str] = []
     side = vendors.GpuSide()  # what the GPU rules set aside (ROCm copies, odd shapes)
     hip_calls = Cols()
     raw_vendor = _RawVendors()  # per device: device_vendor, events, tpu
@@ -576,7 +577,8 @@ def _read_space(xs, planes: list, host: str = "host",
             backend = "gpu"
             device = f"GPU:{m.group(1)}"
             devs.add(device, plane, P)
-            gpu_planes.append((P, device))
+            gpu_planes.append(P)
+            gpu_devices.append(device)
             raw_vendor.add(device, P.plane_stats().get("device_vendor"), plane.lines.events(),
                            False)
         elif m := TPU_PLANE_RE.match(plane.name):
@@ -615,7 +617,7 @@ def _read_space(xs, planes: list, host: str = "host",
 
     del plane, P
     # After the loop: small lines of many GPU planes are read together.
-    _read_gpu_planes(gpu_planes, host, line_base_ps, tr, co, side)
+    _read_gpu_planes(gpu_planes, gpu_devices, host, line_base_ps, tr, co, side)
     # Every line is decoded (or checked, where no rule reads it): the file's bytes go before
     # the tables are built.
     # (no loop variable: one left bound to the last plane kept the file's bytes alive while

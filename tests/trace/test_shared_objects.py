@@ -59,3 +59,29 @@ def test_planes_without_stat_metadata_share_one_empty_map():
     raw = sp.SerializeToString()
     _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
     assert all(wire.Plane(pv).stat_names is wire._EMPTY for pv in planes)
+
+
+def test_a_line_named_as_the_one_before_shares_its_name():
+    """Consecutive lines of one name: one object; a name of other bytes, an invalid one
+    (replaced and counted, as upb reads it) and display names read as before."""
+    from tests.trace.wire_bytes import field
+
+    def line(name: bytes, display: bytes | None = None) -> bytes:
+        body = field(1, 0, 1) + field(2, 2, name) + (field(11, 2, display) if display else b"")
+        return field(3, 2, body)
+
+    lines = [line(b"Stream #1"), line(b"Stream #1", b"d"), line(b"Stream #1", b"d"),
+             line(b"Stream #1\xff"), line(b"Stream #1\xff"), line(b"Stream #2"),
+             line(b"Stream #1")]
+    raw = b"".join(field(1, 2, field(2, 2, b"/device:GPU:%d" % d) + b"".join(lines))
+                   for d in range(2))
+    before = wire.BAD_STRINGS[0]
+    _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
+    block = planes[0].lines.block
+    want = ["Stream #1"] * 3 + ["Stream #1\ufffd"] * 2 + ["Stream #2", "Stream #1"]
+    assert block.names == want * 2
+    assert block.displays == (["", "d", "d", "", "", "", ""]) * 2
+    n = block.names
+    assert n[0] is n[1] is n[2] and n[5] is not n[6] and n[7] is n[6]
+    assert block.displays[1] is block.displays[2]
+    assert wire.BAD_STRINGS[0] - before == 4  # (each invalid name counted, as upb counts)
