@@ -834,10 +834,12 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
             return _owned_int64(&got, 3 * n).reshape(n, 3)
         d = {}
         for i in range(n):
-            # (a name an earlier plane of the space has: its object, `seen`)
+            # (a name an earlier plane of the space has: its object, `seen`; new names are
+            # added up to _INTERN_MAX, a bound on what the table itself costs where the
+            # names are many and all differ)
             t = PyUnicode_DecodeUTF8(<char*>(b + got[3 * i + 1]), got[3 * i + 2] - got[3 * i + 1],
                                      NULL)
-            d[got[3 * i]] = seen.setdefault(t, t)
+            d[got[3 * i]] = seen.setdefault(t, t) if len(seen) < _INTERN_MAX else seen.get(t, t)
         if dense:
             return d if ascending else dict(sorted(d.items()))
         fields = b"".join([PyBytes_FromStringAndSize(<char*>(b + sp[3 * i]),
@@ -846,6 +848,10 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
         return (fields, _written(b, sp, n), d)
     finally:
         free(got)  # (NULL once `_owned_int64` took it)
+
+
+# The most stat names `_stat_names` keeps one object of per space (~5 MiB of table).
+cdef Py_ssize_t _INTERN_MAX = 1 << 16
 
 
 cdef list _written(const uint8_t* b, const int64_t* sp, Py_ssize_t n):
