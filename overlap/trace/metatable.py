@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -253,7 +254,7 @@ class MetaTable:
         return out
 
     def columns(self, mids: np.ndarray, wanted: dict[int, str], names: tuple[str, ...],
-                stat_names: dict[int, str], ids: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+                stat_names: Mapping[int, str], ids: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
         """Per id of `mids`: the first stat whose id is in `wanted` (id -> name), per name of
         `names`, as object columns (None where absent); the names in `ids` as `as_id` of
         that value (`id_objects`: integers converted once per distinct value)."""
@@ -356,7 +357,7 @@ def _put(col: np.ndarray, rows: np.ndarray, at: np.ndarray, entry: np.ndarray,
     col[rows] = v[at]
 
 
-def id_objects(buf, d: dict, stat_names: dict[int, str]) -> np.ndarray:
+def id_objects(buf, d: dict, stat_names: Mapping[int, str]) -> np.ndarray:
     """`as_id` of each stat record's value (`_stat_objects`' records): an int64 from 0, or
     any uint64, as a Python int made once per distinct value (all of a many-ops capture's
     36k copy ops name one program: one int, not 36k converted and numbered again); every

@@ -772,17 +772,20 @@ class _RawVendors:
 
     def __init__(self) -> None:
         self.device: list[str] = []
-        self.facts: tuple[list, list, list] = ([], [], [])
+        self.vendor: list[Any] = []
+        self.events: list[int] = []
+        self.tpu: list[bool] = []
 
     def add(self, device: str, vendor: Any, events: int, tpu: bool) -> None:
         self.device.append(device)
-        for c, v in zip(self.facts, (vendor, events, tpu)):
-            c.append(v)
+        self.vendor.append(vendor)
+        self.events.append(events)
+        self.tpu.append(tpu)
 
     def by_device(self) -> dict[str, tuple[Any, int, bool]]:
         """device -> (device_vendor, events, tpu); a device met twice: its last plane's, at
         its first place (a dict's assignments)."""
-        return dict(zip(self.device, zip(*self.facts)))
+        return dict(zip(self.device, zip(self.vendor, self.events, self.tpu)))
 
 
 class _DeviceRows:

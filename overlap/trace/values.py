@@ -5,6 +5,7 @@ a decoded stat record, their Python objects (`_stat_objects`), the conversions t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -76,7 +77,7 @@ def object_array(values: list) -> np.ndarray:
     return np.array(values + [None], object)[:-1]
 
 
-def _stat_objects(buf, d, stat_names: dict[int, str], plane=None) -> np.ndarray:
+def _stat_objects(buf, d, stat_names: Mapping[int, str], plane=None) -> np.ndarray:
     """Python values of decoded stats, as `Plane.stats` gives them (refs resolved to names;
     with `plane`, each record's plane index in a `PlaneGroup`, refs are that plane's ids).
     `d`: the records' `kind` and either `obj` (from upb) or `ival`/`vpos` (from the scanner:

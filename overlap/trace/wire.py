@@ -48,6 +48,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any, Iterable
 
 import numpy as np
@@ -108,7 +109,7 @@ class Plane:
 
     def __init__(self, plane):
         self.plane = plane
-        self._stat_names: dict[int, str] | None = None  # (read when first asked)
+        self._stat_names: Mapping[int, str] | None = None  # (read when first asked)
         self._stat_ids: _StatIds | None = None
         self._meta = None  # (read when first asked: `meta`)
         self._meta_stats: dict[int, dict[str, Any]] | None = None
@@ -117,9 +118,10 @@ class Plane:
         self._plane_stats: dict[str, Any] | None = None
 
     @property
-    def stat_names(self) -> dict[int, str]:
+    def stat_names(self) -> Mapping[int, str]:
         """Stat metadata id -> name, in upb's iteration order: read by the scanner where the
-        plane came from `parse_space` (`_stat_names`), else from upb's map."""
+        plane came from `parse_space` (`_stat_names`: a dict, or `LazyStatNames` for a large
+        map), else from upb's map."""
         if self._stat_names is None:
             got = getattr(self.plane, "stat_names", None)
             if isinstance(got, _SparseStatNames):
@@ -465,7 +467,7 @@ class PlaneView:
     def __init__(self, msg, lines: LineTable, buf: np.ndarray | None = None,
                  spans: tuple[np.ndarray, np.ndarray, list[int]] | None = None, at: int = 0,
                  meta_stripped: bool = False, meta_decoded: dict | None = None,
-                 stat_names: "dict[int, str] | _SparseStatNames | None" = None):
+                 stat_names: "Mapping[int, str] | _SparseStatNames | None" = None):
         self.msg = msg
         # (read once: the reader asks a plane's name several times, and `__getattr__` runs
         # only after a failed lookup, ~1 us each, 100k planes in a capture of small ones)
@@ -558,7 +560,8 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
 
 def _stat_names(got, a: np.ndarray) -> "dict[int, str] | _SparseStatNames | LazyStatNames":
     """A plane's stat id -> name, in upb's order, from what `split_space` gives for it: None
-    (no stat metadata: {}, not None, which has `Plane` read upb's empty map), the map, the
+    (no stat metadata: the shared empty map `_EMPTY`, not None, which has `Plane` read upb's
+    empty map), the map, the
     entries' (id, name span) in the file's bytes `a` (a large map: `LazyStatNames`), or
     (the entries' field bytes, ids as written, the map) where the ids are not dense (ordered
     as upb would when first asked: `_SparseStatNames`) or the entries are not plain (map and
@@ -839,7 +842,7 @@ class LineEvents:
         out[st["ev"][sel]] = True
         return out
 
-    def first_codes(self, sids, stat_names: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
+    def first_codes(self, sids, stat_names: Mapping[int, str]) -> tuple[np.ndarray, np.ndarray]:
         """(per event, a code into the values of its first stat with one of `sids`, -1 where
         it has none; the values as objects, as `Plane.stats` gives them). Where `sids` is one
         of the constructor's `groups`, one value per distinct value, else one per event."""
@@ -863,7 +866,7 @@ class LineEvents:
         self._first[key] = (stat_names, codes, vals)
         return codes, vals
 
-    def codes_at(self, sids, stat_names: dict[int, str],
+    def codes_at(self, sids, stat_names: Mapping[int, str],
                  idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`first_codes` for events `idx` only: (their codes, the values). Where the stat comes
         from records, no code per event of the line is made (8 bytes per event, and its
@@ -896,7 +899,7 @@ class LineEvents:
                              stat_names, plane)
         return evs, vals
 
-    def first_stat(self, sids, stat_names: dict[int, str]) -> tuple[np.ndarray, np.ndarray]:
+    def first_stat(self, sids, stat_names: Mapping[int, str]) -> tuple[np.ndarray, np.ndarray]:
         """(event indices, values as objects) of the first stat with one of `sids` per event."""
         codes, vals = self.first_codes(sids, stat_names)
         evs = np.flatnonzero(codes >= 0)
