@@ -9,6 +9,7 @@ import numpy as np
 
 from overlap.arrays import sorted_unique
 from overlap.trace import lines, vendors, wire
+from overlap.trace.groups import groupable_all
 from overlap.trace.lines import merge_rows
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
 from overlap.trace.tables import missing_mask
@@ -24,7 +25,6 @@ from overlap.trace.wire import (
     as_int,
     as_text,
     coded_stat,
-    groupable,
     map_stat,
     map_unique,
     object_array,
@@ -74,7 +74,8 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
         used = sorted_unique(at_i)
         if any(planes[i].plane.lines.block is not block for i in used.tolist()):
             raise ValueError("GPU planes of one file parsed apart")
-        G = PlaneGroup([planes[i] for i in used.tolist()])
+        G = PlaneGroup([planes[i] for i in used.tolist()],
+                       (meta_rows, used) if meta_rows is not None else None)
         seg, rec = merge_rows(block, at_r)
         names = list(map(block.names.__getitem__, at_r.tolist()))
         # per event of the segment, its line's index into `names`: each per-event column
@@ -121,8 +122,10 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
                         details_cache, side)
 
     kinds: dict[int, Any] = {}  # per plane read line by line, its `_gpu_meta_kinds`
+    # (many planes: their metadata decoded at once, for `groupable` and each group's table)
+    small_all, meta_rows = groupable_all(planes)
     for i, P in enumerate(planes):
-        small = groupable(P)
+        small = small_all[i]
         table = P.plane.lines
         if len(table) <= _FEW_LINES:  # a few lines: one by one (numpy's calls cost more)
             ns = table.block.events()
@@ -173,21 +176,16 @@ def _gpu_meta_kinds(P) -> tuple[dict[int, str], list[int]]:
 
     A plane with many entries (one per distinct kernel: tens of thousands in a large model)
     is read through its `MetaTable` (names and the kernel_details test for all entries at
-    once, ~0.5 us per entry instead of ~5 us through upb); small planes, thousands of them
-    in a `PlaneGroup`, through upb, which costs less than a table each."""
+    once, ~0.5 us per entry instead of ~5 us through upb), and so is a `PlaneGroup` whose
+    planes' entries were decoded at once (`groups.MetaRows`: 100k one-entry planes); other
+    small planes through upb, which costs less than a table each."""
     memcpy_mids, kernel_mids = {}, []
     group = isinstance(P, PlaneGroup)
-    for i, Q in enumerate(P.planes if group else [P]):
-        off = i * GROUP_STRIDE if group else 0
-        t = Q.table() if len(Q.meta) >= _TABLE_MIN else None
-        if t is not None:
-            keys = t.keys
-            rows: Any = zip(keys.tolist(), Q.names(keys),
-                       t.has_stat(keys, Q.stat_ids.get("kernel_details", ())).tolist())
-        else:
-            m = Q.meta  # (its keys, then each entry: `items()` is a Python-level view)
-            rows = ((k, (md := m[k]).name, len(md.stats) and "kernel_details" in Q.meta_stats(k))
-                    for k in m)
+    rows = _group_meta_rows(P) if group else None
+    rows_of: Any = [(0, rows)] if rows is not None else (
+        (i * GROUP_STRIDE if group else 0, _plane_meta_rows(Q))
+        for i, Q in enumerate(P.planes if group else [P]))
+    for off, rows in rows_of:
         for k, name, has_kd in rows:
             if name in MEMCPY_DIRECTIONS:
                 memcpy_mids[k + off] = MEMCPY_DIRECTIONS[name]
@@ -198,6 +196,31 @@ def _gpu_meta_kinds(P) -> tuple[dict[int, str], list[int]]:
             elif has_kd:
                 kernel_mids.append(k + off)
     return memcpy_mids, kernel_mids
+
+
+def _plane_meta_rows(Q) -> Any:
+    """(id, name, holds kernel_details) of each metadata entry of one plane."""
+    t = Q.table() if len(Q.meta) >= _TABLE_MIN else None
+    if t is not None:
+        keys = t.keys
+        return zip(keys.tolist(), Q.names(keys),
+                   t.has_stat(keys, Q.stat_ids.get("kernel_details", ())).tolist())
+    m = Q.meta  # (its keys, then each entry: `items()` is a Python-level view)
+    return ((k, (md := m[k]).name, len(md.stats) and "kernel_details" in Q.meta_stats(k))
+            for k in m)
+
+
+def _group_meta_rows(G: PlaneGroup) -> Any:
+    """`_plane_meta_rows` of a group's planes at once, from its table (keys as the group's);
+    None where it has none or a name is not valid UTF-8 (each plane's then)."""
+    t = G.table()
+    if t is None:
+        return None
+    names = t.strings(t.keys, False)
+    if names is None:
+        return None
+    return zip(t.keys.tolist(), names,
+               t.has_keyed_stat(G.stat_ids.get("kernel_details", ())).tolist())
 
 
 def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: Cols, co: Cols,

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from overlap.arrays import sorted_unique
-from overlap.trace.values import _K_I64, _K_U64, INT64_MAX, _stat_objects, as_id
+from overlap.trace.values import _K_I64, _K_U64, GROUP_STRIDE, INT64_MAX, _stat_objects, as_id
 
 try:
     _scan: Any = importlib.import_module("overlap.trace._scan")
@@ -251,6 +251,24 @@ class MetaTable:
         hit = np.zeros(len(ent), bool)
         hit[st_row] = True
         out[rows] = hit[at]
+        return out
+
+    def has_keyed_stat(self, skeys) -> np.ndarray:
+        """`has_stat` of every entry of a `PlaneGroup`'s table (keys `plane * GROUP_STRIDE +
+        id`), where each plane's stat ids differ: per entry, does it hold a stat whose key in
+        its plane (`plane * GROUP_STRIDE + stat id`) is one of `skeys`? Only the entries of
+        planes that have such ids are decoded."""
+        out = np.zeros(len(self.keys), bool)
+        if not len(skeys) or not len(self.keys):
+            return out
+        skeys = sorted_unique(np.asarray(skeys, np.int64))
+        plane = self.keys // GROUP_STRIDE
+        ent = np.flatnonzero(np.isin(plane, sorted_unique(skeys // GROUP_STRIDE)))
+        if not ent.size:
+            return out
+        st_row, rec = self._stats(ent, sorted_unique(skeys % GROUP_STRIDE))
+        hit = np.isin(plane[ent[st_row]] * GROUP_STRIDE + rec["sid"], skeys)
+        out[ent[st_row[hit]]] = True
         return out
 
     def columns(self, mids: np.ndarray, wanted: dict[int, str], names: tuple[str, ...],

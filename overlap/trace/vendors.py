@@ -45,6 +45,7 @@ from overlap.trace.tables import missing_mask
 from overlap.trace.wire import (
     Coded,
     Cols,
+    PlaneGroup,
     as_id,
     as_int,
     map_stat,
@@ -115,7 +116,9 @@ def split_kernels(P, ev, idx: np.ndarray, device, stream, line_name,
     for `Cols.add`, the distinct metadata ids of `idx` that the names' codes number)."""
     # names and kinds once per distinct kernel (a few hundred over a million launches)
     uniq, inv = unique_inverse_at(ev.mids, idx)  # (no million-row copy of the ids)
-    u_names = object_array([P.name(u) for u in uniq.tolist()])
+    # (a group's names from its table at once; a plane's few through upb, no table built)
+    u_names = object_array(P.names(uniq) if isinstance(P, PlaneGroup)
+                           else [P.name(u) for u in uniq.tolist()])
     if side is None:
         return idx, Coded(inv, u_names), uniq
     u_kind = [runtime_kernel_kind(n) for n in u_names.tolist()]
@@ -199,7 +202,8 @@ def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide |
     elif not _is_stream_line(line_name):
         return
     side.other.add(len(idx), device=at_rows(device, idx), line=at_rows(line_name, idx),
-                   name=per_mid(ev.mids[idx], P.name))
+                   name=per_mid(ev.mids[idx], P.name,
+                                P.names if isinstance(P, PlaneGroup) else None))
 
 
 _STREAM_PREFIXES = ("Stream #", "Memcpy")

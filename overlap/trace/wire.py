@@ -54,6 +54,8 @@ from typing import Any, Iterable
 import numpy as np
 
 from overlap.arrays import sorted_unique
+from overlap.trace.groups import PlaneGroup as PlaneGroup
+from overlap.trace.groups import groupable as groupable
 from overlap.trace.intstats import ints_at_scanned, ints_from_records
 from overlap.trace.lenient import sanitize as sanitize
 from overlap.trace.lines import LineBlock, LineTable, adjacent_runs, upb_line
@@ -68,7 +70,7 @@ from overlap.trace.statcols import map_stat as map_stat
 from overlap.trace.statcols import stat_codes as stat_codes
 from overlap.trace.statcols import stat_column as stat_column
 from overlap.trace.statcols import stat_keys as stat_keys
-from overlap.trace.statids import GroupStatIds, GroupStatNames, LazyStatNames
+from overlap.trace.statids import LazyStatNames
 from overlap.trace.statids import StatIds as _StatIds
 from overlap.trace.upb_events import upb_events as _upb_events
 from overlap.trace.values import _K_BYTES as _K_BYTES
@@ -296,51 +298,6 @@ class Plane:
 _EMPTY: dict = {}
 
 
-
-
-def groupable(P: Plane) -> bool:
-    """Can this plane's ids be keyed inside a `PlaneGroup`?"""
-    return _in_stride(P.meta) and _in_stride(P.stat_names)
-
-
-def _in_stride(keys) -> bool:
-    """Every key of the map in [0, GROUP_STRIDE) (min and max over the map itself, in C: a
-    generator over `keys()`, a Python-level view on upb's map, cost ~2 us a plane,
-    100k planes in a capture of small ones)."""
-    return not keys or (min(keys) >= 0 and max(keys) < GROUP_STRIDE)
-
-
-class PlaneGroup:
-    """Several planes' lookups as one `Plane`, keyed `plane index * GROUP_STRIDE + id`.
-
-    Why: a capture with thousands of device planes of a few events each (one per GPU of a
-    large job, or another producer's layout) would otherwise pay numpy's fixed cost per line,
-    milliseconds per plane. Small lines of many planes are read as one `merge_lines` segment
-    against this group instead.
-    """
-
-    def __init__(self, planes: list[Plane]):
-        self.planes = planes
-        self.stat_names = GroupStatNames(planes)
-        self.stat_ids = GroupStatIds(planes)
-
-    def meta_items(self):
-        for i, P in enumerate(self.planes):
-            o = i * GROUP_STRIDE
-            for k, md in P.meta.items():
-                yield o + k, md
-
-    def meta_stats(self, key: int) -> dict[str, Any]:
-        if key < 0:
-            return {}
-        i, k = divmod(key, GROUP_STRIDE)
-        return self.planes[i].meta_stats(k)
-
-    def name(self, key: int) -> str:
-        if key < 0:
-            return ""
-        i, k = divmod(key, GROUP_STRIDE)
-        return self.planes[i].name(k)
 
 
 # Event offsets, durations and line origins are accepted below 2**61 ps (26 days): sums of two

@@ -1,0 +1,176 @@
+"""Many small planes read as one: `PlaneGroup` (their lookups keyed `plane index *
+GROUP_STRIDE + id`), `groupable` (may a plane join one), and `MetaRows`, the event_metadata
+entries of many planes of one parse decoded at once, from which both are answered without a
+upb map per plane.
+
+Why `MetaRows`: a capture of 100k one-line GPU planes (the fuzz campaign's shape; issue 32)
+asked every plane's upb map for its key range (`groupable`), then each entry for its name and
+stats (`gpu._gpu_meta_kinds`) and each event's metadata for its name (`PlaneGroup.name`):
+~1 us a property read, ~0.3 s of that capture's 1.4 s. One `decode_meta` over all the planes'
+entries answers the three for every plane with numpy. Semantics are the map's: the entries
+are the ones upb parsed (the skeleton's), and where the decode would read any of them
+otherwise than upb (`decode_meta`'s `ok`), or a name is not valid UTF-8, every plane is read
+through upb as before.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+
+from overlap.trace.metatable import MetaTable
+from overlap.trace.statids import GroupStatIds, GroupStatNames
+from overlap.trace.values import GROUP_STRIDE
+
+try:
+    _scan: Any = importlib.import_module("overlap.trace._scan")
+except ImportError:  # no C compiler at install: every plane through upb
+    _scan = None
+
+# Planes from which their metadata is decoded at once (`MetaRows`): below it, a upb map a
+# plane costs less than the arrays (a real host has 1-16 device planes)
+MANY_PLANES = 64
+
+
+def groupable(P) -> bool:
+    """Can this plane's ids be keyed inside a `PlaneGroup`?"""
+    return _in_stride(P.meta) and _in_stride(P.stat_names)
+
+
+def _in_stride(keys) -> bool:
+    """Every key of the map in [0, GROUP_STRIDE) (min and max over the map itself, in C: a
+    generator over `keys()`, a Python-level view on upb's map, cost ~2 us a plane,
+    100k planes in a capture of small ones)."""
+    return not keys or (min(keys) >= 0 and max(keys) < GROUP_STRIDE)
+
+
+def groupable_all(planes: list) -> tuple[list[bool], MetaRows | None]:
+    """`groupable` of each plane, and the planes' `MetaRows` where there are many planes and
+    their entries decode as upb read them (else None)."""
+    rows = MetaRows.of(planes) if len(planes) >= MANY_PLANES else None
+    if rows is None:
+        return [groupable(P) for P in planes], None
+    meta_ok = rows.keys_in_stride().tolist()
+    return [ok and _in_stride(P.stat_names) for ok, P in zip(meta_ok, planes)], rows
+
+
+def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The indices [lo[i], lo[i] + n[i]) of every i, in order, as one array."""
+    total = int(n.sum())
+    return np.arange(total, dtype=np.int64) + np.repeat(lo - (np.cumsum(n) - n), n)
+
+
+class MetaRows:
+    """The event_metadata entries of planes of one parse (`wire.PlaneView`s, not stripped),
+    decoded at once (`_scan.decode_meta`): per entry its key and spans, in plane order;
+    `first` and `count` each plane's rows. Made by `of` only where every entry decodes as
+    upb read it."""
+
+    def __init__(self, buf: np.ndarray, ms: np.ndarray, me: np.ndarray, d: dict,
+                 count: np.ndarray) -> None:
+        self.buf, self.ms, self.me, self.d, self.count = buf, ms, me, d, count
+        self.first = np.cumsum(count) - count
+
+    @classmethod
+    def of(cls, planes: list) -> MetaRows | None:
+        """The entries of `planes` (`wire.Plane`s), or None where they are not all views of
+        one parse with their entries in upb's map, or any entry decodes otherwise than upb
+        read it."""
+        if _scan is None or not planes:
+            return None
+        pvs = [P.plane for P in planes]
+        spans: Any = getattr(pvs[0], "_spans", None)
+        buf = getattr(pvs[0], "buf", None)
+        if spans is None or buf is None:
+            return None
+        for pv in pvs:
+            if getattr(pv, "_spans", None) is not spans or pv.buf is not buf or \
+                    pv.meta_stripped:
+                return None
+        ms, me, bounds = spans
+        eb = np.asarray(bounds, np.int64)
+        at = np.fromiter((pv._at for pv in pvs), np.int64, len(pvs))
+        lo = eb[at]
+        count = eb[at + 1] - lo
+        rows = _ranges(lo, count)
+        ms, me = ms[rows].astype(np.int64), me[rows].astype(np.int64)
+        # (not narrowed here: where keys strictly descend, a narrow decode reverses the rows)
+        d = _scan.decode_meta(buf, ms, me, narrow=False, checked=False)
+        if not d["ok"]:
+            return None
+        return cls(buf, ms, me, d, count)
+
+    def keys_in_stride(self) -> np.ndarray:
+        """Per plane: every key of its entries in [0, GROUP_STRIDE) (`_in_stride` of its
+        map: the map's keys are its entries' keys)."""
+        k = self.d["key"]
+        out = np.ones(len(self.count), bool)
+        bad = np.flatnonzero((k < 0) | (k >= GROUP_STRIDE))
+        if bad.size:
+            plane = np.repeat(np.arange(len(self.count)), self.count)
+            out[plane[bad]] = False
+        return out
+
+    def table(self, idx: np.ndarray) -> MetaTable | None:
+        """The entries of planes `idx` (ascending indices, each plane's keys in stride) as one
+        `MetaTable` keyed as their `PlaneGroup` (`idx[j] * GROUP_STRIDE + id`): of a key
+        written twice in a plane, its last entry, as in the plane's own map."""
+        n = self.count[idx]
+        sel = _ranges(self.first[idx], n)
+        d = self.d
+        key = d["key"][sel] + np.repeat(np.arange(len(idx), dtype=np.int64) * GROUP_STRIDE, n)
+        got = {"ok": True, "key": key, "name": d["name"][:, sel], "disp": d["disp"][:, sel],
+               "value": d["value"][:, sel], "reversed": False}
+        t = MetaTable(self.buf, self.ms[sel], self.me[sel], checked=True, decoded=got)
+        return t if t.ok else None
+
+
+class PlaneGroup:
+    """Several planes' lookups as one `Plane`, keyed `plane index * GROUP_STRIDE + id`.
+
+    Why: a capture with thousands of device planes of a few events each (one per GPU of a
+    large job, or another producer's layout) would otherwise pay numpy's fixed cost per line,
+    milliseconds per plane. Small lines of many planes are read as one `merge_lines` segment
+    against this group instead. `rows`: (the planes' `MetaRows`, each plane's index there),
+    where their entries were decoded at once: names and kinds are then read from one table
+    (`table`), not from each plane's upb map.
+    """
+
+    def __init__(self, planes: list, rows: tuple[MetaRows, np.ndarray] | None = None):
+        self.planes = planes
+        self.stat_names = GroupStatNames(planes)
+        self.stat_ids = GroupStatIds(planes)
+        self._rows = rows
+        self._table: MetaTable | None | bool = False  # (built on first use)
+
+    def table(self) -> MetaTable | None:
+        """The group's metadata as one `MetaTable` (keys as the group's), where its planes'
+        entries were decoded at once (else None)."""
+        if self._table is False:
+            self._table = self._rows[0].table(self._rows[1]) if self._rows is not None \
+                else None
+        return self._table if isinstance(self._table, MetaTable) else None
+
+    def meta_stats(self, key: int) -> dict[str, Any]:
+        if key < 0:
+            return {}
+        i, k = divmod(key, GROUP_STRIDE)
+        return self.planes[i].meta_stats(k)
+
+    def name(self, key: int) -> str:
+        if key < 0:
+            return ""
+        i, k = divmod(key, GROUP_STRIDE)
+        return self.planes[i].name(k)
+
+    def names(self, mids) -> list[str]:
+        """`name` of many keys at once (from `table` where there is one)."""
+        mids = np.asarray(mids, np.int64)
+        t = self.table()
+        if t is not None:
+            got = t.strings(mids, False)
+            if got is not None:
+                return got
+        return [self.name(m) for m in mids.tolist()]
