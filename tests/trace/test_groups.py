@@ -67,9 +67,14 @@ def _plane(rng: random.Random, d: int) -> bytes:
     return raw
 
 
-def _space(seed: int, n: int, bad_utf8: bool = False) -> bytes:
+def _space(seed: int, n: int, bad_utf8: bool = False, odd: bool = False) -> bytes:
     rng = random.Random(seed)
     out = [field(1, 2, _plane(rng, d)) for d in range(n)]
+    if odd:  # an entry with a field besides its key and value: upb keeps it as unknown,
+        # `decode_meta` refuses the entries (each plane then through its map)
+        raw = XPlane(id=n // 3, name=f"/device:GPU:{n // 3}").SerializeToString()
+        body = field(1, 0, 2) + field(2, 2, field(1, 0, 2) + field(2, 2, b"MemcpyD2H"))
+        out[n // 3] = field(1, 2, raw + field(4, 2, body + field(3, 0, 1)))
     if bad_utf8:
         out[n // 2] = field(1, 2, XPlane(id=n // 2, name=f"/device:GPU:{n // 2}")
                             .SerializeToString() + _entry(5, b"bad \xff name"))
@@ -114,11 +119,16 @@ def test_rows_refused_where_not_one_parse_or_few_planes():
     assert groups.MetaRows.of(planes[:40] + other[:40]) is None  # two parses
 
 
+def test_rows_refused_where_an_entry_is_not_plain():
+    assert groups.MetaRows.of(_planes(_space(1, 90, odd=True))) is None
+
+
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("bad_utf8", [False, True])
-def test_tables_equal_with_rows_without_and_through_upb(seed, bad_utf8, tmp_path, monkeypatch):
+@pytest.mark.parametrize("bad_utf8, odd", [(False, False), (True, False), (False, True)])
+def test_tables_equal_with_rows_without_and_through_upb(seed, bad_utf8, odd, tmp_path,
+                                                        monkeypatch):
     p = tmp_path / "many.xplane.pb"
-    p.write_bytes(_space(seed, 80, bad_utf8))
+    p.write_bytes(_space(seed, 80, bad_utf8, odd))
     from overlap.trace.reader import part_frames, read_host_file
 
     monkeypatch.setattr(groups, "MANY_PLANES", 1 << 30)
