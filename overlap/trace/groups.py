@@ -32,6 +32,7 @@ except ImportError:  # no C compiler at install: every plane through upb
 # Planes from which their metadata is decoded at once (`MetaRows`): below it, a upb map a
 # plane costs less than the arrays (a real host has 1-16 device planes)
 MANY_PLANES = 64
+_NONE = np.zeros(0, np.int64)
 
 
 def groupable(P) -> bool:
@@ -64,13 +65,13 @@ def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 class MetaRows:
     """The event_metadata entries of planes of one parse (`wire.PlaneView`s, not stripped),
-    decoded at once (`_scan.decode_meta`): per entry its key and spans, in plane order;
+    decoded at once (`_scan.decode_meta`): per entry its key and its name's, display name's
+    and value's spans (`d`, int32 where the buffer is under 2 GiB), in plane order;
     `first` and `count` each plane's rows. Made by `of` only where every entry decodes as
     upb read it."""
 
-    def __init__(self, buf: np.ndarray, ms: np.ndarray, me: np.ndarray, d: dict,
-                 count: np.ndarray) -> None:
-        self.buf, self.ms, self.me, self.d, self.count = buf, ms, me, d, count
+    def __init__(self, buf: np.ndarray, d: dict, count: np.ndarray) -> None:
+        self.buf, self.d, self.count = buf, d, count
         self.first = np.cumsum(count) - count
 
     @classmethod
@@ -100,7 +101,10 @@ class MetaRows:
         d = _scan.decode_meta(buf, ms, me, narrow=False, checked=False)
         if not d["ok"]:
             return None
-        return cls(buf, ms, me, d, count)
+        if len(buf) <= np.iinfo(np.int32).max:  # (kept as the tables keep them: `MetaTable`)
+            for c in ("name", "disp", "value"):
+                d[c] = d[c].astype(np.int32)
+        return cls(buf, d, count)
 
     def keys_in_stride(self) -> np.ndarray:
         """Per plane: every key of its entries in [0, GROUP_STRIDE) (`_in_stride` of its
@@ -123,7 +127,8 @@ class MetaRows:
         key = d["key"][sel] + np.repeat(np.arange(len(idx), dtype=np.int64) * GROUP_STRIDE, n)
         got = {"ok": True, "key": key, "name": d["name"][:, sel], "disp": d["disp"][:, sel],
                "value": d["value"][:, sel], "reversed": False}
-        t = MetaTable(self.buf, self.ms[sel], self.me[sel], checked=True, decoded=got)
+        # (the entries' own spans are not needed: the table is made of what was decoded)
+        t = MetaTable(self.buf, _NONE, _NONE, checked=True, decoded=got)
         return t if t.ok else None
 
 
