@@ -61,7 +61,7 @@ once per result-tuple head), so a capture where every copy is its own op costs ~
 Python per distinct op; upb reads the map only where the table cannot (and would then
 refuse a damaged entry as before).
 Lines of fewer than `_SMALL_LINE` events on GPU planes are read together, several planes at
-once (`wire.PlaneGroup`): a capture with thousands of small device planes does not pay numpy's
+once (`groups.PlaneGroup`): a capture with thousands of small device planes does not pay numpy's
 fixed cost per line. The rules above are still applied per event; nothing is decided per line
 or per metadata id alone. The scanner checks wire types and lengths of every line it decodes
 (a damaged event is an `InputError`, as a parse failure is) but does not validate UTF-8 inside

@@ -11,7 +11,7 @@ import numpy as np
 
 from overlap.trace.values import Coded, object_array, unique_inverse, unique_inverse_at
 
-# `P`: a `wire.Plane` or `wire.PlaneGroup`; `ev`: a `wire.LineEvents` (not imported: wire
+# `P`: a `wire.Plane` or `groups.PlaneGroup`; `ev`: a `wire.LineEvents` (not imported: wire
 # imports this module)
 
 

@@ -1,5 +1,5 @@
 """Stat-name lookups of a plane (`wire.Plane.stat_ids`; `LazyStatNames`, a large stat-metadata
-map left in the file's bytes) and of a group of planes (`wire.PlaneGroup.stat_names`,
+map left in the file's bytes) and of a group of planes (`groups.PlaneGroup.stat_names`,
 `.stat_ids`, keyed `plane index * GROUP_STRIDE + id`). Split from `overlap.trace.wire` (issue
 32 round 15: the 1000-line limit), which re-exports them."""
 
