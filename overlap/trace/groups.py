@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from overlap.trace.metatable import MetaTable
+from overlap.trace.metatable import MetaTable, names_of
 from overlap.trace.statids import GroupStatIds, GroupStatNames
 from overlap.trace.values import GROUP_STRIDE
 
@@ -172,10 +172,4 @@ class PlaneGroup:
 
     def names(self, mids) -> list[str]:
         """`name` of many keys at once (from `table` where there is one)."""
-        mids = np.asarray(mids, np.int64)
-        t = self.table()
-        if t is not None:
-            got = t.strings(mids, False)
-            if got is not None:
-                return got
-        return [self.name(m) for m in mids.tolist()]
+        return names_of(self.table(), mids, False, self.name)

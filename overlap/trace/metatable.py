@@ -354,6 +354,14 @@ class MetaTable:
         return out
 
 
+def names_of(t: MetaTable | None, mids, display: bool, one) -> list[str]:
+    """Names (or display names) of the metadata ids `mids` from the table `t` where there is
+    one and it can answer (`strings`), else `one(id)` each (upb's map)."""
+    mids = np.asarray(mids, np.int64)
+    got = t.strings(mids, display) if t is not None else None
+    return got if got is not None else [one(m) for m in mids.tolist()]
+
+
 def _ascending(at: np.ndarray) -> bool:
     """Whether `at` is 0, 1, ..., len - 1 (`MetaTable._entries`' ids asked once, in order)."""
     return not len(at) or (int(at[0]) == 0 and int(at[-1]) == len(at) - 1 and (

@@ -63,6 +63,7 @@ from overlap.trace.lines import _Line as _Line
 from overlap.trace.lines import merge_lines as merge_lines
 from overlap.trace.lines import merge_rows as merge_rows
 from overlap.trace.metatable import MetaTable as MetaTable
+from overlap.trace.metatable import names_of
 from overlap.trace.skeleton import Refused as SkeletonRefused
 from overlap.trace.skeleton import decode_space, in_upb_order
 from overlap.trace.statcols import coded_stat as coded_stat
@@ -267,14 +268,8 @@ class Plane:
 
     def names(self, mids, display: bool = False) -> list[str]:
         """`name` (or `display_name`) of many metadata ids at once."""
-        mids = np.asarray(mids, np.int64)
-        t = self.table()
-        if t is not None:
-            got = t.strings(mids, display)
-            if got is not None:
-                return got
-        one = self.display_name if display else self.name
-        return [one(m) for m in mids.tolist()]
+        return names_of(self.table(), mids, display,
+                        self.display_name if display else self.name)
 
     def name(self, metadata_id: int) -> str:
         md = self.meta.get(metadata_id)
