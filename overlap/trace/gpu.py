@@ -181,8 +181,8 @@ def _gpu_meta_kinds(P) -> tuple[dict[int, str], list[int]]:
     small planes through upb, which costs less than a table each."""
     memcpy_mids, kernel_mids = {}, []
     group = isinstance(P, PlaneGroup)
-    rows = _group_meta_rows(P) if group else None
-    rows_of: Any = [(0, rows)] if rows is not None else (
+    grouped = _group_meta_rows(P) if group else None
+    rows_of: Any = [(0, grouped)] if grouped is not None else (
         (i * GROUP_STRIDE if group else 0, _plane_meta_rows(Q))
         for i, Q in enumerate(P.planes if group else [P]))
     for off, rows in rows_of:
