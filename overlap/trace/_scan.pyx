@@ -13,7 +13,7 @@ The entry points, all over a file's bytes (`data`, a buffer of `n` bytes plus pa
   lines, and without its event_metadata entries where `strip_meta(plane name)` is true), each
   line's header fields and where its payload lies, with its event count, where each plane's
   event_metadata map entries lie, and a stripped plane's entries decoded as `decode_meta`
-  gives them.
+  gives them (where `strip_meta` answers 2: checked, not kept).
 * `decode_events(data, starts, ends, total, skip, wanted, plane_of, stride)`: the events of
   one or more lines (their payloads [starts[i], ends[i])) in one pass: per event its
   metadata_id, offset_ps, duration_ps and whether it is aggregated (`num_occurrences`, no
@@ -645,8 +645,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 starts.push(vp)
                 ends.push(q)
                 if strip < 0:
-                    strip = 1 if (strip_meta is not None and name is not None
-                                  and strip_meta(name)) else 0
+                    strip = _strip_mode(strip_meta, name)
                 if strip:
                     if fs > run:
                         parts.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
@@ -684,7 +683,9 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
             name32, disp32, value32 = arrays[1:]
         else:
             name64, disp64, value64 = arrays[1:]
-    if strip == 1:
+    if strip >= 1:
+        # (mode 2: every entry checked as upb would, nothing kept: the reader decodes the
+        # entries of many planes at once, `groups.MetaRows`)
         for i in range(nm):
             if i + _AHEAD < nm:  # (see _AHEAD)
                 q2 = ms[i + _AHEAD]
@@ -694,18 +695,31 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
             rc = _entry_decode(b, ms[i], me[i], &bad, o8, tails)
             if rc < 0:
                 raise _fail(rc)
-            if dok:
+            if strip == 1 and dok:
                 if not o8[7]:
                     dok = False  # (the table is refused; every entry is still checked)
                 else:
                     _meta_store(i, o8, narrow, key, name64, disp64, value64, name32, disp32,
                                 value32)
+    if strip == 1:
         rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32)
         meta = {"ok": dok, "key": arrays[0], "name": arrays[1], "disp": arrays[2],
                 "value": arrays[3], "reversed": rev}
     snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min, seen)
     sspans.n = sfirst
-    return (strip == 1, bad, meta, snames)
+    return (strip >= 1, bad, meta, snames)
+
+
+cdef int _strip_mode(object strip_meta, object name) except -1:
+    """`strip_meta(plane name)` as `_plane_walk`'s mode: 0 (upb parses the plane's entries
+    with its skeleton), 1 (stripped, and decoded here: `decode_meta`'s arrays) or 2 (the
+    answer 2: stripped, checked here, nothing kept)."""
+    if strip_meta is None or name is None:
+        return 0
+    got = strip_meta(name)
+    if type(got) is int and got == 2:
+        return 2
+    return 1 if got else 0
 
 
 cdef inline int _map_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* key,
@@ -963,7 +977,8 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1):
     `_stat_names` gives it: never in the skeleton). Raises Corrupt on bytes upb would refuse
     in the parts walked here. `meta` is a plane's entries decoded as
     `decode_meta(narrow=(the buffer is under 2 GiB))` gives them where the plane was
-    stripped, else None.
+    stripped, else None (and None where `strip_meta` answered 2: the entries stripped and
+    checked, not kept).
 
     Why blocks for all planes, not arrays and tuples per plane: a capture of 100k small
     planes paid ~2 KiB a plane in per-plane arrays (204 MiB for a 6.9 MB file) and a numpy

@@ -199,8 +199,10 @@ def _gpu_meta_kinds(P) -> tuple[dict[int, str], list[int]]:
 
 
 def _plane_meta_rows(Q) -> Any:
-    """(id, name, holds kernel_details) of each metadata entry of one plane."""
-    t = Q.table() if len(Q.meta) >= _TABLE_MIN else None
+    """(id, name, holds kernel_details) of each metadata entry of one plane (a plane whose
+    entries upb never parsed, `reader._strip_many`: from its table, not a map parsed now)."""
+    t = Q.table() if getattr(Q.plane, "meta_stripped", False) or len(Q.meta) >= _TABLE_MIN \
+        else None
     if t is not None:
         keys = t.keys
         return zip(keys.tolist(), Q.names(keys),

@@ -50,7 +50,8 @@ def _in_stride(keys) -> bool:
 def groupable_all(planes: list) -> tuple[list[bool], MetaRows | None]:
     """`groupable` of each plane, and the planes' `MetaRows` where there are many planes and
     their entries decode as upb read them (else None)."""
-    rows = MetaRows.of(planes) if len(planes) >= MANY_PLANES else None
+    rows = MetaRows.of(planes) if len(planes) >= MANY_PLANES or any(
+        getattr(P.plane, "meta_stripped", False) for P in planes) else None
     if rows is None:
         return [groupable(P) for P in planes], None
     meta_ok = rows.keys_in_stride().tolist()
@@ -64,7 +65,7 @@ def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
 
 
 class MetaRows:
-    """The event_metadata entries of planes of one parse (`wire.PlaneView`s, not stripped),
+    """The event_metadata entries of planes of one parse (`wire.PlaneView`s),
     decoded at once (`_scan.decode_meta`): per entry its key and its name's, display name's
     and value's spans (`d`, int32 where the buffer is under 2 GiB), in plane order;
     `first` and `count` each plane's rows. Made by `of` only where every entry decodes as
@@ -77,8 +78,7 @@ class MetaRows:
     @classmethod
     def of(cls, planes: list) -> MetaRows | None:
         """The entries of `planes` (`wire.Plane`s), or None where they are not all views of
-        one parse with their entries in upb's map, or any entry decodes otherwise than upb
-        read it."""
+        one parse, or any entry decodes otherwise than upb reads it."""
         if _scan is None or not planes:
             return None
         pvs = [P.plane for P in planes]
@@ -87,9 +87,11 @@ class MetaRows:
         if spans is None or buf is None:
             return None
         for pv in pvs:
-            if getattr(pv, "_spans", None) is not spans or pv.buf is not buf or \
-                    pv.meta_stripped:
+            if getattr(pv, "_spans", None) is not spans or pv.buf is not buf:
                 return None
+        # (entries kept out of upb's skeleton were checked by the split as upb would: their
+        # stats are stepped over; any other plane's are checked here)
+        checked = all(pv.meta_stripped for pv in pvs)
         ms, me, bounds = spans
         eb = np.asarray(bounds, np.int64)
         at = np.fromiter((pv._at for pv in pvs), np.int64, len(pvs))
@@ -98,7 +100,7 @@ class MetaRows:
         rows = _ranges(lo, count)
         ms, me = ms[rows].astype(np.int64), me[rows].astype(np.int64)
         # (not narrowed here: where keys strictly descend, a narrow decode reverses the rows)
-        d = _scan.decode_meta(buf, ms, me, narrow=False, checked=False)
+        d = _scan.decode_meta(buf, ms, me, narrow=False, checked=checked)
         if not d["ok"]:
             return None
         if len(buf) <= np.iinfo(np.int32).max:  # (kept as the tables keep them: `MetaTable`)

@@ -95,7 +95,7 @@ from typing import Any
 import numpy as np
 
 from overlap.errors import InputError
-from overlap.trace import tpu, vendors
+from overlap.trace import groups, tpu, vendors
 from overlap.trace.files import (
     TASK_ENV_PLANE,
     _check_space,
@@ -249,7 +249,8 @@ def _parse_file(f: Path) -> tuple[Any, list[PlaneView]]:
     file is refused with the same message."""
     chunks = read_chunks(f, PAD, alone=_read_alone)
     if chunks is not None:
-        got = _parse_chunks(chunks)
+        many = sum(len(c[2]) for c in chunks) >= groups.MANY_PLANES
+        got = _parse_chunks(chunks, _strip_many if many else _strip_meta)
         if got is not None:
             return got
     data, n = _read_file(f, PAD)
@@ -266,7 +267,7 @@ def _read_alone(plane_name: str) -> bool:
     return plane_name == HOST_PLANE or TPU_PLANE_RE.match(plane_name) is not None
 
 
-def _parse_chunks(chunks: list[tuple[np.ndarray, int, list[int], bool]]
+def _parse_chunks(chunks: list[tuple[np.ndarray, int, list[int], bool]], strip_meta
                   ) -> tuple[Any, list[PlaneView]] | None:
     """`_parse_file` of `read_chunks`'s chunks (consumed: the planes' views keep their chunk,
     nothing else does), the planes in file order; None where a chunk does not parse or a
@@ -277,7 +278,7 @@ def _parse_chunks(chunks: list[tuple[np.ndarray, int, list[int], bool]]
     try:
         while chunks:
             buf, n, offsets, alone = chunks.pop(0)
-            xs, got, _ = parse_space(buf, n, strip_meta=_strip_meta)
+            xs, got, _ = parse_space(buf, n, strip_meta=strip_meta)
             if len(got) != len(offsets) or (alone and not _read_alone(got[0].name)):
                 BAD_STRINGS[0] = bad_before
                 return None
@@ -494,6 +495,18 @@ def _strip_meta(plane_name: str) -> bool:
     """Planes whose event_metadata upb need not parse up front: TPU planes, whose reading uses
     only `MetaTable` (one op's HLO text per entry: most of a TPU file's bytes)."""
     return TPU_PLANE_RE.match(plane_name) is not None
+
+
+def _strip_many(plane_name: str) -> bool | int:
+    """`_strip_meta` of a file of many planes (`groups.MANY_PLANES` or more): GPU planes'
+    entries too, checked by the scanner and kept out of upb's skeleton (2: nothing decoded
+    per plane), for `groups.MetaRows` to decode at once. Why: 100k one-line GPU planes held
+    a upb map each, ~34 MiB of the read's peak, that no rule read once `MetaRows` answered
+    for them; a plane read on its own still gets its map, parsed when first asked
+    (`Plane.meta`)."""
+    if TPU_PLANE_RE.match(plane_name) is not None:
+        return True
+    return 2 if GPU_PLANE_RE.match(plane_name) is not None else False
 
 
 def _read_space(xs, planes: list, host: str = "host",

@@ -141,3 +141,57 @@ def test_tables_equal_with_rows_without_and_through_upb(seed, bad_utf8, odd, tmp
     for k in ("transfers", "compute", "devices", "lines"):
         pd.testing.assert_frame_equal(got[k], old[k], check_exact=True)
     assert got["capture"] == old["capture"]
+
+
+def test_many_planes_kept_out_of_upb_and_read_alike(tmp_path, monkeypatch):
+    """A file of many planes: its GPU planes' entries are stripped from upb's skeleton
+    (`reader._strip_many`), checked by the split, and decoded at once; a plane read on its own
+    (keys out of the stride) gets its map parsed when asked. The same tables as a file read
+    with every map in the skeleton (few planes' path) and through upb."""
+    from overlap.trace import reader
+    from overlap.trace.reader import part_frames, read_host_file
+
+    p = tmp_path / "many.xplane.pb"
+    p.write_bytes(_space(3, 100))
+    seen = []
+    real = reader._parse_chunks
+
+    def spy(chunks, strip_meta):
+        got = real(chunks, strip_meta)
+        if wire.SCANNER is not None:  # (a plane without entries has nothing to strip)
+            seen.extend(pv.meta_stripped for pv in got[1]
+                        if pv.name.startswith("/device:GPU") and len(pv.meta_pos[0]))
+        return got
+
+    monkeypatch.setattr(reader, "_parse_chunks", spy)
+    got = tables_equal(lambda: read_host_file(p))
+    assert seen and all(seen)
+    monkeypatch.setattr(groups, "MANY_PLANES", 1 << 30)
+    seen.clear()
+    old = part_frames(read_host_file(p))
+    assert seen and not any(seen)
+    import pandas as pd
+
+    for k in ("transfers", "compute", "devices", "lines"):
+        pd.testing.assert_frame_equal(got[k], old[k], check_exact=True)
+    assert got["capture"] == old["capture"]
+
+
+def test_a_damaged_entry_is_refused_as_before(tmp_path, monkeypatch):
+    """A damaged event-metadata entry in one of many GPU planes: refused with the message the
+    file had when upb parsed every map in the skeleton."""
+    from overlap.errors import InputError
+    from overlap.trace.reader import read_host_file
+
+    raw = _space(4, 90)
+    plane = XPlane(id=7, name="/device:GPU:7").SerializeToString()
+    bad = field(4, 2, field(1, 0, 3) + b"\x12\x05\x08\x03")  # a value cut short
+    raw = field(1, 2, plane + bad) + raw
+    p = tmp_path / "damaged.xplane.pb"
+    p.write_bytes(raw)
+    with pytest.raises(InputError) as many:
+        read_host_file(p)
+    monkeypatch.setattr(groups, "MANY_PLANES", 1 << 30)
+    with pytest.raises(InputError) as few:
+        read_host_file(p)
+    assert str(many.value) == str(few.value)
