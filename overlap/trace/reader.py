@@ -231,7 +231,9 @@ class _Space:
     reader reads): planes, host names, errors and warnings, in file order."""
 
     def __init__(self, parts: list, planes: list) -> None:
-        self.planes = planes  # (the parts' planes in file order: `_parse_chunks` has them)
+        # (the parts' planes' views in file order, as `_parse_chunks` has them: the reader
+        # reads a space's planes' names, `_check_space`)
+        self.planes = planes
         self.hostnames = [h for xs in parts for h in xs.hostnames]
         self.errors = [e for xs in parts for e in xs.errors]
         self.warnings = [w for xs in parts for w in xs.warnings]
@@ -289,9 +291,11 @@ def _parse_chunks(chunks: list[tuple[np.ndarray, int, list[int], bool]], strip_m
         return None
     if len(parts) > 1:  # (one chunk's planes are in file order)
         planes.sort(key=lambda t: t[0])
-    # (each view's message is its plane in the part's skeleton: the skeletons' planes are
-    # not walked again, a wrapper each from upb, 100k planes in a capture of small ones)
-    return _Space(parts, [pv.msg for _, pv in planes]), [pv for _, pv in planes]
+    # (the space's planes are the views, which name their planes as the skeletons' do: the
+    # skeletons' planes are not walked again, a wrapper each from upb, 100k planes in a
+    # capture of small ones)
+    views = [pv for _, pv in planes]
+    return _Space(parts, views), views
 
 
 @functools.cache

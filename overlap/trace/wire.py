@@ -413,14 +413,19 @@ class PlaneView:
     a parse's span arrays, `meta_pos` their (starts, ends), sliced when read."""
 
     # (slots: one per plane, 100k in a capture of small planes; no instance dict)
-    __slots__ = ("msg", "name", "lines", "buf", "_spans", "_at", "meta_decoded",
+    __slots__ = ("_msg", "_xs", "name", "lines", "buf", "_spans", "_at", "meta_decoded",
                  "meta_stripped", "stat_names")
 
     def __init__(self, msg, lines: LineTable, buf: np.ndarray | None = None,
                  spans: tuple[np.ndarray, np.ndarray, list[int]] | None = None, at: int = 0,
                  meta_stripped: bool = False, meta_decoded: dict | None = None,
-                 stat_names: "Mapping[int, str] | _SparseStatNames | None" = None):
-        self.msg = msg
+                 stat_names: "Mapping[int, str] | _SparseStatNames | None" = None,
+                 xs: Any = None):
+        # `xs`: the skeleton whose plane `at` is `msg`: the message is then not kept but
+        # asked of it when read (`msg`): upb's wrapper of each plane, kept, was ~0.1 KiB a
+        # plane (10 MiB of 100k small planes), for a plane's stats read once
+        self._msg: Any = None if xs is not None else msg
+        self._xs: Any = xs
         # (read once: the reader asks a plane's name several times, and `__getattr__` runs
         # only after a failed lookup, ~1 us each, 100k planes in a capture of small ones)
         self.name = msg.name
@@ -436,6 +441,12 @@ class PlaneView:
         self.meta_decoded = meta_decoded
         # the entries are not in `msg` (upb never saw them): `Plane.meta` parses them on demand
         self.meta_stripped = meta_stripped
+
+    @property
+    def msg(self):
+        """The skeleton's XPlane message (no lines)."""
+        m = self._msg
+        return m if m is not None else self._xs.planes[self._at]
 
     @property
     def meta_pos(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -506,7 +517,7 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
         if bad:  # each copy written was counted: count as upb reads the entries
             BAD_STRINGS[0] += _entries_bad_strings(a, ms[eb[i]:eb[i + 1]], me[eb[i]:eb[i + 1]])
         out.append(PlaneView(m, LineTable(block, lb[i], lb[i + 1]), a, spans, i, stripped,
-                             meta, stat_names[i]))
+                             meta, stat_names[i], xs))
     return xs, out, a
 
 
