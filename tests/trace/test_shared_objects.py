@@ -85,3 +85,24 @@ def test_a_line_named_as_the_one_before_shares_its_name():
     assert n[0] is n[1] is n[2] and n[5] is not n[6] and n[7] is n[6]
     assert block.displays[1] is block.displays[2]
     assert wire.BAD_STRINGS[0] - before == 4  # (each invalid name counted, as upb counts)
+
+
+def test_views_keep_no_wrapper_and_read_their_planes(tmp_path):
+    """A view of a scanned plane keeps no upb wrapper of its message (`PlaneView.msg` is asked
+    of the skeleton when read: 100k small planes kept 10 MiB of them); what it reads through
+    it is its own plane's, as upb's parse of the whole file has it."""
+    from overlap.trace.protos import XSpace
+
+    t = SyntheticTrace()
+    for d in range(4):
+        g = t.gpu(d)
+        g.kernel(10 * US, US)
+    path = t.write(tmp_path / "views.xplane.pb")
+    raw = path.read_bytes()
+    _, views, _ = wire.parse_space(wire.padded(raw), len(raw))
+    whole = XSpace.FromString(raw)
+    assert views and all(pv._msg is None for pv in views)
+    for pv, pl in zip(views, whole.planes):
+        assert pv.msg.name == pv.name == pl.name and pv.id == pl.id
+        assert list(pv.stats) == list(pl.stats)
+        assert dict(pv.event_metadata) == dict(pl.event_metadata)
