@@ -578,9 +578,11 @@ cdef class _LineRecs:
         return (self.rec.taken().reshape(self.n, _LREC), self.names, self.displays, self.bad)
 
 
-# A plane's (stripped, bad, meta) as `_plane` gives it where nothing was stripped or counted:
-# one tuple for all such planes (100k small planes: a tuple each was ~0.1 KiB a plane).
-_PLAIN = (False, 0, None)
+# A plane's (stripped, bad, meta, stats) as `_plane` gives it where nothing was stripped or
+# counted: one tuple for all such planes without (and one for those with) plane stats (100k
+# small planes: a tuple each was ~0.1 KiB a plane).
+_PLAIN = (False, 0, None, False)
+_PLAIN_STATS = (False, 0, None, True)
 
 
 cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta,
@@ -591,21 +593,23 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
     programs holds MBs of them), (stripped, strings with
     invalid UTF-8 in the stripped entries, each copy written counted: upb then never sees
     those entries up front, so they are checked here as upb would check them; the stripped
-    entries decoded, else None: see `_plane_walk`), its stat metadata (`_stat_names`)). Its
+    entries decoded, else None: see `_plane_walk`; whether it has plane stats: upb's
+    `stats` is empty where not), its stat metadata (`_stat_names`)). Its
     lines are added to `lines`, its event_metadata entries' starts and ends to `starts` and
     `ends`; `sspans` is scratch for its stat metadata entries."""
     parts = []  # (the plane's bytes left: joined once, with the space's, not per plane)
-    stripped, bad, meta, names = _plane_walk(&mv[0], s, e, strip_meta, parts, lines, starts,
-                                             ends, sspans, mv.shape[0] <= 0x7fffffff, lazy_min,
-                                             seen)
-    return parts, (_PLAIN if not stripped and not bad and meta is None
-                  else (stripped, bad, meta)), names
+    stripped, bad, meta, names, stats = _plane_walk(&mv[0], s, e, strip_meta, parts, lines,
+                                                    starts, ends, sspans,
+                                                    mv.shape[0] <= 0x7fffffff, lazy_min, seen)
+    if not stripped and not bad and meta is None:
+        return parts, (_PLAIN_STATS if stats else _PLAIN), names
+    return parts, (stripped, bad, meta, stats), names
 
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                        list parts, _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans,
                        bint narrow, Py_ssize_t lazy_min, dict seen):
-    """`_plane`'s walk: (stripped, bad, meta, stat names: see `_plane`), the plane's bytes
+    """`_plane`'s walk: (stripped, bad, meta, stat names, stats: see `_plane`), the plane's bytes
     without lines and stat metadata added to `parts`, its lines to `lines`, its entry spans
     to `starts` and `ends`; a stripped plane's entries, checked as upb would check them, also decoded in
     that check (`_entry_decode`) as `decode_meta(narrow=narrow)` gives them (else None)."""
@@ -613,6 +617,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     cdef uint64_t fn
     cdef int wt
     cdef int strip = -1  # decided at the first entry, for all of them
+    cdef bint stats = False  # a plane stat written (upb's `stats` then holds one)
     cdef Py_ssize_t first = starts.n  # (this plane's entries: from here on)
     cdef Py_ssize_t sfirst = sspans.n  # (its stat metadata fields: (tag, payload, end) each)
     cdef int64_t* sp
@@ -654,6 +659,8 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 name = _text(b, vp, q, False)
             p = q
         else:
+            if fn == 6 and wt == 2:
+                stats = True
             p = _skip(b, p, e, wt, fn, D_PLANE)
             if p < 0:
                 raise _fail(p)
@@ -707,7 +714,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 "value": arrays[3], "reversed": rev}
     snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min, seen)
     sspans.n = sfirst
-    return (strip >= 1, bad, meta, snames)
+    return (strip >= 1, bad, meta, snames, stats)
 
 
 cdef int _strip_mode(object strip_meta, object name) except -1:
@@ -970,7 +977,7 @@ def top_fields(const uint8_t[::1] blk, Py_ssize_t at, Py_ssize_t size):
 
 def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1):
     """XSpace bytes data[:n] -> (skeleton XSpace bytes without lines, per plane its
-    (stripped, bad, meta) from `_plane`, the lines of every plane as `_LineRecs.taken` gives
+    (stripped, bad, meta, stats) from `_plane`, the lines of every plane as `_LineRecs.taken` gives
     them, (entry starts, entry ends) of every plane's event_metadata map entries, (line
     bounds, entry bounds): plane i's lines are records [line_bounds[i], line_bounds[i + 1]),
     its entries [entry_bounds[i], entry_bounds[i + 1]), per plane its stat metadata as

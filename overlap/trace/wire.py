@@ -414,18 +414,21 @@ class PlaneView:
 
     # (slots: one per plane, 100k in a capture of small planes; no instance dict)
     __slots__ = ("_msg", "_xs", "name", "lines", "buf", "_spans", "_at", "meta_decoded",
-                 "meta_stripped", "stat_names")
+                 "meta_stripped", "stat_names", "_stats")
 
     def __init__(self, msg, lines: LineTable, buf: np.ndarray | None = None,
                  spans: tuple[np.ndarray, np.ndarray, list[int]] | None = None, at: int = 0,
                  meta_stripped: bool = False, meta_decoded: dict | None = None,
                  stat_names: "Mapping[int, str] | _SparseStatNames | None" = None,
-                 xs: Any = None):
+                 xs: Any = None, stats: bool = True):
         # `xs`: the skeleton whose plane `at` is `msg`: the message is then not kept but
         # asked of it when read (`msg`): upb's wrapper of each plane, kept, was ~0.1 KiB a
         # plane (10 MiB of 100k small planes), for a plane's stats read once
         self._msg: Any = None if xs is not None else msg
         self._xs: Any = xs
+        # False: the split saw no plane stat in the plane's bytes (upb's `stats` is then empty:
+        # not asked of the message, 100k small planes)
+        self._stats = stats
         # (read once: the reader asks a plane's name several times, and `__getattr__` runs
         # only after a failed lookup, ~1 us each, 100k planes in a capture of small ones)
         self.name = msg.name
@@ -464,7 +467,7 @@ class PlaneView:
 
     @property
     def stats(self):
-        return self.msg.stats
+        return self.msg.stats if self._stats else ()
 
     def __getattr__(self, name):
         return getattr(self.msg, name)
@@ -513,11 +516,11 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
     BAD_STRINGS[0] += bad_lines
     out = []
     spans = (ms, me, eb)
-    for i, (m, (stripped, bad, meta)) in enumerate(zip(xs.planes, planes)):
+    for i, (m, (stripped, bad, meta, stats)) in enumerate(zip(xs.planes, planes)):
         if bad:  # each copy written was counted: count as upb reads the entries
             BAD_STRINGS[0] += _entries_bad_strings(a, ms[eb[i]:eb[i + 1]], me[eb[i]:eb[i + 1]])
         out.append(PlaneView(m, LineTable(block, lb[i], lb[i + 1]), a, spans, i, stripped,
-                             meta, stat_names[i], xs))
+                             meta, stat_names[i], xs, stats))
     return xs, out, a
 
 

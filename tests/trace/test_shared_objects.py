@@ -106,3 +106,24 @@ def test_views_keep_no_wrapper_and_read_their_planes(tmp_path):
         assert pv.msg.name == pv.name == pl.name and pv.id == pl.id
         assert list(pv.stats) == list(pl.stats)
         assert dict(pv.event_metadata) == dict(pl.event_metadata)
+
+
+def test_a_plane_without_stats_is_not_asked_for_them():
+    """The split says which planes write a plane stat (field 6 of the length-delimited wire
+    type): the others' `stats` is empty without asking upb; a stat of the wrong wire type
+    (upb keeps it as an unknown field) or an empty one (upb reads a default XStat) read as
+    upb reads them."""
+    from overlap.trace.protos import XPlane, XSpace
+    from tests.trace.wire_bytes import field
+
+    stat = field(1, 0, 3) + field(3, 0, 7)
+    planes = {"none": b"", "one": field(6, 2, stat), "empty": field(6, 2, b""),
+              "wrong type": field(6, 0, 5), "two": field(6, 2, stat) + field(6, 2, stat)}
+    raw = b"".join(field(1, 2, XPlane(id=i, name=f"/device:GPU:{i}").SerializeToString() + extra)
+                   for i, extra in enumerate(planes.values()))
+    _, views, _ = wire.parse_space(wire.padded(raw), len(raw))
+    whole = XSpace.FromString(raw)
+    assert [pv._stats for pv in views] == [False, True, True, False, True]
+    for pv, pl in zip(views, whole.planes):
+        assert len(pv.stats) == len(pl.stats) and list(pv.stats) == list(pl.stats)
+        assert wire.Plane(pv).plane_stats() == wire.Plane(pl).plane_stats()

@@ -73,6 +73,6 @@ def split_planes(buf, n: int, strip=None):
     from overlap.trace import wire
 
     skel, planes, lines, (ms, me), (lb, eb), _ = wire._scan.split_space(buf, n, strip)
-    out = [((int(lb[i]), int(lb[i + 1])), ms[eb[i]:eb[i + 1]], me[eb[i]:eb[i + 1]], *got)
+    out = [((int(lb[i]), int(lb[i + 1])), ms[eb[i]:eb[i + 1]], me[eb[i]:eb[i + 1]], *got[:3])
            for i, got in enumerate(planes)]
     return skel, out, lines
