@@ -774,8 +774,17 @@ def _gpu_vendor_facts(facts: dict[str, Any], side: vendors.GpuSide, hip_calls: C
     `overlap.trace.vendors`."""
     has_hip = bool(hip_calls.chunks)
     unknown = vendors.rocm_transfers(side, hip_calls, host, tr)
-    named = {dev: (vendors.plane_vendor(raw, tpu=tpu, hip_calls=has_hip), n)
-             for dev, (raw, n, tpu) in raw_vendor.items()}
+    # (once per distinct value and type: 100k small planes name a vendor or two)
+    once: dict[tuple, str] = {}
+
+    def name(raw: Any, tpu: bool) -> str:
+        key = (type(raw), raw, tpu)
+        got = once.get(key)
+        if got is None:
+            got = once[key] = vendors.plane_vendor(raw, tpu=tpu, hip_calls=has_hip)
+        return got
+
+    named = {dev: (name(raw, tpu), n) for dev, (raw, n, tpu) in raw_vendor.items()}
     unknown += vendors.shape_unknowns(
         side, {d: v for d, v in named.items() if not raw_vendor[d][2]}, other_planes)
     facts["vendors"] = {dev: v for dev, (v, _) in sorted(named.items())}
