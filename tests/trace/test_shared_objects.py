@@ -127,3 +127,24 @@ def test_a_plane_without_stats_is_not_asked_for_them():
     for pv, pl in zip(views, whole.planes):
         assert len(pv.stats) == len(pl.stats) and list(pv.stats) == list(pl.stats)
         assert wire.Plane(pv).plane_stats() == wire.Plane(pl).plane_stats()
+
+
+def test_vendors_named_once_per_value_as_per_device(tmp_path):
+    """Each device's vendor and the "cannot tell" entries of odd ones, with vendors named
+    once per distinct value (`_gpu_vendor_facts`) and tested once per distinct name
+    (`shape_unknowns`): as the rule per device gives them, in device order."""
+    from overlap.trace import vendors
+
+    raws = ["Intel", "NVIDIA", "", "Intel", " acme ", "amd", "", "Acme", "Intel"]
+    t = SyntheticTrace()
+    for d, v in enumerate(raws):
+        g = t.gpu(d, vendor=v)
+        if d != 7:  # (a device without events: named, never "cannot tell")
+            g.kernel(10 * US, US)
+    got = read_host_file(t.write(tmp_path / "vendors.xplane.pb"))["capture"]
+    want = {f"GPU:{d}": vendors.plane_vendor(v if v else None) for d, v in enumerate(raws)}
+    assert got["vendors"] == dict(sorted(want.items()))
+    odd = [u["device"] for u in got["transfer_unknowns"] if "device_vendor" in u["reason"]]
+    assert odd == sorted(d for d, v in want.items()
+                         if d != "GPU:7" and not vendors.is_known_vendor(v))
+    assert odd  # (Intel and acme)
