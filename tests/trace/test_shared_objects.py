@@ -135,7 +135,7 @@ def test_vendors_named_once_per_value_as_per_device(tmp_path):
     (`shape_unknowns`): as the rule per device gives them, in device order."""
     from overlap.trace import vendors
 
-    raws = ["Intel", "NVIDIA", "", "Intel", " acme ", "amd", "", "Acme", "Intel"]
+    raws = ["Intel", "NVIDIA", "", "Intel", " acme ", "amd", "", "Intel", "Acme"]
     t = SyntheticTrace()
     for d, v in enumerate(raws):
         g = t.gpu(d, vendor=v)
