@@ -508,9 +508,9 @@ def _strip_many(plane_name: str) -> bool | int:
     a upb map each, ~34 MiB of the read's peak, that no rule read once `MetaRows` answered
     for them; a plane read on its own still gets its map, parsed when first asked
     (`Plane.meta`)."""
-    if TPU_PLANE_RE.match(plane_name) is not None:
-        return True
-    return 2 if GPU_PLANE_RE.match(plane_name) is not None else False
+    if GPU_PLANE_RE.match(plane_name) is not None:  # (first: 100k GPU planes, one match each)
+        return 2
+    return TPU_PLANE_RE.match(plane_name) is not None
 
 
 def _read_space(xs, planes: list, host: str = "host",
@@ -570,6 +570,7 @@ def _read_space(xs, planes: list, host: str = "host",
 
     plane: Any = None
     P: Plane | None = None
+    table: Any = None  # (the plane's `LineTable`)
     # The host plane first, wherever the file has it: its bytes are freed before the device
     # planes' events are decoded (a TPU file writes its device planes first). Its rows go to
     # tables no device plane writes, except XLA:CPU compute, which a TPU/GPU run drops.
@@ -588,7 +589,8 @@ def _read_space(xs, planes: list, host: str = "host",
         plane = planes[i]
         P = Plane(plane)
         # (no loop variable: a line left bound would keep its plane's bytes alive)
-        lines.add(plane.name, *_LineRows.of(plane.lines))
+        table = plane.lines
+        lines.add(plane.name, table.block.cols, table.a, table.b)
 
         if m := GPU_PLANE_RE.match(plane.name):
             backend = "gpu"
@@ -596,8 +598,7 @@ def _read_space(xs, planes: list, host: str = "host",
             devs.add(device, plane, P)
             gpu_planes.append(P)
             gpu_devices.append(device)
-            raw_vendor.add(device, P.plane_stats().get("device_vendor"), plane.lines.events(),
-                           False)
+            raw_vendor.add(device, P.plane_stats().get("device_vendor"), table.events(), False)
         elif m := TPU_PLANE_RE.match(plane.name):
             if backend != "gpu":
                 backend = "tpu"
@@ -630,9 +631,9 @@ def _read_space(xs, planes: list, host: str = "host",
         elif plane.name == TASK_ENV_PLANE:
             continue
         elif plane.name.startswith("/device:") and not plane.name.startswith("/device:CUSTOM:"):
-            other_planes.append((plane.name, plane.lines.events()))
+            other_planes.append((plane.name, table.events()))
 
-    del plane, P
+    del plane, P, table
     # After the loop: small lines of many GPU planes are read together.
     _read_gpu_planes(gpu_planes, gpu_devices, host, line_base_ps, tr, co, side)
     # Every line is decoded (or checked, where no rule reads it): the file's bytes go before
