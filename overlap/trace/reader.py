@@ -59,7 +59,9 @@ upb: `wire.MetaTable` decodes the entries' names and stats for many ids at once,
 per-op rules work on whole columns (async boundaries on display-name bytes, copy directions
 once per result-tuple head), so a capture where every copy is its own op costs ~1-2 us of
 Python per distinct op; upb reads the map only where the table cannot (and would then
-refuse a damaged entry as before).
+refuse a damaged entry as before). In a file of many planes (`groups.MANY_PLANES`), GPU
+planes' event metadata is kept from upb too and decoded for all of them at once
+(`groups.MetaRows`: 100k one-line planes paid a upb map each).
 Lines of fewer than `_SMALL_LINE` events on GPU planes are read together, several planes at
 once (`groups.PlaneGroup`): a capture with thousands of small device planes does not pay numpy's
 fixed cost per line. The rules above are still applied per event; nothing is decided per line

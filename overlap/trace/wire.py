@@ -315,7 +315,8 @@ INVALID_REASONS = {DROP_NEGATIVE: 0, DROP_RANGE: 0}
 # Building a Python object per event and per stat costs ~250 ns each through upb (that was 95% of
 # the reader's time). So where the compiled scanner (`overlap/trace/_scan.pyx`) is built,
 # `parse_space` lets upb parse only a *skeleton* (every plane without its lines and stat
-# metadata: names, event metadata, plane stats; TPU planes without their event metadata),
+# metadata: names, event metadata, plane stats; TPU planes, and GPU planes of a file of many
+# planes, without their event metadata),
 # and each line's events are decoded from the file's bytes in one compiled pass into arrays
 # (`LineEvents`): no Python object per event. Where it is not (no C compiler at install), upb
 # parses the whole file and the same arrays are built from its messages: the same tables,
@@ -479,7 +480,8 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
     Returns (skeleton XSpace message (upb's, or `skeleton.SpaceMsg` with the same fields),
     planes with their lines, the buffer as uint8 array).
     `strip_meta(plane name)`: planes whose event_metadata upb does not parse up front (read
-    through `MetaTable`, and through upb only when asked for the whole map). Raises `Corrupt`
+    through `MetaTable`, and through upb only when asked for the whole map; the answer 2:
+    the entries checked by the split, not decoded per plane, `groups.MetaRows`). Raises `Corrupt`
     or DecodeError on damaged input. Without the scanner (`SCANNER` None) upb parses the
     whole file; the buffer is then None.
     """
