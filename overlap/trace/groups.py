@@ -48,8 +48,9 @@ def _in_stride(keys) -> bool:
 
 
 def groupable_all(planes: list) -> tuple[list[bool], MetaRows | None]:
-    """`groupable` of each plane, and the planes' `MetaRows` where there are many planes and
-    their entries decode as upb read them (else None)."""
+    """`groupable` of each plane, and the planes' `MetaRows` where there are many planes (or
+    any plane's entries were kept from upb: `reader._strip_many`) and their entries decode as
+    upb reads them (else None, and each plane's map answers)."""
     rows = MetaRows.of(planes) if len(planes) >= MANY_PLANES or any(
         getattr(P.plane, "meta_stripped", False) for P in planes) else None
     if rows is None:
