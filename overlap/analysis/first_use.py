@@ -448,14 +448,7 @@ def _top_records(result: dict[str, Any], table: Columns, fu: Columns,
         return
     start = np.asarray(table["start_ps"], np.int64)
     end = np.asarray(table["end_ps"], np.int64)
-    span = end - start
-    matched = []  # (record, its copy's row)
-    for r, hits in zip(recs, _rows_starting_at(start, [r.get("start_ps", -1) for r in recs])):
-        cand = [i for i in hits.tolist() if span[i] == r.get("span_ps", -1)
-                and (table["host"][i], table["device"][i], table["direction"][i])
-                == (r.get("host"), r.get("device"), r.get("direction"))]
-        if cand:
-            matched.append((r, cand[0]))
+    matched = _matched(recs, table, start, end - start)
     if not matched:
         return
     at = [i for _, i in matched]
@@ -476,6 +469,33 @@ def _top_records(result: dict[str, Any], table: Columns, fu: Columns,
                           "stall_ps": int(c["stall_ps"][j]),
                           "needed_Bps": None if nb != nb else float(nb),
                           "used_before_end": bool(c["used_before_end"][j])}
+
+
+_RECORD_KEYS = ("host", "device", "direction")
+
+
+def _matched(recs: list[dict], table: Columns, start: np.ndarray, span: np.ndarray
+             ) -> list[tuple[dict, int]]:
+    """(record, the first copy's row with its start, span, host, device and direction) of
+    each record that has one."""
+    cols = [np.asarray(table[k], object) for k in _RECORD_KEYS]
+    out = []
+    for r, hits in zip(recs, _rows_starting_at(start, [r.get("start_ps", -1) for r in recs])):
+        want = tuple(r.get(k) for k in _RECORD_KEYS)
+        if all(v is None or type(v) is str for v in want):
+            # the rows' texts compared at once (10k copies starting together: a Python
+            # comparison of each was most of this step); a text or None compares alike
+            # elementwise and in a tuple
+            ok = span[hits] == r.get("span_ps", -1)
+            for col, v in zip(cols, want):
+                ok &= col[hits] == v
+            cand = hits[ok].tolist()
+        else:
+            cand = [i for i in hits.tolist() if span[i] == r.get("span_ps", -1)
+                    and tuple(col[i] for col in cols) == want]
+        if cand:
+            out.append((r, cand[0]))
+    return out
 
 
 def _rows_starting_at(start: np.ndarray, at: list[Any]) -> list[np.ndarray]:

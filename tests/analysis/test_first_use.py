@@ -299,3 +299,36 @@ def test_check_names_device_put_copies_as_outside_any_program(gpu_corpus):
     assert c["status"] == "fail" and c["offenders"]
     assert {o["hlo_op"] for o in c["offenders"]} == {OUTSIDE_PROGRAM_OP}
     assert OUTSIDE_PROGRAM_OP in c["message"] and UNKNOWN_OP not in c["message"]
+
+
+def test_records_matched_to_the_first_copy_alike_by_start_span_and_names():
+    """`_matched` (texts compared at once) against a comparison per copy: many copies start
+    together and differ in span, host, device or direction; records name texts, None, an
+    absent key, and values that are no text (compared one by one)."""
+    rng = np.random.default_rng(5)
+    n = 3000
+    pick = lambda vals: np.array([vals[i] for i in rng.integers(0, len(vals), n)], object)  # noqa: E731
+    table = {"host": pick(["h0", "h1", None]), "device": pick(["GPU:0", "GPU:1", "GPU:2"]),
+             "direction": pick(["D2H", "H2D"])}
+    start = np.sort(rng.integers(0, 4, n)).astype(np.int64) * 1000
+    span = rng.integers(1, 4, n).astype(np.int64) * 10
+    recs = [{"start_ps": int(s), "span_ps": int(sp), "host": h, "device": d, "direction": x}
+            for s in (0, 1000, 3000, 7000) for sp in (10, 20, 40)
+            for h in ("h0", "h1", None) for d in ("GPU:1", "GPU:9") for x in ("D2H",)]
+    recs += [{"start_ps": 0, "span_ps": 10, "device": "GPU:0", "direction": "H2D"},
+             {"start_ps": 0, "span_ps": 10, "host": 7, "device": "GPU:0", "direction": "H2D"},
+             {"start_ps": 2000, "span_ps": 10.0, "host": "h1", "device": "GPU:2",
+              "direction": "H2D"}]
+
+    def per_copy(r):
+        for i in range(n):
+            if start[i] == r.get("start_ps", -1) and span[i] == r.get("span_ps", -1) and (
+                    table["host"][i], table["device"][i], table["direction"][i]) == (
+                    r.get("host"), r.get("device"), r.get("direction")):
+                return i
+        return None
+
+    got = {id(r): i for r, i in F._matched(recs, table, start, span)}
+    want = {id(r): per_copy(r) for r in recs}
+    assert got == {k: v for k, v in want.items() if v is not None}
+    assert 10 < len(got) < len(recs)
