@@ -718,7 +718,7 @@ class _LineRows:
         """The `lines` table: one row per line of each plane (host, plane, line id, name,
         events), in the planes' order, from their blocks' columns: one slice per run of
         planes that lie one after the other in a block, not per plane or per line."""
-        runs = adjacent_runs(zip(self.cols, self.a, self.b))
+        runs = adjacent_runs(self.cols, self.a, self.b)
         counts = np.subtract(self.b, self.a, dtype=np.int64)
 
         def col(j: int) -> np.ndarray:

@@ -610,7 +610,9 @@ def check_lines(*pvs: PlaneView) -> None:
     is refused, and its strings counted, alike whichever lines the rules read. The lines of
     one `LineBlock` are checked in one pass (100k small planes: one call, not 100k)."""
     by_block: dict[int, tuple[LineBlock, list[np.ndarray]]] = {}
-    for block, a, b in adjacent_runs((t.block, t.a, t.b) for t in (pv.lines for pv in pvs)):
+    ts = [pv.lines for pv in pvs]
+    for block, a, b in adjacent_runs([t.block for t in ts], [t.a for t in ts],
+                                     [t.b for t in ts]):
         by_block.setdefault(id(block), (block, []))[1].append(np.arange(a, b))
     for block, rows in by_block.values():
         BAD_STRINGS[0] += block.check(np.concatenate(rows), SCANNER)

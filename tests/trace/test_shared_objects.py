@@ -181,3 +181,32 @@ def test_plane_names_from_the_split_are_upbs():
     assert [pv.name for pv in views] == [pv.name for pv in ref]
     assert [pv.name for pv in views][:5] == ["/device:GPU:0", "/host:CPU", "", "",
                                              "/device:GPU:1 Δ"]
+
+
+def test_adjacent_runs_with_numpy_as_one_by_one():
+    """`lines.adjacent_runs` of many ranges (numpy) as the step per range gives them: a run
+    continues only with the same key object and the next range starting where it ended."""
+    import random
+
+    from overlap.trace.lines import adjacent_runs
+
+    rng = random.Random(2)
+    blocks = [object(), object(), object()]
+    for n in (0, 1, 63, 64, 65, 500):
+        keys, a, b, at = [], [], [], 0
+        for _ in range(n):
+            k = rng.choice(blocks) if rng.random() < 0.1 else (keys[-1] if keys else blocks[0])
+            at = at if rng.random() < 0.8 else at + rng.randint(-3, 3)
+            keys.append(k)
+            a.append(at)
+            at += rng.randint(0, 3)
+            b.append(at)
+        want: list[list] = []
+        for key, x, y in zip(keys, a, b):
+            if want and want[-1][0] is key and want[-1][2] == x:
+                want[-1][2] = y
+            else:
+                want.append([key, x, y])
+        got = adjacent_runs(keys, a, b)
+        assert [[id(k), x, y] for k, x, y in got] == [[id(k), x, y] for k, x, y in want]
+        assert all(type(x) is int and type(y) is int for _, x, y in got)
