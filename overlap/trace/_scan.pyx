@@ -594,23 +594,22 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
     invalid UTF-8 in the stripped entries, each copy written counted: upb then never sees
     those entries up front, so they are checked here as upb would check them; the stripped
     entries decoded, else None: see `_plane_walk`; whether it has plane stats: upb's
-    `stats` is empty where not), its stat metadata (`_stat_names`), its name as written last
-    (invalid UTF-8 replaced; None where it has none)). Its
+    `stats` is empty where not), its stat metadata (`_stat_names`)). Its
     lines are added to `lines`, its event_metadata entries' starts and ends to `starts` and
     `ends`; `sspans` is scratch for its stat metadata entries."""
     parts = []  # (the plane's bytes left: joined once, with the space's, not per plane)
-    stripped, bad, meta, names, stats, pname = _plane_walk(
-        &mv[0], s, e, strip_meta, parts, lines, starts, ends, sspans, mv.shape[0] <= 0x7fffffff,
-        lazy_min, seen)
+    stripped, bad, meta, names, stats = _plane_walk(&mv[0], s, e, strip_meta, parts, lines,
+                                                    starts, ends, sspans,
+                                                    mv.shape[0] <= 0x7fffffff, lazy_min, seen)
     if not stripped and not bad and meta is None:
-        return parts, (_PLAIN_STATS if stats else _PLAIN), names, pname
-    return parts, (stripped, bad, meta, stats), names, pname
+        return parts, (_PLAIN_STATS if stats else _PLAIN), names
+    return parts, (stripped, bad, meta, stats), names
 
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                        list parts, _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans,
                        bint narrow, Py_ssize_t lazy_min, dict seen):
-    """`_plane`'s walk: (stripped, bad, meta, stat names, stats, name: see `_plane`), the plane's bytes
+    """`_plane`'s walk: (stripped, bad, meta, stat names, stats: see `_plane`), the plane's bytes
     without lines and stat metadata added to `parts`, its lines to `lines`, its entry spans
     to `starts` and `ends`; a stripped plane's entries, checked as upb would check them, also decoded in
     that check (`_entry_decode`) as `decode_meta(narrow=narrow)` gives them (else None)."""
@@ -715,7 +714,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 "value": arrays[3], "reversed": rev}
     snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min, seen)
     sspans.n = sfirst
-    return (strip >= 1, bad, meta, snames, stats, name)
+    return (strip >= 1, bad, meta, snames, stats)
 
 
 cdef int _strip_mode(object strip_meta, object name) except -1:
@@ -976,8 +975,7 @@ def top_fields(const uint8_t[::1] blk, Py_ssize_t at, Py_ssize_t size):
     return st.taken(), en.taken(), pl.taken(), at + p
 
 
-def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
-                list plane_names=None):
+def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1):
     """XSpace bytes data[:n] -> (skeleton XSpace bytes without lines, per plane its
     (stripped, bad, meta, stats) from `_plane`, the lines of every plane as `_LineRecs.taken` gives
     them, (entry starts, entry ends) of every plane's event_metadata map entries, (line
@@ -987,9 +985,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
     in the parts walked here. `meta` is a plane's entries decoded as
     `decode_meta(narrow=(the buffer is under 2 GiB))` gives them where the plane was
     stripped, else None (and None where `strip_meta` answered 2: the entries stripped and
-    checked, not kept). `plane_names`: a list each plane's name is appended to, as `_plane`
-    gives it (what upb reads where it is valid UTF-8: the reader then asks no upb message of
-    a plane for it).
+    checked, not kept).
 
     Why blocks for all planes, not arrays and tuples per plane: a capture of 100k small
     planes paid ~2 KiB a plane in per-plane arrays (204 MiB for a 6.9 MB file) and a numpy
@@ -1021,10 +1017,8 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
                 raise _fail(vp)
             if fs > run:
                 skel.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
-            parts, got, names, pname = _plane(mv, vp, q, strip_meta, lines, starts, ends,
-                                              sspans, lazy_min, seen)
-            if plane_names is not None:
-                plane_names.append(pname)
+            parts, got, names = _plane(mv, vp, q, strip_meta, lines, starts, ends, sspans,
+                                       lazy_min, seen)
             skel.append(b"\x0a" + enc_varint(sum([len(x) for x in parts])))
             skel.extend(parts)
             planes.append(got)

@@ -421,7 +421,7 @@ class PlaneView:
                  spans: tuple[np.ndarray, np.ndarray, list[int]] | None = None, at: int = 0,
                  meta_stripped: bool = False, meta_decoded: dict | None = None,
                  stat_names: "Mapping[int, str] | _SparseStatNames | None" = None,
-                 xs: Any = None, stats: bool = True, name: str | None = None):
+                 xs: Any = None, stats: bool = True):
         # `xs`: the skeleton whose plane `at` is `msg`: the message is then not kept but
         # asked of it when read (`msg`): upb's wrapper of each plane, kept, was ~0.1 KiB a
         # plane (10 MiB of 100k small planes), for a plane's stats read once
@@ -431,9 +431,8 @@ class PlaneView:
         # not asked of the message, 100k small planes)
         self._stats = stats
         # (read once: the reader asks a plane's name several times, and `__getattr__` runs
-        # only after a failed lookup, ~1 us each, 100k planes in a capture of small ones;
-        # given by the split where the plane came from one)
-        self.name = name if name is not None else msg.name
+        # only after a failed lookup, ~1 us each, 100k planes in a capture of small ones)
+        self.name = msg.name
         # stat id -> name, in upb's order, where the scanner read the plane's stat metadata
         # (then never in `msg`: `Plane` reads this); None: `msg.stat_metadata` holds it
         self.stat_names = stat_names
@@ -499,9 +498,8 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
 def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.ndarray]:
     scanner: Any = SCANNER
     # (a stripped plane's entries decoded as they are checked: `MetaTable(decoded=)`)
-    pnames: list = []
     skel, planes, (rec, names, displays, bad_lines), (ms, me), bounds, stat_names = \
-        scanner.split_space(data, n, strip_meta, LAZY_STAT_NAMES, pnames)
+        scanner.split_space(data, n, strip_meta, LAZY_STAT_NAMES)
     # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`; the
     # event metadata entries it holds, located by the split, say what that costs); once
     # protobuf is loaded, upb is the faster decoder
@@ -520,18 +518,11 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
     BAD_STRINGS[0] += bad_lines
     out = []
     spans = (ms, me, eb)
-    for i, ((stripped, bad, meta, stats), name) in enumerate(zip(planes, pnames)):
+    for i, (m, (stripped, bad, meta, stats)) in enumerate(zip(xs.planes, planes)):
         if bad:  # each copy written was counted: count as upb reads the entries
             BAD_STRINGS[0] += _entries_bad_strings(a, ms[eb[i]:eb[i + 1]], me[eb[i]:eb[i + 1]])
-        # (the split's name, as upb reads it where it was valid UTF-8: no upb message asked
-        # of a plane for it; one with a replacement character asks upb, whose sanitized
-        # text is the reference)
-        if name is None:
-            name = ""
-        elif "\ufffd" in name:
-            name = xs.planes[i].name
-        out.append(PlaneView(None, LineTable(block, lb[i], lb[i + 1]), a, spans, i, stripped,
-                             meta, stat_names[i], xs, stats, name))
+        out.append(PlaneView(m, LineTable(block, lb[i], lb[i + 1]), a, spans, i, stripped,
+                             meta, stat_names[i], xs, stats))
     return xs, out, a
 
 

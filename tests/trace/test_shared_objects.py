@@ -150,39 +150,6 @@ def test_vendors_named_once_per_value_as_per_device(tmp_path):
     assert odd  # (Intel and acme)
 
 
-def test_plane_names_from_the_split_are_upbs():
-    """Each view's name is the split's where it was valid UTF-8 (no upb message asked for
-    it) and upb's otherwise: a name written twice (the last), none, one of the wrong wire
-    type (upb keeps it as an unknown field), non-ASCII, a real replacement character, and
-    invalid UTF-8 of four kinds (upb's sanitized text, each counted once)."""
-    from overlap.trace.protos import XPlane
-    from tests.trace.wire_bytes import field
-
-    def plane(i: int, extra: bytes) -> bytes:
-        return field(1, 2, XPlane(id=i).SerializeToString() + extra)
-
-    names = [field(2, 2, b"/device:GPU:0"), field(2, 2, b"first") + field(2, 2, b"/host:CPU"),
-             b"", field(2, 0, 7), field(2, 2, "/device:GPU:1 Δ".encode()),
-             field(2, 2, "a \ufffd b".encode()), field(2, 2, b"/device:GPU:\xff2"),
-             field(2, 2, b"cut \xc3"), field(2, 2, b"overlong \xc0\xaf"),
-             field(2, 2, b"surrogate \xed\xa0\x80 x")]
-    raw = b"".join(plane(i, x) for i, x in enumerate(names))
-    before = wire.BAD_STRINGS[0]
-    _, views, _ = wire.parse_space(wire.padded(raw), len(raw))
-    counted = wire.BAD_STRINGS[0] - before
-    old = wire.SCANNER
-    try:
-        wire.SCANNER = None  # upb parses the whole file: its names are the reference
-        before = wire.BAD_STRINGS[0]
-        _, ref, _ = wire.parse_space(wire.padded(raw), len(raw))
-        assert counted == wire.BAD_STRINGS[0] - before == 4
-    finally:
-        wire.SCANNER = old
-    assert [pv.name for pv in views] == [pv.name for pv in ref]
-    assert [pv.name for pv in views][:5] == ["/device:GPU:0", "/host:CPU", "", "",
-                                             "/device:GPU:1 Δ"]
-
-
 def test_adjacent_runs_with_numpy_as_one_by_one():
     """`lines.adjacent_runs` of many ranges (numpy) as the step per range gives them: a run
     continues only with the same key object and the next range starting where it ended."""
