@@ -99,7 +99,7 @@ class MetaRows:
         lo = eb[at]
         count = eb[at + 1] - lo
         rows = _ranges(lo, count)
-        ms, me = ms[rows].astype(np.int64), me[rows].astype(np.int64)
+        ms, me = ms[rows].astype(np.int64, copy=False), me[rows].astype(np.int64, copy=False)
         # (not narrowed here: where keys strictly descend, a narrow decode reverses the rows)
         d = _scan.decode_meta(buf, ms, me, narrow=False, checked=checked)
         if not d["ok"]:

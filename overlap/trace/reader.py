@@ -512,7 +512,7 @@ def _strip_many(plane_name: str) -> bool | int:
     (`Plane.meta`)."""
     if GPU_PLANE_RE.match(plane_name) is not None:  # (first: 100k GPU planes, one match each)
         return 2
-    return TPU_PLANE_RE.match(plane_name) is not None
+    return _strip_meta(plane_name)
 
 
 def _read_space(xs, planes: list, host: str = "host",
