@@ -62,7 +62,7 @@ import numpy as np
 cimport cython
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy, memset
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cython.view cimport array as cvarray
 from cpython.unicode cimport (PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_DecodeASCII,
@@ -72,6 +72,31 @@ from cpython.unicode cimport (PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode
 cdef extern from *:
     void __builtin_prefetch(const void* p) nogil  # (gcc, clang)
     int __builtin_ctzll(unsigned long long x) nogil  # (gcc, clang; x != 0)
+
+
+# A hash table's slots: read at random, one per key, so a table of millions of keys spent
+# most of its time on TLB misses in 4 KiB pages; large ones are asked for in huge pages where
+# the kernel gives them on request (Linux's transparent huge pages, `madvise`; numpy asks
+# the same for its large arrays). Freed with `free`.
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #endif
+    static void* overlap_table_alloc(size_t n) {
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        if (n >= ((size_t)4 << 20)) {
+            void* p = NULL;
+            if (posix_memalign(&p, (size_t)2 << 20, n) != 0) return NULL;
+            madvise(p, n, MADV_HUGEPAGE);
+            return p;
+        }
+    #endif
+        return malloc(n);
+    }
+    """
+    void* overlap_table_alloc(size_t n) nogil
 
 # Entries of a table read ahead of the one at hand (`decode_meta_stats`, `gather_spans`,
 # `boundary_names`, `text_facts`): a plane's metadata entries lie ~500 bytes apart, so each
@@ -525,57 +550,172 @@ cdef class _I64s:
 @cython.final
 cdef class _LineRecs:
     """The lines of one `split_space`: records (`_LREC` int64 each), names and display names,
-    and how many of those strings had invalid UTF-8. A name (or display name) whose bytes
-    are the previous line's is that line's object: 100k planes of one "Stream #1" line each
-    held 100k copies, ~6 MiB (names that differ cost a compare of their bytes)."""
-    cdef _I64s rec
-    cdef Py_ssize_t n
-    cdef list names, displays
-    cdef int bad
-    cdef object last_name, last_disp  # the previous valid name and display name
-    cdef Py_ssize_t last_s[2]  # (where they lie, and their lengths)
-    cdef Py_ssize_t last_n[2]
+    and how many of those strings had invalid UTF-8.
 
-    def __cinit__(self):
-        self.rec = _I64s()
+    Equal names are one object, and each line has its name's code (the distinct names in
+    order of first appearance, by their bytes), with, per distinct name, its first line and
+    its marks (bit 0: it starts with one of `prefixes`, bit 1: it holds a `(`). Why: the GPU
+    rules group and test lines by name (`vendors.note_other_events`,
+    `_other_event_unknowns`); a capture of a million one-event lines paid three passes over a
+    million Python strings for it (a hash, a prefix test and a search for `(`, ~0.25 s), and
+    100k planes of one "Stream #1" line each held 100k copies of it (~6 MiB). No codes (None)
+    where a name has invalid UTF-8: read with replacement, two different byte strings can be
+    one text. A display name whose bytes are the previous line's is that line's object.
+
+    The names are coded once the walk is done (`_coded_names`), not line by line within it:
+    a table of a million names is read at random, and the walk's work between two lookups
+    left each one waiting for memory (~0.25 s); read in a loop of their own, each name's
+    slot is fetched ahead."""
+    cdef _I64s rec, spans  # (spans: per line, where its name lies; -1, -1: absent)
+    cdef Py_ssize_t n
+    cdef list displays
+    cdef dict odd  # line -> its name, where it has invalid UTF-8 (read with replacement)
+    cdef int bad
+    cdef tuple prefixes  # (held: `pre` points into them)
+    cdef const char* pre[4]
+    cdef Py_ssize_t pre_n[4]
+    cdef int npre
+    cdef object last_disp  # the previous valid display name
+    cdef Py_ssize_t last_s, last_n  # (where it lies, and its length)
+
+    def __cinit__(self, tuple prefixes=()):
+        if len(prefixes) > 4:
+            raise ValueError("at most 4 line name prefixes")
+        self.rec, self.spans = _I64s(), _I64s()
         self.n, self.bad = 0, 0
-        self.names, self.displays = [], []
-        self.last_name = self.last_disp = None
-        self.last_s[0] = self.last_s[1] = self.last_n[0] = self.last_n[1] = 0
+        self.displays, self.odd = [], {}
+        self.prefixes = tuple([bytes(x) for x in prefixes])
+        self.npre = len(self.prefixes)
+        for i in range(self.npre):
+            self.pre[i] = self.prefixes[i]
+            self.pre_n[i] = len(self.prefixes[i])
+        self.last_disp = None
+        self.last_s = self.last_n = 0
 
     cdef int add(self, const uint8_t* b, Py_ssize_t s, Py_ssize_t e) except -1:
         cdef Py_ssize_t texts[4]
         cdef int bad = _line(b, s, e, self.rec.grow(_LREC), texts)
+        cdef int64_t* sp = self.spans.grow(2)
         self.bad += (bad & 1) + (bad >> 1)
-        self.names.append(self._text(b, texts[0], texts[1], bad & 1, 0))
-        self.displays.append(self._text(b, texts[2], texts[3], bad & 2, 1))
+        sp[0], sp[1] = texts[0], texts[1]
+        if bad & 1:
+            self.odd[self.n] = _text(b, texts[0], texts[1], False)
+        self.displays.append(self._display(b, texts[2], texts[3], bad & 2))
         self.n += 1
         return 0
 
-    cdef object _text(self, const uint8_t* b, Py_ssize_t p, Py_ssize_t q, int bad, int k):
-        """The text b[p:q] ("" where absent, p < 0; invalid UTF-8 replaced where `bad`): the
-        previous line's object (k 0: its name, 1: its display name; same buffer) where the
-        bytes are its bytes."""
+    cdef object _display(self, const uint8_t* b, Py_ssize_t p, Py_ssize_t q, int bad):
+        """The display name b[p:q] ("" where absent, p < 0; invalid UTF-8 replaced where
+        `bad`): the previous line's object where the bytes are its bytes (same buffer)."""
         if p < 0:
             return ""
         if bad:
             return _text(b, p, q, False)
-        last = self.last_name if k == 0 else self.last_disp
-        if last is not None and q - p == self.last_n[k] \
-                and memcmp(b + p, b + self.last_s[k], q - p) == 0:
-            return last
+        if self.last_disp is not None and q - p == self.last_n \
+                and memcmp(b + p, b + self.last_s, q - p) == 0:
+            return self.last_disp
         t = PyUnicode_DecodeUTF8(<char*>(b + p), q - p, NULL)
-        if k == 0:
-            self.last_name = t
-        else:
-            self.last_disp = t
-        self.last_s[k], self.last_n[k] = p, q - p
+        self.last_disp = t
+        self.last_s, self.last_n = p, q - p
         return t
 
-    cdef tuple taken(self):
+    cdef int _marks(self, const uint8_t* s, Py_ssize_t k):
+        cdef int m = 0, i
+        for i in range(self.npre):
+            if k >= self.pre_n[i] and memcmp(s, self.pre[i], self.pre_n[i]) == 0:
+                m = 1
+                break
+        if k > 0 and memchr(s, 0x28, k) != NULL:  # "("
+            m |= 2
+        return m
+
+    cdef tuple taken(self, const uint8_t* b):
         """(records as an int64 array of shape (lines, `_LREC`), names, display names,
-        strings with invalid UTF-8 among them); the block is the array's from here on."""
-        return (self.rec.taken().reshape(self.n, _LREC), self.names, self.displays, self.bad)
+        strings with invalid UTF-8 among them, (per line its name's code, per code its first
+        line (both int32) and its marks (uint8)) or None where a name has invalid UTF-8); `b` the buffer
+        the lines were added from. The block is the array's from here on."""
+        names, codes = self._coded_names(b)
+        return (self.rec.taken().reshape(self.n, _LREC), names, self.displays, self.bad,
+                codes)
+
+    cdef tuple _coded_names(self, const uint8_t* b):
+        """(names, codes as `taken` gives them): an open-addressing table over the names'
+        hashes, sized for every line to be its own name, each line's slot fetched `_AHEAD`
+        lines before it is read. A slot holds its name's code and the high half of its hash
+        (0: empty), so that a slot taken by another name is passed over without reading
+        anything else (the bytes are compared where the halves agree)."""
+        cdef Py_ssize_t n = self.n, i, j, c, m = 0, k, nslots = 16
+        cdef const int64_t* sp = self.spans.v
+        while nslots < 2 * n:
+            nslots *= 2
+        cdef uint64_t mask = <uint64_t>(nslots - 1), h, tag, v
+        cdef uint64_t ring[_AHEAD]  # the hashes of the lines ahead
+        cdef uint64_t* slots = <uint64_t*>overlap_table_alloc(nslots * sizeof(uint64_t))
+        cdef _I64s first = _I64s(), marks = _I64s()
+        codes_a = np.empty(n, np.int32)
+        cdef int32_t[::1] codes = codes_a
+        cdef list names = [None] * n, uniq = []
+        cdef bint coded = not self.odd
+        cdef const uint8_t* t
+        if slots == NULL:
+            raise MemoryError()
+        try:
+            memset(slots, 0, nslots * sizeof(uint64_t))
+            for i in range(min(n, _AHEAD)):
+                ring[i] = _name_hash(b, sp, i)
+            for i in range(n):
+                h = ring[i % _AHEAD]
+                if i + _AHEAD < n:
+                    ring[i % _AHEAD] = _name_hash(b, sp, i + _AHEAD)
+                    __builtin_prefetch(&slots[ring[i % _AHEAD] & mask])
+                if self.odd and i in self.odd:
+                    names[i] = self.odd[i]
+                    codes[i] = -1
+                    continue
+                k = sp[2 * i + 1] - sp[2 * i] if sp[2 * i] >= 0 else 0
+                t = b + sp[2 * i] if sp[2 * i] >= 0 else b
+                j = <Py_ssize_t>(h & mask)
+                tag = h & 0xFFFFFFFF00000000ULL
+                while True:
+                    v = slots[j]
+                    if v == 0:  # a new name
+                        c = m
+                        slots[j] = tag | <uint64_t>(c + 1)
+                        m += 1
+                        first.push(i)
+                        marks.push(self._marks(t, k))
+                        if m > 0x7FFFFFFE:  # (int32 codes: more names than any file holds)
+                            coded = False
+                        uniq.append(PyUnicode_DecodeUTF8(<char*>t, k, NULL))
+                        break
+                    if (v & 0xFFFFFFFF00000000ULL) == tag:
+                        c = <Py_ssize_t>(v & 0xFFFFFFFFULL) - 1
+                        if _name_is(b, sp, first.v[c], t, k):
+                            break
+                    j = (j + 1) & <Py_ssize_t>mask
+                codes[i] = <int32_t>c
+                names[i] = uniq[c]
+        finally:
+            free(slots)
+        self.spans = None
+        if not coded:
+            return names, None
+        return names, (codes_a, first.taken().astype(np.int32),
+                       marks.taken().astype(np.uint8))
+
+
+cdef inline uint64_t _name_hash(const uint8_t* b, const int64_t* sp, Py_ssize_t i) noexcept nogil:
+    """The hash of line i's name (`_LineRecs.spans`; absent: as empty)."""
+    if sp[2 * i] < 0:
+        return _hash_value(b, 5, 0, 0)
+    return _hash_value(b, 5, <uint64_t>(sp[2 * i + 1] - sp[2 * i]), sp[2 * i])
+
+
+cdef inline bint _name_is(const uint8_t* b, const int64_t* sp, int64_t r, const uint8_t* t,
+                          Py_ssize_t k) noexcept nogil:
+    """Are line r's name bytes t[:k]?"""
+    cdef Py_ssize_t kr = sp[2 * r + 1] - sp[2 * r] if sp[2 * r] >= 0 else 0
+    return kr == k and (k == 0 or memcmp(b + sp[2 * r], t, k) == 0)
 
 
 # A plane's (stripped, bad, meta, stats) as `_plane` gives it where nothing was stripped or
@@ -975,10 +1115,11 @@ def top_fields(const uint8_t[::1] blk, Py_ssize_t at, Py_ssize_t size):
     return st.taken(), en.taken(), pl.taken(), at + p
 
 
-def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1):
+def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
+                tuple line_prefixes=()):
     """XSpace bytes data[:n] -> (skeleton XSpace bytes without lines, per plane its
     (stripped, bad, meta, stats) from `_plane`, the lines of every plane as `_LineRecs.taken` gives
-    them, (entry starts, entry ends) of every plane's event_metadata map entries, (line
+    them (their names' marks by `line_prefixes`, at most 4 bytes prefixes), (entry starts, entry ends) of every plane's event_metadata map entries, (line
     bounds, entry bounds): plane i's lines are records [line_bounds[i], line_bounds[i + 1]),
     its entries [entry_bounds[i], entry_bounds[i + 1]), per plane its stat metadata as
     `_stat_names` gives it: never in the skeleton). Raises Corrupt on bytes upb would refuse
@@ -1000,7 +1141,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1):
     skel = []
     planes = []
     stat_names = []
-    cdef _LineRecs lines = _LineRecs()
+    cdef _LineRecs lines = _LineRecs(line_prefixes)
     cdef _I64s starts = _I64s(), ends = _I64s(), line_bounds = _I64s(), entry_bounds = _I64s()
     cdef _I64s sspans = _I64s()
     cdef dict seen = {}  # stat names met, each one object (`_stat_names`)
@@ -1033,7 +1174,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1):
                 raise _fail(p)
     if n > run:
         skel.append(PyBytes_FromStringAndSize(<char*>(b + run), n - run))
-    return (b"".join(skel), planes, lines.taken(), (starts.taken(), ends.taken()),
+    return (b"".join(skel), planes, lines.taken(b), (starts.taken(), ends.taken()),
             (line_bounds.taken(), entry_bounds.taken()), stat_names)
 
 

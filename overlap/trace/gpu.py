@@ -10,7 +10,7 @@ import numpy as np
 from overlap.arrays import sorted_unique
 from overlap.trace import lines, vendors, wire
 from overlap.trace.groups import groupable_all
-from overlap.trace.lines import merge_rows
+from overlap.trace.lines import LineBlock, merge_rows
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
 from overlap.trace.tables import missing_mask
 from overlap.trace.values import isin_ids
@@ -90,7 +90,7 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
             at = ev.kept(line_of)
             _gpu_events(G, _gpu_meta_kinds(G), ev, devices[at_i][at], rec[:, lines.ID][at],
                         object_array(names)[at], host, tr, co, details_cache, side,
-                        (names, at))
+                        (names, at, block, at_r))
 
     def pend(i: int, rows: np.ndarray, counts: np.ndarray) -> None:
         """Small lines `rows` (with `counts` events each, all > 0) of plane `i` pending, in
@@ -119,7 +119,7 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
             if i not in kinds:
                 kinds[i] = _gpu_meta_kinds(P)
             _gpu_events(P, kinds[i], ev, device, line.id, line.name, host, tr, co,
-                        details_cache, side)
+                        details_cache, side, line_at=(P.plane.lines.block, r))
 
     kinds: dict[int, Any] = {}  # per plane read line by line, its `_gpu_meta_kinds`
     # (many planes: their metadata decoded at once, for `groupable` and each group's table)
@@ -227,10 +227,12 @@ def _group_meta_rows(G: PlaneGroup) -> Any:
 
 def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: Cols, co: Cols,
                 details_cache: dict, side: vendors.GpuSide | None = None,
-                lines_of: tuple[list, np.ndarray] | None = None) -> None:
+                lines_of: tuple[list, np.ndarray, LineBlock, np.ndarray] | None = None,
+                line_at: tuple[LineBlock, int] | None = None) -> None:
     """Transfers and kernels of one line (or one merged segment: `P` is then a `PlaneGroup`,
     and `device`, `stream` and `line_name` are per-event arrays; `lines_of` the segment's
-    line names and per event its line's index among them)."""
+    line names, per event its line's index among them, their block and their rows there;
+    `line_at` a line's block and row, `vendors.note_other_events`)."""
     def pick(v, idx):
         # every event (a kernel-only line): the array itself, not a copy of it
         if not isinstance(v, np.ndarray) or len(idx) == ev.n:
@@ -259,7 +261,7 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                program_id=map_stat(P, ev, idx, "program_id", as_id))
     # Neither a memcpy nor a kernel: the shape checks look at these (vendors.shape_unknowns).
     vendors.note_other_events(P, ev, np.flatnonzero(~is_mc & ~is_k), device, line_name, side,
-                              lines_of)
+                              lines_of, line_at)
     # (every event a kernel, a kernel-only line: the positions counted, not searched)
     idx = np.arange(ev.n) if is_k.all() else np.flatnonzero(is_k)
     if idx.size:

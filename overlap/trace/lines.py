@@ -77,16 +77,48 @@ class _Rows:
                        lambda self, value: self.block.decoded.__setitem__(self.rows, value))
 
 
+# `NameCodes.marks` bits
+STREAM, PAREN = 1, 2
+
+
+class NameCodes:
+    """The line names of one parse as the scanner's split coded them (`_scan._LineRecs`):
+    per line `codes` (int32: equal names, equal codes; codes in order of first appearance),
+    per code its `first` line (int32) and its `marks` (uint8: bit `STREAM`, the name starts
+    with one of `names.STREAM_LINE_PREFIXES`; bit `PAREN`, it holds a `(`), and the lines'
+    `names`. What the GPU rules keep of a block to group and test lines by name
+    (`vendors.GpuSide`): not the block, which holds the file's bytes."""
+
+    __slots__ = ("codes", "first", "marks", "names")
+
+    def __init__(self, codes: np.ndarray, first: np.ndarray, marks: np.ndarray,
+                 names: list) -> None:
+        self.codes, self.first, self.marks, self.names = codes, first, marks, names
+
+    def __len__(self) -> int:
+        return len(self.marks)
+
+    def texts(self, codes: np.ndarray) -> list[str]:
+        """The names of `codes`."""
+        return [self.names[r] for r in self.first[codes].tolist()]
+
+
 class LineBlock:
     """The lines of one parse (every plane of a file, or of a chunk of it), in file order:
     `rec` (lines x 7 int64: id, display_id, timestamp_ns, duration_ps, payload start, payload
     end, events), `names`, `displays` (str lists), `decoded` (bool per line: its events were
     checked) and the file's buffer `buf`. Lines upb decoded are `objs` (their `_Line`s, every
-    one checked; `rec`'s payload columns -1, `buf` None)."""
+    one checked; `rec`'s payload columns -1, `buf` None).
+
+    `coded`: the names as the scanner's split coded them (`NameCodes`, from `codes`: its
+    codes, first lines and marks), or None (upb decoded the lines, or a name has invalid
+    UTF-8)."""
 
     def __init__(self, rec: np.ndarray, names: list, displays: list, buf: Any,
-                 objs: list | None = None) -> None:
+                 objs: list | None = None,
+                 codes: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
         self.rec, self.names, self.displays, self.buf, self.objs = rec, names, displays, buf, objs
+        self.coded = NameCodes(*codes, names) if codes is not None else None
         self.cols = (rec, names)  # (what outlives the buffer: `reader._rows_of`)
         self.decoded = np.full(len(rec), objs is not None)
         self._ns: list | None = None
@@ -105,7 +137,12 @@ class LineBlock:
         return self._ns
 
     def events_in(self, a: int, b: int) -> int:
-        """The events of lines [a, b) (a running sum made once: no array pass per plane)."""
+        """The events of lines [a, b) (a running sum made once: no array pass per plane). A
+        range of at least an eighth of the block is summed on its own: at most eight such
+        passes, where the running sum of a plane of a million lines is 8 MB on the read's
+        peak for the one plane that asks."""
+        if self._cum is None and 8 * (b - a) >= len(self.rec):
+            return int(self.rec[a:b, EVENTS].sum())
         if self._cum is None:
             self._cum = np.concatenate([[0], np.cumsum(self.rec[:, EVENTS])])
         return int(self._cum[b] - self._cum[a])

@@ -11,6 +11,10 @@ TPU_PLANE_RE = re.compile(r"^/device:TPU:(\d+)(?: SparseCore.*)?$")
 HOST_PLANE = "/host:CPU"
 METADATA_PLANE = "/host:metadata"
 
+# Lines whose events are a GPU stream's work (the CUPTI/ROCm tracers' `Stream #<n>...` and
+# `Memcpy...` lines); derived lines (`TensorFlow Ops`, `Steps`) hold none of their own.
+STREAM_LINE_PREFIXES = ("Stream #", "Memcpy")
+
 TPU_OPS_LINES = frozenset({"XLA Ops", "Sparse Core Ops"})
 TPU_ASYNC_LINE = "Async XLA Ops"
 

@@ -40,6 +40,8 @@ import numpy as np
 
 from overlap.arrays import at_rows, factorize, filled, sorted_unique
 from overlap.trace.hlotext import LazyPattern  # compiled on first use: start-up
+from overlap.trace.lines import PAREN, STREAM, LineBlock, NameCodes
+from overlap.trace.names import STREAM_LINE_PREFIXES
 from overlap.trace.strcodes import str_codes
 from overlap.trace.tables import missing_mask
 from overlap.trace.wire import (
@@ -95,6 +97,35 @@ class GpuSide:
         self.copy_like = Cols()  # other kernels named like copies (still compute)
         self.graph_copies = Cols()  # CUDA graph device-to-device copy kernels (still compute)
         self.other = Cols()  # stream events that are neither kernels nor CUPTI memcpys
+        # the line names whose codes `other`'s `lcode` column holds (None: nothing set aside
+        # yet; False: some events without, from another parse or from upb's lines)
+        self.coded: NameCodes | None | bool = None
+
+    def codes_of(self, block: LineBlock | None) -> NameCodes | None:
+        """`block`'s coded line names, where every event set aside so far was coded by them."""
+        got = None if block is None else block.coded
+        if got is None or self.coded is False or (self.coded is not None
+                                                  and self.coded is not got):
+            return None
+        return got
+
+    def add_other(self, n: int, coded: NameCodes | None, lcode: Any, line: Any,
+                  **cols: Any) -> None:
+        """Events for `other`: their lines' codes in `coded` (`codes_of`; no line names
+        kept: they are the codes' names, a million one-event lines), or None and their
+        `line` names (the events set aside before get theirs back from their codes)."""
+        if not n:
+            return
+        if lcode is None:
+            if isinstance(self.coded, NameCodes):
+                names = object_array(self.coded.names)
+                for _, c in self.other.chunks:
+                    c["line"] = names[self.coded.first[c.pop("lcode")]]
+            self.coded = False
+            self.other.add(n, line=line, **cols)
+        else:
+            self.coded = coded
+            self.other.add(n, lcode=lcode, **cols)
 
 
 def runtime_kernel_kind(name: str) -> str | None:
@@ -181,43 +212,58 @@ def graph_device_copies(P, ev, idx: np.ndarray, codes: np.ndarray,
 
 
 def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide | None,
-                      lines_of: tuple[list, np.ndarray] | None = None) -> None:
+                      lines_of: tuple[list, np.ndarray, LineBlock, np.ndarray] | None = None,
+                      line_at: tuple[LineBlock, int] | None = None) -> None:
     """Events of one line that are neither kernels nor CUPTI memcpys, on stream lines only
     (derived lines such as `TensorFlow Ops` or `Steps` hold no device work of their own).
-    `lines_of`: (line names, per event its line's index among them), given where
-    `line_name` is per event (a merged segment)."""
+    `lines_of`: (line names, per event its line's index among them, their block, per line
+    its row there), given where `line_name` is per event (a merged segment); `line_at`: the
+    block and row of a line read alone. Where the block's names are coded (`codes_of`), a
+    line's test is its name's mark and the events keep their lines' codes (`lcode`): no
+    Python string is hashed or tested per line (a million one-event lines)."""
     if side is None or not idx.size:
         return
+    lcode: Any = None
+    coded = None
     if lines_of is not None:
         # once per line, by its index (a merged segment holds many events of few lines): no
         # hashing of the events' names (a segment of 64k one-event lines: a factorize of 64k
         # distinct strings)
-        names, of = lines_of
+        names, of, block, brows = lines_of
         at = of[idx]
         rows = sorted_unique(at)
-        ok = _stream_lines([names[r] for r in rows.tolist()])
-        idx = idx[ok[np.searchsorted(rows, at)]]
+        coded = side.codes_of(block)
+        if coded is not None:
+            lc = coded.codes[brows[rows]]
+            ok = (coded.marks[lc] & STREAM).astype(bool)
+        else:
+            ok = _stream_lines([names[r] for r in rows.tolist()])
+        pos = np.searchsorted(rows, at)
+        keep = ok[pos]
+        idx = idx[keep]
         if not idx.size:
             return
+        if coded is not None:
+            lcode = lc[pos[keep]]
     elif not _is_stream_line(line_name):
         return
-    side.other.add(len(idx), device=at_rows(device, idx), line=at_rows(line_name, idx),
+    elif line_at is not None and (coded := side.codes_of(line_at[0])) is not None:
+        lcode = np.full(len(idx), coded.codes[line_at[1]])  # (int32, as a segment's)
+    side.add_other(len(idx), coded, lcode, None if lcode is not None else at_rows(line_name, idx),
+                   device=at_rows(device, idx),
                    name=per_mid(ev.mids[idx], P.name,
                                 P.names if isinstance(P, PlaneGroup) else None))
 
 
-_STREAM_PREFIXES = ("Stream #", "Memcpy")
-
-
 def _is_stream_line(name: Any) -> bool:
-    return isinstance(name, str) and name.startswith(_STREAM_PREFIXES)
+    return isinstance(name, str) and name.startswith(STREAM_LINE_PREFIXES)
 
 
 def _stream_lines(names: list) -> np.ndarray:
     """`_is_stream_line` of each name, in C (`map`) where all are `str` (a line's name is:
     ~0.3 us a line one by one, a million one-event lines)."""
     try:
-        return np.fromiter(map(str.startswith, names, repeat(_STREAM_PREFIXES)), bool,
+        return np.fromiter(map(str.startswith, names, repeat(STREAM_LINE_PREFIXES)), bool,
                            len(names))
     except TypeError:  # (a name that is no str)
         return np.fromiter(map(_is_stream_line, names), bool, len(names))
@@ -276,11 +322,14 @@ def _details_size(text: Any) -> int | None:
     return None
 
 
-def _cols_rows(c: Cols, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Object columns `names` of `c`'s chunks (None where a chunk left one out)."""
-    rows = c.rows({k: "object" for k in names})
-    n = max((len(v) for v in rows.values()), default=0)
-    return {k: rows[k] if len(rows[k]) else filled(n, None) for k in names}
+def _cols_rows(c: Cols, names: tuple[str, ...], more: dict[str, str] | None = None
+               ) -> dict[str, np.ndarray]:
+    """Object columns `names` of `c`'s chunks (None where a chunk left one out), and the
+    columns `more` (name -> dtype) as `Cols.rows` gives them."""
+    rows = c.rows({k: "object" for k in names} | (more or {}))
+    n = max((len(rows[k]) for k in names), default=0)
+    return {k: rows[k] if len(rows[k]) or k in (more or {}) else filled(n, None)
+            for k in [*names, *(more or {})]}
 
 
 def _groups(*keys: np.ndarray) -> list[tuple[tuple, np.ndarray]]:
@@ -451,7 +500,8 @@ def _stream_why(line: Any) -> str | None:
 _UNREAD = "neither a kernel nor a copy overlap reads"
 
 
-def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+def _other_event_unknowns(other: dict[str, np.ndarray],
+                          coded: NameCodes | None = None) -> list[dict[str, Any]]:
     """One entry per (device, event name, reason) of the stream events no rule read, with how
     many lines hold them (the first named). Not one per line: a capture of a million one-event
     lines made a million entries (0.9 KiB a line, fuzz round 3), the reason is the same.
@@ -460,13 +510,20 @@ def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
     On integer codes (device, name, line, reason) rather than object columns: the groups and
     their order are `_groups`' of the device, name and reason columns, but no object column
     per event is made, filtered or factorized again (a million one-event lines: +183 MiB at
-    this step, its read's peak)."""
-    lcode, lines = _line_codes(other["line"])
+    this step, its read's peak). `coded`: the line names whose codes `other["lcode"]` holds
+    (`GpuSide.coded`): the lines' codes and kinds keys are read from them, not from the
+    line names (a million one-event lines: ~0.2 s of hashing and testing strings)."""
+    if coded is not None:
+        lcode = other["lcode"]
+        n_codes, kinds, texts = _coded_kinds_keys(lcode, coded)
+    else:
+        lcode, lines = _line_codes(other["line"])
+        kinds, first = _kinds_keys(lines)
+        n_codes, texts = len(lines), [None if i is None else lines[i] for i in first]
     reasons: dict[str, int] = {_UNREAD: 0}  # reason -> code
-    kinds, first = _kinds_keys(lines)
     why = []  # per kinds key, its reason's code (-1: none, a plain stream)
-    for i in first:
-        w = None if i is None else _stream_why(lines[i])
+    for text in texts:
+        w = None if text is None else _stream_why(text)
         why.append(-1 if w is None else reasons.setdefault(w, len(reasons)))
     # per event (lcode -1, no line, reads the trailing -1: no reason, plain); the per-line
     # arrays dropped at once (a million lines: 8 MB each, at this step's peak)
@@ -484,16 +541,17 @@ def _other_event_unknowns(other: dict[str, np.ndarray]) -> list[dict[str, Any]]:
         (dcode, ncode, wcode), (devices, names, object_array(list(reasons))))
     # per group, its events and distinct lines (no line, -1, one of them), for all at once
     sizes = ends - starts
-    span = len(lines) + 1
+    span = n_codes + 1
     pairs = sorted_unique(np.repeat(np.arange(len(vals)), sizes) * span + lcode[rows] + 1)
     n_lines = np.bincount(pairs // span, minlength=len(vals)).tolist()
-    firsts = other["line"][rows[starts]]
+    heads = rows[starts]
+    firsts = coded.texts(lcode[heads]) if coded is not None else other["line"][heads]
     sizes = sizes.tolist()
     out = []
     for i in order:
         dev, name, reason = vals[i]
-        first = firsts[i]
-        where = f"on {first}" if n_lines[i] == 1 else f"on {n_lines[i]} lines ({first}, ...)"
+        line = firsts[i]
+        where = f"on {line}" if n_lines[i] == 1 else f"on {n_lines[i]} lines ({line}, ...)"
         out.append({"device": dev, "events": sizes[i],
                     "reason": f"{sizes[i]} {name!r} event(s) {where}: {reason}"})
     return out
@@ -532,6 +590,27 @@ def _kinds_keys(lines: np.ndarray) -> tuple[np.ndarray, list[int | None]]:
     return code, [firsts.get(k) for k in range(max(firsts, default=-1) + 1)]
 
 
+def _coded_kinds_keys(lcode: np.ndarray, coded: NameCodes
+                      ) -> tuple[int, np.ndarray, list[str | None]]:
+    """`_kinds_keys` of the lines a column of line codes (`lcode`, into `coded`) holds: (how
+    many codes, per code its key, per key the text of a line that has it (None: none, or key
+    0: no kinds list)). A line whose name's mark says it holds no `(` is key 0
+    without a look at its text; the others (a handful of kinds lists) are read as
+    `_kinds_keys` reads them."""
+    n = len(coded)
+    present = np.zeros(n, bool)
+    present[lcode] = True
+    kinds = np.zeros(n, np.int32)  # (a handful of keys: int32, half a million lines' bytes)
+    texts: list[str | None] = [None]
+    with_kinds = np.flatnonzero(present & (coded.marks & PAREN).astype(bool))
+    if with_kinds.size:
+        got = coded.texts(with_kinds)
+        keys, first = _kinds_keys(object_array(got))
+        kinds[with_kinds] = keys
+        texts += [None if i is None else got[i] for i in first[1:]]  # (all hold a `(`)
+    return n, kinds, texts
+
+
 def _line_codes(line: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`factorize` of the events' line names, by the scanner's table where every one is a
     `str` (no dict entry and Python int per distinct line: a million one-event lines); not
@@ -555,7 +634,10 @@ def shape_unknowns(side: GpuSide, plane_vendors: dict[str, tuple[str, int]],
                 f"device_vendor {vendor!r}: overlap reads NVIDIA (CUPTI) and AMD (ROCm) GPU "
                 "planes only")})
     if side.other.chunks:
-        out += _other_event_unknowns(_cols_rows(side.other, ("device", "line", "name")))
+        coded = side.coded if isinstance(side.coded, NameCodes) else None
+        out += _other_event_unknowns(
+            _cols_rows(side.other, ("device", "name"), {"lcode": "int32"}) if coded
+            else _cols_rows(side.other, ("device", "line", "name")), coded)
     if side.copy_like.chunks:
         like = _cols_rows(side.copy_like, ("device", "name"))
         for (dev, name), g in _groups(like["device"], like["name"]):

@@ -64,6 +64,7 @@ from overlap.trace.lines import merge_lines as merge_lines
 from overlap.trace.lines import merge_rows as merge_rows
 from overlap.trace.metatable import MetaTable as MetaTable
 from overlap.trace.metatable import names_of
+from overlap.trace.names import STREAM_LINE_PREFIXES
 from overlap.trace.skeleton import Refused as SkeletonRefused
 from overlap.trace.skeleton import decode_space, in_upb_order
 from overlap.trace.statcols import coded_stat as coded_stat
@@ -368,6 +369,8 @@ def __getattr__(name: str) -> Any:
 # the file's bytes, each name decoded when first asked (`LazyStatNames`): real captures
 # hold at most ~1.4k; a capture whose copies all differ in size, 100k a plane.
 LAZY_STAT_NAMES = 4096
+# The line-name prefixes the split marks each distinct line name by (`LineBlock.marks`)
+_LINE_PREFIXES = tuple(p.encode() for p in STREAM_LINE_PREFIXES)
 PAD = 16  # zero bytes after the data (the scanner never reads them; kept for callers)
 
 # String fields read with invalid UTF-8 replaced (see the module docstring), counted as each
@@ -498,8 +501,8 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
 def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.ndarray]:
     scanner: Any = SCANNER
     # (a stripped plane's entries decoded as they are checked: `MetaTable(decoded=)`)
-    skel, planes, (rec, names, displays, bad_lines), (ms, me), bounds, stat_names = \
-        scanner.split_space(data, n, strip_meta, LAZY_STAT_NAMES)
+    skel, planes, (rec, names, displays, bad_lines, codes), (ms, me), bounds, stat_names = \
+        scanner.split_space(data, n, strip_meta, LAZY_STAT_NAMES, _LINE_PREFIXES)
     # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`; the
     # event metadata entries it holds, located by the split, say what that costs); once
     # protobuf is loaded, upb is the faster decoder
@@ -514,7 +517,7 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
         raise Corrupt("plane count mismatch")
     a = np.frombuffer(data, np.uint8)
     stat_names = [_stat_names(got, a) for got in stat_names]
-    block = LineBlock(rec, names, displays, a)
+    block = LineBlock(rec, names, displays, a, codes=codes)
     BAD_STRINGS[0] += bad_lines
     out = []
     spans = (ms, me, eb)
