@@ -55,19 +55,28 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
     lists, not a tuple per plane: 100k small planes)."""
     details_cache: dict[Any, tuple] = {}
     # small lines to merge, in order: each one's index into planes, and its row in its plane's
-    # `LineBlock`
+    # `LineBlock`: as ints a line at a time (planes of a few lines), and as arrays a run of a
+    # plane's lines at a time (`pend`; no int object per line: a million one-event lines)
     pend_i: list[int] = []
     pend_r: list[int] = []
+    runs: list[tuple[np.ndarray, np.ndarray]] = []
     n_pending = 0
     devices = object_array(devices_)
 
+    def seal() -> None:
+        """The lines pending one at a time as a run, after the runs before them."""
+        if pend_r:
+            runs.append((np.array(pend_i, np.int64), np.array(pend_r, np.int64)))
+            pend_i.clear()
+            pend_r.clear()
+
     def flush():
         nonlocal n_pending
-        if not pend_r:
+        seal()
+        if not runs:
             return
-        at_i, at_r = np.array(pend_i, np.int64), np.array(pend_r, np.int64)
-        pend_i.clear()
-        pend_r.clear()
+        at_i, at_r = runs[0] if len(runs) == 1 else map(np.concatenate, zip(*runs))
+        runs.clear()
         n_pending = 0
         # (one block: a file's GPU planes are parsed together, `reader._read_alone`)
         block = planes[int(at_i[0])].plane.lines.block
@@ -77,7 +86,9 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
         G = PlaneGroup([planes[i] for i in used.tolist()],
                        (meta_rows, used) if meta_rows is not None else None)
         seg, rec = merge_rows(block, at_r)
-        names = list(map(block.names.__getitem__, at_r.tolist()))
+        # (rows one after the other, a plane's many lines: a slice of the block's names)
+        names = block.names[int(at_r[0]):int(at_r[-1]) + 1] if (np.diff(at_r) == 1).all() \
+            else list(map(block.names.__getitem__, at_r.tolist()))
         # per event of the segment, its line's index into `names`: each per-event column
         # is its line's value read through it (and what is asked of a line, once a line)
         line_of = np.repeat(np.arange(len(names)), rec[:, lines.EVENTS])
@@ -88,7 +99,7 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
                         presence=presence)
         if ev.n:
             at = ev.kept(line_of)
-            _gpu_events(G, _gpu_meta_kinds(G), ev, devices[at_i][at], rec[:, lines.ID][at],
+            _gpu_events(G, _gpu_meta_kinds(G), ev, devices[at_i[at]], rec[:, lines.ID][at],
                         object_array(names)[at], host, tr, co, details_cache, side,
                         (names, at, block, at_r))
 
@@ -101,8 +112,8 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
             cum = np.cumsum(counts) + n_pending
             # (counts > 0: `cum` rises; the first line where it reaches _SEGMENT, else all)
             k = min(int(np.searchsorted(cum, _SEGMENT)) + 1, len(rows))
-            pend_i.extend([i] * k)
-            pend_r.extend(rows[:k].tolist())
+            seal()
+            runs.append((np.full(k, i, np.int64), rows[:k].astype(np.int64, copy=False)))
             n_pending = int(cum[k - 1])
             if n_pending >= _SEGMENT:
                 flush()

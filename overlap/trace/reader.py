@@ -91,6 +91,7 @@ import functools
 import gc
 import os
 from collections import defaultdict
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -728,7 +729,9 @@ class _LineRows:
         return {"host": np.repeat(object_array([host] * len(self.plane)), counts),
                 "plane": np.repeat(object_array(self.plane), counts),
                 "line_id": col(ID), "events": col(EVENTS),
-                "line": object_array([nm for cols, a, b in runs for nm in cols[1][a:b]])}
+                "line": object_array(runs[0][0][1][runs[0][1]:runs[0][2]] if len(runs) == 1
+                                     else list(chain.from_iterable(cols[1][a:b]
+                                                                   for cols, a, b in runs)))}
 
 
 class LineBase:

@@ -73,8 +73,10 @@ def as_int(v: Any) -> int | None:
 
 
 def object_array(values: list) -> np.ndarray:
-    """A 1-d object array of scalars (never a 2-d one, whatever the values are)."""
-    return np.array(values + [None], object)[:-1]
+    """A 1-d object array of the values, each one element (never a 2-d one, whatever the
+    values are: `fromiter` does not look into them, ~2x as fast as `np.array` of the list
+    with a trailing None, a million line names)."""
+    return np.fromiter(values, object, len(values))
 
 
 def _stat_objects(buf, d, stat_names: Mapping[int, str], plane=None) -> np.ndarray:
