@@ -568,7 +568,7 @@ cdef class _LineRecs:
     slot is fetched ahead."""
     cdef _I64s rec, spans  # (spans: per line, where its name lies; -1, -1: absent)
     cdef Py_ssize_t n
-    cdef list displays
+    cdef list displays  # (None while every display name is empty: most producers write none)
     cdef dict odd  # line -> its name, where it has invalid UTF-8 (read with replacement)
     cdef int bad
     cdef tuple prefixes  # (held: `pre` points into them)
@@ -583,7 +583,7 @@ cdef class _LineRecs:
             raise ValueError("at most 4 line name prefixes")
         self.rec, self.spans = _I64s(), _I64s()
         self.n, self.bad = 0, 0
-        self.displays, self.odd = [], {}
+        self.displays, self.odd = None, {}
         self.prefixes = tuple([bytes(x) for x in prefixes])
         self.npre = len(self.prefixes)
         for i in range(self.npre):
@@ -600,7 +600,12 @@ cdef class _LineRecs:
         sp[0], sp[1] = texts[0], texts[1]
         if bad & 1:
             self.odd[self.n] = _text(b, texts[0], texts[1], False)
-        self.displays.append(self._display(b, texts[2], texts[3], bad & 2))
+        d = self._display(b, texts[2], texts[3], bad & 2)
+        if self.displays is not None:
+            self.displays.append(d)
+        elif len(d):  # the first display name: the lines before it had none
+            self.displays = [""] * self.n
+            self.displays.append(d)
         self.n += 1
         return 0
 
@@ -630,8 +635,8 @@ cdef class _LineRecs:
         return m
 
     cdef tuple taken(self, const uint8_t* b):
-        """(records as an int64 array of shape (lines, `_LREC`), names, display names,
-        strings with invalid UTF-8 among them, (per line its name's code, per code its first
+        """(records as an int64 array of shape (lines, `_LREC`), names, display names (None:
+        all empty), strings with invalid UTF-8 among them, (per line its name's code, per code its first
         line (both int32) and its marks (uint8)) or None where a name has invalid UTF-8); `b` the buffer
         the lines were added from. The block is the array's from here on."""
         names, codes = self._coded_names(b)
@@ -651,10 +656,12 @@ cdef class _LineRecs:
         cdef uint64_t mask = <uint64_t>(nslots - 1), h, tag, v
         cdef uint64_t ring[_AHEAD]  # the hashes of the lines ahead
         cdef uint64_t* slots = <uint64_t*>overlap_table_alloc(nslots * sizeof(uint64_t))
-        cdef _I64s first = _I64s(), marks = _I64s()
-        codes_a = np.empty(n, np.int32)
-        cdef int32_t[::1] codes = codes_a
-        cdef list names = [None] * n, uniq = []
+        # (per code, at most one a line: arrays of the lines' count, cut to the codes' after)
+        codes_a, first_a = np.empty(n, np.int32), np.empty(n, np.int32)
+        marks_a = np.empty(n, np.uint8)
+        cdef int32_t[::1] codes = codes_a, first = first_a
+        cdef uint8_t[::1] marks = marks_a
+        cdef list names = [None] * n
         cdef bint coded = not self.odd
         cdef const uint8_t* t
         if slots == NULL:
@@ -682,26 +689,27 @@ cdef class _LineRecs:
                         c = m
                         slots[j] = tag | <uint64_t>(c + 1)
                         m += 1
-                        first.push(i)
-                        marks.push(self._marks(t, k))
+                        first[c] = <int32_t>i
+                        marks[c] = <uint8_t>self._marks(t, k)
                         if m > 0x7FFFFFFE:  # (int32 codes: more names than any file holds)
                             coded = False
-                        uniq.append(PyUnicode_DecodeUTF8(<char*>t, k, NULL))
+                        names[i] = PyUnicode_DecodeUTF8(<char*>t, k, NULL)
                         break
                     if (v & 0xFFFFFFFF00000000ULL) == tag:
                         c = <Py_ssize_t>(v & 0xFFFFFFFFULL) - 1
-                        if _name_is(b, sp, first.v[c], t, k):
+                        if _name_is(b, sp, first[c], t, k):
+                            names[i] = names[first[c]]
                             break
                     j = (j + 1) & <Py_ssize_t>mask
                 codes[i] = <int32_t>c
-                names[i] = uniq[c]
         finally:
             free(slots)
         self.spans = None
         if not coded:
             return names, None
-        return names, (codes_a, first.taken().astype(np.int32),
-                       marks.taken().astype(np.uint8))
+        if m < n // 2:  # (few distinct names: not the lines' count of bytes kept)
+            return names, (codes_a, first_a[:m].copy(), marks_a[:m].copy())
+        return names, (codes_a, first_a[:m], marks_a[:m])
 
 
 cdef inline uint64_t _name_hash(const uint8_t* b, const int64_t* sp, Py_ssize_t i) noexcept nogil:

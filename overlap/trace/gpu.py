@@ -99,7 +99,10 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
                         presence=presence)
         if ev.n:
             at = ev.kept(line_of)
-            _gpu_events(G, _gpu_meta_kinds(G), ev, devices[at_i[at]], rec[:, lines.ID][at],
+            # (a segment of one plane's lines: its device, one value for every event, not
+            # an object per event)
+            device = devices_[int(used[0])] if len(used) == 1 else devices[at_i[at]]
+            _gpu_events(G, _gpu_meta_kinds(G), ev, device, rec[:, lines.ID][at],
                         object_array(names)[at], host, tr, co, details_cache, side,
                         (names, at, block, at_r))
 

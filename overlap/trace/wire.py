@@ -603,13 +603,13 @@ def check_lines(*pvs: PlaneView) -> None:
     where it would refuse them), counting their string stats with invalid UTF-8: so a file
     is refused, and its strings counted, alike whichever lines the rules read. The lines of
     one `LineBlock` are checked in one pass (100k small planes: one call, not 100k)."""
-    by_block: dict[int, tuple[LineBlock, list[np.ndarray]]] = {}
+    by_block: dict[int, tuple[LineBlock, list[tuple[int, int]]]] = {}
     ts = [pv.lines for pv in pvs]
     for block, a, b in adjacent_runs([t.block for t in ts], [t.a for t in ts],
                                      [t.b for t in ts]):
-        by_block.setdefault(id(block), (block, []))[1].append(np.arange(a, b))
-    for block, rows in by_block.values():
-        BAD_STRINGS[0] += block.check(np.concatenate(rows), SCANNER)
+        by_block.setdefault(id(block), (block, []))[1].append((a, b))
+    for block, runs in by_block.values():
+        BAD_STRINGS[0] += block.check(runs, SCANNER)
 
 
 def _parse_space_upb(data, n: int) -> tuple[Any, list[PlaneView], None]:

@@ -195,3 +195,21 @@ def test_events_in_sums_each_range_either_way():
         assert block.events_in(a, b) == int(rec[a:b, lines.EVENTS].sum())
     assert block._cum is not None
     assert block.events_in(0, n) == int(rec[:, lines.EVENTS].sum())
+
+
+def test_display_names_kept_only_where_one_is_written():
+    """The split keeps no list of display names while every one is empty; from the first
+    one written, a list in which the lines before it read "" (as upb reads them)."""
+    sp = XSpace()
+    pl = sp.planes.add(id=0, name="/device:GPU:0")
+    for i, disp in enumerate([None, "", None, "shown", None, "shown", "other"]):
+        ln = pl.lines.add(id=i, name=f"Stream #{i}")
+        if disp is not None:
+            ln.display_name = disp
+    raw = sp.SerializeToString()
+    block = _block(raw)
+    want = [ln.display_name for ln in XSpace.FromString(raw).planes[0].lines]
+    assert block.displays == want and [block.line(i).display_name for i in range(7)] == want
+    none = _block(_space([["a", "b", ABSENT]]))
+    assert none.displays is None
+    assert [none.line(i).display_name for i in range(3)] == ["", "", ""]
