@@ -9,7 +9,7 @@ import numpy as np
 
 from overlap.arrays import sorted_unique
 from overlap.trace import lines, vendors, wire
-from overlap.trace.groups import groupable_all
+from overlap.trace.groups import MANY_PLANES, groupable_all
 from overlap.trace.lines import LineBlock, merge_rows
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
 from overlap.trace.tables import missing_mask
@@ -106,21 +106,25 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
                         object_array(names)[at], host, tr, co, details_cache, side,
                         (names, at, block, at_r))
 
-    def pend(i: int, rows: np.ndarray, counts: np.ndarray) -> None:
-        """Small lines `rows` (with `counts` events each, all > 0) of plane `i` pending, in
-        order, flushed as the line that brings the pending events to `_SEGMENT` is added:
-        what adding them one by one does, without a Python step per line."""
+    def pend(i: int | np.ndarray, rows: np.ndarray, counts: np.ndarray) -> None:
+        """Small lines `rows` (with `counts` events each, all > 0) of plane `i` (or each of
+        its plane, `i` an array) pending, in order, flushed as the line that brings the
+        pending events to `_SEGMENT` is added: what adding them one by one does, without a
+        Python step per line."""
         nonlocal n_pending
         while len(rows):
             cum = np.cumsum(counts) + n_pending
             # (counts > 0: `cum` rises; the first line where it reaches _SEGMENT, else all)
             k = min(int(np.searchsorted(cum, _SEGMENT)) + 1, len(rows))
             seal()
-            runs.append((np.full(k, i, np.int64), rows[:k].astype(np.int64, copy=False)))
+            runs.append((np.full(k, i, np.int64) if isinstance(i, int) else i[:k],
+                         rows[:k].astype(np.int64, copy=False)))
             n_pending = int(cum[k - 1])
             if n_pending >= _SEGMENT:
                 flush()
             rows, counts = rows[k:], counts[k:]
+            if not isinstance(i, int):
+                i = i[k:]
 
     def read_line(i: int, r: int) -> None:
         """Line `r` of plane `i` read on its own (not merged)."""
@@ -138,7 +142,23 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
     kinds: dict[int, Any] = {}  # per plane read line by line, its `_gpu_meta_kinds`
     # (many planes: their metadata decoded at once, for `groupable` and each group's table)
     small_all, meta_rows = groupable_all(planes)
-    for i, P in enumerate(planes):
+    every = _every_line(planes) if len(planes) >= MANY_PLANES else None
+    if every is not None:
+        # (many planes' lines at once, in order, as the loop below reads them one plane at
+        # a time: 100k planes of a line each were a Python step a plane)
+        at_i, rows, counts = every
+        alone = np.flatnonzero(~np.array(small_all, bool)[at_i] | (counts >= _SMALL_LINE))
+        prev = 0
+        for j in [*alone.tolist(), len(rows)]:
+            if j > prev:
+                pend(at_i[prev:j], rows[prev:j], counts[prev:j])
+            if j < len(rows):
+                i = int(at_i[j])
+                if i not in kinds:
+                    kinds.clear()  # (the plane before's: each plane's while it is read)
+                read_line(i, int(rows[j]))
+            prev = j + 1
+    for i, P in enumerate(planes if every is None else ()):
         small = small_all[i]
         table = P.plane.lines
         if len(table) <= _FEW_LINES:  # a few lines: one by one (numpy's calls cost more)
@@ -171,6 +191,23 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
             prev = j + 1
         kinds.pop(i, None)
     flush()
+
+
+def _every_line(planes: list[Plane]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """Every line with events of the planes, in order, where they lie in one `LineBlock`:
+    (per line its plane's index, its row in the block, its events); else None."""
+    tables = [P.plane.lines for P in planes]
+    block = tables[0].block
+    if any(t.block is not block for t in tables):
+        return None
+    a = np.fromiter([t.a for t in tables], np.int64, len(tables))
+    lens = np.fromiter([t.b for t in tables], np.int64, len(tables)) - a
+    at_i = np.repeat(np.arange(len(tables)), lens)
+    # each line's row: its plane's first row plus its place among the plane's lines
+    rows = np.arange(len(at_i)) + np.repeat(a - (np.cumsum(lens) - lens), lens)
+    counts = block.rec[rows, lines.EVENTS]
+    keep = np.flatnonzero(counts > 0)
+    return at_i[keep], rows[keep], counts[keep]
 
 
 def _groups(P) -> tuple[list[list[int]], list[list[int]]]:
