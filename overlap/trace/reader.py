@@ -585,20 +585,22 @@ def _read_space(xs, planes: list, host: str = "host",
             host_lines[i] = _LineRows.of(planes[i].lines)
             check_lines(planes[i])  # (lines no rule read are checked as upb would)
             planes[i] = None  # read: its bytes can go (see `_parse_file`)
-    # each plane's GPU match, at once (runs of GPU planes are read a run at a time below)
-    gpu_match = [GPU_PLANE_RE.match(pl.name) if pl is not None else None for pl in planes]
+    # each GPU plane's device, at once (runs of GPU planes are read a run at a time below;
+    # the names, not the matches: 100k of those were 14 MiB on the read's peak)
+    gpu_device = [f"GPU:{m.group(1)}" if pl is not None and (m := GPU_PLANE_RE.match(pl.name))
+                  else None for pl in planes]
     i = 0
     while i < len(planes):
         if i in host_lines:
             lines.add(HOST_PLANE, *host_lines.pop(i))
             i += 1
             continue
-        if gpu_match[i]:
+        if gpu_device[i]:
             j = i + 1
-            while j < len(planes) and gpu_match[j]:
+            while j < len(planes) and gpu_device[j]:
                 j += 1
             backend = "gpu"
-            _gpu_run(planes[i:j], gpu_match[i:j], lines, devs, raw_vendor, gpu_planes,
+            _gpu_run(planes[i:j], gpu_device[i:j], lines, devs, raw_vendor, gpu_planes,
                      gpu_devices)
             i = j
             continue
@@ -643,7 +645,7 @@ def _read_space(xs, planes: list, host: str = "host",
         elif plane.name.startswith("/device:") and not plane.name.startswith("/device:CUSTOM:"):
             other_planes.append((plane.name, table.events()))
 
-    del plane, P, table
+    del plane, P, table, gpu_device
     # After the loop: small lines of many GPU planes are read together.
     _read_gpu_planes(gpu_planes, gpu_devices, host, line_base_ps, tr, co, side)
     # Every line is decoded (or checked, where no rule reads it): the file's bytes go before
@@ -655,7 +657,7 @@ def _read_space(xs, planes: list, host: str = "host",
     gpu_planes.clear()
     meta_plane = None
     programs.cache_clear()
-    _gpu_vendor_facts(facts, side, hip_calls, host, tr, raw_vendor.by_device(), other_planes)
+    _gpu_vendor_facts(facts, side, hip_calls, host, tr, raw_vendor, other_planes)
     keep_compute = None
     if backend != "cpu":
         # XLA:CPU thunks on the host of a GPU/TPU program are host work, not device compute.
@@ -687,14 +689,13 @@ def _read_space(xs, planes: list, host: str = "host",
     }
 
 
-def _gpu_run(run: list, matches: list, lines: _LineRows, devs: _DeviceRows,
+def _gpu_run(run: list, devices: list[str], lines: _LineRows, devs: _DeviceRows,
              raw_vendor: _RawVendors, gpu_planes: list[Plane], gpu_devices: list[str]) -> None:
-    """`_read_space` of consecutive GPU planes (`run`, each one's `GPU_PLANE_RE` match): its
+    """`_read_space` of consecutive GPU planes (`run`, and each one's device): its
     rows of the lines, devices and vendor columns and its planes for `_read_gpu_planes`, a
     run at a time (100k small planes: a handful of calls and ~2 us a plane less than one
     plane at a time)."""
     Ps = list(map(Plane, run))
-    devices = [f"GPU:{m.group(1)}" for m in matches]
     tables = [pl.lines for pl in run]
     names = [pl.name for pl in run]
     lines.add_many(names, tables)
@@ -806,7 +807,7 @@ class LineBase:
 
 
 def _gpu_vendor_facts(facts: dict[str, Any], side: vendors.GpuSide, hip_calls: Cols, host: str,
-                      tr: Cols, raw_vendor: dict[str, tuple[Any, int, bool]],
+                      tr: Cols, raw_vendor: _RawVendors,
                       other_planes: list[tuple[str, int]]) -> None:
     """ROCm copies into `tr`; per device its vendor (`facts["vendors"]`) and the shapes the
     rules cannot read (`facts["transfer_unknowns"]`: device, events, reason). See
@@ -823,9 +824,15 @@ def _gpu_vendor_facts(facts: dict[str, Any], side: vendors.GpuSide, hip_calls: C
             got = once[key] = vendors.plane_vendor(raw, tpu=tpu, hip_calls=has_hip)
         return got
 
-    named = {dev: (name(raw, tpu), n) for dev, (raw, n, tpu) in raw_vendor.items()}
+    rv = raw_vendor
+    # per device, its vendor's name and events (a device met twice: its last plane's, at its
+    # first place, as a dict's assignments); from the columns, no tuple of the raw facts
+    # per device beside it (100k small planes: ~10 MiB on the read's peak)
+    named = dict(zip(rv.device, zip(map(name, rv.vendor, rv.tpu), rv.events)))
+    tpu = {d for d, t in zip(rv.device, rv.tpu) if t}  # (a device's name says its kind)
     unknown += vendors.shape_unknowns(
-        side, {d: v for d, v in named.items() if not raw_vendor[d][2]}, other_planes)
+        side, {d: v for d, v in named.items() if d not in tpu} if tpu else named,
+        other_planes)
     facts["vendors"] = {dev: v for dev, (v, _) in sorted(named.items())}
     facts["transfer_unknowns"] = unknown
 
@@ -833,7 +840,7 @@ def _gpu_vendor_facts(facts: dict[str, Any], side: vendors.GpuSide, hip_calls: C
 class _RawVendors:
     """Per device plane as `_read_space` meets it: its device, `device_vendor` stat, events
     and whether it is a TPU's, as columns (a tuple and a dict entry per plane: ~10 MiB of
-    100k small planes, on the read's peak); `by_device` is the dict read after."""
+    100k small planes, on the read's peak), read by `_gpu_vendor_facts`."""
 
     def __init__(self) -> None:
         self.device: list[str] = []
@@ -852,11 +859,6 @@ class _RawVendors:
         self.vendor += vendors
         self.events += events
         self.tpu += [tpu] * len(devices)
-
-    def by_device(self) -> dict[str, tuple[Any, int, bool]]:
-        """device -> (device_vendor, events, tpu); a device met twice: its last plane's, at
-        its first place (a dict's assignments)."""
-        return dict(zip(self.device, zip(self.vendor, self.events, self.tpu)))
 
 
 class _DeviceRows:

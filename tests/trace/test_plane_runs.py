@@ -87,7 +87,7 @@ def test_a_run_of_gpu_planes_gives_the_rows_one_plane_at_a_time_gives(tmp_path):
     views = _views(_file(tmp_path, 70, 3))
     matches = [reader.GPU_PLANE_RE.match(pv.name) for pv in views]
     got = (reader._LineRows(), reader._DeviceRows(), reader._RawVendors(), [], [])
-    reader._gpu_run(views, matches, *got)
+    reader._gpu_run(views, [f"GPU:{m.group(1)}" for m in matches], *got)
     want = (reader._LineRows(), reader._DeviceRows(), reader._RawVendors())
     for pv, m in zip(views, matches):
         P, device = Plane(pv), f"GPU:{m.group(1)}"
@@ -100,7 +100,8 @@ def test_a_run_of_gpu_planes_gives_the_rows_one_plane_at_a_time_gives(tmp_path):
     assert got[1].columns("h") == want[1].columns("h")
     assert got[1].facts.count(None) == want[1].facts.count(None) > 0  # (planes without stats)
     assert None in got[2].vendor and "Nvidia" in got[2].vendor
-    assert got[2].by_device() == want[2].by_device()
+    for k in ("device", "vendor", "events", "tpu"):
+        assert getattr(got[2], k) == getattr(want[2], k)
     assert got[4] == [f"GPU:{m.group(1)}" for m in matches]
     assert [P.plane for P in got[3]] == views
 
@@ -114,3 +115,20 @@ def test_events_of_many_tables_equal_each_tables_events(tmp_path):
     other = _views(_file(tmp_path, 3, 5))
     mixed = tables + [pv.lines for pv in other]
     assert lines.events_of(mixed) == [t.events() for t in mixed]
+
+
+def test_vendors_of_gpu_and_tpu_planes_read_as_per_device(tmp_path):
+    """`_gpu_vendor_facts` from the vendor columns: each device named by the rule per
+    device, a TPU never "cannot tell" for its vendor, an odd GPU vendor is (SYNTHETIC)."""
+    from overlap.trace import vendors
+
+    t = SyntheticTrace()
+    t.gpu(0, vendor="Intel").kernel(10 * US, US)
+    t.gpu(1, vendor="Nvidia").kernel(10 * US, US)
+    t.tpu(0).op(10 * US, US, name="fusion.1")
+    got = reader.read_host_file(t.write(tmp_path / "mixed.xplane.pb"))["capture"]
+    assert got["vendors"] == {"GPU:0": vendors.plane_vendor("Intel"),
+                              "GPU:1": vendors.plane_vendor("Nvidia"),
+                              "TPU:0": vendors.plane_vendor(None, tpu=True)}
+    odd = [u["device"] for u in got["transfer_unknowns"] if "device_vendor" in u["reason"]]
+    assert odd == ["GPU:0"]
