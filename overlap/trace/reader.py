@@ -587,8 +587,9 @@ def _read_space(xs, planes: list, host: str = "host",
             planes[i] = None  # read: its bytes can go (see `_parse_file`)
     # each GPU plane's device, at once (runs of GPU planes are read a run at a time below;
     # the names, not the matches: 100k of those were 14 MiB on the read's peak)
-    gpu_device = [f"GPU:{m.group(1)}" if pl is not None and (m := GPU_PLANE_RE.match(pl.name))
-                  else None for pl in planes]
+    gpu_device: list[Any] = [
+        f"GPU:{m.group(1)}" if pl is not None and (m := GPU_PLANE_RE.match(pl.name)) else None
+        for pl in planes]
     i = 0
     while i < len(planes):
         if i in host_lines:
