@@ -84,7 +84,7 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
         if any(planes[i].plane.lines.block is not block for i in used.tolist()):
             raise ValueError("GPU planes of one file parsed apart")
         G = PlaneGroup([planes[i] for i in used.tolist()],
-                       (meta_rows, used) if meta_rows is not None else None)
+                       (meta_rows, used) if meta_rows is not None else None, _GPU_STATS)
         seg, rec = merge_rows(block, at_r)
         # (rows one after the other, a plane's many lines: a slice of the block's names)
         names = block.names[int(at_r[0]):int(at_r[-1]) + 1] if (np.diff(at_r) == 1).all() \

@@ -146,10 +146,11 @@ class PlaneGroup:
     (`table`), not from each plane's upb map.
     """
 
-    def __init__(self, planes: list, rows: tuple[MetaRows, np.ndarray] | None = None):
+    def __init__(self, planes: list, rows: tuple[MetaRows, np.ndarray] | None = None,
+                 asked: tuple[str, ...] = ()):
         self.planes = planes
         self.stat_names = GroupStatNames(planes)
-        self.stat_ids = GroupStatIds(planes)
+        self.stat_ids = GroupStatIds(planes, asked)  # (`asked`: the stat names read of it)
         self._rows = rows
         self._table: MetaTable | None | bool = False  # (built on first use)
 

@@ -189,19 +189,45 @@ class StatIds(Mapping):
 
 
 class GroupStatIds:
-    """`PlaneGroup.stat_ids`: stat name -> the keys of every plane's ids of that name, built
-    for the few names the reader asks for."""
+    """`PlaneGroup.stat_ids`: stat name -> the keys of every plane's ids of that name (plane
+    by plane, each plane's in its map's order), built for the few names the reader asks for.
 
-    def __init__(self, planes: list[Any]):
+    `asked`: the names the caller will ask for; the first of them asked finds all of them
+    in one pass over the planes' maps, where every map is a dict (the split's), instead of
+    a name index per plane asked each name (10k planes of ~20 stat names: ~50 ms and
+    ~6 MiB of indexes, for five names)."""
+
+    def __init__(self, planes: list[Any], asked: tuple[str, ...] = ()):
         self.planes = planes
+        self._asked = asked
         self._cache: dict[str, list[int]] = {}
         self._named: list[tuple[int, Any]] | None = None  # the planes with stat metadata
 
     def get(self, name: str, default=None):
         got = self._cache.get(name)
+        if got is None and name in self._asked:
+            self._find_asked()
+            got = self._cache.get(name)
         if got is None:
             if self._named is None:  # (looked for once, not once per name asked)
                 self._named = [(i, P) for i, P in enumerate(self.planes) if P.stat_names]
             got = self._cache[name] = [i * GROUP_STRIDE + k for i, P in self._named
                                        for k in P.stat_ids.get(name, ())]
         return got or default
+
+    def _find_asked(self) -> None:
+        """The keys of every `asked` name, in one pass (where a plane's map is not a dict,
+        nothing: each name is then found plane by plane)."""
+        found: dict[str, list[int]] = {n: [] for n in self._asked}
+        self._asked = ()
+        for i, P in enumerate(self.planes):
+            names = P.stat_names
+            if not names:
+                continue
+            if type(names) is not dict:
+                return
+            base = i * GROUP_STRIDE
+            for k, n in names.items():
+                if (keys := found.get(n)) is not None:
+                    keys.append(base + k)
+        self._cache.update(found)

@@ -195,3 +195,36 @@ def test_a_damaged_entry_is_refused_as_before(tmp_path, monkeypatch):
     with pytest.raises(InputError) as few:
         read_host_file(p)
     assert str(many.value) == str(few.value)
+
+
+def _stat_plane(rng: random.Random, d: int, lazy: bool) -> bytes:
+    """A GPU plane whose stat metadata names some of the rules' stats (a name under two ids
+    too, ids in any order), or none; `lazy`: a map of `LAZY_STAT_NAMES` entries (read from
+    the file's bytes, not a dict)."""
+    pl = XPlane(id=d, name=f"/device:GPU:{d}")
+    pool = ["kernel_details", "memcpy_details", "hlo_op", "hlo_module", "program_id",
+            "correlation_id", "other", "grid:1"]
+    n = wire.LAZY_STAT_NAMES if lazy else rng.choice([0, 1, 3, 8])
+    ids = rng.sample(range(1, 2 * n + 2), n) if not lazy else list(range(1, n + 1))
+    for k in ids:
+        pl.stat_metadata[k].id, pl.stat_metadata[k].name = k, rng.choice(pool)
+    pl.lines.add(id=1, name="Stream #1", timestamp_ns=1000).events.add(
+        metadata_id=1, offset_ps=10, duration_ps=5)
+    return pl.SerializeToString()
+
+
+@pytest.mark.parametrize("seed,lazy", [(0, False), (1, False), (2, True)])
+def test_stat_ids_found_in_one_pass_as_plane_by_plane(seed, lazy):
+    """`GroupStatIds(asked=)`: the asked names' keys found in one pass over the maps equal
+    each plane's `stat_ids`, plane by plane, in order (a name under two ids, planes without
+    a map; a map that is no dict: each name plane by plane), and names not asked too."""
+    rng = random.Random(seed)
+    out = [field(1, 2, _stat_plane(rng, d, lazy and d == 7)) for d in range(70)]
+    planes = _planes(b"".join(out))
+    asked = ("kernel_details", "hlo_op", "correlation_id", "absent")
+    got = groups.PlaneGroup(planes, None, asked).stat_ids
+    for name in (*asked, "other", "grid:1"):
+        want = [i * STRIDE + k for i, P in enumerate(planes)
+                for k in (P.stat_ids.get(name) or ())]
+        assert got.get(name, []) == want
+    assert got.get("absent") is None and got.get("absent", ()) == ()
