@@ -9,11 +9,13 @@ arrays: no Python object per event or per stat.
 
 The entry points, all over a file's bytes (`data`, a buffer of `n` bytes plus padding):
 
-* `split_space(data, n, strip_meta)`: the XSpace skeleton for upb (every plane without its
-  lines, and without its event_metadata entries where `strip_meta(plane name)` is true), each
-  line's header fields and where its payload lies, with its event count, where each plane's
-  event_metadata map entries lie, and a stripped plane's entries decoded as `decode_meta`
-  gives them (where `strip_meta` answers 2: checked, not kept).
+* `split_space(data, n, strip_meta, lazy_min, line_prefixes)`: the XSpace skeleton for upb
+  (every plane without its lines, and without its event_metadata entries where
+  `strip_meta(plane name)` is true), each line's header fields and where its payload lies,
+  with its event count, its name and its name's code (`_LineRecs`: the distinct names by
+  their bytes, with marks by `line_prefixes` and `(`), where each plane's event_metadata map
+  entries lie, and a stripped plane's entries decoded as `decode_meta` gives them (where
+  `strip_meta` answers 2: checked, not kept).
 * `decode_events(data, starts, ends, total, skip, wanted, plane_of, stride)`: the events of
   one or more lines (their payloads [starts[i], ends[i])) in one pass: per event its
   metadata_id, offset_ps, duration_ps and whether it is aggregated (`num_occurrences`, no
