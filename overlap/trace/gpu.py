@@ -83,8 +83,12 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
         used = sorted_unique(at_i)
         if any(planes[i].plane.lines.block is not block for i in used.tolist()):
             raise ValueError("GPU planes of one file parsed apart")
+        # (many planes: the rules' stat names found in one pass over their maps; a few
+        # planes' maps, thousands of interned texts each in a real capture, are indexed in C
+        # plane by plane, as before)
         G = PlaneGroup([planes[i] for i in used.tolist()],
-                       (meta_rows, used) if meta_rows is not None else None, _GPU_STATS)
+                       (meta_rows, used) if meta_rows is not None else None,
+                       _GPU_STATS if len(used) >= MANY_PLANES else ())
         seg, rec = merge_rows(block, at_r)
         # (rows one after the other, a plane's many lines: a slice of the block's names)
         names = block.names[int(at_r[0]):int(at_r[-1]) + 1] if (np.diff(at_r) == 1).all() \
