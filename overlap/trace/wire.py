@@ -65,6 +65,7 @@ from overlap.trace.lines import merge_rows as merge_rows
 from overlap.trace.metatable import MetaTable as MetaTable
 from overlap.trace.metatable import names_of
 from overlap.trace.names import STREAM_LINE_PREFIXES
+from overlap.trace.skeleton import MAX_FIELDS as SKELETON_FIELDS
 from overlap.trace.skeleton import Refused as SkeletonRefused
 from overlap.trace.skeleton import decode_space, in_upb_order
 from overlap.trace.statcols import coded_stat as coded_stat
@@ -505,10 +506,12 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
         scanner.split_space(data, n, strip_meta, LAZY_STAT_NAMES, _LINE_PREFIXES)
     # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`; the
     # event metadata entries it holds, located by the split, say what that costs); once
-    # protobuf is loaded, upb is the faster decoder
+    # protobuf is loaded, upb is the faster decoder, and so it is for more planes than the
+    # decoder's budget of plane fields (a plane's name is one: it would walk `MAX_FIELDS` of
+    # them, 7-10 ms, to give up)
     lb, eb = (b.tolist() for b in bounds)
     xs = decode_space(skel, sum(eb[i + 1] - eb[i] for i, pl in enumerate(planes) if not pl[0])) \
-        if "overlap.trace.protos" not in sys.modules else None
+        if "overlap.trace.protos" not in sys.modules and len(planes) <= SKELETON_FIELDS else None
     if xs is None:
         from overlap.trace.protos import XSpace
 

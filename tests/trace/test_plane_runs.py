@@ -7,18 +7,20 @@
   copies, memsets and unread events, and devices with and without stats.
 * `reader._gpu_run` (a run of consecutive GPU planes' rows) gives the rows the per-plane
   `add`s give, and `lines.events_of` each table's events.
+* More planes than the skeleton decoder's budget are read by upb without asking it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import types
 
 import numpy as np
 import pytest
 
 from overlap.cli.main import main
-from overlap.trace import gpu, lines, reader, wire
+from overlap.trace import gpu, lines, reader, skeleton, wire
 from overlap.trace.protos import XSpace
 from overlap.trace.synthetic import SyntheticTrace
 from overlap.trace.wire import Plane
@@ -132,3 +134,20 @@ def test_vendors_of_gpu_and_tpu_planes_read_as_per_device(tmp_path):
                               "TPU:0": vendors.plane_vendor(None, tpu=True)}
     odd = [u["device"] for u in got["transfer_unknowns"] if "device_vendor" in u["reason"]]
     assert odd == ["GPU:0"]
+
+
+@pytest.mark.parametrize("n,asked", [(40, True), (skeleton.MAX_FIELDS + 1, False)])
+def test_more_planes_than_the_skeleton_decoders_budget_go_to_upb(monkeypatch, n, asked):
+    """`_parse_scanned` asks the pure-Python skeleton decoder (before protobuf is loaded) only
+    for at most `skeleton.MAX_FIELDS` planes, each of which spends a field of its budget (a
+    name): more would walk the budget to give up. The space read either way is upb's."""
+    raw = XSpace(planes=[{"id": d, "name": f"/device:GPU:{d}"} for d in range(n)]
+                 ).SerializeToString()
+    calls = []
+    decode = wire.decode_space
+    monkeypatch.setattr(wire, "decode_space", lambda *a: calls.append(1) or decode(*a))
+    monkeypatch.setattr(wire, "sys", types.SimpleNamespace(modules={}))  # (as at start-up)
+    xs, views, _ = wire.parse_space(wire.padded(raw), len(raw))
+    assert bool(calls) == asked
+    assert [pv.name for pv in views] == [f"/device:GPU:{d}" for d in range(n)]
+    assert [p.id for p in xs.planes] == list(range(n))
