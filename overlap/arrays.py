@@ -101,6 +101,12 @@ def repeated(n: int, v: object, dtype: object = object) -> np.ndarray:
     return np.broadcast_to(one, (n,))
 
 
+def ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The indices [lo[i], lo[i] + n[i]) of every i, in order, as one int64 array (n >= 0)."""
+    total = int(n.sum())
+    return np.arange(total, dtype=np.int64) + np.repeat(lo - (np.cumsum(n) - n), n)
+
+
 def is_repeated(a: Any) -> bool:
     """Whether `a` is a 1-d array of more than one row that repeats one element in memory
     (stride 0: `repeated`, `np.broadcast_to`)."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from overlap.arrays import sorted_unique
+from overlap.arrays import ranges, sorted_unique
 from overlap.trace import lines, vendors, wire
 from overlap.trace.groups import MANY_PLANES, groupable_all
 from overlap.trace.lines import LineBlock, merge_rows
@@ -139,11 +139,25 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
                         presence=presence)
         if ev.n:
             if i not in kinds:
+                kinds.clear()  # (the plane before's: one plane's kinds kept at a time)
                 kinds[i] = _gpu_meta_kinds(P)
             _gpu_events(P, kinds[i], ev, device, line.id, line.name, host, tr, co,
                         details_cache, side, line_at=(P.plane.lines.block, r))
 
-    kinds: dict[int, Any] = {}  # per plane read line by line, its `_gpu_meta_kinds`
+    def walk(at: int | np.ndarray, rows: np.ndarray, counts: np.ndarray,
+             alone: np.ndarray) -> None:
+        """Lines `rows` (`counts` events each, all > 0) of plane `at` (or each of its plane,
+        `at` an array), in order: those at the positions `alone` read on their own, the runs
+        between them pending."""
+        prev = 0
+        for j in [*alone.tolist(), len(rows)]:
+            if j > prev:
+                pend(at if isinstance(at, int) else at[prev:j], rows[prev:j], counts[prev:j])
+            if j < len(rows):
+                read_line(at if isinstance(at, int) else int(at[j]), int(rows[j]))
+            prev = j + 1
+
+    kinds: dict[int, Any] = {}  # the plane whose lines are read on their own: its kinds
     # (many planes: their metadata decoded at once, for `groupable` and each group's table)
     small_all, meta_rows = groupable_all(planes)
     every = _every_line(planes) if len(planes) >= MANY_PLANES else None
@@ -151,17 +165,8 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
         # (many planes' lines at once, in order, as the loop below reads them one plane at
         # a time: 100k planes of a line each were a Python step a plane)
         at_i, rows, counts = every
-        alone = np.flatnonzero(~np.array(small_all, bool)[at_i] | (counts >= _SMALL_LINE))
-        prev = 0
-        for j in [*alone.tolist(), len(rows)]:
-            if j > prev:
-                pend(at_i[prev:j], rows[prev:j], counts[prev:j])
-            if j < len(rows):
-                i = int(at_i[j])
-                if i not in kinds:
-                    kinds.clear()  # (the plane before's: each plane's while it is read)
-                read_line(i, int(rows[j]))
-            prev = j + 1
+        walk(at_i, rows, counts,
+             np.flatnonzero(~np.array(small_all, bool)[at_i] | (counts >= _SMALL_LINE)))
     for i, P in enumerate(planes if every is None else ()):
         small = small_all[i]
         table = P.plane.lines
@@ -179,21 +184,13 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
                         flush()
                 else:
                     read_line(i, r)
-            kinds.pop(i, None)
             continue
         n = table.n_events
         rows = np.flatnonzero(n)
         counts = n[rows]
         rows += table.a
-        alone = np.flatnonzero(counts >= _SMALL_LINE) if small else np.arange(len(rows))
-        prev = 0
-        for j in [*alone.tolist(), len(rows)]:
-            if j > prev:
-                pend(i, rows[prev:j], counts[prev:j])
-            if j < len(rows):
-                read_line(i, int(rows[j]))
-            prev = j + 1
-        kinds.pop(i, None)
+        walk(i, rows, counts,
+             np.flatnonzero(counts >= _SMALL_LINE) if small else np.arange(len(rows)))
     flush()
 
 
@@ -207,8 +204,7 @@ def _every_line(planes: list[Plane]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     a = np.fromiter([t.a for t in tables], np.int64, len(tables))
     lens = np.fromiter([t.b for t in tables], np.int64, len(tables)) - a
     at_i = np.repeat(np.arange(len(tables)), lens)
-    # each line's row: its plane's first row plus its place among the plane's lines
-    rows = np.arange(len(at_i)) + np.repeat(a - (np.cumsum(lens) - lens), lens)
+    rows = ranges(a, lens)
     counts = block.rec[rows, lines.EVENTS]
     keep = np.flatnonzero(counts > 0)
     return at_i[keep], rows[keep], counts[keep]

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from overlap.arrays import ranges
 from overlap.trace.metatable import MetaTable, names_of
 from overlap.trace.statids import GroupStatIds, GroupStatNames
 from overlap.trace.values import GROUP_STRIDE
@@ -59,12 +60,6 @@ def groupable_all(planes: list) -> tuple[list[bool], MetaRows | None]:
     return [ok and _in_stride(P.stat_names) for ok, P in zip(meta_ok, planes)], rows
 
 
-def _ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """The indices [lo[i], lo[i] + n[i]) of every i, in order, as one array."""
-    total = int(n.sum())
-    return np.arange(total, dtype=np.int64) + np.repeat(lo - (np.cumsum(n) - n), n)
-
-
 class MetaRows:
     """The event_metadata entries of planes of one parse (`wire.PlaneView`s),
     decoded at once (`_scan.decode_meta`): per entry its key and its name's, display name's
@@ -98,7 +93,7 @@ class MetaRows:
         at = np.fromiter((pv._at for pv in pvs), np.int64, len(pvs))
         lo = eb[at]
         count = eb[at + 1] - lo
-        rows = _ranges(lo, count)
+        rows = ranges(lo, count)
         ms, me = ms[rows].astype(np.int64, copy=False), me[rows].astype(np.int64, copy=False)
         # (not narrowed here: where keys strictly descend, a narrow decode reverses the rows)
         d = _scan.decode_meta(buf, ms, me, narrow=False, checked=checked)
@@ -125,7 +120,7 @@ class MetaRows:
         `MetaTable` keyed as their `PlaneGroup` (`idx[j] * GROUP_STRIDE + id`): of a key
         written twice in a plane, its last entry, as in the plane's own map."""
         n = self.count[idx]
-        sel = _ranges(self.first[idx], n)
+        sel = ranges(self.first[idx], n)
         d = self.d
         key = d["key"][sel] + np.repeat(np.arange(len(idx), dtype=np.int64) * GROUP_STRIDE, n)
         got = {"ok": True, "key": key, "name": d["name"][:, sel], "disp": d["disp"][:, sel],

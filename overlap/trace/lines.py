@@ -19,6 +19,8 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from overlap.trace.groups import MANY_PLANES
+
 # `LineTable.rec`'s columns (the scanner's `_LREC` layout)
 ID, DISPLAY_ID, TIMESTAMP_NS, DURATION_PS, PAY_S, PAY_E, EVENTS = range(7)
 
@@ -173,7 +175,7 @@ class LineBlock:
         their gathers on the read's peak, to find none.)"""
         got = [np.flatnonzero(~self.decoded[a:b] & (self.rec[a:b, EVENTS] > 0)) + a
                for a, b in runs]
-        rows = np.concatenate(got) if len(got) != 1 else got[0]
+        rows = np.concatenate(got)
         bad = 0
         if rows.size and scanner is not None:
             bad = scanner.check_events(self.buf, self.rec[rows, PAY_S], self.rec[rows, PAY_E])
@@ -212,7 +214,7 @@ class LineTable:
 def events_of(tables: list[LineTable]) -> list[int]:
     """`LineTable.events` of each table: where there are many and they share a block, from
     its running sum at once (100k small planes: no call per plane)."""
-    if len(tables) < 64 or any(t.block is not tables[0].block for t in tables):
+    if len(tables) < MANY_PLANES or any(t.block is not tables[0].block for t in tables):
         return [t.events() for t in tables]
     cum = tables[0].block.running()
     a = np.fromiter([t.a for t in tables], np.int64, len(tables))

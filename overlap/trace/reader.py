@@ -764,9 +764,8 @@ class _LineRows:
         return {"host": np.repeat(object_array([host] * len(self.plane)), counts),
                 "plane": np.repeat(object_array(self.plane), counts),
                 "line_id": col(ID), "events": col(EVENTS),
-                "line": object_array(runs[0][0][1][runs[0][1]:runs[0][2]] if len(runs) == 1
-                                     else list(chain.from_iterable(cols[1][a:b]
-                                                                   for cols, a, b in runs)))}
+                "line": object_array(list(chain.from_iterable(cols[1][a:b]
+                                                              for cols, a, b in runs)))}
 
 
 class LineBase:
@@ -882,7 +881,7 @@ class _DeviceRows:
         """`add` of each device, its plane's name and its plane's stats, in order."""
         self.device += devices
         self.plane += planes
-        self.facts += [_device_facts(ps) if ps else None for ps in stats]
+        self.facts += map(_device_facts, stats)
 
     def columns(self, host: str) -> dict[str, list]:
         """The table's columns ({} where there is no device plane)."""

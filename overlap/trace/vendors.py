@@ -326,10 +326,11 @@ def _cols_rows(c: Cols, names: tuple[str, ...], more: dict[str, str] | None = No
                ) -> dict[str, np.ndarray]:
     """Object columns `names` of `c`'s chunks (None where a chunk left one out), and the
     columns `more` (name -> dtype) as `Cols.rows` gives them."""
-    rows = c.rows({k: "object" for k in names} | (more or {}))
+    more = more or {}
+    rows = c.rows({k: "object" for k in names} | more)
     n = max((len(rows[k]) for k in names), default=0)
-    return {k: rows[k] if len(rows[k]) or k in (more or {}) else filled(n, None)
-            for k in [*names, *(more or {})]}
+    return {k: rows[k] if len(rows[k]) or k in more else filled(n, None)
+            for k in [*names, *more]}
 
 
 def _groups(*keys: np.ndarray) -> list[tuple[tuple, np.ndarray]]:
