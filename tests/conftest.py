@@ -52,6 +52,22 @@ def gpu_corpus(tmp_path_factory) -> Path:
     return root
 
 
+GPU_LARGE = REPO / "tests" / "data" / "gpu-large"  # real H200 captures of many steps (SOURCES)
+
+
+@pytest.fixture(scope="session")
+def h200_cb_run(tmp_path_factory) -> Path:
+    """The real H200 `transformer:control qkv_proj_offloaded` run of 300 steps with XLA's
+    command buffers on (tests/data/gpu-large, 41 MB unpacked: 305,700 device events on one
+    stream, the executed program carried), unpacked once per session: its run directory."""
+    import tarfile
+
+    root = tmp_path_factory.mktemp("gpu-large")
+    with tarfile.open(GPU_LARGE / "h200-transformer-control-cb.tar.xz") as tf:
+        tf.extractall(root, filter="data")
+    return root / "transformer_control_qkv_cb_300"
+
+
 @pytest.fixture(scope="session")
 def cpu_capture(tmp_path_factory) -> Path:
     """A real jax.profiler capture of a tiny jitted function: 3 annotated steps on XLA:CPU."""

@@ -45,8 +45,11 @@ _SEGMENT = 1 << 16
 # Event stats the GPU rules read (the decoder keeps only these; another one asked for costs a
 # second pass over the line, never a wrong answer). Not `correlation_id`: only ROCm blit
 # kernels read it (vendors.split_kernels), and keeping it for every CUDA kernel costs ~30 MB
-# per million kernels.
-_GPU_STATS = ("kernel_details", "memcpy_details", "hlo_op", "hlo_module", "program_id")
+# per million kernels. `cuda_graph_id` (vendors.graph_device_copies, command buffers): few
+# distinct values, interned; read after the decode, it cost the real H200 command-buffer
+# run a second pass over its 305,700-event line (~60 ms of 0.33 s).
+_GPU_STATS = ("kernel_details", "memcpy_details", "hlo_op", "hlo_module", "program_id",
+              "cuda_graph_id")
 
 
 def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_ps, tr: Cols,

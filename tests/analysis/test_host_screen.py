@@ -106,3 +106,80 @@ def test_async_wrappers_are_not_plumbing_for_the_screen():
     judges by shape: the screen cannot count async-start, -update or -done as plumbing."""
     assert {"async-start", "async-update", "async-done"} <= host_memory._MOVES
     assert not {"async-start", "async-update", "async-done"} & host_memory._PLUMBING
+
+
+# ------------------------------------------------------------- async ops under the printer's sugar
+
+def _cb_program(h200_cb_run: Path) -> bytes:
+    prog = _program(h200_cb_run)
+    return bytes(prog["proto"])
+
+
+def _async_computation(msg, name: str = "async_computation.3"):
+    return next(c for c in msg.hlo_module.computations if c.name == name)
+
+
+def test_one_fusion_async_starts_are_screened_as_the_printer_prints_them(h200_cb_run,
+                                                                        monkeypatch):
+    """The real H200 command-buffer run's host copies are async-starts of computations made of
+    parameters and one fusion: XLA's printer leaves those computations out and prints the
+    starts as `fusion-start`, plumbing. The screen answers 0 without printing; printed, the
+    text rules list nothing either."""
+    raw = _cb_program(h200_cb_run)
+    msg = HloProto.FromString(raw)
+    sugar = host_memory._async_sugar(msg.hlo_module.computations[:])
+    assert len(sugar.left_out) == 27
+    assert set(sugar.opcode.values()) == {"fusion-start", "fusion-done"}
+    # each async-done names no computation: found through its operand, back to the start
+    dones = [i for c in msg.hlo_module.computations for i in c.instructions
+             if i.opcode == "async-done"]
+    assert dones and all(not i.called_computation_ids for i in dones)
+    assert all(sugar.opcode[i.id] == "fusion-done" for i in dones)
+    assert lists_no_host_compute(raw, msg)
+
+    def no_printer(*a, **k):
+        raise AssertionError("the screened program went to the printer")
+
+    monkeypatch.setattr(proto_print, "print_protos", no_printer)
+    facts = capture_host_facts(None, {"backend": "gpu"}, None,
+                               {"proto": raw, "name": "jit_train_step"})
+    assert facts is not None and facts["host_compute"] == NO_HOST_COMPUTE
+    monkeypatch.undo()
+    assert _printed_count(raw)["count"] == 0
+
+
+def test_a_sugared_start_the_text_rule_judges_by_shape_goes_to_the_printer(h200_cb_run):
+    """The same program with one async computation's root made a custom-call: the printer
+    prints its start and done as `custom-call-start`/`-done`, which the text rule judges by
+    shape (S(5) here) and lists. The screen sends it to the printer."""
+    raw = _cb_program(h200_cb_run)
+    msg = HloProto.FromString(raw)
+    comp = _async_computation(msg)
+    root = next(i for i in comp.instructions if i.id == comp.root_id)
+    root.opcode = "custom-call"
+    root.ClearField("called_computation_ids")
+    changed = msg.SerializeToString()
+    assert not lists_no_host_compute(changed, HloProto.FromString(changed))
+    got = _printed_count(changed)
+    assert got["count"] == 2 and {o["opcode"] for o in got["ops"]} == {
+        "custom-call-start", "custom-call-done"}
+    facts = capture_host_facts(None, {"backend": "gpu"}, None,
+                               {"proto": changed, "name": "changed"})
+    assert facts["host_compute"] == got
+
+
+def test_an_async_computation_of_two_instructions_is_judged_in_full(h200_cb_run):
+    """An async computation holding more than parameters and its root is printed by XLA (no
+    sugar): its fusion, whose operand lies in S(5), is judged as any instruction, and so is the
+    async op wrapping it: the screen does not decide."""
+    raw = _cb_program(h200_cb_run)
+    msg = HloProto.FromString(raw)
+    comp = _async_computation(msg)
+    param = next(i for i in comp.instructions if i.name == "param_5")
+    param.opcode = "partition-id"
+    param.ClearField("parameter_number")
+    changed = msg.SerializeToString()
+    cmsg = HloProto.FromString(changed)
+    sugar = host_memory._async_sugar(cmsg.hlo_module.computations[:])
+    assert _async_computation(cmsg).id not in sugar.left_out and len(sugar.left_out) == 26
+    assert not lists_no_host_compute(changed, cmsg)
