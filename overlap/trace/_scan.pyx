@@ -1712,7 +1712,7 @@ def _direct(keys, values, limit):
 
 def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_ssize_t total,
                   skip=None, wanted=None, plane_of=None, int64_t stride=0, groups=None,
-                  int64_t time_limit=-1, bint drop=False):
+                  int64_t time_limit=-1, bint drop=False, cond=None, need=None):
     """The events of lines whose payloads are [starts[i], ends[i]), in order (see the module
     docstring). `skip`, `wanted`: sorted int64 arrays (metadata ids; stat ids, or with
     `plane_of` (per event, its plane's index) the keys `plane * stride + id`) or None.
@@ -1729,6 +1729,10 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     a negative offset or duration (neg), and how many else one >= time_limit (big), each
     positioned; of the rows, how many are aggregated or have such a time (odd: 0 tells the
     reader every row is positioned and possible without a pass over the rows).
+    `cond`, `need` (sorted int64 metadata ids; stat ids, not with `plane_of`): with `drop`, an
+    event whose metadata id is in `cond` and that carries no stat with an id in `need` is
+    skipped as a `skip` one is (a host line of millions of CUDA API calls, of which only
+    those carrying a step's `_r` can give a row).
     With `drop` a skipped event writes no row at all (rows, stat records' `ev` and codes
     count the others only; the walk still checks its bytes and counts its invalid strings):
     a host line of a million Python-tracer frames keeps the few thousand events a rule can
@@ -1739,7 +1743,8 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     cdef Py_ssize_t nl = starts.shape[0], i, p, e, q, es, ee, k = 0, st0
     cdef Py_ssize_t row = 0  # rows written: k less the events dropped (`time_limit`)
     cdef bint timed = time_limit >= 0
-    drop = drop and timed and skip is not None and len(skip) > 0
+    drop = drop and timed and ((skip is not None and len(skip) > 0)
+                               or (cond is not None and len(cond) > 0))
     cdef Py_ssize_t neg = 0, big = 0  # dropped events' impossible times, by reason
     cdef Py_ssize_t odd = 0  # rows aggregated or of an impossible time
     cdef uint64_t fn, v
@@ -1753,6 +1758,16 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     want_a = np.ascontiguousarray(wanted if wanted is not None and len(wanted) else _EMPTY,
                                   np.int64)
     cdef const int64_t[::1] sk = skip_a
+    # (_EMPTY holds one element, so that &a[0] is always valid: the counts say how many)
+    cdef Py_ssize_t nck = len(cond) if drop and cond is not None else 0
+    cdef Py_ssize_t nnk = len(need) if nck and need is not None else 0
+    cond_a = np.ascontiguousarray(cond if nck else _EMPTY, np.int64)
+    need_a = np.ascontiguousarray(need if nnk else _EMPTY, np.int64)
+    if nck and plane_of is not None:
+        raise ValueError("cond is not read with plane_of")
+    cdef const int64_t[::1] ck = cond_a
+    cdef const int64_t[::1] nk = need_a
+    cdef bint hit  # the event carries a stat of `need`
     cdef const int64_t[::1] wa = want_a
     cdef Py_ssize_t nsk = len(skip) if skip is not None else 0
     cdef Py_ssize_t nwa = len(wanted) if wanted is not None else 0
@@ -1787,6 +1802,12 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     gdir_a = _direct(gk_a if ngk else None, gg_a, dmax)
     wdir_a = _direct(want_a if nwa else None, None, dmax)
     sdir_a = _direct(skip_a if nsk else None, None, dmax)
+    cdir_a = _direct(cond_a if nck else None, None, dmax)
+    ndir_a = _direct(need_a if nnk else None, None, dmax)
+    cdef Py_ssize_t ncd = len(cdir_a) if cdir_a is not None else 0
+    cdef Py_ssize_t nnd = len(ndir_a) if ndir_a is not None else 0
+    cdef const int32_t[::1] cdir = cdir_a if ncd else _NO_TABLE
+    cdef const int32_t[::1] ndir = ndir_a if nnd else _NO_TABLE
     ngd = len(gdir_a) if gdir_a is not None else 0  # 0: no table, search the keys
     nwd = len(wdir_a) if wdir_a is not None else 0
     nsd = len(sdir_a) if sdir_a is not None else 0
@@ -1876,6 +1897,7 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
             # one XEvent [es, ee)
             m = o = d = 0
             a = 0
+            hit = False
             st0 = st.n
             for g in range(ng):
                 ec[g] = -1
@@ -1988,6 +2010,9 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                     if all_stats or (wdir[key] >= 0 if 0 <= key < nwd else
                                      (not nwd and _in(&wa[0], nwa, key))):
                         st.push(<int32_t>row, key, kind, ival, vpos)
+                    if nnk and not hit:
+                        hit = (ndir[key] >= 0 if 0 <= key < nnd else
+                               (not nnd and _in(&nk[0], nnk, key)))
                     if ngk:
                         if ngd:
                             g = gdir[key] if 0 <= key < ngd else -1
@@ -2012,8 +2037,10 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                     es = _skip(b, es, ee, wt, fn, D_EVENT)
                     if es < 0:
                         raise _fail(es)
-            if nsk and (sdir[m] >= 0 if 0 <= m < nsd else
-                        (not nsd and _in(&sk[0], nsk, m))):
+            if (nsk and (sdir[m] >= 0 if 0 <= m < nsd else
+                         (not nsd and _in(&sk[0], nsk, m)))) or (
+                    nck and not hit and (cdir[m] >= 0 if 0 <= m < ncd else
+                                         (not ncd and _in(&ck[0], nck, m)))):
                 st.n = st0  # stats of these events never matter
                 if drop:  # nor does the event: no row, its impossible times counted
                     if k == row:  # the first event dropped: the rows before are events 0..

@@ -86,6 +86,11 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
         skip = {k for k in names if k not in mem_mids}
     skip -= set(hip_mids)
     meta_any, meta_row = _meta_sets(P, [k for k in names if k not in skip], row_sids)
+    # Events of any other metadata give a row only where they carry `_r` or `hlo_op`
+    # themselves (`read`): the decoder keeps no row for the rest (a GPU host line of millions
+    # of CUDA API calls, of which a few thousand mark steps).
+    keep_if = ([k for k in names if k not in skip and k not in mem_mids and k not in hip_mids
+                and k not in meta_row], row_sids) if row_sids else None
     want = stat_keys(P, _HOST_WANTED + (_COMPUTE_ALSO if row_sids else ())
                      + (_HIP_ALSO if hip_mids else ()))
     # On lines of up to _GROUP_MAX_EVENTS events the rules' stats come as groups: per stat
@@ -132,18 +137,19 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
         if line.n_events <= min(_SEGMENT_LINE_MAX, _GROUP_MAX_EVENTS):
             if n_pending + line.n_events > _GROUP_MAX_EVENTS:
                 saw_compute |= _read_segment(pending, P, line_base_ps, skip, want_grouped,
-                                             groups, want, read)
+                                             groups, want, read, keep_if)
                 pending, n_pending = [], 0
             pending.append(line)
             n_pending += line.n_events
             continue
         # a long line on its own, after the lines before it (rows keep the lines' order)
         saw_compute |= _read_segment(pending, P, line_base_ps, skip, want_grouped, groups,
-                                     want, read)
+                                     want, read, keep_if)
         pending, n_pending = [], 0
-        saw_compute |= _read_line(line, line_base_ps, skip, want_grouped, groups, want, read)
+        saw_compute |= _read_line(line, line_base_ps, skip, want_grouped, groups, want, read,
+                                  keep_if)
     saw_compute |= _read_segment(pending, P, line_base_ps, skip, want_grouped, groups, want,
-                                 read)
+                                 read, keep_if)
     if not step_rows:
         return saw_compute
     starts, ends, nums, step_names = zip(*step_rows)
@@ -160,16 +166,18 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
     return saw_compute
 
 
-def _read_line(line, line_base_ps, skip, want_grouped, groups, want, read) -> bool:
+def _read_line(line, line_base_ps, skip, want_grouped, groups, want, read,
+               keep_if=None) -> bool:
     """One line's events read by `read`, its stats as groups where it is short enough."""
     small = line.n_events <= _GROUP_MAX_EVENTS
     ev = LineEvents(line, line_base_ps(line), skip_mids=skip,
-                    wanted=want_grouped if small else want, groups=groups if small else None)
+                    wanted=want_grouped if small else want, groups=groups if small else None,
+                    keep_if=keep_if)
     return bool(ev.n) and read(ev, line.id, line.name)
 
 
 def _read_segment(lines: list, P: Plane, line_base_ps, skip, want_grouped, groups, want,
-                  read) -> bool:
+                  read, keep_if=None) -> bool:
     """Several short lines' events decoded as one `merge_lines` segment, in the lines' order:
     the same rows as line by line (each row keeps its line's id and name), without numpy's
     and the decoder's fixed costs per line (a TPU host plane has ~120 threads' lines: ~15 ms).
@@ -177,16 +185,16 @@ def _read_segment(lines: list, P: Plane, line_base_ps, skip, want_grouped, group
     the error raised is the one line-by-line reading raises (the segment's decode fails before
     any row or count is taken)."""
     if len(lines) < 2:
-        return any([_read_line(ln, line_base_ps, skip, want_grouped, groups, want, read)
-                    for ln in lines])
+        return any([_read_line(ln, line_base_ps, skip, want_grouped, groups, want, read,
+                               keep_if) for ln in lines])
     ns = np.array([ln.n_events for ln in lines], np.int64)
     try:
         base = np.repeat(np.array([line_base_ps(ln) for ln in lines], np.int64), ns)
         ev = LineEvents(merge_lines(lines), base, skip_mids=skip, wanted=want_grouped,
-                        groups=groups)
+                        groups=groups, keep_if=keep_if)
     except Exception:  # noqa: BLE001 - damage: line by line raises what it always raised
-        return any([_read_line(ln, line_base_ps, skip, want_grouped, groups, want, read)
-                    for ln in lines])
+        return any([_read_line(ln, line_base_ps, skip, want_grouped, groups, want, read,
+                               keep_if) for ln in lines])
     if not ev.n:
         return False
     stream = ev.kept(np.repeat(np.array([ln.id for ln in lines], np.int64), ns))

@@ -30,11 +30,12 @@ _UPB_KIND = {None: _K_NONE, "double_value": _K_DOUBLE, "uint64_value": _K_U64,
 
 
 def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1,
-               drop=False) -> tuple:
+               drop=False, cond=None, need=None) -> tuple:
     """`_scan.decode_events` from upb messages: the same arrays, the stat values as objects
     (`obj`; a ref's is the referenced id, in a group's values read with `plane_of` its key
     as the scanner makes it: `plane * GROUP_STRIDE + id`, 2**64 - 1 outside); `time_limit`
-    and `drop` as the scanner's (its `times`: with `drop`, no row for a skipped event)."""
+    and `drop` as the scanner's (its `times`: with `drop`, no row for a skipped event), and
+    so are `cond` and `need`."""
     n = len(events)
     mid = np.zeros(n, np.int64)
     off = np.zeros(n, np.int64)
@@ -49,7 +50,11 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1,
     seen: list[dict] = [{} for _ in range(ng)]  # value -> code, per group
     tabs: list[tuple[list, list]] = [([], []) for _ in range(ng)]  # (kinds, objects)
     ev, sid, kind, obj = [], [], [], []
-    drop = drop and time_limit >= 0 and bool(skip)
+    cond_ids = set(cond.tolist()) if cond is not None and len(cond) else set()
+    drop = drop and time_limit >= 0 and (bool(skip) or bool(cond_ids))
+    if not drop:
+        cond_ids = set()
+    need_ids = set(need.tolist()) if cond_ids and need is not None else set()
     skipped = np.zeros(n if drop else 0, bool)
     row = -1  # the event's row: its index less the events dropped before it
     for k, e in enumerate(events):
@@ -59,7 +64,8 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1,
             agg[k] = True
         else:
             off[k] = e.offset_ps
-        if m in skip:
+        if m in skip or (m in cond_ids and not any(s.metadata_id in need_ids
+                                                    for s in e.stats)):
             if drop:
                 skipped[k] = True
             continue

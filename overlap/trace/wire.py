@@ -682,7 +682,12 @@ class LineEvents:
     at all (no row, no stats: the caller must never ask for them; `mids`, `n` and every
     index count the other events), and their impossible times are counted as a kept
     event's are (a host line is mostly Python-tracer frames: 836k of the 843k events of a
-    1M-event TPU capture, whose rows cost ~20 ms to write and pass over).
+    1M-event TPU capture, whose rows cost ~20 ms to write and pass over). `keep_if`
+    (metadata ids, stat ids): events of those metadata ids are kept only where they carry
+    one of those stats, the others left out as skipped ones are (a real 4000-step H200
+    capture's host line holds 3.1M CUDA API calls, of which the few thousand carrying a
+    step's `_r` can give a row: their rows were ~90 MB of its read's peak). Not with
+    `plane_of`.
 
     `wanted` and `groups` save memory and time on lines of many stats per event; a question
     about other ids is still answered exactly: the line's stats are decoded again for them
@@ -692,13 +697,22 @@ class LineEvents:
 
     def __init__(self, line, base_ps, skip_mids=None, plane_of: np.ndarray | None = None,
                  wanted=None, groups: Iterable[Iterable[int]] | None = None,
-                 presence: Iterable[Iterable[int]] | None = None):
+                 presence: Iterable[Iterable[int]] | None = None,
+                 keep_if: tuple[Iterable[int], Iterable[int]] | None = None):
         """`base_ps`: the line's origin, or one per event (a `merge_lines` segment);
         `plane_of`: per event, its plane's index in a `PlaneGroup` (metadata and stat ids then
         become that group's keys); `presence`: like `groups`, for sets of ids only ever
         tested (`has_stat`): nothing is interned (a value asked for comes from records)."""
         self.buf = line.buf  # the whole file's bytes (None from upb); values are read there
         self._line, self._skip, self._plane_of = line, skip_mids, plane_of
+        self._cond = self._need = None
+        if keep_if is not None:
+            cond = sorted_unique(np.fromiter(keep_if[0], np.int64))
+            if len(cond):
+                if plane_of is not None:
+                    raise ValueError("keep_if is not read with plane_of")
+                self._cond = cond
+                self._need = sorted_unique(np.fromiter(keep_if[1], np.int64))
         want = None if wanted is None else sorted_unique(np.fromiter(wanted, np.int64))
         spec, sets = _group_spec(groups, presence)
         mid, off, dur, agg, st, (codes, tables), bad, times = self._decode(want, spec)
@@ -773,14 +787,14 @@ class LineEvents:
         line = self._line
         # skipped events keep no row (`skip_mids`), on both decoders: every decode of the line
         # numbers its rows alike
-        drop = bool(self._skip)
+        drop = bool(self._skip) or self._cond is not None
         if line.events is not None:
             return _upb_events(line.events, self._skip, want, self._plane_of, groups,
-                               TIME_LIMIT_PS, drop)
+                               TIME_LIMIT_PS, drop, self._cond, self._need)
         skip = sorted_unique(np.fromiter(self._skip, np.int64)) if self._skip else None
         return _scan.decode_events(line.buf, line.pay_s, line.pay_e, line.n_events, skip,
                                    want, self._plane_of, GROUP_STRIDE, groups, TIME_LIMIT_PS,
-                                   drop)
+                                   drop, self._cond, self._need)
 
     def _kept_stats(self, st: dict) -> dict:
         """Stat records of the events kept (indices renumbered)."""

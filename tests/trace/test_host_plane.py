@@ -299,3 +299,32 @@ def test_one_allocator_columns_are_repeated(tmp_path):
     got = read_xspace(_build(meta, events), host="h")
     _check(got, *want)
     assert np.asarray(got["memory"]["allocator"]).tolist()[7] == "index_on_host:3"
+
+
+def test_api_calls_without_a_rule_stat_keep_no_row(monkeypatch):
+    """A GPU host line is mostly CUDA API calls (a real 4000-step H200 capture: 3.1M on one
+    line): events whose metadata gives no row keep one only where they carry `_r` or
+    `hlo_op` themselves (`LineEvents(keep_if=)`), on both decoders; the tables are the
+    per-event reference's."""
+    meta = [{} for _ in NAMES]
+    events = [(8, 0, 10 * i, 5, {"correlation_id": U64(i)}) for i in range(50)]
+    events += [(2, 0, 1000 + 100 * k, 50, {"_r": 1, "step_num": k}) for k in range(3)]
+    events += [(8, 0, 2000, 5, {"_r": 1, "step_num": 9}),  # a call that marks a step itself
+               (0, 1, 120, 0, {"bytes_allocated": 64, "allocator_name": "GPU_0_bfc"})]
+    xs = _build(meta, events)
+    want = _reference(xs)
+    assert len(want[0]) == 4 and len(want[1]) == 1
+    rows: list[int] = []
+    orig = wire.LineEvents.__init__
+
+    def counted(self, *a, **k):
+        orig(self, *a, **k)
+        rows.append(self.n)
+
+    monkeypatch.setattr(wire.LineEvents, "__init__", counted)
+    for scanner in (True, False):
+        for grouped in (True, False):
+            rows.clear()
+            with _decoding(scanner, grouped):
+                _check(read_xspace(xs, host="h"), *want)
+            assert sum(rows) == 5  # 3 steps, the call marking one, the allocation

@@ -328,16 +328,39 @@ def test_skipped_events_keep_no_rows(lines, skip, grouped):
     """`skip_mids`: the events of those metadata ids keep no row on either decoder; every
     other event's row, stats, typed ints and per-event values are the read without `skip`'s,
     renumbered; the skipped events' impossible times are counted as before (by reason)."""
+    _some_events_keep_no_rows(lines, grouped, dict(skip_mids=skip),
+                              lambda full: ~np.isin(full.mids, skip))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(event, max_size=8), min_size=1, max_size=3),
+       st.sampled_from([[1], [1, 2, 3], [0, 2, 7, 1 << 40], [-1, 3]]),
+       st.sampled_from([[], [1], [2, 42], [3, 1 << 40], [-1, 1, 2, 3, 42]]),
+       st.sampled_from([None, [2], [1 << 40, 7]]), st.booleans())
+def test_events_kept_only_with_a_stat_keep_no_rows_without(lines, cond, need, skip, grouped):
+    """`keep_if=(mids, sids)`: an event of those metadata ids keeps a row only where it
+    carries a stat of those ids (with or without `skip_mids`), on either decoder; the others
+    are as the read without it, renumbered, and every impossible time is still counted."""
+    def keep(full):
+        k = ~(np.isin(full.mids, cond) & ~full.has_stat(need))
+        return k & ~np.isin(full.mids, skip) if skip else k
+
+    _some_events_keep_no_rows(lines, grouped, dict(skip_mids=skip, keep_if=(cond, need)),
+                              keep)
+
+
+def _some_events_keep_no_rows(lines, grouped, kw, keep_of) -> None:
     raw = space_bytes(lines, False)
     groups = dict(wanted=(), groups=GROUPS) if grouped else {}
     n = [len(x) for x in lines]
+    skip = kw.get("skip_mids") or []
     for scanner in (wire._scan, None):
         segs = [_lines(raw, scanner)[0], wire.merge_lines(_lines(raw, scanner))]
         for line, base in zip(segs, (7, np.repeat(np.arange(len(n), dtype=np.int64) * 5, n))):
             full, counted = _read_counted(line, base)
-            part, counted_skip = _read_counted(line, base, skip_mids=skip, **groups)
+            part, counted_skip = _read_counted(line, base, **kw, **groups)
             assert counted_skip == counted
-            keep = ~np.isin(full.mids, skip)
+            keep = keep_of(full)
             rows = np.cumsum(keep) - 1  # a kept event's row in `part`
             assert part.n == int(keep.sum())
             for k in ("mids", "starts", "durs"):
@@ -354,9 +377,9 @@ def test_skipped_events_keep_no_rows(lines, skip, grouped):
             if not asked or line is segs[1]:
                 continue
             at = np.flatnonzero(np.isin(part.mids, asked))[::2]
-            for kw in ({}, {"at": at}):
-                fk = {} if not kw else {"at": np.flatnonzero(keep)[at]}
-                for (pv2, ph), (fv2, fh) in zip(part.ints_of([[1, 3], [2]], asked, **kw),
+            for kwa in ({}, {"at": at}):
+                fk = {} if not kwa else {"at": np.flatnonzero(keep)[at]}
+                for (pv2, ph), (fv2, fh) in zip(part.ints_of([[1, 3], [2]], asked, **kwa),
                                                 full.ints_of([[1, 3], [2]], asked, **fk)):
                     assert ph.tolist() == fh[keep].tolist()
                     assert pv2[ph].tolist() == fv2[keep][fh[keep]].tolist()
