@@ -56,16 +56,25 @@ GPU_LARGE = REPO / "tests" / "data" / "gpu-large"  # real H200 captures of many 
 
 
 @pytest.fixture(scope="session")
-def h200_cb_run(tmp_path_factory) -> Path:
-    """The real H200 `transformer:control qkv_proj_offloaded` run of 300 steps with XLA's
-    command buffers on (tests/data/gpu-large, 41 MB unpacked: 305,700 device events on one
-    stream, the executed program carried), unpacked once per session: its run directory."""
+def gpu_large(tmp_path_factory) -> Path:
+    """The real H200 captures of many steps (tests/data/gpu-large/*.tar.xz, SOURCES.md there)
+    unpacked once per session: `gpu_large / "transformer_control_qkv_cb_300"` (a run
+    directory: 300 steps, command buffers on, 305,700 device events, the executed program
+    carried) and `gpu_large / "user_pytracer_700"` (a user's loop, the Python tracer on, no
+    run.json). Read only."""
     import tarfile
 
     root = tmp_path_factory.mktemp("gpu-large")
-    with tarfile.open(GPU_LARGE / "h200-transformer-control-cb.tar.xz") as tf:
-        tf.extractall(root, filter="data")
-    return root / "transformer_control_qkv_cb_300"
+    for f in sorted(GPU_LARGE.glob("*.tar.xz")):
+        with tarfile.open(f) as tf:
+            tf.extractall(root, filter="data")
+    return root
+
+
+@pytest.fixture(scope="session")
+def h200_cb_run(gpu_large) -> Path:
+    """The command-buffer run's directory (`gpu_large`)."""
+    return gpu_large / "transformer_control_qkv_cb_300"
 
 
 @pytest.fixture(scope="session")
