@@ -167,6 +167,7 @@ class _Sugar:
 
 
 _ASYNC_SUFFIX = {"async-start": "-start", "async-update": "-update", "async-done": "-done"}
+_CHAIN_MAX = 64  # async ops walked back from an update or done to its start, at most
 
 
 def _async_sugar(comps: list) -> _Sugar:
@@ -198,11 +199,16 @@ def _async_sugar(comps: list) -> _Sugar:
         suffix = _ASYNC_SUFFIX.get(i.opcode)
         if suffix is None:
             continue
-        start, seen = i, 0
-        while start.opcode != "async-start" and start.operand_ids and seen < len(by_id):
-            start, seen = by_id.get(start.operand_ids[0], start), seen + 1
-            if start.opcode not in _ASYNC_SUFFIX:
+        start = i
+        # (a chain is a start, its updates and its done: a few steps; bounded, so that a
+        # damaged proto whose async ops name each other in a ring costs no more)
+        for _ in range(_CHAIN_MAX):
+            if start.opcode == "async-start" or not start.operand_ids:
                 break
+            nxt = by_id.get(start.operand_ids[0])
+            if nxt is None or nxt.opcode not in _ASYNC_SUFFIX:
+                break
+            start = nxt
         called = start.called_computation_ids[:] if start.opcode == "async-start" else []
         if called and called[0] in root_op:
             out.opcode[i.id] = root_op[called[0]] + suffix

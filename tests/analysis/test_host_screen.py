@@ -183,3 +183,19 @@ def test_an_async_computation_of_two_instructions_is_judged_in_full(h200_cb_run)
     sugar = host_memory._async_sugar(cmsg.hlo_module.computations[:])
     assert _async_computation(cmsg).id not in sugar.left_out and len(sugar.left_out) == 26
     assert not lists_no_host_compute(changed, cmsg)
+
+
+def test_an_async_done_that_names_itself_is_judged_by_shape(h200_cb_run):
+    """A damaged proto whose async-done (of a copy to host) is its own operand: the walk back
+    to its start is bounded, the done keeps its own opcode (no sugar found) and is judged by
+    its S(5) shape."""
+    raw = _cb_program(h200_cb_run)
+    msg = HloProto.FromString(raw)
+    done = next(i for c in msg.hlo_module.computations for i in c.instructions
+                if i.opcode == "async-done" and host_memory._shape_on_host(i.shape))
+    done.operand_ids[0] = done.id
+    changed = msg.SerializeToString()
+    cmsg = HloProto.FromString(changed)
+    sugar = host_memory._async_sugar(cmsg.hlo_module.computations[:])
+    assert done.id not in sugar.opcode and len(sugar.opcode) == 2 * 27 - 1
+    assert not lists_no_host_compute(changed, cmsg)
