@@ -403,6 +403,18 @@ def _strict_or_sanitized(cls, raw: bytes, count: bool = True):
         return cls.FromString(got[0])
 
 
+def _plane_stats_at(buf: np.ndarray, spans: np.ndarray) -> Any:
+    """The XStats of a plane's stat fields [spans[2i], spans[2i + 1]) of `buf` (tag and
+    length included), in order: upb's `stats` of that plane. Its strings were counted when
+    the skeleton was parsed (the split keeps any stat upb would refuse or mend there), so
+    nothing is counted again."""
+    from overlap.trace.protos import XSpace
+
+    fields = b"".join(buf[a:b].tobytes() for a, b in spans.reshape(-1, 2).tolist())
+    xs = _strict_or_sanitized(XSpace, b"\x0a" + _enc_varint(len(fields)) + fields, count=False)
+    return xs.planes[0].stats
+
+
 def _enc_varint(v: int) -> bytes:
     out = bytearray()
     while v >= 0x80:
@@ -425,15 +437,17 @@ class PlaneView:
                  spans: tuple[np.ndarray, np.ndarray, list[int]] | None = None, at: int = 0,
                  meta_stripped: bool = False, meta_decoded: dict | None = None,
                  stat_names: "Mapping[int, str] | _SparseStatNames | None" = None,
-                 xs: Any = None, stats: bool = True):
+                 xs: Any = None, stats: "bool | np.ndarray" = True):
         # `xs`: the skeleton whose plane `at` is `msg`: the message is then not kept but
         # asked of it when read (`msg`): upb's wrapper of each plane, kept, was ~0.1 KiB a
         # plane (10 MiB of 100k small planes), for a plane's stats read once
         self._msg: Any = None if xs is not None else msg
         self._xs: Any = xs
         # False: the split saw no plane stat in the plane's bytes (upb's `stats` is then empty:
-        # not asked of the message, 100k small planes)
-        self._stats = stats
+        # not asked of the message, 100k small planes); an array: the (start, end) of each of
+        # its stat fields in `buf`, some left out of the skeleton (`_scan._LAZY_STATS_PLANE`:
+        # millions of call-stack stats no rule reads), parsed from there when first asked
+        self._stats: Any = stats
         # (read once: the reader asks a plane's name several times, and `__getattr__` runs
         # only after a failed lookup, ~1 us each, 100k planes in a capture of small ones)
         self.name = msg.name
@@ -472,7 +486,14 @@ class PlaneView:
 
     @property
     def stats(self):
-        return self.msg.stats if self._stats else ()
+        s = self._stats
+        if s is True:
+            return self.msg.stats
+        if s is False:
+            return ()
+        if isinstance(s, np.ndarray):
+            s = self._stats = _plane_stats_at(self.buf, s)
+        return s
 
     def __getattr__(self, name):
         return getattr(self.msg, name)
