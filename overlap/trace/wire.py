@@ -404,10 +404,8 @@ def _strict_or_sanitized(cls, raw: bytes, count: bool = True):
 
 
 def _plane_stats_at(buf: np.ndarray, spans: np.ndarray) -> Any:
-    """The XStats of a plane's stat fields [spans[2i], spans[2i + 1]) of `buf` (tag and
-    length included), in order: upb's `stats` of that plane. Its strings were counted when
-    the skeleton was parsed (the split keeps any stat upb would refuse or mend there), so
-    nothing is counted again."""
+    """upb's `stats` of a plane whose stat fields (tag and length included) are `buf`'s
+    [spans[2i], spans[2i + 1]): mended strings were counted with the skeleton, not again."""
     from overlap.trace.protos import XSpace
 
     fields = b"".join(buf[a:b].tobytes() for a, b in spans.reshape(-1, 2).tolist())
@@ -444,9 +442,8 @@ class PlaneView:
         self._msg: Any = None if xs is not None else msg
         self._xs: Any = xs
         # False: the split saw no plane stat in the plane's bytes (upb's `stats` is then empty:
-        # not asked of the message, 100k small planes); an array: the (start, end) of each of
-        # its stat fields in `buf`, some left out of the skeleton (`_scan._LAZY_STATS_PLANE`:
-        # millions of call-stack stats no rule reads), parsed from there when first asked
+        # not asked of the message, 100k small planes); an array: its stat fields' spans in
+        # `buf`, parsed when first asked (`_scan._LAZY_STATS_PLANE`: millions no rule reads)
         self._stats: Any = stats
         # (read once: the reader asks a plane's name several times, and `__getattr__` runs
         # only after a failed lookup, ~1 us each, 100k planes in a capture of small ones)
@@ -703,12 +700,9 @@ class LineEvents:
     at all (no row, no stats: the caller must never ask for them; `mids`, `n` and every
     index count the other events), and their impossible times are counted as a kept
     event's are (a host line is mostly Python-tracer frames: 836k of the 843k events of a
-    1M-event TPU capture, whose rows cost ~20 ms to write and pass over). `keep_if`
-    (metadata ids, stat ids): events of those metadata ids are kept only where they carry
-    one of those stats, the others left out as skipped ones are (a real 4000-step H200
-    capture's host line holds 3.1M CUDA API calls, of which the few thousand carrying a
-    step's `_r` can give a row: their rows were ~90 MB of its read's peak). Not with
-    `plane_of`.
+    1M-event TPU capture, whose rows cost ~20 ms to write and pass over). `keep_if` (mids,
+    sids): events of those mids are kept only where they carry one of those stats (3.1M CUDA
+    API calls on a real H200 host line, a few thousand marking steps). Not with `plane_of`.
 
     `wanted` and `groups` save memory and time on lines of many stats per event; a question
     about other ids is still answered exactly: the line's stats are decoded again for them
