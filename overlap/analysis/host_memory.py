@@ -141,12 +141,11 @@ def lists_no_host_compute(raw: bytes, msg: Any) -> bool:
     docstring): `raw` the serialized HloProto, `msg` it decoded."""
     if any(m in raw for m in _MARKERS):
         return False
-    comps = msg.hlo_module.computations[:]
+    comps = computations_of(msg)
     printed_as = _async_sugar(comps)
-    for c in comps:
+    for c, instrs in comps:
         if c.id in printed_as.left_out:
             continue  # not in the printed text: nothing there for a rule to list
-        instrs = c.instructions[:]
         on_host = {i.id: _shape_on_host(i.shape) for i in instrs}
         for i in instrs:
             opcode = printed_as.opcode.get(i.id, i.opcode)
@@ -155,6 +154,12 @@ def lists_no_host_compute(raw: bytes, msg: Any) -> bool:
             if on_host[i.id] or any(on_host.get(o, False) for o in i.operand_ids[:]):
                 return False
     return True
+
+
+def computations_of(msg: Any) -> list[tuple[Any, list]]:
+    """(computation, its instructions) of an HloProto message: each list made once (upb
+    makes a wrapper per instruction each time a repeated field is walked)."""
+    return [(c, c.instructions[:]) for c in msg.hlo_module.computations[:]]
 
 
 class _Sugar:
@@ -170,48 +175,51 @@ _ASYNC_SUFFIX = {"async-start": "-start", "async-update": "-update", "async-done
 _CHAIN_MAX = 64  # async ops walked back from an update or done to its start, at most
 
 
-def _async_sugar(comps: list) -> _Sugar:
-    """What XLA's async syntax sugar does to a program (module docstring): a computation
-    called by async-starts alone, all of whose instructions are parameters or its root, is
-    left out, and each async op whose chain of operands leads to such a start prints as the
-    root's opcode with its own suffix. An async-update or -done names no computation in the
-    proto (jax 0.11.2): the printer finds it through its first operand, back to the start.
-    An async op whose computation is printed, or whose start is not found, keeps its own
-    opcode, which the screen does not count as plumbing."""
+def _async_sugar(comps: list[tuple[Any, list]]) -> _Sugar:
+    """What XLA's async syntax sugar does to a program (`computations_of`; module
+    docstring): a computation called by async-starts alone, all of whose instructions are
+    parameters or its root, is left out, and each async op whose chain of operands leads to
+    such a start prints as the root's opcode with its own suffix. An async-update or -done
+    names no computation in the proto (jax 0.11.2): the printer finds it through its first
+    operand, back to the start. An async op whose computation is printed, or whose start is
+    not found, keeps its own opcode, which the screen does not count as plumbing."""
     out = _Sugar()
-    by_id = {i.id: i for c in comps for i in c.instructions[:]}
     callers: dict[int, set[str]] = {}
-    for i in by_id.values():
-        for cid in i.called_computation_ids[:]:
-            callers.setdefault(cid, set()).add(i.opcode)
+    asyncs: dict[int, Any] = {}  # the async ops by id: a chain runs through them alone
+    roots: dict[int, list] = {}  # per computation, its instructions other than parameters
+    for c, instrs in comps:
+        roots[c.id] = rs = []
+        for i in instrs:
+            opcode = i.opcode
+            if opcode != "parameter":
+                rs.append(i)
+            if opcode in _ASYNC_SUFFIX:
+                asyncs[i.id] = i
+            for cid in i.called_computation_ids[:]:
+                callers.setdefault(cid, set()).add(opcode)
     root_op = {}
-    for c in comps:
-        instrs = c.instructions[:]
-        roots = [i for i in instrs if i.opcode != "parameter"]
-        by = callers.get(c.id, set())
-        if ("async-start" in by and by <= _ASYNC_SUFFIX.keys() and len(roots) == 1
-                and roots[0].id == c.root_id):
+    for c, _ in comps:
+        rs, by = roots[c.id], callers.get(c.id, set())
+        if ("async-start" in by and by <= _ASYNC_SUFFIX.keys() and len(rs) == 1
+                and rs[0].id == c.root_id):
             out.left_out.add(c.id)
-            root_op[c.id] = roots[0].opcode
+            root_op[c.id] = rs[0].opcode
     if not out.left_out:
         return out
-    for i in by_id.values():
-        suffix = _ASYNC_SUFFIX.get(i.opcode)
-        if suffix is None:
-            continue
+    for i in asyncs.values():
         start = i
         # (a chain is a start, its updates and its done: a few steps; bounded, so that a
         # damaged proto whose async ops name each other in a ring costs no more)
         for _ in range(_CHAIN_MAX):
             if start.opcode == "async-start" or not start.operand_ids:
                 break
-            nxt = by_id.get(start.operand_ids[0])
-            if nxt is None or nxt.opcode not in _ASYNC_SUFFIX:
+            nxt = asyncs.get(start.operand_ids[0])
+            if nxt is None:
                 break
             start = nxt
         called = start.called_computation_ids[:] if start.opcode == "async-start" else []
         if called and called[0] in root_op:
-            out.opcode[i.id] = root_op[called[0]] + suffix
+            out.opcode[i.id] = root_op[called[0]] + _ASYNC_SUFFIX[i.opcode]
     return out
 
 

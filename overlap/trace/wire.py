@@ -403,14 +403,19 @@ def _strict_or_sanitized(cls, raw: bytes, count: bool = True):
         return cls.FromString(got[0])
 
 
+def _upb_plane(fields: bytes, count: bool = True) -> Any:
+    """upb's XPlane of a plane's fields (`_strict_or_sanitized`, `count` passed on)."""
+    from overlap.trace.protos import XSpace
+
+    return _strict_or_sanitized(XSpace, b"\x0a" + _enc_varint(len(fields)) + fields,
+                                count).planes[0]
+
+
 def _plane_stats_at(buf: np.ndarray, spans: np.ndarray) -> Any:
     """upb's `stats` of a plane whose stat fields (tag and length included) are `buf`'s
     [spans[2i], spans[2i + 1]): mended strings were counted with the skeleton, not again."""
-    from overlap.trace.protos import XSpace
-
     fields = b"".join(buf[a:b].tobytes() for a, b in spans.reshape(-1, 2).tolist())
-    xs = _strict_or_sanitized(XSpace, b"\x0a" + _enc_varint(len(fields)) + fields, count=False)
-    return xs.planes[0].stats
+    return _upb_plane(fields, count=False).stats
 
 
 def _enc_varint(v: int) -> bytes:
@@ -573,10 +578,7 @@ def _stat_names(got, a: np.ndarray) -> "dict[int, str] | _SparseStatNames | Lazy
 
 def _upb_stat_names(fields: bytes) -> dict[int, str]:
     """The stat names of a plane's stat_metadata fields (`fields`), as upb reads them."""
-    from overlap.trace.protos import XSpace
-
-    xs = _strict_or_sanitized(XSpace, b"\x0a" + _enc_varint(len(fields)) + fields)
-    return _upb_names(xs.planes[0])
+    return _upb_names(_upb_plane(fields))
 
 
 def _upb_names(plane_msg) -> dict[int, str]:

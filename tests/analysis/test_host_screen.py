@@ -127,7 +127,7 @@ def test_one_fusion_async_starts_are_screened_as_the_printer_prints_them(h200_cb
     text rules list nothing either."""
     raw = _cb_program(h200_cb_run)
     msg = HloProto.FromString(raw)
-    sugar = host_memory._async_sugar(msg.hlo_module.computations[:])
+    sugar = host_memory._async_sugar(host_memory.computations_of(msg))
     assert len(sugar.left_out) == 27
     assert set(sugar.opcode.values()) == {"fusion-start", "fusion-done"}
     # each async-done names no computation: found through its operand, back to the start
@@ -180,7 +180,7 @@ def test_an_async_computation_of_two_instructions_is_judged_in_full(h200_cb_run)
     param.ClearField("parameter_number")
     changed = msg.SerializeToString()
     cmsg = HloProto.FromString(changed)
-    sugar = host_memory._async_sugar(cmsg.hlo_module.computations[:])
+    sugar = host_memory._async_sugar(host_memory.computations_of(cmsg))
     assert _async_computation(cmsg).id not in sugar.left_out and len(sugar.left_out) == 26
     assert not lists_no_host_compute(changed, cmsg)
 
@@ -196,6 +196,6 @@ def test_an_async_done_that_names_itself_is_judged_by_shape(h200_cb_run):
     done.operand_ids[0] = done.id
     changed = msg.SerializeToString()
     cmsg = HloProto.FromString(changed)
-    sugar = host_memory._async_sugar(cmsg.hlo_module.computations[:])
+    sugar = host_memory._async_sugar(host_memory.computations_of(cmsg))
     assert done.id not in sugar.opcode and len(sugar.opcode) == 2 * 27 - 1
     assert not lists_no_host_compute(changed, cmsg)

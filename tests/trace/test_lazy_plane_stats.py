@@ -7,8 +7,6 @@ one upb's whole parse gives."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 
 import numpy as np
@@ -16,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from overlap.cli.main import main
 from overlap.trace import wire
 from overlap.trace.protos import XSpace
 from overlap.trace.synthetic import SyntheticTrace
+from tests.trace.test_differential import _cli
 from tests.trace.wire_bytes import field, stat_value_bytes, stat_values, varint
 
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the compiled scanner is not built")
@@ -108,18 +106,7 @@ def test_values_of_every_kind_read_back(values):
 
 
 def _report(path, scanner: bool) -> tuple[int, str]:
-    saved = wire.SCANNER
-    wire.SCANNER = wire._scan if scanner else None
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            try:
-                rc = main(["report", "--json", str(path)]) or 0
-            except SystemExit as e:
-                rc = int(e.code or 0)
-    finally:
-        wire.SCANNER = saved
-    return rc, out.getvalue()
+    return _cli(["report", "--json", str(path)], wire._scan if scanner else None)
 
 
 @pytest.mark.parametrize("kinds", [["int"] * 50, ["int", "bad", "str", "group", "bad"]])
