@@ -11,6 +11,16 @@ Shapes (all SYNTHETIC: each file's XSpace.warnings says so, and reports print SY
 * `planes:N`: N GPU planes of a kernel and a D2H memcpy each (`bench_shapes.py`'s shape).
 * `memcpys:N`: one GPU plane of N kernels and N D2H memcpys whose `memcpy_details` all
   differ (a distinct byte count each: N interned stat strings).
+
+The fuzz campaign's memory shapes no round had measured (round 20; its `mem_probe.py` is not
+in the campaign's folder, so these are written from its table's descriptions and sizes):
+
+* `emptyevents:N`: one GPU stream line of N events without a field (2 bytes each).
+* `kernels:N`: one GPU stream line of N kernels of one name, no stats (~15 bytes each).
+* `gpumeta:N` / `tpumeta:N`: a GPU (TPU) plane of N event-metadata entries, each its own
+  name (`k<i>`), and one line of 1000 events of the first 1000 of them.
+* `pyevents:N`: a host `python` line of N Python-tracer events of 100 frames, beside a GPU
+  plane of one kernel.
 """
 
 from __future__ import annotations
@@ -71,7 +81,81 @@ def memcpys(out: Path, n: int) -> Path:
     return t.write(out / f"memcpy{n // 1000}k.xplane.pb")
 
 
-SHAPES = {"lines": lines, "tinyplanes": tinyplanes, "planes": planes, "memcpys": memcpys}
+def _space(gpu: bool = True):
+    """(an XSpace marked SYNTHETIC, its device plane: GPU:0, or TPU:0 where not `gpu`)."""
+    from overlap.trace.protos import XSpace
+    from overlap.trace.synthetic import SYNTHETIC_WARNING
+
+    sp = XSpace()
+    sp.warnings.append(SYNTHETIC_WARNING)
+    pl = sp.planes.add(id=1, name="/device:GPU:0" if gpu else "/device:TPU:0")
+    return sp, pl
+
+
+def _write(sp, path: Path) -> Path:
+    path.write_bytes(sp.SerializeToString())
+    return path
+
+
+def emptyevents(out: Path, n: int) -> Path:
+    sp, pl = _space()
+    ln = pl.lines.add(id=7, name="Stream #7(Compute)", timestamp_ns=1000)
+    for _ in range(n):
+        ln.events.add()
+    sp.planes.add(id=2, name="/host:CPU")
+    return _write(sp, out / f"emptyevents{n // 1000}k.xplane.pb")
+
+
+def kernels(out: Path, n: int) -> Path:
+    sp, pl = _space()
+    md = pl.event_metadata[1]
+    md.id, md.name = 1, "loop_fusion_kernel"
+    ln = pl.lines.add(id=7, name="Stream #7(Compute)", timestamp_ns=1000)
+    for i in range(n):
+        ln.events.add(metadata_id=1, offset_ps=i * 10_000, duration_ps=5000)
+    sp.planes.add(id=2, name="/host:CPU")
+    return _write(sp, out / f"kernels{n // 1000}k.xplane.pb")
+
+
+def _meta(out: Path, n: int, gpu: bool) -> Path:
+    sp, pl = _space(gpu)
+    for i in range(1, n + 1):
+        md = pl.event_metadata[i]
+        md.id, md.name = i, f"k{i}"
+    ln = pl.lines.add(id=7, name="Stream #7(Compute)" if gpu else "XLA Ops", timestamp_ns=1000)
+    for i in range(min(n, 1000)):
+        ln.events.add(metadata_id=i + 1, offset_ps=i * 10_000, duration_ps=5000)
+    sp.planes.add(id=2, name="/host:CPU")
+    return _write(sp, out / f"{'gpu' if gpu else 'tpu'}meta{n // 1000}k.xplane.pb")
+
+
+def gpumeta(out: Path, n: int) -> Path:
+    return _meta(out, n, True)
+
+
+def tpumeta(out: Path, n: int) -> Path:
+    return _meta(out, n, False)
+
+
+def pyevents(out: Path, n: int) -> Path:
+    sp, pl = _space()
+    md = pl.event_metadata[1]
+    md.id, md.name = 1, "loop_fusion_kernel"
+    pl.lines.add(id=7, name="Stream #7(Compute)", timestamp_ns=1000).events.add(
+        metadata_id=1, offset_ps=10_000, duration_ps=5000)
+    host = sp.planes.add(id=2, name="/host:CPU")
+    for i in range(1, 101):
+        md = host.event_metadata[i]
+        md.id, md.name = i, f"$train.py:{i} step"
+    ln = host.lines.add(id=1, name="python", timestamp_ns=1000)
+    for i in range(n):
+        ln.events.add(metadata_id=1 + i % 100, offset_ps=i * 1000, duration_ps=500)
+    return _write(sp, out / f"pyevents{n // 1000}k.xplane.pb")
+
+
+SHAPES = {"lines": lines, "tinyplanes": tinyplanes, "planes": planes, "memcpys": memcpys,
+          "emptyevents": emptyevents, "kernels": kernels, "gpumeta": gpumeta,
+          "tpumeta": tpumeta, "pyevents": pyevents}
 
 
 def main(argv: list[str]) -> None:

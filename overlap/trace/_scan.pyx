@@ -842,6 +842,9 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 ends.push(q)
                 if strip < 0:
                     strip = _strip_mode(strip_meta, name)
+                    if strip == 3:  # (stripped where the entries are many: see `_strip_mode`)
+                        strip = 1 if _entry_run(b, fs, e, META_STRIP_MIN) >= META_STRIP_MIN \
+                            else 0
                 if strip:
                     if fs > run:
                         parts.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
@@ -921,19 +924,45 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 "value": arrays[3], "reversed": rev}
     snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min, seen)
     sspans.n = sfirst
-    return (strip >= 1, bad, meta, snames, sfields.taken() if cut else stats)
+    return (max(strip, 0), bad, meta, snames, sfields.taken() if cut else stats)
+
+
+# Entries from which a plane `strip_meta` answers 3 for is stripped (mode 1): upb's map costs
+# ~220 bytes an entry (a GPU plane of a million distinct names: 220 MiB of a 21 MB file),
+# the decoded arrays ~48; a real GPU plane holds a few thousand, read through upb as always
+META_STRIP_MIN = 1 << 16
 
 
 cdef int _strip_mode(object strip_meta, object name) except -1:
     """`strip_meta(plane name)` as `_plane_walk`'s mode: 0 (upb parses the plane's entries
-    with its skeleton), 1 (stripped, and decoded here: `decode_meta`'s arrays) or 2 (the
-    answer 2: stripped, checked here, nothing kept)."""
+    with its skeleton), 1 (stripped, and decoded here: `decode_meta`'s arrays), 2 (the
+    answer 2: stripped, checked here, nothing kept) or 3 (the answer 3: 1 where the run of
+    entries starting at the first holds `META_STRIP_MIN` or more, else 0)."""
     if strip_meta is None or name is None:
         return 0
     got = strip_meta(name)
-    if type(got) is int and got == 2:
-        return 2
+    if type(got) is int and (got == 2 or got == 3):
+        return got
     return 1 if got else 0
+
+
+cdef Py_ssize_t _entry_run(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
+                           Py_ssize_t limit) noexcept nogil:
+    """How many event_metadata entries (field 4) are written one after the other from p, up
+    to `limit`: producers write a map's entries as one run. A damaged field ends the count
+    (the walk then refuses it, whatever the mode)."""
+    cdef Py_ssize_t n = 0, q
+    cdef uint64_t fn
+    cdef int wt
+    while p < e and n < limit:
+        p = _tag(b, p, e, &fn, &wt)
+        if p < 0 or fn != 4 or wt != 2:
+            break
+        if _len(b, p, e, &q) < 0:
+            break
+        p = q
+        n += 1
+    return n
 
 
 cdef inline int _map_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* key,
@@ -1193,7 +1222,8 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
     in the parts walked here. `meta` is a plane's entries decoded as
     `decode_meta(narrow=(the buffer is under 2 GiB))` gives them where the plane was
     stripped, else None (and None where `strip_meta` answered 2: the entries stripped and
-    checked, not kept).
+    checked, not kept; 3: stripped only where they are many, `META_STRIP_MIN`). A plane's
+    `stripped` is its mode: 0, 1 or 2.
 
     Why blocks for all planes, not arrays and tuples per plane: a capture of 100k small
     planes paid ~2 KiB a plane in per-plane arrays (204 MiB for a 6.9 MB file) and a numpy

@@ -258,12 +258,33 @@ def _plane_meta_rows(Q) -> Any:
     t = Q.table() if getattr(Q.plane, "meta_stripped", False) or len(Q.meta) >= _TABLE_MIN \
         else None
     if t is not None:
-        keys = t.keys
-        return zip(keys.tolist(), Q.names(keys),
-                   t.has_stat(keys, Q.stat_ids.get("kernel_details", ())).tolist())
+        # (only the entries `_gpu_meta_kinds` takes: named like a copy or a graph, or holding
+        # kernel_details; a million distinct kernel names are not a million Python strings)
+        kd = t.has_stat(t.keys, Q.stat_ids.get("kernel_details", ()))
+        sel = np.flatnonzero(kd | _named(t, _KIND_PREFIXES))
+        keys = t.keys[sel]
+        return zip(keys.tolist(), Q.names(keys), kd[sel].tolist())
     m = Q.meta  # (its keys, then each entry: `items()` is a Python-level view)
     return ((k, (md := m[k]).name, len(md.stats) and "kernel_details" in Q.meta_stats(k))
             for k in m)
+
+
+# What a name `_gpu_meta_kinds` acts on starts with (the copies' whole names among them)
+_KIND_PREFIXES = tuple(k.encode() for k in MEMCPY_DIRECTIONS) + (b"CudaGraphExec",)
+
+
+def _named(t, prefixes: tuple[bytes, ...]) -> np.ndarray:
+    """Per entry of the table `t` (in `t.keys`' order): do its name's bytes start with one of
+    `prefixes`? The same test as on its text: a name with invalid UTF-8 reads with U+FFFD
+    where its bytes are not ASCII, which no prefix holds."""
+    fs, fe = t.name  # (every entry's, in the keys' order)
+    out = np.zeros(len(fs), bool)
+    for pre in prefixes:
+        at = np.flatnonzero(fe - fs >= len(pre))
+        for i, c in enumerate(pre):
+            at = at[t.buf[fs[at] + i] == c]
+        out[at] = True
+    return out
 
 
 def _group_meta_rows(G: PlaneGroup) -> Any:
@@ -305,7 +326,7 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
         codes, details = stat_codes(P, ev, idx, "memcpy_details")
         fcols = _details_columns(details.tolist(), details_cache)
         tr.add(len(idx), host=host, device=pick(device, idx),
-               direction=per_mid(mids[idx], memcpy_mids.get),
+               direction=per_mid(mids, memcpy_mids.get, at=idx),
                start_ps=ev.starts[idx], end_ps=ev.starts[idx] + ev.durs[idx],
                bytes=fcols[0][codes], src_kind=fcols[1][codes], dst_kind=fcols[2][codes],
                **{"async": fcols[3][codes]}, bytes_known=fcols[4][codes],

@@ -37,23 +37,27 @@ _NONE = np.zeros(0, np.int64)
 
 
 def groupable(P) -> bool:
-    """Can this plane's ids be keyed inside a `PlaneGroup`?"""
-    return _in_stride(P.meta) and _in_stride(P.stat_names)
+    """Can this plane's ids be keyed inside a `PlaneGroup`? (A plane whose entries upb never
+    parsed: its table's keys, not a map parsed now.)"""
+    t = P.table() if getattr(P.plane, "meta_stripped", False) else None
+    return _in_stride(t.keys if t is not None else P.meta) and _in_stride(P.stat_names)
 
 
 def _in_stride(keys) -> bool:
-    """Every key of the map in [0, GROUP_STRIDE) (min and max over the map itself, in C: a
-    generator over `keys()`, a Python-level view on upb's map, cost ~2 us a plane,
-    100k planes in a capture of small ones)."""
+    """Every key of the map (or int64 array) in [0, GROUP_STRIDE) (min and max over the map
+    itself, in C: a generator over `keys()`, a Python-level view on upb's map, cost ~2 us a
+    plane, 100k planes in a capture of small ones)."""
+    if isinstance(keys, np.ndarray):
+        return not keys.size or bool(keys.min() >= 0 and keys.max() < GROUP_STRIDE)
     return not keys or (min(keys) >= 0 and max(keys) < GROUP_STRIDE)
 
 
 def groupable_all(planes: list) -> tuple[list[bool], MetaRows | None]:
     """`groupable` of each plane, and the planes' `MetaRows` where there are many planes (or
-    any plane's entries were kept from upb: `reader._strip_many`) and their entries decode as
-    upb reads them (else None, and each plane's map answers)."""
+    any plane's entries were kept from upb undecoded: `reader._strip_many`'s mode 2) and their
+    entries decode as upb reads them (else None, and each plane's map or table answers)."""
     rows = MetaRows.of(planes) if len(planes) >= MANY_PLANES or any(
-        getattr(P.plane, "meta_stripped", False) for P in planes) else None
+        getattr(P.plane, "meta_stripped", False) == 2 for P in planes) else None
     if rows is None:
         return [groupable(P) for P in planes], None
     meta_ok = rows.keys_in_stride().tolist()

@@ -244,8 +244,10 @@ class MetaTable:
         """Per id of `mids`: does its entry hold a stat whose id is one of `sids`?"""
         mids = np.asarray(mids, np.int64)
         out = np.zeros(len(mids), bool)
+        if not len(sids):  # (no such stat in the plane: no entry looked up)
+            return out
         rows, ent, at = self._entries(mids)
-        if not rows.size or not len(sids):
+        if not rows.size:
             return out
         st_row, _ = self._stats(ent, sids)
         hit = np.zeros(len(ent), bool)

@@ -498,10 +498,16 @@ def part_frames(part: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _strip_meta(plane_name: str) -> bool:
+def _strip_meta(plane_name: str) -> bool | int:
     """Planes whose event_metadata upb need not parse up front: TPU planes, whose reading uses
-    only `MetaTable` (one op's HLO text per entry: most of a TPU file's bytes)."""
-    return TPU_PLANE_RE.match(plane_name) is not None
+    only `MetaTable` (one op's HLO text per entry: most of a TPU file's bytes), and GPU planes
+    of many entries (3: `_scan.META_STRIP_MIN` or more, decoded by the scanner and read
+    through their `MetaTable`). Why the GPU ones: a plane of a million distinct event names
+    (the fuzz campaign's shape) was a upb map of 220 MiB, and its names a million Python
+    strings more, to find which entries are copies or kernels."""
+    if TPU_PLANE_RE.match(plane_name) is not None:
+        return True
+    return 3 if GPU_PLANE_RE.match(plane_name) is not None else False
 
 
 def _strip_many(plane_name: str) -> bool | int:
@@ -513,7 +519,7 @@ def _strip_many(plane_name: str) -> bool | int:
     (`Plane.meta`)."""
     if GPU_PLANE_RE.match(plane_name) is not None:  # (first: 100k GPU planes, one match each)
         return 2
-    return _strip_meta(plane_name)
+    return TPU_PLANE_RE.match(plane_name) is not None
 
 
 def _read_space(xs, planes: list, host: str = "host",

@@ -44,6 +44,7 @@ from overlap.trace.lines import PAREN, STREAM, LineBlock, NameCodes
 from overlap.trace.names import STREAM_LINE_PREFIXES
 from overlap.trace.strcodes import str_codes
 from overlap.trace.tables import missing_mask
+from overlap.trace.values import narrow_codes
 from overlap.trace.wire import (
     Coded,
     Cols,
@@ -251,8 +252,8 @@ def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide |
         lcode = np.full(len(idx), coded.codes[line_at[1]])  # (int32, as a segment's)
     side.add_other(len(idx), coded, lcode, None if lcode is not None else at_rows(line_name, idx),
                    device=at_rows(device, idx),
-                   name=per_mid(ev.mids[idx], P.name,
-                                P.names if isinstance(P, PlaneGroup) else None))
+                   name=per_mid(ev.mids, P.name, P.names if isinstance(P, PlaneGroup)
+                                or getattr(P.plane, "meta_stripped", False) else None, idx))
 
 
 def _is_stream_line(name: Any) -> bool:
@@ -299,7 +300,7 @@ def collect_hip_calls(P, ev, mids: dict[int, str], calls: Cols) -> None:
     idx = np.flatnonzero(np.isin(ev.mids, list(mids)))
     if not idx.size:
         return
-    calls.add(len(idx), api=per_mid(ev.mids[idx], mids.get),
+    calls.add(len(idx), api=per_mid(ev.mids, mids.get, at=idx),
               correlation_id=map_stat(P, ev, idx, "correlation_id", as_id),
               size=map_stat(P, ev, idx, "memcpy_details", _details_size),
               hlo_op=stat_column(P, ev, idx, "hlo_op"),
@@ -359,7 +360,12 @@ def _code_runs(codes, uniqs) -> tuple[list[tuple], np.ndarray, np.ndarray, np.nd
     at a time (a capture of 100k small planes: a group per device)."""
     n = len(codes[0])
     ok = np.logical_and.reduce([c >= 0 for c in codes])
-    key = np.zeros(n, np.int64)
+    span = 1
+    for u in uniqs:
+        span *= len(u) + 1
+    # (the narrowest key that holds every combination: int16's stable sort is a radix sort)
+    key = np.zeros(n, np.int16 if span < 1 << 15 else np.int32 if span < 1 << 31
+                   else np.int64)
     for c, u in zip(codes, uniqs):
         key = key * (len(u) + 1) + c  # a few hundred distinct names at most: no overflow
     rows = np.flatnonzero(ok)
@@ -528,10 +534,15 @@ def _other_event_unknowns(other: dict[str, np.ndarray],
         why.append(-1 if w is None else reasons.setdefault(w, len(reasons)))
     # per event (lcode -1, no line, reads the trailing -1: no reason, plain); the per-line
     # arrays dropped at once (a million lines: 8 MB each, at this step's peak)
-    wcode = np.append(np.array(why, np.int64)[kinds], -1)[lcode]
+    # (codes as narrow as their values allow: three int64 codes a row were 24 MB of a million
+    # unread events' 55 MB here, and the grouping key one more)
+    wcode = np.append(narrow_codes(np.array(why, np.int64), len(reasons))[kinds],
+                      -1)[lcode]
     del kinds
     ncode, names = factorize(other["name"])
+    ncode = narrow_codes(ncode, len(names))
     dcode, devices = factorize(other["device"])
+    dcode = narrow_codes(dcode, len(devices))
     plain = wcode < 0
     # no odd kind: a device copy or memset by name is neither transfer nor compute
     skip = np.array([bool(_NOT_HOST_COPY_RE.match(str(n))) for n in names.tolist()]
@@ -542,9 +553,7 @@ def _other_event_unknowns(other: dict[str, np.ndarray],
         (dcode, ncode, wcode), (devices, names, object_array(list(reasons))))
     # per group, its events and distinct lines (no line, -1, one of them), for all at once
     sizes = ends - starts
-    span = n_codes + 1
-    pairs = sorted_unique(np.repeat(np.arange(len(vals)), sizes) * span + lcode[rows] + 1)
-    n_lines = np.bincount(pairs // span, minlength=len(vals)).tolist()
+    n_lines = _lines_per_group(lcode[rows] + 1, starts, ends, n_codes + 1)
     heads = rows[starts]
     firsts = coded.texts(lcode[heads]) if coded is not None else other["line"][heads]
     sizes = sizes.tolist()
@@ -556,6 +565,26 @@ def _other_event_unknowns(other: dict[str, np.ndarray],
         out.append({"device": dev, "events": sizes[i],
                     "reason": f"{sizes[i]} {name!r} event(s) {where}: {reason}"})
     return out
+
+
+def _lines_per_group(lc: np.ndarray, starts: np.ndarray, ends: np.ndarray, span: int
+                     ) -> list[int]:
+    """Per group (rows [starts[i], ends[i]) of `lc`, each row's line code + 1, in [0, span)),
+    how many distinct lines it holds. A table of (group, line) pairs marked a block of rows
+    at a time, where it is not larger than the rows; else the pairs sorted (a million rows
+    of one group: 30 MB of int64 pairs and their sort, where the table is 1 MB)."""
+    ng = len(starts)
+    if ng * span > 8 * len(lc) + (1 << 20):
+        pairs = sorted_unique(np.repeat(np.arange(ng), ends - starts) * span + lc)
+        return np.bincount(pairs // span, minlength=ng).tolist()
+    seen = np.zeros(ng * span, bool)
+    for b in range(0, len(lc), _BLOCK):
+        g = np.searchsorted(ends, np.arange(b, min(b + _BLOCK, len(lc))), side="right")
+        seen[g * span + lc[b:b + _BLOCK]] = True
+    return seen.reshape(ng, span).sum(axis=1).tolist()
+
+
+_BLOCK = 1 << 16  # rows at a time (`_lines_per_group`)
 
 
 def _kinds_keys(lines: np.ndarray) -> tuple[np.ndarray, list[int | None]]:

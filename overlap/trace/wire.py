@@ -149,12 +149,10 @@ class Plane:
         if self._meta is None and not getattr(self.plane, "meta_stripped", False):
             self._meta = self.plane.event_metadata
         if self._meta is None:
-            pv = self.plane
-            raw = _entry_fields(pv.buf, *pv.meta_pos)
+            raw = _entry_fields((pv := self.plane).buf, *pv.meta_pos)
             from google.protobuf.message import DecodeError
 
             from overlap.trace.protos import XPlane
-
             try:
                 # (counted when the plane was split: `parse_space`)
                 self._meta = _strict_or_sanitized(XPlane, raw, count=False).event_metadata
@@ -270,16 +268,20 @@ class Plane:
 
     def names(self, mids, display: bool = False) -> list[str]:
         """`name` (or `display_name`) of many metadata ids at once."""
-        return names_of(self.table(), mids, display,
-                        self.display_name if display else self.name)
+        return names_of(self.table(), mids, display, lambda m: self._in_map(m, display))
 
-    def name(self, metadata_id: int) -> str:
-        md = self.meta.get(metadata_id)
-        return md.name if md is not None else ""
+    def name(self, metadata_id: int, display: bool = False) -> str:
+        """An entry's name (or display name): a plane's upb never parsed from its table."""
+        if getattr(self.plane, "meta_stripped", False):
+            return self.names([metadata_id], display)[0]
+        return self._in_map(metadata_id, display)
 
-    def display_name(self, metadata_id: int) -> str:
+    def display_name(self, metadata_id: int) -> str:  # (`name`'s display name)
+        return self.name(metadata_id, True)
+
+    def _in_map(self, metadata_id: int, display: bool) -> str:
         md = self.meta.get(metadata_id)
-        return md.display_name if md is not None else ""
+        return "" if md is None else md.display_name if display else md.name
 
     def plane_stats(self) -> dict[str, Any]:
         """The plane's own stats (read once: the device row and the vendor check both ask;
@@ -293,8 +295,6 @@ class Plane:
 # One empty map for every plane without stat metadata or stats of its own (read only, as
 # `stat_names` and `plane_stats` are: a dict each was 12 MiB of 100k small planes' read)
 _EMPTY: dict = {}
-
-
 
 
 # Event offsets, durations and line origins are accepted below 2**61 ps (26 days): sums of two
