@@ -45,3 +45,26 @@ def test_bench_pod_quick_measures_every_reader():
     row = next(line for line in r.stdout.splitlines() if line.startswith("| tpu 3 hosts"))
     # Two spawned workers were seen by the sampler; the single process had none.
     assert "worker 0 /" not in row.split("|")[5] and "worker 0 /" in row.split("|")[4]
+
+
+def test_degenerate_shapes_write_and_report(tmp_path):
+    """`benchmarks/degenerate.py` writes every shape it names (small sizes here), and each
+    reads to a report marked SYNTHETIC."""
+    import json
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from degenerate import SHAPES
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    specs = [f"{k}:{1000 + i}" for i, k in enumerate(sorted(SHAPES))]
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "degenerate.py"),
+                        str(tmp_path), *specs], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    files = [line.split()[0] for line in r.stdout.splitlines()]
+    assert len(files) == len(SHAPES)
+    for f in files:
+        rep = subprocess.run([sys.executable, "-m", "overlap", "report", "--json", f],
+                             capture_output=True, text=True, timeout=120)
+        assert rep.returncode == 0, (f, rep.stderr)
+        assert json.loads(rep.stdout)["synthetic"] is True, f
