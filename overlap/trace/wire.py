@@ -153,8 +153,7 @@ class Plane:
             from google.protobuf.message import DecodeError
 
             from overlap.trace.protos import XPlane
-            try:
-                # (counted when the plane was split: `parse_space`)
+            try:  # (counted when the plane was split: `parse_space`)
                 self._meta = _strict_or_sanitized(XPlane, raw, count=False).event_metadata
             except DecodeError as e:
                 raise Corrupt(f"event metadata: {e}") from None
@@ -438,7 +437,7 @@ class PlaneView:
 
     def __init__(self, msg, lines: LineTable, buf: np.ndarray | None = None,
                  spans: tuple[np.ndarray, np.ndarray, list[int]] | None = None, at: int = 0,
-                 meta_stripped: bool = False, meta_decoded: dict | None = None,
+                 meta_stripped: int = 0, meta_decoded: dict | None = None,
                  stat_names: "Mapping[int, str] | _SparseStatNames | None" = None,
                  xs: Any = None, stats: "bool | np.ndarray" = True):
         # `xs`: the skeleton whose plane `at` is `msg`: the message is then not kept but
@@ -463,7 +462,8 @@ class PlaneView:
         self._spans, self._at = spans, at
         # the entries as `decode_meta` gives them, where `split_space` decoded them
         self.meta_decoded = meta_decoded
-        # the entries are not in `msg` (upb never saw them): `Plane.meta` parses them on demand
+        # the entries are not in `msg` (upb never saw them; the split's mode, 1 decoded or 2
+        # not, else 0): `Plane.meta` parses them on demand
         self.meta_stripped = meta_stripped
 
     @property
