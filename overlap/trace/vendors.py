@@ -253,7 +253,7 @@ def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide |
     side.add_other(len(idx), coded, lcode, None if lcode is not None else at_rows(line_name, idx),
                    device=at_rows(device, idx),
                    name=per_mid(ev.mids, P.name, P.names if isinstance(P, PlaneGroup)
-                                or getattr(P.plane, "meta_stripped", False) else None, idx))
+                                or getattr(P.plane, "meta_stripped", False) else None, at=idx))
 
 
 def _is_stream_line(name: Any) -> bool:
