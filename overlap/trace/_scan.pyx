@@ -640,7 +640,10 @@ cdef class _LineRecs:
         """(records as an int64 array of shape (lines, `_LREC`), names, display names (None:
         all empty), strings with invalid UTF-8 among them, (per line its name's code, per code its first
         line (both int32) and its marks (uint8)) or None where a name has invalid UTF-8); `b` the buffer
-        the lines were added from. The block is the array's from here on."""
+        the lines were added from. The names: a list of str, one object per distinct name, or,
+        where the names are coded and `LAZY_NAMES_MIN` or more distinct, (their bytes in code
+        order as a uint8 array, per code its offset there, one more at the end: int64),
+        decoded when asked (`lines.LineNames`). The block is the array's from here on."""
         names, codes = self._coded_names(b)
         return (self.rec.taken().reshape(self.n, _LREC), names, self.displays, self.bad,
                 codes)
@@ -650,7 +653,8 @@ cdef class _LineRecs:
         hashes, sized for every line to be its own name, each line's slot fetched `_AHEAD`
         lines before it is read. A slot holds its name's code and the high half of its hash
         (0: empty), so that a slot taken by another name is passed over without reading
-        anything else (the bytes are compared where the halves agree)."""
+        anything else (the bytes are compared where the halves agree). The names are decoded
+        after the coding, once per code (`_name_list`), or kept as bytes (`_name_bytes`)."""
         cdef Py_ssize_t n = self.n, i, j, c, m = 0, k, nslots = 16
         cdef const int64_t* sp = self.spans.v
         while nslots < 2 * n:
@@ -663,9 +667,9 @@ cdef class _LineRecs:
         marks_a = np.empty(n, np.uint8)
         cdef int32_t[::1] codes = codes_a, first = first_a
         cdef uint8_t[::1] marks = marks_a
-        cdef list names = [None] * n
         cdef bint coded = not self.odd
         cdef const uint8_t* t
+        cdef Py_ssize_t total = 0  # the distinct names' bytes
         if slots == NULL:
             raise MemoryError()
         try:
@@ -678,7 +682,6 @@ cdef class _LineRecs:
                     ring[i % _AHEAD] = _name_hash(b, sp, i + _AHEAD)
                     __builtin_prefetch(&slots[ring[i % _AHEAD] & mask])
                 if self.odd and i in self.odd:
-                    names[i] = self.odd[i]
                     codes[i] = -1
                     continue
                 k = sp[2 * i + 1] - sp[2 * i] if sp[2 * i] >= 0 else 0
@@ -693,25 +696,70 @@ cdef class _LineRecs:
                         m += 1
                         first[c] = <int32_t>i
                         marks[c] = <uint8_t>self._marks(t, k)
+                        total += k
                         if m > 0x7FFFFFFE:  # (int32 codes: more names than any file holds)
                             coded = False
-                        names[i] = PyUnicode_DecodeUTF8(<char*>t, k, NULL)
                         break
                     if (v & 0xFFFFFFFF00000000ULL) == tag:
                         c = <Py_ssize_t>(v & 0xFFFFFFFFULL) - 1
                         if _name_is(b, sp, first[c], t, k):
-                            names[i] = names[first[c]]
                             break
                     j = (j + 1) & <Py_ssize_t>mask
                 codes[i] = <int32_t>c
         finally:
             free(slots)
+        if coded and m >= LAZY_NAMES_MIN:
+            names = _name_bytes(b, sp, &first[0], m, total)
+        else:
+            names = self._name_list(b, &codes[0], &first[0], m)
         self.spans = None
         if not coded:
             return names, None
         if m < n // 2:  # (few distinct names: not the lines' count of bytes kept)
             return names, (codes_a, first_a[:m].copy(), marks_a[:m].copy())
         return names, (codes_a, first_a[:m], marks_a[:m])
+
+    cdef list _name_list(self, const uint8_t* b, const int32_t* codes, const int32_t* first,
+                         Py_ssize_t m):
+        """Per line its name: one str per code (decoded in code order), the line's invalid
+        one (read with replacement) where its code is -1."""
+        cdef const int64_t* sp = self.spans.v
+        cdef Py_ssize_t i, c, r, n = self.n
+        cdef list texts = [None] * m, names = [None] * n
+        for c in range(m):
+            r = first[c]
+            texts[c] = PyUnicode_DecodeUTF8(<char*>(b + sp[2 * r]), sp[2 * r + 1] - sp[2 * r],
+                                            NULL) if sp[2 * r] >= 0 else ""
+        for i in range(n):
+            c = codes[i]
+            names[i] = texts[c] if c >= 0 else self.odd[i]
+        return names
+
+
+# Distinct line names from which `split_space` keeps them as bytes (`_LineRecs.taken`): a
+# decoded name is ~70 bytes of `str` and list (a million one-event lines: 76 MiB of a 36 MB
+# file, on the read's peak), its bytes and offset ~22; real captures name a few dozen lines
+LAZY_NAMES_MIN = 1 << 16
+
+
+cdef tuple _name_bytes(const uint8_t* b, const int64_t* sp, const int32_t* first, Py_ssize_t m,
+                       Py_ssize_t total):
+    """(the bytes of the names of codes 0..m-1 one after the other, a uint8 array; per code
+    its offset there, and the end: int64, m + 1), code c's name at the first line of it
+    (`first[c]`; `sp` the lines' name spans, -1 where absent: empty)."""
+    blob_a, off_a = np.empty(total, np.uint8), np.empty(m + 1, np.int64)
+    cdef uint8_t[::1] blob = blob_a
+    cdef int64_t[::1] off = off_a
+    cdef Py_ssize_t c, r, k, p = 0
+    for c in range(m):
+        r = first[c]
+        off[c] = p
+        k = sp[2 * r + 1] - sp[2 * r] if sp[2 * r] >= 0 else 0
+        if k:
+            memcpy(&blob[p], b + sp[2 * r], k)
+        p += k
+    off[m] = p
+    return blob_a, off_a
 
 
 cdef inline uint64_t _name_hash(const uint8_t* b, const int64_t* sp, Py_ssize_t i) noexcept nogil:

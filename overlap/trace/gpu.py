@@ -188,12 +188,15 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
                 else:
                     read_line(i, r)
             continue
-        n = table.n_events
-        rows = np.flatnonzero(n)
-        counts = n[rows]
-        rows += table.a
-        walk(i, rows, counts,
-             np.flatnonzero(counts >= _SMALL_LINE) if small else np.arange(len(rows)))
+        # (`_SEGMENT` lines at a time, in order: what one walk of them all does, without
+        # their rows and counts at once, 16 MB a million lines on the read's peak)
+        for a in range(table.a, table.b, _SEGMENT):
+            n = table.block.rec[a:min(a + _SEGMENT, table.b), lines.EVENTS]
+            rows = np.flatnonzero(n)
+            counts = n[rows]
+            rows += a
+            walk(i, rows, counts,
+                 np.flatnonzero(counts >= _SMALL_LINE) if small else np.arange(len(rows)))
     flush()
 
 

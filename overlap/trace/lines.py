@@ -88,13 +88,14 @@ class NameCodes:
     per line `codes` (int32: equal names, equal codes; codes in order of first appearance),
     per code its `first` line (int32) and its `marks` (uint8: bit `STREAM`, the name starts
     with one of `names.STREAM_LINE_PREFIXES`; bit `PAREN`, it holds a `(`), and the lines'
-    `names`. What the GPU rules keep of a block to group and test lines by name
-    (`vendors.GpuSide`): not the block, which holds the file's bytes."""
+    `names` (a list, or `LineNames` over the same codes). What the GPU rules keep of a block
+    to group and test lines by name (`vendors.GpuSide`): not the block, which holds the
+    file's bytes."""
 
     __slots__ = ("codes", "first", "marks", "names")
 
     def __init__(self, codes: np.ndarray, first: np.ndarray, marks: np.ndarray,
-                 names: list) -> None:
+                 names: list | LineNames) -> None:
         self.codes, self.first, self.marks, self.names = codes, first, marks, names
 
     def __len__(self) -> int:
@@ -102,13 +103,71 @@ class NameCodes:
 
     def texts(self, codes: np.ndarray) -> list[str]:
         """The names of `codes`."""
+        if isinstance(self.names, LineNames):
+            return self.names.texts(codes)
         return [self.names[r] for r in self.first[codes].tolist()]
+
+    def text_arrays(self, codes: list[np.ndarray]) -> list[np.ndarray]:
+        """The names of each array of `codes` (one per event: many repeat), as object
+        arrays."""
+        from overlap.trace.values import object_array
+
+        if not isinstance(self.names, LineNames):
+            names = object_array(self.names)
+            return [names[self.first[c]] for c in codes]
+        out = []
+        for c in codes:
+            u, inv = np.unique(c, return_inverse=True)
+            out.append(object_array(self.names.texts(u))[inv])
+        return out
+
+
+class LineNames:
+    """The line names of a parse whose `LAZY_NAMES_MIN` (`_scan`) or more distinct names the
+    split kept as bytes: per line its name's code (`codes`, int32), per code its bytes in
+    `blob` (uint8) from `off[c]` to `off[c + 1]` (int64). A name is decoded each time it is
+    asked for (no object kept). Read as the list of names it stands for: a name per line,
+    `[i]`, a slice, iteration, `take`. Why: a million one-event lines held a million `str`
+    and their list (76 MiB on the read's peak) that nothing but the `lines` table reads, and
+    a report never reads that table."""
+
+    __slots__ = ("codes", "blob", "off")
+
+    def __init__(self, codes: np.ndarray, blob: np.ndarray, off: np.ndarray) -> None:
+        self.codes, self.blob, self.off = codes, blob, off
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def text(self, c: int) -> str:
+        """Code c's name."""
+        return bytes(self.blob[self.off[c]:self.off[c + 1]]).decode("utf-8")
+
+    def texts(self, codes: np.ndarray) -> list[str]:
+        """The names of `codes` (an int array), in order."""
+        from overlap.trace import _scan  # (made by the scanner: it is built)
+
+        c = np.asarray(codes, np.int64)
+        return _scan.span_texts(self.blob, self.off[c], self.off[c + 1])
+
+    def take(self, rows: np.ndarray) -> list[str]:
+        """The names of lines `rows` (an int array), in order."""
+        return self.texts(self.codes[rows])
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return self.texts(self.codes[i])
+        return self.text(int(self.codes[i]))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.texts(self.codes))
 
 
 class LineBlock:
     """The lines of one parse (every plane of a file, or of a chunk of it), in file order:
     `rec` (lines x 7 int64: id, display_id, timestamp_ns, duration_ps, payload start, payload
-    end, events), `names`, `displays` (str lists; `displays` None: every one empty, as most
+    end, events), `names`, `displays` (str lists, or `names` a `LineNames`: the split's
+    (bytes, offsets) of many distinct names; `displays` None: every one empty, as most
     producers write them, not a list of a million ""), `decoded` (bool per line: its events were
     checked) and the file's buffer `buf`. Lines upb decoded are `objs` (their `_Line`s, every
     one checked; `rec`'s payload columns -1, `buf` None).
@@ -117,12 +176,14 @@ class LineBlock:
     codes, first lines and marks), or None (upb decoded the lines, or a name has invalid
     UTF-8)."""
 
-    def __init__(self, rec: np.ndarray, names: list, displays: list | None, buf: Any,
+    def __init__(self, rec: np.ndarray, names: list | tuple, displays: list | None, buf: Any,
                  objs: list | None = None,
                  codes: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
-        self.rec, self.names, self.displays, self.buf, self.objs = rec, names, displays, buf, objs
-        self.coded = NameCodes(*codes, names) if codes is not None else None
-        self.cols = (rec, names)  # (what outlives the buffer: `reader._rows_of`)
+        self.names: list | LineNames = names if not isinstance(names, tuple) \
+            else LineNames(codes[0], *names)  # type: ignore[index]  # (its bytes: with codes)
+        self.rec, self.displays, self.buf, self.objs = rec, displays, buf, objs
+        self.coded = NameCodes(*codes, self.names) if codes is not None else None
+        self.cols = (rec, self.names)  # (what outlives the buffer: `reader._rows_of`)
         self.decoded = np.full(len(rec), objs is not None)
         self._ns: list | None = None
         self._cum: np.ndarray | None = None

@@ -144,12 +144,14 @@ from overlap.trace.tables import (
     TABLES,
     TRANSFER_COLUMNS,
     Columns,
+    Deferred,
     Trace,
     _frame,
     as_columns,
     concat,
     factorize,
     frame_columns,
+    made,
     n_rows,
     object_runs,
     take,
@@ -438,12 +440,13 @@ def combine_parts(parts: list[dict], files: list[Path]) -> Trace:
     a caller's) or a dict of column lists; the Trace holds the tables' columns, concatenated
     in part order (`pd.concat`'s rows), transfers and compute sorted by device and start."""
 
-    def cat(key: str, schema: dict[str, str]) -> Columns:
+    def cat(key: str, schema: dict[str, str]) -> Any:
         tabs = [_part_columns(p[key], schema) for p in parts]
         tabs = [t for t in tabs if n_rows(t)]
         if not tabs:
             return as_columns(None, schema)
-        return tabs[0] if len(tabs) == 1 else concat(tabs)
+        # (one part's `Deferred` lines table stays one: made if a caller reads it)
+        return tabs[0] if len(tabs) == 1 else concat([made(t) for t in tabs])
 
     backend = combined_backend([p["backend"] for p in parts])
     # Host names come from file names, which are unique within a session directory.
@@ -461,8 +464,8 @@ def combine_parts(parts: list[dict], files: list[Path]) -> Trace:
     )
 
 
-def _part_columns(table: Any, schema: dict[str, str]) -> Columns:
-    if isinstance(table, Columns):
+def _part_columns(table: Any, schema: dict[str, str]) -> Columns | Deferred:
+    if isinstance(table, (Columns, Deferred)):
         return table
     if isinstance(table, dict):
         return as_columns(table, schema)
@@ -493,8 +496,8 @@ def part_frames(part: dict[str, Any]) -> dict[str, Any]:
     `read_xspace` returns it: for callers and tests that want pandas."""
     out = dict(part)
     for key, schema in TABLES.items():
-        if isinstance(out[key], dict):
-            out[key] = _frame(out[key], schema)
+        if isinstance(out[key], (dict, Deferred)):
+            out[key] = _frame(made(out[key]), schema)
     return out
 
 
@@ -692,7 +695,7 @@ def _read_space(xs, planes: list, host: str = "host",
         "memory": as_columns(mem.rows(MEMORY_COLUMNS), MEMORY_COLUMNS, checked=("allocator",)),
         "modules": as_columns(mods, MODULE_COLUMNS),
         "devices": as_columns(devs.columns(host), DEVICE_COLUMNS),
-        "lines": as_columns(lines.columns(host), LINE_COLUMNS),
+        "lines": lines.table(host),
     }
 
 
@@ -756,10 +759,12 @@ class _LineRows:
         self.a += [t.a for t in tables]
         self.b += [t.b for t in tables]
 
-    def columns(self, host: str) -> dict[str, np.ndarray]:
+    def table(self, host: str) -> Deferred:
         """The `lines` table: one row per line of each plane (host, plane, line id, name,
         events), in the planes' order, from their blocks' columns: one slice per run of
-        planes that lie one after the other in a block, not per plane or per line."""
+        planes that lie one after the other in a block, not per plane or per line. The ids
+        and event counts are taken now (the blocks' records go with the read); the names,
+        planes and host when the table is read (`Deferred`)."""
         runs = adjacent_runs(self.cols, self.a, self.b)
         counts = np.subtract(self.b, self.a, dtype=np.int64)
 
@@ -767,11 +772,18 @@ class _LineRows:
             got = [cols[0][a:b, j] for cols, a, b in runs]
             return np.concatenate(got) if got else np.zeros(0, np.int64)
 
-        return {"host": np.repeat(object_array([host] * len(self.plane)), counts),
-                "plane": np.repeat(object_array(self.plane), counts),
-                "line_id": col(ID), "events": col(EVENTS),
-                "line": object_array(list(chain.from_iterable(cols[1][a:b]
-                                                              for cols, a, b in runs)))}
+        ids, events = col(ID), col(EVENTS)
+        name_runs = [(cols[1], a, b) for cols, a, b in runs]
+        planes = self.plane
+
+        def make() -> dict[str, np.ndarray]:
+            return {"host": np.repeat(object_array([host] * len(planes)), counts),
+                    "plane": np.repeat(object_array(planes), counts),
+                    "line_id": ids, "events": events,
+                    "line": object_array(list(chain.from_iterable(
+                        names[a:b] for names, a, b in name_runs)))}
+
+        return Deferred(make, len(ids), LINE_COLUMNS)
 
 
 class LineBase:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -202,9 +202,40 @@ class Columns(dict):
     (`as_columns` made it, or `frame_columns`): a `Trace` given one keeps it as it is."""
 
 
-def n_rows(t: dict[str, np.ndarray]) -> int:
-    """Rows of a column table (a `Columns` or any dict of equally long arrays)."""
+def n_rows(t: dict[str, np.ndarray] | Deferred) -> int:
+    """Rows of a column table (a `Columns`, any dict of equally long arrays, a `Deferred`)."""
+    if isinstance(t, Deferred):
+        return t.n
     return len(next(iter(t.values()))) if t else 0
+
+
+class Deferred:
+    """A table of `n` rows whose columns `make()` gives (as `as_columns` takes them), made
+    the first time they are read (`columns`) and kept. The reader's `lines` table: its names
+    (a million one-event lines: 76 MiB of `str` and ~0.05 s to decode) are read by `overlap
+    inspect`, never by a report. It pickles as its `Columns` (a worker's part)."""
+
+    __slots__ = ("_make", "_schema", "_cols", "n")
+
+    def __init__(self, make: Callable[[], dict], n: int, schema: dict[str, str]) -> None:
+        self._make: Callable[[], dict] | None = make
+        self._schema, self.n = schema, n
+        self._cols: Columns | None = None
+
+    def columns(self) -> Columns:
+        if self._cols is None:
+            assert self._make is not None
+            self._cols = as_columns(self._make(), self._schema)
+            self._make = None  # (what it held goes)
+        return self._cols
+
+    def __reduce__(self) -> tuple:
+        return (Columns, (dict(self.columns()),))
+
+
+def made(t: Any) -> Any:
+    """`t`, or a `Deferred` table's columns."""
+    return t.columns() if isinstance(t, Deferred) else t
 
 
 def take(t: dict[str, np.ndarray], idx: np.ndarray) -> Any:
@@ -460,20 +491,26 @@ def frame_columns(df: Any, schema: dict[str, str]) -> Columns:
 
 
 class _Stored:
-    """One table of a `Trace`: its columns, its DataFrame, or both (the frame built from the
-    columns on first use)."""
+    """One table of a `Trace`: its columns (a `Deferred` table's made on first use), its
+    DataFrame, or both (the frame built from the columns on first use)."""
 
     __slots__ = ("cols", "frame")
 
-    def __init__(self, cols: Columns | None, frame: Any) -> None:
+    def __init__(self, cols: Columns | Deferred | None, frame: Any) -> None:
         self.cols, self.frame = cols, frame
+
+    def columns(self) -> Columns | None:
+        """The columns (a `Deferred` table's made now), None where a frame was set."""
+        if isinstance(self.cols, Deferred):
+            self.cols = self.cols.columns()
+        return self.cols
 
 
 class _Table:
     """A `Trace` table attribute. Reading it gives a DataFrame, built from the table's columns
     the first time it is read (`_frame`, the same frame the reader always gave) and kept;
-    setting it takes a DataFrame (kept as given), a `Columns` (kept) or a dict of column lists
-    (`as_columns`)."""
+    setting it takes a DataFrame (kept as given), a `Columns` or `Deferred` (kept) or a dict
+    of column lists (`as_columns`)."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
@@ -484,11 +521,11 @@ class _Table:
             raise AttributeError(self.name)
         st: _Stored = obj.__dict__[self.name]
         if st.frame is None:
-            st.frame = _frame(st.cols, self.schema)
+            st.frame = _frame(st.columns(), self.schema)
         return st.frame
 
     def __set__(self, obj: Any, value: Any) -> None:
-        if isinstance(value, Columns):
+        if isinstance(value, (Columns, Deferred)):
             obj.__dict__[self.name] = _Stored(value, None)
         elif isinstance(value, dict):
             obj.__dict__[self.name] = _Stored(as_columns(value, self.schema), None)
@@ -547,8 +584,8 @@ class Trace:
         is imported then anyway), so it may be modified in between; the frame built from the
         reader's columns is not read back (modify a table by setting its attribute)."""
         st: _Stored = self.__dict__[name]
-        cols = st.cols if st.cols is not None else frame_columns(st.frame, TABLES[name])
-        return Columns(cols)
+        cols = st.columns()
+        return Columns(cols if cols is not None else frame_columns(st.frame, TABLES[name]))
 
     def rows(self, name: str) -> int:
         """The number of rows of table `name` (without building its DataFrame)."""

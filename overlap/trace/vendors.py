@@ -119,9 +119,10 @@ class GpuSide:
             return
         if lcode is None:
             if isinstance(self.coded, NameCodes):
-                names = object_array(self.coded.names)
-                for _, c in self.other.chunks:
-                    c["line"] = names[self.coded.first[c.pop("lcode")]]
+                chunks = [c for _, c in self.other.chunks]
+                got = self.coded.text_arrays([c.pop("lcode") for c in chunks])
+                for c, texts in zip(chunks, got):
+                    c["line"] = texts
             self.coded = False
             self.other.add(n, line=line, **cols)
         else:
@@ -253,7 +254,8 @@ def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide |
     side.add_other(len(idx), coded, lcode, None if lcode is not None else at_rows(line_name, idx),
                    device=at_rows(device, idx),
                    name=per_mid(ev.mids, P.name, P.names if isinstance(P, PlaneGroup)
-                                or getattr(P.plane, "meta_stripped", False) else None, at=idx))
+                                or getattr(P.plane, "meta_stripped", False) else None, at=idx,
+                                coded=True))
 
 
 def _is_stream_line(name: Any) -> bool:

@@ -22,7 +22,7 @@ def _capture(path, seed: int):
     t = SyntheticTrace()
     for d in range(3):
         g = t.gpu(d)
-        for stream in range(rng.choice([5, 40, 90])):  # few lines, and many
+        for stream in range(rng.choice([5, 40, 90, 250])):  # few lines, many, over 2 chunks
             n = rng.choice([0, 1, 2, 7, 30, 600])  # none, small, one past _SMALL_LINE
             for k in range(n):
                 start = (10 + stream * 1000 + k) * US

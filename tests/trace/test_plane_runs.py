@@ -96,9 +96,10 @@ def test_a_run_of_gpu_planes_gives_the_rows_one_plane_at_a_time_gives(tmp_path):
         want[0].add(pv.name, pv.lines.block.cols, pv.lines.a, pv.lines.b)
         want[1].add(device, pv, P)
         want[2].add(device, P.plane_stats().get("device_vendor"), pv.lines.events(), False)
-    assert got[0].columns("h").keys() == want[0].columns("h").keys()
-    for k, v in want[0].columns("h").items():
-        assert got[0].columns("h")[k].tolist() == v.tolist()
+    got_lines, want_lines = got[0].table("h").columns(), want[0].table("h").columns()
+    assert got_lines.keys() == want_lines.keys()
+    for k, v in want_lines.items():
+        assert got_lines[k].tolist() == v.tolist()
     assert got[1].columns("h") == want[1].columns("h")
     assert got[1].facts.count(None) == want[1].facts.count(None) > 0  # (planes without stats)
     assert None in got[2].vendor and "Nvidia" in got[2].vendor

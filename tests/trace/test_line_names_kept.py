@@ -1,0 +1,138 @@
+"""Many distinct line names kept as bytes until asked (`_scan.LAZY_NAMES_MIN`,
+`lines.LineNames`), and the `lines` table made when read (`tables.Deferred`; issue 32, round
+21): a million one-event lines held a million `str` (76 MiB on the read's peak) that no report
+reads. Every answer is the one the decoded names give: the names as upb reads them, the
+report and `inspect` byte-identical with the scanner and with upb, the codes' texts either
+way. SYNTHETIC captures, labelled so."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from overlap.trace import lines, reader, wire
+from overlap.trace.synthetic import one_event_lines
+from overlap.trace.tables import LINE_COLUMNS, Columns, Deferred
+from overlap.trace.values import Coded, per_mid
+from tests.trace.test_differential import _cli
+from tests.trace.test_line_name_codes import ABSENT, PIECES, _space, _upb_names
+
+pytestmark = pytest.mark.skipif(wire._scan is None, reason="the compiled scanner is not built")
+
+
+def _block(raw: bytes) -> lines.LineBlock:
+    _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
+    return planes[0].lines.block
+
+
+@pytest.mark.parametrize("short", [0, 1])
+def test_at_the_bound_the_names_are_kept_as_bytes_one_answer(tmp_path, short):
+    """`LAZY_NAMES_MIN` distinct names are kept as bytes, one fewer are decoded; the report
+    and `inspect` are upb's either way (`inspect` reads every name)."""
+    n = wire._scan.LAZY_NAMES_MIN - short
+    raw = one_event_lines(n)
+    block = _block(raw)
+    assert isinstance(block.names, lines.LineNames) == (not short)
+    assert list(block.names) == _upb_names(raw)
+    p = tmp_path / "lines.xplane.pb"
+    p.write_bytes(raw)
+    for args in (["report", "--json", str(p)], ["inspect", "--json", str(p)]):
+        assert _cli(args, wire._scan) == _cli(args, None)
+
+
+names_lists = st.lists(st.one_of(st.just(ABSENT),
+                                 st.lists(st.sampled_from(PIECES), max_size=4).map("".join)),
+                       min_size=1, max_size=14)
+
+
+@settings(max_examples=150, deadline=None)
+@given(names_lists, st.data())
+def test_kept_names_read_as_the_decoded_ones(names, data):
+    """With the bound at 1 every coded parse keeps its names as bytes: each way of reading
+    them (`[i]`, a slice, iteration, `take`, the codes' `texts` and `text_arrays`) gives what
+    the decoded list gives, and that list is upb's."""
+    raw = _space([names])
+    want = _block(raw)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(wire._scan, "LAZY_NAMES_MIN", 1)
+        got = _block(raw)
+    assert isinstance(got.names, lines.LineNames) and isinstance(want.names, list)
+    assert want.names == _upb_names(raw)
+    assert list(got.names) == want.names and len(got.names) == len(want.names)
+    n = len(want.names)
+    i = data.draw(st.integers(-n, n - 1))
+    assert got.names[i] == want.names[i] and got.line(i % n).name == want.names[i]
+    a, b = data.draw(st.integers(0, n)), data.draw(st.integers(0, n))
+    assert got.names[a:b] == want.names[a:b]
+    rows = np.array(data.draw(st.lists(st.integers(0, n - 1), max_size=20)), np.int64)
+    assert got.names.take(rows) == [want.names[r] for r in rows.tolist()]
+    codes = np.arange(len(got.coded))
+    assert got.coded.texts(codes) == want.coded.texts(codes)
+    per_event = [np.array(data.draw(st.lists(st.sampled_from(codes.tolist()), max_size=9)),
+                 np.int32) for _ in range(2)]
+    for g, w in zip(got.coded.text_arrays(per_event), want.coded.text_arrays(per_event)):
+        assert g.dtype == w.dtype == object and g.tolist() == w.tolist()
+
+
+def test_invalid_utf8_keeps_the_names_decoded(monkeypatch):
+    """A name with invalid UTF-8 leaves the parse uncoded: its names are the list upb reads,
+    whatever the bound."""
+    raw = _space([[b"@@@@", "Stream #1", "Stream #2"]])
+    raw = raw.replace(b"\x12\x04@@@@", b"\x12\x04S\xff\xfe1", 1)
+    monkeypatch.setattr(wire._scan, "LAZY_NAMES_MIN", 1)
+    block = _block(raw)
+    assert block.coded is None and block.names == _upb_names(raw)
+
+
+def _part(raw: bytes, tmp_path, name: str) -> dict:
+    p = tmp_path / f"{name}.xplane.pb"
+    p.write_bytes(raw)
+    return reader.read_host_file(p)
+
+
+def test_the_lines_table_is_made_when_read(tmp_path, monkeypatch):
+    """The reader's `lines` table is a `Deferred`: its row count known, nothing made; a
+    `Trace` of one part keeps it so until read; read, pickled (a worker's part) or combined
+    with another part it is the table the names give."""
+    monkeypatch.setattr(wire._scan, "LAZY_NAMES_MIN", 4)
+    raw = one_event_lines(9)
+    part = _part(raw, tmp_path, "a")
+    table = part["lines"]
+    assert isinstance(table, Deferred) and table.n == 9 and table._cols is None
+    want = {"host": ["a"] * 9, "plane": ["/device:GPU:0"] * 9, "line_id": list(range(9)),
+            "line": [f"Stream #{i}" for i in range(9)], "events": [1] * 9}
+    trace = reader.combine_parts([part], [tmp_path / "a.xplane.pb"])
+    assert trace.rows("lines") == 9 and table._cols is None
+    got = trace.columns("lines")
+    assert {k: v.tolist() for k, v in got.items()} == want and table._cols is not None
+    assert list(got) == list(LINE_COLUMNS) and got["line"].dtype == object
+    # pickled as its columns
+    back = pickle.loads(pickle.dumps(_part(raw, tmp_path, "a")["lines"]))
+    assert type(back) is Columns and {k: v.tolist() for k, v in back.items()} == want
+    # two parts: one table, in part order
+    parts = [_part(raw, tmp_path, "a"), _part(one_event_lines(2), tmp_path, "b")]
+    both = reader.combine_parts(parts, [tmp_path / "a.xplane.pb", tmp_path / "b.xplane.pb"])
+    assert both.columns("lines")["line"].tolist() == want["line"] + ["Stream #0", "Stream #1"]
+    assert both.columns("lines")["host"].tolist() == ["a"] * 9 + ["b"] * 2
+    # and as the DataFrame a caller reads
+    one = reader.combine_parts([_part(raw, tmp_path, "a")], [tmp_path / "a.xplane.pb"])
+    assert isinstance(one.__dict__["lines"].cols, Deferred)
+    assert one.lines["line"].tolist() == want["line"]
+    assert reader.part_frames(_part(raw, tmp_path, "a"))["lines"]["line"].tolist() == \
+        want["line"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 5), min_size=1, max_size=40), st.data())
+def test_per_mid_coded_is_its_column(mids, data):
+    """`per_mid(coded=True)` is a `Coded` whose column is what `per_mid` gives."""
+    mids = np.array(mids, np.int64)
+    at = np.array(sorted(set(data.draw(st.lists(st.integers(0, len(mids) - 1))))), np.int64)
+    for kw in ({}, {"at": at}):
+        plain = per_mid(mids, lambda m: f"n{m % 3}", **kw)
+        got = per_mid(mids, lambda m: f"n{m % 3}", coded=True, **kw)
+        assert isinstance(got, Coded) and got.column().tolist() == plain.tolist()
