@@ -637,16 +637,23 @@ cdef class _LineRecs:
         return m
 
     cdef tuple taken(self, const uint8_t* b):
-        """(records as an int64 array of shape (lines, `_LREC`), names, display names (None:
+        """(records as an int64 array of shape (lines, `_LREC`) (int32 where the lines are
+        `NARROW_LINES_MIN` or more and every value fits: `_narrowed`), names, display names (None:
         all empty), strings with invalid UTF-8 among them, (per line its name's code, per code its first
         line (both int32) and its marks (uint8)) or None where a name has invalid UTF-8); `b` the buffer
         the lines were added from. The names: a list of str, one object per distinct name, or,
         where the names are coded and `LAZY_NAMES_MIN` or more distinct, (their bytes in code
         order as a uint8 array, per code its offset there, one more at the end: int64),
         decoded when asked (`lines.LineNames`). The block is the array's from here on."""
+        cdef Py_ssize_t k = self.n * _LREC
+        # (narrowed before the names are coded: the int64 block's second half goes before
+        # the coding's table is made)
+        if self.n >= NARROW_LINES_MIN and _narrowed(self.rec.v, k):
+            rec = _owned_int32(<void**>&self.rec.v, k).reshape(self.n, _LREC)
+        else:
+            rec = self.rec.taken().reshape(self.n, _LREC)
         names, codes = self._coded_names(b)
-        return (self.rec.taken().reshape(self.n, _LREC), names, self.displays, self.bad,
-                codes)
+        return (rec, names, self.displays, self.bad, codes)
 
     cdef tuple _coded_names(self, const uint8_t* b):
         """(names, codes as `taken` gives them): an open-addressing table over the names'
@@ -734,6 +741,41 @@ cdef class _LineRecs:
             c = codes[i]
             names[i] = texts[c] if c >= 0 else self.odd[i]
         return names
+
+
+# Lines from which `split_space` gives their records as int32 where every value fits
+# (`_narrowed`): a million one-event lines' records were 53 MiB of int64 on the read's peak;
+# a real capture's few dozen lines carry 64-bit thread ids, and stay int64
+NARROW_LINES_MIN = 1 << 16
+
+
+cdef bint _narrowed(int64_t* v, Py_ssize_t k) noexcept nogil:
+    """Where each of the k values v[0:k] fits an int32: written as int32 over the block's
+    first 4k bytes, in order (each one written at or below where it is read, after it is
+    read: nothing unread is overwritten), True; else the block as it was, False."""
+    cdef Py_ssize_t i
+    for i in range(k):
+        if v[i] < -2147483648 or v[i] > 2147483647:
+            return False
+    cdef int32_t* w = <int32_t*>v
+    for i in range(k):
+        w[i] = <int32_t>v[i]
+    return True
+
+
+cdef object _owned_int32(void** p, Py_ssize_t n):
+    """`_owned_int64` of a block of n int32 values."""
+    if n == 0:
+        return np.empty(0, np.int32)
+    cdef cvarray a = cvarray(shape=(n,), itemsize=sizeof(int32_t), format="i",
+                             allocate_buffer=False)
+    cdef void* q = realloc(p[0], n * sizeof(int32_t))
+    if q == NULL:  # (a block that could not shrink is still whole)
+        q = p[0]
+    p[0] = NULL
+    a.data = <char*>q
+    a.callback_free_data = free
+    return np.asarray(a)
 
 
 # Distinct line names from which `split_space` keeps them as bytes (`_LineRecs.taken`): a

@@ -5,7 +5,8 @@ something reads it as one.
 Why records: a capture of a million one-event lines held, per line, the scanner's tuple, five
 Python ints and a `_Line` (~0.5 KiB a line: 515 MiB and 3.9 s for a 36 MB file, fuzz round
 3's shape; issue 32); and a capture of many small planes paid a numpy array, and its reads,
-per plane. A `LineBlock` keeps 56 bytes a line in one int64 block plus the line's name; what
+per plane. A `LineBlock` keeps 56 bytes a line in one int64 block (28 in int32 where the lines
+are many and every value fits: `_scan.NARROW_LINES_MIN`) plus the line's name; what
 reads every line (the `lines` table, event counts, timestamps, the GPU rules' small lines,
 the check of lines no rule decoded) reads the block's columns, once per block where it can,
 and a `_Line` is made only for a line read on its own (`LineBlock.line`: a view whose
@@ -166,7 +167,8 @@ class LineNames:
 class LineBlock:
     """The lines of one parse (every plane of a file, or of a chunk of it), in file order:
     `rec` (lines x 7 int64: id, display_id, timestamp_ns, duration_ps, payload start, payload
-    end, events), `names`, `displays` (str lists, or `names` a `LineNames`: the split's
+    end, events; int32 from a split of many lines whose values all fit, read through `wide`
+    where computed with), `names`, `displays` (str lists, or `names` a `LineNames`: the split's
     (bytes, offsets) of many distinct names; `displays` None: every one empty, as most
     producers write them, not a list of a million ""), `decoded` (bool per line: its events were
     checked) and the file's buffer `buf`. Lines upb decoded are `objs` (their `_Line`s, every
@@ -239,7 +241,8 @@ class LineBlock:
         rows = np.concatenate(got)
         bad = 0
         if rows.size and scanner is not None:
-            bad = scanner.check_events(self.buf, self.rec[rows, PAY_S], self.rec[rows, PAY_E])
+            bad = scanner.check_events(self.buf, wide(self.rec[rows, PAY_S]),
+                                       wide(self.rec[rows, PAY_E]))
         self.decoded[rows] = True
         return bad
 
@@ -281,6 +284,12 @@ def events_of(tables: list[LineTable]) -> list[int]:
     a = np.fromiter([t.a for t in tables], np.int64, len(tables))
     b = np.fromiter([t.b for t in tables], np.int64, len(tables))
     return (cum[b] - cum[a]).tolist()
+
+
+def wide(a: np.ndarray) -> np.ndarray:
+    """Records (or a column of them) as int64: a block's may be int32 (`_scan.NARROW_LINES_MIN`),
+    and what reads them computes in int64 (timestamps times 1000, the scanner's offsets)."""
+    return a.astype(np.int64, copy=False)
 
 
 def upb_line(msg) -> _Line:
@@ -344,7 +353,7 @@ def adjacent_runs(keys: list, a: list[int], b: list[int]) -> list[list]:
 def merge_rows(block: LineBlock, rows: np.ndarray) -> tuple[Any, np.ndarray]:
     """`merge_lines` of rows `rows` of `block`, in that order, with no `_Line` per row
     (scanned lines); and the rows' records (`LineBlock.rec`)."""
-    rec = block.rec[rows]
+    rec = wide(block.rec[rows])
     if block.objs is not None:
         return merge_lines([block.objs[r] for r in rows.tolist()]), rec
     seg = _Line()

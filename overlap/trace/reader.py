@@ -124,7 +124,8 @@ from overlap.trace.hlotext import instruction_names as instruction_names
 from overlap.trace.hlotext import is_async_boundary as is_async_boundary
 from overlap.trace.hlotext import shape_bytes as shape_bytes
 from overlap.trace.host import _read_host_plane
-from overlap.trace.lines import EVENTS, ID, TIMESTAMP_NS, LineTable, adjacent_runs, events_of
+from overlap.trace.lines import (EVENTS, ID, TIMESTAMP_NS, LineTable, adjacent_runs, events_of,
+                                 wide)
 from overlap.trace.names import (
     GPU_PLANE_RE,
     HOST_PLANE,
@@ -722,7 +723,7 @@ def _earliest_absolute(blocks) -> int:
     TIME_LIMIT_PS`, in int64: `ts` at least its ceiling over 1000), 0 where none is."""
     absolute = []
     for b in {id(b): b for b in blocks}.values():
-        ts = b.rec[:, TIMESTAMP_NS]
+        ts = wide(b.rec[:, TIMESTAMP_NS])
         ts = ts[ts >= -(-TIME_LIMIT_PS // 1000)]
         if ts.size:
             absolute.append(int(ts.min()))

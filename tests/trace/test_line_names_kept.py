@@ -1,9 +1,11 @@
 """Many distinct line names kept as bytes until asked (`_scan.LAZY_NAMES_MIN`,
-`lines.LineNames`), and the `lines` table made when read (`tables.Deferred`; issue 32, round
-21): a million one-event lines held a million `str` (76 MiB on the read's peak) that no report
-reads. Every answer is the one the decoded names give: the names as upb reads them, the
-report and `inspect` byte-identical with the scanner and with upb, the codes' texts either
-way. SYNTHETIC captures, labelled so."""
+`lines.LineNames`), many lines' records as int32 where every value fits
+(`_scan.NARROW_LINES_MIN`), and the `lines` table made when read (`tables.Deferred`; issue
+32, round 21): a million one-event lines held a million `str` (76 MiB on the read's peak)
+that no report reads, and 53 MiB of int64 records. Every answer is the one the decoded names
+and int64 records give: the names as upb reads them, the report and `inspect`
+byte-identical with the scanner and with upb, the codes' texts either way. SYNTHETIC
+captures, labelled so."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from overlap.trace import lines, reader, wire
@@ -38,6 +40,8 @@ def test_at_the_bound_the_names_are_kept_as_bytes_one_answer(tmp_path, short):
     block = _block(raw)
     assert isinstance(block.names, lines.LineNames) == (not short)
     assert list(block.names) == _upb_names(raw)
+    assert wire._scan.NARROW_LINES_MIN == wire._scan.LAZY_NAMES_MIN  # (one file for both)
+    assert block.rec.dtype == (np.int64 if short else np.int32)
     p = tmp_path / "lines.xplane.pb"
     p.write_bytes(raw)
     for args in (["report", "--json", str(p)], ["inspect", "--json", str(p)]):
@@ -136,3 +140,65 @@ def test_per_mid_coded_is_its_column(mids, data):
         plain = per_mid(mids, lambda m: f"n{m % 3}", **kw)
         got = per_mid(mids, lambda m: f"n{m % 3}", coded=True, **kw)
         assert isinstance(got, Coded) and got.column().tolist() == plain.tolist()
+
+
+def _headers_space(heads: list[tuple[int, int, int, int, int]]) -> bytes:
+    """SYNTHETIC: one GPU plane of lines with these (id, display_id, timestamp_ns,
+    duration_ps, events) headers; each event a `kernel_x` of 5 ps, 10 ps apart."""
+    from overlap.trace.protos import XSpace
+
+    sp = XSpace()
+    pl = sp.planes.add(id=1, name="/device:GPU:0")
+    md = pl.event_metadata[1]
+    md.id, md.name = 1, "kernel_x"
+    for i, (lid, disp, ts, dur, n) in enumerate(heads):
+        ln = pl.lines.add(id=lid, display_id=disp, name=f"Stream #{i % 3}", timestamp_ns=ts,
+                          duration_ps=dur)
+        for j in range(n):
+            ln.events.add(metadata_id=1, offset_ps=10 * j, duration_ps=5)
+    sp.planes.add(id=2, name="/host:CPU")
+    return sp.SerializeToString()
+
+
+FITS = 2**31 - 1
+values = st.one_of(st.integers(0, 40), st.sampled_from([FITS, FITS + 1, 2**40, 2**63 - 1]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(values, values, values, values, st.integers(0, 3)),
+                min_size=1, max_size=8))
+@example([(FITS + 1, 0, 5, 0, 1)])  # (one value just past int32: the records stay int64)
+@example([(FITS, 0, 5, FITS, 2)])
+def test_narrowed_records_are_the_int64_ones(heads):
+    """With the bound at 1 every parse's records are int32 where every value fits (else
+    int64, as they were): equal to the int64 records either way, and a `_Line` of each
+    row reads the same fields."""
+    raw = _headers_space(heads)
+    want = _block(raw)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(wire._scan, "NARROW_LINES_MIN", 1)
+        got = _block(raw)
+    assert want.rec.dtype == np.int64
+    fits = bool((np.abs(want.rec) <= FITS).all())
+    assert got.rec.dtype == (np.int32 if fits else np.int64)
+    assert np.array_equal(got.rec, want.rec)
+    for i in range(len(heads)):
+        g, w = got.line(i), want.line(i)
+        assert (g.id, g.display_id, g.timestamp_ns, g.duration_ps, g.n_events) == \
+            (w.id, w.display_id, w.timestamp_ns, w.duration_ps, w.n_events) == \
+            (heads[i][0], heads[i][1], heads[i][2], heads[i][3], heads[i][4])
+        assert type(g.id) is int and g.pay_s.dtype == np.int64
+
+
+@pytest.mark.parametrize("ts", [1000, 2**31 - 300, 2**31])
+def test_narrowed_records_report_as_upb(tmp_path, monkeypatch, ts):
+    """A report of many small lines (merged in segments: `lines.merge_rows` widens) whose
+    records are int32, and one (timestamps past int32) whose are not, is upb's; the
+    timestamps in ps (times 1000) never wrap."""
+    monkeypatch.setattr(wire._scan, "NARROW_LINES_MIN", 1)
+    heads = [(i, 0, ts + i, 0, 1 + i % 3) for i in range(300)]
+    p = tmp_path / "narrow.xplane.pb"
+    p.write_bytes(_headers_space(heads))
+    assert _block(p.read_bytes()).rec.dtype == (np.int32 if ts < 2**31 else np.int64)
+    for args in (["report", "--json", str(p)], ["inspect", "--json", str(p)]):
+        assert _cli(args, wire._scan) == _cli(args, None)
