@@ -124,8 +124,7 @@ from overlap.trace.hlotext import instruction_names as instruction_names
 from overlap.trace.hlotext import is_async_boundary as is_async_boundary
 from overlap.trace.hlotext import shape_bytes as shape_bytes
 from overlap.trace.host import _read_host_plane
-from overlap.trace.lines import (EVENTS, ID, TIMESTAMP_NS, LineTable, adjacent_runs, events_of,
-                                 wide)
+from overlap.trace.lines import EVENTS, ID, TIMESTAMP_NS, LineTable, adjacent_runs, events_of, wide
 from overlap.trace.names import (
     GPU_PLANE_RE,
     HOST_PLANE,
