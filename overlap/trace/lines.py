@@ -6,11 +6,12 @@ Why records: a capture of a million one-event lines held, per line, the scanner'
 Python ints and a `_Line` (~0.5 KiB a line: 515 MiB and 3.9 s for a 36 MB file, fuzz round
 3's shape; issue 32); and a capture of many small planes paid a numpy array, and its reads,
 per plane. A `LineBlock` keeps 56 bytes a line in one int64 block (28 in int32 where the lines
-are many and every value fits: `_scan.NARROW_LINES_MIN`) plus the line's name; what
-reads every line (the `lines` table, event counts, timestamps, the GPU rules' small lines,
-the check of lines no rule decoded) reads the block's columns, once per block where it can,
-and a `_Line` is made only for a line read on its own (`LineBlock.line`: a view whose
-`decoded` flag is the block's). Lines upb decoded (no scanner) are a block too, over their
+are many and every value fits: `_scan.NARROW_LINES_MIN`) plus the line's name (where the
+distinct names are many, their bytes, decoded when asked: `LineNames`); what reads every
+line (the `lines` table, event counts, timestamps, the GPU rules' small lines, the check of
+lines no rule decoded) reads the block's columns, once per block where it can, and a
+`_Line` is made only for a line read on its own (`LineBlock.line`: a view whose `decoded`
+flag is the block's). Lines upb decoded (no scanner) are a block too, over their
 `_Line`s (`LineBlock.of_lines`).
 """
 

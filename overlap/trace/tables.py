@@ -8,7 +8,9 @@ representation `Trace.columns` documents (missing values None, nullable ids as P
 A `Trace` keeps them and builds a table's pandas DataFrame (`_frame`, the schema's dtypes) the
 first time its attribute is read, so a caller that only reads columns (`overlap report` on one
 capture) never imports pandas (~0.3 s and ~43 MiB). A DataFrame a caller sets is kept as it
-is, and `Trace.columns` converts it to the same representation.
+is, and `Trace.columns` converts it to the same representation. The reader's `lines` table is
+`Deferred`: its row count known, its columns made when first read (`overlap inspect` reads
+them; a report never does).
 
 Blind spot: a name column that holds a raw stat value (`hlo_module`, a memory allocator name)
 written as a NaN double reads as None (missing), in the columns and in the frame alike.
