@@ -765,17 +765,7 @@ cdef bint _narrowed(int64_t* v, Py_ssize_t k) noexcept nogil:
 
 cdef object _owned_int32(void** p, Py_ssize_t n):
     """`_owned_int64` of a block of n int32 values."""
-    if n == 0:
-        return np.empty(0, np.int32)
-    cdef cvarray a = cvarray(shape=(n,), itemsize=sizeof(int32_t), format="i",
-                             allocate_buffer=False)
-    cdef void* q = realloc(p[0], n * sizeof(int32_t))
-    if q == NULL:  # (a block that could not shrink is still whole)
-        q = p[0]
-    p[0] = NULL
-    a.data = <char*>q
-    a.callback_free_data = free
-    return np.asarray(a)
+    return _owned(p, n, sizeof(int32_t), "i", np.int32)
 
 
 # Distinct line names from which `split_space` keeps them as bytes (`_LineRecs.taken`): a
@@ -1217,11 +1207,15 @@ cdef object _owned_int64(int64_t** p, Py_ssize_t n):
     (shrunk to them; freed with the array's last view; *p is set to NULL). Why: the entry
     spans were copied into a new array (108k entries on the many-ops capture: 1.7 MB written
     twice, ~420 more pages faulted in)."""
+    return _owned(<void**>p, n, sizeof(int64_t), _I64_FORMAT, np.int64)
+
+
+cdef object _owned(void** p, Py_ssize_t n, Py_ssize_t itemsize, str fmt, object dtype):
+    """`_owned_int64` of n values of `itemsize` bytes, buffer format `fmt` (numpy's `dtype`)."""
     if n == 0:
-        return np.empty(0, np.int64)
-    cdef cvarray a = cvarray(shape=(n,), itemsize=sizeof(int64_t), format=_I64_FORMAT,
-                             allocate_buffer=False)
-    cdef void* q = realloc(p[0], n * sizeof(int64_t))
+        return np.empty(0, dtype)
+    cdef cvarray a = cvarray(shape=(n,), itemsize=itemsize, format=fmt, allocate_buffer=False)
+    cdef void* q = realloc(p[0], n * itemsize)
     if q == NULL:  # (a block that could not shrink is still whole)
         q = p[0]
     p[0] = NULL
