@@ -338,8 +338,14 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                hlo_module=stat_column(P, ev, idx, "hlo_module"),
                program_id=map_stat(P, ev, idx, "program_id", as_id))
     # Neither a memcpy nor a kernel: the shape checks look at these (vendors.shape_unknowns).
-    vendors.note_other_events(P, ev, np.flatnonzero(~is_mc & ~is_k), device, line_name, side,
-                              lines_of, line_at)
+    # (every event, a line no rule reads: the positions counted, int32 where they fit, not
+    # found: 4 bytes less per event on that line's peak)
+    other = ~(is_mc | is_k)
+    at_other = np.flatnonzero(other) if not other.all() else \
+        np.arange(ev.n, dtype=np.int32 if ev.n < 1 << 31 else np.int64)
+    del other
+    vendors.note_other_events(P, ev, at_other, device, line_name, side, lines_of, line_at)
+    del at_other
     # (every event a kernel, a kernel-only line: the positions counted, not searched)
     idx = np.arange(ev.n) if is_k.all() else np.flatnonzero(is_k)
     if idx.size:
