@@ -23,20 +23,15 @@ from tests.trace.test_other_unknowns import DEVICES, LINES, NAMES, _definition
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the compiled scanner is not built")
 
 
-def _code_runs_definition(codes, uniqs):
-    """`_code_runs` as it was written before: the grouped rows found, then sorted by key."""
-    ok = np.logical_and.reduce([c >= 0 for c in codes])
-    key = np.zeros(len(codes[0]), np.int64)
-    for c, u in zip(codes, uniqs):
-        key = key * (len(u) + 1) + c
-    rows = np.flatnonzero(ok)
-    rows = rows[np.argsort(key[rows], kind="stable")]
-    ks = key[rows]
-    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]]) if len(rows) else rows
-    ends = np.append(starts[1:], len(rows))
-    heads = rows[starts]
-    vals = list(zip(*[list(u[c[heads]]) for c, u in zip(codes, uniqs)]))
-    return vals, rows, starts, ends, sorted(range(len(vals)), key=vals.__getitem__)
+def _code_runs_definition(codes, uniqs) -> list[tuple[tuple, list[int]]]:
+    """Per group of rows whose codes are equal (every code >= 0), in ascending order of the
+    codes: its values and its rows, in order."""
+    groups: dict[tuple, list[int]] = {}
+    for r in range(len(codes[0])):
+        k = tuple(int(c[r]) for c in codes)
+        if min(k) >= 0:
+            groups.setdefault(k, []).append(r)
+    return [(tuple(u[j] for u, j in zip(uniqs, k)), rows) for k, rows in sorted(groups.items())]
 
 
 @settings(max_examples=200, deadline=None)
@@ -51,11 +46,12 @@ def test_code_runs_equal_the_definition(n, data):
         order = np.lexsort(codes[::-1])
         codes = [c[order] for c in codes]
     uniqs = [object_array([f"v{j}" for j in range(k)]) for k in sizes]
-    got = vendors._code_runs(codes, uniqs)
+    vals, rows, starts, ends, order = vendors._code_runs(codes, uniqs)
     want = _code_runs_definition(codes, uniqs)
-    assert got[0] == want[0] and got[4] == want[4]
-    for g, w in zip(got[1:4], want[1:4]):
-        assert g.tolist() == w.tolist()
+    assert [(tuple(vals[i]), rows[a:b].tolist()) for i, (a, b) in
+            enumerate(zip(starts.tolist(), ends.tolist()))] == want
+    assert len(rows) == sum(len(g) for _, g in want)
+    assert order == sorted(range(len(vals)), key=vals.__getitem__)
 
 
 @pytest.mark.parametrize("value", ["GPU:0", "kernel_x", None, math.nan])
