@@ -640,7 +640,8 @@ cdef class _LineRecs:
         """(records as an int64 array of shape (lines, `_LREC`) (int32 where the lines are
         `NARROW_LINES_MIN` or more and every value fits: `_narrowed`), names, display names (None:
         all empty), strings with invalid UTF-8 among them, (per line its name's code, per code its first
-        line (both int32) and its marks (uint8)) or None where a name has invalid UTF-8); `b` the buffer
+        line (both int32; None where the names are kept as bytes) and its marks (uint8)) or None
+        where a name has invalid UTF-8); `b` the buffer
         the lines were added from. The names: a list of str, one object per distinct name, or,
         where the names are coded and `LAZY_NAMES_MIN` or more distinct, (their bytes in code
         order as a uint8 array, per code its offset there, one more at the end: int64),
@@ -722,6 +723,8 @@ cdef class _LineRecs:
         self.spans = None
         if not coded:
             return names, None
+        if isinstance(names, tuple):  # (kept as bytes: no first line per code, read by a list)
+            return names, (codes_a, None, marks_a[:m].copy() if m < n // 2 else marks_a[:m])
         if m < n // 2:  # (few distinct names: not the lines' count of bytes kept)
             return names, (codes_a, first_a[:m].copy(), marks_a[:m].copy())
         return names, (codes_a, first_a[:m], marks_a[:m])

@@ -88,15 +88,15 @@ STREAM, PAREN = 1, 2
 class NameCodes:
     """The line names of one parse as the scanner's split coded them (`_scan._LineRecs`):
     per line `codes` (int32: equal names, equal codes; codes in order of first appearance),
-    per code its `first` line (int32) and its `marks` (uint8: bit `STREAM`, the name starts
-    with one of `names.STREAM_LINE_PREFIXES`; bit `PAREN`, it holds a `(`), and the lines'
-    `names` (a list, or `LineNames` over the same codes). What the GPU rules keep of a block
-    to group and test lines by name (`vendors.GpuSide`): not the block, which holds the
-    file's bytes."""
+    per code its `first` line (int32; None where `names` is a `LineNames`) and its `marks`
+    (uint8: bit `STREAM`, the name starts with one of `names.STREAM_LINE_PREFIXES`; bit
+    `PAREN`, it holds a `(`), and the lines' `names` (a list, or `LineNames` over the same
+    codes). What the GPU rules keep of a block to group and test lines by name
+    (`vendors.GpuSide`): not the block, which holds the file's bytes."""
 
     __slots__ = ("codes", "first", "marks", "names")
 
-    def __init__(self, codes: np.ndarray, first: np.ndarray, marks: np.ndarray,
+    def __init__(self, codes: np.ndarray, first: np.ndarray | None, marks: np.ndarray,
                  names: list | LineNames) -> None:
         self.codes, self.first, self.marks, self.names = codes, first, marks, names
 
@@ -107,6 +107,7 @@ class NameCodes:
         """The names of `codes`."""
         if isinstance(self.names, LineNames):
             return self.names.texts(codes)
+        assert self.first is not None
         return [self.names[r] for r in self.first[codes].tolist()]
 
     def text_arrays(self, codes: list[np.ndarray]) -> list[np.ndarray]:
@@ -115,8 +116,9 @@ class NameCodes:
         from overlap.trace.values import object_array
 
         if not isinstance(self.names, LineNames):
-            names = object_array(self.names)
-            return [names[self.first[c]] for c in codes]
+            assert self.first is not None
+            names, first = object_array(self.names), self.first
+            return [names[first[c]] for c in codes]
         out = []
         for c in codes:
             u, inv = np.unique(c, return_inverse=True)
@@ -127,16 +129,18 @@ class NameCodes:
 class LineNames:
     """The line names of a parse whose `LAZY_NAMES_MIN` (`_scan`) or more distinct names the
     split kept as bytes: per line its name's code (`codes`, int32), per code its bytes in
-    `blob` (uint8) from `off[c]` to `off[c + 1]` (int64). A name is decoded each time it is
-    asked for (no object kept). Read as the list of names it stands for: a name per line,
-    `[i]`, a slice, iteration, `take`. Why: a million one-event lines held a million `str`
-    and their list (76 MiB on the read's peak) that nothing but the `lines` table reads, and
-    a report never reads that table."""
+    `blob` (uint8) from `off[c]` to `off[c + 1]` (int32 where the bytes allow, else int64).
+    A name is decoded each time it is asked for (no object kept). Read as the list of names
+    it stands for: a name per line, `[i]`, a slice, iteration, `take`. Why: a million
+    one-event lines held a million `str` and their list (76 MiB on the read's peak) that
+    nothing but the `lines` table reads, and a report never reads that table."""
 
     __slots__ = ("codes", "blob", "off")
 
     def __init__(self, codes: np.ndarray, blob: np.ndarray, off: np.ndarray) -> None:
-        self.codes, self.blob, self.off = codes, blob, off
+        # (int32 offsets where the bytes allow: 4 bytes a name less, a million of them)
+        self.codes, self.blob = codes, blob
+        self.off = off.astype(np.int32) if len(blob) < 1 << 31 else off
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -150,7 +154,7 @@ class LineNames:
         from overlap.trace import _scan  # (made by the scanner: it is built)
 
         c = np.asarray(codes, np.int64)
-        return _scan.span_texts(self.blob, self.off[c], self.off[c + 1])
+        return _scan.span_texts(self.blob, wide(self.off[c]), wide(self.off[c + 1]))
 
     def take(self, rows: np.ndarray) -> list[str]:
         """The names of lines `rows` (an int array), in order."""

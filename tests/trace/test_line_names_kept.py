@@ -65,6 +65,8 @@ def test_kept_names_read_as_the_decoded_ones(names, data):
         m.setattr(wire._scan, "LAZY_NAMES_MIN", 1)
         got = _block(raw)
     assert isinstance(got.names, lines.LineNames) and isinstance(want.names, list)
+    # (no first line per code kept beside the bytes; offsets as narrow as the bytes allow)
+    assert got.coded.first is None and got.names.off.dtype == np.int32
     assert want.names == _upb_names(raw)
     assert list(got.names) == want.names and len(got.names) == len(want.names)
     n = len(want.names)
