@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from overlap.arrays import ranges, sorted_unique
+from overlap.arrays import positions, ranges, sorted_unique
 from overlap.trace import lines, vendors, wire
 from overlap.trace.groups import MANY_PLANES, groupable_all
 from overlap.trace.lines import LineBlock, merge_rows
@@ -341,8 +341,7 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
     # (every event, a line no rule reads: the positions counted, int32 where they fit, not
     # found: 4 bytes less per event on that line's peak)
     other = ~(is_mc | is_k)
-    at_other = np.flatnonzero(other) if not other.all() else \
-        np.arange(ev.n, dtype=np.int32 if ev.n < 1 << 31 else np.int64)
+    at_other = np.flatnonzero(other) if not other.all() else positions(ev.n)
     del other
     vendors.note_other_events(P, ev, at_other, device, line_name, side, lines_of, line_at)
     del at_other

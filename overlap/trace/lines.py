@@ -131,7 +131,7 @@ class LineNames:
     split kept as bytes: per line its name's code (`codes`, int32), per code its bytes in
     `blob` (uint8) from `off[c]` to `off[c + 1]` (int32 where the bytes allow, else int64).
     A name is decoded each time it is asked for (no object kept). Read as the list of names
-    it stands for: a name per line, `[i]`, a slice, iteration, `take`. Why: a million
+    it stands for: a name per line, `[i]`, a slice, iteration. Why: a million
     one-event lines held a million `str` and their list (76 MiB on the read's peak) that
     nothing but the `lines` table reads, and a report never reads that table."""
 
@@ -155,10 +155,6 @@ class LineNames:
 
         c = np.asarray(codes, np.int64)
         return _scan.span_texts(self.blob, wide(self.off[c]), wide(self.off[c + 1]))
-
-    def take(self, rows: np.ndarray) -> list[str]:
-        """The names of lines `rows` (an int array), in order."""
-        return self.texts(self.codes[rows])
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):

@@ -38,7 +38,15 @@ from typing import Any
 
 import numpy as np
 
-from overlap.arrays import at_rows, factorize, filled, is_repeated, repeated, sorted_unique
+from overlap.arrays import (
+    at_rows,
+    factorize,
+    filled,
+    is_repeated,
+    positions,
+    repeated,
+    sorted_unique,
+)
 from overlap.trace.hlotext import LazyPattern  # compiled on first use: start-up
 from overlap.trace.lines import PAREN, STREAM, LineBlock, NameCodes
 from overlap.trace.names import STREAM_LINE_PREFIXES
@@ -379,7 +387,7 @@ def _code_runs(codes, uniqs) -> tuple[list[tuple], np.ndarray, np.ndarray, np.nd
         rows = rows[np.argsort(key[rows], kind="stable")]
         ks = key[rows]
     elif n < 2 or bool((key[1:] >= key[:-1]).all()):
-        rows, ks = np.arange(n, dtype=np.int32 if n < 1 << 31 else np.int64), key
+        rows, ks = positions(n), key
     else:
         rows = np.argsort(key, kind="stable")
         ks = key[rows]
