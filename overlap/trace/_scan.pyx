@@ -2257,6 +2257,41 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
             (raw_rows, neg, big, odd) if timed else None)
 
 
+def event_cuts(data, Py_ssize_t s, Py_ssize_t e, Py_ssize_t every):
+    """Where to cut one line's payload [s, e) into pieces of `every` events each (the last
+    holds the rest, and whatever fields follow the last event), each piece whole fields in
+    order: (int64 bounds, pieces + 1 of them, from s to e; int64 events per piece). None
+    where the walk meets bytes `decode_events` would refuse, or `every` < 1: the line is
+    then decoded whole, and refused as before. The walk is `decode_events`' own
+    (`_next_event`): the pieces number the events as one decode of the line does.
+    Why: a line of a million events no rule reads (overlap.trace.gpu's `_PIECE`) was decoded
+    whole, 24 bytes an event held through its classification, for counts."""
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* b = &mv[0]
+    cdef Py_ssize_t p = s, es, ee, k = 0
+    if every < 1 or s < 0 or e > mv.shape[0] or s > e:
+        return None
+    cuts = [s]
+    counts = []
+    while p < e:
+        p = _next_event(b, p, e, &es, &ee)
+        if p < 0:
+            return None
+        if es < 0:
+            break  # the line holds no more events
+        k += 1
+        if k == every:
+            cuts.append(p)
+            counts.append(k)
+            k = 0
+    if k or not counts:
+        cuts.append(e)
+        counts.append(k)
+    else:
+        cuts[len(cuts) - 1] = e  # (fields after the last event go with the last piece)
+    return np.array(cuts, np.int64), np.array(counts, np.int64)
+
+
 def compact(int64_t[::1] a, const uint8_t[::1] keep):
     """Move the elements of `a` where `keep` is nonzero to its front, in order, in place;
     returns how many: `a[keep]` without a new array (overlap.trace.tpu's compute columns,

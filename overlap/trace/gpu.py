@@ -42,6 +42,10 @@ _SMALL_LINE = 512
 # found and queued with numpy (a million one-event lines: a Python step per line before).
 _FEW_LINES = 32
 _SEGMENT = 1 << 16
+# Lines of more events than this are decoded a piece of this many events at a time
+# (`lines.pieces`): a line of a million events no rule reads held 24 bytes an event (ids,
+# starts, durations) through its classification, for the counts of the "cannot tell" list.
+_PIECE = 1 << 16
 # Event stats the GPU rules read (the decoder keeps only these; another one asked for costs a
 # second pass over the line, never a wrong answer). Not `correlation_id`: only ROCm blit
 # kernels read it (vendors.split_kernels), and keeping it for every CUDA kernel costs ~30 MB
@@ -138,14 +142,19 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
         P, device = planes[i], devices_[i]
         line = P.plane.lines.block.line(r)
         groups, presence = _groups(P)
-        ev = LineEvents(line, line_base_ps(line), wanted=(), groups=groups,
-                        presence=presence)
-        if ev.n:
-            if i not in kinds:
-                kinds.clear()  # (the plane before's: one plane's kinds kept at a time)
-                kinds[i] = _gpu_meta_kinds(P)
-            _gpu_events(P, kinds[i], ev, device, line.id, line.name, host, tr, co,
-                        details_cache, side, line_at=(P.plane.lines.block, r))
+        base = line_base_ps(line)
+        # (a long line a piece at a time: what one decode of it gives, added in order, with
+        # a piece's events, not the line's, held through their classification)
+        for piece in lines.pieces(line, _PIECE, wire.SCANNER):
+            ev = LineEvents(piece, base, wanted=(), groups=groups, presence=presence)
+            if ev.n:
+                if i not in kinds:
+                    kinds.clear()  # (the plane before's: one plane's kinds kept at a time)
+                    kinds[i] = _gpu_meta_kinds(P)
+                _gpu_events(P, kinds[i], ev, device, line.id, line.name, host, tr, co,
+                            details_cache, side, line_at=(P.plane.lines.block, r))
+            del ev
+        line.decoded = True
 
     def walk(at: int | np.ndarray, rows: np.ndarray, counts: np.ndarray,
              alone: np.ndarray) -> None:

@@ -337,6 +337,29 @@ def merge_lines(lines: list) -> Any:
     return seg
 
 
+def pieces(line: _Line, every: int, scanner: Any) -> Iterator[_Line]:
+    """A scanned line of more than `every` events as consecutive pieces of `every` events
+    each, the last the rest (`_scan.event_cuts`: whole fields each, the events numbered as
+    one decode of the line numbers them); else the line itself, once (upb's lines, bytes the
+    cut refuses: decoded whole, and refused, as before). A piece is a `_Line` of its payload
+    alone whose `decoded` flag starts as the line's (its strings counted once, as the
+    line's would be); the caller marks the line decoded after the last piece."""
+    got = None
+    if line.events is None and scanner is not None and line.n_events > every \
+            and type(line._s) is int and type(line._e) is int:
+        got = scanner.event_cuts(line.buf, line._s, line._e, every)
+    if got is None or int(got[1].sum()) != line.n_events:
+        yield line
+        return
+    cuts, counts = got[0].tolist(), got[1].tolist()
+    for a, b, k in zip(cuts, cuts[1:], counts):
+        piece = _Line()
+        piece.buf, piece.events, piece.parts = line.buf, None, []
+        piece._s, piece._e, piece.n_events = a, b, k
+        piece.decoded = line.decoded
+        yield piece
+
+
 def adjacent_runs(keys: list, a: list[int], b: list[int]) -> list[list]:
     """Row ranges [a[i], b[i]) of key `keys[i]`, in order, those of one key (the same
     object) that continue each other merged: [key, first, end] per run (the planes of a block

@@ -370,6 +370,13 @@ def _code_runs(codes, uniqs) -> tuple[list[tuple], np.ndarray, np.ndarray, np.nd
     ascending order of their values). The values are read a column at a time, not a group
     at a time (a capture of 100k small planes: a group per device)."""
     n = len(codes[0])
+    if n > 1 and all(is_repeated(c) for c in codes):
+        # one value per column (a line of a million unread events read a piece at a time):
+        # one combination, every row in one group or none; no key or mask per row
+        vals, rows, starts, ends, order = _code_runs([c[:1] for c in codes], uniqs)
+        if len(rows):
+            rows, ends = positions(n), np.array([n], ends.dtype)
+        return vals, rows, starts, ends, order
     ok = np.logical_and.reduce([c >= 0 for c in codes])
     span = 1
     for u in uniqs:
@@ -556,22 +563,19 @@ def _other_event_unknowns(other: dict[str, np.ndarray],
     # arrays dropped at once (a million lines: 8 MB each, at this step's peak)
     # (codes as narrow as their values allow: three int64 codes a row were 24 MB of a million
     # unread events' 55 MB here, and the grouping key one more)
-    wcode = np.append(narrow_codes(np.array(why, np.int64), len(reasons))[kinds],
-                      -1)[lcode]
+    table = np.append(narrow_codes(np.array(why, np.int64), len(reasons))[kinds], -1)
     del kinds
     ncode, names = _narrow_factorize(other["name"])
     dcode, devices = _narrow_factorize(other["device"])
-    plain = wcode < 0
     # no odd kind: a device copy or memset by name is neither transfer nor compute
     skip = np.array([bool(_NOT_HOST_COPY_RE.match(str(n))) for n in names.tolist()]
                     + [False], bool)
-    wcode[plain] = 0  # (`_UNREAD`)
-    wcode[plain & skip[ncode]] = -1  # (in no group)
+    wcode = _reason_codes(table, lcode, ncode, skip)
     vals, rows, starts, ends, order = _code_runs(
         (dcode, ncode, wcode), (devices, names, object_array(list(reasons))))
     # per group, its events and distinct lines (no line, -1, one of them), for all at once
     sizes = ends - starts
-    n_lines = _lines_per_group(lcode[rows] + 1, starts, ends, n_codes + 1)
+    n_lines = _lines_per_group(lcode, rows, starts, ends, n_codes + 1)
     heads = rows[starts]
     firsts = coded.texts(lcode[heads]) if coded is not None else other["line"][heads]
     sizes = sizes.tolist()
@@ -585,6 +589,24 @@ def _other_event_unknowns(other: dict[str, np.ndarray],
     return out
 
 
+def _reason_codes(table: np.ndarray, lcode: np.ndarray, ncode: np.ndarray,
+                  skip: np.ndarray) -> np.ndarray:
+    """Per event, its reason's code: its line's (`table[lcode]`: -1 for a plain stream, and
+    for lcode -1, no line), a plain stream's `_UNREAD` (0), and -1 (in no group) where it is
+    plain and its name is one to skip (`skip[ncode]`). One value repeated where the line and
+    the name are (a line of a million unread events read a piece at a time: no row each)."""
+    if is_repeated(lcode) and is_repeated(ncode):
+        w = int(table[lcode[0]])
+        if w < 0:
+            w = -1 if skip[ncode[0]] else 0
+        return repeated(len(lcode), w, table.dtype)
+    wcode = table[lcode]
+    plain = wcode < 0
+    wcode[plain] = 0  # (`_UNREAD`)
+    wcode[plain & skip[ncode]] = -1  # (in no group)
+    return wcode
+
+
 def _narrow_factorize(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`factorize` of an object column, its codes as narrow as they go (`narrow_codes`); a
     `repeated` column's (one device, one event name: a million unread events) one code
@@ -596,20 +618,23 @@ def _narrow_factorize(column: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return narrow_codes(codes, len(uniq)), uniq
 
 
-def _lines_per_group(lc: np.ndarray, starts: np.ndarray, ends: np.ndarray, span: int
-                     ) -> list[int]:
-    """Per group (rows [starts[i], ends[i]) of `lc`, each row's line code + 1, in [0, span)),
-    how many distinct lines it holds. A table of (group, line) pairs marked a block of rows
-    at a time, where it is not larger than the rows; else the pairs sorted (a million rows
-    of one group: 30 MB of int64 pairs and their sort, where the table is 1 MB)."""
+def _lines_per_group(lcode: np.ndarray, rows: np.ndarray, starts: np.ndarray,
+                     ends: np.ndarray, span: int) -> list[int]:
+    """Per group (the rows `rows[starts[i]:ends[i]]`, each row's line code `lcode[row] + 1`
+    in [0, span)), how many distinct lines it holds. A table of (group, line) pairs marked a
+    block of rows at a time, where it is not larger than the rows; else the pairs sorted (a
+    million rows of one group: 30 MB of int64 pairs and their sort, where the table is
+    1 MB). The rows' codes are gathered a block at a time in the first way (a million rows:
+    their codes and an index's platform ints, 16 MB on this step's peak)."""
     ng = len(starts)
-    if ng * span > 8 * len(lc) + (1 << 20):
-        pairs = sorted_unique(np.repeat(np.arange(ng), ends - starts) * span + lc)
+    if ng * span > 8 * len(rows) + (1 << 20):
+        pairs = sorted_unique(np.repeat(np.arange(ng), ends - starts) * span + lcode[rows] + 1)
         return np.bincount(pairs // span, minlength=ng).tolist()
     seen = np.zeros(ng * span, bool)
-    for b in range(0, len(lc), _BLOCK):
-        g = np.searchsorted(ends, np.arange(b, min(b + _BLOCK, len(lc))), side="right")
-        seen[g * span + lc[b:b + _BLOCK]] = True
+    for b in range(0, len(rows), _BLOCK):
+        at = rows[b:b + _BLOCK]
+        g = np.searchsorted(ends, np.arange(b, b + len(at)), side="right")
+        seen[g * span + lcode[at] + 1] = True
     return seen.reshape(ng, span).sum(axis=1).tolist()
 
 
