@@ -98,8 +98,8 @@ def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
         raise InputError(p, f"cannot read: {e.strerror or e}") from None
     if not n:
         raise InputError(p, "empty file (a capture that was cut off before it was written?)")
-    head = bytes(buf[:64]).lstrip()
-    if p.name.endswith((".trace.json.gz", ".trace.json", ".json.gz")) or head[:1] in (b"{", b"["):
+    if p.name.endswith((".trace.json.gz", ".trace.json", ".json.gz")) \
+            or _json_text(buf[:min(n, 64)]):
         # Only a regular file can be the capture to name (a directory can end in .xplane.pb).
         # ... and never the refused file itself (a Chrome trace named *.xplane.pb)
         sib = sorted(f for f in p.parent.glob("*.xplane.pb") if f.is_file() and f != p)
@@ -109,6 +109,16 @@ def _read_file(p: Path, pad: int = 0) -> tuple[bytearray, int]:
     if buf[:2] == b"\x1f\x8b":
         raise InputError(p, "gzip-compressed; decompress it first (gunzip)")
     return buf, n
+
+
+def _json_text(head: Any) -> bool:
+    """Whether a file's first bytes read as JSON text opening an object or array: `{` or `[`
+    after any whitespace, and no control byte but whitespace. Not the bracket alone: an
+    XSpace opens with its first plane's tag, 0x0a (a newline), then its length, which is
+    `[` or `{` for a plane of 91 or 123 bytes, and control bytes follow (field tags)."""
+    head = bytes(head)
+    text = head.lstrip()
+    return text[:1] in (b"{", b"[") and not any(b < 0x20 and b not in b"\t\n\r" for b in head)
 
 
 # Planes smaller than this share the common chunk, whatever `read_chunks(alone=)` says.
@@ -186,7 +196,7 @@ def read_chunks(p: Path, pad: int = 0, alone: Callable[[str], bool] = lambda nam
             fd = fh.fileno()
             size = os.fstat(fd).st_size
             _check_fits(p, size)
-            if not size or bytes(os.pread(fd, 64, 0)).lstrip()[:1] in (b"{", b"["):
+            if not size or _json_text(os.pread(fd, 64, 0)):
                 return None
             fields = _fields(fd, size)
             if fields is None:

@@ -42,9 +42,10 @@ _SMALL_LINE = 512
 # found and queued with numpy (a million one-event lines: a Python step per line before).
 _FEW_LINES = 32
 _SEGMENT = 1 << 16
-# Lines of more events than this are decoded a piece of this many events at a time
-# (`lines.pieces`): a line of a million events no rule reads held 24 bytes an event (ids,
-# starts, durations) through its classification, for the counts of the "cannot tell" list.
+# Lines of more events than this, on a plane where no event can give a row, are decoded a
+# piece of this many events at a time (`lines.pieces`): a line of a million events no rule
+# reads held 24 bytes an event (ids, starts, durations) through its classification, for the
+# counts of the "cannot tell" list.
 _PIECE = 1 << 16
 # Event stats the GPU rules read (the decoder keeps only these; another one asked for costs a
 # second pass over the line, never a wrong answer). Not `correlation_id`: only ROCm blit
@@ -143,18 +144,26 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
         line = P.plane.lines.block.line(r)
         groups, presence = _groups(P)
         base = line_base_ps(line)
-        # (a long line a piece at a time: what one decode of it gives, added in order, with
-        # a piece's events, not the line's, held through their classification)
-        for piece in lines.pieces(line, _PIECE, wire.SCANNER):
+        # A long line whose events can give no row (the plane names no copy, no graph and no
+        # kernel_details: each is only counted, `vendors.note_other_events`) a piece at a
+        # time: what one decode of it gives, in order, a piece's events held through their
+        # classification, not the line's. (Not a line of kernels or copies: their rows are
+        # kept whole anyway, and each piece would read its distinct stat values again.)
+        every = _PIECE if line.n_events > _PIECE and _unread_only(P, plane_kinds(i)) \
+            else line.n_events
+        for piece in lines.pieces(line, every, wire.SCANNER):
             ev = LineEvents(piece, base, wanted=(), groups=groups, presence=presence)
             if ev.n:
-                if i not in kinds:
-                    kinds.clear()  # (the plane before's: one plane's kinds kept at a time)
-                    kinds[i] = _gpu_meta_kinds(P)
-                _gpu_events(P, kinds[i], ev, device, line.id, line.name, host, tr, co,
+                _gpu_events(P, plane_kinds(i), ev, device, line.id, line.name, host, tr, co,
                             details_cache, side, line_at=(P.plane.lines.block, r))
             del ev
         line.decoded = True
+
+    def plane_kinds(i: int) -> Any:
+        if i not in kinds:
+            kinds.clear()  # (the plane before's: one plane's kinds kept at a time)
+            kinds[i] = _gpu_meta_kinds(planes[i])
+        return kinds[i]
 
     def walk(at: int | np.ndarray, rows: np.ndarray, counts: np.ndarray,
              alone: np.ndarray) -> None:
@@ -223,6 +232,12 @@ def _every_line(planes: list[Plane]) -> tuple[np.ndarray, np.ndarray, np.ndarray
     counts = block.rec[rows, lines.EVENTS]
     keep = np.flatnonzero(counts > 0)
     return at_i[keep], rows[keep], counts[keep]
+
+
+def _unread_only(P, kinds: tuple[dict[int, str], list[int]]) -> bool:
+    """Whether no event of plane `P` can be a copy or a kernel (`_gpu_events`): its kinds
+    (`_gpu_meta_kinds`) name none and it has no kernel_details stat."""
+    return not kinds[0] and not kinds[1] and not P.stat_ids.get("kernel_details")
 
 
 def _groups(P) -> tuple[list[list[int]], list[list[int]]]:

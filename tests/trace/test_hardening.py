@@ -570,3 +570,26 @@ def test_every_overlap_error_survives_pickling():
         back = pickle.loads(pickle.dumps(e))
         assert type(back) is type(e) and str(back) == str(e)
         assert back.exit_code == e.exit_code
+
+
+@pytest.mark.parametrize("size", [13, 32, 91, 123])
+def test_a_capture_opening_like_json_text_is_read(tmp_path, size):
+    """An XSpace opens with its first plane's tag, 0x0a (a newline), then its length: a first
+    plane of 91 or 123 bytes reads `[` or `{` after the newline, and of 13 or 32 bytes more
+    whitespace. Such a capture is read, not refused as a Chrome trace (it was, round 22)."""
+    from overlap.trace.files import _json_text
+
+    xs = XSpace()
+    pl = xs.planes.add(id=1, name="/host:CPU")
+    pl.name += "x" * (size - len(pl.SerializeToString()))
+    assert len(pl.SerializeToString()) == size
+    gpu = xs.planes.add(id=2, name="/device:GPU:0")
+    gpu.event_metadata[1].id, gpu.event_metadata[1].name = 1, "k"
+    gpu.lines.add(id=1, name="Stream #1").events.add(metadata_id=1, offset_ps=1, duration_ps=2)
+    raw = xs.SerializeToString()
+    p = tmp_path / "vm.xplane.pb"
+    p.write_bytes(raw)
+    assert read_trace(p).devices is not None
+    assert not _json_text(raw[:64])
+    assert _json_text(b' \n{"traceEvents": []}') and _json_text(b"[{")
+    assert not _json_text(b"x{") and not _json_text(b"")
