@@ -550,6 +550,44 @@ cdef class _I64s:
 
 
 @cython.final
+cdef class _Pos:
+    """`_I64s` of positions in a buffer: int32 where the buffer is under 2 GiB (`wide`
+    False), else int64. Why: a GPU plane of a million event-metadata entries kept their
+    starts and ends as int64 through the split, 16 MB on the read's peak."""
+    cdef void* v
+    cdef Py_ssize_t n, cap
+    cdef bint wide
+
+    def __cinit__(self, bint wide):
+        self.n, self.cap, self.wide = 0, 16, wide
+        self.v = malloc(self.cap * (8 if wide else 4))
+        if self.v == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.v)
+
+    cdef inline int push(self, int64_t x) except -1:
+        if self.n == self.cap:
+            self.cap *= 2
+            self.v = _resized(self.v, self.cap * (8 if self.wide else 4))
+        if self.wide:
+            (<int64_t*>self.v)[self.n] = x
+        else:
+            (<int32_t*>self.v)[self.n] = <int32_t>x
+        self.n += 1
+        return 0
+
+    cdef inline int64_t at(self, Py_ssize_t i) noexcept nogil:
+        return (<int64_t*>self.v)[i] if self.wide else (<int32_t*>self.v)[i]
+
+    cdef object taken(self):
+        if self.wide:
+            return _owned(&self.v, self.n, sizeof(int64_t), _I64_FORMAT, np.int64)
+        return _owned_int32(&self.v, self.n)
+
+
+@cython.final
 cdef class _LineRecs:
     """The lines of one `split_space`: records (`_LREC` int64 each), names and display names,
     and how many of those strings had invalid UTF-8.
@@ -855,7 +893,7 @@ cdef bint _plain_stat(const uint8_t* b, Py_ssize_t p, Py_ssize_t e) noexcept nog
 
 
 cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta,
-                  _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans, Py_ssize_t lazy_min,
+                  _LineRecs lines, _Pos starts, _Pos ends, _I64s sspans, Py_ssize_t lazy_min,
                   dict seen):
     """(plane bytes without lines, stat metadata [and entries], as parts to be joined (a
     plane's bytes joined on their own were copied twice: the host plane of a capture with
@@ -878,7 +916,7 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
 
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
-                       list parts, _LineRecs lines, _I64s starts, _I64s ends, _I64s sspans,
+                       list parts, _LineRecs lines, _Pos starts, _Pos ends, _I64s sspans,
                        bint narrow, Py_ssize_t lazy_min, dict seen):
     """`_plane`'s walk: (stripped, bad, meta, stat names, stats: see `_plane`), the plane's bytes
     without lines and stat metadata added to `parts`, its lines to `lines`, its entry spans
@@ -963,14 +1001,13 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     cdef Py_ssize_t i, rc, nm = starts.n - first
     cdef Py_ssize_t q2
     # (the walk is done: the vectors no longer move)
-    cdef const int64_t* ms = starts.v + first
-    cdef const int64_t* me = ends.v + first
     cdef int64_t o8[8]
     cdef int64_t tails[2 * _TAILS + 1]  # (`_value_check`: none yet)
     for i in range(2 * _TAILS + 1):
         tails[i] = 0 if i % 2 == 0 else -1
     cdef bint dok = True
-    cdef int64_t[::1] key
+    cdef bint shown = False  # (a display name's span written)
+    cdef _Keys key = None
     cdef int64_t[:, ::1] name64, disp64, value64
     cdef int32_t[:, ::1] name32, disp32, value32
     meta = None
@@ -978,7 +1015,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
         # `decode_meta` of each entry in the walk that checks it (`_entry_decode`): a second
         # walk over the 108k entries of the many-ops capture, tag by tag, cost ~4 ms
         arrays = _meta_arrays(nm, narrow)
-        key = arrays[0]
+        key = _Keys(nm, narrow)
         if narrow:
             name32, disp32, value32 = arrays[1:]
         else:
@@ -988,22 +1025,22 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
         # entries of many planes at once, `groups.MetaRows`)
         for i in range(nm):
             if i + _AHEAD < nm:  # (see _AHEAD)
-                q2 = ms[i + _AHEAD]
-                while q2 < me[i + _AHEAD]:
+                q2 = starts.at(first + i + _AHEAD)
+                while q2 < ends.at(first + i + _AHEAD):
                     __builtin_prefetch(b + q2)
                     q2 += 64
-            rc = _entry_decode(b, ms[i], me[i], &bad, o8, tails)
+            rc = _entry_decode(b, starts.at(first + i), ends.at(first + i), &bad, o8, tails)
             if rc < 0:
                 raise _fail(rc)
             if strip == 1 and dok:
                 if not o8[7]:
                     dok = False  # (the table is refused; every entry is still checked)
-                else:
-                    _meta_store(i, o8, narrow, key, name64, disp64, value64, name32, disp32,
-                                value32)
+                elif _meta_store(i, o8, narrow, key, name64, disp64, value64, name32, disp32,
+                                 value32) == 1:
+                    shown = True
     if strip == 1:
-        rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32)
-        meta = {"ok": dok, "key": arrays[0], "name": arrays[1], "disp": arrays[2],
+        rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32, shown)
+        meta = {"ok": dok, "key": key.taken(), "name": arrays[1], "disp": arrays[2],
                 "value": arrays[3], "reversed": rev}
     snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min, seen)
     sspans.n = sfirst
@@ -1326,7 +1363,9 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
     planes = []
     stat_names = []
     cdef _LineRecs lines = _LineRecs(line_prefixes)
-    cdef _I64s starts = _I64s(), ends = _I64s(), line_bounds = _I64s(), entry_bounds = _I64s()
+    # (entry spans int32 where the buffer is under 2 GiB: `_Pos`)
+    cdef _Pos starts = _Pos(mv.shape[0] > 0x7fffffff), ends = _Pos(mv.shape[0] > 0x7fffffff)
+    cdef _I64s line_bounds = _I64s(), entry_bounds = _I64s()
     cdef _I64s sspans = _I64s()
     cdef dict seen = {}  # stat names met, each one object (`_stat_names`)
     line_bounds.push(0)
@@ -2550,46 +2589,122 @@ cdef int _meta_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* o7,
     return 0
 
 
-cdef inline void _meta_store(Py_ssize_t i, const int64_t* o7, bint narrow, int64_t[::1] key,
-                             int64_t[:, ::1] name, int64_t[:, ::1] disp, int64_t[:, ::1] value,
-                             int32_t[:, ::1] name32, int32_t[:, ::1] disp32,
-                             int32_t[:, ::1] value32) noexcept:
-    """Entry `i`'s columns (`_meta_entry`'s `o7`) into `decode_meta`'s arrays."""
-    key[i] = o7[0]
+cdef inline int _meta_store(Py_ssize_t i, const int64_t* o7, bint narrow, _Keys key,
+                            int64_t[:, ::1] name, int64_t[:, ::1] disp, int64_t[:, ::1] value,
+                            int32_t[:, ::1] name32, int32_t[:, ::1] disp32,
+                            int32_t[:, ::1] value32) except -1:
+    """Entry `i`'s columns (`_meta_entry`'s `o7`) into `decode_meta`'s arrays (zeroed); 1
+    where it wrote a display name's span, else 0. An absent one is (0, 0), as the zeroed
+    array holds: not written, so that a million entries without one leave the column's pages
+    untouched (never backed by memory: 8 MB of a GPU plane of a million entries)."""
+    key.put(i, o7[0])
+    cdef bint shown = o7[5] != 0 or o7[6] != 0
     if narrow:
         value32[0, i], value32[1, i] = <int32_t>o7[1], <int32_t>o7[2]
         name32[0, i], name32[1, i] = <int32_t>o7[3], <int32_t>o7[4]
-        disp32[0, i], disp32[1, i] = <int32_t>o7[5], <int32_t>o7[6]
+        if shown:
+            disp32[0, i], disp32[1, i] = <int32_t>o7[5], <int32_t>o7[6]
     else:
         value[0, i], value[1, i] = o7[1], o7[2]
-        name[0, i], name[1, i], disp[0, i], disp[1, i] = o7[3], o7[4], o7[5], o7[6]
+        name[0, i], name[1, i] = o7[3], o7[4]
+        if shown:
+            disp[0, i], disp[1, i] = o7[5], o7[6]
+    return shown
 
 
-cdef bint _meta_reverse(bint ok, bint narrow, Py_ssize_t n, int64_t[::1] key,
+cdef bint _meta_reverse(bint ok, bint narrow, Py_ssize_t n, _Keys key,
                         int32_t[:, ::1] name32, int32_t[:, ::1] disp32,
-                        int32_t[:, ::1] value32) noexcept:
+                        int32_t[:, ::1] value32, bint shown=True) noexcept:
     """`decode_meta`'s `reversed`: where narrow and the keys strictly descend, every column
-    reversed in place (the keys then ascend)."""
+    reversed in place (the keys then ascend; the display names' only where one was written,
+    `shown`: zeros reversed are zeros)."""
     cdef Py_ssize_t i, c
     cdef bint rev = ok and narrow and n > 1
     if rev:
         for i in range(n - 1):
-            if key[i + 1] >= key[i]:
+            if key.at(i + 1) >= key.at(i):
                 rev = False
                 break
     if rev:
-        _reverse64(&key[0], n)
+        key.reverse()
         for c in range(2):
             _reverse32(&name32[c, 0], n)
-            _reverse32(&disp32[c, 0], n)
+            if shown:
+                _reverse32(&disp32[c, 0], n)
             _reverse32(&value32[c, 0], n)
     return rev
 
 
 def _meta_arrays(Py_ssize_t n, bint narrow):
-    """`decode_meta`'s zeroed columns for `n` entries: key, name, disp, value."""
+    """`decode_meta`'s zeroed columns for `n` entries: name, disp, value (their keys:
+    `_I64s`, `_key_array`)."""
     dt = np.int32 if narrow else np.int64
-    return np.zeros(n, np.int64), np.zeros((2, n), dt), np.zeros((2, n), dt), np.zeros((2, n), dt)
+    return None, np.zeros((2, n), dt), np.zeros((2, n), dt), np.zeros((2, n), dt)
+
+
+@cython.final
+cdef class _Keys:
+    """`decode_meta`'s keys, zeroed, written in place: as int32 while each one fits, where
+    the entries are at least `NARROW_KEYS_MIN` and `narrow` (widened to int64 at the first
+    that does not), else int64; handed to numpy without a copy (`taken`). Why: a plane of a
+    million entries kept 8 MB of int64 keys on the read's peak (and narrowing them after
+    was 4 MB more, for a moment, at that peak). Real planes hold a few thousand entries:
+    int64, as before."""
+    cdef int32_t* v32
+    cdef int64_t* v64
+    cdef Py_ssize_t n
+
+    def __cinit__(self, Py_ssize_t n, bint narrow):
+        self.n = n
+        if narrow and n >= NARROW_KEYS_MIN:
+            self.v32 = <int32_t*>calloc(max(n, 1), sizeof(int32_t))
+            if self.v32 == NULL:
+                raise MemoryError()
+        else:
+            self.v64 = <int64_t*>calloc(max(n, 1), sizeof(int64_t))
+            if self.v64 == NULL:
+                raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.v32)
+        free(self.v64)
+
+    cdef inline int put(self, Py_ssize_t i, int64_t k) except -1:
+        if self.v32 != NULL:
+            if -2147483648 <= k <= 2147483647:
+                self.v32[i] = <int32_t>k
+                return 0
+            self._widen()
+        self.v64[i] = k
+        return 0
+
+    cdef int _widen(self) except -1:
+        cdef Py_ssize_t j
+        self.v64 = <int64_t*>calloc(max(self.n, 1), sizeof(int64_t))
+        if self.v64 == NULL:
+            raise MemoryError()
+        for j in range(self.n):
+            self.v64[j] = self.v32[j]
+        free(self.v32)
+        self.v32 = NULL
+        return 0
+
+    cdef inline int64_t at(self, Py_ssize_t i) noexcept:
+        return self.v32[i] if self.v32 != NULL else self.v64[i]
+
+    cdef void reverse(self) noexcept:
+        if self.v32 != NULL:
+            _reverse32(self.v32, self.n)
+        else:
+            _reverse64(self.v64, self.n)
+
+    cdef object taken(self):
+        if self.v32 != NULL:
+            return _owned_int32(<void**>&self.v32, self.n)
+        return _owned(<void**>&self.v64, self.n, sizeof(int64_t), _I64_FORMAT, np.int64)
+
+
+NARROW_KEYS_MIN = 1 << 16
 
 
 def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint narrow=False,
@@ -2615,8 +2730,8 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint n
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t n = starts.shape[0], i
-    key_a, name_a, disp_a, value_a = _meta_arrays(n, narrow)
-    cdef int64_t[::1] key = key_a
+    _, name_a, disp_a, value_a = _meta_arrays(n, narrow)
+    cdef _Keys key = _Keys(n, narrow)
     cdef int64_t[:, ::1] name, disp, value
     cdef int32_t[:, ::1] name32, disp32, value32
     if narrow:
@@ -2625,13 +2740,16 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint n
         name, disp, value = name_a, disp_a, value_a
     cdef int64_t o7[7]
     cdef bint ok = True
+    cdef bint shown = False
     for i in range(n):
         if _meta_entry(b, starts[i], ends[i], o7, checked):
             ok = False
             break
-        _meta_store(i, o7, narrow, key, name, disp, value, name32, disp32, value32)
-    cdef bint rev = _meta_reverse(ok, narrow, n, key, name32, disp32, value32)
-    return {"ok": ok, "key": key_a, "name": name_a, "disp": disp_a, "value": value_a,
+        if _meta_store(i, o7, narrow, key, name, disp, value, name32, disp32, value32) == 1:
+            shown = True
+    cdef bint rev = _meta_reverse(ok, narrow, n, key, name32, disp32, value32, shown)
+    return {"ok": ok, "key": key.taken(), "name": name_a, "disp": disp_a,
+            "value": value_a,
             "reversed": rev}
 
 

@@ -306,8 +306,14 @@ def _named(t, prefixes: tuple[bytes, ...]) -> np.ndarray:
     where its bytes are not ASCII, which no prefix holds."""
     fs, fe = t.name  # (every entry's, in the keys' order)
     out = np.zeros(len(fs), bool)
+    # (the names long enough for the shortest prefix, a block of entries at a time: a
+    # million entries' lengths were 5 MB of temporaries per prefix on the read's peak)
+    shortest = min(map(len, prefixes))
+    cand = np.concatenate([np.flatnonzero(fe[b:b + _SEGMENT] - fs[b:b + _SEGMENT] >= shortest)
+                           + b for b in range(0, len(fs), _SEGMENT)] or [np.zeros(0, np.int64)])
+    size = fe[cand] - fs[cand]
     for pre in prefixes:
-        at = np.flatnonzero(fe - fs >= len(pre))
+        at = cand[size >= len(pre)]
         for i, c in enumerate(pre):
             at = at[t.buf[fs[at] + i] == c]
         out[at] = True

@@ -242,10 +242,10 @@ class MetaTable:
 
     def has_stat(self, mids: np.ndarray, sids) -> np.ndarray:
         """Per id of `mids`: does its entry hold a stat whose id is one of `sids`?"""
-        mids = np.asarray(mids, np.int64)
         out = np.zeros(len(mids), bool)
-        if not len(sids):  # (no such stat in the plane: no entry looked up)
+        if not len(sids):  # (no such stat in the plane: no entry looked up, nor ids copied)
             return out
+        mids = np.asarray(mids, np.int64)
         rows, ent, at = self._entries(mids)
         if not rows.size:
             return out

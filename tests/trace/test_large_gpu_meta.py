@@ -123,9 +123,12 @@ def test_lines_per_group(sizes, span, rnd):
     starts = ends - np.array(sizes)
     lc = np.array([rnd.randrange(span) for _ in range(int(ends[-1]))], np.int32)
     want = _lines_reference(lc, starts, ends)
-    assert vendors._lines_per_group(lc, starts, ends, span) == want
+    # (the rows in order; each row's line code + 1 is `lc`: test_line_pieces has rows in
+    # any order)
+    rows = np.arange(len(lc))
+    assert vendors._lines_per_group(lc - 1, rows, starts, ends, span) == want
     big = 10 * len(lc) + (1 << 20)  # (past the table's bound: sorted pairs)
-    assert vendors._lines_per_group(lc, starts, ends, big) == want
+    assert vendors._lines_per_group(lc - 1, rows, starts, ends, big) == want
 
 
 @settings(max_examples=80, deadline=None)

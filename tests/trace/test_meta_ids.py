@@ -79,7 +79,8 @@ def test_split_decodes_the_entries_as_decode_meta(entries, merged, strip):
         assert meta is None
         return
     for checked in (False, True):
-        want = wire._scan.decode_meta(buf, ms, me, narrow=True, checked=checked)
+        want = wire._scan.decode_meta(buf, ms.astype(np.int64), me.astype(np.int64), narrow=True,
+                                      checked=checked)
         assert meta["ok"] == want["ok"] and meta["reversed"] == want["reversed"]
         if want["ok"]:
             for k in ("key", "name", "disp", "value"):

@@ -58,7 +58,7 @@ def _names(data, meta) -> list[bytes]:
 
 def _same_as_full_decode(data, ms, me, meta) -> None:
     """The columns equal `decode_meta`'s, which walks every field of every entry."""
-    full = wire._scan.decode_meta(data, ms, me, narrow=True)
+    full = wire._scan.decode_meta(data, ms.astype(np.int64), me.astype(np.int64), narrow=True)
     assert full["ok"] and full["reversed"] == meta["reversed"]
     for k in ("key", "name", "disp", "value"):
         assert np.asarray(full[k]).tolist() == np.asarray(meta[k]).tolist()
