@@ -163,6 +163,27 @@ def at_rows(v: Any, idx: np.ndarray) -> Any:
     return v[idx] if isinstance(v, np.ndarray) else v
 
 
+class Later:
+    """A value made when first asked for (`now`), then kept: a per-event column that only
+    some paths read (a segment's line names: the rows of copies and kernels read them, the
+    events no rule reads do not)."""
+
+    __slots__ = ("make", "got")
+
+    def __init__(self, make: Any) -> None:
+        self.make, self.got = make, None
+
+    def __call__(self) -> Any:
+        if self.make is not None:
+            self.got, self.make = self.make(), None
+        return self.got
+
+
+def now(v: Any) -> Any:
+    """`v`, made where it is a `Later`."""
+    return v() if isinstance(v, Later) else v
+
+
 class SeenColumns:
     """Answers kept for the last `held` object columns, found again by their rows' identity.
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from overlap.arrays import positions, ranges, sorted_unique
+from overlap.arrays import Later, now, positions, ranges, sorted_unique
 from overlap.trace import lines, vendors, wire
 from overlap.trace.groups import MANY_PLANES, groupable_all
-from overlap.trace.lines import LineBlock, merge_rows
+from overlap.trace.lines import LineBlock, RowNames, merge_rows, wide
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
 from overlap.trace.tables import missing_mask
 from overlap.trace.values import isin_ids
@@ -41,7 +41,10 @@ _SMALL_LINE = 512
 # Planes of at most this many lines are walked line by line; more, their small lines are
 # found and queued with numpy (a million one-event lines: a Python step per line before).
 _FEW_LINES = 32
-_SEGMENT = 1 << 16
+# (32k, not 64k: a segment of one-event lines holds ~150 bytes a line of temporaries, its
+# events, their line and plane indices, origins and classification, through the walk; 64k
+# lines of them were ~10 MB on the read's peak, for no time saved)
+_SEGMENT = 1 << 15
 # Lines of more events than this, on a plane where no event can give a row, are decoded a
 # piece of this many events at a time (`lines.pieces`): a line of a million events no rule
 # reads held 24 bytes an event (ids, starts, durations) through its classification, for the
@@ -97,15 +100,15 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
         G = PlaneGroup([planes[i] for i in used.tolist()],
                        (meta_rows, used) if meta_rows is not None else None,
                        _GPU_STATS if len(used) >= MANY_PLANES else ())
-        seg, rec = merge_rows(block, at_r)
-        # (rows one after the other, a plane's many lines: a slice of the block's names)
-        names = block.names[int(at_r[0]):int(at_r[-1]) + 1] if (np.diff(at_r) == 1).all() \
-            else list(map(block.names.__getitem__, at_r.tolist()))
+        seg = merge_rows(block, at_r)
+        # (the rows' names, each decoded where it is read)
+        names = RowNames(block.names, at_r)
         # per event of the segment, its line's index into `names`: each per-event column
         # is its line's value read through it (and what is asked of a line, once a line)
-        line_of = np.repeat(np.arange(len(names)), rec[:, lines.EVENTS])
+        line_of = np.repeat(np.arange(len(names)), wide(block.rec[at_r, lines.EVENTS]))
         plane_of = np.searchsorted(used, at_i)[line_of]
-        base = line_base_ps.many(rec[:, lines.TIMESTAMP_NS], names.__getitem__)[line_of]
+        base = line_base_ps.many(wide(block.rec[at_r, lines.TIMESTAMP_NS]),
+                                 names.__getitem__)[line_of]
         groups, presence = _groups(G)
         ev = LineEvents(seg, base, plane_of=plane_of, wanted=(), groups=groups,
                         presence=presence)
@@ -114,8 +117,8 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
             # (a segment of one plane's lines: its device, one value for every event, not
             # an object per event)
             device = devices_[int(used[0])] if len(used) == 1 else devices[at_i[at]]
-            _gpu_events(G, _gpu_meta_kinds(G), ev, device, rec[:, lines.ID][at],
-                        object_array(names)[at], host, tr, co, details_cache, side,
+            _gpu_events(G, _gpu_meta_kinds(G), ev, device, wide(block.rec[at_r, lines.ID])[at],
+                        Later(lambda: names.take(at)), host, tr, co, details_cache, side,
                         (names, at, block, at_r))
 
     def pend(i: int | np.ndarray, rows: np.ndarray, counts: np.ndarray) -> None:
@@ -335,10 +338,11 @@ def _group_meta_rows(G: PlaneGroup) -> Any:
 
 def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: Cols, co: Cols,
                 details_cache: dict, side: vendors.GpuSide | None = None,
-                lines_of: tuple[list, np.ndarray, LineBlock, np.ndarray] | None = None,
+                lines_of: tuple[RowNames, np.ndarray, LineBlock, np.ndarray] | None = None,
                 line_at: tuple[LineBlock, int] | None = None) -> None:
     """Transfers and kernels of one line (or one merged segment: `P` is then a `PlaneGroup`,
-    and `device`, `stream` and `line_name` are per-event arrays; `lines_of` the segment's
+    and `device`, `stream` and `line_name` are per-event arrays, `line_name` a `Later` made
+    only where a row reads it; `lines_of` the segment's
     line names, per event its line's index among them, their block and their rows there;
     `line_at` a line's block and row, `vendors.note_other_events`)."""
     def pick(v, idx):
@@ -363,7 +367,7 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                start_ps=ev.starts[idx], end_ps=ev.starts[idx] + ev.durs[idx],
                bytes=fcols[0][codes], src_kind=fcols[1][codes], dst_kind=fcols[2][codes],
                **{"async": fcols[3][codes]}, bytes_known=fcols[4][codes],
-               stream=pick(stream, idx), line=pick(line_name, idx),
+               stream=pick(stream, idx), line=pick(now(line_name), idx),
                hlo_op=map_stat(P, ev, idx, "hlo_op", _clean_hlo_op),
                hlo_module=stat_column(P, ev, idx, "hlo_module"),
                program_id=map_stat(P, ev, idx, "program_id", as_id))
@@ -379,7 +383,8 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
     idx = np.arange(ev.n) if is_k.all() else np.flatnonzero(is_k)
     if idx.size:
         # ROCm runtime copy/fill kernels are copies and memsets, not compute.
-        idx, knames, kmids = vendors.split_kernels(P, ev, idx, device, stream, line_name, side)
+        idx, knames, kmids = vendors.split_kernels(P, ev, idx, device, stream, now(line_name),
+                                                   side)
     if idx.size:
         uniq = kmids.tolist()  # the kernels' distinct metadata ids (`_kernel_stat`)
         # The names as codes (`Coded`, made objects by `Cols.rows` once this line's arrays
@@ -396,7 +401,7 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
         co.add(len(idx), host=host, device=pick(device, idx), start_ps=start, end_ps=end,
                name=knames, hlo_op=_kernel_stat(P, ev, idx, knames, "hlo_op", uniq, _clean_hlo_op),
                hlo_module=_kernel_stat(P, ev, idx, knames, "hlo_module", uniq),
-               stream=pick(stream, idx), line=pick(line_name, idx))
+               stream=pick(stream, idx), line=pick(now(line_name), idx))
 
 
 def _details_columns(dl: list, cache: dict) -> list[np.ndarray]:

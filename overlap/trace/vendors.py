@@ -43,12 +43,13 @@ from overlap.arrays import (
     factorize,
     filled,
     is_repeated,
+    now,
     positions,
     repeated,
     sorted_unique,
 )
 from overlap.trace.hlotext import LazyPattern  # compiled on first use: start-up
-from overlap.trace.lines import PAREN, STREAM, LineBlock, NameCodes
+from overlap.trace.lines import PAREN, STREAM, LineBlock, NameCodes, RowNames
 from overlap.trace.names import STREAM_LINE_PREFIXES
 from overlap.trace.strcodes import str_codes
 from overlap.trace.tables import missing_mask
@@ -222,7 +223,7 @@ def graph_device_copies(P, ev, idx: np.ndarray, codes: np.ndarray,
 
 
 def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide | None,
-                      lines_of: tuple[list, np.ndarray, LineBlock, np.ndarray] | None = None,
+                      lines_of: tuple[RowNames, np.ndarray, LineBlock, np.ndarray] | None = None,
                       line_at: tuple[LineBlock, int] | None = None) -> None:
     """Events of one line that are neither kernels nor CUPTI memcpys, on stream lines only
     (derived lines such as `TensorFlow Ops` or `Steps` hold no device work of their own).
@@ -260,7 +261,8 @@ def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide |
     elif line_at is not None and (coded := side.codes_of(line_at[0])) is not None:
         # (int32, as a segment's; one value for the line's events: a view, no row each)
         lcode = repeated(len(idx), coded.codes[line_at[1]], np.int32)
-    side.add_other(len(idx), coded, lcode, None if lcode is not None else at_rows(line_name, idx),
+    side.add_other(len(idx), coded, lcode,
+                   None if lcode is not None else at_rows(now(line_name), idx),
                    device=at_rows(device, idx),
                    name=per_mid(ev.mids, P.name, P.names if isinstance(P, PlaneGroup)
                                 or getattr(P.plane, "meta_stripped", False) else None, at=idx,

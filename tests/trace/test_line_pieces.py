@@ -248,3 +248,65 @@ def test_lines_per_group_equal_the_definition(pairs, table, block):
         assert vendors._lines_per_group(lc_stored, perm, starts, ends, span) == want
     finally:
         vendors._BLOCK = old
+
+
+@pytest.mark.parametrize("kept", [False, True])
+def test_row_names_read_as_the_names_of_their_rows(tmp_path, kept, monkeypatch):
+    """`lines.RowNames` of a block's rows: `[i]`, `len` and `take` give the rows' names as
+    the block's list does, names kept as bytes (`LineNames`) or decoded; `merge_rows` the
+    rows' payloads and events."""
+    from overlap.trace.synthetic import one_event_lines
+
+    if kept:
+        monkeypatch.setattr(_scan, "LAZY_NAMES_MIN", 1)
+    raw = one_event_lines(40)
+    _, planes, _ = wire.parse_space(wire.padded(raw), len(raw))
+    block = planes[0].lines.block
+    assert isinstance(block.names, lines.LineNames) == kept
+    every = list(block.names)
+    rows = np.array([3, 4, 5, 9, 2, 30], np.int64)
+    names = lines.RowNames(block.names, rows)
+    assert len(names) == len(rows) and [names[i] for i in range(len(rows))] == \
+        [every[r] for r in rows]
+    at = np.array([5, 0, 0, 2])
+    got = names.take(at)
+    assert got.dtype == object and got.tolist() == [every[r] for r in rows[at]]
+    seg = lines.merge_rows(block, rows)
+    rec = block.rec[rows].astype(np.int64)
+    assert seg.pay_s.tolist() == rec[:, lines.PAY_S].tolist() and seg.pay_s.dtype == np.int64
+    assert seg.pay_e.tolist() == rec[:, lines.PAY_E].tolist()
+    assert seg.n_events == int(rec[:, lines.EVENTS].sum())
+
+
+def test_later_is_made_once_where_asked():
+    from overlap.arrays import Later, now
+
+    calls = []
+    v = Later(lambda: calls.append(1) or ["x"])
+    assert calls == [] and now(5) == 5
+    assert now(v) == ["x"] and now(v) is v() and calls == [1]
+
+
+@pytest.mark.parametrize("kept", [False, True])
+@pytest.mark.parametrize("segment", [1, 2, 7])
+def test_segments_of_one_event_lines_report_as_upbs(tmp_path, monkeypatch, segment, kept):
+    """One-event lines merged in segments of `segment` events (names decoded only for the
+    rows that read them, kept as bytes or not): the report is upb's, beside kernels and
+    copies of other lines."""
+    from overlap.trace.synthetic import SyntheticTrace
+
+    monkeypatch.setattr(gpu, "_SEGMENT", segment)
+    if kept:
+        monkeypatch.setattr(_scan, "LAZY_NAMES_MIN", 1)
+    g = SyntheticTrace()
+    gd = g.gpu(0)
+    for i in range(5):
+        gd.kernel((10 + 40 * i) * 1000000, 30 * 1000000, stream=7 + i % 3, name=f"k{i}")
+        gd.memcpy("D2H", (15 + 40 * i) * 1000000, 20 * 1000000, 1 << 20, stream=13 + i)
+    p = tmp_path / "g.xplane.pb"
+    p.write_bytes(g.to_bytes())
+    got = _cli(["report", "--json", str(p)], wire._scan)
+    assert got == _cli(["report", "--json", str(p)], None)
+    q = _unread_lines(tmp_path / "u.xplane.pb", [1] * 30)
+    got = _cli(["report", "--json", str(q)], wire._scan)
+    assert got == _cli(["report", "--json", str(q)], None)
