@@ -629,6 +629,8 @@ def _lines_per_group(lcode: np.ndarray, rows: np.ndarray, starts: np.ndarray,
     1 MB). The rows' codes are gathered a block at a time in the first way (a million rows:
     their codes and an index's platform ints, 16 MB on this step's peak)."""
     ng = len(starts)
+    if is_repeated(lcode):  # (one line for every row: a line of unread events read alone)
+        return [1] * ng
     if ng * span > 8 * len(rows) + (1 << 20):
         pairs = sorted_unique(np.repeat(np.arange(ng), ends - starts) * span + lcode[rows] + 1)
         return np.bincount(pairs // span, minlength=ng).tolist()

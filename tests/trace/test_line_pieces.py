@@ -310,3 +310,15 @@ def test_segments_of_one_event_lines_report_as_upbs(tmp_path, monkeypatch, segme
     q = _unread_lines(tmp_path / "u.xplane.pb", [1] * 30)
     got = _cli(["report", "--json", str(q)], wire._scan)
     assert got == _cli(["report", "--json", str(q)], None)
+
+
+@pytest.mark.parametrize("code", [-1, 0, 4])
+def test_lines_per_group_of_one_repeated_line(code):
+    """Every row on one line (`repeated`, -1 included: no line, counted as one): each group
+    holds one line, as the rows written out give."""
+    n = 9
+    starts, ends = np.array([0, 2, 7]), np.array([2, 7, 9])
+    rows = np.arange(n)
+    want = vendors._lines_per_group(np.full(n, code, np.int32), rows, starts, ends, 6)
+    assert vendors._lines_per_group(repeated(n, code, np.int32), rows, starts, ends, 6) == \
+        want == [1, 1, 1]
