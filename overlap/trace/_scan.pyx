@@ -1339,7 +1339,9 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
                 tuple line_prefixes=()):
     """XSpace bytes data[:n] -> (skeleton XSpace bytes without lines, per plane its
     (stripped, bad, meta, stats) from `_plane`, the lines of every plane as `_LineRecs.taken` gives
-    them (their names' marks by `line_prefixes`, at most 4 bytes prefixes), (entry starts, entry ends) of every plane's event_metadata map entries, (line
+    them (their names' marks by `line_prefixes`, at most 4 bytes prefixes), (entry starts,
+    entry ends) of every plane's event_metadata map entries (int32 where the buffer is under
+    2 GiB, `_Pos`), (line
     bounds, entry bounds): plane i's lines are records [line_bounds[i], line_bounds[i + 1]),
     its entries [entry_bounds[i], entry_bounds[i + 1]), per plane its stat metadata as
     `_stat_names` gives it: never in the skeleton). Raises Corrupt on bytes upb would refuse
