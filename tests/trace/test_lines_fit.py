@@ -68,8 +68,8 @@ def test_scanned_lines_are_one_block_of_records(tmp_path):
     ln = t.line(3)
     assert (ln.id, ln.name, ln.n_events, ln.timestamp_ns) == (3, "Stream #3", 1, 1000)
     assert type(ln._s) is int and (ln.pay_s == starts[3:4]).all()
-    seg, got = lines_mod.merge_rows(t.block, np.arange(10, 20))
-    assert (seg.pay_s == starts[10:20]).all() and (got == rec[10:20]).all()
+    seg = lines_mod.merge_rows(t.block, np.arange(10, 20))
+    assert (seg.pay_s == starts[10:20]).all() and (seg.pay_e == ends[10:20]).all()
     assert seg.n_events == 10 and not ln.decoded
     seg.parts[0].decoded = True  # what `LineEvents` does once the segment is decoded
     assert t.block.decoded[10:20].all() and not t.block.decoded[:10].any()
