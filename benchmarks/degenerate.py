@@ -21,6 +21,11 @@ in the campaign's folder, so these are written from its table's descriptions and
   name (`k<i>`), and one line of 1000 events of the first 1000 of them.
 * `pyevents:N`: a host `python` line of N Python-tracer events of 100 frames, beside a GPU
   plane of one kernel.
+
+Two more of the campaign's table (round 22):
+
+* `eventstats:N`: one kernel carrying N stats (the campaign's 6 MB at 1e6).
+* `copies:N`: N D2H memcpys alone on one line, each its own `memcpy_details` (60 MB).
 """
 
 from __future__ import annotations
@@ -153,9 +158,45 @@ def pyevents(out: Path, n: int) -> Path:
     return _write(sp, out / f"pyevents{n // 1000}k.xplane.pb")
 
 
+def eventstats(out: Path, n: int) -> Path:
+    """One kernel (kernel_details) on a GPU stream line carrying `n` stats: `hlo_op` first,
+    then int stats of an id no rule reads (the campaign's "one event with 1e6 stats")."""
+    sp, pl = _space()
+    for sid, name in ((1, "kernel_details"), (2, "hlo_op"), (3, "counter")):
+        sm = pl.stat_metadata[sid]
+        sm.id, sm.name = sid, name
+    md = pl.event_metadata[1]
+    md.id, md.name = 1, "loop_fusion_kernel"
+    ev = pl.lines.add(id=7, name="Stream #7(Compute)", timestamp_ns=1000).events.add(
+        metadata_id=1, offset_ps=10_000, duration_ps=5000)
+    ev.stats.add(metadata_id=1, str_value="regs:32")
+    ev.stats.add(metadata_id=2, str_value="fusion.1")
+    for i in range(max(n - 2, 0)):
+        ev.stats.add(metadata_id=3, int64_value=i)
+    sp.planes.add(id=2, name="/host:CPU")
+    return _write(sp, out / f"eventstats{n // 1000}k.xplane.pb")
+
+
+def copies(out: Path, n: int) -> Path:
+    """`n` D2H memcpys on one GPU stream line, each with its own `memcpy_details` (a
+    distinct byte count), no kernels (the campaign's "1e6 memcpys, distinct details")."""
+    sp, pl = _space()
+    sm = pl.stat_metadata[1]
+    sm.id, sm.name = 1, "memcpy_details"
+    md = pl.event_metadata[1]
+    md.id, md.name = 1, "MemcpyD2H"
+    ln = pl.lines.add(id=13, name="Stream #13(MemcpyD2H)", timestamp_ns=1000)
+    for i in range(n):
+        ln.events.add(metadata_id=1, offset_ps=i * 10_000, duration_ps=5000).stats.add(
+            metadata_id=1, str_value=f"kind_src:device kind_dst:pinned size:{4096 + i}")
+    sp.planes.add(id=2, name="/host:CPU")
+    return _write(sp, out / f"copies{n // 1000}k.xplane.pb")
+
+
 SHAPES = {"lines": lines, "tinyplanes": tinyplanes, "planes": planes, "memcpys": memcpys,
           "emptyevents": emptyevents, "kernels": kernels, "gpumeta": gpumeta,
-          "tpumeta": tpumeta, "pyevents": pyevents}
+          "tpumeta": tpumeta, "pyevents": pyevents, "eventstats": eventstats,
+          "copies": copies}
 
 
 def main(argv: list[str]) -> None:

@@ -331,7 +331,10 @@ def missing_op_labels(trace, tr: Columns) -> np.ndarray:
     missing = is_none(hlo)  # `Trace.columns`: missing is None
     if not missing.any():
         return hlo
-    out = np.where(missing, UNKNOWN_OP, hlo)
+    # (the label itself at each missing row: `np.where` made a str per row of it, 63 MiB of a
+    # million copies without an op)
+    out = hlo.copy()
+    out[missing] = UNKNOWN_OP
     cand = missing & is_none(np.asarray(tr["hlo_module"], dtype=object)) & is_none(
         np.asarray(tr["program_id"], dtype=object))
     if not cand.any():

@@ -3725,28 +3725,68 @@ def memcpy_details(list values, bint columns=False):
     key winning, as `names.parse_details` reads them.
     Why: a capture whose copies all differ in size has a distinct value per copy, ~2 us each
     in Python (100k copies: 0.22 s of a 0.56 s report)."""
-    cdef Py_ssize_t n = len(values), i, p, t, c, ln, k
-    cdef const uint8_t* s
-    cdef Py_ssize_t vs[5]
-    cdef Py_ssize_t ve[5]
-    cdef int64_t size
-    cdef object v, kinds = {}  # value text -> one str object (a few kinds over many copies)
-    cdef object src = None, dst = None  # (the previous value's: `_details_text`)
-    out = [None] * n
-    cdef int64_t[::1] sizes
-    cdef uint8_t[::1] knowns, oks
-    srcs = dsts = None
-    if columns:
-        sizes_a, knowns_a, oks_a = (np.zeros(n, np.int64), np.zeros(n, np.uint8),
-                                    np.zeros(n, np.uint8))
-        sizes, knowns, oks = sizes_a, knowns_a, oks_a
-        srcs, dsts = [None] * n, [None] * n
+    cdef Py_ssize_t n = len(values), i
+    cdef _Details d = _Details(n, columns)
+    cdef object v
     for i in range(n):
         v = values[i]
-        if type(v) is not str or not PyUnicode_IS_ASCII(v):
+        if type(v) is str and PyUnicode_IS_ASCII(v):
+            d.read(i, <const uint8_t*>PyUnicode_DATA(v), PyUnicode_GET_LENGTH(v))
+    return d.result()
+
+
+def memcpy_details_at(data, const int8_t[::1] kind, const uint64_t[::1] ival,
+                      const int64_t[::1] vpos, int k_str):
+    """`memcpy_details(values, columns=True)` of stat values as the decoder's records give
+    them (`kind`, `ival`: a string's length, `vpos`: where it lies in `data`), read where they
+    lie: a value of kind `k_str` whose bytes are ASCII is answered as that text is, any other
+    is not (answered 0: the caller reads it as an object). Why: a capture of a million copies,
+    each its own details, made a million `str` (and the bytes and dict entries that found
+    each one's object) to parse them: 0.7 s and ~270 MiB on the read's peak."""
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* b = &mv[0]
+    cdef Py_ssize_t n = kind.shape[0], i
+    if ival.shape[0] != n or vpos.shape[0] != n:
+        raise ValueError("kind, ival and vpos differ in length")
+    cdef _Details d = _Details(n, True)
+    for i in range(n):
+        if kind[i] != k_str or vpos[i] < 0 or <uint64_t>vpos[i] + ival[i] > <uint64_t>mv.shape[0]:
             continue
-        s = <const uint8_t*>PyUnicode_DATA(v)
-        ln = PyUnicode_GET_LENGTH(v)
+        if _ascii(b + vpos[i], <Py_ssize_t>ival[i]):
+            d.read(i, b + vpos[i], <Py_ssize_t>ival[i])
+    return d.result()
+
+
+@cython.final
+cdef class _Details:
+    """`memcpy_details`' answers, filled a value at a time (`read`), as tuples or columns."""
+    cdef Py_ssize_t n
+    cdef bint columns
+    cdef list out, srcs, dsts
+    cdef dict kinds  # value text -> one str object (a few kinds over many copies)
+    cdef object src, dst  # (the previous value's: `_details_text`)
+    cdef object sizes_a, knowns_a, oks_a
+    cdef int64_t[::1] sizes
+    cdef uint8_t[::1] knowns, oks
+
+    def __cinit__(self, Py_ssize_t n, bint columns):
+        self.n, self.columns = n, columns
+        self.out = [None] * n
+        self.kinds = {}
+        self.src = self.dst = None
+        if columns:
+            self.sizes_a, self.knowns_a, self.oks_a = (np.zeros(n, np.int64),
+                                                       np.zeros(n, np.uint8),
+                                                       np.zeros(n, np.uint8))
+            self.sizes, self.knowns, self.oks = self.sizes_a, self.knowns_a, self.oks_a
+            self.srcs, self.dsts = [None] * n, [None] * n
+
+    cdef int read(self, Py_ssize_t i, const uint8_t* s, Py_ssize_t ln) except -1:
+        """Value i, the ASCII text s[:ln]: answered where its size is plain digits."""
+        cdef Py_ssize_t vs[5]
+        cdef Py_ssize_t ve[5]
+        cdef Py_ssize_t p, t, c, k
+        cdef int64_t size
         for k in range(5):
             vs[k] = -1
         p = 0
@@ -3767,46 +3807,46 @@ def memcpy_details(list values, bint columns=False):
         size = -1
         if vs[_D_SIZE] >= 0:
             if not 1 <= ve[_D_SIZE] - vs[_D_SIZE] <= 15:
-                continue
+                return 0
             size = 0
             for p in range(vs[_D_SIZE], ve[_D_SIZE]):
                 if not 48 <= s[p] <= 57:
-                    break
+                    return 0
                 size = size * 10 + (s[p] - 48)
-            else:
-                p = -1
-            if p >= 0:
-                continue
             if size >= (1 << 53):  # (no byte count a copy can have: unknown, as the caller)
                 size = -1
-        src = _details_text(v, s, vs[_D_SRC], ve[_D_SRC], kinds, src)
-        dst = _details_text(v, s, vs[_D_DST], ve[_D_DST], kinds, dst)
+        self.src = _details_text(s, vs[_D_SRC], ve[_D_SRC], self.kinds, self.src)
+        self.dst = _details_text(s, vs[_D_DST], ve[_D_DST], self.kinds, self.dst)
         if vs[_D_ASYNC] < 0:
             a = None
         else:
             a = ve[_D_ASYNC] - vs[_D_ASYNC] == 1 and s[vs[_D_ASYNC]] == 49  # "1"
-        if columns:
-            sizes[i] = size if size > 0 else 0
-            srcs[i], dsts[i], out[i] = src, dst, a
-            knowns[i] = not (vs[_D_KIND] >= 0 and size <= 0)
-            oks[i] = 1
+        if self.columns:
+            self.sizes[i] = size if size > 0 else 0
+            self.srcs[i], self.dsts[i], self.out[i] = self.src, self.dst, a
+            self.knowns[i] = not (vs[_D_KIND] >= 0 and size <= 0)
+            self.oks[i] = 1
         else:
-            out[i] = (size if size > 0 else 0, src, dst, a,
-                      not (vs[_D_KIND] >= 0 and size <= 0))
-    if columns:
-        return sizes_a, srcs, dsts, out, knowns_a, oks_a
-    return out
+            self.out[i] = (size if size > 0 else 0, self.src, self.dst, a,
+                           not (vs[_D_KIND] >= 0 and size <= 0))
+        return 0
+
+    cdef object result(self):
+        if self.columns:
+            return (self.sizes_a, self.srcs, self.dsts, self.out, self.knowns_a, self.oks_a)
+        return self.out
 
 
-cdef object _details_text(str v, const uint8_t* s, Py_ssize_t a, Py_ssize_t b, dict kinds,
+cdef object _details_text(const uint8_t* s, Py_ssize_t a, Py_ssize_t b, dict kinds,
                           object last):
-    """The kind text v[a:b] ("unknown" where absent), one str object per distinct text:
-    `last` (the previous value's, an ASCII str or None) where the bytes are its own (copies
-    come in runs of one kind: no slice and lookup each), else through `kinds`."""
+    """The kind text s[a:b] (ASCII; "unknown" where absent), one str object per distinct
+    text: `last` (the previous value's, an ASCII str or None) where the bytes are its own
+    (copies come in runs of one kind: no text made and looked up each), else through
+    `kinds`."""
     if a < 0:
         return "unknown"
     if last is not None and PyUnicode_GET_LENGTH(last) == b - a \
             and memcmp(PyUnicode_DATA(last), s + a, b - a) == 0:
         return last
-    t = v[a:b]
+    t = PyUnicode_DecodeASCII(<const char*>(s + a), b - a, NULL)
     return kinds.setdefault(t, t)

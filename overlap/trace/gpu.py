@@ -13,7 +13,7 @@ from overlap.trace.groups import MANY_PLANES, groupable_all
 from overlap.trace.lines import LineBlock, RowNames, merge_rows, wide
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
 from overlap.trace.tables import missing_mask
-from overlap.trace.values import isin_ids
+from overlap.trace.values import _K_STR, _stat_objects, isin_ids, unique_inverse
 from overlap.trace.wire import (
     GROUP_STRIDE,
     Coded,
@@ -360,8 +360,7 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
     idx = np.flatnonzero(is_mc)
     if idx.size:
         # (bytes, src kind, dst kind, async, bytes known) once per distinct details value
-        codes, details = stat_codes(P, ev, idx, "memcpy_details")
-        fcols = _details_columns(details.tolist(), details_cache)
+        codes, fcols = _details_facts(P, ev, idx, details_cache)
         tr.add(len(idx), host=host, device=pick(device, idx),
                direction=per_mid(mids, memcpy_mids.get, at=idx),
                start_ps=ev.starts[idx], end_ps=ev.starts[idx] + ev.durs[idx],
@@ -402,6 +401,42 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                name=knames, hlo_op=_kernel_stat(P, ev, idx, knames, "hlo_op", uniq, _clean_hlo_op),
                hlo_module=_kernel_stat(P, ev, idx, knames, "hlo_module", uniq),
                stream=pick(stream, idx), line=pick(now(line_name), idx))
+
+
+def _details_facts(P, ev: LineEvents, idx: np.ndarray, cache: dict
+                   ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """`stat_codes(P, ev, idx, "memcpy_details")` and `_details_columns` of its values: (per
+    copy `idx` a code, the five columns of facts the codes index). Where the line's details
+    were interned by the scanner, the distinct values' facts are read where their bytes lie
+    (`_scan.memcpy_details_at`), and only a value it does not answer (not ASCII text) becomes
+    an object; a copy without the stat reads its metadata's, as `stat_codes` does.
+    Why: a capture of a million copies, each its own details, made a million `str` to parse
+    them (0.7 s and ~270 MiB on the read's peak)."""
+    sids = P.stat_ids.get("memcpy_details")
+    got = ev.interned(sids) if sids else None
+    fast = getattr(wire.SCANNER, "memcpy_details_at", None)
+    c = got[0][idx] if got is not None else None
+    if got is None or c is None or fast is None or not (c >= 0).any():
+        codes, details = stat_codes(P, ev, idx, "memcpy_details")
+        return codes, _details_columns(details.tolist(), cache)
+    t = got[1]
+    size, src, dst, asy, known, ok = fast(ev.buf, t["kind"], t["ival"], t["vpos"], _K_STR)
+    cols = [size, object_array(src), object_array(dst), object_array(asy), known.astype(bool)]
+    odd = np.flatnonzero(ok == 0)
+    if odd.size:  # (values the bytes do not answer: as objects, as before)
+        vals = _stat_objects(ev.buf, {k: t[k][odd] for k in ("kind", "ival", "vpos")},
+                             P.stat_names)
+        for col, part in zip(cols, _details_columns(vals.tolist(), cache)):
+            col[odd] = part
+    missing = np.flatnonzero(c < 0)
+    if missing.size:  # (the metadata's details, once per metadata id: `stat_codes`)
+        uniq, inv = unique_inverse(ev.mids[idx[missing]])
+        mv = object_array([P.meta_stats(u).get("memcpy_details") for u in uniq.tolist()])
+        c = c.astype(np.int64)
+        c[missing] = len(size) + inv
+        cols = [np.concatenate([a, b]) for a, b in zip(cols, _details_columns(mv.tolist(),
+                                                                              cache))]
+    return c, cols
 
 
 def _details_columns(dl: list, cache: dict) -> list[np.ndarray]:

@@ -119,3 +119,15 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1,
            [{"kind": np.array(kd, np.int8), "obj": object_array(vs)} for kd, vs in tabs])
     # (upb refused invalid UTF-8: none is left)
     return mid, off, dur, agg, st, grp, 0, times
+
+
+def rows_of(st: dict, raw: np.ndarray) -> dict:
+    """Upb's stat records (`upb_events`) numbered by the line's event indices, renumbered by
+    row (`raw`: per row, its event's index, sorted), those of events without a row left
+    out."""
+    ev = st["ev"]
+    pos = np.minimum(np.searchsorted(raw, ev), max(len(raw) - 1, 0))
+    ok = raw[pos] == ev if len(raw) else np.zeros(len(ev), bool)
+    out = {k: v[ok] for k, v in st.items()}
+    out["ev"] = pos[ok]
+    return out

@@ -75,6 +75,7 @@ from overlap.trace.statcols import stat_column as stat_column
 from overlap.trace.statcols import stat_keys as stat_keys
 from overlap.trace.statids import LazyStatNames
 from overlap.trace.statids import StatIds as _StatIds
+from overlap.trace.upb_events import rows_of as _rows_of
 from overlap.trace.upb_events import upb_events as _upb_events
 from overlap.trace.values import _K_BYTES as _K_BYTES
 from overlap.trace.values import _K_DOUBLE as _K_DOUBLE
@@ -873,6 +874,12 @@ class LineEvents:
         self._first[key] = (stat_names, codes, vals)
         return codes, vals
 
+    def interned(self, sids) -> tuple[np.ndarray, dict] | None:
+        """For an interned set of `groups` the scanner decoded: (per event its code, -1: none;
+        the distinct values' records, kind/ival/vpos in `buf`), no object each; else None."""
+        key = frozenset(int(x) for x in sids)
+        return self._groups[key] if self.buf is not None and key in self._interned else None
+
     def codes_at(self, sids, stat_names: Mapping[int, str],
                  idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`first_codes` for events `idx` only: (their codes, the values). Where the stat comes
@@ -987,14 +994,3 @@ class LineEvents:
 
 
 _VALUE_COLS = ("kind", "ival", "vpos", "obj")  # what `_stat_objects` reads of a record
-
-
-def _rows_of(st: dict, raw: np.ndarray) -> dict:
-    """Stat records numbered by the line's event indices, renumbered by row (`raw`: per row,
-    its event's index, sorted), those of events without a row left out."""
-    ev = st["ev"]
-    pos = np.minimum(np.searchsorted(raw, ev), max(len(raw) - 1, 0))
-    ok = raw[pos] == ev if len(raw) else np.zeros(len(ev), bool)
-    out = {k: v[ok] for k, v in st.items()}
-    out["ev"] = pos[ok]
-    return out

@@ -1,0 +1,117 @@
+"""A copy's `memcpy_details` read where its bytes lie (issue 32, round 22): the scanner's
+`memcpy_details_at` answers each interned value as `memcpy_details` answers its text, and
+`gpu._details_facts` gives the facts `stat_codes` and `_details_columns` give, values the
+bytes do not answer (not ASCII, not text) and copies without the stat (their metadata's)
+included; a report is upb's. SYNTHETIC captures, labelled so."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from overlap.trace import gpu, wire
+from overlap.trace.protos import XSpace
+from overlap.trace.values import _K_STR
+from tests.trace.test_differential import _cli
+
+pytestmark = pytest.mark.skipif(wire._scan is None, reason="the compiled scanner is not built")
+_scan = wire._scan
+
+TOKENS = ["size:4096", "size:0", "size:12a", "size:", "size:9999999999999999",
+          "kind_src:device", "kind_src:pinned", "kind_dst:pageable", "async:1", "async:0",
+          "kind:Unknown", "kind:HtoD", "x:y", "size:77", "\u00e9:1", "kind_dst:h\u00f4te"]
+text = st.lists(st.sampled_from(TOKENS), max_size=6).map(" ".join) | st.text(max_size=20)
+
+
+def _columns(got) -> list:
+    return [np.asarray(c).tolist() if isinstance(c, np.ndarray) else list(c) for c in got]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(text, st.sampled_from([_K_STR, _K_STR, 6, 4])), max_size=12))
+def test_bytes_answer_as_the_text_does(values):
+    """Each value laid in a buffer: of kind str and ASCII, the text's answer; else no answer
+    (0 and None), for the caller to read."""
+    raw = b"".join(v.encode() for v, _ in values)
+    buf = np.frombuffer(wire.padded(raw), np.uint8)
+    lens = [len(v.encode()) for v, _ in values]
+    vpos = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64) if values else \
+        np.zeros(0, np.int64)
+    kind = np.array([k for _, k in values], np.int8)
+    got = _columns(_scan.memcpy_details_at(buf, kind, np.array(lens, np.uint64), vpos, _K_STR))
+    want = _columns(_scan.memcpy_details([v if k == _K_STR else None for v, k in values],
+                                         True))
+    assert got == want
+
+
+def test_bytes_out_of_the_buffer_are_not_read():
+    buf = np.frombuffer(wire.padded(b"size:1"), np.uint8)
+    got = _scan.memcpy_details_at(buf, np.array([_K_STR, _K_STR], np.int8),
+                                  np.array([6, 10**9], np.uint64), np.array([0, 2], np.int64),
+                                  _K_STR)
+    assert got[5].tolist() == [1, 0] and got[0].tolist() == [1, 0]
+
+
+def _copies(path, details: list, meta_details: str | None = None):
+    """SYNTHETIC: one GPU stream line of D2H copies, copy i carrying `details[i]` (a str, bytes,
+    a ref to a stat name, or None: no stat; its metadata's `meta_details` then)."""
+    sp = XSpace()
+    sp.warnings.append("SYNTHETIC")
+    pl = sp.planes.add(id=1, name="/device:GPU:0")
+    for sid, name in ((1, "memcpy_details"), (2, "kind_src:device kind_dst:pinned size:64")):
+        sm = pl.stat_metadata[sid]
+        sm.id, sm.name = sid, name
+    md = pl.event_metadata[1]
+    md.id, md.name = 1, "MemcpyD2H"
+    if meta_details is not None:
+        md.stats.add(metadata_id=1, str_value=meta_details)
+    ln = pl.lines.add(id=13, name="Stream #13(MemcpyD2H)", timestamp_ns=1000)
+    for i, d in enumerate(details):
+        ev = ln.events.add(metadata_id=1, offset_ps=i * 10_000, duration_ps=5000)
+        if isinstance(d, str):
+            ev.stats.add(metadata_id=1, str_value=d)
+        elif isinstance(d, bytes):
+            ev.stats.add(metadata_id=1, bytes_value=d)
+        elif d == "ref":
+            ev.stats.add(metadata_id=1, ref_value=2)
+    sp.planes.add(id=2, name="/host:CPU")
+    path.write_bytes(sp.SerializeToString())
+    return path
+
+
+CASES = {
+    "distinct": [f"kind_src:device kind_dst:pinned size:{4096 + i}" for i in range(9)],
+    "odd": ["kind_src:device kind_dst:pinned size:100", "kind_src:d\u00e9vice size:5",
+            b"kind_src:device size:7", None, "size:abc kind:Unknown", "kind:Unknown size:0",
+            "kind_src:device kind_dst:pinned size:100"],
+    "none_carry": [None, None, None],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("meta", [None, "kind_src:device kind_dst:pageable size:32"])
+def test_reports_of_copies_read_from_bytes_are_upbs(tmp_path, case, meta, monkeypatch):
+    """Copies of distinct, odd (not ASCII, bytes, a bad size) or no details (their
+    metadata's, or none): the report is upb's, and the reader's path equal to the one
+    through objects (the bytes path off)."""
+    p = _copies(tmp_path / "c.xplane.pb", CASES[case], meta)
+    got = _cli(["report", "--json", str(p)], wire._scan)
+    assert got == _cli(["report", "--json", str(p)], None)
+    monkeypatch.setattr(gpu, "_details_facts", _through_objects)
+    assert _cli(["report", "--json", str(p)], wire._scan) == got
+
+
+def _through_objects(P, ev, idx, cache):
+    codes, details = gpu.stat_codes(P, ev, idx, "memcpy_details")
+    return codes, gpu._details_columns(details.tolist(), cache)
+
+
+def test_a_ref_detail_reads_as_through_objects(tmp_path, monkeypatch):
+    """A details value written as a ref (not text: read as an object, as before)."""
+    p = _copies(tmp_path / "r.xplane.pb", ["ref", "kind_src:device size:8", "ref"])
+    got = _cli(["report", "--json", str(p)], wire._scan)
+    assert got == _cli(["report", "--json", str(p)], None)
+    monkeypatch.setattr(gpu, "_details_facts", _through_objects)
+    assert _cli(["report", "--json", str(p)], wire._scan) == got
