@@ -409,14 +409,18 @@ def _details_facts(P, ev: LineEvents, idx: np.ndarray, cache: dict
     copy `idx` a code, the five columns of facts the codes index). Where the line's details
     were interned by the scanner, the distinct values' facts are read where their bytes lie
     (`_scan.memcpy_details_at`), and only a value it does not answer (not ASCII text) becomes
-    an object; a copy without the stat reads its metadata's, as `stat_codes` does.
+    an object; a copy without the stat reads its metadata's, as `stat_codes` does. Where no
+    value is text (refs to a stat's name, as on the H100/H200 captures), through objects.
     Why: a capture of a million copies, each its own details, made a million `str` to parse
     them (0.7 s and ~270 MiB on the read's peak)."""
     sids = P.stat_ids.get("memcpy_details")
     got = ev.interned(sids) if sids else None
     fast = getattr(wire.SCANNER, "memcpy_details_at", None)
     c = got[0][idx] if got is not None else None
-    if got is None or c is None or fast is None or not (c >= 0).any():
+    # (values that are refs to a stat's name, as CUPTI's on the H100/H200 captures, are that
+    # name's text, a str the stat names hold: through objects, as before)
+    if got is None or c is None or fast is None or not (c >= 0).any() \
+            or not (got[1]["kind"] == _K_STR).any():
         codes, details = stat_codes(P, ev, idx, "memcpy_details")
         return codes, _details_columns(details.tolist(), cache)
     t = got[1]
