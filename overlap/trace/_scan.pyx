@@ -1017,9 +1017,9 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
         arrays = _meta_arrays(nm, narrow)
         key = _Keys(nm, narrow)
         if narrow:
-            name32, disp32, value32 = arrays[1:]
+            name32, disp32, value32 = arrays
         else:
-            name64, disp64, value64 = arrays[1:]
+            name64, disp64, value64 = arrays
     if strip >= 1:
         # (mode 2: every entry checked as upb would, nothing kept: the reader decodes the
         # entries of many planes at once, `groups.MetaRows`)
@@ -1040,8 +1040,8 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                     shown = True
     if strip == 1:
         rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32, shown)
-        meta = {"ok": dok, "key": key.taken(), "name": arrays[1], "disp": arrays[2],
-                "value": arrays[3], "reversed": rev}
+        meta = {"ok": dok, "key": key.taken(), "name": arrays[0], "disp": arrays[1],
+                "value": arrays[2], "reversed": rev}
     snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min, seen)
     sspans.n = sfirst
     return (max(strip, 0), bad, meta, snames, sfields.taken() if cut else stats)
@@ -2638,10 +2638,10 @@ cdef bint _meta_reverse(bint ok, bint narrow, Py_ssize_t n, _Keys key,
 
 
 def _meta_arrays(Py_ssize_t n, bint narrow):
-    """`decode_meta`'s zeroed columns for `n` entries: name, disp, value (their keys:
-    `_I64s`, `_key_array`)."""
+    """`decode_meta`'s zeroed span columns for `n` entries: name, disp, value (the keys:
+    `_Keys`)."""
     dt = np.int32 if narrow else np.int64
-    return None, np.zeros((2, n), dt), np.zeros((2, n), dt), np.zeros((2, n), dt)
+    return np.zeros((2, n), dt), np.zeros((2, n), dt), np.zeros((2, n), dt)
 
 
 @cython.final
@@ -2732,7 +2732,7 @@ def decode_meta(data, const int64_t[::1] starts, const int64_t[::1] ends, bint n
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t n = starts.shape[0], i
-    _, name_a, disp_a, value_a = _meta_arrays(n, narrow)
+    name_a, disp_a, value_a = _meta_arrays(n, narrow)
     cdef _Keys key = _Keys(n, narrow)
     cdef int64_t[:, ::1] name, disp, value
     cdef int32_t[:, ::1] name32, disp32, value32

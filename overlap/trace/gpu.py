@@ -12,8 +12,9 @@ from overlap.trace import lines, vendors, wire
 from overlap.trace.groups import MANY_PLANES, groupable_all
 from overlap.trace.lines import LineBlock, RowNames, merge_rows, wide
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
+from overlap.trace.statcols import meta_values
 from overlap.trace.tables import missing_mask
-from overlap.trace.values import _K_STR, _stat_objects, isin_ids, unique_inverse
+from overlap.trace.values import _K_STR, _stat_objects, isin_ids
 from overlap.trace.wire import (
     GROUP_STRIDE,
     Coded,
@@ -434,8 +435,7 @@ def _details_facts(P, ev: LineEvents, idx: np.ndarray, cache: dict
             col[odd] = part
     missing = np.flatnonzero(c < 0)
     if missing.size:  # (the metadata's details, once per metadata id: `stat_codes`)
-        uniq, inv = unique_inverse(ev.mids[idx[missing]])
-        mv = object_array([P.meta_stats(u).get("memcpy_details") for u in uniq.tolist()])
+        inv, mv = meta_values(P, ev.mids[idx[missing]], "memcpy_details")
         c = c.astype(np.int64)
         c[missing] = len(size) + inv
         cols = [np.concatenate([a, b]) for a, b in zip(cols, _details_columns(mv.tolist(),

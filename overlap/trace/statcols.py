@@ -41,13 +41,20 @@ def stat_codes(P: Any, ev: Any, idx: np.ndarray,
             uniq, inv = unique_inverse_at(ev.mids, idx, len(vals))
             mv = object_array([P.meta_stats(u).get(name) for u in uniq.tolist()])
             return inv, np.concatenate([vals, mv])
-        uniq, inv = unique_inverse(ev.mids[idx[missing]])
-        mv = object_array([P.meta_stats(u).get(name) for u in uniq.tolist()])
+        inv, mv = meta_values(P, ev.mids[idx[missing]], name)
         if len(vals) + len(mv) > np.iinfo(c.dtype).max:
             c = c.astype(np.int64)
         c[missing] = len(vals) + inv
         vals = np.concatenate([vals, mv])
     return c, vals
+
+
+def meta_values(P: Any, mids: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """(per event of metadata ids `mids`, its code into the values; those values: stat
+    `name` of each distinct metadata, None where it has none), read once per metadata id:
+    what an event without the stat reads (`stat_codes`)."""
+    uniq, inv = unique_inverse(mids)
+    return inv, object_array([P.meta_stats(u).get(name) for u in uniq.tolist()])
 
 
 def stat_column(P: Any, ev: Any, idx: np.ndarray, name: str) -> np.ndarray:

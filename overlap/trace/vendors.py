@@ -53,7 +53,7 @@ from overlap.trace.lines import PAREN, STREAM, LineBlock, NameCodes, RowNames
 from overlap.trace.names import STREAM_LINE_PREFIXES
 from overlap.trace.strcodes import str_codes
 from overlap.trace.tables import missing_mask
-from overlap.trace.values import narrow_codes
+from overlap.trace.values import narrow_codes, unique_inverse
 from overlap.trace.wire import (
     Coded,
     Cols,
@@ -241,8 +241,9 @@ def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide |
         # hashing of the events' names (a segment of 64k one-event lines: a factorize of 64k
         # distinct strings)
         names, of, block, brows = lines_of
-        at = of[idx]
-        rows, pos = _runs(at)
+        # (the segment's line indices: a small range, numbered by a table, not sorted and
+        # searched: ~10 ms of binary searches a million one-event lines)
+        rows, pos = unique_inverse(of[idx])
         coded = side.codes_of(block)
         if coded is not None:
             lc = coded.codes[brows[rows]]
@@ -266,19 +267,6 @@ def note_other_events(P, ev, idx: np.ndarray, device, line_name, side: GpuSide |
                    name=per_mid(ev.mids, P.name, P.names if isinstance(P, PlaneGroup)
                                 or getattr(P.plane, "meta_stripped", False) else None, at=idx,
                                 coded=True))
-
-
-def _runs(at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the distinct values of `at`, ascending; each element's index among them). Where `at`
-    does not descend (a segment's events, line after line: always), by where it changes, not
-    by a sort and a search (a million one-event lines: ~10 ms of binary searches)."""
-    if len(at) < 2 or bool((at[1:] >= at[:-1]).all()):
-        change = np.empty(len(at), bool)
-        change[:1] = True
-        np.not_equal(at[1:], at[:-1], out=change[1:])
-        return at[change], np.cumsum(change) - 1
-    rows = sorted_unique(at)
-    return rows, np.searchsorted(rows, at)
 
 
 def _is_stream_line(name: Any) -> bool:

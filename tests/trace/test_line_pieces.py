@@ -322,12 +322,3 @@ def test_lines_per_group_of_one_repeated_line(code):
     want = vendors._lines_per_group(np.full(n, code, np.int32), rows, starts, ends, 6)
     assert vendors._lines_per_group(repeated(n, code, np.int32), rows, starts, ends, 6) == \
         want == [1, 1, 1]
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(0, 6), max_size=30), st.booleans())
-def test_runs_are_the_distinct_values_and_each_ones_index(values, ordered):
-    at = np.array(sorted(values) if ordered else values, np.int64)
-    rows, pos = vendors._runs(at)
-    assert rows.tolist() == sorted(set(values))
-    assert rows[pos].tolist() == at.tolist() if len(at) else pos.tolist() == []
