@@ -26,6 +26,11 @@ Two more of the campaign's table (round 22):
 
 * `eventstats:N`: one kernel carrying N stats (the campaign's 6 MB at 1e6).
 * `copies:N`: N D2H memcpys alone on one line, each its own `memcpy_details` (60 MB).
+
+Round 23:
+
+* `refcopies:N`: `copies:N` with each `memcpy_details` written as CUPTI writes it on our real
+  H100/H200 captures: a ref to a stat-metadata entry whose name is the text (N entries).
 """
 
 from __future__ import annotations
@@ -193,10 +198,29 @@ def copies(out: Path, n: int) -> Path:
     return _write(sp, out / f"copies{n // 1000}k.xplane.pb")
 
 
+def refcopies(out: Path, n: int) -> Path:
+    """`copies:N` with the details as refs (CUPTI's form): stat metadata 2..n+1 are named by
+    each copy's details text, and each copy's `memcpy_details` stat refers to its own."""
+    sp, pl = _space()
+    sm = pl.stat_metadata[1]
+    sm.id, sm.name = 1, "memcpy_details"
+    for i in range(n):
+        sm = pl.stat_metadata[i + 2]
+        sm.id, sm.name = i + 2, f"kind_src:device kind_dst:pinned size:{4096 + i}"
+    md = pl.event_metadata[1]
+    md.id, md.name = 1, "MemcpyD2H"
+    ln = pl.lines.add(id=13, name="Stream #13(MemcpyD2H)", timestamp_ns=1000)
+    for i in range(n):
+        ln.events.add(metadata_id=1, offset_ps=i * 10_000, duration_ps=5000).stats.add(
+            metadata_id=1, ref_value=i + 2)
+    sp.planes.add(id=2, name="/host:CPU")
+    return _write(sp, out / f"refcopies{n // 1000}k.xplane.pb")
+
+
 SHAPES = {"lines": lines, "tinyplanes": tinyplanes, "planes": planes, "memcpys": memcpys,
           "emptyevents": emptyevents, "kernels": kernels, "gpumeta": gpumeta,
           "tpumeta": tpumeta, "pyevents": pyevents, "eventstats": eventstats,
-          "copies": copies}
+          "copies": copies, "refcopies": refcopies}
 
 
 def main(argv: list[str]) -> None:

@@ -3717,10 +3717,11 @@ def memcpy_details(list values, bint columns=False):
     """Per value of a memcpy's `memcpy_details` stat, what `gpu._memcpy_facts` makes of it:
     (bytes, source kind, destination kind, async (None, True or False), bytes known), or None
     where this does not answer (not an ASCII `str`, or a size that is not plain digits) and
-    the caller reads the value itself. With `columns`, the same as five columns and whether
-    each answered: (bytes (int64), source kinds, destination kinds, asyncs (lists), bytes
-    known (uint8), answered (uint8)), 0 and None where it did not (a tuple per value: ~110
-    bytes each, 100k distinct values on a capture whose copies all differ in size). Tokens
+    the caller reads the value itself. With `columns`, the same as five columns, whether
+    each answered, and the kinds' texts: (bytes (int64), source and destination kinds (int32
+    codes into the texts), asyncs (int8: 0 None, 1 False, 2 True), bytes known (uint8),
+    answered (uint8), the texts (a list)), 0 where it did not (a tuple per value: ~110 bytes
+    each, 100k distinct values on a capture whose copies all differ in size). Tokens
     are split where `str.split()` splits and keyed before their first ':', the last of a
     key winning, as `names.parse_details` reads them.
     Why: a capture whose copies all differ in size has a distinct value per copy, ~2 us each
@@ -3736,50 +3737,89 @@ def memcpy_details(list values, bint columns=False):
 
 
 def memcpy_details_at(data, const int8_t[::1] kind, const uint64_t[::1] ival,
-                      const int64_t[::1] vpos, int k_str):
+                      const int64_t[::1] vpos, int k_str, int k_ref=-1, names=None,
+                      const int64_t[::1] pos=None, const int64_t[::1] ns=None,
+                      const int64_t[::1] ne=None):
     """`memcpy_details(values, columns=True)` of stat values as the decoder's records give
     them (`kind`, `ival`: a string's length, `vpos`: where it lies in `data`), read where they
     lie: a value of kind `k_str` whose bytes are ASCII is answered as that text is, any other
-    is not (answered 0: the caller reads it as an object). Why: a capture of a million copies,
-    each its own details, made a million `str` (and the bytes and dict entries that found
-    each one's object) to parse them: 0.7 s and ~270 MiB on the read's peak."""
+    is not (answered 0: the caller reads it as an object). With `k_ref` and a plane's stat
+    names as `statids.LazyStatNames` holds them (`names`: their bytes, `pos`: id -> row, -1
+    none; `ns`/`ne`: each row's name span), a value of kind `k_ref` (`ival` the id) is its
+    name's text, answered where that name is ASCII, as a ref's `str` is; an id without a name
+    is not answered. Why: a capture of a million copies, each its own details, made a million
+    `str` (and the bytes and dict entries that found each one's object) to parse them: 0.7 s
+    and ~270 MiB on the read's peak; CUPTI writes them as refs (our H100/H200 captures), whose
+    names were each decoded to a `str` the same way (88 MiB a million)."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
-    cdef Py_ssize_t n = kind.shape[0], i
+    cdef const uint8_t[::1] nv
+    cdef const uint8_t* nb = NULL
+    cdef Py_ssize_t n = kind.shape[0], i, r, nlen = 0, npos = 0
+    cdef int64_t a, e
     if ival.shape[0] != n or vpos.shape[0] != n:
         raise ValueError("kind, ival and vpos differ in length")
+    if names is not None:
+        if pos is None or ns is None or ne is None or ns.shape[0] != ne.shape[0]:
+            raise ValueError("names need pos, ns and ne of one length")
+        nv = names
+        nlen, npos = nv.shape[0], pos.shape[0]
+        if nlen:
+            nb = &nv[0]
     cdef _Details d = _Details(n, True)
     for i in range(n):
-        if kind[i] != k_str or vpos[i] < 0 or <uint64_t>vpos[i] + ival[i] > <uint64_t>mv.shape[0]:
-            continue
-        if _ascii(b + vpos[i], <Py_ssize_t>ival[i]):
-            d.read(i, b + vpos[i], <Py_ssize_t>ival[i])
+        if kind[i] == k_str:
+            if vpos[i] < 0 or <uint64_t>vpos[i] + ival[i] > <uint64_t>mv.shape[0]:
+                continue
+            if _ascii(b + vpos[i], <Py_ssize_t>ival[i]):
+                d.read(i, b + vpos[i], <Py_ssize_t>ival[i])
+        elif kind[i] == k_ref and nb != NULL:
+            if ival[i] >= <uint64_t>npos:
+                continue
+            r = pos[ival[i]]
+            if r < 0 or r >= ns.shape[0]:
+                continue
+            a, e = ns[r], ne[r]
+            if a < 0 or e < a or e > nlen:
+                continue
+            if _ascii(nb + a, <Py_ssize_t>(e - a)):
+                d.read(i, nb + a, <Py_ssize_t>(e - a))
     return d.result()
 
 
 @cython.final
 cdef class _Details:
-    """`memcpy_details`' answers, filled a value at a time (`read`), as tuples or columns."""
+    """`memcpy_details`' answers, filled a value at a time (`read`), as tuples or columns.
+    Columns hold the kinds as codes into `names` (one str per distinct text) and the async
+    flags as codes 0 (None), 1 (False), 2 (True): a million distinct values held a pointer
+    per value and kind (and lists of them, then the caller's arrays, both at once: 48 MB),
+    for a few kinds and flags; the reader keeps the copies' columns coded the same way."""
     cdef Py_ssize_t n
     cdef bint columns
-    cdef list out, srcs, dsts
-    cdef dict kinds  # value text -> one str object (a few kinds over many copies)
-    cdef object src, dst  # (the previous value's: `_details_text`)
-    cdef object sizes_a, knowns_a, oks_a
+    cdef list out
+    cdef dict kinds  # value text -> its code (a few kinds over many copies)
+    cdef list names  # code -> the text, one str object each
+    cdef int32_t src, dst  # (the previous value's codes: `code`)
+    cdef object sizes_a, knowns_a, oks_a, srcs_a, dsts_a, asys_a
     cdef int64_t[::1] sizes
     cdef uint8_t[::1] knowns, oks
+    cdef int32_t[::1] srcs, dsts
+    cdef int8_t[::1] asys
 
     def __cinit__(self, Py_ssize_t n, bint columns):
         self.n, self.columns = n, columns
-        self.out = [None] * n
-        self.kinds = {}
-        self.src = self.dst = None
+        self.kinds, self.names = {}, []
+        self.src = self.dst = -1
         if columns:
             self.sizes_a, self.knowns_a, self.oks_a = (np.zeros(n, np.int64),
                                                        np.zeros(n, np.uint8),
                                                        np.zeros(n, np.uint8))
             self.sizes, self.knowns, self.oks = self.sizes_a, self.knowns_a, self.oks_a
-            self.srcs, self.dsts = [None] * n, [None] * n
+            self.srcs_a, self.dsts_a = np.zeros(n, np.int32), np.zeros(n, np.int32)
+            self.asys_a = np.zeros(n, np.int8)
+            self.srcs, self.dsts, self.asys = self.srcs_a, self.dsts_a, self.asys_a
+        else:
+            self.out = [None] * n
 
     cdef int read(self, Py_ssize_t i, const uint8_t* s, Py_ssize_t ln) except -1:
         """Value i, the ASCII text s[:ln]: answered where its size is plain digits."""
@@ -3787,6 +3827,7 @@ cdef class _Details:
         cdef Py_ssize_t ve[5]
         cdef Py_ssize_t p, t, c, k
         cdef int64_t size
+        cdef int8_t a
         for k in range(5):
             vs[k] = -1
         p = 0
@@ -3815,38 +3856,48 @@ cdef class _Details:
                 size = size * 10 + (s[p] - 48)
             if size >= (1 << 53):  # (no byte count a copy can have: unknown, as the caller)
                 size = -1
-        self.src = _details_text(s, vs[_D_SRC], ve[_D_SRC], self.kinds, self.src)
-        self.dst = _details_text(s, vs[_D_DST], ve[_D_DST], self.kinds, self.dst)
+        self.src = self.code(s, vs[_D_SRC], ve[_D_SRC], self.src)
+        self.dst = self.code(s, vs[_D_DST], ve[_D_DST], self.dst)
         if vs[_D_ASYNC] < 0:
-            a = None
+            a = 0
         else:
-            a = ve[_D_ASYNC] - vs[_D_ASYNC] == 1 and s[vs[_D_ASYNC]] == 49  # "1"
+            a = 2 if ve[_D_ASYNC] - vs[_D_ASYNC] == 1 and s[vs[_D_ASYNC]] == 49 else 1  # "1"
         if self.columns:
             self.sizes[i] = size if size > 0 else 0
-            self.srcs[i], self.dsts[i], self.out[i] = self.src, self.dst, a
+            self.srcs[i], self.dsts[i], self.asys[i] = self.src, self.dst, a
             self.knowns[i] = not (vs[_D_KIND] >= 0 and size <= 0)
             self.oks[i] = 1
         else:
-            self.out[i] = (size if size > 0 else 0, self.src, self.dst, a,
-                           not (vs[_D_KIND] >= 0 and size <= 0))
+            self.out[i] = (size if size > 0 else 0, self.names[self.src], self.names[self.dst],
+                           None if a == 0 else a == 2, not (vs[_D_KIND] >= 0 and size <= 0))
         return 0
+
+    cdef int32_t code(self, const uint8_t* s, Py_ssize_t a, Py_ssize_t b,
+                      int32_t last) except -1:
+        """The code of the kind text s[a:b] (ASCII; "unknown" where absent, a < 0): `last`
+        (the previous value's) where the text is its own (copies come in runs of one kind:
+        no text made and looked up each), else through `kinds`."""
+        cdef const uint8_t* p = s + a
+        cdef Py_ssize_t ln = b - a
+        cdef object t
+        if a < 0:
+            p, ln = <const uint8_t*>_UNKNOWN, 7
+        if last >= 0:
+            t = self.names[last]
+            if PyUnicode_GET_LENGTH(t) == ln and memcmp(PyUnicode_DATA(t), p, ln) == 0:
+                return last
+        t = PyUnicode_DecodeASCII(<const char*>p, ln, NULL)
+        got = self.kinds.get(t)
+        if got is None:
+            got = self.kinds[t] = len(self.names)
+            self.names.append(t)
+        return got
 
     cdef object result(self):
         if self.columns:
-            return (self.sizes_a, self.srcs, self.dsts, self.out, self.knowns_a, self.oks_a)
+            return (self.sizes_a, self.srcs_a, self.dsts_a, self.asys_a, self.knowns_a,
+                    self.oks_a, self.names)
         return self.out
 
 
-cdef object _details_text(const uint8_t* s, Py_ssize_t a, Py_ssize_t b, dict kinds,
-                          object last):
-    """The kind text s[a:b] (ASCII; "unknown" where absent), one str object per distinct
-    text: `last` (the previous value's, an ASCII str or None) where the bytes are its own
-    (copies come in runs of one kind: no text made and looked up each), else through
-    `kinds`."""
-    if a < 0:
-        return "unknown"
-    if last is not None and PyUnicode_GET_LENGTH(last) == b - a \
-            and memcmp(PyUnicode_DATA(last), s + a, b - a) == 0:
-        return last
-    t = PyUnicode_DecodeASCII(<const char*>(s + a), b - a, NULL)
-    return kinds.setdefault(t, t)
+cdef const char* _UNKNOWN = b"unknown"  # (a kind absent from the details)

@@ -14,7 +14,7 @@ from overlap.trace.lines import LineBlock, RowNames, merge_rows, wide
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
 from overlap.trace.statcols import meta_values
 from overlap.trace.tables import missing_mask
-from overlap.trace.values import _K_STR, _stat_objects, isin_ids
+from overlap.trace.values import _K_REF, _K_STR, _stat_objects, isin_ids
 from overlap.trace.wire import (
     GROUP_STRIDE,
     Coded,
@@ -26,12 +26,11 @@ from overlap.trace.wire import (
     as_int,
     as_text,
     coded_stat,
-    map_stat,
     map_unique,
+    narrow_codes,
     object_array,
     per_mid,
     stat_codes,
-    stat_column,
     stat_keys,
 )
 
@@ -361,16 +360,32 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
     idx = np.flatnonzero(is_mc)
     if idx.size:
         # (bytes, src kind, dst kind, async, bytes known) once per distinct details value
-        codes, fcols = _details_facts(P, ev, idx, details_cache)
+        codes, facts = _details_facts(P, ev, idx, details_cache)
+        codes = narrow_codes(codes, len(facts.size))
+        # The object columns as codes (`Coded`: made objects by `Cols.rows`, once the file's
+        # bytes and the line's arrays are gone; one kind over the copies, a `repeated`
+        # column); every event a copy: the line's starts, and its durations made ends in
+        # place (no kernel or other event of the line reads them after). Why: a million
+        # copies held seven object columns and two time copies beside the file's bytes,
+        # ~70 MB of the read's peak.
+        if len(idx) == ev.n:
+            start, end = ev.starts, ev.durs
+            ev.durs = None
+            end += start
+        else:
+            start = ev.starts[idx]
+            end = start + ev.durs[idx]
         tr.add(len(idx), host=host, device=pick(device, idx),
-               direction=per_mid(mids, memcpy_mids.get, at=idx),
-               start_ps=ev.starts[idx], end_ps=ev.starts[idx] + ev.durs[idx],
-               bytes=fcols[0][codes], src_kind=fcols[1][codes], dst_kind=fcols[2][codes],
-               **{"async": fcols[3][codes]}, bytes_known=fcols[4][codes],
+               direction=per_mid(mids, memcpy_mids.get, at=idx, coded=True),
+               start_ps=start, end_ps=end, bytes=facts.size[codes],
+               src_kind=Coded(narrow_codes(facts.src, len(facts.kinds))[codes], facts.kinds),
+               dst_kind=Coded(narrow_codes(facts.dst, len(facts.kinds))[codes], facts.kinds),
+               **{"async": Coded(facts.asy[codes], _ASYNC)}, bytes_known=facts.known[codes],
                stream=pick(stream, idx), line=pick(now(line_name), idx),
-               hlo_op=map_stat(P, ev, idx, "hlo_op", _clean_hlo_op),
-               hlo_module=stat_column(P, ev, idx, "hlo_module"),
-               program_id=map_stat(P, ev, idx, "program_id", as_id))
+               hlo_op=coded_stat(P, ev, idx, "hlo_op", _clean_hlo_op),
+               hlo_module=coded_stat(P, ev, idx, "hlo_module"),
+               program_id=coded_stat(P, ev, idx, "program_id", as_id))
+        del start, end, codes, facts
     # Neither a memcpy nor a kernel: the shape checks look at these (vendors.shape_unknowns).
     # (every event, a line no rule reads: the positions counted, int32 where they fit, not
     # found: 4 bytes less per event on that line's peak)
@@ -404,69 +419,127 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
                stream=pick(stream, idx), line=pick(now(line_name), idx))
 
 
+# A copy's async flag as the details' facts code it (`_Facts`, `_scan.memcpy_details`)
+_ASYNC = object_array([None, False, True])
+
+
+class _Facts:
+    """What the `memcpy_details` values say, one row per distinct value: bytes (int64),
+    source and destination kinds (int32 codes into `kinds`, an object array of texts),
+    async (int8 codes into `_ASYNC`), bytes known (bool). Why codes: a capture of a million
+    copies, each its own details, held three object columns of a million pointers to a few
+    kinds and flags (24 MB on the read's peak), and its copies' columns as many again."""
+
+    __slots__ = ("size", "src", "dst", "asy", "known", "kinds")
+
+    def __init__(self, size, src, dst, asy, known, kinds) -> None:
+        self.size, self.src, self.dst, self.asy, self.known = size, src, dst, asy, known
+        self.kinds = kinds
+
+    @classmethod
+    def of_tuples(cls, facts: list[tuple]) -> "_Facts":
+        """From `_memcpy_facts` tuples (a few values the scanner did not answer)."""
+        codes: dict[Any, int] = {}
+        kinds: list = []
+
+        def code(k: Any) -> int:
+            if k not in codes:
+                codes[k] = len(kinds)
+                kinds.append(k)
+            return codes[k]
+
+        n = len(facts)
+        size, known = np.zeros(n, np.int64), np.zeros(n, bool)
+        src, dst, asy = np.zeros(n, np.int32), np.zeros(n, np.int32), np.zeros(n, np.int8)
+        for j, (b, s, d, a, k) in enumerate(facts):
+            size[j], src[j], dst[j], known[j] = b, code(s), code(d), k
+            asy[j] = 0 if a is None else 2 if a else 1
+        return cls(size, src, dst, asy, known, object_array(kinds))
+
+    def put(self, at: np.ndarray, other: "_Facts") -> None:
+        """Rows `at` replaced by `other`'s rows (its kinds appended to the texts)."""
+        base = len(self.kinds)
+        self.kinds = np.concatenate([self.kinds, other.kinds])
+        self.size[at], self.asy[at], self.known[at] = other.size, other.asy, other.known
+        self.src[at], self.dst[at] = other.src + base, other.dst + base
+
+    def joined(self, other: "_Facts") -> "_Facts":
+        """`other`'s rows after these."""
+        base = len(self.kinds)
+        return _Facts(*(np.concatenate([a, b]) for a, b in (
+            (self.size, other.size), (self.src, other.src + base), (self.dst, other.dst + base),
+            (self.asy, other.asy), (self.known, other.known), (self.kinds, other.kinds))))
+
+
 def _details_facts(P, ev: LineEvents, idx: np.ndarray, cache: dict
-                   ) -> tuple[np.ndarray, list[np.ndarray]]:
+                   ) -> tuple[np.ndarray, _Facts]:
     """`stat_codes(P, ev, idx, "memcpy_details")` and `_details_columns` of its values: (per
-    copy `idx` a code, the five columns of facts the codes index). Where the line's details
-    were interned by the scanner, the distinct values' facts are read where their bytes lie
-    (`_scan.memcpy_details_at`), and only a value it does not answer (not ASCII text) becomes
-    an object; a copy without the stat reads its metadata's, as `stat_codes` does. Where no
-    value is text (refs to a stat's name, as on the H100/H200 captures), through objects.
+    copy `idx` a code, the facts the codes index). Where the line's details were interned by
+    the scanner, the distinct values' facts are read where their bytes lie
+    (`_scan.memcpy_details_at`): text in the file, and refs (CUPTI's form, on the H100/H200
+    captures) in their stat names' bytes where the plane keeps those undecoded
+    (`statids.LazyStatNames`); only a value it does not answer (not ASCII) becomes an
+    object. A copy without the stat reads its metadata's, as `stat_codes` does. Elsewhere
+    (a few refs' names, a dict already), through objects.
     Why: a capture of a million copies, each its own details, made a million `str` to parse
-    them (0.7 s and ~270 MiB on the read's peak)."""
+    them (text: 0.7 s and ~270 MiB on the read's peak; refs: 88 MiB of names)."""
     sids = P.stat_ids.get("memcpy_details")
     got = ev.interned(sids) if sids else None
     fast = getattr(wire.SCANNER, "memcpy_details_at", None)
     c = got[0][idx] if got is not None else None
-    # (values that are refs to a stat's name, as CUPTI's on the H100/H200 captures, are that
-    # name's text, a str the stat names hold: through objects, as before)
+    spans = getattr(P.stat_names, "spans", None)  # (refs' names undecoded: many of them)
     if got is None or c is None or fast is None or not (c >= 0).any() \
-            or not (got[1]["kind"] == _K_STR).any():
+            or not ((got[1]["kind"] == _K_STR).any()
+                    or (spans is not None and (got[1]["kind"] == _K_REF).any())):
         codes, details = stat_codes(P, ev, idx, "memcpy_details")
         return codes, _details_columns(details.tolist(), cache)
     t = got[1]
-    size, src, dst, asy, known, ok = fast(ev.buf, t["kind"], t["ival"], t["vpos"], _K_STR)
-    cols = [size, object_array(src), object_array(dst), object_array(asy), known.astype(bool)]
+    names, pos, ns, ne = spans() if spans is not None else (None, None, None, None)
+    size, src, dst, asy, known, ok, kinds = fast(ev.buf, t["kind"], t["ival"], t["vpos"],
+                                                 _K_STR, _K_REF, names, pos, ns, ne)
+    facts = _Facts(size, src, dst, asy, known.astype(bool), object_array(kinds))
     odd = np.flatnonzero(ok == 0)
     if odd.size:  # (values the bytes do not answer: as objects, as before)
         vals = _stat_objects(ev.buf, {k: t[k][odd] for k in ("kind", "ival", "vpos")},
                              P.stat_names)
-        for col, part in zip(cols, _details_columns(vals.tolist(), cache)):
-            col[odd] = part
+        facts.put(odd, _details_columns(vals.tolist(), cache))
     missing = np.flatnonzero(c < 0)
     if missing.size:  # (the metadata's details, once per metadata id: `stat_codes`)
         inv, mv = meta_values(P, ev.mids[idx[missing]], "memcpy_details")
         c = c.astype(np.int64)
         c[missing] = len(size) + inv
-        cols = [np.concatenate([a, b]) for a, b in zip(cols, _details_columns(mv.tolist(),
-                                                                              cache))]
-    return c, cols
+        facts = facts.joined(_details_columns(mv.tolist(), cache))
+    return c, facts
 
 
-def _details_columns(dl: list, cache: dict) -> list[np.ndarray]:
-    """(bytes (int64), source kind, destination kind, async, bytes known (bool)) of each
-    distinct `memcpy_details` value `dl`, as five columns: by the scanner (`memcpy_details`)
-    where it answers, else by `_memcpy_facts` (of its `str` where it is neither text, bytes
-    nor None: the scanner answers text only), once per value over the file (`cache`).
+def _details_columns(dl: list, cache: dict) -> _Facts:
+    """The facts (`_Facts`) of each distinct `memcpy_details` value `dl`: by the scanner
+    (`memcpy_details`) where it answers, else by `_memcpy_facts` (of its `str` where it is
+    neither text, bytes nor None: the scanner answers text only), once per value over the
+    file (`cache`).
 
     Why columns, and no cache of what the scanner answers: a capture whose copies all
     differ in size holds 100k distinct values, and a tuple of facts each, kept for the
     whole file, was 14 MiB on the read's peak; parsing a value again costs less than the
     lookup that saved it."""
-    n = len(dl)
     fast = getattr(wire.SCANNER, "memcpy_details", None)
-    if fast is not None:
-        size, src, dst, asy, known, ok = fast(dl, True)
+    if fast is None:
+        ok = np.zeros(len(dl), np.uint8)
+        facts = _Facts.of_tuples([(0, None, None, None, False)] * len(dl))
     else:
-        size, known, ok = np.zeros(n, np.int64), np.zeros(n, np.uint8), np.zeros(n, np.uint8)
-        src, dst, asy = [None] * n, [None] * n, [None] * n
-    for j in np.flatnonzero(ok == 0).tolist():
-        d = dl[j] if isinstance(dl[j], (str, bytes)) or dl[j] is None else str(dl[j])
-        f = cache.get(d)
-        if f is None:
-            f = cache[d] = _memcpy_facts(d)
-        size[j], src[j], dst[j], asy[j], known[j] = f
-    return [size, object_array(src), object_array(dst), object_array(asy), known.astype(bool)]
+        size, src, dst, asy, known, ok, kinds = fast(dl, True)
+        facts = _Facts(size, src, dst, asy, known.astype(bool), object_array(kinds))
+    odd = np.flatnonzero(ok == 0)
+    if odd.size:
+        got = []
+        for j in odd.tolist():
+            d = dl[j] if isinstance(dl[j], (str, bytes)) or dl[j] is None else str(dl[j])
+            f = cache.get(d)
+            if f is None:
+                f = cache[d] = _memcpy_facts(d)
+            got.append(f)
+        facts.put(odd, _Facts.of_tuples(got))
+    return facts
 
 
 def _memcpy_facts(d: Any) -> tuple:

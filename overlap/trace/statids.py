@@ -97,6 +97,11 @@ class LazyStatNames(Mapping):
     def get(self, k: Any, default: Any = None) -> Any:
         return self[k] if self._row(k) >= 0 else default
 
+    def spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(the names' bytes, id -> row (-1: none), each row's name start and end there): what
+        `_scan.memcpy_details_at` reads refs' names from, none decoded."""
+        return self._buf, self._pos, self._ns, self._ne
+
     def names_of(self, ids: np.ndarray, default: str = "") -> np.ndarray:
         """The names of integer `ids` (`default` where an id has none), as an object array:
         the names not yet asked for decoded at once (`_scan.span_texts`)."""

@@ -2,7 +2,8 @@
 `memcpy_details_at` answers each interned value as `memcpy_details` answers its text, and
 `gpu._details_facts` gives the facts `stat_codes` and `_details_columns` give, values the
 bytes do not answer (not ASCII, not text) and copies without the stat (their metadata's)
-included; a report is upb's. SYNTHETIC captures, labelled so."""
+included; a report is upb's. Round 23: refs (CUPTI's form) read in their stat names' bytes.
+SYNTHETIC captures, labelled so."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from hypothesis import strategies as st
 
 from overlap.trace import gpu, wire
 from overlap.trace.protos import XSpace
-from overlap.trace.values import _K_STR
+from overlap.trace.statids import LazyStatNames
+from overlap.trace.values import _K_REF, _K_STR
 from tests.trace.test_differential import _cli
 
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the compiled scanner is not built")
 _scan = wire._scan
+_NAMES_OF = LazyStatNames.names_of
 
 TOKENS = ["size:4096", "size:0", "size:12a", "size:", "size:9999999999999999",
           "kind_src:device", "kind_src:pinned", "kind_dst:pageable", "async:1", "async:0",
@@ -115,3 +118,79 @@ def test_a_ref_detail_reads_as_through_objects(tmp_path, monkeypatch):
     assert got == _cli(["report", "--json", str(p)], None)
     monkeypatch.setattr(gpu, "_details_facts", _through_objects)
     assert _cli(["report", "--json", str(p)], wire._scan) == got
+
+
+def _ref_copies(path, n_names: int, refs: list, texts: dict | None = None):
+    """SYNTHETIC: stat metadata 2..n_names+1 named `kind_src:device kind_dst:pinned size:<id>`
+    (or `texts[id]`: non-ASCII, empty, odd), and copies whose `memcpy_details` is a ref to
+    `refs[i]` (an id; one without metadata reads as ""), text (a str), or absent (None)."""
+    sp = XSpace()
+    sp.warnings.append("SYNTHETIC")
+    pl = sp.planes.add(id=1, name="/device:GPU:0")
+    sm = pl.stat_metadata[1]
+    sm.id, sm.name = 1, "memcpy_details"
+    for sid in range(2, n_names + 2):
+        sm = pl.stat_metadata[sid]
+        sm.id, sm.name = sid, (texts or {}).get(sid, f"kind_src:device kind_dst:pinned size:{sid}")
+    md = pl.event_metadata[1]
+    md.id, md.name = 1, "MemcpyH2D"
+    ln = pl.lines.add(id=13, name="Stream #13(MemcpyH2D)", timestamp_ns=1000)
+    for i, r in enumerate(refs):
+        ev = ln.events.add(metadata_id=1, offset_ps=i * 10_000, duration_ps=5000)
+        if isinstance(r, str):
+            ev.stats.add(metadata_id=1, str_value=r)
+        elif r is not None:
+            ev.stats.add(metadata_id=1, ref_value=r)
+    sp.planes.add(id=2, name="/host:CPU")
+    path.write_bytes(sp.SerializeToString())
+    return path
+
+
+def test_refs_to_many_names_are_read_in_the_names_bytes(tmp_path, monkeypatch):
+    """CUPTI's form (each copy's details a ref to a stat name) on a plane of more stat names
+    than `LAZY_STAT_NAMES` (kept undecoded, `statids.LazyStatNames`): the facts come from the
+    names' bytes, no name decoded, and the report is upb's and the path through objects'.
+    Odd names (not ASCII, empty, a bad size), an id without a name and text beside them
+    fall back to objects."""
+    n = wire.LAZY_STAT_NAMES + 10
+    texts = {5: "kind_src:d\u00e9vice kind_dst:pinned size:9", 6: "", 7: "size:12x kind:Unknown",
+             8: "kind_src:pinned kind_dst:device size:3 async:1"}
+    refs = [2, 3, 5, 6, 7, 8, n + 50, "kind_src:device size:8", None, 9, 3, n + 1]
+    # (a line read alone, not merged with others: `gpu._SMALL_LINE` copies or more)
+    refs += list(range(10, 10 + gpu._SMALL_LINE))
+    p = _ref_copies(tmp_path / "r.xplane.pb", n, refs, texts)
+    decoded = []
+    monkeypatch.setattr(LazyStatNames, "names_of",
+                        lambda self, ids, default="": decoded.append(len(ids)) or
+                        _NAMES_OF(self, ids, default))
+    got = _cli(["report", "--json", str(p)], wire._scan)
+    # (the odd values only: 5, 6, 7 and the missing id, through `_stat_objects`)
+    assert decoded and sum(decoded) <= 4, decoded
+    assert got == _cli(["report", "--json", str(p)], None)
+    monkeypatch.setattr(gpu, "_details_facts", _through_objects)
+    assert _cli(["report", "--json", str(p)], wire._scan) == got
+
+
+def test_refs_read_at_their_names_spans():
+    """`memcpy_details_at` of refs: each id's name span read as its text is, an id out of
+    the table, without a row, or with a span outside the bytes not answered."""
+    names = [b"kind_src:device size:1", b"size:2 async:0", b"", b"kind_dst:p\xc3\xa9 size:3"]
+    raw = b"".join(names)
+    buf = np.frombuffer(wire.padded(raw), np.uint8)
+    ends = np.cumsum([len(x) for x in names]).astype(np.int64)
+    ns, ne = np.r_[0, ends[:-1]].astype(np.int64), ends
+    ns, ne = np.r_[ns, 5], np.r_[ne, 10**9]  # row 4: a span past the bytes
+    pos = np.array([-1, 0, 1, 2, 3, -1, 4], np.int64)  # id -> row
+    ids = np.array([1, 2, 3, 4, 5, 6, 99], np.uint64)
+    kind = np.full(len(ids), _K_REF, np.int8)
+    got = _scan.memcpy_details_at(buf, kind, ids, np.zeros(len(ids), np.int64), _K_STR,
+                                  _K_REF, buf, pos, ns, ne)
+    want = _scan.memcpy_details([x.decode() for x in names], True)
+    assert got[5].tolist() == [1, 1, 1, 0, 0, 0, 0]
+    for col in (0, 3, 4):
+        assert got[col][:3].tolist() == want[col][:3].tolist()
+    for col in (1, 2):
+        assert [got[6][c] for c in got[col][:3]] == [want[6][c] for c in want[col][:3]]
+    # without the names (`names` None): refs are not answered
+    assert _scan.memcpy_details_at(buf, kind, ids, np.zeros(len(ids), np.int64),
+                                   _K_STR)[5].tolist() == [0] * 7

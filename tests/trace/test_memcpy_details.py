@@ -59,13 +59,20 @@ def test_columns_are_the_tuples(values):
     `gpu._details_columns` (the scanner where it answers, `_memcpy_facts` else) is
     `_memcpy_facts` per value, whatever answered it."""
     tuples = wire._scan.memcpy_details(values)
-    size, src, dst, asy, known, ok = wire._scan.memcpy_details(values, True)
+    size, src, dst, asy, known, ok, kinds = wire._scan.memcpy_details(values, True)
     assert ok.tolist() == [t is not None for t in tuples]
+    assert len(set(kinds)) == len(kinds)  # (one code per distinct kind)
     for i, t in enumerate(tuples):
-        got = (int(size[i]), src[i], dst[i], asy[i], bool(known[i]))
-        assert got == (t if t is not None else (0, None, None, None, False))
-    cols = gpu._details_columns(values, {})
-    assert [c.dtype.kind for c in cols] == ["i", "O", "O", "O", "b"]
+        if t is None:  # not answered: nothing written
+            assert (size[i], src[i], dst[i], asy[i], known[i]) == (0, 0, 0, 0, 0)
+            continue
+        got = (int(size[i]), kinds[src[i]], kinds[dst[i]], [None, False, True][asy[i]],
+               bool(known[i]))
+        assert got == t
+    f = gpu._details_columns(values, {})
+    assert [c.dtype.kind for c in (f.size, f.src, f.dst, f.asy, f.known, f.kinds)] == \
+        ["i", "i", "i", "i", "b", "O"]
     texts = [v if isinstance(v, (str, bytes)) or v is None else str(v) for v in values]
-    assert [tuple(c[i].item() if hasattr(c[i], "item") else c[i] for c in cols)
-            for i in range(len(values))] == [gpu._memcpy_facts(v) for v in texts]
+    assert [(int(f.size[i]), f.kinds[f.src[i]], f.kinds[f.dst[i]], gpu._ASYNC[f.asy[i]],
+             bool(f.known[i])) for i in range(len(values))] == \
+        [gpu._memcpy_facts(v) for v in texts]
