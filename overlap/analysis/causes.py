@@ -245,7 +245,7 @@ def transfer_causes(trace, table: Columns) -> Columns:
     if every:
         out["cause"] = label[top]
     else:
-        code = np.zeros(n, np.intp)
+        code = np.zeros(n, top.dtype)
         code[has] = top
         out["cause"] = label[code]
     return out
@@ -256,7 +256,8 @@ def _first_max(cols: list[np.ndarray]) -> np.ndarray:
     `np.argmax(np.stack(cols), axis=0)`, a column at a time (the stack was 38 MB of a
     million copies' five cause columns on the analysis' peak)."""
     best = np.array(cols[0], copy=True)
-    top = np.zeros(len(best), np.intp)
+    # (int8: a few columns; 1 byte a row, not 8, on the analysis' peak)
+    top = np.zeros(len(best), np.int8 if len(cols) <= 127 else np.intp)
     for j, c in enumerate(cols[1:], 1):
         more = c > best
         top[more] = j

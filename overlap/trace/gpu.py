@@ -357,7 +357,8 @@ def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: C
     is_mc = isin_ids(mids, memcpy_mids) if memcpy_mids else np.zeros(ev.n, bool)
     # Per event, never per line or per metadata alone: any event may carry kernel_details.
     is_k = ~is_mc & (ev.has_stat(kd_sids) | isin_ids(mids, kernel_mids))
-    idx = np.flatnonzero(is_mc)
+    # (every event a copy, a copy-only line: the positions counted, int32, not searched)
+    idx = positions(ev.n) if is_mc.all() else np.flatnonzero(is_mc)
     if idx.size:
         # (bytes, src kind, dst kind, async, bytes known) once per distinct details value
         codes, facts = _details_facts(P, ev, idx, details_cache)
@@ -488,13 +489,14 @@ def _details_facts(P, ev: LineEvents, idx: np.ndarray, cache: dict
     fast = getattr(wire.SCANNER, "memcpy_details_at", None)
     c = got[0][idx] if got is not None else None
     spans = getattr(P.stat_names, "spans", None)  # (refs' names undecoded: many of them)
+    named = spans() if spans is not None else None
     if got is None or c is None or fast is None or not (c >= 0).any() \
             or not ((got[1]["kind"] == _K_STR).any()
-                    or (spans is not None and (got[1]["kind"] == _K_REF).any())):
+                    or (named is not None and (got[1]["kind"] == _K_REF).any())):
         codes, details = stat_codes(P, ev, idx, "memcpy_details")
         return codes, _details_columns(details.tolist(), cache)
     t = got[1]
-    names, pos, ns, ne = spans() if spans is not None else (None, None, None, None)
+    names, pos, ns, ne = named if named is not None else (None, None, None, None)
     size, src, dst, asy, known, ok, kinds = fast(ev.buf, t["kind"], t["ival"], t["vpos"],
                                                  _K_STR, _K_REF, names, pos, ns, ne)
     facts = _Facts(size, src, dst, asy, known.astype(bool), object_array(kinds))

@@ -26,21 +26,24 @@ def stat_codes(P: Any, ev: Any, idx: np.ndarray,
     `values` holds the event stats' distinct values (one per distinct value where the line
     was decoded with the name's ids as a group), then the metadata's, once per metadata id,
     so a rule computes once per value (`map_stat`) instead of once per event."""
-    idx = np.asarray(idx, np.int64)
+    idx = np.asarray(idx)
+    if idx.dtype.kind not in "iu":  # (int32 positions are taken as they are)
+        idx = idx.astype(np.int64)
     sids = P.stat_ids.get(name)
+    c: np.ndarray | None = None
+    vals = np.zeros(0, object)
     if sids and len(idx):
         c, vals = ev.codes_at(sids, P.stat_names, idx)  # int32 from groups: half the bytes
-    else:
-        c, vals = np.full(len(idx), -1, np.int64), np.zeros(0, object)
-    # none of these events has the stat (a module named by the metadata only): no index
-    # arrays of a million events, on the read's peak
-    none = not len(vals) or not (c >= 0).any()
-    missing = idx[:0] if none else np.flatnonzero(c < 0)
-    if none or missing.size:  # fall back to the metadata's stats, once per metadata id
-        if none:
-            uniq, inv = unique_inverse_at(ev.mids, idx, len(vals))
-            mv = object_array([P.meta_stats(u).get(name) for u in uniq.tolist()])
-            return inv, np.concatenate([vals, mv])
+    # none of these events has the stat (a module named by the metadata only; a stat the
+    # plane never names: no -1 per event made first): no index arrays of a million events,
+    # on the read's peak
+    if c is None or not len(vals) or not (c >= 0).any():
+        # (fall back to the metadata's stats, once per metadata id)
+        uniq, inv = unique_inverse_at(ev.mids, idx, len(vals))
+        mv = object_array([P.meta_stats(u).get(name) for u in uniq.tolist()])
+        return inv, np.concatenate([vals, mv])
+    missing = np.flatnonzero(c < 0)
+    if missing.size:  # those events read their metadata's, once per metadata id
         inv, mv = meta_values(P, ev.mids[idx[missing]], name)
         if len(vals) + len(mv) > np.iinfo(c.dtype).max:
             c = c.astype(np.int64)

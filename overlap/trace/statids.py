@@ -54,14 +54,27 @@ class LazyStatNames(Mapping):
             sk = k[order]
             spans = spans[order[np.flatnonzero(np.r_[sk[1:] != sk[:-1], True])]]
         self._buf = buf
-        self._keys = spans[:, 0].copy()
-        self._ns, self._ne = spans[:, 1].copy(), spans[:, 2].copy()
-        n = len(self._keys)
+        n = len(spans)
+        # Ids, rows and name spans as int32 where the file's bytes allow (dense ids are at
+        # most one more than the entries), and each name's object made only when one is
+        # asked for. Why: a plane whose copies' details are a million refs to stat names
+        # (CUPTI's form) held 41 MB of int64 and empty object tables here beside the file.
+        it = np.int32 if len(buf) < 1 << 31 and n < (1 << 31) - 1 else np.int64
+        self._keys: np.ndarray = spans[:, 0].astype(it)
+        self._ns: np.ndarray = spans[:, 1].astype(it)
+        self._ne: np.ndarray = spans[:, 2].astype(it)
         # id -> row (dense ids: at most one more slot than entries)
-        self._pos = np.full(int(self._keys[-1]) + 1 if n else 0, -1, np.int64)
-        self._pos[self._keys] = np.arange(n)
-        self._names = np.full(n, None, object)
-        self._have = np.zeros(n, bool)
+        self._pos: np.ndarray = np.full(int(self._keys[-1]) + 1 if n else 0, -1, it)
+        self._pos[self._keys] = np.arange(n, dtype=it)
+        self._names: np.ndarray | None = None  # (the decoded names, `_decoded`)
+        self._have: np.ndarray | None = None
+
+    def _decoded(self) -> tuple[np.ndarray, np.ndarray]:
+        """(per row its name or None, per row whether it is decoded), made when first asked."""
+        if self._names is None or self._have is None:
+            self._names = np.full(len(self._keys), None, object)
+            self._have = np.zeros(len(self._keys), bool)
+        return self._names, self._have
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -88,18 +101,22 @@ class LazyStatNames(Mapping):
         r = self._row(k)
         if r < 0:
             raise KeyError(k)
-        if not self._have[r]:
+        names, have = self._decoded()
+        if not have[r]:
             mv = memoryview(self._buf)  # type: ignore[arg-type]  # an ndarray is a buffer
-            self._names[r] = bytes(mv[self._ns[r]:self._ne[r]]).decode("utf-8")
-            self._have[r] = True
-        return self._names[r]
+            names[r] = bytes(mv[self._ns[r]:self._ne[r]]).decode("utf-8")
+            have[r] = True
+        return names[r]
 
     def get(self, k: Any, default: Any = None) -> Any:
         return self[k] if self._row(k) >= 0 else default
 
-    def spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(the names' bytes, id -> row (-1: none), each row's name start and end there): what
-        `_scan.memcpy_details_at` reads refs' names from, none decoded."""
+    def spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """(the names' bytes, id -> row (-1: none), each row's name start and end there, int32):
+        what `_scan.memcpy_details_at` reads refs' names from, none decoded; None where they
+        are int64 (a file of 2 GiB or more)."""
+        if self._pos.dtype != np.int32:
+            return None
         return self._buf, self._pos, self._ns, self._ne
 
     def names_of(self, ids: np.ndarray, default: str = "") -> np.ndarray:
@@ -112,16 +129,17 @@ class LazyStatNames(Mapping):
         rows = self._pos[ids[at].astype(np.int64)]
         found = rows >= 0
         at, rows = at[found], rows[found]
-        new = rows[~self._have[rows]]
+        names, have = self._decoded()
+        new = rows[~have[rows]]
         if len(new) > 1 and not bool((new[1:] > new[:-1]).all()):  # (ids asked in order,
             new = np.unique(new)  # as `_stat_objects` asks them: each once already)
         if new.size:
             from overlap.trace import _scan  # (a map made by the scanner: it is built)
 
-            self._names[new] = object_array(_scan.span_texts(self._buf, self._ns[new],
-                                                             self._ne[new]))
-            self._have[new] = True
-        out[at] = self._names[rows]
+            names[new] = object_array(_scan.span_texts(
+                self._buf, self._ns[new].astype(np.int64), self._ne[new].astype(np.int64)))
+            have[new] = True
+        out[at] = names[rows]
         return out
 
     def ids_of(self, name: str) -> list[int]:

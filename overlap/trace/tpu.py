@@ -856,10 +856,11 @@ def copy_durations(tr, span: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return span, np.zeros(len(span), bool)
     dev = np.asarray(dev)
     has = _device_clocked(dev)
+    dt = np.result_type(np.int64, span)  # (`np.where`'s below)
+    if not has.any():  # (no copy clocked: the spans themselves, as where `dev` is None: no
+        # array is changed in place, `analysis.memo`; a copy was 8 MB a million copies)
+        return span if span.dtype == dt else span.astype(dt), has
     if dev.dtype == object:
-        dt = np.result_type(np.int64, span)  # (`np.where`'s below)
-        if not has.any():  # (no copy clocked: the spans, no conversion or where)
-            return np.array(span, dt), has
         if has.all():  # (every copy clocked, the clocked many-ops shape's 36k: converted
             # as a whole, no take, scatter or where)
             return dev.astype(dt), has

@@ -178,9 +178,9 @@ def test_refs_read_at_their_names_spans():
     raw = b"".join(names)
     buf = np.frombuffer(wire.padded(raw), np.uint8)
     ends = np.cumsum([len(x) for x in names]).astype(np.int64)
-    ns, ne = np.r_[0, ends[:-1]].astype(np.int64), ends
-    ns, ne = np.r_[ns, 5], np.r_[ne, 10**9]  # row 4: a span past the bytes
-    pos = np.array([-1, 0, 1, 2, 3, -1, 4], np.int64)  # id -> row
+    ns, ne = np.r_[0, ends[:-1]].astype(np.int32), ends.astype(np.int32)
+    ns, ne = np.r_[ns, 5].astype(np.int32), np.r_[ne, 10**9].astype(np.int32)  # row 4: past
+    pos = np.array([-1, 0, 1, 2, 3, -1, 4], np.int32)  # id -> row
     ids = np.array([1, 2, 3, 4, 5, 6, 99], np.uint64)
     kind = np.full(len(ids), _K_REF, np.int8)
     got = _scan.memcpy_details_at(buf, kind, ids, np.zeros(len(ids), np.int64), _K_STR,

@@ -204,3 +204,20 @@ def test_narrowed_records_report_as_upb(tmp_path, monkeypatch, ts):
     assert _block(p.read_bytes()).rec.dtype == (np.int32 if ts < 2**31 else np.int64)
     for args in (["report", "--json", str(p)], ["inspect", "--json", str(p)]):
         assert _cli(args, wire._scan) == _cli(args, None)
+
+
+@pytest.mark.parametrize("at", [0, 17, 40, 99])
+def test_records_widened_after_they_grew(at):
+    """Round 23: records are written as int32 from the first line (`_scan._Recs`) and widened
+    to int64 at the first value past int32, wherever it comes, after the block has grown
+    several times: the same records as int64 throughout."""
+    heads = [(i, 0, 1000 + i, 0, 1) for i in range(100)]
+    heads[at] = (2**40 + at, 0, 1000 + at, 0, 1)
+    raw = _headers_space(heads)
+    want = _block(raw)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(wire._scan, "NARROW_LINES_MIN", 1)
+        got = _block(raw)
+    assert got.rec.dtype == want.rec.dtype == np.int64
+    assert np.array_equal(got.rec, want.rec)
+    assert got.rec[:, 0].tolist() == [h[0] for h in heads]
