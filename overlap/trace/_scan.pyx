@@ -587,6 +587,78 @@ cdef class _Pos:
         return _owned_int32(&self.v, self.n)
 
 
+ctypedef struct _SpanV:
+    # A `_Pos` block of name spans as read: int64 where `wide`, else int32.
+    const void* v
+    bint wide
+
+
+cdef inline int64_t _sp(_SpanV s, Py_ssize_t i) noexcept nogil:
+    return (<const int64_t*>s.v)[i] if s.wide else (<const int32_t*>s.v)[i]
+
+
+@cython.final
+cdef class _Recs:
+    """Line records (`_LREC` values each), written as int32 while every value fits and
+    widened to int64 at the first that does not (a real capture's lines carry 64-bit thread
+    ids: widened at its first line). Why: a million one-event lines wrote 56 MB of int64
+    records, narrowed only once the walk was done, beside the file and the names' spans:
+    the split's peak (`NARROW_LINES_MIN`)."""
+    cdef void* v
+    cdef Py_ssize_t n, cap
+    cdef bint wide
+
+    def __cinit__(self):
+        self.n, self.cap, self.wide = 0, 16 * _LREC, False
+        self.v = malloc(self.cap * sizeof(int32_t))
+        if self.v == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        free(self.v)
+
+    cdef int put(self, const int64_t* r) except -1:
+        """Append one record r[0:_LREC]."""
+        cdef Py_ssize_t i
+        if not self.wide:
+            for i in range(_LREC):
+                if r[i] < -2147483648 or r[i] > 2147483647:
+                    self.widen()
+                    break
+        if self.n + _LREC > self.cap:
+            while self.n + _LREC > self.cap:
+                self.cap *= 2
+            self.v = _resized(self.v, self.cap * (sizeof(int64_t) if self.wide
+                                                  else sizeof(int32_t)))
+        if self.wide:
+            memcpy(<int64_t*>self.v + self.n, r, _LREC * sizeof(int64_t))
+        else:
+            for i in range(_LREC):
+                (<int32_t*>self.v)[self.n + i] = <int32_t>r[i]
+        self.n += _LREC
+        return 0
+
+    cdef int widen(self) except -1:
+        """The records so far as int64 (a new block; the old one freed)."""
+        cdef int64_t* w = <int64_t*>malloc(self.cap * sizeof(int64_t))
+        cdef Py_ssize_t i
+        if w == NULL:
+            raise MemoryError()
+        for i in range(self.n):
+            w[i] = (<int32_t*>self.v)[i]
+        free(self.v)
+        self.v, self.wide = w, True
+        return 0
+
+    cdef object taken(self, bint narrow):
+        """The records, int32 where `narrow` and every value fit, else int64."""
+        if not narrow and not self.wide:
+            self.widen()
+        if self.wide:
+            return _owned(&self.v, self.n, sizeof(int64_t), _I64_FORMAT, np.int64)
+        return _owned_int32(&self.v, self.n)
+
+
 @cython.final
 cdef class _LineRecs:
     """The lines of one `split_space`: records (`_LREC` int64 each), names and display names,
@@ -606,7 +678,8 @@ cdef class _LineRecs:
     a table of a million names is read at random, and the walk's work between two lookups
     left each one waiting for memory (~0.25 s); read in a loop of their own, each name's
     slot is fetched ahead."""
-    cdef _I64s rec, spans  # (spans: per line, where its name lies; -1, -1: absent)
+    cdef _Recs rec
+    cdef _Pos spans  # (per line, where its name lies; -1, -1: absent; int32 below 2 GiB)
     cdef Py_ssize_t n
     cdef list displays  # (None while every display name is empty: most producers write none)
     cdef dict odd  # line -> its name, where it has invalid UTF-8 (read with replacement)
@@ -618,10 +691,12 @@ cdef class _LineRecs:
     cdef object last_disp  # the previous valid display name
     cdef Py_ssize_t last_s, last_n  # (where it lies, and its length)
 
-    def __cinit__(self, tuple prefixes=()):
+    def __cinit__(self, tuple prefixes=(), bint wide=True):
         if len(prefixes) > 4:
             raise ValueError("at most 4 line name prefixes")
-        self.rec, self.spans = _I64s(), _I64s()
+        # (`wide`: the buffer is 2 GiB or more; the names' spans int64. Why int32 else: a
+        # million lines' spans were 16 MB of int64 on the split's peak)
+        self.rec, self.spans = _Recs(), _Pos(wide)
         self.n, self.bad = 0, 0
         self.displays, self.odd = None, {}
         self.prefixes = tuple([bytes(x) for x in prefixes])
@@ -634,10 +709,12 @@ cdef class _LineRecs:
 
     cdef int add(self, const uint8_t* b, Py_ssize_t s, Py_ssize_t e) except -1:
         cdef Py_ssize_t texts[4]
-        cdef int bad = _line(b, s, e, self.rec.grow(_LREC), texts)
-        cdef int64_t* sp = self.spans.grow(2)
+        cdef int64_t r[_LREC]
+        cdef int bad = _line(b, s, e, r, texts)
+        self.rec.put(r)
+        self.spans.push(texts[0])
+        self.spans.push(texts[1])
         self.bad += (bad & 1) + (bad >> 1)
-        sp[0], sp[1] = texts[0], texts[1]
         if bad & 1:
             self.odd[self.n] = _text(b, texts[0], texts[1], False)
         d = self._display(b, texts[2], texts[3], bad & 2)
@@ -676,7 +753,7 @@ cdef class _LineRecs:
 
     cdef tuple taken(self, const uint8_t* b):
         """(records as an int64 array of shape (lines, `_LREC`) (int32 where the lines are
-        `NARROW_LINES_MIN` or more and every value fits: `_narrowed`), names, display names (None:
+        `NARROW_LINES_MIN` or more and every value fits: `_Recs`), names, display names (None:
         all empty), strings with invalid UTF-8 among them, (per line its name's code, per code its first
         line (both int32; None where the names are kept as bytes) and its marks (uint8)) or None
         where a name has invalid UTF-8); `b` the buffer
@@ -684,13 +761,7 @@ cdef class _LineRecs:
         where the names are coded and `LAZY_NAMES_MIN` or more distinct, (their bytes in code
         order as a uint8 array, per code its offset there, one more at the end: int64),
         decoded when asked (`lines.LineNames`). The block is the array's from here on."""
-        cdef Py_ssize_t k = self.n * _LREC
-        # (narrowed before the names are coded: the int64 block's second half goes before
-        # the coding's table is made)
-        if self.n >= NARROW_LINES_MIN and _narrowed(self.rec.v, k):
-            rec = _owned_int32(<void**>&self.rec.v, k).reshape(self.n, _LREC)
-        else:
-            rec = self.rec.taken().reshape(self.n, _LREC)
+        rec = self.rec.taken(self.n >= NARROW_LINES_MIN).reshape(self.n, _LREC)
         names, codes = self._coded_names(b)
         return (rec, names, self.displays, self.bad, codes)
 
@@ -702,7 +773,8 @@ cdef class _LineRecs:
         anything else (the bytes are compared where the halves agree). The names are decoded
         after the coding, once per code (`_name_list`), or kept as bytes (`_name_bytes`)."""
         cdef Py_ssize_t n = self.n, i, j, c, m = 0, k, nslots = 16
-        cdef const int64_t* sp = self.spans.v
+        cdef _SpanV sp
+        sp.v, sp.wide = self.spans.v, self.spans.wide
         while nslots < 2 * n:
             nslots *= 2
         cdef uint64_t mask = <uint64_t>(nslots - 1), h, tag, v
@@ -730,8 +802,8 @@ cdef class _LineRecs:
                 if self.odd and i in self.odd:
                     codes[i] = -1
                     continue
-                k = sp[2 * i + 1] - sp[2 * i] if sp[2 * i] >= 0 else 0
-                t = b + sp[2 * i] if sp[2 * i] >= 0 else b
+                k = _sp(sp, 2 * i + 1) - _sp(sp, 2 * i) if _sp(sp, 2 * i) >= 0 else 0
+                t = b + _sp(sp, 2 * i) if _sp(sp, 2 * i) >= 0 else b
                 j = <Py_ssize_t>(h & mask)
                 tag = h & 0xFFFFFFFF00000000ULL
                 while True:
@@ -771,37 +843,29 @@ cdef class _LineRecs:
                          Py_ssize_t m):
         """Per line its name: one str per code (decoded in code order), the line's invalid
         one (read with replacement) where its code is -1."""
-        cdef const int64_t* sp = self.spans.v
+        cdef _SpanV sp
+        sp.v, sp.wide = self.spans.v, self.spans.wide
         cdef Py_ssize_t i, c, r, n = self.n
         cdef list texts = [None] * m, names = [None] * n
         for c in range(m):
             r = first[c]
-            texts[c] = PyUnicode_DecodeUTF8(<char*>(b + sp[2 * r]), sp[2 * r + 1] - sp[2 * r],
-                                            NULL) if sp[2 * r] >= 0 else ""
+            texts[c] = PyUnicode_DecodeUTF8(<char*>(b + _sp(sp, 2 * r)),
+                                            _sp(sp, 2 * r + 1) - _sp(sp, 2 * r),
+                                            NULL) if _sp(sp, 2 * r) >= 0 else ""
         for i in range(n):
             c = codes[i]
             names[i] = texts[c] if c >= 0 else self.odd[i]
         return names
 
 
+# The buffer length from which `split_space` keeps positions in it (entry spans, line names'
+# spans) as int64, else int32 (a test sets it lower to read the int64 path on a small file)
+WIDE_POSITIONS = 0x7fffffff
+
 # Lines from which `split_space` gives their records as int32 where every value fits
-# (`_narrowed`): a million one-event lines' records were 53 MiB of int64 on the read's peak;
+# (`_Recs`): a million one-event lines' records were 53 MiB of int64 on the read's peak;
 # a real capture's few dozen lines carry 64-bit thread ids, and stay int64
 NARROW_LINES_MIN = 1 << 16
-
-
-cdef bint _narrowed(int64_t* v, Py_ssize_t k) noexcept nogil:
-    """Where each of the k values v[0:k] fits an int32: written as int32 over the block's
-    first 4k bytes, in order (each one written at or below where it is read, after it is
-    read: nothing unread is overwritten), True; else the block as it was, False."""
-    cdef Py_ssize_t i
-    for i in range(k):
-        if v[i] < -2147483648 or v[i] > 2147483647:
-            return False
-    cdef int32_t* w = <int32_t*>v
-    for i in range(k):
-        w[i] = <int32_t>v[i]
-    return True
 
 
 cdef object _owned_int32(void** p, Py_ssize_t n):
@@ -815,7 +879,7 @@ cdef object _owned_int32(void** p, Py_ssize_t n):
 LAZY_NAMES_MIN = 1 << 16
 
 
-cdef tuple _name_bytes(const uint8_t* b, const int64_t* sp, const int32_t* first, Py_ssize_t m,
+cdef tuple _name_bytes(const uint8_t* b, _SpanV sp, const int32_t* first, Py_ssize_t m,
                        Py_ssize_t total):
     """(the bytes of the names of codes 0..m-1 one after the other, a uint8 array; per code
     its offset there, and the end: int64, m + 1), code c's name at the first line of it
@@ -827,26 +891,26 @@ cdef tuple _name_bytes(const uint8_t* b, const int64_t* sp, const int32_t* first
     for c in range(m):
         r = first[c]
         off[c] = p
-        k = sp[2 * r + 1] - sp[2 * r] if sp[2 * r] >= 0 else 0
+        k = _sp(sp, 2 * r + 1) - _sp(sp, 2 * r) if _sp(sp, 2 * r) >= 0 else 0
         if k:
-            memcpy(&blob[p], b + sp[2 * r], k)
+            memcpy(&blob[p], b + _sp(sp, 2 * r), k)
         p += k
     off[m] = p
     return blob_a, off_a
 
 
-cdef inline uint64_t _name_hash(const uint8_t* b, const int64_t* sp, Py_ssize_t i) noexcept nogil:
+cdef inline uint64_t _name_hash(const uint8_t* b, _SpanV sp, Py_ssize_t i) noexcept nogil:
     """The hash of line i's name (`_LineRecs.spans`; absent: as empty)."""
-    if sp[2 * i] < 0:
+    if _sp(sp, 2 * i) < 0:
         return _hash_value(b, 5, 0, 0)
-    return _hash_value(b, 5, <uint64_t>(sp[2 * i + 1] - sp[2 * i]), sp[2 * i])
+    return _hash_value(b, 5, <uint64_t>(_sp(sp, 2 * i + 1) - _sp(sp, 2 * i)), _sp(sp, 2 * i))
 
 
-cdef inline bint _name_is(const uint8_t* b, const int64_t* sp, int64_t r, const uint8_t* t,
+cdef inline bint _name_is(const uint8_t* b, _SpanV sp, int64_t r, const uint8_t* t,
                           Py_ssize_t k) noexcept nogil:
     """Are line r's name bytes t[:k]?"""
-    cdef Py_ssize_t kr = sp[2 * r + 1] - sp[2 * r] if sp[2 * r] >= 0 else 0
-    return kr == k and (k == 0 or memcmp(b + sp[2 * r], t, k) == 0)
+    cdef Py_ssize_t kr = _sp(sp, 2 * r + 1) - _sp(sp, 2 * r) if _sp(sp, 2 * r) >= 0 else 0
+    return kr == k and (k == 0 or memcmp(b + _sp(sp, 2 * r), t, k) == 0)
 
 
 # A plane's (stripped, bad, meta, stats) as `_plane` gives it where nothing was stripped or
@@ -909,7 +973,7 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
     parts = []  # (the plane's bytes left: joined once, with the space's, not per plane)
     stripped, bad, meta, names, stats = _plane_walk(&mv[0], s, e, strip_meta, parts, lines,
                                                     starts, ends, sspans,
-                                                    mv.shape[0] <= 0x7fffffff, lazy_min, seen)
+                                                    mv.shape[0] <= WIDE_POSITIONS, lazy_min, seen)
     if not stripped and not bad and meta is None and (stats is True or stats is False):
         return parts, (_PLAIN_STATS if stats else _PLAIN), names
     return parts, (stripped, bad, meta, stats), names
@@ -1364,9 +1428,11 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
     skel = []
     planes = []
     stat_names = []
-    cdef _LineRecs lines = _LineRecs(line_prefixes)
+    # (positions in the buffer as int32 below 2 GiB: `WIDE_POSITIONS`)
+    cdef bint wide = mv.shape[0] > WIDE_POSITIONS
+    cdef _LineRecs lines = _LineRecs(line_prefixes, wide)
     # (entry spans int32 where the buffer is under 2 GiB: `_Pos`)
-    cdef _Pos starts = _Pos(mv.shape[0] > 0x7fffffff), ends = _Pos(mv.shape[0] > 0x7fffffff)
+    cdef _Pos starts = _Pos(wide), ends = _Pos(wide)
     cdef _I64s line_bounds = _I64s(), entry_bounds = _I64s()
     cdef _I64s sspans = _I64s()
     cdef dict seen = {}  # stat names met, each one object (`_stat_names`)
@@ -3738,14 +3804,14 @@ def memcpy_details(list values, bint columns=False):
 
 def memcpy_details_at(data, const int8_t[::1] kind, const uint64_t[::1] ival,
                       const int64_t[::1] vpos, int k_str, int k_ref=-1, names=None,
-                      const int64_t[::1] pos=None, const int64_t[::1] ns=None,
-                      const int64_t[::1] ne=None):
+                      const int32_t[::1] pos=None, const int32_t[::1] ns=None,
+                      const int32_t[::1] ne=None):
     """`memcpy_details(values, columns=True)` of stat values as the decoder's records give
     them (`kind`, `ival`: a string's length, `vpos`: where it lies in `data`), read where they
     lie: a value of kind `k_str` whose bytes are ASCII is answered as that text is, any other
     is not (answered 0: the caller reads it as an object). With `k_ref` and a plane's stat
-    names as `statids.LazyStatNames` holds them (`names`: their bytes, `pos`: id -> row, -1
-    none; `ns`/`ne`: each row's name span), a value of kind `k_ref` (`ival` the id) is its
+    names as `statids.LazyStatNames` holds them (`names`: their bytes; `pos`: id -> row, -1
+    none; `ns`/`ne`: each row's name span; all int32), a value of kind `k_ref` (`ival` the id) is its
     name's text, answered where that name is ASCII, as a ref's `str` is; an id without a name
     is not answered. Why: a capture of a million copies, each its own details, made a million
     `str` (and the bytes and dict entries that found each one's object) to parse them: 0.7 s
