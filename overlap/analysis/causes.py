@@ -242,7 +242,9 @@ def transfer_causes(trace, table: Columns) -> Columns:
         unknown = out["cause_unknown_ps"] = np.array(out["cause_unknown_ps"])
         unknown[rows] += left
     top = _first_max([out[c][rows] for c in CAUSE_COLUMNS]) + 1
-    if every:
+    if every and not (top != top[0]).any():  # (one cause: a `repeated` column)
+        out["cause"] = repeated(n, label[top[0]])
+    elif every:
         out["cause"] = label[top]
     else:
         code = np.zeros(n, top.dtype)

@@ -118,7 +118,7 @@ from overlap.analysis.intervals import (
 from overlap.analysis.step_rows import joined_blocks, step_rows
 from overlap.analysis.step_rows import step_summary as summarize_steps
 from overlap.analysis.units import format_ps
-from overlap.arrays import factorize
+from overlap.arrays import factorize, is_repeated, repeated
 from overlap.trace.tables import concat, missing_mask, n_rows, take
 from overlap.trace.tpu import clock_counts, copy_durations
 
@@ -223,6 +223,8 @@ def classify(ratio: np.ndarray, hidden_threshold: float, exposed_threshold: floa
     ratio = np.asarray(ratio, dtype=float)
     code = np.select([np.isnan(ratio), ratio >= hidden_threshold, ratio <= exposed_threshold],
                      [0, 1, 2], 3)
+    if len(code) > 1 and not (code != code[0]).any():  # (one class: a `repeated` column,
+        return repeated(len(code), _CLASS_LABELS[code[0]])  # no pointer a row)
     return _CLASS_LABELS[code]
 
 
@@ -333,30 +335,43 @@ def missing_op_labels(trace, tr: Columns) -> np.ndarray:
     missing = is_none(hlo)  # `Trace.columns`: missing is None
     if not missing.any():
         return hlo
-    # (the label itself at each missing row: `np.where` made a str per row of it, 63 MiB of a
-    # million copies without an op)
-    out = hlo.copy()
-    out[missing] = UNKNOWN_OP
     cand = missing & is_none(np.asarray(tr["hlo_module"], dtype=object)) & is_none(
         np.asarray(tr["program_id"], dtype=object))
-    if not cand.any():
-        return out
-    co = trace.columns("compute")
-    annotated = ~is_none(np.asarray(co["hlo_module"], dtype=object))
-    vendors = {h: (f or {}).get("vendors") or {} for h, f in (trace.capture or {}).items()}
-    idx = np.flatnonzero(cand)
-    # per distinct (host, device) of the candidates (a handful), never per event
-    th = np.asarray(tr["host"], dtype=object)[idx]
-    td = np.asarray(tr["device"], dtype=object)[idx]
-    ch = np.asarray(co["host"], dtype=object)
-    cd = np.asarray(co["device"], dtype=object)
-    for h in set(factorize(th)[1].tolist()):
-        on_host = th == h
-        for d in set(factorize(td[on_host])[1].tolist()):
-            if vendors.get(h, {}).get(d) != "NVIDIA":
-                continue
-            if (annotated & (ch == h) & (cd == d)).any():
-                out[idx[on_host & (td == d)]] = OUTSIDE_PROGRAM_OP
+    outside = np.zeros(0, np.intp)  # the candidates named OUTSIDE_PROGRAM_OP
+    if cand.any():
+        co = trace.columns("compute")
+        annotated = ~is_none(np.asarray(co["hlo_module"], dtype=object))
+        vendors = {h: (f or {}).get("vendors") or {} for h, f in (trace.capture or {}).items()}
+        idx = np.flatnonzero(cand)
+        # per distinct (host, device) of the candidates (a handful), never per event; a
+        # column of one value (`arrays.repeated`: a file's host, a line's device) is that
+        # value, not factorized and compared a row at a time (a million copies: ~60 ms)
+        all_h = np.asarray(tr["host"], dtype=object)
+        all_d = np.asarray(tr["device"], dtype=object)
+        th = None if is_repeated(all_h) else all_h[idx]  # (None: one value, every row's)
+        td = None if is_repeated(all_d) else all_d[idx]
+        ch = np.asarray(co["host"], dtype=object)
+        cd = np.asarray(co["device"], dtype=object)
+        parts = []
+        for h in [all_h[0]] if th is None else set(factorize(th)[1].tolist()):
+            on_host = None if th is None else th == h  # (None: every candidate)
+            here = td if td is None or on_host is None else td[on_host]
+            for d in [all_d[0]] if here is None else set(factorize(here)[1].tolist()):
+                if vendors.get(h, {}).get(d) != "NVIDIA":
+                    continue
+                if (annotated & (ch == h) & (cd == d)).any():
+                    rows = on_host if td is None else \
+                        (td == d if on_host is None else on_host & (td == d))
+                    parts.append(idx if rows is None else idx[rows])
+        if parts:
+            outside = np.concatenate(parts)
+    # (the label itself at each missing row: `np.where` made a str per row of it, 63 MiB of a
+    # million copies without an op; every row one label: that label, `repeated`)
+    if missing.all() and len(outside) in (0, len(hlo)):
+        return repeated(len(hlo), OUTSIDE_PROGRAM_OP if len(outside) else UNKNOWN_OP)
+    out = hlo.copy()
+    out[missing] = UNKNOWN_OP
+    out[outside] = OUTSIDE_PROGRAM_OP
     return out
 
 
