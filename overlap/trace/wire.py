@@ -511,8 +511,7 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
     through `MetaTable`, and through upb only when asked for the whole map; the answer 2:
     the entries checked by the split, not decoded per plane, `groups.MetaRows`). Raises `Corrupt`
     or DecodeError on damaged input. Without the scanner (`SCANNER` None) upb parses the
-    whole file; the buffer is then None.
-    """
+    whole file; the buffer is then None."""
     if SCANNER is None:
         return _parse_space_upb(data, n)
     bad_before = BAD_STRINGS[0]
@@ -591,8 +590,7 @@ class _SparseStatNames:
     """Plain stat metadata whose ids are not dense, put in upb's order when `Plane` first
     reads them (`skeleton.in_upb_order`, or upb itself where that cannot follow the installed
     protobuf). Why not at once: the order needs the installed protobuf's version (~0.4 ms to
-    read) and the plane that has such ids (a GPU capture's call-stack plane) is read by no
-    rule."""
+    read) and the plane that has such ids (a GPU capture's call-stack plane) no rule reads."""
 
     __slots__ = ("fields", "written", "plain")
 
@@ -710,8 +708,7 @@ class LineEvents:
     `wanted` and `groups` save memory and time on lines of many stats per event; a question
     about other ids is still answered exactly: the line's stats are decoded again for them
     (one more pass), so a rule that reads a stat the caller did not list is slower, never
-    wrong.
-    """
+    wrong."""
 
     def __init__(self, line, base_ps, skip_mids=None, plane_of: np.ndarray | None = None,
                  wanted=None, groups: Iterable[Iterable[int]] | None = None,
@@ -879,6 +876,13 @@ class LineEvents:
         the distinct values' records, kind/ival/vpos in `buf`), no object each; else None."""
         key = frozenset(int(x) for x in sids)
         return self._groups[key] if self.buf is not None and key in self._interned else None
+
+    def forget(self, sids) -> None:
+        """Keep nothing of stats `sids` (a caller done with them: asked again, decoded again)."""
+        key = frozenset(int(x) for x in sids)
+        for d in (self._groups, self._first, self._sparse):
+            d.pop(key, None)
+        self._interned.discard(key)
 
     def codes_at(self, sids, stat_names: Mapping[int, str],
                  idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

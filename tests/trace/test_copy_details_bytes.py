@@ -17,6 +17,8 @@ from overlap.trace.protos import XSpace
 from overlap.trace.statids import LazyStatNames
 from overlap.trace.values import _K_REF, _K_STR
 from tests.trace.test_differential import _cli
+from tests.trace.test_scanner import GROUPS, STAT_NAMES, _lines, space_bytes
+from tests.trace.test_scanner import event as scanner_event
 
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the compiled scanner is not built")
 _scan = wire._scan
@@ -194,3 +196,29 @@ def test_refs_read_at_their_names_spans():
     # without the names (`names` None): refs are not answered
     assert _scan.memcpy_details_at(buf, kind, ids, np.zeros(len(ids), np.int64),
                                    _K_STR)[5].tolist() == [0] * 7
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(scanner_event, max_size=8), min_size=1, max_size=3))
+def test_a_forgotten_stat_is_read_again_the_same(lines):
+    """Round 23: `LineEvents.forget` (the copies' details, once read) keeps nothing of a
+    stat; asked again (codes, presence, first values), the line decodes it again: the same
+    answers as before it was forgotten, for every set of ids and every other set alike."""
+    raw = space_bytes(lines, False)
+    for line in _lines(raw, _scan):
+        ev = wire.LineEvents(line, 7, wanted=(), groups=GROUPS)
+        sets = ([1, 3], [2], [42], [1])
+        before = [(ev.first_codes(s, STAT_NAMES)[0].tolist(),
+                   [repr(v) for v in ev.first_codes(s, STAT_NAMES)[1].tolist()],
+                   ev.has_stat(s).tolist()) for s in sets]
+        for gone in ([2], [1, 3]):
+            ev.forget(gone)
+            assert ev.interned(gone) is None
+            after = [(ev.first_codes(s, STAT_NAMES)[0].tolist(),
+                      [repr(v) for v in ev.first_codes(s, STAT_NAMES)[1].tolist()],
+                      ev.has_stat(s).tolist()) for s in sets]
+            # (codes number the values of each read: compare the values per event)
+            for (bc, bv, bh), (ac, av, ah) in zip(before, after):
+                assert bh == ah
+                assert [bv[c] if c >= 0 else None for c in bc] == \
+                    [av[c] if c >= 0 else None for c in ac]
