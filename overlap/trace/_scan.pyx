@@ -1106,7 +1106,8 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
         rev = _meta_reverse(dok, narrow, nm, key, name32, disp32, value32, shown)
         meta = {"ok": dok, "key": key.taken(), "name": arrays[0], "disp": arrays[1],
                 "value": arrays[2], "reversed": rev}
-    snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min, seen)
+    snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min, seen,
+                         narrow)
     sspans.n = sfirst
     return (max(strip, 0), bad, meta, snames, sfields.taken() if cut else stats)
 
@@ -1214,7 +1215,7 @@ cdef int _stat_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* key,
 
 
 cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
-                        Py_ssize_t lazy_min, dict seen):
+                        Py_ssize_t lazy_min, dict seen, bint narrow=False):
     """A plane's stat metadata (its `n` entries, (tag, payload, end) each at `sp`), as
     `Plane.stat_names` reads upb's map: None where it has none; {id: name} in upb's
     iteration order where every entry reads plainly (`_stat_entry`) and the ids are dense
@@ -1272,6 +1273,11 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
             free(mark)
             dense = hi <= distinct
         if dense and 0 <= lazy_min <= n:
+            if ascending and narrow:
+                # (ids ascending, each once, and a buffer under 2 GiB: the ids and name spans
+                # as three int32 rows, what `LazyStatNames` keeps, no pass over them there:
+                # ~60 ms and 16 MB of copies a million stat names)
+                return _stat_rows32(got, n)
             return _owned_int64(&got, 3 * n).reshape(n, 3)
         d = {}
         for i in range(n):
@@ -1289,6 +1295,18 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
         return (fields, _written(b, sp, n), d)
     finally:
         free(got)  # (NULL once `_owned_int64` took it)
+
+
+cdef object _stat_rows32(const int64_t* got, Py_ssize_t n):
+    """The (id, name start, name end) triples `got[0:3n]` as an int32 array of three rows."""
+    out_a = np.empty((3, n), np.int32)
+    cdef int32_t[:, ::1] out = out_a
+    cdef Py_ssize_t i
+    for i in range(n):
+        out[0, i] = <int32_t>got[3 * i]
+        out[1, i] = <int32_t>got[3 * i + 1]
+        out[2, i] = <int32_t>got[3 * i + 2]
+    return out_a
 
 
 # The most stat names `_stat_names` keeps one object of per space (~5 MiB of table).

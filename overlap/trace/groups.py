@@ -22,7 +22,7 @@ import numpy as np
 
 from overlap.arrays import ranges
 from overlap.trace.metatable import MetaTable, names_of
-from overlap.trace.statids import GroupStatIds, GroupStatNames
+from overlap.trace.statids import GroupStatIds, GroupStatNames, LazyStatNames
 from overlap.trace.values import GROUP_STRIDE
 
 try:
@@ -46,7 +46,10 @@ def groupable(P) -> bool:
 def _in_stride(keys) -> bool:
     """Every key of the map (or int64 array) in [0, GROUP_STRIDE) (min and max over the map
     itself, in C: a generator over `keys()`, a Python-level view on upb's map, cost ~2 us a
-    plane, 100k planes in a capture of small ones)."""
+    plane, 100k planes in a capture of small ones; a `LazyStatNames`: its ids' array, not
+    a Python int per id, ~65 ms a million stat names)."""
+    if type(keys) is LazyStatNames:
+        keys = keys.key_array()
     if isinstance(keys, np.ndarray):
         return not keys.size or bool(keys.min() >= 0 and keys.max() < GROUP_STRIDE)
     return not keys or (min(keys) >= 0 and max(keys) < GROUP_STRIDE)

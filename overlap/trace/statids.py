@@ -41,28 +41,33 @@ class LazyStatNames(Mapping):
     differ in size interns a details text per copy: as a dict, ~180 bytes an entry (two
     planes of 100k: 36 MiB, a third of that capture's peak), while the rules read the
     names of a dozen stats and the details texts of one plane. `spans`: (id, name start,
-    name end) per entry as written (an id written twice: its last entry, as upb keeps it);
-    `buf`: the file's bytes (kept alive by this map)."""
+    name end) per entry as written (an id written twice: its last entry, as upb keeps it),
+    int64 of shape (entries, 3), or int32 of three rows (ids, starts, ends) whose ids ascend
+    (each once); `buf`: the file's bytes (kept alive by this map)."""
 
     __slots__ = ("_buf", "_keys", "_ns", "_ne", "_pos", "_names", "_have")
 
     def __init__(self, buf: np.ndarray, spans: np.ndarray) -> None:
-        k = spans[:, 0]
-        if len(k) > 1 and not bool((k[1:] > k[:-1]).all()):
-            # upb iterates dense ids ascending; of an id written twice, the last entry
-            order = np.argsort(k, kind="stable")
-            sk = k[order]
-            spans = spans[order[np.flatnonzero(np.r_[sk[1:] != sk[:-1], True])]]
         self._buf = buf
-        n = len(spans)
         # Ids, rows and name spans as int32 where the file's bytes allow (dense ids are at
         # most one more than the entries), and each name's object made only when one is
         # asked for. Why: a plane whose copies' details are a million refs to stat names
         # (CUPTI's form) held 41 MB of int64 and empty object tables here beside the file.
-        it = np.int32 if len(buf) < 1 << 31 and n < (1 << 31) - 1 else np.int64
-        self._keys: np.ndarray = spans[:, 0].astype(it)
-        self._ns: np.ndarray = spans[:, 1].astype(it)
-        self._ne: np.ndarray = spans[:, 2].astype(it)
+        if spans.dtype == np.int32:  # (the split's three rows: ids ascending, each once)
+            self._keys, self._ns, self._ne = spans[0], spans[1], spans[2]
+            n = len(self._keys)
+            it: Any = np.int32
+        else:
+            k = spans[:, 0]
+            if len(k) > 1 and not bool((k[1:] > k[:-1]).all()):
+                # upb iterates dense ids ascending; of an id written twice, the last entry
+                order = np.argsort(k, kind="stable")
+                sk = k[order]
+                spans = spans[order[np.flatnonzero(np.r_[sk[1:] != sk[:-1], True])]]
+            n = len(spans)
+            it = np.int32 if len(buf) < 1 << 31 and n < (1 << 31) - 1 else np.int64
+            self._keys = spans[:, 0].astype(it)
+            self._ns, self._ne = spans[:, 1].astype(it), spans[:, 2].astype(it)
         # id -> row (dense ids: at most one more slot than entries)
         self._pos: np.ndarray = np.full(int(self._keys[-1]) + 1 if n else 0, -1, it)
         self._pos[self._keys] = np.arange(n, dtype=it)
@@ -110,6 +115,10 @@ class LazyStatNames(Mapping):
 
     def get(self, k: Any, default: Any = None) -> Any:
         return self[k] if self._row(k) >= 0 else default
+
+    def key_array(self) -> np.ndarray:
+        """The ids, ascending, as an array (read-only: the map's own)."""
+        return self._keys
 
     def spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """(the names' bytes, id -> row (-1: none), each row's name start and end there, int32):

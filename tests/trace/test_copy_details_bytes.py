@@ -222,3 +222,17 @@ def test_a_forgotten_stat_is_read_again_the_same(lines):
                 assert bh == ah
                 assert [bv[c] if c >= 0 else None for c in bc] == \
                     [av[c] if c >= 0 else None for c in ac]
+
+
+def test_many_stat_names_read_alike_from_int32_and_int64_spans(tmp_path, monkeypatch):
+    """Round 23: a plane of many stat names (`LazyStatNames`) whose ids ascend comes from the
+    split as three int32 rows; from a buffer of 2 GiB or more (`_scan.WIDE_POSITIONS`
+    lowered to 0 here) as int64 entries: the same reports, the refs read in the names' bytes
+    from the first and through objects from the second."""
+    n = wire.LAZY_STAT_NAMES + 10
+    refs = [2, 3, n + 1, None, "kind_src:device size:8"] + list(range(10, 10 + gpu._SMALL_LINE))
+    p = _ref_copies(tmp_path / "r.xplane.pb", n, refs)
+    got = _cli(["report", "--json", str(p)], wire._scan)
+    monkeypatch.setattr(_scan, "WIDE_POSITIONS", 0)
+    assert _cli(["report", "--json", str(p)], wire._scan) == got
+    assert _cli(["report", "--json", str(p)], None) == got
