@@ -597,12 +597,35 @@ _STAT_SUMS = ("transfers", "bytes", "span_ps", "hidden_ps", "max_queue", "max_by
               "late_resume_ps", "not_copy_bound_ps")
 
 
+_UNKNOWN_KINDS = ("no_resume", "late_resume", "not_copy_bound")
+_SUM_BLOCK = 1 << 16  # rows of a mask made 0/1 int64 at a time (`_sums_at`)
+
+
+def _sums_at(m: np.ndarray, cols: list[np.ndarray]) -> list[int]:
+    """Per int64 column, the sum of its rows `m`, wrapping as int64 does: dot products of
+    the 0/1 mask, `_SUM_BLOCK` rows at a time (the same integers as one dot of the whole
+    mask; that mask was 8 MB on a million copies' peak, and a sum read in place with
+    `where=` costs 4x the dot's instructions: +58M on the GPU 1M file)."""
+    out = [0] * len(cols)
+    for a in range(0, len(m), _SUM_BLOCK):
+        mi = m[a:a + _SUM_BLOCK].astype(np.int64)
+        for j, c in enumerate(cols):
+            out[j] += int(np.dot(mi, c[a:a + _SUM_BLOCK]))
+    return [(v + (1 << 63)) % (1 << 64) - (1 << 63) for v in out]
+
+
+def _max_at(v: Any, m: np.ndarray) -> int:
+    """The largest of `v` at the rows `m` (some row), `_SUM_BLOCK` rows taken at a time."""
+    v = np.asarray(v)
+    return max(int(v[a:a + _SUM_BLOCK][m[a:a + _SUM_BLOCK]].max())
+               for a in range(0, len(m), _SUM_BLOCK) if m[a:a + _SUM_BLOCK].any())
+
+
 def part_stats(table: Columns, extra: Columns) -> dict[str, dict[str, dict[str, Any]]]:
     """Per direction and cause, the evidence numbers of one part (sums and maxima, so parts
-    of several hosts merge exactly: `merge_stats`). Each sum is one int64 dot product of the
-    (direction, cause) rows' 0/1 mask with a column: the same integers as a sum of the rows
-    taken (~25 masked copies of 60k copies' columns cost ~6 ms, the dots ~1; a sum read in
-    place with `where=` costs 4x the dot's instructions: +58M on the GPU 1M file)."""
+    of several hosts merge exactly: `merge_stats`). Each sum is int64 dot products of the
+    (direction, cause) rows' 0/1 mask with a column (`_sums_at`): the same integers as a sum
+    of the rows taken (~25 masked copies of 60k copies' columns cost ~6 ms, the dots ~1)."""
     direction = np.asarray(table["direction"], object)
     nbytes = np.asarray(table["bytes"], np.int64)
     span = np.asarray(table["span_ps"], np.int64)
@@ -634,20 +657,19 @@ def part_stats(table: Columns, extra: Columns) -> dict[str, dict[str, dict[str, 
             m = dm & has[c]
             if not m.any():
                 continue
-            mi = m.astype(np.int64)
-            st: dict[str, Any] = {"transfers": int(np.count_nonzero(m)),
-                                  "bytes": int(np.dot(mi, nbytes)),
-                                  "span_ps": int(np.dot(mi, span)),
-                                  "hidden_ps": int(np.dot(mi, hidden))}
+            sums = _sums_at(m, [nbytes, span, hidden] + (
+                [stall, ready_pos, bytes_pos] if c == DEVICE_WAITS else
+                [np.asarray(extra[f"unknown_{k}_ps"], np.int64) for k in _UNKNOWN_KINDS]
+                if c == UNKNOWN else []))
+            st: dict[str, Any] = {"transfers": int(np.count_nonzero(m)), "bytes": sums[0],
+                                  "span_ps": sums[1], "hidden_ps": sums[2]}
             if c == QUEUED:
-                st["max_queue"] = int(extra["queue_ahead"][m].max()) + 1
-                st["max_bytes_ahead"] = int(extra["bytes_ahead"][m].max())
+                st["max_queue"] = _max_at(extra["queue_ahead"], m) + 1
+                st["max_bytes_ahead"] = _max_at(extra["bytes_ahead"], m)
             elif c == SHARES_STREAM:
                 st["streams"] = _stream_rows(table, extra, m)
             elif c == DEVICE_WAITS:
-                st["stall_ps"] = int(np.dot(mi, stall))
-                st["ready_ps"] = int(np.dot(mi, ready_pos))
-                st["ready_bytes"] = int(np.dot(mi, bytes_pos))
+                st["stall_ps"], st["ready_ps"], st["ready_bytes"] = sums[3:6]
                 st["no_work"] = int(np.count_nonzero(m & no_work))
                 if (m & pos).any():
                     # the first row of the most needed bandwidth among the rows `m`
@@ -656,9 +678,8 @@ def part_stats(table: Columns, extra: Columns) -> dict[str, dict[str, dict[str, 
                                    "needed_Bps": float(need[i]), "bytes": int(nbytes[i]),
                                    "ready_ps": int(ready[i]), "span_ps": int(span[i])}
             elif c == UNKNOWN:
-                for k in ("no_resume", "late_resume", "not_copy_bound"):
-                    st[f"{k}_ps"] = int(np.dot(mi, np.asarray(extra[f"unknown_{k}_ps"],
-                                                              np.int64)))
+                for k, v in zip(_UNKNOWN_KINDS, sums[3:]):
+                    st[f"{k}_ps"] = v
             per[c] = st
         if per:
             out[d] = per

@@ -448,7 +448,7 @@ def _top_records(result: dict[str, Any], table: Columns, fu: Columns,
         return
     start = np.asarray(table["start_ps"], np.int64)
     end = np.asarray(table["end_ps"], np.int64)
-    matched = _matched(recs, table, start, end - start)
+    matched = _matched(recs, table, start, end)
     if not matched:
         return
     at = [i for _, i in matched]
@@ -474,10 +474,11 @@ def _top_records(result: dict[str, Any], table: Columns, fu: Columns,
 _RECORD_KEYS = ("host", "device", "direction")
 
 
-def _matched(recs: list[dict], table: Columns, start: np.ndarray, span: np.ndarray
+def _matched(recs: list[dict], table: Columns, start: np.ndarray, end: np.ndarray
              ) -> list[tuple[dict, int]]:
     """(record, the first copy's row with its start, span, host, device and direction) of
-    each record that has one."""
+    each record that has one. (The spans of the rows starting at a record's start only: a
+    span per copy was 8 MB on a million copies' peak.)"""
     cols = [np.asarray(table[k], object) for k in _RECORD_KEYS]
     out = []
     for r, hits in zip(recs, _rows_starting_at(start, [r.get("start_ps", -1) for r in recs])):
@@ -486,12 +487,12 @@ def _matched(recs: list[dict], table: Columns, start: np.ndarray, span: np.ndarr
             # the rows' texts compared at once (10k copies starting together: a Python
             # comparison of each was most of this step); a text or None compares alike
             # elementwise and in a tuple
-            ok = span[hits] == r.get("span_ps", -1)
+            ok = end[hits] - start[hits] == r.get("span_ps", -1)
             for col, v in zip(cols, want):
                 ok &= col[hits] == v
             cand = hits[ok].tolist()
         else:
-            cand = [i for i in hits.tolist() if span[i] == r.get("span_ps", -1)
+            cand = [i for i in hits.tolist() if end[i] - start[i] == r.get("span_ps", -1)
                     and tuple(col[i] for col in cols) == want]
         if cand:
             out.append((r, cand[0]))

@@ -2152,7 +2152,11 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     cdef Py_ssize_t nbytes = 0
     for i in range(nl):
         nbytes += ends[i] - starts[i]
-    cdef _Stats st = _Stats(min(nbytes // 2, total * (8 if all_stats else nwa + 1)) + 16)
+    # (no stat asked for, `wanted` empty: none is ever recorded, no room made for any; room
+    # for a million events' records was 29 MB reserved with the line, some of it resident
+    # where the heap reused freed pages)
+    cdef _Stats st = _Stats(min(nbytes // 2, total * (8 if all_stats else nwa + 1))
+                            if all_stats or nwa else 0)
     cdef Py_ssize_t r, se, vp
     cdef uint64_t f2, v2
     cdef int w2
@@ -3803,9 +3807,10 @@ def memcpy_details(list values, bint columns=False):
     (bytes, source kind, destination kind, async (None, True or False), bytes known), or None
     where this does not answer (not an ASCII `str`, or a size that is not plain digits) and
     the caller reads the value itself. With `columns`, the same as five columns, whether
-    each answered, and the kinds' texts: (bytes (int64), source and destination kinds (int32
-    codes into the texts), asyncs (int8: 0 None, 1 False, 2 True), bytes known (uint8),
-    answered (uint8), the texts (a list)), 0 where it did not (a tuple per value: ~110 bytes
+    each answered, and the kinds' texts: (bytes (int64), source and destination kinds (codes
+    into the texts: int8 where there are at most 127, else int32), asyncs (int8: 0 None, 1
+    False, 2 True), bytes known (bool), answered (uint8), the texts (a list)), 0 where it did
+    not (a tuple per value: ~110 bytes
     each, 100k distinct values on a capture whose copies all differ in size). Tokens
     are split where `str.split()` splits and keyed before their first ':', the last of a
     key winning, as `names.parse_details` reads them.
@@ -3888,7 +3893,9 @@ cdef class _Details:
     cdef object sizes_a, knowns_a, oks_a, srcs_a, dsts_a, asys_a
     cdef int64_t[::1] sizes
     cdef uint8_t[::1] knowns, oks
-    cdef int32_t[::1] srcs, dsts
+    cdef int32_t[::1] srcs, dsts  # (once widened: `wide`)
+    cdef int8_t[::1] srcs8, dsts8  # (while every code is below 128)
+    cdef bint wide
     cdef int8_t[::1] asys
 
     def __cinit__(self, Py_ssize_t n, bint columns):
@@ -3900,9 +3907,12 @@ cdef class _Details:
                                                        np.zeros(n, np.uint8),
                                                        np.zeros(n, np.uint8))
             self.sizes, self.knowns, self.oks = self.sizes_a, self.knowns_a, self.oks_a
-            self.srcs_a, self.dsts_a = np.zeros(n, np.int32), np.zeros(n, np.int32)
+            # (the kinds' codes written as int8, widened to int32 at the 128th kind: a few
+            # kinds over a million values, a byte each, and no wider array made first)
+            self.srcs_a, self.dsts_a = np.zeros(n, np.int8), np.zeros(n, np.int8)
             self.asys_a = np.zeros(n, np.int8)
-            self.srcs, self.dsts, self.asys = self.srcs_a, self.dsts_a, self.asys_a
+            self.srcs8, self.dsts8, self.asys = self.srcs_a, self.dsts_a, self.asys_a
+            self.wide = False
         else:
             self.out = [None] * n
 
@@ -3949,7 +3959,15 @@ cdef class _Details:
             a = 2 if ve[_D_ASYNC] - vs[_D_ASYNC] == 1 and s[vs[_D_ASYNC]] == 49 else 1  # "1"
         if self.columns:
             self.sizes[i] = size if size > 0 else 0
-            self.srcs[i], self.dsts[i], self.asys[i] = self.src, self.dst, a
+            if not self.wide and (self.src > 127 or self.dst > 127):
+                self.srcs_a, self.dsts_a = (self.srcs_a.astype(np.int32),
+                                            self.dsts_a.astype(np.int32))
+                self.srcs, self.dsts, self.wide = self.srcs_a, self.dsts_a, True
+            if self.wide:
+                self.srcs[i], self.dsts[i] = self.src, self.dst
+            else:
+                self.srcs8[i], self.dsts8[i] = <int8_t>self.src, <int8_t>self.dst
+            self.asys[i] = a
             self.knowns[i] = not (vs[_D_KIND] >= 0 and size <= 0)
             self.oks[i] = 1
         else:
@@ -3980,8 +3998,9 @@ cdef class _Details:
 
     cdef object result(self):
         if self.columns:
-            return (self.sizes_a, self.srcs_a, self.dsts_a, self.asys_a, self.knowns_a,
-                    self.oks_a, self.names)
+            # (the flags as bool: the same bytes)
+            return (self.sizes_a, self.srcs_a, self.dsts_a, self.asys_a,
+                    self.knowns_a.view(np.bool_), self.oks_a, self.names)
         return self.out
 
 

@@ -434,7 +434,7 @@ _ASYNC = object_array([None, False, True])
 
 class _Facts:
     """What the `memcpy_details` values say, one row per distinct value: bytes (int64),
-    source and destination kinds (int32 codes into `kinds`, an object array of texts),
+    source and destination kinds (int8 or int32 codes into `kinds`, an object array of texts),
     async (int8 codes into `_ASYNC`), bytes known (bool). Why codes: a capture of a million
     copies, each its own details, held three object columns of a million pointers to a few
     kinds and flags (24 MB on the read's peak), and its copies' columns as many again."""
@@ -466,17 +466,22 @@ class _Facts:
         return cls(size, src, dst, asy, known, object_array(kinds))
 
     def put(self, at: np.ndarray, other: "_Facts") -> None:
-        """Rows `at` replaced by `other`'s rows (its kinds appended to the texts)."""
+        """Rows `at` replaced by `other`'s rows (its kinds appended to the texts; the codes
+        int32 from here: the scanner's may be int8)."""
         base = len(self.kinds)
         self.kinds = np.concatenate([self.kinds, other.kinds])
         self.size[at], self.asy[at], self.known[at] = other.size, other.asy, other.known
-        self.src[at], self.dst[at] = other.src + base, other.dst + base
+        self.src, self.dst = self.src.astype(np.int32), self.dst.astype(np.int32)
+        self.src[at] = other.src.astype(np.int32) + base
+        self.dst[at] = other.dst.astype(np.int32) + base
 
     def joined(self, other: "_Facts") -> "_Facts":
-        """`other`'s rows after these."""
+        """`other`'s rows after these (the codes int32)."""
         base = len(self.kinds)
         return _Facts(*(np.concatenate([a, b]) for a, b in (
-            (self.size, other.size), (self.src, other.src + base), (self.dst, other.dst + base),
+            (self.size, other.size), (self.src.astype(np.int32),
+                                      other.src.astype(np.int32) + base),
+            (self.dst.astype(np.int32), other.dst.astype(np.int32) + base),
             (self.asy, other.asy), (self.known, other.known), (self.kinds, other.kinds))))
 
 
@@ -507,7 +512,7 @@ def _details_facts(P, ev: LineEvents, idx: np.ndarray, cache: dict
     names, pos, ns, ne = named if named is not None else (None, None, None, None)
     size, src, dst, asy, known, ok, kinds = fast(ev.buf, t["kind"], t["ival"], t["vpos"],
                                                  _K_STR, _K_REF, names, pos, ns, ne)
-    facts = _Facts(size, src, dst, asy, known.astype(bool), object_array(kinds))
+    facts = _Facts(size, src, dst, asy, known.astype(bool, copy=False), object_array(kinds))
     odd = np.flatnonzero(ok == 0)
     if odd.size:  # (values the bytes do not answer: as objects, as before)
         vals = _stat_objects(ev.buf, {k: t[k][odd] for k in ("kind", "ival", "vpos")},
@@ -542,7 +547,7 @@ def _details_columns(dl: list, cache: dict) -> _Facts:
         facts = _Facts.of_tuples([(0, None, None, None, False)] * len(dl))
     else:
         size, src, dst, asy, known, ok, kinds = fast(dl, True)
-        facts = _Facts(size, src, dst, asy, known.astype(bool), object_array(kinds))
+        facts = _Facts(size, src, dst, asy, known.astype(bool, copy=False), object_array(kinds))
     odd = np.flatnonzero(ok == 0)
     if odd.size:
         got = []

@@ -328,7 +328,7 @@ def test_records_matched_to_the_first_copy_alike_by_start_span_and_names():
                 return i
         return None
 
-    got = {id(r): i for r, i in F._matched(recs, table, start, span)}
+    got = {id(r): i for r, i in F._matched(recs, table, start, start + span)}
     want = {id(r): per_copy(r) for r in recs}
     assert got == {k: v for k, v in want.items() if v is not None}
     assert 10 < len(got) < len(recs)

@@ -6,9 +6,10 @@ row-by-row numbering, on inputs whose answers are known by construction."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from overlap.analysis.causes import _max_at, _sums_at
 from overlap.analysis.grouping import pair_codes
 from overlap.analysis.overlap import top_rows
 from overlap.arrays import is_repeated, repeated
@@ -51,3 +52,19 @@ def test_one_pair_of_repeated_columns_is_numbered_as_row_by_row():
         want_code, want_pairs = pair_codes(np.full(n, mod, object), np.full(n, pid, object))
         assert is_repeated(code) and code.tolist() == want_code.tolist()
         assert pairs == want_pairs
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3 * (1 << 16) + 5), st.integers(0, 2**32 - 1), st.booleans())
+@example(3 * (1 << 16) + 5, 7, True)  # (blocks whose int64 sums pass int64 together)
+def test_block_sums_and_maxima_are_the_whole_masks(n, seed, huge):
+    """`causes._sums_at` (a block of rows at a time) gives one int64 dot product of the
+    whole 0/1 mask, wrapping alike where the sum passes int64; `_max_at` the rows' largest."""
+    rng = np.random.default_rng(seed)
+    m = rng.random(n) < 0.7
+    m[rng.integers(0, n)] = True
+    hi = 2**62 if huge else 10**6
+    cols = [rng.integers(-hi, hi, n, dtype=np.int64), repeated(n, 5, np.int64)]
+    want = [int(np.dot(m.astype(np.int64), c)) for c in cols]
+    assert _sums_at(m, cols) == want
+    assert _max_at(cols[0], m) == int(cols[0][m].max())

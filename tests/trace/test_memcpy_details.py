@@ -5,6 +5,7 @@ leaves the value to it: any ASCII text, the CUPTI and ROCm forms among them."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -76,3 +77,16 @@ def test_columns_are_the_tuples(values):
     assert [(int(f.size[i]), f.kinds[f.src[i]], f.kinds[f.dst[i]], gpu._ASYNC[f.asy[i]],
              bool(f.known[i])) for i in range(len(values))] == \
         [gpu._memcpy_facts(v) for v in texts]
+
+
+@pytest.mark.parametrize("kinds", [1, 127, 128, 300])
+def test_kind_codes_widen_past_int8(kinds):
+    """Round 23: the kinds' codes are int8 while there are at most 127 kinds (128 with the
+    absent kind's "unknown"), widened to int32 at the next one, the values coded before it
+    kept: every value's kinds as its tuple says."""
+    values = [f"kind_src:s{i} kind_dst:d{i % 7} size:{i}" for i in range(kinds)] + \
+        ["size:3", "kind_src:s0 kind_dst:d0 size:1"]
+    tuples = wire._scan.memcpy_details(values)
+    size, src, dst, asy, known, ok, names = wire._scan.memcpy_details(values, True)
+    assert src.dtype == (np.int8 if len(names) <= 127 else np.int32) == dst.dtype
+    assert [(names[s], names[d]) for s, d in zip(src, dst)] == [t[1:3] for t in tuples]
