@@ -343,26 +343,16 @@ def missing_op_labels(trace, tr: Columns) -> np.ndarray:
         annotated = ~is_none(np.asarray(co["hlo_module"], dtype=object))
         vendors = {h: (f or {}).get("vendors") or {} for h, f in (trace.capture or {}).items()}
         idx = np.flatnonzero(cand)
-        # per distinct (host, device) of the candidates (a handful), never per event; a
-        # column of one value (`arrays.repeated`: a file's host, a line's device) is that
-        # value, not factorized and compared a row at a time (a million copies: ~60 ms)
-        all_h = np.asarray(tr["host"], dtype=object)
-        all_d = np.asarray(tr["device"], dtype=object)
-        th = None if is_repeated(all_h) else all_h[idx]  # (None: one value, every row's)
-        td = None if is_repeated(all_d) else all_d[idx]
+        # per distinct (host, device) of the candidates (a handful), never per event
         ch = np.asarray(co["host"], dtype=object)
         cd = np.asarray(co["device"], dtype=object)
         parts = []
-        for h in [all_h[0]] if th is None else set(factorize(th)[1].tolist()):
-            on_host = None if th is None else th == h  # (None: every candidate)
-            here = td if td is None or on_host is None else td[on_host]
-            for d in [all_d[0]] if here is None else set(factorize(here)[1].tolist()):
+        for h, on_host in _value_rows(np.asarray(tr["host"], dtype=object), idx):
+            for d, rows in _value_rows(np.asarray(tr["device"], dtype=object), on_host):
                 if vendors.get(h, {}).get(d) != "NVIDIA":
                     continue
                 if (annotated & (ch == h) & (cd == d)).any():
-                    rows = on_host if td is None else \
-                        (td == d if on_host is None else on_host & (td == d))
-                    parts.append(idx if rows is None else idx[rows])
+                    parts.append(rows)
         if parts:
             outside = np.concatenate(parts)
     # (the label itself at each missing row: `np.where` made a str per row of it, 63 MiB of a
@@ -373,6 +363,16 @@ def missing_op_labels(trace, tr: Columns) -> np.ndarray:
     out[missing] = UNKNOWN_OP
     out[outside] = OUTSIDE_PROGRAM_OP
     return out
+
+
+def _value_rows(col: np.ndarray, rows: np.ndarray) -> list[tuple[Any, np.ndarray]]:
+    """(value, the rows of `rows` holding it) per distinct value of `col[rows]`. A column of
+    one value (`arrays.repeated`: a file's host, a line's device) is that value at every row,
+    not factorized and compared a row at a time (a million copies: ~60 ms)."""
+    if is_repeated(col):
+        return [(col[0], rows)]
+    vals = col[rows]
+    return [(v, rows[vals == v]) for v in set(factorize(vals)[1].tolist())]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -501,8 +501,7 @@ def top_rows(exposed: np.ndarray, start: np.ndarray, k: int) -> np.ndarray:
             st = np.partition(se, r - 1)[r - 1]
             lo = eq[se < st]  # (fewer than r)
             eq = np.concatenate([lo, eq[se == st][:r - len(lo)]])
-    elif eq is None:
-        eq = np.arange(n)
+    assert eq is not None  # (every row tied: r = k < n of them, chosen above)
     rows = np.sort(np.concatenate([gt, eq]))
     return rows[np.lexsort((start[rows], -exposed[rows]))]
 
