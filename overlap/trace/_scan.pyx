@@ -549,11 +549,25 @@ cdef class _I64s:
         return _owned_int64(&self.v, self.n)
 
 
+ctypedef struct _SpanV:
+    # A `_Pos` block as read (`_Pos.view`): int64 where `wide`, else int32.
+    const void* v
+    bint wide
+
+
+cdef inline int64_t _sp(_SpanV s, Py_ssize_t i) noexcept nogil:
+    return (<const int64_t*>s.v)[i] if s.wide else (<const int32_t*>s.v)[i]
+
+
 @cython.final
 cdef class _Pos:
-    """`_I64s` of positions in a buffer: int32 where the buffer is under 2 GiB (`wide`
-    False), else int64. Why: a GPU plane of a million event-metadata entries kept their
-    starts and ends as int64 through the split, 16 MB on the read's peak."""
+    """A growable int64 vector held as int32 (`wide` False) while every value fits, widened
+    to int64 at the first that does not; `wide` from the start for positions in a buffer of
+    2 GiB or more. Positions in a buffer (entry and name spans) and line records
+    (`_LineRecs`). Why: a GPU plane of a million event-metadata entries kept their starts
+    and ends as int64 through the split (16 MB on the read's peak), and a million one-event
+    lines wrote 56 MB of int64 records, narrowed only once the walk was done (a real
+    capture's lines carry 64-bit thread ids: widened at its first line)."""
     cdef void* v
     cdef Py_ssize_t n, cap
     cdef bint wide
@@ -571,6 +585,8 @@ cdef class _Pos:
         if self.n == self.cap:
             self.cap *= 2
             self.v = _resized(self.v, self.cap * (8 if self.wide else 4))
+        if not self.wide and not -2147483648 <= x <= 2147483647:
+            self._widen()
         if self.wide:
             (<int64_t*>self.v)[self.n] = x
         else:
@@ -578,68 +594,28 @@ cdef class _Pos:
         self.n += 1
         return 0
 
-    cdef inline int64_t at(self, Py_ssize_t i) noexcept nogil:
-        return (<int64_t*>self.v)[i] if self.wide else (<int32_t*>self.v)[i]
-
-    cdef object taken(self):
-        if self.wide:
-            return _owned(&self.v, self.n, sizeof(int64_t), _I64_FORMAT, np.int64)
-        return _owned_int32(&self.v, self.n)
-
-
-ctypedef struct _SpanV:
-    # A `_Pos` block of name spans as read: int64 where `wide`, else int32.
-    const void* v
-    bint wide
-
-
-cdef inline int64_t _sp(_SpanV s, Py_ssize_t i) noexcept nogil:
-    return (<const int64_t*>s.v)[i] if s.wide else (<const int32_t*>s.v)[i]
-
-
-@cython.final
-cdef class _Recs:
-    """Line records (`_LREC` values each), written as int32 while every value fits and
-    widened to int64 at the first that does not (a real capture's lines carry 64-bit thread
-    ids: widened at its first line). Why: a million one-event lines wrote 56 MB of int64
-    records, narrowed only once the walk was done, beside the file and the names' spans:
-    the split's peak (`NARROW_LINES_MIN`)."""
-    cdef void* v
-    cdef Py_ssize_t n, cap
-    cdef bint wide
-
-    def __cinit__(self):
-        self.n, self.cap, self.wide = 0, 16 * _LREC, False
-        self.v = malloc(self.cap * sizeof(int32_t))
-        if self.v == NULL:
-            raise MemoryError()
-
-    def __dealloc__(self):
-        free(self.v)
-
-    cdef int put(self, const int64_t* r) except -1:
-        """Append one record r[0:_LREC]."""
+    cdef int push_all(self, const int64_t* r, Py_ssize_t k) except -1:
+        """`push` of r[0:k]: room made and the values' range tested once for them all (a
+        line's record: 7 values, a million lines)."""
         cdef Py_ssize_t i
+        while self.n + k > self.cap:
+            self.cap *= 2
+            self.v = _resized(self.v, self.cap * (8 if self.wide else 4))
         if not self.wide:
-            for i in range(_LREC):
-                if r[i] < -2147483648 or r[i] > 2147483647:
-                    self.widen()
+            for i in range(k):
+                if not -2147483648 <= r[i] <= 2147483647:
+                    self._widen()
                     break
-        if self.n + _LREC > self.cap:
-            while self.n + _LREC > self.cap:
-                self.cap *= 2
-            self.v = _resized(self.v, self.cap * (sizeof(int64_t) if self.wide
-                                                  else sizeof(int32_t)))
         if self.wide:
-            memcpy(<int64_t*>self.v + self.n, r, _LREC * sizeof(int64_t))
+            memcpy(<int64_t*>self.v + self.n, r, k * sizeof(int64_t))
         else:
-            for i in range(_LREC):
+            for i in range(k):
                 (<int32_t*>self.v)[self.n + i] = <int32_t>r[i]
-        self.n += _LREC
+        self.n += k
         return 0
 
-    cdef int widen(self) except -1:
-        """The records so far as int64 (a new block; the old one freed)."""
+    cdef int _widen(self) except -1:
+        """The values so far as int64 (a new block; the old one freed)."""
         cdef int64_t* w = <int64_t*>malloc(self.cap * sizeof(int64_t))
         cdef Py_ssize_t i
         if w == NULL:
@@ -650,10 +626,19 @@ cdef class _Recs:
         self.v, self.wide = w, True
         return 0
 
-    cdef object taken(self, bint narrow):
-        """The records, int32 where `narrow` and every value fit, else int64."""
+    cdef inline _SpanV view(self) noexcept nogil:
+        """The block as it is now (valid until the vector grows or widens)."""
+        cdef _SpanV s
+        s.v, s.wide = self.v, self.wide
+        return s
+
+    cdef inline int64_t at(self, Py_ssize_t i) noexcept nogil:
+        return _sp(self.view(), i)
+
+    cdef object taken(self, bint narrow=True):
+        """The values, int32 where `narrow` and every one fit, else int64."""
         if not narrow and not self.wide:
-            self.widen()
+            self._widen()
         if self.wide:
             return _owned(&self.v, self.n, sizeof(int64_t), _I64_FORMAT, np.int64)
         return _owned_int32(&self.v, self.n)
@@ -678,7 +663,7 @@ cdef class _LineRecs:
     a table of a million names is read at random, and the walk's work between two lookups
     left each one waiting for memory (~0.25 s); read in a loop of their own, each name's
     slot is fetched ahead."""
-    cdef _Recs rec
+    cdef _Pos rec  # (`_LREC` values a line: int32 while every one fits)
     cdef _Pos spans  # (per line, where its name lies; -1, -1: absent; int32 below 2 GiB)
     cdef Py_ssize_t n
     cdef list displays  # (None while every display name is empty: most producers write none)
@@ -696,7 +681,7 @@ cdef class _LineRecs:
             raise ValueError("at most 4 line name prefixes")
         # (`wide`: the buffer is 2 GiB or more; the names' spans int64. Why int32 else: a
         # million lines' spans were 16 MB of int64 on the split's peak)
-        self.rec, self.spans = _Recs(), _Pos(wide)
+        self.rec, self.spans = _Pos(False), _Pos(wide)
         self.n, self.bad = 0, 0
         self.displays, self.odd = None, {}
         self.prefixes = tuple([bytes(x) for x in prefixes])
@@ -711,7 +696,7 @@ cdef class _LineRecs:
         cdef Py_ssize_t texts[4]
         cdef int64_t r[_LREC]
         cdef int bad = _line(b, s, e, r, texts)
-        self.rec.put(r)
+        self.rec.push_all(r, _LREC)
         self.spans.push(texts[0])
         self.spans.push(texts[1])
         self.bad += (bad & 1) + (bad >> 1)
@@ -753,7 +738,7 @@ cdef class _LineRecs:
 
     cdef tuple taken(self, const uint8_t* b):
         """(records as an int64 array of shape (lines, `_LREC`) (int32 where the lines are
-        `NARROW_LINES_MIN` or more and every value fits: `_Recs`), names, display names (None:
+        `NARROW_LINES_MIN` or more and every value fits: `_Pos`), names, display names (None:
         all empty), strings with invalid UTF-8 among them, (per line its name's code, per code its first
         line (both int32; None where the names are kept as bytes) and its marks (uint8)) or None
         where a name has invalid UTF-8); `b` the buffer
@@ -773,8 +758,7 @@ cdef class _LineRecs:
         anything else (the bytes are compared where the halves agree). The names are decoded
         after the coding, once per code (`_name_list`), or kept as bytes (`_name_bytes`)."""
         cdef Py_ssize_t n = self.n, i, j, c, m = 0, k, nslots = 16
-        cdef _SpanV sp
-        sp.v, sp.wide = self.spans.v, self.spans.wide
+        cdef _SpanV sp = self.spans.view()
         while nslots < 2 * n:
             nslots *= 2
         cdef uint64_t mask = <uint64_t>(nslots - 1), h, tag, v
@@ -843,8 +827,7 @@ cdef class _LineRecs:
                          Py_ssize_t m):
         """Per line its name: one str per code (decoded in code order), the line's invalid
         one (read with replacement) where its code is -1."""
-        cdef _SpanV sp
-        sp.v, sp.wide = self.spans.v, self.spans.wide
+        cdef _SpanV sp = self.spans.view()
         cdef Py_ssize_t i, c, r, n = self.n
         cdef list texts = [None] * m, names = [None] * n
         for c in range(m):
@@ -863,7 +846,7 @@ cdef class _LineRecs:
 WIDE_POSITIONS = 0x7fffffff
 
 # Lines from which `split_space` gives their records as int32 where every value fits
-# (`_Recs`): a million one-event lines' records were 53 MiB of int64 on the read's peak;
+# (`_Pos`): a million one-event lines' records were 53 MiB of int64 on the read's peak;
 # a real capture's few dozen lines carry 64-bit thread ids, and stay int64
 NARROW_LINES_MIN = 1 << 16
 
@@ -2780,7 +2763,7 @@ cdef class _Keys:
         self.v32 = NULL
         return 0
 
-    cdef inline int64_t at(self, Py_ssize_t i) noexcept:
+    cdef inline int64_t at(self, Py_ssize_t i) noexcept nogil:
         return self.v32[i] if self.v32 != NULL else self.v64[i]
 
     cdef void reverse(self) noexcept:

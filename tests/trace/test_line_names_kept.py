@@ -208,7 +208,7 @@ def test_narrowed_records_report_as_upb(tmp_path, monkeypatch, ts):
 
 @pytest.mark.parametrize("at", [0, 17, 40, 99])
 def test_records_widened_after_they_grew(at):
-    """Round 23: records are written as int32 from the first line (`_scan._Recs`) and widened
+    """Round 23: records are written as int32 from the first line (`_scan._Pos`) and widened
     to int64 at the first value past int32, wherever it comes, after the block has grown
     several times: the same records as int64 throughout."""
     heads = [(i, 0, 1000 + i, 0, 1) for i in range(100)]
