@@ -229,12 +229,16 @@ def transfer_causes(trace, table: Columns) -> Columns:
     # always sums to exposed_ps. A copy without exposed time has no cause time (each column
     # is its exposed time or pieces of it), so only copies with some are summed and labelled.
     label = np.array(["", *CAUSES], dtype=object)
-    has = np.flatnonzero(exposed > 0)
-    if not len(has):
+    pos = exposed > 0
+    k = int(np.count_nonzero(pos))
+    if not k:
         out["cause"] = repeated(n, label[0])  # ('' : no cause, as below)
         return out
-    every = len(has) == n
-    rows = slice(None) if every else has
+    every = k == n
+    # (the rows' index only where some copy has none: 8 MB of a million, on the peak)
+    has = None if every else np.flatnonzero(pos)
+    del pos
+    rows = slice(None) if has is None else has
     left = exposed[rows] - out[CAUSE_COLUMNS[0]][rows]
     for c in CAUSE_COLUMNS[1:]:
         left -= out[c][rows]
@@ -242,7 +246,7 @@ def transfer_causes(trace, table: Columns) -> Columns:
         unknown = out["cause_unknown_ps"] = np.array(out["cause_unknown_ps"])
         unknown[rows] += left
     del left  # (before `_first_max`'s own column: one row's worth less on the peak)
-    top = _first_max([out[c][rows] for c in CAUSE_COLUMNS]) + 1
+    top = _first_max([out[c] for c in CAUSE_COLUMNS], has) + 1
     if every and not (top != top[0]).any():  # (one cause: a `repeated` column)
         out["cause"] = repeated(n, label[top[0]])
     elif every:
@@ -254,17 +258,24 @@ def transfer_causes(trace, table: Columns) -> Columns:
     return out
 
 
-def _first_max(cols: list[np.ndarray]) -> np.ndarray:
-    """Per row, the index of the column holding its largest value, the first of equal ones:
-    `np.argmax(np.stack(cols), axis=0)`, a column at a time (the stack was 38 MB of a
-    million copies' five cause columns on the analysis' peak)."""
-    best = np.array(cols[0], copy=True)
+def _first_max(cols: list[np.ndarray], rows: np.ndarray | None = None) -> np.ndarray:
+    """Per row of `rows` (an index; None: every row), the index of the column holding its
+    largest value, the first of equal ones: `np.argmax(np.stack([c[rows] for c in cols]),
+    axis=0)`, a column at a time and `_SUM_BLOCK` rows at a time (the stack was 38 MB of a
+    million copies' five cause columns on the analysis' peak; then the running maxima and
+    the rows taken from each column were 8 MB each)."""
+    n = len(cols[0]) if rows is None else len(rows)
     # (int8: a few columns; 1 byte a row, not 8, on the analysis' peak)
-    top = np.zeros(len(best), np.int8 if len(cols) <= 127 else np.intp)
-    for j, c in enumerate(cols[1:], 1):
-        more = c > best
-        top[more] = j
-        np.maximum(best, c, out=best)
+    top = np.zeros(n, np.int8 if len(cols) <= 127 else np.intp)
+    for a in range(0, n, _SUM_BLOCK):
+        r = slice(a, a + _SUM_BLOCK) if rows is None else rows[a:a + _SUM_BLOCK]
+        best = np.array(cols[0][r], copy=True)
+        t = top[a:a + _SUM_BLOCK]  # (a view: written in place)
+        for j, c in enumerate(cols[1:], 1):
+            c = c[r]
+            more = c > best
+            t[more] = j
+            np.maximum(best, c, out=best)
     return top
 
 
@@ -295,12 +306,12 @@ def _on_compute_stream(tr: Columns, co: Columns, tg, cg, keys_hd
     ts, tok = _streams(tr)
     gpu = np.array([d.startswith("GPU") for _, d in keys_hd], bool)
     if not gpu.any():  # streams are GPU's: no TPU copy shares one with compute
-        return np.zeros(len(ts), bool), np.zeros(len(ts), np.int64)
+        return _off_stream(len(ts))
     cs, cok = _streams(co)
     if not cok.all():  # (else no copies of a million compute rows' groups and streams)
         cg, cs = cg[cok], cs[cok]
     if not len(cs):
-        return np.zeros(len(ts), bool), np.zeros(len(ts), np.int64)
+        return _off_stream(len(ts))
     # the reader writes compute line by line: runs of one (device, stream), so only the runs'
     # heads are sorted (a million kernels are a few hundred runs)
     head = np.flatnonzero(np.r_[True, (cg[1:] != cg[:-1]) | (cs[1:] != cs[:-1])])
@@ -312,7 +323,16 @@ def _on_compute_stream(tr: Columns, co: Columns, tg, cg, keys_hd
     kernels = np.bincount(at, weights=run, minlength=len(ckey)).astype(np.int64)
     i = np.minimum(np.searchsorted(ckey, tkey), len(ckey) - 1)
     on = (ckey[i] == tkey) & gpu[tg] & tok
+    if not on.any():
+        return _off_stream(len(ts))
     return on, np.where(on, kernels[i], 0)
+
+
+def _off_stream(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """`_on_compute_stream` where no copy shares a stream with compute (copies on their own
+    streams, as on most GPU captures, and every TPU's): read-only one-value columns, not 9 MB
+    of fresh zeros a million copies."""
+    return repeated(n, False, bool), repeated(n, 0, np.int64)
 
 
 def _run_unique(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

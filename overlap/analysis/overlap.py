@@ -287,7 +287,9 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
         (tcode, _), keys, comp = exposure.compute_groups(trace)
         tcode = tcode.astype(np.int64, copy=False)  # (one device: a read-only view)
         mg, ms, me = comp.g, comp.s, comp.e
-        hidden = comp.covered(tcode, start, end)
+        # (no compute on any device: nothing hidden, a read-only one-value column, not 8 MB
+        # of zeros a million copies)
+        hidden = comp.covered(tcode, start, end) if len(ms) else repeated(n, 0, np.int64)
         # the wall-clock set with a copy in flight and no compute: the uncovered parts of the
         # copies' union are those of the copies with exposed time (a covered copy adds
         # none), so only they are merged and cut (none where every copy hides: 2.6 ms of
