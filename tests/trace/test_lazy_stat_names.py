@@ -43,6 +43,10 @@ def _plane(rng: random.Random, keys: list[int]) -> tuple[bytes, dict[int, str]]:
 def _lazy(raw: bytes) -> LazyStatNames:
     got = wire._scan.split_space(wire.padded(raw), len(raw), None, 0)[-1][0]
     assert isinstance(got, np.ndarray)  # (every entry plain, dense ids: left in the bytes)
+    # (in any order, some written twice: three int32 rows, ids ascending, each id's last
+    # entry, placed by the split; round 24: a shuffled million were sorted here as int64)
+    assert got.dtype == np.int32 and got.shape[0] == 3
+    assert (got[0][1:] > got[0][:-1]).all()
     return LazyStatNames(np.frombuffer(wire.padded(raw), np.uint8), got)
 
 
