@@ -1891,17 +1891,27 @@ cdef class _Intern:
     """The distinct values of one stat group: each value's kind, integer (double bits, string
     length) and, for strings and bytes, where its first occurrence lies, in order of first
     occurrence; `code` gives a value's index, adding it if new. Open addressing over the
-    values' hashes (strings compare by content, never by position)."""
+    values' hashes (strings compare by content, never by position).
+
+    A number (any kind but strings and bytes) above every earlier one of its kind is new
+    without a lookup: it is added and left out of the slots (`slotted`: the values [0,
+    slotted) are in them), which take the values left out only when a lookup needs them
+    (`_settle`). Why: refs to a million stat names, one per copy in the order of the names
+    (CUPTI's form), each missed the cache on a slot of a table twice their size to find none
+    there (~100 ms of a 0.45 s report), and that table was 8 MB on the decode's peak; ids
+    that only grow (correlation ids) are alike."""
     cdef int8_t* kind
     cdef uint64_t* ival
     cdef int64_t* vpos
     cdef uint64_t* hash
-    cdef int32_t* slots
-    cdef Py_ssize_t n, cap, nslots
+    cdef int32_t* slots  # (NULL until a lookup needs them)
+    cdef Py_ssize_t n, cap, nslots, slotted
     cdef int32_t last  # the value returned last: runs of events repeat one value
+    cdef uint64_t top[8]  # per number kind, its largest integer so far
+    cdef uint8_t has[8]  # per number kind, whether it has one
 
     def __cinit__(self):
-        self.n = 0
+        self.n = self.slotted = 0
         self.last = -1
         self.cap = 16
         self.nslots = 64
@@ -1909,11 +1919,10 @@ cdef class _Intern:
         self.ival = <uint64_t*>malloc(self.cap * sizeof(uint64_t))
         self.vpos = <int64_t*>malloc(self.cap * sizeof(int64_t))
         self.hash = <uint64_t*>malloc(self.cap * sizeof(uint64_t))
-        self.slots = <int32_t*>malloc(self.nslots * sizeof(int32_t))
-        if not (self.kind and self.ival and self.vpos and self.hash and self.slots):
+        self.slots = NULL
+        memset(self.has, 0, sizeof(self.has))
+        if not (self.kind and self.ival and self.vpos and self.hash):
             raise MemoryError()
-        for i in range(self.nslots):
-            self.slots[i] = -1
 
     def __dealloc__(self):
         free(self.kind)
@@ -1923,7 +1932,7 @@ cdef class _Intern:
         free(self.slots)
 
     cdef int _grow(self) except -1:
-        cdef Py_ssize_t cap = self.cap * 2, i, j, mask
+        cdef Py_ssize_t cap = self.cap * 2
         self.kind = <int8_t*>_resized(self.kind, cap * sizeof(int8_t))
         self.ival = <uint64_t*>_resized(self.ival, cap * sizeof(uint64_t))
         self.vpos = <int64_t*>_resized(self.vpos, cap * sizeof(int64_t))
@@ -1932,19 +1941,49 @@ cdef class _Intern:
         # slots: at most half full (the table grows when `n` reaches `cap`). (Four slots a
         # value were 16 MB beside a million distinct values' 25 MB, on the decode's peak.)
         free(self.slots)
+        self.slots = NULL
         self.nslots = cap * 2
-        self.slots = <int32_t*>malloc(self.nslots * sizeof(int32_t))
-        if not self.slots:
-            raise MemoryError()
-        mask = self.nslots - 1
-        for i in range(self.nslots):
-            self.slots[i] = -1
-        for j in range(self.n):
+        if self.slotted:  # (none yet: made when a lookup first needs them)
+            self._slot_range(0, self.slotted)
+        return 0
+
+    cdef int _slot_range(self, Py_ssize_t a, Py_ssize_t z) except -1:
+        """Put the values [a, z) in the slots (made, empty, where there are none)."""
+        cdef Py_ssize_t i, j, mask = self.nslots - 1
+        if self.slots == NULL:
+            self.slots = <int32_t*>malloc(self.nslots * sizeof(int32_t))
+            if not self.slots:
+                raise MemoryError()
+            memset(self.slots, 0xFF, self.nslots * sizeof(int32_t))  # (-1: empty)
+        for j in range(a, z):
+            if j >= self.slotted:  # (a number added without a lookup: its hash not kept)
+                self.hash[j] = _hash_value(NULL, self.kind[j], self.ival[j], 0)
             i = <Py_ssize_t>(self.hash[j] & <uint64_t>mask)
             while self.slots[i] >= 0:
                 i = (i + 1) & mask
             self.slots[i] = <int32_t>j
         return 0
+
+    cdef inline int _settle(self) except -1:
+        """Every value in the slots (those added without a lookup too)."""
+        if self.slotted < self.n or self.slots == NULL:
+            self._slot_range(self.slotted, self.n)
+            self.slotted = self.n
+        return 0
+
+    cdef inline int32_t _add(self, int8_t kind, uint64_t ival, int64_t vpos) except -1:
+        """Append a value known to be new (not put in the slots, its hash not written: a
+        number's is made from it when the slots take it, and pages never written are never
+        backed: 8 MB less on the decode's peak of a million refs)."""
+        if self.n == self.cap:
+            self._grow()
+        cdef int32_t s = <int32_t>self.n
+        self.kind[s] = kind
+        self.ival[s] = ival
+        self.vpos[s] = vpos
+        self.n += 1
+        self.last = s
+        return s
 
     cdef inline int32_t code(self, const uint8_t* b, int8_t kind, uint64_t ival,
                              int64_t vpos) except -1:
@@ -1953,7 +1992,14 @@ cdef class _Intern:
         if (s >= 0 and self.kind[s] == kind and self.ival[s] == ival
                 and (not text or memcmp(b + self.vpos[s], b + vpos, <size_t>ival) == 0)):
             return s
+        cdef int k = kind & 7
+        if not text and (not self.has[k] or ival > self.top[k]):
+            # above every number of its kind so far: new, and no slot looked at
+            self.has[k] = 1
+            self.top[k] = ival
+            return self._add(kind, ival, vpos)
         cdef uint64_t h = _hash_value(b, kind, ival, vpos)
+        self._settle()
         cdef Py_ssize_t mask = self.nslots - 1
         cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>mask)
         while True:
@@ -1966,19 +2012,15 @@ cdef class _Intern:
                 return s
             i = (i + 1) & mask
         if self.n == self.cap:
-            self._grow()
+            self._grow()  # (every value was slotted above: the new slots hold them all)
             mask = self.nslots - 1
             i = <Py_ssize_t>(h & <uint64_t>mask)
             while self.slots[i] >= 0:
                 i = (i + 1) & mask
-        s = <int32_t>self.n
-        self.kind[s] = kind
-        self.ival[s] = ival
-        self.vpos[s] = vpos
+        s = self._add(kind, ival, vpos)
         self.hash[s] = h
         self.slots[i] = s
-        self.n += 1
-        self.last = s
+        self.slotted = self.n
         return s
 
     def arrays(self):

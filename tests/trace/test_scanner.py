@@ -628,3 +628,41 @@ def test_id_table_base_bounds():
     assert id_table_base(n, 5, w + 1) == 5  # (as wide as allowed, not from 0)
     assert id_table_base(n, -1, w - 1) == -1
     assert id_table_base(n, -1, w) is None
+
+
+_NUMBER = st.sampled_from([3, 4, 7, 2])  # int64, uint64, ref, double (a value's kind)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.lists(st.one_of(
+    # a run that only grows (refs to stat names in order: added without a lookup) ...
+    st.tuples(st.just("up"), _NUMBER, st.integers(0, 50), st.integers(1, 120)),
+    # ... values again, in any order, and strings among them
+    st.tuples(st.just("any"), _NUMBER, st.lists(st.integers(0, 200), max_size=40),
+              st.just(0)),
+    st.tuples(st.just("text"), st.just(5), st.lists(st.integers(0, 5), max_size=8),
+              st.just(0))), min_size=1, max_size=6))
+def test_numbers_that_only_grow_are_coded_as_upb_reads_them(runs):
+    """A group's numbers above every earlier one of their kind are added without a lookup
+    (issue 32 round 24) and put in the table when one is needed: the codes and values are
+    upb's, for growing runs of each number kind (past the table's growth), repeats of them
+    after, lower ones, strings between, and kinds whose integers are equal."""
+    vals: list = []
+    for how, kind, a, b in runs:
+        if how == "up":
+            vals += [(kind, float(a + i) if kind == 2 else a + i) for i in range(b)]
+        elif how == "any":
+            vals += [(kind, float(x) if kind == 2 else x) for x in a]
+        else:
+            vals += [(5, f"s{x}") for x in a]
+    evs = [{"mid": 1, "offset": i, "dur": 1, "stats": [(2, v, "canonical")],
+            "layout": "canonical", "unknown": 0} for i, v in enumerate(vals)]
+    raw = space_bytes([evs], False)
+    fast, upb = (wire.LineEvents(_lines(raw, sc)[0], 0, wanted=(), groups=GROUPS)
+                 for sc in (wire._scan, None))
+    check_groups(fast, upb, _events(raw, None)[0])
+    codes, got = fast.first_codes([2], STAT_NAMES)
+    # (each distinct (kind, value) one code, numbered in order of first appearance)
+    first: dict = {}
+    want = [first.setdefault(v, len(first)) for v in vals]
+    assert codes.tolist() == want and len(got) == len(first)
