@@ -62,7 +62,7 @@ import sys
 import numpy as np
 
 cimport cython
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy, memset
 from cpython.bytes cimport PyBytes_FromStringAndSize
@@ -1886,6 +1886,18 @@ cdef void* _resized(void* p, size_t nbytes) except NULL:
     return q
 
 
+# `_Intern`'s slots: 0 empty, else its value's index + 1, under the top 8 bits of its hash
+# while the table has room for at most `TAGGED_CAP` values (the index + 1 then fits in 24
+# bits; a test lowers it to read the untagged slots of a larger table).
+TAGGED_CAP = 1 << 23
+
+
+cdef inline uint32_t _slot(uint64_t h, Py_ssize_t j, bint tagged) noexcept nogil:
+    if tagged:
+        return (<uint32_t>(h >> 56) << 24) | <uint32_t>(j + 1)
+    return <uint32_t>(j + 1)
+
+
 @cython.final
 cdef class _Intern:
     """The distinct values of one stat group: each value's kind, integer (double bits, string
@@ -1900,13 +1912,17 @@ cdef class _Intern:
     on the compact GPU 1M file, whose kernels' values are looked up). Why: refs to a million stat names, one per copy in the order of the names
     (CUPTI's form), each missed the cache on a slot of a table twice their size to find none
     there (~100 ms of a 0.45 s report), and that table was 8 MB on the decode's peak; ids
-    that only grow (correlation ids) are alike."""
+    that only grow (correlation ids) are alike.
+
+    A slot holds its value's index under 8 bits of its hash (`_slot`), in 4 bytes as the
+    index alone did: a probe passes another value's slot without reading that value's hash
+    (a cache miss per occupied slot probed, ~1 a value where a million texts all differ)."""
     cdef int8_t* kind
     cdef uint64_t* ival
     cdef int64_t* vpos
     cdef uint64_t* hash
-    cdef int32_t* slots  # (NULL until a lookup needs them, and `slotted` -1)
-    cdef Py_ssize_t n, cap, nslots, slotted
+    cdef uint32_t* slots  # (NULL until a lookup needs them, and `slotted` -1; `_slot`)
+    cdef Py_ssize_t n, cap, nslots, slotted, tag_cap
     cdef int32_t last  # the value returned last: runs of events repeat one value
     # per number kind, one more than its largest integer so far (0: none yet; a value of
     # 2**64 - 1 is always looked up, and never moves it)
@@ -1915,6 +1931,7 @@ cdef class _Intern:
     def __cinit__(self):
         self.n = 0
         self.slotted = -1
+        self.tag_cap = min(TAGGED_CAP, 1 << 23)
         self.last = -1
         self.cap = 16
         self.nslots = 64
@@ -1955,18 +1972,18 @@ cdef class _Intern:
     cdef int _slot_range(self, Py_ssize_t a, Py_ssize_t z) except -1:
         """Put the values [a, z) in the slots (made, empty, where there are none)."""
         cdef Py_ssize_t i, j, mask = self.nslots - 1
+        cdef bint tagged = self.cap <= self.tag_cap
         if self.slots == NULL:
-            self.slots = <int32_t*>malloc(self.nslots * sizeof(int32_t))
+            self.slots = <uint32_t*>calloc(self.nslots, sizeof(uint32_t))  # (0: empty)
             if not self.slots:
                 raise MemoryError()
-            memset(self.slots, 0xFF, self.nslots * sizeof(int32_t))  # (-1: empty)
         for j in range(a, z):
             if j >= self.slotted:  # (a number added without a lookup: its hash not kept)
                 self.hash[j] = _hash_value(NULL, self.kind[j], self.ival[j], 0)
             i = <Py_ssize_t>(self.hash[j] & <uint64_t>mask)
-            while self.slots[i] >= 0:
+            while self.slots[i]:
                 i = (i + 1) & mask
-            self.slots[i] = <int32_t>j
+            self.slots[i] = _slot(self.hash[j], j, tagged)
         return 0
 
     cdef inline int _settle(self) except -1:
@@ -2004,26 +2021,33 @@ cdef class _Intern:
             return self._add(kind, ival, vpos)
         cdef uint64_t h = _hash_value(b, kind, ival, vpos)
         self._settle()
+        cdef bint tagged = self.cap <= self.tag_cap
+        cdef uint32_t v, tag = <uint32_t>(h >> 56) << 24 if tagged else 0
         cdef Py_ssize_t mask = self.nslots - 1
         cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>mask)
         while True:
-            s = self.slots[i]
-            if s < 0:
+            v = self.slots[i]
+            if not v:
                 break
-            if (self.hash[s] == h and self.kind[s] == kind and self.ival[s] == ival
-                    and (not text or memcmp(b + self.vpos[s], b + vpos, <size_t>ival) == 0)):
-                self.last = s
-                return s
+            # (another value's tag: passed over without reading its hash or bytes)
+            if not tagged or (v & 0xFF000000U) == tag:
+                s = <int32_t>((v & 0xFFFFFFU if tagged else v) - 1)
+                if (self.hash[s] == h and self.kind[s] == kind and self.ival[s] == ival
+                        and (not text or memcmp(b + self.vpos[s], b + vpos,
+                                                <size_t>ival) == 0)):
+                    self.last = s
+                    return s
             i = (i + 1) & mask
         if self.n == self.cap:
             self._grow()  # (every value was slotted above: the new slots hold them all)
+            tagged = self.cap <= self.tag_cap
             mask = self.nslots - 1
             i = <Py_ssize_t>(h & <uint64_t>mask)
-            while self.slots[i] >= 0:
+            while self.slots[i]:
                 i = (i + 1) & mask
         s = self._add(kind, ival, vpos)
         self.hash[s] = h
-        self.slots[i] = s
+        self.slots[i] = _slot(h, s, tagged)
         self.slotted = self.n
         return s
 

@@ -292,11 +292,16 @@ def test_interned_values_are_equal_by_kind_and_content():
             str, str, bytes, float, float, int, int, type(None), str, str, str]
 
 
+@pytest.mark.parametrize("tag_cap", [None, 32, 0])
 @pytest.mark.parametrize("n_values", [127, 128, 129, 300, 40_000])
-def test_many_distinct_values_in_a_group(n_values):
+def test_many_distinct_values_in_a_group(n_values, tag_cap, monkeypatch):
     """A group with more distinct values than int8 codes hold (the scanner writes int8 codes
     until a code passes 127, then widens the rows written so far): the same codes and values
-    as upb's, on every event, before and after the widening."""
+    as upb's, on every event, before and after the widening; with the interning table's
+    slots tagged by hash throughout, untagged past 32 values, or never tagged
+    (`_scan.TAGGED_CAP`)."""
+    if tag_cap is not None:
+        monkeypatch.setattr(wire._scan, "TAGGED_CAP", tag_cap)
     evs = [{"mid": 1 + i % 2, "offset": i, "dur": 1,
             "stats": [(42, (3, i % 5), "canonical"), (2, (3, i % n_values), "canonical")]
             + ([(1, (5, f"op{i % 7}"), "canonical")] if i % 3 else []),
@@ -647,6 +652,15 @@ def test_numbers_that_only_grow_are_coded_as_upb_reads_them(runs):
     (issue 32 round 24) and put in the table when one is needed: the codes and values are
     upb's, for growing runs of each number kind (past the table's growth), repeats of them
     after, lower ones, strings between, and kinds whose integers are equal."""
+    for tag_cap in (1 << 23, 16):  # (slots tagged by hash; untagged past 16 values)
+        wire._scan.TAGGED_CAP = tag_cap
+        try:
+            _numbers_coded_as_upb(runs)
+        finally:
+            wire._scan.TAGGED_CAP = 1 << 23
+
+
+def _numbers_coded_as_upb(runs):
     vals: list = []
     for how, kind, a, b in runs:
         if how == "up":
