@@ -377,7 +377,8 @@ class MergedGroups:
 
     def subtract_from(self, ag, a_s, a_e) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per group, the parts of its merged intervals `a` that these do not cover, as
-        (group, start, end) (`subtract_grouped`).
+        (group, start, end) (`subtract_grouped`): read-only views of `a` itself where
+        there is nothing to subtract and every interval is kept.
 
         Each `a` interval is cut by the intervals of its group that overlap it (found with
         two searches): its pieces are the gaps between them, so the cost is the number of

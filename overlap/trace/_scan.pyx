@@ -1908,15 +1908,16 @@ cdef class _Intern:
     A number (any kind but strings and bytes) above every earlier one of its kind is new
     without a lookup: it is added and left out of the slots (`slotted`: the values [0,
     slotted) are in them; -1: there are none), which take the values left out only when a
-    lookup needs them (`_settle`). A lookup pays two compares for this (+0.5% instructions
-    on the compact GPU 1M file, whose kernels' values are looked up). Why: refs to a million stat names, one per copy in the order of the names
-    (CUPTI's form), each missed the cache on a slot of a table twice their size to find none
-    there (~100 ms of a 0.45 s report), and that table was 8 MB on the decode's peak; ids
-    that only grow (correlation ids) are alike.
+    lookup needs them (`_settle`). Why: refs to a million stat names, one per copy in the
+    order of the names (CUPTI's form), each missed the cache on a slot of a table twice
+    their size to find none there (~100 ms of a 0.45 s report), and that table was 8 MB on
+    the decode's peak; ids that only grow (correlation ids) are alike.
 
     A slot holds its value's index under 8 bits of its hash (`_slot`), in 4 bytes as the
     index alone did: a probe passes another value's slot without reading that value's hash
-    (a cache miss per occupied slot probed, ~1 a value where a million texts all differ)."""
+    (a cache miss per occupied slot probed, ~1 a value where a million texts all differ).
+    Both cost a lookup a few instructions: +1.2% on the compact GPU 1M file, whose kernels'
+    values are found by lookups, in the same time."""
     cdef int8_t* kind
     cdef uint64_t* ival
     cdef int64_t* vpos
