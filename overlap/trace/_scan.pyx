@@ -1925,12 +1925,17 @@ cdef class _Intern:
     cdef uint32_t* slots  # (NULL until a lookup needs them, and `slotted` -1; `_slot`)
     cdef Py_ssize_t n, cap, nslots, slotted, tag_cap
     cdef int32_t last  # the value returned last: runs of events repeat one value
+    # whether a string or bytes value was added: until then no position is written (a
+    # number's is never read; a million refs' would be 8 MB on the read's peak), and
+    # `arrays` gives zeros for them
+    cdef bint texts
     # per number kind, one more than its largest integer so far (0: none yet; a value of
     # 2**64 - 1 is always looked up, and never moves it)
     cdef uint64_t above[8]
 
     def __cinit__(self):
         self.n = 0
+        self.texts = False
         self.slotted = -1
         self.tag_cap = min(TAGGED_CAP, 1 << 23)
         self.last = -1
@@ -2003,7 +2008,8 @@ cdef class _Intern:
         cdef int32_t s = <int32_t>self.n
         self.kind[s] = kind
         self.ival[s] = ival
-        self.vpos[s] = vpos
+        if self.texts:
+            self.vpos[s] = vpos
         self.n += 1
         self.last = s
         return s
@@ -2046,6 +2052,9 @@ cdef class _Intern:
             i = <Py_ssize_t>(h & <uint64_t>mask)
             while self.slots[i]:
                 i = (i + 1) & mask
+        if text and not self.texts:  # (the numbers before it: position 0)
+            memset(self.vpos, 0, self.n * sizeof(int64_t))
+            self.texts = True
         s = self._add(kind, ival, vpos)
         self.hash[s] = h
         self.slots[i] = _slot(h, s, tagged)
@@ -2053,17 +2062,24 @@ cdef class _Intern:
         return s
 
     def arrays(self):
-        """The distinct values' kind, ival and vpos, as arrays that take the table's own
-        blocks (shrunk to the values'): the table codes nothing after this, and its hashes
-        and slots are freed first. Why: a copy of each, beside the table, was 17 MB more on
-        the decode's peak with a million distinct values (each copy its own details)."""
+        """The distinct values' kind, ival and vpos (where a string or bytes value lies; 0
+        for every value of a group without one), as arrays that take the table's own blocks
+        (shrunk to the values'): the table codes nothing after this, and its hashes and
+        slots are freed first. Why: a copy of each, beside the table, was 17 MB more on the
+        decode's peak with a million distinct values (each copy its own details)."""
         cdef Py_ssize_t k = self.n
         free(self.hash)
         free(self.slots)
         self.hash, self.slots, self.nslots, self.cap = NULL, NULL, 0, 0
+        if not self.texts:  # (no position written: zeros, backed only where read)
+            free(self.vpos)
+            self.vpos = NULL
+            vpos = np.zeros(k, np.int64)
+        else:
+            vpos = _owned(<void**>&self.vpos, k, sizeof(int64_t), _I64_FORMAT, np.int64)
         return {"kind": _owned(<void**>&self.kind, k, sizeof(int8_t), "b", np.int8),
                 "ival": _owned(<void**>&self.ival, k, sizeof(uint64_t), _U64_FORMAT, np.uint64),
-                "vpos": _owned(<void**>&self.vpos, k, sizeof(int64_t), _I64_FORMAT, np.int64)}
+                "vpos": vpos}
 
 
 _EMPTY = np.zeros(1, np.int64)

@@ -680,3 +680,5 @@ def _numbers_coded_as_upb(runs):
     first: dict = {}
     want = [first.setdefault(v, len(first)) for v in vals]
     assert codes.tolist() == want and len(got) == len(first)
+    if vals and not any(k == 5 for k, _ in vals):  # (no string: no position written, zeros)
+        assert not fast._groups[frozenset([2])][1]["vpos"].any()
