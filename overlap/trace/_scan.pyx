@@ -1916,7 +1916,7 @@ cdef class _Intern:
     A slot holds its value's index under 8 bits of its hash (`_slot`), in 4 bytes as the
     index alone did: a probe passes another value's slot without reading that value's hash
     (a cache miss per occupied slot probed, ~1 a value where a million texts all differ).
-    Both cost a lookup a few instructions: +1.2% on the compact GPU 1M file, whose kernels'
+    Both cost a lookup a few instructions: +1.3% on the compact GPU 1M file, whose kernels'
     values are found by lookups, in the same time."""
     cdef int8_t* kind
     cdef uint64_t* ival
