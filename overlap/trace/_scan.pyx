@@ -1892,10 +1892,10 @@ cdef void* _resized(void* p, size_t nbytes) except NULL:
 TAGGED_CAP = 1 << 23
 
 
-cdef inline uint32_t _slot(uint64_t h, Py_ssize_t j, bint tagged) noexcept nogil:
-    if tagged:
-        return (<uint32_t>(h >> 56) << 24) | <uint32_t>(j + 1)
-    return <uint32_t>(j + 1)
+cdef inline uint32_t _slot(uint64_t h, Py_ssize_t j, uint32_t tagmask) noexcept nogil:
+    """The slot of value j of hash h: j + 1 under the hash's top 8 bits where `tagmask` (the
+    table's: 0xFF000000 while tagged, else 0) keeps them."""
+    return ((<uint32_t>(h >> 56) << 24) & tagmask) | <uint32_t>(j + 1)
 
 
 @cython.final
@@ -1916,7 +1916,7 @@ cdef class _Intern:
     A slot holds its value's index under 8 bits of its hash (`_slot`), in 4 bytes as the
     index alone did: a probe passes another value's slot without reading that value's hash
     (a cache miss per occupied slot probed, ~1 a value where a million texts all differ).
-    Both cost a lookup a few instructions: +1.3% on the compact GPU 1M file, whose kernels'
+    Both cost a lookup a few instructions: +1.1% on the compact GPU 1M file, whose kernels'
     values are found by lookups, in the same time."""
     cdef int8_t* kind
     cdef uint64_t* ival
@@ -1924,6 +1924,7 @@ cdef class _Intern:
     cdef uint64_t* hash
     cdef uint32_t* slots  # (NULL until a lookup needs them, and `slotted` -1; `_slot`)
     cdef Py_ssize_t n, cap, nslots, slotted, tag_cap
+    cdef uint32_t tagmask  # (0xFF000000 while the slots are tagged: `cap` <= `tag_cap`; else 0)
     cdef int32_t last  # the value returned last: runs of events repeat one value
     # whether a string or bytes value was added: until then no position is written (a
     # number's is never read; a million refs' would be 8 MB on the read's peak), and
@@ -1938,6 +1939,7 @@ cdef class _Intern:
         self.texts = False
         self.slotted = -1
         self.tag_cap = min(TAGGED_CAP, 1 << 23)
+        self.tagmask = 0xFF000000U if 16 <= self.tag_cap else 0
         self.last = -1
         self.cap = 16
         self.nslots = 64
@@ -1964,6 +1966,7 @@ cdef class _Intern:
         self.vpos = <int64_t*>_resized(self.vpos, cap * sizeof(int64_t))
         self.hash = <uint64_t*>_resized(self.hash, cap * sizeof(uint64_t))
         self.cap = cap
+        self.tagmask = 0xFF000000U if cap <= self.tag_cap else 0
         # slots: at most half full (the table grows when `n` reaches `cap`). (Four slots a
         # value were 16 MB beside a million distinct values' 25 MB, on the decode's peak.)
         free(self.slots)
@@ -1978,7 +1981,6 @@ cdef class _Intern:
     cdef int _slot_range(self, Py_ssize_t a, Py_ssize_t z) except -1:
         """Put the values [a, z) in the slots (made, empty, where there are none)."""
         cdef Py_ssize_t i, j, mask = self.nslots - 1
-        cdef bint tagged = self.cap <= self.tag_cap
         if self.slots == NULL:
             self.slots = <uint32_t*>calloc(self.nslots, sizeof(uint32_t))  # (0: empty)
             if not self.slots:
@@ -1989,7 +1991,7 @@ cdef class _Intern:
             i = <Py_ssize_t>(self.hash[j] & <uint64_t>mask)
             while self.slots[i]:
                 i = (i + 1) & mask
-            self.slots[i] = _slot(self.hash[j], j, tagged)
+            self.slots[i] = _slot(self.hash[j], j, self.tagmask)
         return 0
 
     cdef inline int _settle(self) except -1:
@@ -2028,17 +2030,18 @@ cdef class _Intern:
             return self._add(kind, ival, vpos)
         cdef uint64_t h = _hash_value(b, kind, ival, vpos)
         self._settle()
-        cdef bint tagged = self.cap <= self.tag_cap
-        cdef uint32_t v, tag = <uint32_t>(h >> 56) << 24 if tagged else 0
+        cdef uint32_t v, tm = self.tagmask
+        cdef uint32_t tag = (<uint32_t>(h >> 56) << 24) & tm
         cdef Py_ssize_t mask = self.nslots - 1
         cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>mask)
         while True:
             v = self.slots[i]
             if not v:
                 break
-            # (another value's tag: passed over without reading its hash or bytes)
-            if not tagged or (v & 0xFF000000U) == tag:
-                s = <int32_t>((v & 0xFFFFFFU if tagged else v) - 1)
+            # (another value's tag: passed over without reading its hash or bytes; untagged,
+            # `tm` is 0 and every slot is looked at)
+            if (v & tm) == tag:
+                s = <int32_t>((v & ~tm) - 1)
                 if (self.hash[s] == h and self.kind[s] == kind and self.ival[s] == ival
                         and (not text or memcmp(b + self.vpos[s], b + vpos,
                                                 <size_t>ival) == 0)):
@@ -2047,7 +2050,6 @@ cdef class _Intern:
             i = (i + 1) & mask
         if self.n == self.cap:
             self._grow()  # (every value was slotted above: the new slots hold them all)
-            tagged = self.cap <= self.tag_cap
             mask = self.nslots - 1
             i = <Py_ssize_t>(h & <uint64_t>mask)
             while self.slots[i]:
@@ -2057,7 +2059,7 @@ cdef class _Intern:
             self.texts = True
         s = self._add(kind, ival, vpos)
         self.hash[s] = h
-        self.slots[i] = _slot(h, s, tagged)
+        self.slots[i] = _slot(h, s, self.tagmask)
         self.slotted = self.n
         return s
 
