@@ -1257,16 +1257,13 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
             free(mark)
             dense = hi <= distinct
         if dense and 0 <= lazy_min <= n:
-            if ascending and narrow:
-                # (ids ascending, each once, and a buffer under 2 GiB: the ids and name spans
-                # as three int32 rows, what `LazyStatNames` keeps, no pass over them there:
-                # ~60 ms and 16 MB of copies a million stat names)
-                return _stat_rows32(got, n)
             if narrow and hi < (1 << 31) - 1:
-                # (dense ids in any order, as writers write a map: in hash order on our real
-                # H100/H200 captures; the same rows, each id's last entry placed by its id,
-                # where `LazyStatNames` sorted a million int64 triples: ~33 ms)
-                return _stat_rows32_placed(got, n, hi)
+                # (a buffer under 2 GiB: the ids and name spans as three int32 rows, ids
+                # ascending, what `LazyStatNames` keeps, no pass over them there: ~60 ms and
+                # 16 MB of copies a million stat names; ids in any order, as writers write a
+                # map (in hash order on our real H100/H200 captures), placed by id, where
+                # `LazyStatNames` sorted a million int64 triples: ~33 ms)
+                return _stat_rows32(got, n, hi)
             return _owned_int64(&got, 3 * n).reshape(n, 3)
         d = {}
         for i in range(n):
@@ -1286,22 +1283,11 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
         free(got)  # (NULL once `_owned_int64` took it)
 
 
-cdef object _stat_rows32(const int64_t* got, Py_ssize_t n):
-    """The (id, name start, name end) triples `got[0:3n]` as an int32 array of three rows."""
-    out_a = np.empty((3, n), np.int32)
-    cdef int32_t[:, ::1] out = out_a
-    cdef Py_ssize_t i
-    for i in range(n):
-        out[0, i] = <int32_t>got[3 * i]
-        out[1, i] = <int32_t>got[3 * i + 1]
-        out[2, i] = <int32_t>got[3 * i + 2]
-    return out_a
-
-
-cdef object _stat_rows32_placed(const int64_t* got, Py_ssize_t n, int64_t hi):
-    """`_stat_rows32` of dense ids (each in [0, hi]) written in any order, some perhaps twice:
-    per id present, ascending, its last entry's (id, name start, name end), as `LazyStatNames`
-    orders an int64 table (a stable sort by id, the last of equal ids)."""
+cdef object _stat_rows32(const int64_t* got, Py_ssize_t n, int64_t hi):
+    """The (id, name start, name end) triples `got[0:3n]` of dense ids (each in [0, hi]),
+    written in any order, some perhaps twice, as an int32 array of three rows: per id
+    present, ascending, its last entry, as `LazyStatNames` orders an int64 table (a stable
+    sort by id, the last of equal ids)."""
     at_a = np.full(hi + 1, -1, np.int32)  # per id, its last entry
     cdef int32_t[::1] at = at_a
     cdef Py_ssize_t i, j = 0, m = 0
@@ -1939,9 +1925,9 @@ cdef class _Intern:
         self.texts = False
         self.slotted = -1
         self.tag_cap = min(TAGGED_CAP, 1 << 23)
-        self.tagmask = 0xFF000000U if 16 <= self.tag_cap else 0
         self.last = -1
         self.cap = 16
+        self.tagmask = 0xFF000000U if self.cap <= self.tag_cap else 0
         self.nslots = 64
         self.kind = <int8_t*>malloc(self.cap * sizeof(int8_t))
         self.ival = <uint64_t*>malloc(self.cap * sizeof(uint64_t))
