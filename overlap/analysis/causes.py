@@ -84,7 +84,7 @@ from overlap.analysis.intervals import (
     merged_groups,
 )
 from overlap.analysis.units import format_ps
-from overlap.arrays import bin_sums, dict_rows, is_repeated, repeated, sorted_unique
+from overlap.arrays import bin_sums, dict_rows, is_repeated, labels_at, repeated, sorted_unique
 
 PAGEABLE = "pageable_memory"
 SHARES_STREAM = "shares_stream_with_compute"
@@ -247,14 +247,11 @@ def transfer_causes(trace, table: Columns) -> Columns:
         unknown[rows] += left
     del left  # (before `_first_max`'s own column: one row's worth less on the peak)
     top = _first_max([out[c] for c in CAUSE_COLUMNS], has) + 1
-    if every and not (top != top[0]).any():  # (one cause: a `repeated` column)
-        out["cause"] = repeated(n, label[top[0]])
-    elif every:
-        out["cause"] = label[top]
-    else:
+    if has is not None:
         code = np.zeros(n, top.dtype)
         code[has] = top
-        out["cause"] = label[code]
+        top = code
+    out["cause"] = labels_at(label, top)  # (one cause: a `repeated` column)
     return out
 
 
@@ -618,7 +615,7 @@ _STAT_SUMS = ("transfers", "bytes", "span_ps", "hidden_ps", "max_queue", "max_by
 
 
 _UNKNOWN_KINDS = ("no_resume", "late_resume", "not_copy_bound")
-_SUM_BLOCK = 1 << 16  # rows of a mask made 0/1 int64 at a time (`_sums_at`)
+_SUM_BLOCK = 1 << 16  # rows taken at a time (`_sums_at`'s 0/1 masks, `_max_at`, `_first_max`)
 
 
 def _sums_at(m: np.ndarray, cols: list[np.ndarray]) -> list[int]:

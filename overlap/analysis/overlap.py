@@ -118,7 +118,7 @@ from overlap.analysis.intervals import (
 from overlap.analysis.step_rows import joined_blocks, step_rows
 from overlap.analysis.step_rows import step_summary as summarize_steps
 from overlap.analysis.units import format_ps
-from overlap.arrays import factorize, is_repeated, repeated
+from overlap.arrays import factorize, is_repeated, labels_at, repeated
 from overlap.trace.tables import concat, missing_mask, n_rows, take
 from overlap.trace.tpu import clock_counts, copy_durations
 
@@ -223,9 +223,7 @@ def classify(ratio: np.ndarray, hidden_threshold: float, exposed_threshold: floa
     ratio = np.asarray(ratio, dtype=float)
     code = np.select([np.isnan(ratio), ratio >= hidden_threshold, ratio <= exposed_threshold],
                      [0, 1, 2], 3)
-    if len(code) > 1 and not (code != code[0]).any():  # (one class: a `repeated` column,
-        return repeated(len(code), _CLASS_LABELS[code[0]])  # no pointer a row)
-    return _CLASS_LABELS[code]
+    return labels_at(_CLASS_LABELS, code)  # (one class: a `repeated` column)
 
 
 _CLASS_LABELS = np.array(["", HIDDEN, EXPOSED, PARTIAL], dtype=object)

@@ -11,7 +11,7 @@ import pytest
 from overlap.analysis import causes as C
 from overlap.analysis import intervals as iv
 from overlap.analysis.overlap import analyze, host_part_and_table, transfer_columns
-from overlap.arrays import is_repeated
+from overlap.arrays import is_repeated, labels_at
 from tests.analysis.test_analysis import make_trace
 
 US = 1_000_000
@@ -63,3 +63,18 @@ def test_copies_off_the_compute_stream_share_one_value():
         assert is_repeated(extra[col]) and extra[col].tolist() == [v] * 3
     assert table["hidden_ps"].tolist() == [50 * US, 0, 0]  # (compute here: a real column)
     assert not is_repeated(table["hidden_ps"])
+
+
+@pytest.mark.parametrize("codes", [[], [2], [1, 1, 1], [0, 2, 1, 2], [3, 3, 0]])
+@pytest.mark.parametrize("dtype", [np.int8, np.int64])
+def test_labels_at_is_the_gather(codes, dtype):
+    """`labels_at` (a class, a cause, a `Coded` column) is `values[codes]`, the same object at
+    each row, and a read-only one-value column exactly where every code is one."""
+    values = np.array(["", "hidden", "exposed", "partial"], dtype=object)
+    c = np.array(codes, dtype)
+    got = labels_at(values, c)
+    assert got.dtype == object and [id(v) for v in got] == [id(values[i]) for i in codes]
+    assert is_repeated(got) == (len(codes) > 1 and len(set(codes)) == 1)
+    if is_repeated(got):
+        assert not got.flags.writeable
+    assert is_repeated(labels_at(values[:1], np.zeros(3, dtype)))  # (one label at all)
