@@ -614,6 +614,23 @@ cdef class _Pos:
         self.n += k
         return 0
 
+    cdef int fill(self, int64_t x, Py_ssize_t k) except -1:
+        """`push` of x k times: room made and x's range tested once."""
+        cdef Py_ssize_t i
+        while self.n + k > self.cap:
+            self.cap *= 2
+            self.v = _resized(self.v, self.cap * (8 if self.wide else 4))
+        if not self.wide and not -2147483648 <= x <= 2147483647:
+            self._widen()
+        if self.wide:
+            for i in range(k):
+                (<int64_t*>self.v)[self.n + i] = x
+        else:
+            for i in range(k):
+                (<int32_t*>self.v)[self.n + i] = <int32_t>x
+        self.n += k
+        return 0
+
     cdef int _widen(self) except -1:
         """The values so far as int64 (a new block; the old one freed)."""
         cdef int64_t* w = <int64_t*>malloc(self.cap * sizeof(int64_t))
@@ -625,6 +642,20 @@ cdef class _Pos:
         free(self.v)
         self.v, self.wide = w, True
         return 0
+
+    cdef void firsts(self, const int32_t* first, Py_ssize_t m) noexcept nogil:
+        """Pairs (2r, 2r + 1) for r = first[0..m-1] into places (2c, 2c + 1), in place:
+        `first` ascending with first[c] >= c (a code's first line), so no pair is written
+        over before it is read."""
+        cdef Py_ssize_t c, r
+        for c in range(m):
+            r = first[c]
+            if self.wide:
+                (<int64_t*>self.v)[2 * c] = (<int64_t*>self.v)[2 * r]
+                (<int64_t*>self.v)[2 * c + 1] = (<int64_t*>self.v)[2 * r + 1]
+            else:
+                (<int32_t*>self.v)[2 * c] = (<int32_t*>self.v)[2 * r]
+                (<int32_t*>self.v)[2 * c + 1] = (<int32_t*>self.v)[2 * r + 1]
 
     cdef inline _SpanV view(self) noexcept nogil:
         """The block as it is now (valid until the vector grows or widens)."""
@@ -663,7 +694,14 @@ cdef class _LineRecs:
     a table of a million names is read at random, and the walk's work between two lookups
     left each one waiting for memory (~0.25 s); read in a loop of their own, each name's
     slot is fetched ahead."""
-    cdef _Pos rec  # (`_LREC` values a line: int32 while every one fits)
+    # The records by column (`_LREC` of them): a column's `_Pos` (int32 while every value
+    # fits) is made at the first line whose value differs from the first line's (`first`);
+    # until then (`spilled` bit clear) the column is that one value. Why: a million one-event
+    # lines wrote the same display id, timestamp, duration and event count on every line,
+    # 16 of their 28 MB of int32 records on the read's peak.
+    cdef list cols
+    cdef int64_t first[_LREC]
+    cdef int spilled
     cdef _Pos spans  # (per line, where its name lies; -1, -1: absent; int32 below 2 GiB)
     cdef Py_ssize_t n
     cdef list displays  # (None while every display name is empty: most producers write none)
@@ -681,7 +719,7 @@ cdef class _LineRecs:
             raise ValueError("at most 4 line name prefixes")
         # (`wide`: the buffer is 2 GiB or more; the names' spans int64. Why int32 else: a
         # million lines' spans were 16 MB of int64 on the split's peak)
-        self.rec, self.spans = _Pos(False), _Pos(wide)
+        self.cols, self.spilled, self.spans = [None] * _LREC, 0, _Pos(wide)
         self.n, self.bad = 0, 0
         self.displays, self.odd = None, {}
         self.prefixes = tuple([bytes(x) for x in prefixes])
@@ -696,7 +734,7 @@ cdef class _LineRecs:
         cdef Py_ssize_t texts[4]
         cdef int64_t r[_LREC]
         cdef int bad = _line(b, s, e, r, texts)
-        self.rec.push_all(r, _LREC)
+        self._record(r)
         self.spans.push(texts[0])
         self.spans.push(texts[1])
         self.bad += (bad & 1) + (bad >> 1)
@@ -709,6 +747,23 @@ cdef class _LineRecs:
             self.displays = [""] * self.n
             self.displays.append(d)
         self.n += 1
+        return 0
+
+    cdef inline int _record(self, const int64_t* r) except -1:
+        """Line `self.n`'s record r[0:_LREC] into its columns."""
+        cdef int c
+        if self.n == 0:
+            memcpy(self.first, r, _LREC * sizeof(int64_t))
+            return 0
+        for c in range(_LREC):
+            if self.spilled >> c & 1:
+                (<_Pos>self.cols[c]).push(r[c])
+            elif r[c] != self.first[c]:
+                col = _Pos(False)
+                col.fill(self.first[c], self.n)
+                col.push(r[c])
+                self.cols[c] = col
+                self.spilled |= 1 << c
         return 0
 
     cdef object _display(self, const uint8_t* b, Py_ssize_t p, Py_ssize_t q, int bad):
@@ -737,33 +792,48 @@ cdef class _LineRecs:
         return m
 
     cdef tuple taken(self, const uint8_t* b):
-        """(records as an int64 array of shape (lines, `_LREC`) (int32 where the lines are
-        `NARROW_LINES_MIN` or more and every value fits: `_Pos`), names, display names (None:
+        """(records: (lines, per column of `_LREC` its values: an int64 array (int32 where the
+        lines are `NARROW_LINES_MIN` or more and every value fits: `_Pos`), or one int where
+        every line has that value (`lines.Records`)), names, display names (None:
         all empty), strings with invalid UTF-8 among them, (per line its name's code, per code its first
         line (both int32; None where the names are kept as bytes) and its marks (uint8)) or None
         where a name has invalid UTF-8); `b` the buffer
         the lines were added from. The names: a list of str, one object per distinct name, or,
         where the names are coded and `LAZY_NAMES_MIN` or more distinct, (their bytes in code
-        order as a uint8 array, per code its offset there, one more at the end: int64),
-        decoded when asked (`lines.LineNames`). The block is the array's from here on."""
-        rec = self.rec.taken(self.n >= NARROW_LINES_MIN).reshape(self.n, _LREC)
+        order as a uint8 array, per code its offset there, one more at the end: int32 where
+        they are under 2 GiB, else int64), decoded when asked (`lines.LineNames`). The columns'
+        blocks are the arrays' from here on."""
+        cdef int c
+        cdef bint narrow = self.n >= NARROW_LINES_MIN
+        rec = (self.n, [(<_Pos>self.cols[c]).taken(narrow) if self.spilled >> c & 1
+                        else (self.first[c] if self.n else 0) for c in range(_LREC)])
+        self.cols = None
         names, codes = self._coded_names(b)
         return (rec, names, self.displays, self.bad, codes)
 
     cdef tuple _coded_names(self, const uint8_t* b):
         """(names, codes as `taken` gives them): an open-addressing table over the names'
         hashes, sized for every line to be its own name, each line's slot fetched `_AHEAD`
-        lines before it is read. A slot holds its name's code and the high half of its hash
-        (0: empty), so that a slot taken by another name is passed over without reading
-        anything else (the bytes are compared where the halves agree). The names are decoded
-        after the coding, once per code (`_name_list`), or kept as bytes (`_name_bytes`)."""
+        lines before it is read. A slot (4 bytes) holds its name's code + 1 in its low `cbits`
+        bits (enough for the lines' count) under the hash's top bits that are left (0:
+        empty), so that a slot taken by another name is passed over without reading anything
+        else, at most a 2^-(32 - cbits) chance in a probe (a million lines: 1/4096) that the
+        bytes are compared for nothing. Why 4 bytes: a million lines' table was 16 MB of
+        8-byte slots on the read's peak. The names are decoded after the coding, once per
+        code (`_name_list`), or kept as bytes (`_name_bytes`)."""
         cdef Py_ssize_t n = self.n, i, j, c, m = 0, k, nslots = 16
         cdef _SpanV sp = self.spans.view()
+        if n > 0x7FFFFFFE:  # (int32 codes and lines: more than any file holds)
+            raise MemoryError("more than 2^31 - 2 lines")
         while nslots < 2 * n:
             nslots *= 2
-        cdef uint64_t mask = <uint64_t>(nslots - 1), h, tag, v
+        cdef int cbits = 1
+        while (<Py_ssize_t>1 << cbits) <= n:
+            cbits += 1
+        cdef uint32_t cmask = <uint32_t>((<uint64_t>1 << cbits) - 1), tag, v
+        cdef uint64_t mask = <uint64_t>(nslots - 1), h
         cdef uint64_t ring[_AHEAD]  # the hashes of the lines ahead
-        cdef uint64_t* slots = <uint64_t*>overlap_table_alloc(nslots * sizeof(uint64_t))
+        cdef uint32_t* slots = <uint32_t*>overlap_table_alloc(nslots * sizeof(uint32_t))
         # (per code, at most one a line: arrays of the lines' count, cut to the codes' after)
         codes_a, first_a = np.empty(n, np.int32), np.empty(n, np.int32)
         marks_a = np.empty(n, np.uint8)
@@ -771,11 +841,10 @@ cdef class _LineRecs:
         cdef uint8_t[::1] marks = marks_a
         cdef bint coded = not self.odd
         cdef const uint8_t* t
-        cdef Py_ssize_t total = 0  # the distinct names' bytes
         if slots == NULL:
             raise MemoryError()
         try:
-            memset(slots, 0, nslots * sizeof(uint64_t))
+            memset(slots, 0, nslots * sizeof(uint32_t))
             for i in range(min(n, _AHEAD)):
                 ring[i] = _name_hash(b, sp, i)
             for i in range(n):
@@ -789,21 +858,18 @@ cdef class _LineRecs:
                 k = _sp(sp, 2 * i + 1) - _sp(sp, 2 * i) if _sp(sp, 2 * i) >= 0 else 0
                 t = b + _sp(sp, 2 * i) if _sp(sp, 2 * i) >= 0 else b
                 j = <Py_ssize_t>(h & mask)
-                tag = h & 0xFFFFFFFF00000000ULL
+                tag = <uint32_t>(h >> 32) & ~cmask
                 while True:
                     v = slots[j]
                     if v == 0:  # a new name
                         c = m
-                        slots[j] = tag | <uint64_t>(c + 1)
+                        slots[j] = tag | <uint32_t>(c + 1)
                         m += 1
                         first[c] = <int32_t>i
                         marks[c] = <uint8_t>self._marks(t, k)
-                        total += k
-                        if m > 0x7FFFFFFE:  # (int32 codes: more names than any file holds)
-                            coded = False
                         break
-                    if (v & 0xFFFFFFFF00000000ULL) == tag:
-                        c = <Py_ssize_t>(v & 0xFFFFFFFFULL) - 1
+                    if (v & ~cmask) == tag:
+                        c = <Py_ssize_t>(v & cmask) - 1
                         if _name_is(b, sp, first[c], t, k):
                             break
                     j = (j + 1) & <Py_ssize_t>mask
@@ -811,7 +877,13 @@ cdef class _LineRecs:
         finally:
             free(slots)
         if coded and m >= LAZY_NAMES_MIN:
-            names = _name_bytes(b, sp, &first[0], m, total)
+            # (each code's span moved to its place, c, over the lines' (first[c] >= c: none
+            # is written before it is read), and the first lines dropped before the names'
+            # bytes are copied out: 4 MB less on the read's peak, a million names)
+            self.spans.firsts(&first[0], m)
+            first = None
+            first_a = None
+            names = _name_bytes(b, self.spans.view(), m)
         else:
             names = self._name_list(b, &codes[0], &first[0], m)
         self.spans = None
@@ -858,27 +930,40 @@ cdef object _owned_int32(void** p, Py_ssize_t n):
 
 # Distinct line names from which `split_space` keeps them as bytes (`_LineRecs.taken`): a
 # decoded name is ~70 bytes of `str` and list (a million one-event lines: 76 MiB of a 36 MB
-# file, on the read's peak), its bytes and offset ~22; real captures name a few dozen lines
+# file, on the read's peak), its bytes and offset ~18; real captures name a few dozen lines
 LAZY_NAMES_MIN = 1 << 16
 
 
-cdef tuple _name_bytes(const uint8_t* b, _SpanV sp, const int32_t* first, Py_ssize_t m,
-                       Py_ssize_t total):
+cdef tuple _name_bytes(const uint8_t* b, _SpanV sp, Py_ssize_t m):
     """(the bytes of the names of codes 0..m-1 one after the other, a uint8 array; per code
-    its offset there, and the end: int64, m + 1), code c's name at the first line of it
-    (`first[c]`; `sp` the lines' name spans, -1 where absent: empty)."""
-    blob_a, off_a = np.empty(total, np.uint8), np.empty(m + 1, np.int64)
-    cdef uint8_t[::1] blob = blob_a
-    cdef int64_t[::1] off = off_a
-    cdef Py_ssize_t c, r, k, p = 0
+    its offset there, and the end: m + 1, int32 where the bytes are under 2 GiB, else
+    int64), code c's name at span c of `sp` (-1 where absent: empty)."""
+    cdef Py_ssize_t c, k, p = 0, total = 0
     for c in range(m):
-        r = first[c]
-        off[c] = p
-        k = _sp(sp, 2 * r + 1) - _sp(sp, 2 * r) if _sp(sp, 2 * r) >= 0 else 0
+        if _sp(sp, 2 * c) >= 0:
+            total += _sp(sp, 2 * c + 1) - _sp(sp, 2 * c)
+    # (offsets int32 where the bytes allow: a million names' were 8 MB of int64 on the read's
+    # peak)
+    cdef bint narrow = total < (<Py_ssize_t>1 << 31)
+    blob_a, off_a = np.empty(total, np.uint8), np.empty(m + 1, np.int32 if narrow else np.int64)
+    cdef uint8_t[::1] blob = blob_a
+    cdef int32_t[::1] off32
+    cdef int64_t[::1] off64
+    if narrow:
+        off32 = off_a
+    else:
+        off64 = off_a
+    for c in range(m + 1):
+        if narrow:
+            off32[c] = <int32_t>p
+        else:
+            off64[c] = p
+        if c == m:
+            break
+        k = _sp(sp, 2 * c + 1) - _sp(sp, 2 * c) if _sp(sp, 2 * c) >= 0 else 0
         if k:
-            memcpy(&blob[p], b + _sp(sp, 2 * r), k)
+            memcpy(&blob[p], b + _sp(sp, 2 * c), k)
         p += k
-    off[m] = p
     return blob_a, off_a
 
 
@@ -1789,10 +1874,16 @@ cdef inline Py_ssize_t _next_event(const uint8_t* b, Py_ssize_t p, Py_ssize_t e,
     return _next_field(b, p, e, 4, es, ee)
 
 
-def check_events(data, const int64_t[::1] starts, const int64_t[::1] ends):
+ctypedef fused _pos_t:  # (positions as a block's columns hold them: int32 or int64)
+    int32_t
+    int64_t
+
+
+def check_events(data, const _pos_t[::1] starts, const _pos_t[::1] ends):
     """Check the events of lines whose payloads are [starts[i], ends[i]) as upb would, for
     lines no rule decodes (`decode_events` checks the others as it goes): raises Corrupt
-    where upb would refuse them; returns how many string stats hold invalid UTF-8."""
+    where upb would refuse them; returns how many string stats hold invalid UTF-8. The
+    positions int32 or int64, both alike (a block's columns read in place)."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t i, p, e, es, ee, rc

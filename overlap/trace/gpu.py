@@ -41,10 +41,10 @@ _SMALL_LINE = 512
 # Planes of at most this many lines are walked line by line; more, their small lines are
 # found and queued with numpy (a million one-event lines: a Python step per line before).
 _FEW_LINES = 32
-# (32k, not 64k: a segment of one-event lines holds ~150 bytes a line of temporaries, its
+# (16k, not 64k: a segment of one-event lines holds ~150 bytes a line of temporaries, its
 # events, their line and plane indices, origins and classification, through the walk; 64k
-# lines of them were ~10 MB on the read's peak, for no time saved)
-_SEGMENT = 1 << 15
+# lines of them were ~10 MB on the read's peak, 32k ~4 MB more than 16k, for no time saved)
+_SEGMENT = 1 << 14
 # Lines of more events than this, on a plane where no event can give a row, are decoded a
 # piece of this many events at a time (`lines.pieces`): a line of a million events no rule
 # reads held 24 bytes an event (ids, starts, durations) through its classification, for the

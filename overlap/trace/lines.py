@@ -5,8 +5,9 @@ something reads it as one.
 Why records: a capture of a million one-event lines held, per line, the scanner's tuple, five
 Python ints and a `_Line` (~0.5 KiB a line: 515 MiB and 3.9 s for a 36 MB file, fuzz round
 3's shape; issue 32); and a capture of many small planes paid a numpy array, and its reads,
-per plane. A `LineBlock` keeps 56 bytes a line in one int64 block (28 in int32 where the lines
-are many and every value fits: `_scan.NARROW_LINES_MIN`) plus the line's name (where the
+per plane. A `LineBlock` keeps at most 56 bytes a line in int64 columns (`Records`: 4 bytes a
+value in int32 where the lines are many and every value fits, `_scan.NARROW_LINES_MIN`; none
+for a column where every line has one value) plus the line's name (where the
 distinct names are many, their bytes, decoded when asked: `LineNames`); what reads every
 line (the `lines` table, event counts, timestamps, the GPU rules' small lines, the check of
 lines no rule decoded) reads the block's columns, once per block where it can, and a
@@ -23,8 +24,45 @@ import numpy as np
 
 from overlap.trace.groups import MANY_PLANES
 
-# `LineTable.rec`'s columns (the scanner's `_LREC` layout)
+# `Records`' columns (the scanner's `_LREC` layout)
 ID, DISPLAY_ID, TIMESTAMP_NS, DURATION_PS, PAY_S, PAY_E, EVENTS = range(7)
+
+
+class Records:
+    """The records of `n` lines by column (`ID` .. `EVENTS`): each an array of the lines'
+    values (int64, or int32 from the scanner where the lines are many and every value fits)
+    or, where every line has one value, that value repeated: a read-only int64 view of one
+    element (`np.broadcast_to`), no memory a line. Indexed as the (n, 7) array it stands for
+    where a column is named: `rec[rows, c]` is column c's rows (a view where `rows` is a
+    slice); `rec[i]` (a row, or rows) gives int64 records. Why by column: a million one-event
+    lines have one display id, timestamp, duration and event count, 16 of their 28 MB of
+    int32 records on the read's peak."""
+
+    __slots__ = ("n", "cols")
+
+    def __init__(self, n: int, cols: list) -> None:
+        self.n = n
+        self.cols: list[np.ndarray] = [
+            c if isinstance(c, np.ndarray) else np.broadcast_to(np.int64(c), (n,))
+            for c in cols]
+
+    @classmethod
+    def of_array(cls, rec: np.ndarray) -> Records:
+        """The records of an (n, 7) array (its columns: views)."""
+        return cls(len(rec), [rec[:, c] for c in range(rec.shape[1])])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, tuple):
+            rows, c = key
+            return self.cols[c][rows]
+        return np.stack([c[key].astype(np.int64) for c in self.cols], axis=-1)
+
+    def row(self, i: int) -> list[int]:
+        """Line i's record, as ints."""
+        return [int(c[i]) for c in self.cols]
 
 
 class _Line:
@@ -66,7 +104,7 @@ class _RowLine(_Line):
 
     decoded = property(
         lambda self: bool(self._t.decoded[self._r]),
-        lambda self, value: self._t.decoded.__setitem__(self._r, value))
+        lambda self, value: self._t.mark(self._r, value))
 
 
 class _Rows:
@@ -78,7 +116,7 @@ class _Rows:
         self.block, self.rows = block, rows
 
     decoded = property(lambda self: bool(self.block.decoded[self.rows].all()),
-                       lambda self, value: self.block.decoded.__setitem__(self.rows, value))
+                       lambda self, value: self.block.mark(self.rows, value))
 
 
 # `NameCodes.marks` bits
@@ -133,14 +171,14 @@ class LineNames:
     A name is decoded each time it is asked for (no object kept). Read as the list of names
     it stands for: a name per line, `[i]`, a slice, iteration. Why: a million
     one-event lines held a million `str` and their list (76 MiB on the read's peak) that
-    nothing but the `lines` table reads, and a report never reads that table."""
+    nothing but the `lines` table reads, and a report never reads that table. Why a copy of
+    the bytes, not spans into the file's: the file's bytes go with the read."""
 
     __slots__ = ("codes", "blob", "off")
 
     def __init__(self, codes: np.ndarray, blob: np.ndarray, off: np.ndarray) -> None:
-        # (int32 offsets where the bytes allow: 4 bytes a name less, a million of them)
-        self.codes, self.blob = codes, blob
-        self.off = off.astype(np.int32) if len(blob) < 1 << 31 else off
+        # (`off` int32 where the bytes allow, as the split gives it: 4 bytes a name less)
+        self.codes, self.blob, self.off = codes, blob, off
 
     def __len__(self) -> int:
         return len(self.codes)
@@ -167,10 +205,11 @@ class LineNames:
 
 class LineBlock:
     """The lines of one parse (every plane of a file, or of a chunk of it), in file order:
-    `rec` (lines x 7 int64: id, display_id, timestamp_ns, duration_ps, payload start, payload
-    end, events; int32 from a split of many lines whose values all fit, read through `wide`
-    where computed with), `names`, `displays` (str lists, or `names` a `LineNames`: the split's
-    (bytes, offsets) of many distinct names; `displays` None: every one empty, as most
+    `rec` (`Records`: id, display_id, timestamp_ns, duration_ps, payload start, payload
+    end, events; a column int32 from a split of many lines whose values all fit, read
+    through `wide` where computed with), `names`, `displays` (str lists, or `names` a
+    `LineNames`: the split's (bytes, offsets) of many distinct names; `displays` None: every
+    one empty, as most
     producers write them, not a list of a million ""), `decoded` (bool per line: its events were
     checked) and the file's buffer `buf`. Lines upb decoded are `objs` (their `_Line`s, every
     one checked; `rec`'s payload columns -1, `buf` None).
@@ -179,7 +218,7 @@ class LineBlock:
     codes, first lines and marks), or None (upb decoded the lines, or a name has invalid
     UTF-8)."""
 
-    def __init__(self, rec: np.ndarray, names: list | tuple, displays: list | None, buf: Any,
+    def __init__(self, rec: Records, names: list | tuple, displays: list | None, buf: Any,
                  objs: list | None = None,
                  codes: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
         self.names: list | LineNames = names if not isinstance(names, tuple) \
@@ -187,7 +226,9 @@ class LineBlock:
         self.rec, self.displays, self.buf, self.objs = rec, displays, buf, objs
         self.coded = NameCodes(*codes, self.names) if codes is not None else None
         self.cols = (rec, self.names)  # (what outlives the buffer: `reader._rows_of`)
-        self.decoded = np.full(len(rec), objs is not None)
+        # (zeros: pages made when first written, not at the read's peak; every line decoded:
+        # one read-only True, `_all`)
+        self.decoded = np.zeros(len(rec), bool) if objs is None else _all(len(rec))
         self._ns: list | None = None
         self._cum: np.ndarray | None = None
 
@@ -195,7 +236,15 @@ class LineBlock:
     def of_lines(cls, objs: list[_Line]) -> LineBlock:
         rec = np.array([(ln.id, ln.display_id, ln.timestamp_ns, ln.duration_ps, -1, -1,
                          ln.n_events) for ln in objs], np.int64).reshape(-1, 7)
-        return cls(rec, [ln.name for ln in objs], [ln.display_name for ln in objs], None, objs)
+        return cls(Records.of_array(rec), [ln.name for ln in objs],
+                   [ln.display_name for ln in objs], None, objs)
+
+    def mark(self, rows: Any, value: bool) -> None:
+        """`decoded[rows] = value` (nothing where every line is decoded already)."""
+        if self.decoded.flags.writeable:
+            self.decoded[rows] = value
+        elif not value:
+            raise ValueError("a decoded line marked undecoded")
 
     def events(self) -> list[int]:
         """Each line's event count, as ints (made once)."""
@@ -224,7 +273,7 @@ class LineBlock:
             return self.objs[i]
         ln = _RowLine()
         (ln.id, ln.display_id, ln.timestamp_ns, ln.duration_ps, ln._s, ln._e,
-         ln.n_events) = self.rec[i].tolist()
+         ln.n_events) = self.rec.row(i)
         ln.name = self.names[i]
         ln.display_name = self.displays[i] if self.displays is not None else ""
         ln.buf, ln.events = self.buf, None
@@ -236,15 +285,29 @@ class LineBlock:
         decoded, as upb would (`scanner`'s `check_events`; none where upb decoded them);
         they are then decoded. Returns the strings with invalid UTF-8 among them. (Ranges,
         not rows: a million lines, all decoded by the rules, were 25 MB of row indexes and
-        their gathers on the read's peak, to find none.)"""
-        got = [np.flatnonzero(~self.decoded[a:b] & (self.rec[a:b, EVENTS] > 0)) + a
-               for a, b in runs]
-        rows = np.concatenate(got)
+        their gathers on the read's peak, to find none; and one range whose every line is
+        checked is read in place: a million one-event lines no rule read were 24 MB of rows
+        and gathered payload bounds.)"""
+        runs = [(a, b) for a, b in runs if b > a and not self.decoded[a:b].all()]
+        if not runs:  # (every line decoded: no mask of a million lines made to find none)
+            return 0
+        if len(runs) == 1:
+            a, b = runs[0]
+            if not self.decoded[a:b].any() and self.rec[a:b, EVENTS].min() > 0:
+                bad = scanner.check_events(self.buf, *_same_width(
+                    self.rec[a:b, PAY_S], self.rec[a:b, PAY_E])) if scanner is not None else 0
+                if b - a == len(self.rec):  # (the whole block: no page of flags written)
+                    self.decoded = _all(b - a)
+                else:
+                    self.decoded[a:b] = True
+                return bad
+        rows = np.concatenate([np.flatnonzero(~self.decoded[a:b] & (self.rec[a:b, EVENTS] > 0))
+                               + a for a, b in runs])
         bad = 0
         if rows.size and scanner is not None:
             bad = scanner.check_events(self.buf, wide(self.rec[rows, PAY_S]),
                                        wide(self.rec[rows, PAY_E]))
-        self.decoded[rows] = True
+        self.mark(rows, True)
         return bad
 
 
@@ -285,6 +348,19 @@ def events_of(tables: list[LineTable]) -> list[int]:
     a = np.fromiter([t.a for t in tables], np.int64, len(tables))
     b = np.fromiter([t.b for t in tables], np.int64, len(tables))
     return (cum[b] - cum[a]).tolist()
+
+
+def _all(n: int) -> np.ndarray:
+    """n lines' `decoded` flags where every one is set: one read-only True."""
+    return np.broadcast_to(np.True_, (n,))
+
+
+def _same_width(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Two columns' ranges as contiguous arrays of one dtype (int32 where both are: no copy
+    of a block's slices), for the scanner's readers of either width."""
+    if s.dtype != np.int32 or e.dtype != np.int32:
+        s, e = wide(s), wide(e)
+    return np.ascontiguousarray(s), np.ascontiguousarray(e)
 
 
 def wide(a: np.ndarray) -> np.ndarray:

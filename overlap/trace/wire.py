@@ -58,7 +58,7 @@ from overlap.trace.groups import PlaneGroup as PlaneGroup
 from overlap.trace.groups import groupable as groupable
 from overlap.trace.intstats import ints_at_scanned, ints_from_records
 from overlap.trace.lenient import sanitize as sanitize
-from overlap.trace.lines import LineBlock, LineTable, adjacent_runs, upb_line
+from overlap.trace.lines import LineBlock, LineTable, Records, adjacent_runs, upb_line
 from overlap.trace.lines import _Line as _Line
 from overlap.trace.lines import merge_lines as merge_lines
 from overlap.trace.lines import merge_rows as merge_rows
@@ -543,7 +543,7 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
         raise Corrupt("plane count mismatch")
     a = np.frombuffer(data, np.uint8)
     stat_names = [_stat_names(got, a) for got in stat_names]
-    block = LineBlock(rec, names, displays, a, codes=codes)
+    block = LineBlock(Records(*rec), names, displays, a, codes=codes)
     BAD_STRINGS[0] += bad_lines
     out = []
     spans = (ms, me, eb)

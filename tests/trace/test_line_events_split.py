@@ -15,7 +15,7 @@ from google.protobuf.message import DecodeError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from overlap.trace import tpu, wire
+from overlap.trace import lines, tpu, wire
 from overlap.trace.protos import XSpace
 from tests.trace.wire_bytes import field, varint
 
@@ -61,7 +61,7 @@ def _space(lines: list[bytes]) -> bytes:
 def _split_counts(raw: bytes) -> list[int]:
     buf = wire.padded(raw)
     _, _, (rec, _, _, _, _), _, _, _ = wire._scan.split_space(buf, len(raw))
-    return rec[:, 6].tolist()  # (each line's record: its events last)
+    return lines.Records(*rec)[:, lines.EVENTS].tolist()  # (each line's record: its events last)
 
 
 part = st.one_of(

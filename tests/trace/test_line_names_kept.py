@@ -41,7 +41,12 @@ def test_at_the_bound_the_names_are_kept_as_bytes_one_answer(tmp_path, short):
     assert isinstance(block.names, lines.LineNames) == (not short)
     assert list(block.names) == _upb_names(raw)
     assert wire._scan.NARROW_LINES_MIN == wire._scan.LAZY_NAMES_MIN  # (one file for both)
-    assert block.rec.dtype == (np.int64 if short else np.int32)
+    # (the columns that vary narrowed; those of one value (display id, timestamp, duration,
+    # events) one int64 element, read-only)
+    assert [c.dtype for c in block.rec.cols if c.strides[0]] == \
+        [np.dtype(np.int64 if short else np.int32)] * 3
+    assert [c.strides[0] == 0 and not c.flags.writeable for c in block.rec.cols] == \
+        [False, True, True, True, False, False, True]
     p = tmp_path / "lines.xplane.pb"
     p.write_bytes(raw)
     for args in (["report", "--json", str(p)], ["inspect", "--json", str(p)]):
@@ -180,10 +185,13 @@ def test_narrowed_records_are_the_int64_ones(heads):
     with pytest.MonkeyPatch.context() as m:
         m.setattr(wire._scan, "NARROW_LINES_MIN", 1)
         got = _block(raw)
-    assert want.rec.dtype == np.int64
-    fits = bool((np.abs(want.rec) <= FITS).all())
-    assert got.rec.dtype == (np.int32 if fits else np.int64)
-    assert np.array_equal(got.rec, want.rec)
+    for w, g in zip(want.rec.cols, got.rec.cols):  # (column by column)
+        assert w.dtype == np.int64
+        one = bool((w == w[0]).all())  # (one value: not a column of its own)
+        assert (g.strides[0] == 0) == (w.strides[0] == 0) == one
+        fits = bool((np.abs(w) <= FITS).all())
+        assert g.dtype == (np.int32 if fits and not one else np.int64)
+    assert np.array_equal(got.rec[:], want.rec[:])
     for i in range(len(heads)):
         g, w = got.line(i), want.line(i)
         assert (g.id, g.display_id, g.timestamp_ns, g.duration_ps, g.n_events) == \
@@ -201,7 +209,8 @@ def test_narrowed_records_report_as_upb(tmp_path, monkeypatch, ts):
     heads = [(i, 0, ts + i, 0, 1 + i % 3) for i in range(300)]
     p = tmp_path / "narrow.xplane.pb"
     p.write_bytes(_headers_space(heads))
-    assert _block(p.read_bytes()).rec.dtype == (np.int32 if ts < 2**31 else np.int64)
+    assert _block(p.read_bytes()).rec.cols[lines.TIMESTAMP_NS].dtype == \
+        (np.int32 if ts < 2**31 else np.int64)
     for args in (["report", "--json", str(p)], ["inspect", "--json", str(p)]):
         assert _cli(args, wire._scan) == _cli(args, None)
 
@@ -218,8 +227,9 @@ def test_records_widened_after_they_grew(at):
     with pytest.MonkeyPatch.context() as m:
         m.setattr(wire._scan, "NARROW_LINES_MIN", 1)
         got = _block(raw)
-    assert got.rec.dtype == want.rec.dtype == np.int64
-    assert np.array_equal(got.rec, want.rec)
+    assert got.rec.cols[lines.ID].dtype == want.rec.cols[lines.ID].dtype == np.int64
+    assert got.rec.cols[lines.TIMESTAMP_NS].dtype == np.int32  # (a column of its own)
+    assert np.array_equal(got.rec[:], want.rec[:])
     assert got.rec[:, 0].tolist() == [h[0] for h in heads]
 
 

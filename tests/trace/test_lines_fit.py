@@ -59,7 +59,7 @@ def test_scanned_lines_are_one_block_of_records(tmp_path):
     assert isinstance(t, lines_mod.LineTable) and planes[1].lines.block is t.block
     assert (t.a, t.b, len(planes[1].lines)) == (0, 50, 0)
     rec = t.block.rec
-    assert rec.shape == (50, 7) and rec.dtype == np.int64
+    assert rec[:].shape == (50, 7) and all(c.dtype == np.int64 for c in rec.cols)
     assert rec[t.a:t.b, lines_mod.ID].tolist() == list(range(50))
     assert t.block.names[t.a:t.b] == [f"Stream #{i}" for i in range(50)]
     assert t.n_events.tolist() == [1] * 50 and t.events() == 50
