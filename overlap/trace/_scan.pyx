@@ -447,10 +447,11 @@ cdef object _text(const uint8_t* b, Py_ssize_t p, Py_ssize_t q, bint strict):
 # Structure: planes, lines, metadata entries
 
 
-# A line's record in `split_space`'s block of every line: its header fields, where its
-# payload lies, its event count. Why a block, not a tuple per line: a file of a million one-event
-# lines held a tuple, five ints and then a Python object per line (~0.5 KiB a line, fuzz round
-# 3); the block is 56 bytes a line, its name the only Python object.
+# A line's record in `split_space`'s columns of every line: its header fields, where its
+# payload lies, its event count. Why columns, not a tuple per line: a file of a million
+# one-event lines held a tuple, five ints and then a Python object per line (~0.5 KiB a line,
+# fuzz round 3); the columns are at most 56 bytes a line (`_LineRecs`), its name the only
+# Python object.
 cdef enum:
     _LREC = 7  # id, display_id, timestamp_ns, duration_ps, payload start, payload end, events
 
@@ -677,8 +678,8 @@ cdef class _Pos:
 
 @cython.final
 cdef class _LineRecs:
-    """The lines of one `split_space`: records (`_LREC` int64 each), names and display names,
-    and how many of those strings had invalid UTF-8.
+    """The lines of one `split_space`: records (`_LREC` values each, by column), names and
+    display names, and how many of those strings had invalid UTF-8.
 
     Equal names are one object, and each line has its name's code (the distinct names in
     order of first appearance, by their bytes), with, per distinct name, its first line and

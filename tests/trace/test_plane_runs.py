@@ -102,6 +102,11 @@ def test_a_run_of_gpu_planes_gives_the_rows_one_plane_at_a_time_gives(tmp_path):
         assert got_lines[k].tolist() == v.tolist()
     assert got[1].columns("h") == want[1].columns("h")
     assert got[1].facts.count(None) == want[1].facts.count(None) > 0  # (planes without stats)
+    # (round 25: equal facts one tuple; the run's planes keep no stats dict, read once)
+    facts = [f for f in got[1].facts if f is not None]
+    assert len({id(f) for f in facts}) == len(set(facts)) < len(facts)
+    assert all(P._plane_stats is None for P in got[3])
+    assert [P.plane_stats() for P in got[3]] == [Plane(pv).plane_stats() for pv in views]
     assert None in got[2].vendor and "Nvidia" in got[2].vendor
     for k in ("device", "vendor", "events", "tpu"):
         assert getattr(got[2], k) == getattr(want[2], k)
