@@ -285,15 +285,11 @@ class Plane:
 
     def plane_stats(self, keep: bool = True) -> dict[str, Any]:
         """The plane's own stats (read once: the device row and the vendor check both ask;
-        callers only read the dict). `keep` False: not kept where not made yet (a run of many
-        planes reads them once: 10k GPU planes' were 5 MiB through the read)."""
-        if self._plane_stats is None:
-            st = self.plane.stats
-            got = self.stats(st) if len(st) else _EMPTY
-            if keep:
-                self._plane_stats = got
-            return got
-        return self._plane_stats
+        callers only read the dict); not kept where `keep` is False (`reader._gpu_run`)."""
+        if (got := self._plane_stats) is None:
+            got = self.stats(st) if len(st := self.plane.stats) else _EMPTY
+            self._plane_stats = got if keep else None
+        return got
 
 
 # One empty map for every plane without stat metadata or stats of its own (read only, as
