@@ -43,7 +43,7 @@ _SMALL_LINE = 512
 _FEW_LINES = 32
 # (16k, not 64k: a segment of one-event lines holds ~150 bytes a line of temporaries, its
 # events, their line and plane indices, origins and classification, through the walk; 64k
-# lines of them were ~10 MB on the read's peak, 32k ~4 MB more than 16k, for no time saved)
+# lines of them were ~10 MB on the read's peak, 32k ~2 MiB more than 16k, for no time saved)
 _SEGMENT = 1 << 14
 # Lines of more events than this, on a plane where no event can give a row, are decoded a
 # piece of this many events at a time (`lines.pieces`): a line of a million events no rule
