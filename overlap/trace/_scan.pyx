@@ -595,26 +595,6 @@ cdef class _Pos:
         self.n += 1
         return 0
 
-    cdef int push_all(self, const int64_t* r, Py_ssize_t k) except -1:
-        """`push` of r[0:k]: room made and the values' range tested once for them all (a
-        line's record: 7 values, a million lines)."""
-        cdef Py_ssize_t i
-        while self.n + k > self.cap:
-            self.cap *= 2
-            self.v = _resized(self.v, self.cap * (8 if self.wide else 4))
-        if not self.wide:
-            for i in range(k):
-                if not -2147483648 <= r[i] <= 2147483647:
-                    self._widen()
-                    break
-        if self.wide:
-            memcpy(<int64_t*>self.v + self.n, r, k * sizeof(int64_t))
-        else:
-            for i in range(k):
-                (<int32_t*>self.v)[self.n + i] = <int32_t>r[i]
-        self.n += k
-        return 0
-
     cdef int fill(self, int64_t x, Py_ssize_t k) except -1:
         """`push` of x k times: room made and x's range tested once."""
         cdef Py_ssize_t i
@@ -1970,10 +1950,20 @@ cdef void* _resized(void* p, size_t nbytes) except NULL:
 TAGGED_CAP = 1 << 23
 
 
+cdef inline uint32_t _tagmask(Py_ssize_t cap, Py_ssize_t tag_cap) noexcept nogil:
+    """A table's tag mask: the slots' top 8 bits while it has room for at most `tag_cap`
+    values, else 0 (untagged)."""
+    return 0xFF000000U if cap <= tag_cap else 0
+
+
+cdef inline uint32_t _hash_tag(uint64_t h, uint32_t tagmask) noexcept nogil:
+    """The hash's top 8 bits in a slot's top 8, where `tagmask` keeps them (0: none)."""
+    return (<uint32_t>(h >> 56) << 24) & tagmask
+
+
 cdef inline uint32_t _slot(uint64_t h, Py_ssize_t j, uint32_t tagmask) noexcept nogil:
-    """The slot of value j of hash h: j + 1 under the hash's top 8 bits where `tagmask` (the
-    table's: 0xFF000000 while tagged, else 0) keeps them."""
-    return ((<uint32_t>(h >> 56) << 24) & tagmask) | <uint32_t>(j + 1)
+    """The slot of value j of hash h: j + 1 under its tag (`_hash_tag`)."""
+    return _hash_tag(h, tagmask) | <uint32_t>(j + 1)
 
 
 @cython.final
@@ -2019,7 +2009,7 @@ cdef class _Intern:
         self.tag_cap = min(TAGGED_CAP, 1 << 23)
         self.last = -1
         self.cap = 16
-        self.tagmask = 0xFF000000U if self.cap <= self.tag_cap else 0
+        self.tagmask = _tagmask(self.cap, self.tag_cap)
         self.nslots = 64
         self.kind = <int8_t*>malloc(self.cap * sizeof(int8_t))
         self.ival = <uint64_t*>malloc(self.cap * sizeof(uint64_t))
@@ -2044,7 +2034,7 @@ cdef class _Intern:
         self.vpos = <int64_t*>_resized(self.vpos, cap * sizeof(int64_t))
         self.hash = <uint64_t*>_resized(self.hash, cap * sizeof(uint64_t))
         self.cap = cap
-        self.tagmask = 0xFF000000U if cap <= self.tag_cap else 0
+        self.tagmask = _tagmask(cap, self.tag_cap)
         # slots: at most half full (the table grows when `n` reaches `cap`). (Four slots a
         # value were 16 MB beside a million distinct values' 25 MB, on the decode's peak.)
         free(self.slots)
@@ -2109,7 +2099,7 @@ cdef class _Intern:
         cdef uint64_t h = _hash_value(b, kind, ival, vpos)
         self._settle()
         cdef uint32_t v, tm = self.tagmask
-        cdef uint32_t tag = (<uint32_t>(h >> 56) << 24) & tm
+        cdef uint32_t tag = _hash_tag(h, tm)
         cdef Py_ssize_t mask = self.nslots - 1
         cdef Py_ssize_t i = <Py_ssize_t>(h & <uint64_t>mask)
         while True:

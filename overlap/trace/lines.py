@@ -285,9 +285,9 @@ class LineBlock:
         decoded, as upb would (`scanner`'s `check_events`; none where upb decoded them);
         they are then decoded. Returns the strings with invalid UTF-8 among them. (Ranges,
         not rows: a million lines, all decoded by the rules, were 25 MB of row indexes and
-        their gathers on the read's peak, to find none; and one range whose every line is
-        checked is read in place: a million one-event lines no rule read were 24 MB of rows
-        and gathered payload bounds.)"""
+        their gathers on the read's peak, to find none: ranges whose every line is decoded
+        make nothing; and one range whose every line is checked is read in place, where its
+        rows and two gathered payload bounds are 8 MB each a million lines.)"""
         runs = [(a, b) for a, b in runs if b > a and not self.decoded[a:b].all()]
         if not runs:  # (every line decoded: no mask of a million lines made to find none)
             return 0
@@ -299,7 +299,7 @@ class LineBlock:
                 if b - a == len(self.rec):  # (the whole block: no page of flags written)
                     self.decoded = _all(b - a)
                 else:
-                    self.decoded[a:b] = True
+                    self.mark(slice(a, b), True)
                 return bad
         rows = np.concatenate([np.flatnonzero(~self.decoded[a:b] & (self.rec[a:b, EVENTS] > 0))
                                + a for a, b in runs])
