@@ -515,7 +515,10 @@ def _vendor_facts(trace) -> dict[str, Any]:
     for host, facts in sorted((trace.capture or {}).items()):
         if facts.get("vendors"):
             vendors[host] = dict(facts["vendors"])
-        unknowns += [{"host": host, **u} for u in facts.get("transfer_unknowns") or ()]
+        # (the reader's entries start with their host: kept as they are, not copied; 100k
+        # of them were 17.5 MiB more on the report's peak)
+        unknowns += [u if next(iter(u), None) == "host" and u["host"] == host
+                     else {"host": host, **u} for u in facts.get("transfer_unknowns") or ()]
         names = vendor_names({host: facts.get("vendors") or {}})
         if names:  # a host without device planes (a pod's coordinator) is no other platform
             platforms[host] = f"{facts.get('backend') or trace.backend} ({', '.join(names)})"

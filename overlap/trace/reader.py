@@ -829,10 +829,11 @@ def _gpu_vendor_facts(facts: dict[str, Any], side: vendors.GpuSide, hip_calls: C
                       tr: Cols, raw_vendor: _RawVendors,
                       other_planes: list[tuple[str, int]]) -> None:
     """ROCm copies into `tr`; per device its vendor (`facts["vendors"]`) and the shapes the
-    rules cannot read (`facts["transfer_unknowns"]`: device, events, reason). See
-    `overlap.trace.vendors`."""
+    rules cannot read (`facts["transfer_unknowns"]`: host, device, events, reason, as the
+    analysis' result has them, `vendors.shape_unknowns`). See `overlap.trace.vendors`."""
     has_hip = bool(hip_calls.chunks)
-    unknown = vendors.rocm_transfers(side, hip_calls, host, tr)
+    # (a few entries, one per device at most)
+    unknown = [{"host": host, **u} for u in vendors.rocm_transfers(side, hip_calls, host, tr)]
     # (once per distinct value and type: 100k small planes name a vendor or two)
     once: dict[tuple, str] = {}
 
@@ -851,7 +852,7 @@ def _gpu_vendor_facts(facts: dict[str, Any], side: vendors.GpuSide, hip_calls: C
     tpu = {d for d, t in zip(rv.device, rv.tpu) if t}  # (a device's name says its kind)
     unknown += vendors.shape_unknowns(
         side, {d: v for d, v in named.items() if d not in tpu} if tpu else named,
-        other_planes)
+        other_planes, host)
     facts["vendors"] = {dev: v for dev, (v, _) in sorted(named.items())}
     facts["transfer_unknowns"] = unknown
 

@@ -536,8 +536,8 @@ def _stream_why(line: Any) -> str | None:
 _UNREAD = "neither a kernel nor a copy overlap reads"
 
 
-def _other_event_unknowns(other: dict[str, np.ndarray],
-                          coded: NameCodes | None = None) -> list[dict[str, Any]]:
+def _other_event_unknowns(other: dict[str, np.ndarray], coded: NameCodes | None = None,
+                          host: str | None = None) -> list[dict[str, Any]]:
     """One entry per (device, event name, reason) of the stream events no rule read, with how
     many lines hold them (the first named). Not one per line: a capture of a million one-event
     lines made a million entries (0.9 KiB a line, fuzz round 3), the reason is the same.
@@ -548,7 +548,10 @@ def _other_event_unknowns(other: dict[str, np.ndarray],
     per event is made, filtered or factorized again (a million one-event lines: +183 MiB at
     this step, its read's peak). `coded`: the line names whose codes `other["lcode"]` holds
     (`GpuSide.coded`): the lines' codes and kinds keys are read from them, not from the
-    line names (a million one-event lines: ~0.2 s of hashing and testing strings)."""
+    line names (a million one-event lines: ~0.2 s of hashing and testing strings).
+
+    Equal reasons are one text (100k one-line planes wrote the same reason 100k times,
+    12 MiB on the report's peak); `host`: each entry starts with it (see `_Entries`)."""
     if coded is not None:
         lcode = other["lcode"]
         n_codes, kinds, texts = _coded_kinds_keys(lcode, coded)
@@ -581,14 +584,38 @@ def _other_event_unknowns(other: dict[str, np.ndarray],
     heads = rows[starts]
     firsts = coded.texts(lcode[heads]) if coded is not None else other["line"][heads]
     sizes = sizes.tolist()
-    out = []
+    out = _Entries(host)
+    made: dict[tuple, str] = {}  # (what a reason's text is made of) -> the text
     for i in order:
         dev, name, reason = vals[i]
-        line = firsts[i]
-        where = f"on {line}" if n_lines[i] == 1 else f"on {n_lines[i]} lines ({line}, ...)"
-        out.append({"device": dev, "events": sizes[i],
-                    "reason": f"{sizes[i]} {name!r} event(s) {where}: {reason}"})
-    return out
+        line, k, n = firsts[i], n_lines[i], sizes[i]
+        # (the types too: an np.str_ equals its str, but its repr differs)
+        key = (n, type(name), name, k, type(line), line, reason)
+        text = made.get(key)
+        if text is None:
+            where = f"on {line}" if k == 1 else f"on {k} lines ({line}, ...)"
+            text = made[key] = f"{n} {name!r} event(s) {where}: {reason}"
+        out.add(dev, n, text)
+    return out.entries
+
+
+class _Entries:
+    """"Cannot tell" entries ({device, events, reason}) as they are made; with `host` (not
+    None) each starts with {"host": host}, the shape the analysis' result gives them
+    (`analysis.overlap._vendor_facts` then keeps these dicts, not a copy of each beside
+    them: 100k entries were 17.5 MiB twice on the report's peak)."""
+
+    __slots__ = ("host", "entries")
+
+    def __init__(self, host: str | None) -> None:
+        self.host = host
+        self.entries: list[dict[str, Any]] = []
+
+    def add(self, device: Any, events: int, reason: str) -> None:
+        self.entries.append({"device": device, "events": events, "reason": reason}
+                            if self.host is None else
+                            {"host": self.host, "device": device, "events": events,
+                             "reason": reason})
 
 
 def _reason_codes(table: np.ndarray, lcode: np.ndarray, ncode: np.ndarray,
@@ -708,32 +735,33 @@ def _line_codes(line: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def shape_unknowns(side: GpuSide, plane_vendors: dict[str, tuple[str, int]],
-                   other_planes: list[tuple[str, int]]) -> list[dict[str, Any]]:
+                   other_planes: list[tuple[str, int]],
+                   host: str | None = None) -> list[dict[str, Any]]:
     """"Cannot tell" entries for device shapes outside the rules: unknown vendors (of planes
     with events), stream events that are neither kernels nor known copies, unknown stream
-    kinds, kernels named like copies, other `/device:` planes with events."""
-    out: list[dict[str, Any]] = []
+    kinds, kernels named like copies, other `/device:` planes with events; each starting
+    with `host` where it is given (`_Entries`)."""
+    out = _Entries(host)
     # (each distinct vendor asked once; the devices walked in order only where one is odd:
     # 100k small planes)
     odd = {v for v in {v for v, n in plane_vendors.values() if n} if not is_known_vendor(v)}
     for pdev, (vendor, n) in sorted(plane_vendors.items()) if odd else ():
         if n and vendor in odd:
-            out.append({"device": pdev, "events": n, "reason": (
-                f"device_vendor {vendor!r}: overlap reads NVIDIA (CUPTI) and AMD (ROCm) GPU "
-                "planes only")})
+            out.add(pdev, n, f"device_vendor {vendor!r}: overlap reads NVIDIA (CUPTI) and "
+                    "AMD (ROCm) GPU planes only")
     if side.other.chunks:
         coded = side.coded if isinstance(side.coded, NameCodes) else None
-        out += _other_event_unknowns(
+        out.entries += _other_event_unknowns(
             _cols_rows(side.other, ("device", "name"), {"lcode": "int32"}) if coded
-            else _cols_rows(side.other, ("device", "line", "name")), coded)
+            else _cols_rows(side.other, ("device", "line", "name")), coded, out.host)
     if side.copy_like.chunks:
         like = _cols_rows(side.copy_like, ("device", "name"))
         for (dev, name), g in _groups(like["device"], like["name"]):
-            out.append({"device": dev, "events": int(len(g)), "reason": (
-                f"{len(g)} kernel(s) named like a copy ({str(name)[:80]}): whether they move "
-                "host data cannot be told (counted as compute)")})
+            out.add(dev, int(len(g)), f"{len(g)} kernel(s) named like a copy "
+                    f"({str(name)[:80]}): whether they move host data cannot be told "
+                    "(counted as compute)")
     for plane, n in other_planes:
         if n:
-            out.append({"device": plane, "events": n, "reason": (
-                f"device plane {plane!r} with {n} events: not a GPU or TPU plane overlap reads")})
-    return out
+            out.add(plane, n, f"device plane {plane!r} with {n} events: not a GPU or TPU "
+                    "plane overlap reads")
+    return out.entries
