@@ -5,6 +5,8 @@ the split's output is what the function alone gives. Inputs are SYNTHETIC, writt
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -35,8 +37,8 @@ def _space(names: list[str], entries: int = 3) -> bytes:
 def _split(raw: bytes, strip):
     buf = np.zeros(len(raw) + wire.PAD, np.uint8)
     buf[:len(raw)] = np.frombuffer(raw, np.uint8)
-    return wire.SCANNER.split_space(buf, len(raw), strip, wire.LAZY_STAT_NAMES,
-                                    wire._LINE_PREFIXES)
+    scanner: Any = wire.SCANNER
+    return scanner.split_space(buf, len(raw), strip, wire.LAZY_STAT_NAMES, wire._LINE_PREFIXES)
 
 
 @pytest.mark.parametrize("fn,mode", [(reader._strip_many, 2), (reader._strip_meta, 3)])
@@ -48,7 +50,7 @@ def test_gpu_names_answered_by_the_split_as_the_function_answers(fn, mode):
     def counted(name: str):
         asked.append(name)
         return fn(name)
-    counted.gpu_plane_mode = mode  # type: ignore[attr-defined]
+    counted.gpu_plane_mode = mode
     fast = _split(raw, counted)
     plain = _split(raw, lambda name: fn(name))  # (no attribute: every plane asked)
     assert fast[0] == plain[0]  # the skeleton
@@ -72,6 +74,6 @@ def test_no_attribute_or_an_odd_one_asks_every_plane():
             asked.append(name)
             return reader._strip_many(name)
         if attr is not None:
-            counted.gpu_plane_mode = attr  # type: ignore[attr-defined]
+            counted.gpu_plane_mode = attr
         _split(raw, counted)
         assert asked == NAMES[:3], attr
