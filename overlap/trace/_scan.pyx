@@ -1007,7 +1007,7 @@ cdef bint _plain_stat(const uint8_t* b, Py_ssize_t p, Py_ssize_t e) noexcept nog
 
 cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                   _LineRecs lines, _Pos starts, _Pos ends, _I64s sspans, Py_ssize_t lazy_min,
-                  dict seen, int gpu_mode):
+                  dict seen, int gpu_mode, bint bare_ok):
     """(plane bytes without lines, stat metadata [and entries], as parts to be joined (a
     plane's bytes joined on their own were copied twice: the host plane of a capture with
     programs holds MBs of them), (stripped, strings with
@@ -1020,18 +1020,23 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
     plane named `_LAZY_STATS_PLANE` where a plain stat was left out of the skeleton, the
     (start, end) of every one of its stat fields, in order, as one int64 array."""
     parts = []  # (the plane's bytes left: joined once, with the space's, not per plane)
-    stripped, bad, meta, names, stats = _plane_walk(&mv[0], s, e, strip_meta, parts, lines,
-                                                    starts, ends, sspans,
-                                                    mv.shape[0] <= WIDE_POSITIONS, lazy_min, seen,
-                                                    gpu_mode)
+    cdef int64_t pid = 0
+    stripped, bad, meta, names, stats, bare = _plane_walk(
+        &mv[0], s, e, strip_meta, parts, lines, starts, ends, sspans,
+        mv.shape[0] <= WIDE_POSITIONS, lazy_min, seen, gpu_mode, &pid)
+    if not bare_ok:
+        bare = None
+    if bare is not None:  # (no part of it for upb: see `_plane_walk`)
+        parts = None
     if not stripped and not bad and meta is None and (stats is True or stats is False):
-        return parts, (_PLAIN_STATS if stats else _PLAIN), names
-    return parts, (stripped, bad, meta, stats), names
+        return parts, (_PLAIN_STATS if stats else _PLAIN), names, bare, pid
+    return parts, (stripped, bad, meta, stats), names, bare, pid
 
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                        list parts, _LineRecs lines, _Pos starts, _Pos ends, _I64s sspans,
-                       bint narrow, Py_ssize_t lazy_min, dict seen, int gpu_mode):
+                       bint narrow, Py_ssize_t lazy_min, dict seen, int gpu_mode,
+                       int64_t* pid):
     """`_plane`'s walk: (stripped, bad, meta, stat names, stats: see `_plane`), the plane's bytes
     without lines and stat metadata added to `parts`, its lines to `lines`, its entry spans
     to `starts` and `ends`; a stripped plane's entries, checked as upb would check them, also decoded in
@@ -1048,6 +1053,11 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     cdef Py_ssize_t sfirst = sspans.n  # (its stat metadata fields: (tag, payload, end) each)
     cdef int64_t* sp
     cdef Py_ssize_t nvp = -1, nq = -1  # (the name's bytes, `_gpu_plane_name`)
+    # (what upb would be left to read of the plane: a bare plane, `BARE_MODE`, is one id and
+    # one name, valid UTF-8, and nothing else)
+    cdef int n_ids = 0, n_names = 0
+    cdef bint kept = False  # a field other than those is left for upb
+    cdef uint64_t v
     name = None
     while p < e:
         fs = p
@@ -1087,9 +1097,12 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                     if fs > run:
                         parts.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
                     run = q
+                else:
+                    kept = True
             else:
                 name = _text(b, vp, q, False)
                 nvp, nq = vp, q
+                n_names += 1
                 lazy = name == _LAZY_STATS_PLANE
             p = q
         elif fn == 6 and wt == 2 and lazy:
@@ -1106,10 +1119,19 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                     parts.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
                 run = q
                 cut = True
+            else:
+                kept = True
             p = q
+        elif fn == 1 and wt == 0:  # the plane's id
+            p = _varint(b, p, e, &v)
+            if p < 0:
+                raise _fail(p)
+            pid[0] = <int64_t>v
+            n_ids += 1
         else:
             if fn == 6 and wt == 2:
                 stats = True
+            kept = True
             p = _skip(b, p, e, wt, fn, D_PLANE)
             if p < 0:
                 raise _fail(p)
@@ -1163,7 +1185,18 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min, seen,
                          narrow)
     sspans.n = sfirst
-    return (max(strip, 0), bad, meta, snames, sfields.taken() if cut else stats)
+    bare = name if strip == BARE_MODE and not kept and n_ids <= 1 and n_names == 1 and \
+        _utf8_ok(b + nvp, nq - nvp) else None
+    return (max(strip, 0), bad, meta, snames, sfields.taken() if cut else stats, bare)
+
+
+# The mode of the planes that may be bare (`_plane_walk`): a plane `strip_meta` answers 2
+# for (the reader's GPU planes of a file of many planes: `reader._strip_many`) whose bytes,
+# once its lines, stat metadata and event metadata are cut, are at most one id and one name
+# (valid UTF-8) is not handed to upb at all: its id and name are `split_space`'s. Why: 100k
+# one-line GPU planes were ~50 ms and 10 MiB of upb's skeleton, and ~30 ms more to read
+# each one's name back through a wrapper, for two fields the split had read already.
+BARE_MODE = 2
 
 
 # Entries from which a plane `strip_meta` answers 3 for is stripped (mode 1): upb's map costs
@@ -1509,7 +1542,7 @@ def top_fields(const uint8_t[::1] blk, Py_ssize_t at, Py_ssize_t size):
 
 
 def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
-                tuple line_prefixes=()):
+                tuple line_prefixes=(), bint bare=True):
     """XSpace bytes data[:n] -> (skeleton XSpace bytes without lines, per plane its
     (stripped, bad, meta, stats) from `_plane`, the lines of every plane as `_LineRecs.taken` gives
     them (their names' marks by `line_prefixes`, at most 4 bytes prefixes), (entry starts,
@@ -1522,7 +1555,9 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
     `decode_meta(narrow=(the buffer is under 2 GiB))` gives them where the plane was
     stripped, else None (and None where `strip_meta` answered 2: the entries stripped and
     checked, not kept; 3: stripped only where they are many, `META_STRIP_MIN`). A plane's
-    `stripped` is its mode: 0, 1 or 2.
+    `stripped` is its mode: 0, 1 or 2. Last, where `bare` and a plane is bare (`BARE_MODE`:
+    then not in the skeleton), (per plane its name, None where not bare; per plane its id,
+    an int64 array), else None.
 
     Why blocks for all planes, not arrays and tuples per plane: a capture of 100k small
     planes paid ~2 KiB a plane in per-plane arrays (204 MiB for a 6.9 MB file) and a numpy
@@ -1546,6 +1581,10 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
     cdef _I64s sspans = _I64s()
     cdef dict seen = {}  # stat names met, each one object (`_stat_names`)
     cdef int gpu_mode = 0  # (`_GPU_MODE`: 0, none said)
+    cdef int64_t pid
+    cdef _I64s ids = _I64s()  # (per plane, a bare plane's id: `BARE_MODE`)
+    bare_names = []  # (per plane, a bare plane's name, else None)
+    cdef Py_ssize_t n_bare = 0
     got_mode = getattr(strip_meta, _GPU_MODE, None) if strip_meta is not None else None
     if type(got_mode) is int and (got_mode == 2 or got_mode == 3):
         gpu_mode = got_mode
@@ -1562,10 +1601,15 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
                 raise _fail(vp)
             if fs > run:
                 skel.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
-            parts, got, names = _plane(mv, vp, q, strip_meta, lines, starts, ends, sspans,
-                                       lazy_min, seen, gpu_mode)
-            skel.append(b"\x0a" + enc_varint(sum([len(x) for x in parts])))
-            skel.extend(parts)
+            parts, got, names, name, pid = _plane(mv, vp, q, strip_meta, lines, starts, ends,
+                                                  sspans, lazy_min, seen, gpu_mode, bare)
+            if name is None:
+                skel.append(b"\x0a" + enc_varint(sum([len(x) for x in parts])))
+                skel.extend(parts)
+            else:
+                n_bare += 1
+            bare_names.append(name)
+            ids.push(pid)
             planes.append(got)
             stat_names.append(names)
             line_bounds.push(lines.n)
@@ -1579,7 +1623,8 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
     if n > run:
         skel.append(PyBytes_FromStringAndSize(<char*>(b + run), n - run))
     return (b"".join(skel), planes, lines.taken(b), (starts.taken(), ends.taken()),
-            (line_bounds.taken(), entry_bounds.taken()), stat_names)
+            (line_bounds.taken(), entry_bounds.taken()), stat_names,
+            (bare_names, ids.taken()) if n_bare else None)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -65,6 +65,10 @@ from overlap.trace.lines import merge_rows as merge_rows
 from overlap.trace.metatable import MetaTable as MetaTable
 from overlap.trace.metatable import names_of
 from overlap.trace.names import STREAM_LINE_PREFIXES
+from overlap.trace.planeview import BAD_STRINGS as BAD_STRINGS
+from overlap.trace.planeview import PlaneView as PlaneView
+from overlap.trace.planeview import _enc_varint, _strict_or_sanitized, _upb_plane
+from overlap.trace.planeview import space_message as space_message
 from overlap.trace.skeleton import MAX_FIELDS as SKELETON_FIELDS
 from overlap.trace.skeleton import Refused as SkeletonRefused
 from overlap.trace.skeleton import decode_space, in_upb_order
@@ -374,134 +378,6 @@ LAZY_STAT_NAMES = 4096
 _LINE_PREFIXES = tuple(p.encode() for p in STREAM_LINE_PREFIXES)
 PAD = 16  # zero bytes after the data (the scanner never reads them; kept for callers)
 
-# String fields read with invalid UTF-8 replaced (see the module docstring), counted as each
-# decoder meets them; the reader resets and reads this per file, as `INVALID_EVENTS`.
-BAD_STRINGS = [0]
-
-
-def space_message(raw: bytes) -> Any:
-    """The upb XSpace message of a whole file's bytes, string fields with invalid UTF-8 read
-    with replacement (the rule above; not counted: for callers other than the reader)."""
-    from overlap.trace.protos import XSpace
-
-    return _strict_or_sanitized(XSpace, raw, count=False)
-
-
-def _strict_or_sanitized(cls, raw: bytes, count: bool = True):
-    """`cls.FromString(raw)`, or where upb refuses invalid UTF-8 only, the sanitized message
-    (its replaced fields counted in `BAD_STRINGS` where `count`)."""
-    from google.protobuf.message import DecodeError
-
-    try:
-        return cls.FromString(raw)
-    except DecodeError:
-        got = sanitize(raw, cls.DESCRIPTOR.name)
-        if got is None:
-            raise
-        if count:
-            BAD_STRINGS[0] += got[1]
-        return cls.FromString(got[0])
-
-
-def _upb_plane(fields: bytes, count: bool = True) -> Any:
-    """upb's XPlane of a plane's fields (`_strict_or_sanitized`, `count` passed on)."""
-    from overlap.trace.protos import XSpace
-
-    return _strict_or_sanitized(XSpace, b"\x0a" + _enc_varint(len(fields)) + fields,
-                                count).planes[0]
-
-
-def _plane_stats_at(buf: np.ndarray, spans: np.ndarray) -> Any:
-    """upb's `stats` of a plane whose stat fields (tag and length included) are `buf`'s
-    [spans[2i], spans[2i + 1]): mended strings were counted with the skeleton, not again."""
-    fields = b"".join(buf[a:b].tobytes() for a, b in spans.reshape(-1, 2).tolist())
-    return _upb_plane(fields, count=False).stats
-
-
-def _enc_varint(v: int) -> bytes:
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-class PlaneView:
-    """A skeleton XPlane message (no lines) plus its lines (`LineTable`), and where its
-    event_metadata map entries lie in the file's buffer (`buf`), for `MetaTable`: a range of
-    a parse's span arrays, `meta_pos` their (starts, ends), sliced when read."""
-
-    # (slots: one per plane, 100k in a capture of small planes; no instance dict)
-    __slots__ = ("_msg", "_xs", "name", "lines", "buf", "_spans", "_at", "meta_decoded",
-                 "meta_stripped", "stat_names", "_stats")
-
-    def __init__(self, msg, lines: LineTable, buf: np.ndarray | None = None,
-                 spans: tuple[np.ndarray, np.ndarray, list[int]] | None = None, at: int = 0,
-                 meta_stripped: int = 0, meta_decoded: dict | None = None,
-                 stat_names: "Mapping[int, str] | _SparseStatNames | None" = None,
-                 xs: Any = None, stats: "bool | np.ndarray" = True):
-        # `xs`: the skeleton whose plane `at` is `msg`: the message is then not kept but
-        # asked of it when read (`msg`): upb's wrapper of each plane, kept, was ~0.1 KiB a
-        # plane (10 MiB of 100k small planes), for a plane's stats read once
-        self._msg: Any = None if xs is not None else msg
-        self._xs: Any = xs
-        # False: the split saw no plane stat in the plane's bytes (upb's `stats` is then empty:
-        # not asked of the message, 100k small planes); an array: its stat fields' spans in
-        # `buf`, parsed when first asked (`_scan._LAZY_STATS_PLANE`: millions no rule reads)
-        self._stats: Any = stats
-        # (read once: the reader asks a plane's name several times, and `__getattr__` runs
-        # only after a failed lookup, ~1 us each, 100k planes in a capture of small ones)
-        self.name = msg.name
-        # stat id -> name, in upb's order, where the scanner read the plane's stat metadata
-        # (then never in `msg`: `Plane` reads this); None: `msg.stat_metadata` holds it
-        self.stat_names = stat_names
-        self.lines = lines
-        self.buf = buf
-        # the parse's (entry starts, entry ends, bounds): this plane's entries are
-        # [bounds[at], bounds[at + 1]) (one tuple for all planes, not one a plane)
-        self._spans, self._at = spans, at
-        # the entries as `decode_meta` gives them, where `split_space` decoded them
-        self.meta_decoded = meta_decoded
-        # the entries are not in `msg` (upb never saw them; the split's mode, 1 decoded or 2
-        # not, else 0): `Plane.meta` parses them on demand
-        self.meta_stripped = meta_stripped
-
-    @property
-    def msg(self):
-        """The skeleton's XPlane message (no lines)."""
-        m = self._msg
-        return m if m is not None else self._xs.planes[self._at]
-
-    @property
-    def meta_pos(self) -> tuple[np.ndarray, np.ndarray] | None:
-        if self._spans is None:
-            return None
-        ms, me, bounds = self._spans
-        lo, hi = bounds[self._at], bounds[self._at + 1]
-        return ms[lo:hi], me[lo:hi]
-
-    # (the message's fields the reader reads of every plane, as properties: `__getattr__`
-    # runs only after a failed lookup, ~0.6 us each; 100k planes in a capture of small ones)
-    @property
-    def event_metadata(self):
-        return self.msg.event_metadata
-
-    @property
-    def stats(self):
-        s = self._stats
-        if s is True:
-            return self.msg.stats
-        if s is False:
-            return ()
-        if isinstance(s, np.ndarray):
-            s = self._stats = _plane_stats_at(self.buf, s)
-        return s
-
-    def __getattr__(self, name):
-        return getattr(self.msg, name)
-
-
 def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np.ndarray | None]:
     """Parse XSpace bytes `data[:n]` (followed by >= `PAD` zero bytes).
 
@@ -522,11 +398,21 @@ def parse_space(data, n: int, strip_meta=None) -> tuple[Any, list[PlaneView], np
         raise
 
 
+# Whether the split leaves bare planes out of the skeleton (`_scan.BARE_MODE`; tests turn it
+# off to compare with the planes read through the skeleton)
+BARE_PLANES = [True]
+
+
 def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.ndarray]:
     scanner: Any = SCANNER
     # (a stripped plane's entries decoded as they are checked: `MetaTable(decoded=)`)
-    skel, planes, (rec, names, displays, bad_lines, codes), (ms, me), bounds, stat_names = \
-        scanner.split_space(data, n, strip_meta, LAZY_STAT_NAMES, _LINE_PREFIXES)
+    skel, planes, (rec, names, displays, bad_lines, codes), (ms, me), bounds, stat_names, \
+        bare = scanner.split_space(data, n, strip_meta, LAZY_STAT_NAMES, _LINE_PREFIXES,
+                                   BARE_PLANES[0])
+    # (bare planes, `_scan.BARE_MODE`: not in the skeleton; their names and ids are these)
+    bare_names, bare_ids = bare if bare is not None else (None, None)
+    n_msgs = len(planes) - (len(bare_names) - bare_names.count(None) if bare_names else 0)
+    n_bare = 0  # (bare planes so far: a plane's place in the skeleton is its index less these)
     # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`; the
     # event metadata entries it holds, located by the split, say what that costs); once
     # protobuf is loaded, upb is the faster decoder, and so it is for more planes than the
@@ -534,12 +420,12 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
     # them, 7-10 ms, to give up)
     lb, eb = (b.tolist() for b in bounds)
     xs = decode_space(skel, sum(eb[i + 1] - eb[i] for i, pl in enumerate(planes) if not pl[0])) \
-        if "overlap.trace.protos" not in sys.modules and len(planes) <= SKELETON_FIELDS else None
+        if "overlap.trace.protos" not in sys.modules and n_msgs <= SKELETON_FIELDS else None
     if xs is None:
         from overlap.trace.protos import XSpace
 
         xs = _strict_or_sanitized(XSpace, skel)
-    if len(xs.planes) != len(planes):
+    if len(xs.planes) != n_msgs:
         raise Corrupt("plane count mismatch")
     a = np.frombuffer(data, np.uint8)
     stat_names = [_stat_names(got, a) for got in stat_names]
@@ -547,11 +433,25 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
     BAD_STRINGS[0] += bad_lines
     out = []
     spans = (ms, me, eb)
-    for i, (m, (stripped, bad, meta, stats)) in enumerate(zip(xs.planes, planes)):
-        if bad:  # each copy written was counted: count as upb reads the entries
+    if bare_names is None:
+        for i, (m, (stripped, bad, meta, stats)) in enumerate(zip(xs.planes, planes)):
+            if bad:  # each copy written was counted: count as upb reads the entries
+                BAD_STRINGS[0] += _entries_bad_strings(a, ms[eb[i]:eb[i + 1]],
+                                                       me[eb[i]:eb[i + 1]])
+            out.append(PlaneView(m, LineTable(block, lb[i], lb[i + 1]), a, spans, i, stripped,
+                                 meta, stat_names[i], xs, stats))
+        return xs, out, a
+    # (a bare plane's view is given its name, and the split's ids for its id; every other
+    # plane its message, the next of the skeleton's)
+    msgs = iter(xs.planes)
+    for i, ((stripped, bad, meta, stats), name) in enumerate(zip(planes, bare_names)):
+        if bad:
             BAD_STRINGS[0] += _entries_bad_strings(a, ms[eb[i]:eb[i + 1]], me[eb[i]:eb[i + 1]])
-        out.append(PlaneView(m, LineTable(block, lb[i], lb[i + 1]), a, spans, i, stripped,
-                             meta, stat_names[i], xs, stats))
+        sk = -1 if name is not None else i - n_bare
+        out.append(PlaneView(next(msgs) if name is None else name,
+                             LineTable(block, lb[i], lb[i + 1]), a, spans, i, stripped, meta,
+                             stat_names[i], xs if name is None else bare_ids, stats, sk))
+        n_bare += name is not None
     return xs, out, a
 
 

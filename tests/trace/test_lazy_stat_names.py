@@ -41,7 +41,7 @@ def _plane(rng: random.Random, keys: list[int]) -> tuple[bytes, dict[int, str]]:
 
 
 def _lazy(raw: bytes) -> LazyStatNames:
-    got = wire._scan.split_space(wire.padded(raw), len(raw), None, 0)[-1][0]
+    got = wire._scan.split_space(wire.padded(raw), len(raw), None, 0)[5][0]
     assert isinstance(got, np.ndarray)  # (every entry plain, dense ids: left in the bytes)
     # (in any order, some written twice: three int32 rows, ids ascending, each id's last
     # entry, placed by the split; round 24: a shuffled million were sorted here as int64)

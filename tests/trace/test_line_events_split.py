@@ -60,7 +60,7 @@ def _space(lines: list[bytes]) -> bytes:
 
 def _split_counts(raw: bytes) -> list[int]:
     buf = wire.padded(raw)
-    _, _, (rec, _, _, _, _), _, _, _ = wire._scan.split_space(buf, len(raw))
+    _, _, (rec, _, _, _, _), _, _, _, _ = wire._scan.split_space(buf, len(raw))
     return lines.Records(*rec)[:, lines.EVENTS].tolist()  # (each line's record: its events last)
 
 

@@ -72,7 +72,7 @@ def split_planes(buf, n: int, strip=None):
     meta), the lines `_LineRecs.taken` gives). The spans are slices of the split's blocks."""
     from overlap.trace import wire
 
-    skel, planes, lines, (ms, me), (lb, eb), _ = wire._scan.split_space(buf, n, strip)
+    skel, planes, lines, (ms, me), (lb, eb), _, _ = wire._scan.split_space(buf, n, strip)
     out = [((int(lb[i]), int(lb[i + 1])), ms[eb[i]:eb[i + 1]], me[eb[i]:eb[i + 1]], *got[:3])
            for i, got in enumerate(planes)]
     return skel, out, lines
