@@ -291,7 +291,15 @@ class Plane:
         """The plane's own stats (read once: the device row and the vendor check both ask;
         callers only read the dict); not kept where `keep` is False (`reader._gpu_run`)."""
         if (got := self._plane_stats) is None:
-            got = self.stats(st) if len(st := self.plane.stats) else _EMPTY
+            # (a plane whose stats were left in the file, `_scan.BARE_MODE`, read from it
+            # there at once, where the scanner reads them all plainly, not through upb)
+            spans = getattr(self.plane, "_stats", None)
+            if isinstance(spans, np.ndarray) and SCANNER is not None and \
+                    (got := SCANNER.plane_stats(self.plane.buf, spans, self.stat_names)) \
+                    is not None:
+                got = got or _EMPTY
+            else:
+                got = self.stats(st) if len(st := self.plane.stats) else _EMPTY
             self._plane_stats = got if keep else None
         return got
 

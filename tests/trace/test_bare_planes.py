@@ -2,7 +2,8 @@
 reader's GPU planes of a file of many planes) and of which nothing is left for upb but one
 id and one valid name is not put in the skeleton; the split gives its name and id, and its
 view reads as the upb skeleton's plane would (name, id, no stats, no entries, no stat
-metadata). Every other plane is in the skeleton, in order, as before. Inputs are written
+metadata; its plain stats read from the file, `_scan.plane_stats`). Every other plane is in
+the skeleton, in order, as before. Inputs are written
 here, byte by byte where upb's writer cannot write the case."""
 
 from __future__ import annotations
@@ -41,7 +42,14 @@ CASES = {  # plane -> bare?
     "plain": (_gpu(3), True),
     "no id": (field(1, 2, field(2, 2, b"/device:GPU:4") + _entry(1, b"k") + _line()), True),
     "big id": (_gpu((1 << 64) - 5), True),  # (read as int64: -5, as upb reads it)
-    "a stat": (_gpu(5, field(6, 2, field(1, 0, 1) + field(4, 0, 7))), False),
+    # plain stats: left in the file, their spans the view's (`Plane.plane_stats` reads them)
+    "a stat": (_gpu(5, field(6, 2, field(1, 0, 1) + field(4, 0, 7))), True),
+    "stats": (_gpu(12, field(5, 2, field(1, 0, 1) + field(2, 2, field(2, 2, b"memory_size"))),
+                   field(6, 2, field(1, 0, 1) + field(3, 0, 5)),
+                   field(6, 2, field(1, 0, 1) + field(5, 2, b"again")),
+                   field(6, 2, field(1, 0, 2) + field(7, 0, 1))), True),
+    "a stat upb mends": (_gpu(13, field(6, 2, field(1, 0, 1) + field(5, 2, b"x\xff"))), False),
+    "a stat with a group": (_gpu(14, field(6, 2, field(1, 0, 1) + b"\x4b\x4c")), False),
     "an unknown field": (_gpu(6, field(9, 0, 1)), False),
     "two names": (_gpu(7, field(2, 2, b"/device:GPU:77")), False),
     "two ids": (_gpu(8, field(1, 0, 88)), False),
@@ -98,7 +106,7 @@ def test_views_read_as_the_skeleton_planes_would(protobuf_first):
     assert [v.name for v in views] == [v.name for v in plain]
     for v, w in zip(views, plain):
         assert (v.msg.name, v.msg.id) == (w.msg.name, w.msg.id)
-        assert list(v.stats) == list(w.stats)
+        assert list(v.stats) == list(w.stats)  # (upb's, of the bare plane's spans)
         assert dict(v.event_metadata) == dict(w.event_metadata)
         assert dict(v.msg.stat_metadata) == dict(w.msg.stat_metadata)
         assert wire.Plane(v).plane_stats() == wire.Plane(w).plane_stats()
