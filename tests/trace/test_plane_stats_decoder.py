@@ -2,7 +2,8 @@
 messages for the same XStat fields: the first stat of a name wins, unnamed ids are left out,
 a ref reads its name ("" where none), no value is None, the last value field written wins
 (a oneof), ids are int64 and refs uint64 (2**64 - 1 is id -1, and no ref's); and None (the
-caller asks upb) exactly where a field is one upb would mend or holds a group. Field bytes are written here, hypothesis draws them."""
+caller asks upb) exactly where a field is one upb would mend or holds a group. Field bytes
+are written here, hypothesis draws them."""
 
 from __future__ import annotations
 
