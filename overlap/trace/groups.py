@@ -64,7 +64,15 @@ def groupable_all(planes: list) -> tuple[list[bool], MetaRows | None]:
     if rows is None:
         return [groupable(P) for P in planes], None
     meta_ok = rows.keys_in_stride().tolist()
-    return [ok and _in_stride(P.stat_names) for ok, P in zip(meta_ok, planes)], rows
+    # (a map shared by planes, the empty one of 100k small planes, tested once)
+    once: dict[int, bool] = {}
+
+    def stat_ok(names) -> bool:
+        got = once.get(id(names))
+        if got is None:
+            got = once[id(names)] = _in_stride(names)
+        return got
+    return [ok and stat_ok(P.stat_names) for ok, P in zip(meta_ok, planes)], rows
 
 
 class MetaRows:

@@ -605,9 +605,7 @@ def _read_space(xs, planes: list, host: str = "host",
             planes[i] = None  # read: its bytes can go (see `_parse_file`)
     # each GPU plane's device, at once (runs of GPU planes are read a run at a time below;
     # the names, not the matches: 100k of those were 14 MiB on the read's peak)
-    gpu_device: list[Any] = [
-        f"GPU:{m.group(1)}" if pl is not None and (m := GPU_PLANE_RE.match(pl.name)) else None
-        for pl in planes]
+    gpu_device: list[Any] = [None if pl is None else _gpu_device(pl.name) for pl in planes]
     i = 0
     while i < len(planes):
         if i in host_lines:
@@ -725,6 +723,14 @@ def _gpu_run(run: list, devices: list[str], lines: _LineRows, devs: _DeviceRows,
     gpu_devices += devices
     raw_vendor.add_many(devices, [ps.get("device_vendor") for ps in stats],
                         events_of(tables), False)
+
+
+def _gpu_device(name: str) -> str | None:
+    """`GPU:<n>` of a GPU plane's name (`GPU_PLANE_RE`), else None; a name of ASCII digits
+    after the prefix without the regex (100k planes: ~30 ms of matches)."""
+    if name.startswith("/device:GPU:") and (d := name[12:]).isdigit() and d.isascii():
+        return "GPU:" + d
+    return f"GPU:{m.group(1)}" if (m := GPU_PLANE_RE.match(name)) else None
 
 
 def _earliest_absolute(blocks) -> int:

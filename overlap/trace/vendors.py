@@ -586,6 +586,7 @@ def _other_event_unknowns(other: dict[str, np.ndarray], coded: NameCodes | None 
     sizes = sizes.tolist()
     out = _Entries(host)
     made: dict[tuple, str] = {}  # (what a reason's text is made of) -> the text
+    host, entries = out.host, out.entries  # (`_Entries.add` inline: a call an entry)
     for i in order:
         dev, name, reason = vals[i]
         line, k, n = firsts[i], n_lines[i], sizes[i]
@@ -595,8 +596,9 @@ def _other_event_unknowns(other: dict[str, np.ndarray], coded: NameCodes | None 
         if text is None:
             where = f"on {line}" if k == 1 else f"on {k} lines ({line}, ...)"
             text = made[key] = f"{n} {name!r} event(s) {where}: {reason}"
-        out.add(dev, n, text)
-    return out.entries
+        entries.append({"device": dev, "events": n, "reason": text} if host is None else
+                       {"host": host, "device": dev, "events": n, "reason": text})
+    return entries
 
 
 class _Entries:

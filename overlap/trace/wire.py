@@ -294,7 +294,9 @@ class Plane:
             # (a plane whose stats were left in the file, `_scan.BARE_MODE`, read from it
             # there at once, where the scanner reads them all plainly, not through upb)
             spans = getattr(self.plane, "_stats", None)
-            if isinstance(spans, np.ndarray) and SCANNER is not None and \
+            if spans is False:  # (a view of a plane with no stats: upb's are empty)
+                got = _EMPTY
+            elif isinstance(spans, np.ndarray) and SCANNER is not None and \
                     (got := SCANNER.plane_stats(self.plane.buf, spans, self.stat_names)) \
                     is not None:
                 got = got or _EMPTY

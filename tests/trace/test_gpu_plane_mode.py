@@ -77,3 +77,14 @@ def test_no_attribute_or_an_odd_one_asks_every_plane():
             counted.gpu_plane_mode = attr
         _split(raw, counted)
         assert asked == NAMES[:3], attr
+
+
+def test_gpu_device_names_as_the_regex_reads_them():
+    """`reader._gpu_device`: `GPU:<n>` as `GPU_PLANE_RE` gives it, for every name here (the
+    ASCII digits without the regex)."""
+    from overlap.trace.names import GPU_PLANE_RE
+
+    for name in [*NAMES, "/device:GPU:", "/device:GPU:12 ", "/device:GPU:+1", "x/device:GPU:1",
+                 "/device:GPU:\u00b2"]:  # (superscript two: str.isdigit, not the regex's \d)
+        m = GPU_PLANE_RE.match(name)
+        assert reader._gpu_device(name) == (f"GPU:{m.group(1)}" if m else None), name
