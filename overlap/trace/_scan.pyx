@@ -1019,7 +1019,9 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
     lines are added to `lines`, its event_metadata entries' starts and ends to `starts` and
     `ends`; `sspans` is scratch for its stat metadata entries. Its stats flag is, for the
     plane named `_LAZY_STATS_PLANE` where a plain stat was left out of the skeleton, the
-    (start, end) of every one of its stat fields, in order, as one int64 array."""
+    (start, end) of every one of its stat fields, in order, as one int64 array, and so for
+    a bare plane's plain stats. Then, for a bare plane (`BARE_MODE`: its parts None), its
+    name (else None), and its id (the last written; 0 where none)."""
     parts = []  # (the plane's bytes left: joined once, with the space's, not per plane)
     cdef int64_t pid = 0
     stripped, bad, meta, names, stats, bare = _plane_walk(
@@ -1213,9 +1215,10 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
 # once its lines, stat metadata and event metadata are cut, are at most one id and one name
 # (valid UTF-8), and plane stats none of which upb would mend (`_plain_stat`), is not
 # handed to upb at all: its id and name are `split_space`'s, its stats the spans of their
-# fields, read when asked (`plane_stats`). Why: 100k
-# one-line GPU planes were ~50 ms and 10 MiB of upb's skeleton, and ~30 ms more to read
-# each one's name back through a wrapper, for two fields the split had read already.
+# fields, read when asked (`plane_stats`). Why: 100k one-line GPU planes were ~50 ms and
+# 10 MiB of upb's skeleton, and ~30 ms more to read each one's name back through a wrapper,
+# for two fields the split had read already; 10k planes' device facts ~6 us a plane through
+# upb's messages.
 BARE_MODE = 2
 
 
@@ -3168,11 +3171,12 @@ def decode_meta_stats(data, const int64_t[::1] vs, const int64_t[::1] ve,
 def plane_stats(data, const int64_t[::1] spans, names):
     """A plane's stats as `wire.Plane.stats` reads them from upb's messages: {name: value},
     the first stat of a name winning, a stat whose id `names` (id -> name, `.get`) does not
-    name left out (ids signed, refs unsigned, as the schema has them), a ref read as the name it refers to ("" where none), no value as None;
-    from its XStat fields [spans[2i], spans[2i + 1]) of `data` (tag and length included, in
-    the order written). None where a field is not one upb reads plainly (`_plain_stat`: the
-    caller asks upb). Why: 10k GPU planes of eight device facts each took ~6 us a plane
-    through upb's messages; here ~1."""
+    name left out (ids signed, refs unsigned, as the schema has them), a ref read as the
+    name it refers to ("" where none), no value as None; from its XStat fields
+    [spans[2i], spans[2i + 1]) of `data` (tag and length included, in the order written).
+    None where a field is not one upb reads plainly (`_plain_stat`: the caller asks upb).
+    Why: 10k GPU planes of eight device facts each took ~6 us a plane through upb's
+    messages (63 ms); here ~2 (22 ms)."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0] if mv.shape[0] else NULL
     cdef Py_ssize_t i, n = spans.shape[0] // 2, p, e, q, vp, nb = mv.shape[0]
