@@ -1049,7 +1049,7 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     cdef bint stats = False  # a plane stat written (upb's `stats` then holds one)
     cdef bint lazy = False  # the plane's stats are read lazily (`_LAZY_STATS_PLANE`)
     cdef bint cut = False  # a plain stat was left out of the skeleton
-    cdef _I64s sfields = None  # (lazy: every stat field's start and end)
+    cdef _I64s sfields = None  # (lazy or bare_ok: every stat field's start and end)
     cdef Py_ssize_t first = starts.n  # (this plane's entries: from here on)
     cdef Py_ssize_t sfirst = sspans.n  # (its stat metadata fields: (tag, payload, end) each)
     cdef int64_t* sp
@@ -1058,7 +1058,6 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     # one name, valid UTF-8, and nothing else)
     cdef int n_ids = 0, n_names = 0
     cdef bint kept = False  # a field other than those is left for upb
-    cdef _I64s bfields = None  # (bare_ok: each plain plane stat's field start and end)
     cdef uint64_t v
     name = None
     while p < e:
@@ -1107,7 +1106,10 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 n_names += 1
                 lazy = name == _LAZY_STATS_PLANE
             p = q
-        elif fn == 6 and wt == 2 and lazy:
+        elif fn == 6 and wt == 2 and (lazy or bare_ok):
+            # a plane stat, its field's span noted: the lazy plane's plain stats are cut
+            # from the skeleton, a bare plane's (every one plain) left out with the plane;
+            # either read from the file when asked (`PlaneView.stats`, `plane_stats`)
             stats = True
             vp = _len(b, p, e, &q)
             if vp < 0:
@@ -1116,29 +1118,13 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                 sfields = _I64s()
             sfields.push(fs)
             sfields.push(q)
-            if _plain_stat(b, vp, q):  # (else kept: upb reads it as it always did)
+            if not _plain_stat(b, vp, q):  # (kept: upb reads it as it always did)
+                kept = True
+            elif lazy:
                 if fs > run:
                     parts.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
                 run = q
                 cut = True
-            else:
-                kept = True
-            p = q
-        elif fn == 6 and wt == 2 and bare_ok:
-            # a plane stat: left in the plane's parts, and where plain (no string upb would
-            # mend), its field's span noted: a bare plane's stats are then read from the file
-            # when asked (`plane_stats`), as the lazy plane's are
-            stats = True
-            vp = _len(b, p, e, &q)
-            if vp < 0:
-                raise _fail(vp)
-            if _plain_stat(b, vp, q):
-                if bfields is None:
-                    bfields = _I64s()
-                bfields.push(fs)
-                bfields.push(q)
-            else:
-                kept = True
             p = q
         elif fn == 1 and wt == 0:  # the plane's id
             p = _varint(b, p, e, &v)
@@ -1205,8 +1191,8 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     sspans.n = sfirst
     bare = name if bare_ok and strip == BARE_MODE and not kept and n_ids <= 1 and \
         n_names == 1 and _utf8_ok(b + nvp, nq - nvp) else None
-    if bare is not None and bfields is not None:  # (its stats are all plain: see above)
-        return (max(strip, 0), bad, meta, snames, bfields.taken(), bare)
+    if bare is not None and sfields is not None:  # (its stats are all plain: see above)
+        return (max(strip, 0), bad, meta, snames, sfields.taken(), bare)
     return (max(strip, 0), bad, meta, snames, sfields.taken() if cut else stats, bare)
 
 

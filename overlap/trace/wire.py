@@ -49,6 +49,7 @@ import importlib
 import os
 import sys
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any, Iterable
 
 import numpy as np
@@ -293,6 +294,8 @@ class Plane:
         if (got := self._plane_stats) is None:
             # (a plane whose stats were left in the file, `_scan.BARE_MODE`, read from it
             # there at once, where the scanner reads them all plainly, not through upb)
+            # (read off a `PlaneView`'s state, not through its properties: two property
+            # calls a plane were ~40 ms of 100k planes without stats)
             spans = getattr(self.plane, "_stats", None)
             if spans is False:  # (a view of a plane with no stats: upb's are empty)
                 got = _EMPTY
@@ -421,8 +424,7 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
                                    BARE_PLANES[0])
     # (bare planes, `_scan.BARE_MODE`: not in the skeleton; their names and ids are these)
     bare_names, bare_ids = bare if bare is not None else (None, None)
-    n_msgs = len(planes) - (len(bare_names) - bare_names.count(None) if bare_names else 0)
-    n_bare = 0  # (bare planes so far: a plane's place in the skeleton is its index less these)
+    n_msgs = len(planes) if bare_names is None else bare_names.count(None)
     # a skeleton is small: decoded without loading protobuf where it can be (`skeleton`; the
     # event metadata entries it holds, located by the split, say what that costs); once
     # protobuf is loaded, upb is the faster decoder, and so it is for more planes than the
@@ -443,25 +445,22 @@ def _parse_scanned(data, n: int, strip_meta) -> tuple[Any, list[PlaneView], np.n
     BAD_STRINGS[0] += bad_lines
     out = []
     spans = (ms, me, eb)
-    if bare_names is None:
-        for i, (m, (stripped, bad, meta, stats)) in enumerate(zip(xs.planes, planes)):
-            if bad:  # each copy written was counted: count as upb reads the entries
-                BAD_STRINGS[0] += _entries_bad_strings(a, ms[eb[i]:eb[i + 1]],
-                                                       me[eb[i]:eb[i + 1]])
-            out.append(PlaneView(m, LineTable(block, lb[i], lb[i + 1]), a, spans, i, stripped,
-                                 meta, stat_names[i], xs, stats))
-        return xs, out, a
     # (a bare plane's view is given its name, and the split's ids for its id; every other
-    # plane its message, the next of the skeleton's)
+    # plane its message, the next of the skeleton's, whose place there is its index less the
+    # bare planes before it)
     msgs = iter(xs.planes)
-    for i, ((stripped, bad, meta, stats), name) in enumerate(zip(planes, bare_names)):
-        if bad:
+    n_bare = 0
+    for i, ((stripped, bad, meta, stats), name) in enumerate(
+            zip(planes, bare_names if bare_names is not None else repeat(None))):
+        if bad:  # each copy written was counted: count as upb reads the entries
             BAD_STRINGS[0] += _entries_bad_strings(a, ms[eb[i]:eb[i + 1]], me[eb[i]:eb[i + 1]])
-        sk = -1 if name is not None else i - n_bare
-        out.append(PlaneView(next(msgs) if name is None else name,
-                             LineTable(block, lb[i], lb[i + 1]), a, spans, i, stripped, meta,
-                             stat_names[i], xs if name is None else bare_ids, stats, sk))
-        n_bare += name is not None
+        if name is None:
+            m, of, sk = next(msgs), xs, i - n_bare if n_bare else i
+        else:
+            m, of, sk = name, bare_ids, -1
+            n_bare += 1
+        out.append(PlaneView(m, LineTable(block, lb[i], lb[i + 1]), a, spans, i, stripped,
+                             meta, stat_names[i], of, stats, sk))
     return xs, out, a
 
 
