@@ -330,14 +330,10 @@ def _objects(v: Any) -> np.ndarray:
     """A 1-d object array of `v`'s elements (tuples stay elements, never a second axis)."""
     if isinstance(v, np.ndarray):
         return v if v.dtype == object else v.astype(object)
-    out = np.empty(len(v), object)
-    # the element types, once each (not an isinstance call per element: ~7k step rows)
-    if any(issubclass(t, (tuple, list)) for t in set(map(type, v))):
-        for i, x in enumerate(v):
-            out[i] = x
-    else:
-        out[:] = v
-    return out
+    # Each element as it is, in C: `out[:] = v` first looks into every element for a nested
+    # sequence (and would make a tuple a second axis), ~80 ns an element where they are
+    # None (100k GPU planes' device rows: ~60 ms); `fromiter` takes each one whole, ~12 ns.
+    return np.fromiter(v, object, len(v))
 
 
 def _heads(a: np.ndarray) -> np.ndarray | None:

@@ -262,3 +262,23 @@ def test_real_captures_columns_are_in_the_representation(path):
     trace = combine_parts([read_host_file(path)], [path])
     for name, schema in TABLES.items():
         assert_same_columns(trace.columns(name), frame_columns(getattr(trace, name), schema))
+
+
+def test_object_columns_hold_each_element_whole():
+    """`_objects`: a list of values becomes an object array holding each element itself (the
+    same object), a tuple, a list or an array as one element, never a second axis; None stays
+    None; an empty list is an empty array."""
+    from overlap.trace.tables import _objects
+
+    arr = np.arange(3)
+    vals = [None, "GPU:0", (1, 2), [3, 4], arr, 5, np.uint64(BIG), NAN, (), b"x"]
+    got = _objects(vals)
+    assert got.dtype == object and got.shape == (len(vals),)
+    assert all(g is v for g, v in zip(got.tolist(), vals))
+    assert _objects([None] * 1000).tolist() == [None] * 1000
+    assert _objects([]).shape == (0,) and _objects([]).dtype == object
+    assert _objects(("a", None)).tolist() == ["a", None]
+    # an object array is kept, another array converted
+    obj = np.array(["a", None], object)
+    assert _objects(obj) is obj
+    assert _objects(np.arange(2)).tolist() == [0, 1]
