@@ -235,7 +235,8 @@ def pinned_host_peak(hlo_proto: bytes | None, decoded: Any = None) -> dict[str, 
     HloProto message of `hlo_proto` where the caller has it (not decoded twice)."""
     if not hlo_proto:
         return {"bytes": None, "largest": [], "source": "no HLO proto with a buffer assignment"}
-    from overlap.hlo.program import HloProto, memory_peak
+    from overlap.hlo.program import memory_peak
+    from overlap.trace.protos import HloProto
 
     try:
         proto = decoded if decoded is not None else HloProto.FromString(bytes(hlo_proto))

@@ -24,10 +24,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from google.protobuf.message import DecodeError
 
 from overlap.hlo.records import Record
-from overlap.trace.protos import HloProto
+
+# (protobuf, `overlap.trace.protos`, is imported where a proto is parsed: a report whose
+# programs are the run directory's HLO text never loads it, ~10 ms of its start-up)
 
 if TYPE_CHECKING:  # pandas (~0.3 s to import) only where a memory timeline is built
     import pandas as pd
@@ -73,6 +74,8 @@ def _replay(hlo_proto: bytes | Any, color: int, top: int
             ) -> tuple[list[str], np.ndarray, int, int, list[tuple[str, int]], int]:
     """(instruction per event, live bytes per event, peak, peak index, peak buffers, trace
     replayed) of `memory_timeline`."""
+    from overlap.trace.protos import HloProto
+
     proto = (HloProto.FromString(bytes(hlo_proto)) if isinstance(hlo_proto, (bytes, bytearray))
              else hlo_proto)
     ba = proto.buffer_assignment
@@ -175,6 +178,10 @@ def buffer_assignment_sizes(hlo_proto: bytes | Any, color: int = 0) -> dict[str,
     carries this proto for every program, so a capture without a manifest still gets the same
     definition of peak memory. None when the proto has no buffer assignment or does not parse."""
     if isinstance(hlo_proto, (bytes, bytearray)):
+        from google.protobuf.message import DecodeError
+
+        from overlap.trace.protos import HloProto
+
         try:
             hlo_proto = HloProto.FromString(bytes(hlo_proto))
         except DecodeError:  # a damaged proto in a capture: no sizes to give, not a crash

@@ -63,7 +63,9 @@ from overlap.hlo.heap import memory_peak as memory_peak
 from overlap.hlo.heap import memory_timeline as memory_timeline
 from overlap.hlo.records import FrozenRecord, Record
 from overlap.trace.hlotext import LazyPattern
-from overlap.trace.protos import HloProto
+
+# (protobuf, `overlap.trace.protos`, is imported where a proto is parsed: programs read from a
+# run directory's HLO text never load it, ~10 ms of a report's start-up)
 
 HOST_MEMORY_SPACE = 5
 
@@ -778,6 +780,8 @@ class _ProtoInstr(_Instr):
 
 
 def _inventory_from_proto(hlo) -> OffloadInventory:
+    from overlap.trace.protos import HloProto
+
     proto = HloProto.FromString(bytes(hlo)) if isinstance(hlo, (bytes, bytearray)) else hlo
     mod = proto.hlo_module
     computations = mod.computations[:]  # (slices: `trace_ops.program_from_proto` says why)
@@ -907,6 +911,8 @@ def hlo_text_from_proto(hlo_proto: bytes | Any) -> str:
     from jaxlib import xla_client
 
     if isinstance(hlo_proto, (bytes, bytearray)):
+        from overlap.trace.protos import HloProto
+
         hlo_proto = HloProto.FromString(bytes(hlo_proto))
     module = hlo_proto.hlo_module if hasattr(hlo_proto, "hlo_module") else hlo_proto
     return xla_client.XlaComputation(module.SerializeToString()).as_hlo_text()

@@ -107,7 +107,7 @@ def test_check_on_a_capture_without_programs_still_fails(tmp_path):
 
 def test_check_passes_a_capture_whose_program_plans_no_host_copy(tmp_path, capsys):
     """A program is there and plans no S(5) copy: a baseline; `check` exits 0, `report` says so."""
-    from overlap.hlo.program import HloProto
+    from overlap.trace.protos import HloProto
 
     proto = HloProto()
     proto.hlo_module.name = "jit_train_step"
