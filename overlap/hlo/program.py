@@ -319,8 +319,59 @@ class _Instr(Record):
 _TOKEN_RE = LazyPattern(r"\S+")
 _OPCODE_RE = LazyPattern(r"\s*([\w\-.]+)\(")
 
+# An instruction line as XLA prints most of them (all but a handful of the 46,852 instruction
+# lines of the real corpus' programs), read by one match (`_parse_plain`): a name, a plain
+# array shape or a tuple of them, the opcode, and operands each a plain array shape or a
+# tuple of them and a name, or a name alone, separated by ", ". A plain array shape's
+# layout holds no bracket or brace and only closed, unnested parentheses (`S(5)`,
+# `T(8,128)`). On such a line the general reader's steps give the same parts: the first
+# " = " follows the name; the shape is the first token, or closes at its first ")"; the
+# operand list closes at the ")" after its last operand (every bracket in it is closed
+# where it opens); its top-level commas are the separators. Any other line goes the
+# general way.
+_LAYOUT = r"\{[^{}\[\]()\s]*(?:\([^{}\[\]()\s]*\)[^{}\[\]()\s]*)*\}"
+_ARRAY = r"[a-z][a-z0-9]*\[[\d,]*\](?:" + _LAYOUT + r")?"
+_TUPLE = r"\((?:" + _ARRAY + r"(?:, " + _ARRAY + r")*)?\)"
+_NAME = r"[^\s,()\[\]{}]+"
+_OPERAND = r"(?:(?:" + _ARRAY + r"|" + _TUPLE + r") )?" + _NAME
+_PLAIN_LINE_RE = LazyPattern(
+    r"(?:(ROOT )|(?!ROOT ))%?(\S+) = (" + _ARRAY + r"|" + _TUPLE + r") ([\w\-.]+)\("
+    r"((?:" + _OPERAND + r"(?:, " + _OPERAND + r")*)?)\)(.*)")
+# one operand of such a line's list: (its shape or None, its name)
+_PLAIN_OPERAND_RE = LazyPattern(r"(?:(" + _ARRAY + r"|" + _TUPLE + r") )?(" + _NAME + r")")
+
 
 def _parse_instruction(line: str, computation: str) -> _Instr | None:
+    m = _PLAIN_LINE_RE.fullmatch(line)
+    if m is not None:
+        return _parse_plain(m, computation)
+    return _parse_general(line, computation)
+
+
+def _parse_plain(m: Any, computation: str) -> _Instr:
+    """`_parse_general` of a line `_PLAIN_LINE_RE` matched (its match `m`): the same record,
+    read off the match's groups (~3x as fast: a module of 1,819 instructions ~16 -> ~6 ms)."""
+    root, name, shape, opcode, operand_txt, attrs = m.groups()
+    operands, op_texts = [], []
+    if "(" not in operand_txt:  # (no tuple and no layout with parentheses: ", " parts)
+        for op in operand_txt.split(", ") if operand_txt else ():
+            sh, sp, nm = op.rpartition(" ")
+            operands.append(nm.lstrip("%"))
+            op_texts.append(sh if sp else None)
+    else:
+        for om in _PLAIN_OPERAND_RE.finditer(operand_txt):
+            op_texts.append(om.group(1))
+            operands.append(om.group(2).lstrip("%"))
+    ins = _Instr.__new__(_Instr)
+    d = ins.__dict__
+    d["_shape_text"] = shape  # (a plain array shape or tuple of them: read on first use)
+    d["_operand_texts"] = op_texts
+    d.update(name=name.lstrip("%"), computation=computation, opcode=opcode,
+             operands=operands, attrs=attrs, root=root is not None)
+    return ins
+
+
+def _parse_general(line: str, computation: str) -> _Instr | None:
     body = line.strip()
     root = body.startswith("ROOT ")
     if root:
