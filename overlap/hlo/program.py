@@ -331,12 +331,19 @@ _OPCODE_RE = LazyPattern(r"\s*([\w\-.]+)\(")
 # general way.
 _LAYOUT = r"\{[^{}\[\]()\s]*(?:\([^{}\[\]()\s]*\)[^{}\[\]()\s]*)*\}"
 _ARRAY = r"[a-z][a-z0-9]*\[[\d,]*\](?:" + _LAYOUT + r")?"
-_TUPLE = r"\((?:" + _ARRAY + r"(?:, " + _ARRAY + r")*)?\)"
+
+
+def _listed(item: str) -> str:
+    """A pattern of `item`s separated by ", " up to a ")" (none, one or more), with one copy
+    of `item`: the line's pattern compiles in ~0.7 ms, not ~2 (each process compiles it)."""
+    return r"(?:" + item + r"(?:, (?=[^)])|(?=\))))*"
+
+
+_TUPLE = r"\(" + _listed(_ARRAY) + r"\)"
 _NAME = r"[^\s,()\[\]{}]+"
-_OPERAND = r"(?:(?:" + _ARRAY + r"|" + _TUPLE + r") )?" + _NAME
 _PLAIN_LINE_RE = LazyPattern(
     r"(?:(ROOT )|(?!ROOT ))%?(\S+) = (" + _ARRAY + r"|" + _TUPLE + r") ([\w\-.]+)\("
-    r"((?:" + _OPERAND + r"(?:, " + _OPERAND + r")*)?)\)(.*)")
+    r"(" + _listed(r"(?:(?:" + _ARRAY + r"|" + _TUPLE + r") )?" + _NAME) + r")\)(.*)")
 # one operand of such a line's list: (its shape or None, its name)
 _PLAIN_OPERAND_RE = LazyPattern(r"(?:(" + _ARRAY + r"|" + _TUPLE + r") )?(" + _NAME + r")")
 

@@ -99,7 +99,9 @@ def _lines(draw):
         shape = _pick(draw, PLAIN_SHAPES + [""] * 3, ODD_SHAPES, 12)
         ops.append(f"{shape} {name}" if shape else name)
     seps = [_pick(draw, [", "], SEPS, 12) for _ in ops]
-    operands = "".join(op + (seps[i] if i < len(ops) - 1 else "") for i, op in enumerate(ops))
+    # (a separator after the last operand, now and then: "f(%a, )" is no plain line)
+    tail = _pick(draw, [""], SEPS, 12)
+    operands = "".join(op + (seps[i] if i < len(ops) - 1 else tail) for i, op in enumerate(ops))
     return (_pick(draw, ["", "ROOT "], ["ROOT  ", " "], 12) + draw(st.sampled_from(NAMES))
             + _pick(draw, [" = "], ["=", " =  "], 12) + _pick(draw, PLAIN_SHAPES, ODD_SHAPES, 8)
             + _pick(draw, [" "], ["  ", ""], 12) + _pick(draw, OPS[:-1], OPS[-1:], 12) + "("
