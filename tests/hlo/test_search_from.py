@@ -4,6 +4,8 @@ round 27: a leading `\\b` had the engine try every character)."""
 
 from __future__ import annotations
 
+import re
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -53,3 +55,18 @@ ENTRY %main (p: f32[4]) -> f32[4] {
     prog = trace_ops.program_from_text(text, "m")
     assert prog.instrs["p"].op_name == "jit(f)/x" and prog.instrs["p"].frame == 2
     assert prog.instrs["n"].op_name == "jit(f)/neg" and prog.instrs["n"].frame == 0
+
+
+# the op-name pattern as an alternation per character (what `_OPNAME_RE` was): the reference
+_OPNAME_REF = re.compile(r'\bop_name="((?:[^"\\]|\\.)*)"')
+QUOTED = ['op_name="', '"', "\\", '\\"', "a", "/", " ", "x", "\\\\", "op_name="]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(QUOTED), max_size=14).map("".join))
+def test_op_name_pattern_matches_as_the_alternation(s):
+    want = _OPNAME_REF.search(s)
+    got = _OPNAME_RE.search(s)
+    assert (got is None) == (want is None)
+    if want is not None:
+        assert got.span() == want.span() and got.group(1) == want.group(1)
