@@ -2051,6 +2051,11 @@ cdef inline uint32_t _slot(uint64_t h, Py_ssize_t j, uint32_t tagmask) noexcept 
     return _hash_tag(h, tagmask) | <uint32_t>(j + 1)
 
 
+# The values a table that may list (`_Intern(may_list=True)`) has coded before it may stop
+# looking them up: below this a table is small, and a lookup cheap.
+cdef Py_ssize_t _LIST_MIN = 1 << 16
+
+
 @cython.final
 cdef class _Intern:
     """The distinct values of one stat group: each value's kind, integer (double bits, string
@@ -2070,7 +2075,12 @@ cdef class _Intern:
     index alone did: a probe passes another value's slot without reading that value's hash
     (a cache miss per occupied slot probed, ~1 a value where a million texts all differ).
     Both cost a lookup a few instructions: +1.1% on the compact GPU 1M file, whose kernels'
-    values are found by lookups, in the same time."""
+    values are found by lookups, in the same time.
+
+    A table made with `may_list` (a group whose reader takes repeated values: each event's
+    code still gives its own value) stops looking values up once three in four coded were
+    new (`_grow`, from `_LIST_MIN` values): each later value is appended (`_list`), and two
+    codes may then give equal values. Only a run of one value is still one code (`last`)."""
     cdef int8_t* kind
     cdef uint64_t* ival
     cdef int64_t* vpos
@@ -2086,9 +2096,17 @@ cdef class _Intern:
     # per number kind, one more than its largest integer so far (0: none yet; a value of
     # 2**64 - 1 is always looked up, and never moves it)
     cdef uint64_t above[8]
+    # `may_list`: the caller takes a table whose values may repeat (each code still gives
+    # its event's value): where most values coded are new (`_grow`), the table stops looking
+    # values up and lists each one (`listing`). `calls`: the values coded so far.
+    cdef bint may_list, listing
+    cdef Py_ssize_t calls
 
-    def __cinit__(self):
+    def __cinit__(self, bint may_list=False):
         self.n = 0
+        self.may_list = may_list
+        self.listing = False
+        self.calls = 0
         self.texts = False
         self.slotted = -1
         self.tag_cap = min(TAGGED_CAP, 1 << 23)
@@ -2114,11 +2132,22 @@ cdef class _Intern:
 
     cdef int _grow(self) except -1:
         cdef Py_ssize_t cap = self.cap * 2
+        if (self.may_list and not self.listing and self.n >= _LIST_MIN
+                and self.n * 4 >= self.calls * 3):
+            # Three values in four new: a lookup finds nearly nothing (a million copies, each
+            # its own details text: ~90 ms of cache misses on the slots, and 16 bytes a value
+            # of hashes and slots on the decode's peak). From here each value is listed.
+            self.listing = True
+            free(self.hash)
+            free(self.slots)
+            self.hash, self.slots, self.slotted = NULL, NULL, -1
         self.kind = <int8_t*>_resized(self.kind, cap * sizeof(int8_t))
         self.ival = <uint64_t*>_resized(self.ival, cap * sizeof(uint64_t))
         self.vpos = <int64_t*>_resized(self.vpos, cap * sizeof(int64_t))
-        self.hash = <uint64_t*>_resized(self.hash, cap * sizeof(uint64_t))
         self.cap = cap
+        if self.listing:  # (no hashes, no slots)
+            return 0
+        self.hash = <uint64_t*>_resized(self.hash, cap * sizeof(uint64_t))
         self.tagmask = _tagmask(cap, self.tag_cap)
         # slots: at most half full (the table grows when `n` reaches `cap`). (Four slots a
         # value were 16 MB beside a million distinct values' 25 MB, on the decode's peak.)
@@ -2173,9 +2202,12 @@ cdef class _Intern:
                              int64_t vpos) except -1:
         cdef bint text = kind == 5 or kind == 6
         cdef int32_t s = self.last
+        self.calls += 1
         if (s >= 0 and self.kind[s] == kind and self.ival[s] == ival
                 and (not text or memcmp(b + self.vpos[s], b + vpos, <size_t>ival) == 0)):
             return s
+        if self.listing:
+            return self._list(kind, ival, vpos)
         cdef int k = kind & 7
         if not text and ival >= self.above[k] and ival != 0xFFFFFFFFFFFFFFFFULL:
             # above every number of its kind so far: new, and no slot looked at
@@ -2203,6 +2235,8 @@ cdef class _Intern:
             i = (i + 1) & mask
         if self.n == self.cap:
             self._grow()  # (every value was slotted above: the new slots hold them all)
+            if self.listing:
+                return self._list(kind, ival, vpos)
             mask = self.nslots - 1
             i = <Py_ssize_t>(h & <uint64_t>mask)
             while self.slots[i]:
@@ -2215,6 +2249,13 @@ cdef class _Intern:
         self.slots[i] = _slot(h, s, self.tagmask)
         self.slotted = self.n
         return s
+
+    cdef inline int32_t _list(self, int8_t kind, uint64_t ival, int64_t vpos) except -1:
+        """Append a value without a lookup (`listing`): it may equal an earlier one."""
+        if (kind == 5 or kind == 6) and not self.texts:  # (the numbers before it: position 0)
+            memset(self.vpos, 0, self.n * sizeof(int64_t))
+            self.texts = True
+        return self._add(kind, ival, vpos)
 
     def arrays(self):
         """The distinct values' kind, ival and vpos (where a string or bytes value lies; 0
@@ -2270,9 +2311,11 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     docstring). `skip`, `wanted`: sorted int64 arrays (metadata ids; stat ids, or with
     `plane_of` (per event, its plane's index) the keys `plane * stride + id`) or None.
     `groups`: None or (sorted int64 stat ids/keys, int32 group index of each, group count
-    [, per group 1 where only presence matters]): per group, each event's first stat whose id
-    is in the group, interned (see the module docstring); a presence-only group's code is 0
-    for any value (kernel_details: ~100-byte strings per kernel, only ever tested).
+    [, per group 1 where only presence matters, 2 where its values may repeat]): per group,
+    each event's first stat whose id is in the group, interned (see the module docstring); a
+    presence-only group's code is 0 for any value (kernel_details: ~100-byte strings per
+    kernel, only ever tested); a group of flag 2 is interned until most of its values are
+    new, then listed (`_Intern(may_list=True)`: a million copies' distinct details texts).
     Returns (mid, offset, duration, aggregated, stats dict of arrays, groups, bad) where groups
     is (codes: int32 [group count, events], -1 where the event has no such stat; per group the
     distinct values: dict of kind, ival, vpos arrays), bad the number of string stats
@@ -2382,7 +2425,8 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     ec_a = np.empty(max(ng, 1), np.int32)
     cdef int32_t[::1] ec_v = ec_a
     cdef int32_t* ec = &ec_v[0]
-    interns = [_Intern() for _ in range(ng)]
+    # (a listed group, flag 2: its table may repeat a value, `_Intern(may_list=True)`)
+    interns = [_Intern(only_a[g] == 2) for g in range(ng)]
     cdef list ilist = interns
     cdef _Intern tab
     cdef int64_t rkey
@@ -2577,7 +2621,7 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                             gi = _find(&gk[0], ngk, key)
                             g = gg[gi] if gi >= 0 else -1
                         if g >= 0:
-                            if ec[g] < 0 and only[g]:
+                            if ec[g] < 0 and only[g] == 1:
                                 ec[g] = 0
                             elif ec[g] < 0:  # the event's first stat of the group
                                 if kind == 7 and grouped:  # a ref names its own plane's id

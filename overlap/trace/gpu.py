@@ -109,9 +109,9 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
         plane_of = np.searchsorted(used, at_i)[line_of]
         base = line_base_ps.many(wide(block.rec[at_r, lines.TIMESTAMP_NS]),
                                  names.__getitem__)[line_of]
-        groups, presence = _groups(G)
+        groups, presence, listed = _groups(G)
         ev = LineEvents(seg, base, plane_of=plane_of, wanted=(), groups=groups,
-                        presence=presence)
+                        presence=presence, listed=listed)
         if ev.n:
             at = ev.kept(line_of)
             # (a segment of one plane's lines: its device, one value for every event, not
@@ -145,7 +145,7 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
         """Line `r` of plane `i` read on its own (not merged)."""
         P, device = planes[i], devices_[i]
         line = P.plane.lines.block.line(r)
-        groups, presence = _groups(P)
+        groups, presence, listed = _groups(P)
         base = line_base_ps(line)
         # A long line whose events can give no row (the plane names no copy, no graph and no
         # kernel_details: each is only counted, `vendors.note_other_events`) a piece at a
@@ -155,7 +155,8 @@ def _read_gpu_planes(planes: list[Plane], devices_: list[str], host, line_base_p
         every = _PIECE if line.n_events > _PIECE and _unread_only(P, plane_kinds(i)) \
             else line.n_events
         for piece in lines.pieces(line, every, wire.SCANNER):
-            ev = LineEvents(piece, base, wanted=(), groups=groups, presence=presence)
+            ev = LineEvents(piece, base, wanted=(), groups=groups, presence=presence,
+                            listed=listed)
             if ev.n:
                 _gpu_events(P, plane_kinds(i), ev, device, line.id, line.name, host, tr, co,
                             details_cache, side, line_at=(P.plane.lines.block, r))
@@ -243,13 +244,18 @@ def _unread_only(P, kinds: tuple[dict[int, str], list[int]]) -> bool:
     return not kinds[0] and not kinds[1] and not P.stat_ids.get("kernel_details")
 
 
-def _groups(P) -> tuple[list[list[int]], list[list[int]]]:
-    """`LineEvents(groups=, presence=)`: the ids of each stat the GPU rules read (each one's
-    first stat per event is interned while decoding; no record per stat is kept), and of
-    `kernel_details`, which they only test for (a ref in the captures here; a producer that
-    writes it as a ~100-byte string per kernel would otherwise have every one hashed)."""
-    return ([stat_keys(P, (n,)) for n in _GPU_STATS if n != "kernel_details"],
-            [stat_keys(P, ("kernel_details",))])
+def _groups(P) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
+    """`LineEvents(groups=, presence=, listed=)`: the ids of each stat the GPU rules read
+    (each one's first stat per event is interned while decoding; no record per stat is
+    kept); of `kernel_details`, which they only test for (a ref in the captures here; a
+    producer that writes it as a ~100-byte string per kernel would otherwise have every one
+    hashed); and of `memcpy_details`, whose values `_details_facts` parses one by one
+    (repeated ones too: listed once most are new, a million copies each its own text)."""
+    return ([stat_keys(P, (n,)) for n in _GPU_STATS if n not in _NOT_INTERNED],
+            [stat_keys(P, ("kernel_details",))], [stat_keys(P, ("memcpy_details",))])
+
+
+_NOT_INTERNED = ("kernel_details", "memcpy_details")  # (`_groups`: tested; listed)
 
 
 _TABLE_MIN = 256  # metadata entries from which a plane's kinds are read through `MetaTable`

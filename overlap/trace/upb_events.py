@@ -83,7 +83,7 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1,
                 kind.append(_UPB_KIND[w])
                 obj.append(v)
             g = group_of.get(i)
-            if g is not None and codes[g][k] < 0 and only[g]:
+            if g is not None and codes[g][k] < 0 and only[g] == 1:
                 codes[g][k] = 0
             elif g is not None and codes[g][k] < 0:
                 kd = _UPB_KIND[w]

@@ -574,14 +574,16 @@ def padded(raw: bytes) -> bytearray:
     return buf
 
 
-def _group_spec(groups, presence=None) -> tuple[tuple | None, list[frozenset]]:
+def _group_spec(groups, presence=None, listed=None) -> tuple[tuple | None, list[frozenset]]:
     """`decode_events`'s `groups` argument from sets of stat ids (keys): `groups` interned,
-    `presence` only tested (flagged); and the sets kept: empty sets, and sets sharing an id
-    with an earlier one, are left out (their questions are answered from records)."""
+    `presence` only tested (flag 1), `listed` interned until most values are new, then
+    listed (flag 2: a value may repeat in the table); and the sets kept: empty sets, and
+    sets sharing an id with an earlier one, are left out (their questions are answered from
+    records)."""
     sets: list[frozenset] = []
     only: list[int] = []
     used: set[int] = set()
-    for flag, gs in ((0, groups), (1, presence)):
+    for flag, gs in ((0, groups), (1, presence), (2, listed)):
         for g in gs or ():
             ks = frozenset(int(x) for x in g)
             if ks and used.isdisjoint(ks):  # (a set given twice is left out the second time)
@@ -622,11 +624,15 @@ class LineEvents:
     def __init__(self, line, base_ps, skip_mids=None, plane_of: np.ndarray | None = None,
                  wanted=None, groups: Iterable[Iterable[int]] | None = None,
                  presence: Iterable[Iterable[int]] | None = None,
-                 keep_if: tuple[Iterable[int], Iterable[int]] | None = None):
+                 keep_if: tuple[Iterable[int], Iterable[int]] | None = None,
+                 listed: Iterable[Iterable[int]] | None = None):
         """`base_ps`: the line's origin, or one per event (a `merge_lines` segment);
         `plane_of`: per event, its plane's index in a `PlaneGroup` (metadata and stat ids then
         become that group's keys); `presence`: like `groups`, for sets of ids only ever
-        tested (`has_stat`): nothing is interned (a value asked for comes from records)."""
+        tested (`has_stat`): nothing is interned (a value asked for comes from records);
+        `listed`: like `groups`, for sets whose readers take a table of values that may
+        repeat (`interned`): interned until most values are new, then each listed (a million
+        copies, each its own details text, were a million lookups that found nothing)."""
         self.buf = line.buf  # the whole file's bytes (None from upb); values are read there
         self._line, self._skip, self._plane_of = line, skip_mids, plane_of
         self._cond = self._need = None
@@ -638,7 +644,7 @@ class LineEvents:
                 self._cond = cond
                 self._need = sorted_unique(np.fromiter(keep_if[1], np.int64))
         want = None if wanted is None else sorted_unique(np.fromiter(wanted, np.int64))
-        spec, sets = _group_spec(groups, presence)
+        spec, sets = _group_spec(groups, presence, listed)
         mid, off, dur, agg, st, (codes, tables), bad, times = self._decode(want, spec)
         # counted once per line: a line is decoded again only for other stat ids
         if not getattr(line, "decoded", True):
@@ -700,7 +706,8 @@ class LineEvents:
         # per set of ids: (each event's code, the distinct values' kind/ival/vpos or obj)
         self._groups: dict[frozenset, tuple[np.ndarray, dict]] = {
             ks: (codes[j], tables[j]) for j, ks in enumerate(sets)}
-        self._interned = {ks for j, ks in enumerate(sets) if not spec[3][j]} if spec else set()
+        # (presence-only sets are not; listed ones are, their values perhaps repeated)
+        self._interned = {ks for j, ks in enumerate(sets) if spec[3][j] != 1} if spec else set()
         self._first: dict[frozenset, tuple] = {}  # first_codes' answers
         self._sparse: dict[frozenset, tuple] = {}  # codes_at's: (names, events, values)
         # stat batches: (the ids decoded, None for all; their records)
@@ -781,8 +788,9 @@ class LineEvents:
         return codes, vals
 
     def interned(self, sids) -> tuple[np.ndarray, dict] | None:
-        """For an interned set of `groups` the scanner decoded: (per event its code, -1: none;
-        the distinct values' records, kind/ival/vpos in `buf`), no object each; else None."""
+        """For an interned set of `groups` (or `listed`) the scanner decoded: (per event its
+        code, -1: none; the values' records, kind/ival/vpos in `buf`: distinct, but for a
+        listed set where a value may repeat), no object each; else None."""
         key = frozenset(int(x) for x in sids)
         return self._groups[key] if self.buf is not None and key in self._interned else None
 
