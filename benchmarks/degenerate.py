@@ -57,20 +57,10 @@ def lines(out: Path, n: int) -> Path:
 
 
 def tinyplanes(out: Path, n: int) -> Path:
-    from overlap.trace.protos import XSpace
-    from overlap.trace.synthetic import SYNTHETIC_WARNING
+    from overlap.trace.synthetic import tiny_planes
 
-    sp = XSpace()
-    sp.warnings.append(SYNTHETIC_WARNING)
-    for d in range(n):
-        pl = sp.planes.add(id=d, name=f"/device:GPU:{d}")
-        md = pl.event_metadata[1]
-        md.id, md.name = 1, "kernel_x"
-        ln = pl.lines.add(id=1, name="Stream #1", timestamp_ns=1000)
-        ln.events.add(metadata_id=1, offset_ps=10, duration_ps=5)
-    sp.planes.add(id=n, name="/host:CPU")
     p = out / f"tinyplanes{n // 1000}k.xplane.pb"
-    p.write_bytes(sp.SerializeToString())
+    p.write_bytes(tiny_planes(n))
     return p
 
 

@@ -607,6 +607,24 @@ def one_event_lines(n: int) -> bytes:
     return sp.SerializeToString()
 
 
+def tiny_planes(n: int, odd_every: int = 0) -> bytes:
+    """SYNTHETIC: `n` GPU planes of one line (`Stream #1`, timestamp_ns 1000) of one event
+    that no rule reads (`kernel_x`), then an empty host plane; with `odd_every`, every
+    `odd_every`-th plane's line is of a stream kind overlap does not read (`Stream #1(Odd)`:
+    another reason). The fuzz campaign's shape of many small planes (issue 32)."""
+    sp = XSpace()
+    sp.warnings.append(SYNTHETIC_WARNING)
+    for d in range(n):
+        pl = sp.planes.add(id=d, name=f"/device:GPU:{d}")
+        md = pl.event_metadata[1]
+        md.id, md.name = 1, "kernel_x"
+        odd = odd_every and d % odd_every == 0
+        ln = pl.lines.add(id=1, name="Stream #1(Odd)" if odd else "Stream #1", timestamp_ns=1000)
+        ln.events.add(metadata_id=1, offset_ps=10, duration_ps=5)
+    sp.planes.add(id=n, name="/host:CPU")
+    return sp.SerializeToString()
+
+
 def many_ops_scenario(steps: int = 30, distinct_compute: bool = False,
                       clocked: bool = False) -> SyntheticTrace:
     """A TPU step loop where every copy is its own `copy-start` op (the many-distinct-copy-ops

@@ -20,20 +20,9 @@ from overlap.trace.values import object_array
 def _tiny_planes(path, n: int, odd_every: int = 3):
     """`n` GPU planes of one line of one event that no rule reads (`kernel_x`), every
     `odd_every`-th on a stream line of an odd kind (another reason), marked SYNTHETIC."""
-    from overlap.trace.protos import XSpace
-    from overlap.trace.synthetic import SYNTHETIC_WARNING
+    from overlap.trace.synthetic import tiny_planes
 
-    sp = XSpace()
-    sp.warnings.append(SYNTHETIC_WARNING)
-    for d in range(n):
-        pl = sp.planes.add(id=d, name=f"/device:GPU:{d}")
-        md = pl.event_metadata[1]
-        md.id, md.name = 1, "kernel_x"
-        name = "Stream #1(Odd)" if d % odd_every == 0 else "Stream #1"
-        ln = pl.lines.add(id=1, name=name, timestamp_ns=1000)
-        ln.events.add(metadata_id=1, offset_ps=10, duration_ps=5)
-    sp.planes.add(id=n, name="/host:CPU")
-    path.write_bytes(sp.SerializeToString())
+    path.write_bytes(tiny_planes(n, odd_every))
     return path
 
 
