@@ -66,6 +66,7 @@ from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy, memset
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_FromUnsignedLongLong
 from cython.view cimport array as cvarray
 from cpython.unicode cimport (PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode_DecodeASCII,
@@ -75,6 +76,10 @@ from cpython.unicode cimport (PyUnicode_AsUTF8AndSize, PyUnicode_DATA, PyUnicode
 cdef extern from *:
     void __builtin_prefetch(const void* p) nogil  # (gcc, clang)
     int __builtin_ctzll(unsigned long long x) nogil  # (gcc, clang; x != 0)
+
+
+cdef extern from "Python.h":
+    int PyUnicode_IS_ASCII(object o)
 
 
 # A hash table's slots: read at random, one per key, so a table of millions of keys spent
@@ -1008,7 +1013,7 @@ cdef bint _plain_stat(const uint8_t* b, Py_ssize_t p, Py_ssize_t e) noexcept nog
 
 cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                   _LineRecs lines, _Pos starts, _Pos ends, _I64s sspans, Py_ssize_t lazy_min,
-                  dict seen, int gpu_mode, bint bare_ok):
+                  _Seen seen, int gpu_mode, bint bare_ok):
     """(plane bytes without lines, stat metadata [and entries], as parts to be joined (a
     plane's bytes joined on their own were copied twice: the host plane of a capture with
     programs holds MBs of them), (stripped, strings with
@@ -1036,7 +1041,7 @@ cdef tuple _plane(const uint8_t[::1] mv, Py_ssize_t s, Py_ssize_t e, object stri
 
 cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object strip_meta,
                        list parts, _LineRecs lines, _Pos starts, _Pos ends, _I64s sspans,
-                       bint narrow, Py_ssize_t lazy_min, dict seen, int gpu_mode,
+                       bint narrow, Py_ssize_t lazy_min, _Seen seen, int gpu_mode,
                        int64_t* pid, bint bare_ok):
     """`_plane`'s walk: (stripped, bad, meta, stat names, stats: see `_plane`), the plane's bytes
     without lines and stat metadata added to `parts`, its lines to `lines`, its entry spans
@@ -1333,7 +1338,7 @@ cdef int _stat_entry(const uint8_t* b, Py_ssize_t p, Py_ssize_t e, int64_t* key,
 
 
 cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
-                        Py_ssize_t lazy_min, dict seen, bint narrow=False):
+                        Py_ssize_t lazy_min, _Seen seen, bint narrow=False):
     """A plane's stat metadata (its `n` entries, (tag, payload, end) each at `sp`), as
     `Plane.stat_names` reads upb's map: None where it has none; {id: name} in upb's
     iteration order where every entry reads plainly (`_stat_entry`) and the ids are dense
@@ -1359,6 +1364,7 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
     cdef bint plain = True, ascending = True, dense
     cdef int64_t* got = <int64_t*>malloc(3 * n * sizeof(int64_t))
     cdef uint8_t* mark
+    cdef Py_ssize_t* at
     if got == NULL:
         raise MemoryError()
     try:
@@ -1401,15 +1407,29 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
                 return _stat_rows32(got, n, hi)
             return _owned_int64(&got, 3 * n).reshape(n, 3)
         d = {}
+        if dense and not ascending:
+            # (ids in any order, as writers write a map: each id's last entry, placed by id
+            # and read ascending, what `dict(sorted(d.items()))` of the entries gave; that
+            # sort of (id, name) tuples was ~a quarter of the split of 10k GPU planes)
+            at = <Py_ssize_t*>malloc((hi + 1) * sizeof(Py_ssize_t))
+            if at == NULL:
+                raise MemoryError()
+            try:
+                for k in range(hi + 1):
+                    at[k] = -1
+                for i in range(n):
+                    at[got[3 * i]] = i
+                for k in range(hi + 1):
+                    if at[k] >= 0:
+                        i = at[k]
+                        d[k] = _name_of(b, k, got[3 * i + 1], got[3 * i + 2], seen)
+            finally:
+                free(at)
+            return d
         for i in range(n):
-            # (a name an earlier plane of the space has: its object, `seen`; new names are
-            # added up to _INTERN_MAX, a bound on what the table itself costs where the
-            # names are many and all differ)
-            t = PyUnicode_DecodeUTF8(<char*>(b + got[3 * i + 1]), got[3 * i + 2] - got[3 * i + 1],
-                                     NULL)
-            d[got[3 * i]] = seen.setdefault(t, t) if len(seen) < _INTERN_MAX else seen.get(t, t)
+            d[got[3 * i]] = _name_of(b, got[3 * i], got[3 * i + 1], got[3 * i + 2], seen)
         if dense:
-            return d if ascending else dict(sorted(d.items()))
+            return d
         fields = b"".join([PyBytes_FromStringAndSize(<char*>(b + sp[3 * i]),
                                                      sp[3 * i + 2] - sp[3 * i])
                            for i in range(n)])
@@ -1443,6 +1463,51 @@ cdef object _stat_rows32(const int64_t* got, Py_ssize_t n, int64_t hi):
 
 # The most stat names `_stat_names` keeps one object of per space (~5 MiB of table).
 cdef Py_ssize_t _INTERN_MAX = 1 << 16
+
+
+cdef class _Seen:
+    """The stat names a split has met (`_stat_names`): `names`, each one object (new ones
+    added up to `_INTERN_MAX`); `by_id`, per stat id (below `_BY_ID_MAX`), the name the
+    last plane that had the id named it by, where `names` holds it."""
+
+    cdef dict names
+    cdef list by_id
+
+    def __cinit__(self):
+        self.names = {}
+        self.by_id = []
+
+
+cdef Py_ssize_t _BY_ID_MAX = 4096  # (ids of a dense map of at most `LAZY_STAT_NAMES`)
+
+
+cdef object _name_of(const uint8_t* b, int64_t k, Py_ssize_t ns, Py_ssize_t ne, _Seen seen):
+    """The name [ns, ne) of `b` (valid UTF-8) of a plane's stat id `k`, as the space's one
+    object of it: a name an earlier plane of the space has is that plane's object (GPU
+    planes carry the same stat names, a copy each: 10k planes of ~20 entries, ~11 MiB of
+    `str`). Where the last plane with the id `k` named it by the same ASCII bytes, that
+    object without a decode or a hash (GPU planes write the same map, id for id: the
+    decode and the lookup were ~a third of the split of 10k planes); else the name decoded
+    and looked up among those met, added while they are under `_INTERN_MAX` (a bound on
+    what the table itself costs where the names are many and all differ)."""
+    cdef Py_ssize_t ln = ne - ns
+    cdef list by_id = seen.by_id
+    cdef object prev
+    if 0 <= k < PyList_GET_SIZE(by_id):
+        prev = <object>PyList_GET_ITEM(by_id, k)
+        if prev is not None and PyUnicode_IS_ASCII(prev) and PyUnicode_GET_LENGTH(prev) == ln \
+                and memcmp(PyUnicode_DATA(prev), b + ns, ln) == 0:
+            return prev
+    t = PyUnicode_DecodeUTF8(<char*>(b + ns), ln, NULL)
+    names = seen.names
+    if len(names) >= _INTERN_MAX:
+        return names.get(t, t)
+    t = names.setdefault(t, t)
+    if 0 <= k < _BY_ID_MAX:
+        if k >= PyList_GET_SIZE(by_id):
+            by_id.extend([None] * (k + 1 - PyList_GET_SIZE(by_id)))
+        by_id[k] = t
+    return t
 
 
 cdef list _written(const uint8_t* b, const int64_t* sp, Py_ssize_t n):
@@ -1588,7 +1653,7 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
     cdef _Pos starts = _Pos(wide), ends = _Pos(wide)
     cdef _I64s line_bounds = _I64s(), entry_bounds = _I64s()
     cdef _I64s sspans = _I64s()
-    cdef dict seen = {}  # stat names met, each one object (`_stat_names`)
+    cdef _Seen seen = _Seen()  # stat names met, each one object (`_stat_names`)
     cdef int gpu_mode = 0  # (`_GPU_MODE`: 0, none said)
     cdef int64_t pid
     cdef _I64s ids = _I64s()  # (per plane, a bare plane's id: `BARE_MODE`)
@@ -4121,10 +4186,6 @@ def async_pairs_by_time(list names, const int64_t[::1] inv, const uint8_t[::1] b
 
 # ---------------------------------------------------------------------------------------------
 # CUPTI `*_details` stats
-
-
-cdef extern from "Python.h":
-    int PyUnicode_IS_ASCII(object o)
 
 
 cdef inline bint _split_space(uint8_t c) noexcept nogil:
