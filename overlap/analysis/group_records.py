@@ -23,7 +23,7 @@ import numpy as np
 
 from overlap.analysis import causes as exposure
 from overlap.analysis.grouping import Columns, group_sums, is_none, one_hot, sorted_codes
-from overlap.arrays import factorize, repeated
+from overlap.arrays import dict_rows, factorize, repeated
 from overlap.trace.strcodes import str_codes
 from overlap.trace.tables import concat, missing_mask, n_rows, take
 
@@ -93,22 +93,34 @@ def _ones_where(m: np.ndarray) -> np.ndarray:
 
 
 def records_of(df: Columns, keys: list[str]) -> list[dict[str, Any]]:
-    # One row per group (devices, ops), not per event; columns to lists once, not per row.
+    """One record per group (devices, ops), not per event: the group's `keys`, `bucket`'s
+    fields, its class counts and `exposure_causes`. Made a column at a time (each field's
+    values a list, set into copies of one template, `arrays.dict_rows`), not a dict and a
+    `bucket` call per group (10k devices: ~30 ms, a row each)."""
     c = {k: df[k].tolist() for k in (*keys, "count", "bytes", "span_ps", "hidden_ps",
                                       HIDDEN, PARTIAL, EXPOSED)}
     n = len(c["count"])
+    if not n:
+        return []
     unknown = df["unknown_bytes"].tolist() if "unknown_bytes" in df else [0] * n
     duration = df["duration_ps"].tolist() if "duration_ps" in df else c["span_ps"]
-    causes = {k: df[k].tolist() if k in df else [0] * n for k in exposure.CAUSE_COLUMNS}
-    rows = []
-    for i in range(n):
-        row = {k: c[k][i] for k in keys}
-        row.update(bucket(c["count"][i], c["bytes"][i], c["span_ps"][i], c["hidden_ps"][i],
-                           unknown[i], duration[i]))
-        row.update({label: int(c[label][i]) for label in (HIDDEN, PARTIAL, EXPOSED)})
-        row["exposure_causes"] = exposure.cause_dict({k: v[i] for k, v in causes.items()})
-        rows.append(row)
-    return rows
+    count, nbytes, span, hidden = c["count"], c["bytes"], c["span_ps"], c["hidden_ps"]
+    # `bucket`'s fields, each as it computes them, on the same values
+    dur = list(map(int, duration))
+    fields = [
+        ("count", list(map(int, count))), ("bytes", list(map(int, nbytes))),
+        ("unknown_bytes", list(map(int, unknown))), ("span_ps", list(map(int, span))),
+        ("hidden_ps", list(map(int, hidden))),
+        ("exposed_ps", [int(s - h) for s, h in zip(span, hidden)]),
+        ("overlap_ratio", list(map(_ratio, hidden, span))), ("duration_ps", dur),
+        ("bandwidth_Bps", [b * 1e12 / d if d > 0 and not u else None
+                           for b, d, u in zip(nbytes, dur, unknown)]),
+        *((label, list(map(int, c[label]))) for label in (HIDDEN, PARTIAL, EXPOSED)),
+        ("exposure_causes", exposure.cause_dicts(
+            [np.asarray(df[k]) if k in df else np.zeros(n, np.int64)
+             for k in exposure.CAUSE_COLUMNS]))]
+    return dict_rows(dict.fromkeys([*keys, *(k for k, _ in fields)]), n,
+                     [*((k, c[k]) for k in keys), *fields])
 
 
 def most_exposed_ops(groups: Columns, top: int, one_device: bool = False) -> dict[str, Any]:

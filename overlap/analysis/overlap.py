@@ -85,6 +85,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -109,6 +110,7 @@ from overlap.analysis.grouping import Columns, equal_to, frame_of, is_none
 from overlap.analysis.hosts import straggler_view
 from overlap.analysis.intervals import (
     Coverage,
+    GroupCoverages,
     covered_grouped,
     merge_grouped,
     merge_intervals,
@@ -268,7 +270,7 @@ def transfer_table(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
 @memo.per_trace("transfer_columns", lambda v: ({**v[0]}, v[1]))
 def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOLD,
                      exposed_threshold: float = DEFAULT_EXPOSED_THRESHOLD,
-                     ) -> tuple[Columns, dict[tuple[str, str], tuple[Coverage, Coverage]]]:
+                     ) -> tuple[Columns, Mapping[tuple[str, str], tuple[Coverage, Coverage]]]:
     """`transfer_table`, its table as a dict of numpy arrays (no pandas)."""
     tr = trace.columns("transfers")
     start = np.asarray(tr["start_ps"], dtype=np.int64)
@@ -278,7 +280,7 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
         end = np.maximum(end, start)
     span = end - start
     hidden = np.zeros(n, np.int64)
-    coverages: dict[tuple[str, str], tuple[Coverage, Coverage]] = {}
+    coverages: Mapping[tuple[str, str], tuple[Coverage, Coverage]] = {}
     if n:
         # Every device at once (the grouped primitives equal the per-device ones); the
         # codes and merged compute made once per trace (the causes search them again)
@@ -297,9 +299,10 @@ def transfer_columns(trace, *, hidden_threshold: float = DEFAULT_HIDDEN_THRESHOL
             else comp.subtract_from(*merge_grouped(tcode[exposed], start[exposed], end[exposed]))
         groups = np.arange(len(keys) + 1)
         cb, xb = np.searchsorted(mg, groups), np.searchsorted(xg, groups)
-        for g in np.flatnonzero(np.bincount(tcode, minlength=len(keys))).tolist():
-            coverages[keys[g]] = (Coverage(ms[cb[g]:cb[g + 1]], me[cb[g]:cb[g + 1]]),
-                                  Coverage(xs[xb[g]:xb[g + 1]], xe[xb[g]:xb[g + 1]]))
+        # (per device with copies, made when asked: `GroupCoverages`)
+        coverages = GroupCoverages(
+            keys, np.flatnonzero(np.bincount(tcode, minlength=len(keys))).tolist(), ms, me,
+            cb, xs, xe, xb)
     # ratio = hidden / span and bw = bytes * 1e12 / duration, NaN where not defined: each
     # divided in place where defined (the same float64 quotients as dividing every row, with
     # three 36k-row temporaries fewer each: fresh pages cost as much as the arithmetic)
