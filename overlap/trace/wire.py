@@ -585,7 +585,7 @@ def _group_spec(groups, presence=None, listed=None) -> tuple[tuple | None, list[
     used: set[int] = set()
     for flag, gs in ((0, groups), (1, presence), (2, listed)):
         for g in gs or ():
-            ks = frozenset(int(x) for x in g)
+            ks = frozenset(map(int, g))
             if ks and used.isdisjoint(ks):  # (a set given twice is left out the second time)
                 sets.append(ks)
                 only.append(flag)
@@ -739,7 +739,7 @@ class LineEvents:
 
     def _stats(self, sids) -> dict:
         """Records holding at least every stat of `sids` (each event's in the order written)."""
-        need = frozenset(int(x) for x in sids)
+        need = frozenset(map(int, sids))
         for have, st in self._batches:
             if have is None or need <= have:
                 return st
@@ -752,7 +752,7 @@ class LineEvents:
         out = np.zeros(self.n, bool)
         if not (self.n and sids):
             return out
-        need = frozenset(int(x) for x in sids)
+        need = frozenset(map(int, sids))
         parts = [need] if need in self._groups else [ks for ks in self._groups if ks <= need]
         if parts and frozenset().union(*parts) == need:  # answered by the groups' codes
             for ks in parts:
@@ -769,7 +769,7 @@ class LineEvents:
         of the constructor's `groups`, one value per distinct value, else one per event."""
         if not self.n or not sids:
             return np.full(self.n, -1, np.int32), np.zeros(0, object)
-        key = frozenset(int(x) for x in sids)
+        key = frozenset(map(int, sids))
         got = self._first.get(key)
         if got is not None and got[0] is stat_names:
             return got[1], got[2]
@@ -791,12 +791,12 @@ class LineEvents:
         """For an interned set of `groups` (or `listed`) the scanner decoded: (per event its
         code, -1: none; the values' records, kind/ival/vpos in `buf`: distinct, but for a
         listed set where a value may repeat), no object each; else None."""
-        key = frozenset(int(x) for x in sids)
+        key = frozenset(map(int, sids))
         return self._groups[key] if self.buf is not None and key in self._interned else None
 
     def forget(self, sids) -> None:
         """Keep nothing of stats `sids` (a caller done with them: asked again, decoded again)."""
-        key = frozenset(int(x) for x in sids)
+        key = frozenset(map(int, sids))
         for d in (self._groups, self._first, self._sparse):
             d.pop(key, None)
         self._interned.discard(key)
@@ -806,7 +806,7 @@ class LineEvents:
         """`first_codes` for events `idx` only: (their codes, the values). Where the stat comes
         from records, no code per event of the line is made (8 bytes per event, and its
         page faults, on a line of a million events for a few thousand asked)."""
-        key = frozenset(int(x) for x in sids)
+        key = frozenset(map(int, sids))
         got = self._first.get(key)
         if (got is not None and got[0] is stat_names) or key in self._interned:
             codes, vals = self.first_codes(sids, stat_names)
@@ -856,7 +856,7 @@ class LineEvents:
         per set: 17 MB of zeros on a TPU op line of a million events, for 100k asked). Not
         for a `PlaneGroup` read.
         (Added for overlap.trace.tpu's device clock; see notes/32-34.md.)"""
-        sets = [frozenset(int(x) for x in sids) for sids in sid_sets]
+        sets = [frozenset(map(int, sids)) for sids in sid_sets]
         if at_only and at is None:
             raise ValueError("at_only needs at")
         size = len(at) if at_only and at is not None else self.n
