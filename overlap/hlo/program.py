@@ -104,6 +104,15 @@ def calls_in(attrs: str) -> list[tuple[str, str]]:
     return []
 
 
+def calls_of(ins: Any) -> list[tuple[str, str]] | tuple[()]:
+    """`calls_in` of a parsed instruction's attributes, kept with it (a report reads them for
+    the program, `trace_ops.program_from_text`, and the loop counts, `_multipliers`)."""
+    got = ins.__dict__.get("_calls")
+    if got is None:
+        got = ins.__dict__["_calls"] = calls_in(ins.attrs) or ()
+    return got
+
+
 # ---- Shapes ---------------------------------------------------------------------------------
 
 
@@ -319,16 +328,11 @@ class _Instr(Record):
 _TOKEN_RE = LazyPattern(r"\S+")
 _OPCODE_RE = LazyPattern(r"\s*([\w\-.]+)\(")
 
-# An instruction line as XLA prints most of them (all but 677 of the 46,852 instruction lines
-# of the real corpus' programs), read by one match (`_parse_plain`): a name, a plain
-# array shape or a tuple of them, the opcode, and operands each a plain array shape or a
-# tuple of them and a name, or a name alone, separated by ", ". A plain array shape's
-# layout holds no bracket or brace and only closed, unnested parentheses (`S(5)`,
-# `T(8,128)`). On such a line the general reader's steps give the same parts: the first
-# " = " follows the name; the shape is the first token, or, a tuple, ends at the ")" that
-# closes it; the operand list closes at the ")" after its last operand (every bracket in
-# it is closed where it opens); its top-level commas are the separators. Any other line
-# goes the general way.
+# An instruction line as XLA prints most of them (all but 677 of the corpus' 46,852), read by
+# one match (`_parse_plain`): a name, a plain array shape (a layout of no bracket or brace,
+# only closed, unnested parentheses: `S(5)`, `T(8,128)`) or a tuple of them, the opcode, and
+# operands each such a shape and a name, or a name alone, separated by ", ". The general
+# reader's steps give such a line the same parts; any other line goes the general way.
 _LAYOUT = r"\{[^{}\[\]()\s]*(?:\([^{}\[\]()\s]*\)[^{}\[\]()\s]*)*\}"
 _ARRAY = r"[a-z][a-z0-9]*\[[\d,]*\](?:" + _LAYOUT + r")?"
 
@@ -561,7 +565,7 @@ def _multipliers(comps: dict[str, list[_Instr]],
             n = int(trip.group(1)) if trip else None
             if n is None and ins.opcode == "while":
                 n = derived_trip_count(ins, comps, by_name)
-            for kind, callee in calls_in(a):
+            for kind, callee in calls_of(ins):
                 if ins.opcode == "while" and kind == "body":
                     edges[cname].append((callee, 1 if n is None else n, n is not None))
                 else:
