@@ -104,15 +104,6 @@ def calls_in(attrs: str) -> list[tuple[str, str]]:
     return []
 
 
-def calls_of(ins: Any) -> list[tuple[str, str]] | tuple[()]:
-    """`calls_in` of a parsed instruction's attributes, kept with it (a report reads them for
-    the program, `trace_ops.program_from_text`, and the loop counts, `_multipliers`)."""
-    got = ins.__dict__.get("_calls")
-    if got is None:
-        got = ins.__dict__["_calls"] = calls_in(ins.attrs) or ()
-    return got
-
-
 # ---- Shapes ---------------------------------------------------------------------------------
 
 
@@ -565,7 +556,7 @@ def _multipliers(comps: dict[str, list[_Instr]],
             n = int(trip.group(1)) if trip else None
             if n is None and ins.opcode == "while":
                 n = derived_trip_count(ins, comps, by_name)
-            for kind, callee in calls_of(ins):
+            for kind, callee in calls_in(a):
                 if ins.opcode == "while" and kind == "body":
                     edges[cname].append((callee, 1 if n is None else n, n is not None))
                 else:

@@ -143,7 +143,7 @@ def program_from_text(text: Any, name: str = "") -> Program:
     """A `compiled.as_text()` module (with its FileNames/.../StackFrames sections), or its
     `overlap.hlo.program.ParsedHlo` (not parsed again)."""
     # here, not at import: overlap.hlo.program loads protobuf (tests/cli/test_no_protobuf.py)
-    from overlap.hlo.program import ParsedHlo, _parse_module, calls_of
+    from overlap.hlo.program import ParsedHlo, _parse_module, calls_in
 
     if isinstance(text, ParsedHlo):
         comps, text = text.comps, text.text
@@ -163,7 +163,7 @@ def program_from_text(text: Any, name: str = "") -> Program:
             ins.__dict__.update(
                 name=i.name, opcode=opcode, computation=cname,
                 operands=[] if opcode in ("parameter", "constant") else i.operands,
-                calls=[c for _, c in calls_of(i)], parameter_number=pnum, _attrs=i.attrs)
+                calls=[c for _, c in calls_in(i.attrs)], parameter_number=pnum, _attrs=i.attrs)
             if i.root:
                 roots[cname] = i.name
         if cname not in roots and lst:
