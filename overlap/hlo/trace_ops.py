@@ -60,7 +60,7 @@ class Location(FrozenRecord):
 class Ins(Record):
     """One instruction of a `Program`. One read from HLO text (`program_from_text`) holds its
     attributes' text (`_attrs`) and reads `tuple_index`, `frame`, `op_name` and
-    `control_predecessors` from it when one is first asked (`__getattr__`): a report looks
+    `control_predecessors` from it when one is first asked (`_FromAttrs`): a report looks
     at the copies' and their neighbours' (a few dozen of the real H100 transformer
     program's 1,819 instructions), where the searches for every instruction took ~4 ms."""
 
@@ -84,12 +84,24 @@ class Ins(Record):
         # (XLA's scheduler orders an async copy's -done before the kernels after it this way)
         self.control_predecessors = [] if control_predecessors is None else control_predecessors
 
-    def __getattr__(self, name: str) -> Any:
-        # (only for a field not yet set: one `program_from_text` left in `_attrs`)
-        d = self.__dict__
-        if name not in _TEXT_FIELDS or "_attrs" not in d:
-            raise AttributeError(f"{type(self).__qualname__!r} object has no attribute {name!r}")
-        attrs = d.pop("_attrs")
+class _FromAttrs:
+    """A field of an `Ins` read from HLO text (`program_from_text` left its attributes' text in
+    `_attrs`), read with the three others from that text when one is first asked and then an
+    entry of its own dict. A descriptor of the class, not a `__getattr__`: with one, every
+    attribute read of every instruction takes the interpreter's slower lookup. An `Ins` made
+    with every field holds them in its dict, which a descriptor without `__set__` leaves
+    first."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, ins: Any, owner: type | None = None) -> Any:
+        if ins is None:
+            return self
+        d = ins.__dict__
+        attrs = d.pop("_attrs", None)
+        if attrs is None:  # (none to read: an `Ins` whose field was deleted)
+            raise AttributeError(self.name)
         idx = _INDEX_RE.search(attrs) if d["opcode"] == "get-tuple-element" else None
         fr = _search_from(_FRAME_RE, "stack_frame_id=", attrs)
         on = _search_from(_OPNAME_RE, 'op_name="', attrs)
@@ -99,11 +111,15 @@ class Ins(Record):
         d["op_name"] = on.group(1) if on else ""
         d["control_predecessors"] = [x.strip().lstrip("%") for x in cp.group(1).split(",")
                                      if x.strip()] if cp else []
-        return d[name]
+        return d[self.name]
 
 
-# The fields of an `Ins` read from HLO text that `program_from_text` leaves to first use
-_TEXT_FIELDS = frozenset(("tuple_index", "frame", "op_name", "control_predecessors"))
+# (set on the class after it is made: mypy reads the fields' types from `Ins.__init__`)
+for _f in ("tuple_index", "frame", "op_name", "control_predecessors"):
+    _d = _FromAttrs()
+    _d.__set_name__(Ins, _f)
+    setattr(Ins, _f, _d)
+del _f, _d
 
 
 class Program(Record):
@@ -158,7 +174,7 @@ def program_from_text(text: Any, name: str = "") -> Program:
             pnum = None
             if opcode == "parameter" and i.operands and i.operands[0].isdigit():
                 pnum = int(i.operands[0])
-            # (the fields read from the attributes' text when first asked: `Ins.__getattr__`)
+            # (the fields read from the attributes' text when first asked: `_FromAttrs`)
             ins = instrs[i.name] = new(Ins)
             ins.__dict__.update(
                 name=i.name, opcode=opcode, computation=cname,

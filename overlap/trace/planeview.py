@@ -86,11 +86,21 @@ class PlaneView:
         lo, hi = bounds[self._at], bounds[self._at + 1]
         return ms[lo:hi], me[lo:hi]
 
-    # (the message's fields the reader reads of every plane, as properties: `__getattr__`
-    # runs only after a failed lookup, ~0.6 us each; 100k planes in a capture of small ones)
+    # The message's other fields, as properties. No `__getattr__` passing any name on to the
+    # message: a class that has one gives every attribute read of its objects the slower
+    # lookup (the interpreter neither specializes a slot's read for it nor skips the hook),
+    # ~1.7M reads of 100k small planes' views, ~5% of that report.
     @property
     def event_metadata(self):
         return self.msg.event_metadata
+
+    @property
+    def stat_metadata(self):
+        return self.msg.stat_metadata
+
+    @property
+    def id(self):
+        return self.msg.id
 
     @property
     def stats(self):
@@ -103,8 +113,6 @@ class PlaneView:
             s = self._stats = _plane_stats_at(self.buf, s)
         return s
 
-    def __getattr__(self, name):
-        return getattr(self.msg, name)
 
 
 # String fields read with invalid UTF-8 replaced (see `wire`'s docstring), counted as each

@@ -1,6 +1,6 @@
 """An instruction of a program read from HLO text (`trace_ops.program_from_text`) reads its
 `tuple_index`, `frame`, `op_name` and `control_predecessors` from its attributes when first
-asked (`Ins.__getattr__`): each equals what reading them at once gave (the searches kept
+asked (`trace_ops._FromAttrs`): each equals what reading them at once gave (the searches kept
 here as the reference), on the real corpus' programs; the record compares, prints and
 pickles as one built with every field; a name that is no field is still an AttributeError."""
 
@@ -64,5 +64,8 @@ def test_one_field_asked_reads_all_and_other_names_are_refused():
     assert prog.instrs["p"].parameter_number == 0 and prog.callers == {}
     with pytest.raises(AttributeError):
         g.no_such_field  # noqa: B018
+    whole = T.Ins("a", "add", "c", [], [], frame=4)  # built whole: its own fields
+    assert whole.frame == 4 and whole.op_name == "" and "_attrs" not in vars(whole)
+    del whole.frame  # (nothing left to read it from)
     with pytest.raises(AttributeError):
-        T.Ins("a", "add", "c", [], []).__getattr__("frame")  # built whole: nothing left
+        whole.frame  # noqa: B018
