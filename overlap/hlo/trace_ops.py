@@ -84,6 +84,7 @@ class Ins(Record):
         # (XLA's scheduler orders an async copy's -done before the kernels after it this way)
         self.control_predecessors = [] if control_predecessors is None else control_predecessors
 
+
 class _FromAttrs:
     """A field of an `Ins` read from HLO text (`program_from_text` left its attributes' text in
     `_attrs`), read with the three others from that text when one is first asked and then an
