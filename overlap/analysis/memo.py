@@ -16,6 +16,7 @@ or replace columns, never modify an array in place (as with `Trace.columns`).
 from __future__ import annotations
 
 import functools
+from operator import itemgetter
 from typing import Any, Callable
 
 _ATTR = "_analysis_memo"
@@ -59,11 +60,7 @@ def _vendor_facts(capture: Any) -> Any:
     if not isinstance(capture, dict):
         return None
     return tuple(sorted(((str(h), f.get("vendors") if isinstance(f, dict) else None)
-                         for h, f in capture.items()), key=_first))
-
-
-def _first(t: tuple) -> Any:
-    return t[0]
+                         for h, f in capture.items()), key=itemgetter(0)))
 
 
 def _kept(facts: Any) -> Any:

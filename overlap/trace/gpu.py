@@ -12,7 +12,7 @@ from overlap.trace import lines, vendors, wire
 from overlap.trace.groups import MANY_PLANES, groupable_all
 from overlap.trace.lines import LineBlock, RowNames, merge_rows, wide
 from overlap.trace.names import MEMCPY_DIRECTIONS, parse_details
-from overlap.trace.statcols import meta_values
+from overlap.trace.statcols import apply_once, meta_values
 from overlap.trace.tables import missing_mask
 from overlap.trace.values import _K_REF, _K_STR, _stat_objects, isin_ids
 from overlap.trace.wire import (
@@ -597,7 +597,7 @@ def _kernel_stat(P, ev: LineEvents, idx: np.ndarray, knames: Coded, name: str, u
     if not has.any():
         vals = object_array([P.meta_stats(u).get(name) for u in uniq])
         if fn is not None:
-            vals = object_array([fn(v) for v in vals.tolist()])
+            vals = object_array(apply_once(fn, vals.tolist()))
         got = Coded(knames.codes, vals)
         return got if fn is not None else _one_or_coded(got)
     if fn is None and has.all():

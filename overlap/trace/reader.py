@@ -919,12 +919,12 @@ class _DeviceRows:
         MiB through the read)."""
         self.device += devices
         self.plane += planes
-        seen: dict[tuple, tuple] = {}
+        seen: dict[tuple | None, tuple | None] = {}
         # (planes whose facts' stats are equal: their facts once, the stats' values the
         # key, where each is a str, int, bytes or None: of those, equal values are of one
         # type and read alike; a float is not keyed, -0.0 and 0.0 are equal but print
         # apart, nor a bool, equal to 1. 10k GPU planes: ~2.5 us a plane -> ~1)
-        memo: dict[tuple, tuple] = {}
+        memo: dict[tuple, tuple | None] = {}
         facts: list[tuple | None] = []
         for ps in stats:
             if not ps:
@@ -933,10 +933,10 @@ class _DeviceRows:
             raw = tuple(map(ps.get, _FACT_STATS))
             key = raw if _EXACT_TYPES.issuperset(map(type, raw)) else None
             f = memo.get(key) if key is not None else None
-            if f is None:
-                f = _device_facts(ps)
-                f = seen.setdefault(f, f) if f is not None else f
-                if key is not None and f is not None:
+            if f is None:  # (a plane with stats has facts: `_device_facts` gives a tuple)
+                got = _device_facts(ps)
+                f = seen.setdefault(got, got)
+                if key is not None:
                     memo[key] = f
             facts.append(f)
         self.facts += facts

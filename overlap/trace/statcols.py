@@ -68,11 +68,12 @@ def stat_column(P: Any, ev: Any, idx: np.ndarray, name: str) -> np.ndarray:
 
 def map_stat(P: Any, ev: Any, idx: np.ndarray, name: str, fn) -> np.ndarray:
     """`fn(v)` for each value of `stat_column(P, ev, idx, name)`, computed once per distinct
-    value (values equal but of different types, 1 and 1.0, each get their own call)."""
+    str or int value (`apply_once`: values equal but of different types, 1 and 1.0, each
+    get their own call)."""
     codes, vals = stat_codes(P, ev, idx, name)
     if not len(codes):
         return np.zeros(0, object)
-    return object_array([fn(v) for v in vals.tolist()])[codes]
+    return object_array(apply_once(fn, vals.tolist()))[codes]
 
 
 def coded_stat(P: Any, ev: Any, idx: np.ndarray, name: str, fn=None) -> Coded:
@@ -81,11 +82,11 @@ def coded_stat(P: Any, ev: Any, idx: np.ndarray, name: str, fn=None) -> Coded:
     freed (a million kernels' names: 7.5 MB of pointers less at the read's peak)."""
     codes, vals = stat_codes(P, ev, idx, name)
     if fn is not None:
-        vals = object_array(_each(fn, vals.tolist()))
+        vals = object_array(apply_once(fn, vals.tolist()))
     return Coded(codes, vals)
 
 
-def _each(fn, values: list) -> list:
+def apply_once(fn, values: list) -> list:
     """`[fn(v) for v in values]`, `fn` called once per distinct str or int value (of those
     types exactly: equal values of other types, 1.0 and True, or -0.0 and 0.0, may print
     apart). Why: where refs are each plane's own, the values are one per event, not one per
