@@ -2371,10 +2371,12 @@ def _direct(keys, values, limit):
 
 def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_ssize_t total,
                   skip=None, wanted=None, plane_of=None, int64_t stride=0, groups=None,
-                  int64_t time_limit=-1, bint drop=False, cond=None, need=None):
+                  int64_t time_limit=-1, bint drop=False, cond=None, need=None,
+                  int64_t ids=-1):
     """The events of lines whose payloads are [starts[i], ends[i]), in order (see the module
     docstring). `skip`, `wanted`: sorted int64 arrays (metadata ids; stat ids, or with
-    `plane_of` (per event, its plane's index) the keys `plane * stride + id`) or None.
+    `plane_of` (per event, its plane's index) the keys `plane * stride + id`, for ids in
+    [0, `ids`) (-1: [0, stride)), -1 outside) or None.
     `groups`: None or (sorted int64 stat ids/keys, int32 group index of each, group count
     [, per group 1 where only presence matters, 2 where its values may repeat]): per group,
     each event's first stat whose id is in the group, interned (see the module docstring); a
@@ -2403,6 +2405,8 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
     cdef const uint8_t* b = &mv[0]
     cdef Py_ssize_t nl = starts.shape[0], i, p, e, q, es, ee, k = 0, st0
     cdef Py_ssize_t row = 0  # rows written: k less the events dropped (`time_limit`)
+    if ids < 0 or ids > stride:  # (two keys of one: an id at or above the stride)
+        ids = stride
     cdef bint timed = time_limit >= 0
     drop = drop and timed and ((skip is not None and len(skip) > 0)
                                or (cond is not None and len(cond) > 0))
@@ -2670,7 +2674,7 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                     if kind == 5 and not _utf8_ok(b + vpos, <Py_ssize_t>ival):
                         nbad += 1
                     if grouped:
-                        key = pl * stride + sid if 0 <= sid < stride else -1
+                        key = pl * stride + sid if 0 <= sid < ids else -1
                     else:
                         key = sid
                     if all_stats or (wdir[key] >= 0 if 0 <= key < nwd else
@@ -2692,7 +2696,7 @@ def decode_events(data, const int64_t[::1] starts, const int64_t[::1] ends, Py_s
                                 if kind == 7 and grouped:  # a ref names its own plane's id
                                     rkey = <int64_t>ival
                                     ival = <uint64_t>(pl * stride + rkey
-                                                      if 0 <= rkey < stride else -1)
+                                                      if 0 <= rkey < ids else -1)
                                 tab = <_Intern>ilist[g]
                                 ec[g] = tab.code(b, kind, ival, vpos)
                                 if ec[g] > 127 and not wide:

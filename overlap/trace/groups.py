@@ -23,7 +23,7 @@ import numpy as np
 from overlap.arrays import ranges
 from overlap.trace.metatable import MetaTable, names_of
 from overlap.trace.statids import GroupStatIds, GroupStatNames, LazyStatNames
-from overlap.trace.values import GROUP_STRIDE
+from overlap.trace.values import GROUP_IDS, GROUP_STRIDE
 
 try:
     _scan: Any = importlib.import_module("overlap.trace._scan")
@@ -44,15 +44,15 @@ def groupable(P) -> bool:
 
 
 def _in_stride(keys) -> bool:
-    """Every key of the map (or int64 array) in [0, GROUP_STRIDE) (min and max over the map
+    """Every key of the map (or int64 array) in [0, GROUP_IDS) (min and max over the map
     itself, in C: a generator over `keys()`, a Python-level view on upb's map, cost ~2 us a
     plane, 100k planes in a capture of small ones; a `LazyStatNames`: its ids' array, not
     a Python int per id, ~65 ms a million stat names)."""
     if type(keys) is LazyStatNames:
         keys = keys.key_array()
     if isinstance(keys, np.ndarray):
-        return not keys.size or bool(keys.min() >= 0 and keys.max() < GROUP_STRIDE)
-    return not keys or (min(keys) >= 0 and max(keys) < GROUP_STRIDE)
+        return not keys.size or bool(keys.min() >= 0 and keys.max() < GROUP_IDS)
+    return not keys or (min(keys) >= 0 and max(keys) < GROUP_IDS)
 
 
 def groupable_all(planes: list) -> tuple[list[bool], MetaRows | None]:
@@ -120,11 +120,11 @@ class MetaRows:
         return cls(buf, d, count)
 
     def keys_in_stride(self) -> np.ndarray:
-        """Per plane: every key of its entries in [0, GROUP_STRIDE) (`_in_stride` of its
+        """Per plane: every key of its entries in [0, GROUP_IDS) (`_in_stride` of its
         map: the map's keys are its entries' keys)."""
         k = self.d["key"]
         out = np.ones(len(self.count), bool)
-        bad = np.flatnonzero((k < 0) | (k >= GROUP_STRIDE))
+        bad = np.flatnonzero((k < 0) | (k >= GROUP_IDS))
         if bad.size:
             plane = np.repeat(np.arange(len(self.count)), self.count)
             out[plane[bad]] = False

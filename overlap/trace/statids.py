@@ -248,6 +248,36 @@ class StatIds(Mapping):
         return len(self._index())
 
 
+class StatKeys(list):
+    """A group's keys of one stat name (`GroupStatIds`), a list as before, with the frozenset
+    `LineEvents` files its answers under made once (`key`, `ids_key`). Why: the reader asks
+    a group's line for the same stat a few hundred times (codes, presence, values); each ask
+    made a frozenset of every plane's key (10k planes: 10k keys), and the dicts it looked in
+    held an equal but other frozenset, so each lookup compared the two element by element:
+    ~21% of a report of 10k GPU planes. The same object each time: built once, found by
+    identity. Not to be changed once `key` is read (`GroupStatIds` fills it, then hands it
+    out)."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, keys=()) -> None:
+        super().__init__(keys)
+        self._key: frozenset | None = None
+
+    @property
+    def key(self) -> frozenset:
+        k = self._key
+        if k is None:
+            k = self._key = frozenset(map(int, self))
+        return k
+
+
+def ids_key(sids) -> frozenset:
+    """The frozenset of the stat ids (or a group's keys) `sids`, as `LineEvents` keys its
+    answers: a `StatKeys`' own, else made here."""
+    return sids.key if type(sids) is StatKeys else frozenset(map(int, sids))
+
+
 class GroupStatIds:
     """`PlaneGroup.stat_ids`: stat name -> the keys of every plane's ids of that name (plane
     by plane, each plane's in its map's order), built for the few names the reader asks for.
@@ -260,7 +290,7 @@ class GroupStatIds:
     def __init__(self, planes: list[Any], asked: tuple[str, ...] = ()):
         self.planes = planes
         self._asked = asked
-        self._cache: dict[str, list[int]] = {}
+        self._cache: dict[str, StatKeys] = {}
         self._named: list[tuple[int, Any]] | None = None  # the planes with stat metadata
 
     def get(self, name: str, default=None):
@@ -271,14 +301,14 @@ class GroupStatIds:
         if got is None:
             if self._named is None:  # (looked for once, not once per name asked)
                 self._named = [(i, P) for i, P in enumerate(self.planes) if P.stat_names]
-            got = self._cache[name] = [i * GROUP_STRIDE + k for i, P in self._named
-                                       for k in P.stat_ids.get(name, ())]
+            got = self._cache[name] = StatKeys(i * GROUP_STRIDE + k for i, P in self._named
+                                               for k in P.stat_ids.get(name, ()))
         return got or default
 
     def _find_asked(self) -> None:
         """The keys of every `asked` name, in one pass (where a plane's map is not a dict,
         nothing: each name is then found plane by plane)."""
-        found: dict[str, list[int]] = {n: [] for n in self._asked}
+        found: dict[str, StatKeys] = {n: StatKeys() for n in self._asked}
         self._asked = ()
         asked = found.__contains__
         for i, P in enumerate(self.planes):

@@ -18,6 +18,7 @@ from overlap.trace.values import (
     _K_REF,
     _K_STR,
     _K_U64,
+    GROUP_IDS,
     GROUP_STRIDE,
     object_array,
 )
@@ -74,7 +75,7 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1,
         for s in e.stats:
             i = s.metadata_id
             if pl is not None:
-                i = pl * GROUP_STRIDE + i if 0 <= i < GROUP_STRIDE else -1
+                i = pl * GROUP_STRIDE + i if 0 <= i < GROUP_IDS else -1
             w = s.WhichOneof("value")
             v = None if w is None else getattr(s, w)
             if want is None or i in want:
@@ -89,7 +90,7 @@ def upb_events(events, skip_mids, wanted, plane_of, groups=None, time_limit=-1,
                 kd = _UPB_KIND[w]
                 if kd == _K_REF and pl is not None:
                     r = int(s.ref_value)
-                    v = pl * GROUP_STRIDE + r if 0 <= r < GROUP_STRIDE else (1 << 64) - 1
+                    v = pl * GROUP_STRIDE + r if 0 <= r < GROUP_IDS else (1 << 64) - 1
                 # equal as the scanner's values are: by kind, and a double by its bits
                 vk = (kd, struct.pack("<d", v) if kd == _K_DOUBLE else v)
                 c = seen[g].get(vk)

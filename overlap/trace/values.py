@@ -13,10 +13,17 @@ import numpy as np
 from overlap.arrays import factorize, labels_at, repeated, repeated_join
 
 # Metadata and stat ids of several planes read as one (`PlaneGroup`) become keys
-# `plane index * GROUP_STRIDE + id`. Only planes whose ids all lie in [0, GROUP_STRIDE) are
+# `plane index * GROUP_STRIDE + id`. Only planes whose ids all lie in [0, GROUP_IDS) are
 # grouped; an event or stat whose id lies outside gets key -1, which names nothing (as an id
 # missing from its plane's metadata does when the plane is read alone).
-GROUP_STRIDE = 1 << 31
+GROUP_IDS = 1 << 31
+# Above every id, and not a power of two. Why: Python's sets and dicts place an int by its
+# low bits, and with a stride of 2**31 every plane's key of one id had the same low bits
+# (its id): each of 10k planes' keys for a stat name probed ~6 rounds of a chain of
+# collisions as it went into a frozenset or dict (~790 instructions an insert; ~8% of a
+# report of 10k GPU planes). With 2**15 + 1 more, the low bits are the plane's index times
+# 2**15 + 1 plus the id: spread over the table. Keys stay in plane order, then id order.
+GROUP_STRIDE = GROUP_IDS + (1 << 15) + 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 # Value kinds of a decoded stat record: the XStat value field numbers (0: no value).
@@ -25,7 +32,7 @@ _K_NONE, _K_DOUBLE, _K_U64, _K_I64, _K_STR, _K_BYTES, _K_REF = 0, 2, 3, 4, 5, 6,
 
 def _group_keys(plane: np.ndarray, ids: np.ndarray) -> np.ndarray:
     ids = ids.view(np.int64) if ids.dtype == np.uint64 else ids.astype(np.int64, copy=False)
-    ok = (ids >= 0) & (ids < GROUP_STRIDE)
+    ok = (ids >= 0) & (ids < GROUP_IDS)
     return np.where(ok, plane.astype(np.int64) * GROUP_STRIDE + ids, -1)
 
 

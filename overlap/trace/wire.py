@@ -78,7 +78,7 @@ from overlap.trace.statcols import map_stat as map_stat
 from overlap.trace.statcols import stat_codes as stat_codes
 from overlap.trace.statcols import stat_column as stat_column
 from overlap.trace.statcols import stat_keys as stat_keys
-from overlap.trace.statids import LazyStatNames
+from overlap.trace.statids import LazyStatNames, ids_key
 from overlap.trace.statids import StatIds as _StatIds
 from overlap.trace.upb_events import rows_of as _rows_of
 from overlap.trace.upb_events import upb_events as _upb_events
@@ -89,6 +89,7 @@ from overlap.trace.values import _K_NONE as _K_NONE
 from overlap.trace.values import _K_REF as _K_REF
 from overlap.trace.values import _K_STR as _K_STR
 from overlap.trace.values import _K_U64 as _K_U64
+from overlap.trace.values import GROUP_IDS as GROUP_IDS
 from overlap.trace.values import GROUP_STRIDE as GROUP_STRIDE
 from overlap.trace.values import INT64_MAX as INT64_MAX
 from overlap.trace.values import INT64_MIN as INT64_MIN
@@ -585,7 +586,7 @@ def _group_spec(groups, presence=None, listed=None) -> tuple[tuple | None, list[
     used: set[int] = set()
     for flag, gs in ((0, groups), (1, presence), (2, listed)):
         for g in gs or ():
-            ks = frozenset(map(int, g))
+            ks = ids_key(g)
             if ks and used.isdisjoint(ks):  # (a set given twice is left out the second time)
                 sets.append(ks)
                 only.append(flag)
@@ -725,7 +726,7 @@ class LineEvents:
         skip = sorted_unique(np.fromiter(self._skip, np.int64)) if self._skip else None
         return _scan.decode_events(line.buf, line.pay_s, line.pay_e, line.n_events, skip,
                                    want, self._plane_of, GROUP_STRIDE, groups, TIME_LIMIT_PS,
-                                   drop, self._cond, self._need)
+                                   drop, self._cond, self._need, GROUP_IDS)
 
     def _kept_stats(self, st: dict) -> dict:
         """Stat records of the events kept (indices renumbered)."""
@@ -739,9 +740,9 @@ class LineEvents:
 
     def _stats(self, sids) -> dict:
         """Records holding at least every stat of `sids` (each event's in the order written)."""
-        need = frozenset(map(int, sids))
+        need = ids_key(sids)
         for have, st in self._batches:
-            if have is None or need <= have:
+            if have is None or have is need or need <= have:
                 return st
         st = self._kept_stats(self._decode(sorted_unique(np.fromiter(need, np.int64)))[4])
         self._batches.append((need, st))
@@ -752,8 +753,14 @@ class LineEvents:
         out = np.zeros(self.n, bool)
         if not (self.n and sids):
             return out
-        need = frozenset(map(int, sids))
-        parts = [need] if need in self._groups else [ks for ks in self._groups if ks <= need]
+        need = ids_key(sids)
+        # (a set of the groups' own: its codes, no union of it made and compared, a group of
+        # 10k planes' keys)
+        grp = self._groups.get(need)
+        if grp is not None:
+            out |= grp[0] >= 0
+            return out
+        parts = [ks for ks in self._groups if ks <= need]
         if parts and frozenset().union(*parts) == need:  # answered by the groups' codes
             for ks in parts:
                 out |= self._groups[ks][0] >= 0
@@ -769,7 +776,7 @@ class LineEvents:
         of the constructor's `groups`, one value per distinct value, else one per event."""
         if not self.n or not sids:
             return np.full(self.n, -1, np.int32), np.zeros(0, object)
-        key = frozenset(map(int, sids))
+        key = ids_key(sids)
         got = self._first.get(key)
         if got is not None and got[0] is stat_names:
             return got[1], got[2]
@@ -791,12 +798,12 @@ class LineEvents:
         """For an interned set of `groups` (or `listed`) the scanner decoded: (per event its
         code, -1: none; the values' records, kind/ival/vpos in `buf`: distinct, but for a
         listed set where a value may repeat), no object each; else None."""
-        key = frozenset(map(int, sids))
+        key = ids_key(sids)
         return self._groups[key] if self.buf is not None and key in self._interned else None
 
     def forget(self, sids) -> None:
         """Keep nothing of stats `sids` (a caller done with them: asked again, decoded again)."""
-        key = frozenset(map(int, sids))
+        key = ids_key(sids)
         for d in (self._groups, self._first, self._sparse):
             d.pop(key, None)
         self._interned.discard(key)
@@ -806,7 +813,7 @@ class LineEvents:
         """`first_codes` for events `idx` only: (their codes, the values). Where the stat comes
         from records, no code per event of the line is made (8 bytes per event, and its
         page faults, on a line of a million events for a few thousand asked)."""
-        key = frozenset(map(int, sids))
+        key = ids_key(sids)
         got = self._first.get(key)
         if (got is not None and got[0] is stat_names) or key in self._interned:
             codes, vals = self.first_codes(sids, stat_names)
@@ -856,7 +863,7 @@ class LineEvents:
         per set: 17 MB of zeros on a TPU op line of a million events, for 100k asked). Not
         for a `PlaneGroup` read.
         (Added for overlap.trace.tpu's device clock; see notes/32-34.md.)"""
-        sets = [frozenset(map(int, sids)) for sids in sid_sets]
+        sets = [ids_key(sids) for sids in sid_sets]
         if at_only and at is None:
             raise ValueError("at_only needs at")
         size = len(at) if at_only and at is not None else self.n
