@@ -1363,8 +1363,7 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
     cdef int64_t k, lo = 0, hi = 0, last = 0
     cdef bint plain = True, ascending = True, dense
     cdef int64_t* got = <int64_t*>malloc(3 * n * sizeof(int64_t))
-    cdef uint8_t* mark
-    cdef Py_ssize_t* at
+    cdef Py_ssize_t* at = NULL  # (dense ids: per id its last entry, `_last_of_each_id`)
     if got == NULL:
         raise MemoryError()
     try:
@@ -1386,16 +1385,11 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
             return (fields, None, None)
         # dense: every id in [0, distinct ids] (a dict's len: ids written twice count once)
         dense = lo >= 0 and hi <= n
-        if dense and not ascending:
-            mark = <uint8_t*>calloc(hi + 1, 1)
-            if mark == NULL:
+        if dense:
+            at = <Py_ssize_t*>malloc((hi + 1) * sizeof(Py_ssize_t))
+            if at == NULL:
                 raise MemoryError()
-            distinct = 0
-            for i in range(n):
-                if not mark[got[3 * i]]:
-                    mark[got[3 * i]] = 1
-                    distinct += 1
-            free(mark)
+            distinct = _last_of_each_id(got, n, hi, at)
             dense = hi <= distinct
         if dense and 0 <= lazy_min <= n:
             if narrow and hi < (1 << 31) - 1:
@@ -1404,27 +1398,17 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
                 # 16 MB of copies a million stat names; ids in any order, as writers write a
                 # map (in hash order on our real H100/H200 captures), placed by id, where
                 # `LazyStatNames` sorted a million int64 triples: ~33 ms)
-                return _stat_rows32(got, n, hi)
+                return _stat_rows32(got, hi, at, distinct)
             return _owned_int64(&got, 3 * n).reshape(n, 3)
         d = {}
         if dense and not ascending:
             # (ids in any order, as writers write a map: each id's last entry, placed by id
             # and read ascending, what `dict(sorted(d.items()))` of the entries gave; that
             # sort of (id, name) tuples was ~a quarter of the split of 10k GPU planes)
-            at = <Py_ssize_t*>malloc((hi + 1) * sizeof(Py_ssize_t))
-            if at == NULL:
-                raise MemoryError()
-            try:
-                for k in range(hi + 1):
-                    at[k] = -1
-                for i in range(n):
-                    at[got[3 * i]] = i
-                for k in range(hi + 1):
-                    if at[k] >= 0:
-                        i = at[k]
-                        d[k] = _name_of(b, k, got[3 * i + 1], got[3 * i + 2], seen)
-            finally:
-                free(at)
+            for k in range(hi + 1):
+                if at[k] >= 0:
+                    i = at[k]
+                    d[k] = _name_of(b, k, got[3 * i + 1], got[3 * i + 2], seen)
             return d
         for i in range(n):
             d[got[3 * i]] = _name_of(b, got[3 * i], got[3 * i + 1], got[3 * i + 2], seen)
@@ -1436,22 +1420,33 @@ cdef object _stat_names(const uint8_t* b, const int64_t* sp, Py_ssize_t n,
         return (fields, _written(b, sp, n), d)
     finally:
         free(got)  # (NULL once `_owned_int64` took it)
+        free(at)
 
 
-cdef object _stat_rows32(const int64_t* got, Py_ssize_t n, int64_t hi):
-    """The (id, name start, name end) triples `got[0:3n]` of dense ids (each in [0, hi]),
-    written in any order, some perhaps twice, as an int32 array of three rows: per id
-    present, ascending, its last entry, as `LazyStatNames` orders an int64 table (a stable
-    sort by id, the last of equal ids)."""
-    at_a = np.full(hi + 1, -1, np.int32)  # per id, its last entry
-    cdef int32_t[::1] at = at_a
-    cdef Py_ssize_t i, j = 0, m = 0
+cdef Py_ssize_t _last_of_each_id(const int64_t* got, Py_ssize_t n, int64_t hi,
+                                 Py_ssize_t* at) noexcept nogil:
+    """Per id in [0, hi] of the triples (id, name start, name end) `got[0:3n]` (each id in
+    that range), the index of its last entry into `at` (hi + 1 slots; -1: none); returns
+    how many ids are present. Read ascending, what a stable sort by id keeping the last of
+    equal ids gives (upb's map of the entries, `LazyStatNames`' order): the placement both
+    `_stat_names`' dict of ids written out of order and `_stat_rows32` read."""
+    cdef Py_ssize_t i, m = 0
+    cdef int64_t k
+    for k in range(hi + 1):
+        at[k] = -1
     for i in range(n):
         if at[got[3 * i]] < 0:
             m += 1
-        at[got[3 * i]] = <int32_t>i
+        at[got[3 * i]] = i
+    return m
+
+
+cdef object _stat_rows32(const int64_t* got, int64_t hi, const Py_ssize_t* at, Py_ssize_t m):
+    """The triples `got` placed by id (`at`, `m` ids present: `_last_of_each_id`) as an
+    int32 array of three rows: per id present, ascending, its last entry."""
     out_a = np.empty((3, m), np.int32)
     cdef int32_t[:, ::1] out = out_a
+    cdef Py_ssize_t i, j = 0
     for i in range(hi + 1):
         if at[i] >= 0:
             out[0, j] = <int32_t>i
