@@ -16,6 +16,7 @@ through upb as before.
 from __future__ import annotations
 
 import importlib
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -64,15 +65,35 @@ def groupable_all(planes: list) -> tuple[list[bool], MetaRows | None]:
     if rows is None:
         return [groupable(P) for P in planes], None
     meta_ok = rows.keys_in_stride().tolist()
-    # (a map shared by planes, the empty one of 100k small planes, tested once)
+    stat_ok = _maps_in_stride([P.stat_names for P in planes])
+    return [ok and s for ok, s in zip(meta_ok, stat_ok)], rows
+
+
+def _maps_in_stride(maps: list) -> list[bool]:
+    """`_in_stride` of each plane's stat map. Where every one is a dict (the split's) of
+    int64 keys, their keys tested at once: a min and a max over each plane's ~20 keys were
+    ~3.5% of a report of 10k GPU planes' instructions. Else map by map, a map shared by
+    planes (the empty one of 100k small planes) tested once."""
+    if set(map(type, maps)) <= {dict}:
+        sizes = np.fromiter(map(len, maps), np.int64, len(maps))
+        try:
+            keys = np.fromiter(chain.from_iterable(maps), np.int64, int(sizes.sum()))
+        except (OverflowError, TypeError):  # (a key no int64 holds: tested map by map)
+            keys = None
+        if keys is not None:
+            out = np.ones(len(maps), bool)
+            bad = (keys < 0) | (keys >= GROUP_IDS)
+            if bad.any():
+                out[np.repeat(np.arange(len(maps)), sizes)[bad]] = False
+            return out.tolist()
     once: dict[int, bool] = {}
 
-    def stat_ok(names) -> bool:
+    def ok(names) -> bool:
         got = once.get(id(names))
         if got is None:
             got = once[id(names)] = _in_stride(names)
         return got
-    return [ok and stat_ok(P.stat_names) for ok, P in zip(meta_ok, planes)], rows
+    return [ok(m) for m in maps]
 
 
 class MetaRows:

@@ -126,3 +126,33 @@ def test_line_answers_filed_under_one_frozenset():
     assert any(k is keys.key for k in ev._groups)
     assert ev.has_stat(keys).tolist() == ev.has_stat(list(keys)).tolist() == [True] * n
     assert ev.interned(keys)[0].tolist() == ev.interned(list(keys))[0].tolist()
+
+
+def test_maps_in_stride_equals_each_maps_own():
+    """`groups._maps_in_stride` (every dict's keys tested at once) against `_in_stride` of
+    each map: keys in and out of [0, GROUP_IDS), one no int64 holds, shared and empty
+    maps, and a map that is not a dict."""
+    import random
+    from collections import OrderedDict
+
+    from overlap.trace.groups import _maps_in_stride
+
+    rng = random.Random(7)
+    pool = [0, 1, 20, GROUP_IDS - 1, GROUP_IDS, GROUP_STRIDE, -1, -(1 << 40), 1 << 62]
+    empty: dict = {}
+    for case in range(60):
+        maps = []
+        for _ in range(rng.randrange(0, 30)):
+            r = rng.random()
+            if r < 0.2:
+                maps.append(empty)
+            elif r < 0.3 and maps:
+                maps.append(rng.choice(maps))  # (shared by planes)
+            else:
+                ks = rng.sample(pool if rng.random() < 0.3 else range(40), rng.randrange(1, 6))
+                maps.append({k: f"s{k}" for k in ks})
+        if case % 10 == 1 and maps:
+            maps[0] = {1 << 64: "too wide"}
+        if case % 10 == 2 and maps:
+            maps[-1] = OrderedDict({3: "x", GROUP_IDS: "y"})
+        assert _maps_in_stride(maps) == [_in_stride(m) for m in maps], maps
