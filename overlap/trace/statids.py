@@ -268,7 +268,7 @@ class StatKeys(list):
     def key(self) -> frozenset:
         k = self._key
         if k is None:
-            k = self._key = frozenset(map(int, self))
+            k = self._key = frozenset(self)  # (ints, as `GroupStatIds` makes them)
         return k
 
 

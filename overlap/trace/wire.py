@@ -593,10 +593,14 @@ def _group_spec(groups, presence=None, listed=None) -> tuple[tuple | None, list[
                 used |= ks
     if not sets:
         return None, []
-    keys = np.array(sorted(used), np.int64)
-    of = {k: j for j, ks in enumerate(sets) for k in ks}
-    return (keys, np.array([of[k] for k in keys.tolist()], np.int32), len(sets),
-            np.array(only, np.uint8)), sets
+    # the keys ascending, each with its set's index (the sets are disjoint: one each), by
+    # numpy: a sort of Python ints and a dict of every key were ~3% of a report of 10k GPU
+    # planes (50k keys a group's line)
+    parts = [np.fromiter(ks, np.int64, len(ks)) for ks in sets]
+    keys = np.concatenate(parts)
+    of = np.repeat(np.arange(len(sets), dtype=np.int32), [len(p) for p in parts])
+    order = np.argsort(keys, kind="stable")
+    return (keys[order], of[order], len(sets), np.array(only, np.uint8)), sets
 
 
 class LineEvents:
