@@ -64,28 +64,29 @@ def groupable_all(planes: list) -> tuple[list[bool], MetaRows | None]:
         getattr(P.plane, "meta_stripped", False) == 2 for P in planes) else None
     if rows is None:
         return [groupable(P) for P in planes], None
-    meta_ok = rows.keys_in_stride().tolist()
-    stat_ok = _maps_in_stride([P.stat_names for P in planes])
-    return [ok and s for ok, s in zip(meta_ok, stat_ok)], rows
+    # (flags as arrays, one list made: 100k small planes' lists of flags were each 0.8 MB)
+    return (rows.keys_in_stride() & _maps_in_stride([P.stat_names for P in planes])).tolist(), \
+        rows
 
 
-def _maps_in_stride(maps: list) -> list[bool]:
-    """`_in_stride` of each plane's stat map. Where every one is a dict (the split's) of
-    int64 keys, their keys tested at once: a min and a max over each plane's ~20 keys were
-    ~3.5% of a report of 10k GPU planes' instructions. Else map by map, a map shared by
-    planes (the empty one of 100k small planes) tested once."""
+def _maps_in_stride(maps: list) -> np.ndarray:
+    """`_in_stride` of each plane's stat map (bool per map). Where every one is a dict (the
+    split's) of int64 keys, their keys tested at once: a min and a max over each plane's ~20
+    keys were ~3.5% of a report of 10k GPU planes' instructions. Else map by map, a map
+    shared by planes (the empty one of 100k small planes) tested once."""
+    n = len(maps)
     if set(map(type, maps)) <= {dict}:
-        sizes = np.fromiter(map(len, maps), np.int64, len(maps))
+        sizes = np.fromiter(map(len, maps), np.int64, n)
         try:
             keys = np.fromiter(chain.from_iterable(maps), np.int64, int(sizes.sum()))
         except (OverflowError, TypeError):  # (a key no int64 holds: tested map by map)
             keys = None
         if keys is not None:
-            out = np.ones(len(maps), bool)
+            out = np.ones(n, bool)
             bad = (keys < 0) | (keys >= GROUP_IDS)
             if bad.any():
-                out[np.repeat(np.arange(len(maps)), sizes)[bad]] = False
-            return out.tolist()
+                out[np.repeat(np.arange(n), sizes)[bad]] = False
+            return out
     once: dict[int, bool] = {}
 
     def ok(names) -> bool:
@@ -93,7 +94,7 @@ def _maps_in_stride(maps: list) -> list[bool]:
         if got is None:
             got = once[id(names)] = _in_stride(names)
         return got
-    return [ok(m) for m in maps]
+    return np.fromiter(map(ok, maps), bool, n)
 
 
 class MetaRows:

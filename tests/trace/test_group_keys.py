@@ -155,4 +155,4 @@ def test_maps_in_stride_equals_each_maps_own():
             maps[0] = {1 << 64: "too wide"}
         if case % 10 == 2 and maps:
             maps[-1] = OrderedDict({3: "x", GROUP_IDS: "y"})
-        assert _maps_in_stride(maps) == [_in_stride(m) for m in maps], maps
+        assert _maps_in_stride(maps).tolist() == [_in_stride(m) for m in maps], maps
