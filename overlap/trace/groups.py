@@ -82,11 +82,7 @@ def _maps_in_stride(maps: list) -> np.ndarray:
         except (OverflowError, TypeError):  # (a key no int64 holds: tested map by map)
             keys = None
         if keys is not None:
-            out = np.ones(n, bool)
-            bad = (keys < 0) | (keys >= GROUP_IDS)
-            if bad.any():
-                out[np.repeat(np.arange(n), sizes)[bad]] = False
-            return out
+            return _runs_in_ids(keys, sizes)
     once: dict[int, bool] = {}
 
     def ok(names) -> bool:
@@ -95,6 +91,17 @@ def _maps_in_stride(maps: list) -> np.ndarray:
             got = once[id(names)] = _in_stride(names)
         return got
     return np.fromiter(map(ok, maps), bool, n)
+
+
+def _runs_in_ids(keys: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per plane, whose `counts[i]` keys lie in turn in `keys` (int64), whether every one is
+    in [0, GROUP_IDS): the test of both the planes' event metadata (`MetaRows`) and their
+    stat maps (`_maps_in_stride`)."""
+    out = np.ones(len(counts), bool)
+    bad = np.flatnonzero((keys < 0) | (keys >= GROUP_IDS))
+    if bad.size:
+        out[np.repeat(np.arange(len(counts)), counts)[bad]] = False
+    return out
 
 
 class MetaRows:
@@ -144,13 +151,7 @@ class MetaRows:
     def keys_in_stride(self) -> np.ndarray:
         """Per plane: every key of its entries in [0, GROUP_IDS) (`_in_stride` of its
         map: the map's keys are its entries' keys)."""
-        k = self.d["key"]
-        out = np.ones(len(self.count), bool)
-        bad = np.flatnonzero((k < 0) | (k >= GROUP_IDS))
-        if bad.size:
-            plane = np.repeat(np.arange(len(self.count)), self.count)
-            out[plane[bad]] = False
-        return out
+        return _runs_in_ids(self.d["key"], self.count)
 
     def table(self, idx: np.ndarray) -> MetaTable | None:
         """The entries of planes `idx` (ascending indices, each plane's keys in stride) as one
