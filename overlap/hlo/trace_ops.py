@@ -163,9 +163,9 @@ def program_from_text(text: Any, name: str = "") -> Program:
     from overlap.hlo.program import ParsedHlo, _parse_module, calls_in
 
     if isinstance(text, ParsedHlo):
-        comps, text = text.comps, text.text
+        comps, found, text = text.comps, iter(text.calls()), text.text
     else:
-        comps, _ = _parse_module(text)
+        (comps, _), found = _parse_module(text), None
     instrs: dict[str, Ins] = {}
     roots: dict[str, str] = {}
     new = Ins.__new__
@@ -175,12 +175,14 @@ def program_from_text(text: Any, name: str = "") -> Program:
             pnum = None
             if opcode == "parameter" and i.operands and i.operands[0].isdigit():
                 pnum = int(i.operands[0])
-            # (the fields read from the attributes' text when first asked: `_FromAttrs`)
+            # (the fields read from the attributes' text when first asked: `_FromAttrs`; one
+            # dict made whole, not filled by keyword)
             ins = instrs[i.name] = new(Ins)
-            ins.__dict__.update(
-                name=i.name, opcode=opcode, computation=cname,
-                operands=[] if opcode in ("parameter", "constant") else i.operands,
-                calls=[c for _, c in calls_in(i.attrs)], parameter_number=pnum, _attrs=i.attrs)
+            ins.__dict__ = {
+                "name": i.name, "opcode": opcode, "computation": cname,
+                "operands": [] if opcode in ("parameter", "constant") else i.operands,
+                "calls": [c for _, c in (calls_in(i.attrs) if found is None else next(found))],
+                "parameter_number": pnum, "_attrs": i.attrs}
             if i.root:
                 roots[cname] = i.name
         if cname not in roots and lst:
@@ -200,6 +202,9 @@ def _search_from(pattern: Any, word: str, s: str) -> Any:
     return None if j < 0 else pattern.search(s, j)
 
 
+_SECTIONS = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+
+
 def _module_name(text: str) -> str:
     m = re.match(r"\s*HloModule\s+([\w.\-]+)", text)
     return m.group(1) if m else ""
@@ -213,7 +218,7 @@ def _text_frames(text: str) -> dict[int, tuple[Location, int]]:
     current = None
     for line in text.splitlines():
         s = line.strip()
-        if s in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+        if s in _SECTIONS:
             current = sections.setdefault(s, {})
             continue
         if current is None:

@@ -51,12 +51,25 @@ def test_real_programs(gpu_corpus):
     assert lines > 40_000 and plain / lines > 0.95, (lines, plain)
 
 
+class _NeverPlain:
+    """A stand-in for `_PLAIN_LINE_RE` that matches no line."""
+
+    def fullmatch(self, line: str) -> None:
+        return None
+
+
 def test_modules_read_alike(gpu_corpus, monkeypatch):
     """A whole module read with the plain form equals the same module read the general way."""
     texts = [f.read_text(encoding="utf-8", errors="replace") for f in _programs(gpu_corpus)[:8]]
     got = [P._parse_module(t) for t in texts]
-    monkeypatch.setattr(P, "_parse_instruction", P._parse_general)
+    # (no line takes the plain form: `_parse_module` reads the pattern where it is called)
+    monkeypatch.setattr(P, "_PLAIN_LINE_RE", _NeverPlain())
+    general = P._parse_general
+    calls = []
+    monkeypatch.setattr(P, "_parse_general", lambda *a: calls.append(1) or general(*a))
     want = [P._parse_module(t) for t in texts]
+    # (every instruction read the general way)
+    assert len(calls) >= sum(len(i) for _, (c, _) in enumerate(want) for i in c.values()) > 1000
     for (gc, ge), (wc, we) in zip(got, want):
         assert ge == we and list(gc) == list(wc)
         for name in gc:

@@ -1,0 +1,67 @@
+"""`ParsedHlo.calls`: each instruction's called computations found once, for the program
+(`trace_ops.program_from_text`) and the inventory's loop counts (`program._multipliers`),
+which each searched every instruction's attributes for them (issue 32, round 30). What either
+makes from a parse equals what it makes from the text, on every real program of the corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from overlap.hlo import program as P
+from overlap.hlo import trace_ops
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _texts(gpu_corpus) -> list[str]:
+    files = sorted([*gpu_corpus.rglob("*.hlo.txt"), *(REPO / "tests").rglob("*.hlo.txt")])
+    assert len(files) >= 30
+    return [f.read_text(encoding="utf-8", errors="replace") for f in files]
+
+
+def _fields(prog: trace_ops.Program) -> tuple:
+    return (prog.name, {k: (v.opcode, v.computation, v.operands, v.calls, v.parameter_number,
+                            v.frame, v.op_name, v.tuple_index, v.control_predecessors)
+                        for k, v in prog.instrs.items()},
+            prog.roots, prog.frames, prog.callers)
+
+
+def test_calls_are_calls_in_of_each_instruction_in_order(gpu_corpus):
+    called = 0
+    for text in _texts(gpu_corpus):
+        parsed = P.ParsedHlo(text)
+        got = parsed.calls()
+        assert got is parsed.calls()  # (found once)
+        assert got == [P.calls_in(i.attrs) for c in parsed.comps.values() for i in c]
+        called += sum(map(bool, got))
+    assert called > 1000  # (the corpus' fusions, loops and async wrappers call computations)
+
+
+def test_program_loop_counts_and_inventory_from_a_parse_equal_those_from_the_text(gpu_corpus):
+    for text in _texts(gpu_corpus):
+        parsed = P.ParsedHlo(text)
+        assert _fields(trace_ops.program_from_text(parsed)) == _fields(
+            trace_ops.program_from_text(text))
+        assert P._multipliers(parsed.comps, parsed.entry, parsed.calls()) == P._multipliers(
+            parsed.comps, parsed.entry)
+        assert P.offload_inventory(parsed) == P.offload_inventory(text)
+
+
+def test_calls_are_read_in_the_computations_order():
+    """Two computations calling different ones: each instruction gets its own calls (a list
+    read out of step would give the first's calls to the second)."""
+    text = "\n".join([
+        "HloModule m",
+        "%a (p: f32[2]) -> f32[2] {", "  ROOT %p = f32[2]{0} parameter(0)", "}",
+        "%b (p: f32[2]) -> f32[2] {", "  ROOT %q = f32[2]{0} parameter(0)", "}",
+        "ENTRY %main (x: f32[2]) -> f32[2] {",
+        "  %x = f32[2]{0} parameter(0)",
+        "  %f = f32[2]{0} fusion(f32[2]{0} %x), kind=kLoop, calls=%a",
+        "  ROOT %g = f32[2]{0} fusion(f32[2]{0} %f), kind=kLoop, calls=%b",
+        "}"])
+    parsed = P.ParsedHlo(text)
+    prog = trace_ops.program_from_text(parsed)
+    assert prog.instrs["f"].calls == ["a"] and prog.instrs["g"].calls == ["b"]
+    assert prog.instrs["x"].calls == [] and prog.callers == {"a": ["f"], "b": ["g"]}
+    mult, known = P._multipliers(parsed.comps, parsed.entry, parsed.calls())
+    assert mult == {"main": 1, "a": 1, "b": 1} and all(known.values())
