@@ -321,7 +321,8 @@ _OPCODE_RE = LazyPattern(r"\s*([\w\-.]+)\(")
 
 # An instruction line as XLA prints most of them (all but 677 of the corpus' 46,852), read by
 # one match (`_parse_plain`): a name, a plain array shape (a layout of no bracket or brace,
-# only closed, unnested parentheses: `S(5)`, `T(8,128)`) or a tuple of them, the opcode, and
+# only closed, unnested parentheses: `S(5)`, `T(8,128)`) or a tuple of them (and of such
+# tuples, `_NESTED`), the opcode, and
 # operands each such a shape and a name, or a name alone, separated by ", ". The general
 # reader's steps give such a line the same parts; any other line goes the general way.
 _LAYOUT = r"\{[^{}\[\]()\s]*(?:\([^{}\[\]()\s]*\)[^{}\[\]()\s]*)*\}"
@@ -335,9 +336,14 @@ def _listed(item: str) -> str:
 
 
 _TUPLE = r"\(" + _listed(_ARRAY) + r"\)"
+# A result may also be a tuple of arrays and such tuples: XLA's async ops, `((operands),
+# result, u32[])` (a `fusion-start` writing a layer's residual into a host buffer; read the
+# general way, each such line took ~0.1 ms, its nested shape read at once).
+_NESTED = r"\(" + _listed(r"(?:" + _ARRAY + r"|" + _TUPLE + r")") + r"\)"
+_NESTED_RE = LazyPattern(_NESTED)
 _NAME = r"[^\s,()\[\]{}]+"
 _PLAIN_LINE_RE = LazyPattern(
-    r"(?:(ROOT )|(?!ROOT ))%?(\S+) = (" + _ARRAY + r"|" + _TUPLE + r") ([\w\-.]+)\("
+    r"(?:(ROOT )|(?!ROOT ))%?(\S+) = (" + _ARRAY + r"|" + _NESTED + r") ([\w\-.]+)\("
     r"(" + _listed(r"(?:(?:" + _ARRAY + r"|" + _TUPLE + r") )?" + _NAME) + r")\)(.*)")
 # one operand of such a line's list: (its shape or None, its name)
 _PLAIN_OPERAND_RE = LazyPattern(r"(?:(" + _ARRAY + r"|" + _TUPLE + r") )?(" + _NAME + r")")
@@ -408,8 +414,8 @@ def _parse_general(line: str, computation: str) -> _Instr | None:
     # instruction whose result shape does not parse is left out, as it always was
     ins = _Instr.__new__(_Instr)
     d = ins.__dict__
-    if _PLAIN_ARRAY_RE.match(shape_txt) or (shape_txt[:1] == "("
-                                            and _PLAIN_TUPLE_RE.match(shape_txt)):
+    if _PLAIN_ARRAY_RE.match(shape_txt) or (shape_txt[:1] == "(" and (
+            _PLAIN_TUPLE_RE.match(shape_txt) or _NESTED_RE.fullmatch(shape_txt))):
         d["_shape_text"] = shape_txt
     else:
         try:

@@ -14,6 +14,7 @@ ENTRY main {
   h = f32[8,128]{1,0:S(5)} copy(f32[8,128]{1,0} p)
   t = (f32[8]{0}, s32[]) tuple(f32[8]{0} a, s32[] b)
   n = ((f32[8]{0}), s32[]) tuple(t, s32[] b)
+  n3 = (((f32[8]{0})), s32[]) tuple(t, s32[] b)
   d = f32[<=8]{0} dynamic-slice(f32[8]{0} a, s32[] b)
   bad = f32[?]{0} negate(p)
   q = f32[8]{0} negate(f32[?]{0} a)
@@ -26,11 +27,14 @@ def test_shapes_read_on_first_use_equal_shapes_read_at_once():
     assert entry == "main"
     by = {i.name: i for i in comps["main"]}
     # `bad`'s result shape does not parse: left out, as when every shape was read at once
-    assert list(by) == ["p", "h", "t", "n", "d", "q"]
-    # plain shapes (and tuples of them) wait as text; others were read while parsing
+    assert list(by) == ["p", "h", "t", "n", "n3", "d", "q"]
+    # plain shapes (and tuples of them, and tuples of those) wait as text; others were read
+    # while parsing
     assert "_shape_text" in vars(by["h"]) and "shape" not in vars(by["h"])
-    assert "_shape_text" in vars(by["t"])
-    assert "shape" in vars(by["n"]) and "shape" in vars(by["d"])
+    assert "_shape_text" in vars(by["t"]) and "_shape_text" in vars(by["n"])
+    assert "shape" in vars(by["n3"]) and "shape" in vars(by["d"])
+    assert by["n"].shape == [[parse_shape("f32[8]{0}")], parse_shape("s32[]")]
+    assert by["n3"].shape == [[[parse_shape("f32[8]{0}")]], parse_shape("s32[]")]
     assert by["h"].shape == ArrayShape("f32", (8, 128), 5, (1, 0)) == \
         parse_shape("f32[8,128]{1,0:S(5)}")
     assert "_shape_text" not in vars(by["h"]) and vars(by["h"])["shape"] is by["h"].shape

@@ -82,11 +82,14 @@ NAMES = ["%a", "a.1", "%%x", "ROOT", "p-2", "%t", "0", "x=y", "%"]
 SHAPES = ["f32[4]", "f32[4,8]{1,0}", "bf16[2]{0:S(5)}", "s32[]", "(s32[], f32[2]{0})", "()",
           "f32[4]{0:T(8,128)(2,1)}", "f32[4]{(}", "f32[4]{0)}", "f32[4]{[}", "(f32[2], (s32[]))",
           "f32[<=4]", "pred[1]{0:S(5)(1)}", "f32[4]{0:T(8,128)}", "f32[4] ", "(f32[2],s32[])",
-          "u8[3]{0}"]
-# (shapes no plain line holds: an unclosed or stray bracket in a layout, a nested tuple,
-# a dimension bound, a trailing space, a tuple without ", ")
-ODD_SHAPES = ["f32[4]{(}", "f32[4]{0)}", "f32[4]{[}", "(f32[2], (s32[]))", "f32[<=4]",
-              "f32[4] ", "(f32[2],s32[])", "f32[4]{0:T(8,(128))}"]
+          "u8[3]{0}", "((f32[2]{0}, s32[]), f32[1]{0:S(5)}, u32[])", "(((s32[])), f32[2])",
+          "((), ())", "((f32[4]{(}), s32[])", "((f32[2], s32[]),u32[])", "(f32[2], ((s32[])))"]
+# (shapes no plain line holds: an unclosed or stray bracket in a layout, tuples three deep,
+# a dimension bound, a trailing space, a tuple without ", "; a tuple of tuples is plain as a
+# result since round 30, not as an operand)
+ODD_SHAPES = ["f32[4]{(}", "f32[4]{0)}", "f32[4]{[}", "f32[<=4]", "f32[4] ", "(f32[2],s32[])",
+              "f32[4]{0:T(8,(128))}", "(((s32[])), f32[2])", "((f32[4]{(}), s32[])",
+              "((f32[2], s32[]),u32[])", "(f32[2], ((s32[])))"]
 OPS = ["add", "get-tuple-element", "constant", "copy-start", "custom-call", "bad op"]
 ATTRS = ["", ", index=1", ', metadata={op_name="a" stack_frame_id=2}', ")", " (", "]",
          ", calls=%f", ", x={a, b}"]
