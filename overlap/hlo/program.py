@@ -556,17 +556,20 @@ def derived_trip_count(while_ins: _Instr, comps: dict[str, list[_Instr]],
 
 
 def _multipliers(comps: dict[str, list[_Instr]], entry: str | None,
-                 calls: list[Sequence[tuple[str, str]]] | None = None
+                 calls: list[Sequence[tuple[str, str]]] | None = None,
+                 by_name: dict[str, _Instr] | None = None
                  ) -> tuple[dict[str, int], dict[str, bool]]:
     """Executions of each computation per program run, and whether every loop count was known.
 
     A while body runs `known_trip_count` times per execution of its caller; other calls
     (fusions, async wrappers, to_apply, branches) run at most once per caller execution —
     conditional branches are counted as taken, an upper bound. `calls`: `calls_in` of each
-    instruction in `comps`' order where the caller has them (`ParsedHlo.calls`)."""
+    instruction in `comps`' order where the caller has them (`ParsedHlo.calls`); `by_name`:
+    the instructions by name, where the caller has made them."""
     # caller -> (callee, n, known)
     edges: dict[str, list[tuple[str, int, bool]]] = defaultdict(list)
-    by_name = {i.name: i for instrs in comps.values() for i in instrs}
+    if by_name is None:
+        by_name = {i.name: i for instrs in comps.values() for i in instrs}
     found = iter(calls) if calls is not None else None
     for cname, instrs in comps.items():
         for ins in instrs:
@@ -780,8 +783,8 @@ def offload_inventory(hlo: str | bytes | ParsedHlo | Any) -> OffloadInventory:
         comps, entry, calls = hlo.comps, hlo.entry, hlo.calls()
     else:
         (comps, entry), calls = _parse_module(hlo), None
-    mult, known = _multipliers(comps, entry, calls)
     by_name = {i.name: i for instrs in comps.values() for i in instrs}
+    mult, known = _multipliers(comps, entry, calls, by_name)
     # Instructions inside an async-wrapped computation are counted at their async-start.
     wrapped = {m.group(1) for instrs in comps.values() for i in instrs if i.opcode in _WRAPPERS
                for m in [re.search(r"calls=%?([\w.\-]+)", i.attrs)] if m}

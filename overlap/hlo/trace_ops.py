@@ -176,13 +176,15 @@ def program_from_text(text: Any, name: str = "") -> Program:
             pnum = None
             if opcode == "parameter" and i.operands and i.operands[0].isdigit():
                 pnum = int(i.operands[0])
+            called = calls_in(i.attrs) if found is None else next(found)
             # (the fields read from the attributes' text when first asked: `_FromAttrs`; one
-            # dict made whole, not filled by keyword)
+            # dict made whole, not filled by keyword; no comprehension run for the many
+            # instructions that call nothing)
             ins = instrs[i.name] = new(Ins)
             ins.__dict__ = {
                 "name": i.name, "opcode": opcode, "computation": cname,
                 "operands": [] if opcode in ("parameter", "constant") else i.operands,
-                "calls": [c for _, c in (calls_in(i.attrs) if found is None else next(found))],
+                "calls": [c for _, c in called] if called else [],
                 "parameter_number": pnum, "_attrs": i.attrs}
             if i.root:
                 roots[cname] = i.name
