@@ -775,8 +775,10 @@ def offload_inventory(hlo: str | bytes | ParsedHlo | Any) -> OffloadInventory:
     """Transfers to/from host memory space S(5) in one compiled program.
 
     `hlo` is HLO text (``compiled.as_text()``) or its `ParsedHlo`, serialized ``HloProto``
-    bytes, or an HloProto message. See the module docstring for what is counted and how loops
-    are handled."""
+    bytes, or an HloProto message (or the inventory itself, returned as it is). See the
+    module docstring for what is counted and how loops are handled."""
+    if isinstance(hlo, OffloadInventory):  # (found already: `names._programs`)
+        return hlo
     if isinstance(hlo, (bytes, bytearray)) or hasattr(hlo, "hlo_module"):
         return _inventory_from_proto(hlo)
     if isinstance(hlo, ParsedHlo):

@@ -67,3 +67,17 @@ def test_calls_are_read_in_the_computations_order():
     assert prog.instrs["x"].calls == [] and prog.callers == {"a": ["f"], "b": ["g"]}
     mult, known = P._multipliers(parsed.comps, parsed.entry, parsed.calls())
     assert mult == {"main": 1, "a": 1, "b": 1} and all(known.values())
+
+
+def test_a_parse_consumed_by_its_program_gives_the_same_program_and_inventory(gpu_corpus):
+    """`program_from_text(parsed, consume=True)` (the report's: the parse's instructions let go
+    as the program's are made) makes the program the text makes, and leaves the parse empty;
+    the inventory found first stands for the parse (`offload_inventory` of it is itself)."""
+    for text in _texts(gpu_corpus)[:12]:
+        parsed = P.ParsedHlo(text)
+        inventory = P.offload_inventory(parsed)
+        prog = trace_ops.program_from_text(parsed, "m", consume=True)
+        assert parsed.comps == {}
+        assert _fields(prog) == _fields(trace_ops.program_from_text(text, "m"))
+        assert P.offload_inventory(inventory) is inventory
+        assert inventory == P.offload_inventory(text) and inventory.ops
