@@ -357,10 +357,16 @@ def _parse_instruction(line: str, computation: str) -> _Instr | None:
     return _parse_general(line, computation)
 
 
-def _parse_plain(m: Any, computation: str) -> _Instr:
+def _parse_plain(m: Any, computation: str, seen: dict[Any, Any] | None = None) -> _Instr:
     """`_parse_general` of a line `_PLAIN_LINE_RE` matched (its match `m`): the same record,
     read off the match's groups (a module of 1,819 instructions, the real H100 transformer
-    program: ~13 -> ~8 ms, the general reader's bracket scans in Python left out)."""
+    program: ~13 -> ~8 ms, the general reader's bracket scans in Python left out).
+
+    `seen` (one per module): an opcode or a shape's text met before is that one object, and
+    the operands' shapes where none is printed one shared list of Nones per length (read
+    only: `_ShapeOnFirstUse` makes its own). Equal values either way; a 6 MB unrolled
+    program's ~28k instructions held each its own, 6 MB of the report's peak (the names,
+    an operand's its instruction's text, only 0.7 MB more for as many lookups again)."""
     root, name, shape, opcode, operand_txt, attrs = m.groups()
     if not operand_txt:
         operands, op_texts = [], []
@@ -373,6 +379,11 @@ def _parse_plain(m: Any, computation: str) -> _Instr:
         ms = [om.groups() for om in _PLAIN_OPERAND_RE.finditer(operand_txt)]
         operands = [nm.lstrip("%") for _, nm in ms]
         op_texts = [sh for sh, _ in ms]
+    if seen is not None:
+        once = seen.setdefault
+        shape, opcode = once(shape, shape), once(opcode, opcode)
+        if not any(op_texts):
+            op_texts = once(len(op_texts), op_texts)
     ins = _Instr.__new__(_Instr)
     # (filled in place, in the general reader's order: a dict made whole and assigned was as
     # fast, but ~120 bytes an instruction larger: 1.56 -> 1.78 MB of the real H100 program)
@@ -439,6 +450,7 @@ def _parse_module(text: str) -> tuple[dict[str, list[_Instr]], str | None]:
     # (the plain form's match and reader looked up once, not per line; `_parse_instruction`'s
     # steps written here: a call less an instruction)
     fullmatch, plain = _PLAIN_LINE_RE.fullmatch, _parse_plain
+    seen: dict[Any, Any] = {}  # (texts met before, and lists of Nones: `_parse_plain`)
     for line in text.splitlines():
         # Long tuples carry /*index=N*/ comments between elements; they are not part of shapes.
         # (the pattern only where a comment can begin: 38 of the real H100 program's 2,496
@@ -459,7 +471,7 @@ def _parse_module(text: str) -> tuple[dict[str, list[_Instr]], str | None]:
             continue
         try:
             m = fullmatch(s)
-            ins = plain(m, current) if m is not None else _parse_general(s, current)
+            ins = plain(m, current, seen) if m is not None else _parse_general(s, current)
         except ValueError:  # a line we cannot parse is not a transfer we can count; keep going
             ins = None
         if ins is not None:

@@ -128,3 +128,24 @@ def _lines(draw):
 @given(_lines())
 def test_odd_lines(line):
     _same(line)
+
+
+def test_a_module_holds_each_opcode_shape_and_none_list_once(gpu_corpus):
+    """`_parse_module` hands `_parse_plain` one `seen` per module: equal opcodes and shape
+    texts are one object, and operands without printed shapes one list of Nones per length
+    (issue 32, round 30: 6 MB of a 6 MB unrolled program's report), the values unchanged."""
+    text = _programs(gpu_corpus)[0].read_text(encoding="utf-8", errors="replace")
+    comps, _ = P._parse_module(text)
+    ins = [i for c in comps.values() for i in c if "_shape_text" in vars(i)]
+    assert len(ins) > 1000
+    for key in ("opcode", "_shape_text"):
+        by_value: dict = {}
+        for i in ins:
+            assert by_value.setdefault(vars(i)[key], vars(i)[key]) is vars(i)[key]
+        assert len(by_value) < len(ins) / 4
+    nones = [vars(i)["_operand_texts"] for i in ins if not any(vars(i)["_operand_texts"])]
+    assert len({id(t) for t in nones}) == len({len(t) for t in nones}) < len(nones) / 100
+    # each instruction's operand shapes its own list, equal to its own reading
+    a, b = [i for i in ins if len(i.operands) == 2 and not any(vars(i)["_operand_texts"])][:2]
+    assert a.operand_shapes == b.operand_shapes == [None, None]
+    assert a.operand_shapes is not b.operand_shapes
