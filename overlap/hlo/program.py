@@ -74,7 +74,7 @@ from overlap.hlo.shapes import _matching as _matching
 from overlap.hlo.shapes import _on_host as _on_host
 from overlap.hlo.shapes import _split_top as _split_top
 from overlap.hlo.shapes import parse_shape as parse_shape
-from overlap.trace.hlotext import LazyPattern
+from overlap.trace.hlotext import LazyPattern, text_lines
 
 # (protobuf, `overlap.trace.protos`, is imported where a proto is parsed: programs read from a
 # run directory's HLO text never load it, ~10 ms of a report's start-up)
@@ -291,7 +291,7 @@ def _parse_module(text: str) -> tuple[dict[str, list[_Instr]], str | None]:
     # steps written here: a call less an instruction)
     fullmatch, plain = _PLAIN_LINE_RE.fullmatch, _parse_plain
     seen: dict[Any, Any] = {}  # (texts met before, and lists of Nones: `_parse_plain`)
-    for line in text.splitlines():
+    for line in text_lines(text):  # (a piece at a time: not every line held at once)
         # Long tuples carry /*index=N*/ comments between elements; they are not part of shapes.
         # (the pattern only where a comment can begin: 38 of the real H100 program's 2,496
         # lines have one)

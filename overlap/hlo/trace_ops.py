@@ -33,11 +33,10 @@ other than `while` (conditionals, calls) are followed only through their paramet
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
 from typing import Any
 
 from overlap.hlo.records import FrozenRecord, Record
-from overlap.trace.hlotext import LazyPattern
+from overlap.trace.hlotext import LazyPattern, text_lines
 
 
 class Location(FrozenRecord):
@@ -233,8 +232,8 @@ def _text_frames(text: str) -> dict[int, tuple[Location, int]]:
     if last < 0:
         return {}
     # (the lambda reads `current` as this loop sets it, on purpose: is a section still open?)
-    for line in _lines_while(text, text.find("\n", last) + 1 or len(text),
-                             lambda: current is not None):  # noqa: B023
+    for line in text_lines(text, text.find("\n", last) + 1 or len(text),
+                           lambda: current is not None):  # noqa: B023
         s = line.strip()
         if s in _SECTIONS:
             current = sections.setdefault(s, {})
@@ -261,29 +260,6 @@ def _text_frames(text: str) -> dict[int, tuple[Location, int]]:
                             funcs.get(loc.get("function_name_id", 0), ""), loc),
                   max(f.get("parent_frame_id", 0) - 1, 0))
     return out
-
-
-def _lines_while(text: str, head: int, more: Callable[[], bool],
-                 chunk: int = 1 << 16) -> Iterator[str]:
-    """`text.splitlines()`, the same lines, in order: all of `text[:head]`'s (`head` just
-    after a "\n", or the end), then the next ones only while `more()` is true when each is
-    asked for. Split a piece at a time, each piece ending just after a "\n" (where
-    `splitlines` always ends a line, a "\r\n" kept whole): no line is cut."""
-    yield from text[:head].splitlines()
-    pos, n = head, len(text)
-    while pos < n and more():
-        size = chunk
-        while True:
-            cut = text.rfind("\n", pos, pos + size) + 1
-            if cut > pos or pos + size >= n:
-                break
-            size *= 2  # (a line longer than the piece: a larger piece)
-        cut = cut if cut > pos else n
-        for line in text[pos:cut].splitlines():
-            yield line
-            if not more():
-                return
-        pos = cut
 
 
 def _location(file: str, function: str, loc: dict[str, int]) -> Location:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -47,6 +48,31 @@ _START_DONE_RE = LazyPattern(r"^(?P<base>.+)-(?P<role>start|done)(?P<n>\.\d+)?$"
 _SEND_RECV_RE = LazyPattern(r"^(?:send|recv)(?:\.\d+)?$")
 # Host memory space in an HLO shape layout, e.g. `f32[8,128]{1,0:T(8,128)S(5)}`.
 HOST_MEMORY_SPACE = "S(5)"
+
+
+def text_lines(text: str, head: int = 0, more: Callable[[], bool] | None = None,
+               chunk: int = 1 << 16) -> Iterator[str]:
+    """`text.splitlines()`, the same lines, in order, made a piece of the text at a time:
+    all of `text[:head]`'s (`head` just after a "\n", or the end), then the next ones (only
+    while `more()` is true when each is asked for, where given). Each piece ends just after a
+    "\n", where `splitlines` always ends a line (a "\r\n" kept whole): no line is cut. Why:
+    a module's text split whole held every line at once (a 6 MB program: ~8 MB of lines
+    beside its parse), and the stack frame sections, at its top, were read to its end."""
+    yield from text[:head].splitlines()
+    pos, n = head, len(text)
+    while pos < n and (more is None or more()):
+        size = chunk
+        while True:
+            cut = text.rfind("\n", pos, pos + size) + 1
+            if cut > pos or pos + size >= n:
+                break
+            size *= 2  # (a line longer than the piece: a larger piece)
+        cut = cut if cut > pos else n
+        for line in text[pos:cut].splitlines():
+            yield line
+            if more is not None and not more():
+                return
+        pos = cut
 
 
 def instruction_name(name: str) -> str:

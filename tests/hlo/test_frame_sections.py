@@ -2,7 +2,7 @@
 and then only while a section is open (issue 32, round 30: XLA prints the sections before the
 computations, and a 6 MB unrolled program's 36k lines were each split and tested). The same
 frames as reading every line, on texts with sections first, last, twice, cut short and with
-every line break `str.splitlines` knows; `_lines_while` gives `splitlines`' lines."""
+every line break `str.splitlines` knows; `hlotext.text_lines` gives `splitlines`' lines."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from overlap.hlo import trace_ops as T
+from overlap.trace.hlotext import text_lines
 
 BREAKS = ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
           "\u2029"]
@@ -46,7 +47,7 @@ def _frames_from(text: str) -> dict:
     """`_text_frames`' answer from `_every_line`'s sections (its rows read as it reads them)."""
     import unittest.mock as mock
 
-    with mock.patch.object(T, "_lines_while", lambda t, head, more: iter(t.splitlines())):
+    with mock.patch.object(T, "text_lines", lambda t, head, more: iter(t.splitlines())):
         return T._text_frames(text)
 
 
@@ -64,17 +65,18 @@ def test_any_text_reads_every_line_alike(lines, breaks):
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(["a", " ", *BREAKS]), max_size=40).map("".join),
        st.integers(1, 8), st.integers(0, 60))
-def test_lines_while_gives_splitlines_lines(text, chunk, stop_after):
+def test_text_lines_gives_splitlines_lines(text, chunk, stop_after):
     want = text.splitlines()
     nl = [i + 1 for i, c in enumerate(text) if c == "\n"]
     for head in [0, *nl, len(text)]:
-        assert list(T._lines_while(text, head, lambda: True, chunk=chunk)) == want
+        assert list(text_lines(text, head, lambda: True, chunk=chunk)) == want
+        assert list(text_lines(text, head, chunk=chunk)) == want
         got: list[str] = []
 
         def more(got: list[str] = got) -> bool:
             return len(got) < stop_after
 
-        for line in T._lines_while(text, head, more, chunk=chunk):
+        for line in text_lines(text, head, more, chunk=chunk):
             got.append(line)
         # the head's lines always; after them, lines only while `more` says yes; in order
         assert got == want[:len(got)]
