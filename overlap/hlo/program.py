@@ -208,13 +208,20 @@ def _parse_plain(m: Any, computation: str, seen: dict[Any, Any] | None = None) -
     program's ~28k instructions held each its own, 6 MB of the report's peak (the names,
     an operand's its instruction's text, only 0.7 MB more for as many lookups again)."""
     root, name, shape, opcode, operand_txt, attrs = m.groups()
+    shapes = True  # (whether an operand's shape may be printed)
     if not operand_txt:
-        operands, op_texts = [], []
+        operands, op_texts, shapes = [], [], False
     elif "(" not in operand_txt:  # (no tuple and no layout with parentheses: ", " parts)
-        # (comprehensions, not a loop of appends: ~1 us less an instruction)
-        parts = [op.rpartition(" ") for op in operand_txt.split(", ")]
-        operands = [nm.lstrip("%") for _, _, nm in parts]
-        op_texts = [sh if sp else None for sh, sp, _ in parts]
+        parts = operand_txt.split(", ")
+        if operand_txt.count(" ") == len(parts) - 1:
+            # no space but the separators': names alone, no shape (XLA:GPU's text prints
+            # its operands so; one comprehension, not three)
+            operands = [nm.lstrip("%") for nm in parts]
+            op_texts, shapes = [None] * len(parts), False
+        else:
+            split = [op.rpartition(" ") for op in parts]
+            operands = [nm.lstrip("%") for _, _, nm in split]
+            op_texts = [sh if sp else None for sh, sp, _ in split]
     else:
         ms = [om.groups() for om in _PLAIN_OPERAND_RE.finditer(operand_txt)]
         operands = [nm.lstrip("%") for _, nm in ms]
@@ -222,7 +229,7 @@ def _parse_plain(m: Any, computation: str, seen: dict[Any, Any] | None = None) -
     if seen is not None:
         once = seen.setdefault
         shape, opcode = once(shape, shape), once(opcode, opcode)
-        if not any(op_texts):
+        if not (shapes and any(op_texts)):
             op_texts = once(len(op_texts), op_texts)
     ins = _Instr.__new__(_Instr)
     # (filled in place, in the general reader's order: a dict made whole and assigned was as
