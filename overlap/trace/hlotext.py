@@ -53,9 +53,10 @@ HOST_MEMORY_SPACE = "S(5)"
 def text_lines(text: str, head: int = 0, more: Callable[[], bool] | None = None,
                chunk: int = 1 << 16) -> Iterator[str]:
     """`text.splitlines()`, the same lines, in order, made a piece of the text at a time:
-    all of `text[:head]`'s (`head` just after a "\n", or the end), then the next ones (only
-    while `more()` is true when each is asked for, where given). Each piece ends just after a
-    "\n", where `splitlines` always ends a line (a "\r\n" kept whole): no line is cut. Why:
+    all of `text[:head]`'s (`head` just after a line feed, or the end), then the next ones
+    (only while `more()` is true when each is asked for, where given). Each piece ends just
+    after a line feed, where `splitlines` always ends a line (a CR LF kept whole): no line is
+    cut. Why:
     a module's text split whole held every line at once (a 6 MB program: ~8 MB of lines
     beside its parse), and the stack frame sections, at its top, were read to its end."""
     yield from text[:head].splitlines()
