@@ -56,9 +56,8 @@ def text_lines(text: str, head: int = 0, more: Callable[[], bool] | None = None,
     all of `text[:head]`'s (`head` just after a line feed, or the end), then the next ones
     (only while `more()` is true when each is asked for, where given). Each piece ends just
     after a line feed, where `splitlines` always ends a line (a CR LF kept whole): no line is
-    cut. Why:
-    a module's text split whole held every line at once (a 6 MB program: ~8 MB of lines
-    beside its parse), and the stack frame sections, at its top, were read to its end."""
+    cut. Why: a module's text split whole held every line at once (a 6 MB program: ~8 MB of
+    lines beside its parse), and the stack frame sections, at its top, were read to its end."""
     yield from text[:head].splitlines()
     pos, n = head, len(text)
     while pos < n and (more is None or more()):
