@@ -147,6 +147,9 @@ class _Instr(Record):
                "root")
     shape = _ShapeOnFirstUse("shape")
     operand_shapes = _ShapeOnFirstUse("operand_shapes")
+    # (a plain line's record: the texts its shapes are read from when first asked for)
+    _shape_text: str
+    _operand_texts: list[Any]
 
     def __init__(self, name: str, computation: str, shape: Any, opcode: str,
                  operands: list[str], operand_shapes: list[Any], attrs: str,
@@ -232,13 +235,17 @@ def _parse_plain(m: Any, computation: str, seen: dict[Any, Any] | None = None) -
         if not (shapes and any(op_texts)):
             op_texts = once(len(op_texts), op_texts)
     ins = _Instr.__new__(_Instr)
-    # (filled in place, in the general reader's order: a dict made whole and assigned was as
-    # fast, but ~120 bytes an instruction larger: 1.56 -> 1.78 MB of the real H100 program)
-    d = ins.__dict__
-    d["_shape_text"] = shape  # (a plain array shape or tuple of them: read on first use)
-    d["_operand_texts"] = op_texts
-    d.update(name=name.lstrip("%"), computation=computation, opcode=opcode,
-             operands=operands, attrs=attrs, root=root is not None)
+    # (set as attributes, always in this order: the interpreter keeps them as the instance's
+    # values under the class's shared keys, with no dict of its own until one is asked for;
+    # a dict of its own, filled or made whole, was ~190 bytes an instruction more)
+    ins._shape_text = shape  # (a plain array shape or tuple of them: read on first use)
+    ins._operand_texts = op_texts
+    ins.name = name.lstrip("%")
+    ins.computation = computation
+    ins.opcode = opcode
+    ins.operands = operands
+    ins.attrs = attrs
+    ins.root = root is not None
     return ins
 
 
