@@ -193,13 +193,6 @@ _PLAIN_LINE_RE = LazyPattern(
 _PLAIN_OPERAND_RE = LazyPattern(r"(?:(" + _ARRAY + r"|" + _TUPLE + r") )?(" + _NAME + r")")
 
 
-def _parse_instruction(line: str, computation: str) -> _Instr | None:
-    m = _PLAIN_LINE_RE.fullmatch(line)
-    if m is not None:
-        return _parse_plain(m, computation)
-    return _parse_general(line, computation)
-
-
 def _parse_plain(m: Any, computation: str, seen: dict[Any, Any] | None = None) -> _Instr:
     """`_parse_general` of a line `_PLAIN_LINE_RE` matched (its match `m`): the same record,
     read off the match's groups (a module of 1,819 instructions, the real H100 transformer
@@ -211,16 +204,15 @@ def _parse_plain(m: Any, computation: str, seen: dict[Any, Any] | None = None) -
     program's ~28k instructions held each its own, 6 MB of the report's peak (the names,
     an operand's its instruction's text, only 0.7 MB more for as many lookups again)."""
     root, name, shape, opcode, operand_txt, attrs = m.groups()
-    shapes = True  # (whether an operand's shape may be printed)
     if not operand_txt:
-        operands, op_texts, shapes = [], [], False
+        operands, op_texts = [], []
     elif "(" not in operand_txt:  # (no tuple and no layout with parentheses: ", " parts)
         parts = operand_txt.split(", ")
         if operand_txt.count(" ") == len(parts) - 1:
             # no space but the separators': names alone, no shape (XLA:GPU's text prints
             # its operands so; one comprehension, not three)
             operands = [nm.lstrip("%") for nm in parts]
-            op_texts, shapes = [None] * len(parts), False
+            op_texts = [None] * len(parts)
         else:
             split = [op.rpartition(" ") for op in parts]
             operands = [nm.lstrip("%") for _, _, nm in split]
@@ -232,7 +224,7 @@ def _parse_plain(m: Any, computation: str, seen: dict[Any, Any] | None = None) -
     if seen is not None:
         once = seen.setdefault
         shape, opcode = once(shape, shape), once(opcode, opcode)
-        if not (shapes and any(op_texts)):
+        if not any(op_texts):
             op_texts = once(len(op_texts), op_texts)
     ins = _Instr.__new__(_Instr)
     # (set as attributes, always in this order: the interpreter keeps them as the instance's
@@ -301,8 +293,8 @@ def _parse_module(text: str) -> tuple[dict[str, list[_Instr]], str | None]:
     entry = None
     current = None
     into: list[_Instr] = []  # (the current computation's list)
-    # (the plain form's match and reader looked up once, not per line; `_parse_instruction`'s
-    # steps written here: a call less an instruction)
+    # (the plain form's match and reader looked up once, not per line; a line that is no
+    # plain one is read the general way)
     fullmatch, plain = _PLAIN_LINE_RE.fullmatch, _parse_plain
     seen: dict[Any, Any] = {}  # (texts met before, and lists of Nones: `_parse_plain`)
     for line in text_lines(text):  # (a piece at a time: not every line held at once)

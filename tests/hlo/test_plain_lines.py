@@ -28,7 +28,9 @@ def _same(line: str) -> bool:
         return False
     got = P._parse_plain(m, "c")
     assert want is not None and got.__dict__ == want.__dict__, line
-    assert P._parse_instruction(line, "c").__dict__ == want.__dict__
+    # and a module holding the line reads it so (`_parse_module`'s own dispatch)
+    comps, _ = P._parse_module("ENTRY %c {\n" + line + "\n}")
+    assert [vars(i) for i in comps["c"]] == [want.__dict__], line
     return True
 
 
@@ -149,3 +151,16 @@ def test_a_module_holds_each_opcode_shape_and_none_list_once(gpu_corpus):
     a, b = [i for i in ins if len(i.operands) == 2 and not any(vars(i)["_operand_texts"])][:2]
     assert a.operand_shapes == b.operand_shapes == [None, None]
     assert a.operand_shapes is not b.operand_shapes
+
+
+def test_operand_shapes_of_a_module_are_each_lines_own():
+    """Lists of Nones are shared only by operands with no printed shape: a line whose
+    operands print theirs keeps its own, whichever of two lines of as many operands comes
+    first (SYNTHETIC lines in XLA's printed form)."""
+    shaped = "  %s = f32[2]{0} add(f32[2]{0} %a, f32[2]{0} %b)"
+    bare = "  %t = f32[2]{0} add(%a, %b)"
+    for lines in ((shaped, bare), (bare, shaped)):
+        comps, _ = P._parse_module("\n".join(["ENTRY %c {", *lines, "}"]))
+        got = {i.name: i.operand_shapes for i in comps["c"]}
+        two = P.parse_shape("f32[2]{0}")
+        assert got == {"s": [two, two], "t": [None, None]}
