@@ -25,7 +25,7 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 
 def make_unrolled(policy: Any, size: str = "8") -> Any:
@@ -68,14 +68,18 @@ CAPTURE = "gpu-h100/transformer-h100-command-buffers/qkv_proj_offloaded_cb"
 def make_run(plan_run: Path, out: Path) -> Path:
     """`out`: the real H100 capture with `plan_run`'s compiled program text (docstring)."""
     if out.exists():
-        raise SystemExit(f"{out} exists")
+        _refuse(f"{out}: exists; nothing written")
+    texts = sorted((plan_run / "hlo").glob("*.after_optimizations.hlo.txt")) \
+        if plan_run.is_dir() else []
+    if len(texts) != 1:  # (found before anything is written)
+        _refuse(f"{plan_run}: not a plan run with one compiled program's text "
+                "(hlo/*.after_optimizations.hlo.txt)")
     corpus = Path(__file__).resolve().parents[1] / "tests" / "data" / "gpu-corpus"
     with tempfile.TemporaryDirectory() as tmp, \
             tarfile.open(corpus / "gpu-h100.tar.xz") as tf:
         tf.extractall(tmp, filter="data")
         shutil.copytree(Path(tmp) / CAPTURE, out)
-    (text,) = (plan_run / "hlo").glob("*.after_optimizations.hlo.txt")
-    shutil.copyfile(text, out / "hlo" / "jit_train_step.hlo.txt")
+    shutil.copyfile(texts[0], out / "hlo" / "jit_train_step.hlo.txt")
     (out / "SYNTHETIC.txt").write_text(
         f"SYNTHETIC benchmark input: the real H100 capture {CAPTURE} (tests/data/gpu-corpus) "
         f"with the program text of the plan {plan_run.name} (benchmarks/unrolled.py), not the "
@@ -83,7 +87,13 @@ def make_run(plan_run: Path, out: Path) -> Path:
     return out
 
 
+def _refuse(why: str) -> NoReturn:
+    print(f"unrolled.py: error: {why}", file=sys.stderr)
+    raise SystemExit(3)
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        raise SystemExit("usage: python benchmarks/unrolled.py PLAN_RUN OUT")
+        print("usage: python benchmarks/unrolled.py PLAN_RUN OUT", file=sys.stderr)
+        raise SystemExit(2)
     print(make_run(Path(sys.argv[1]), Path(sys.argv[2])))
