@@ -35,8 +35,13 @@ def _same(line: str) -> bool:
 
 
 def _programs(gpu_corpus) -> list[Path]:
-    return sorted([*gpu_corpus.rglob("*.hlo.txt"), *(REPO / "tests").rglob("*.hlo.txt"),
-                   *(REPO / "sample_traces").rglob("*.hlo.txt")])
+    """The real corpus's programs first, then the repository's, each in path order under its
+    own root: the order must not depend on where pytest's temporary directory and the
+    checkout lie (CI's checkout under /check sorted before /tmp and made the first program
+    a small test file)."""
+    return [*sorted(gpu_corpus.rglob("*.hlo.txt")),
+            *sorted([*(REPO / "tests").rglob("*.hlo.txt"),
+                     *(REPO / "sample_traces").rglob("*.hlo.txt")])]
 
 
 def test_real_programs(gpu_corpus):
