@@ -520,13 +520,31 @@ def _programs(path: str | Path | None, trace: Any, keys: list[tuple[str, Any]]
         if t is not None:
             from overlap.hlo import trace_ops  # where a program is at hand, not at start-up
             from overlap.hlo.program import ParsedHlo, offload_inventory
+            from overlap.trace.hlotext import file_pieces
 
             # parsed once: `op_names`' inventory found from the parse first (its raw HLO),
             # then the program made from it as the parse's instructions are let go (both
-            # held at once were a report's peak: a 6 MB unrolled program, ~26 + ~13 MB)
-            parsed = ParsedHlo(t.read_text(encoding="utf-8", errors="replace"))
+            # held at once were a report's peak: a 6 MB unrolled program, ~26 + ~13 MB).
+            # The file's lines parsed as it is read, its frame sections read on the way: the
+            # text is not held (it stood beside the parse at that peak). A module named by
+            # its text alone (a file `.hlo.txt`) is read whole, for its `HloModule` line.
+            # A text that cannot be read (a directory so named, a dangling link) is as none:
+            # the capture's HloProto, if any, stands for it (it ended the report, exit 4).
+            frames = None
+            try:
+                if module:
+                    sections = trace_ops.FrameSections()
+                    parsed = ParsedHlo.of_lines(line for piece in sections.pieces(
+                        file_pieces(t)) for line in piece.splitlines())
+                    frames = sections.frames()
+                else:
+                    parsed = ParsedHlo(t.read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                need.append((module, pid))
+                continue
             inventory = offload_inventory(parsed)
-            out[(module, pid)] = (trace_ops.program_from_text(parsed, module, consume=True),
+            out[(module, pid)] = (trace_ops.program_from_text(parsed, module, consume=True,
+                                                              frames=frames),
                                   inventory, f"hlo/{t.name}")
             del parsed
         else:

@@ -53,7 +53,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -201,8 +201,9 @@ def _parse_plain(m: Any, computation: str, seen: dict[Any, Any] | None = None) -
     `seen` (one per module): an opcode or a shape's text met before is that one object, and
     the operands' shapes where none is printed one shared list of Nones per length (read
     only: `_ShapeOnFirstUse` makes its own). Equal values either way; a 6 MB unrolled
-    program's ~28k instructions held each its own, 6 MB of the report's peak (the names,
-    an operand's its instruction's text, only 0.7 MB more for as many lookups again)."""
+    program's ~28k instructions held each its own, 6 MB of the report's peak. Operand names
+    are not made their instructions' own text: 1.9 MB less of that program, for 3-4% more
+    of its report's instructions (a lookup per name and operand; round 31)."""
     root, name, shape, opcode, operand_txt, attrs = m.groups()
     if not operand_txt:
         operands, op_texts = [], []
@@ -288,7 +289,9 @@ def _parse_general(line: str, computation: str) -> _Instr | None:
     return ins
 
 
-def _parse_module(text: str) -> tuple[dict[str, list[_Instr]], str | None]:
+def _parse_module(text: str | Iterable[str]) -> tuple[dict[str, list[_Instr]], str | None]:
+    """A module's computations (name -> its instructions in order) and its entry's name,
+    from its text or its lines (`ParsedHlo.of_lines`)."""
     comps: dict[str, list[_Instr]] = {}
     entry = None
     current = None
@@ -297,7 +300,8 @@ def _parse_module(text: str) -> tuple[dict[str, list[_Instr]], str | None]:
     # plain one is read the general way)
     fullmatch, plain = _PLAIN_LINE_RE.fullmatch, _parse_plain
     seen: dict[Any, Any] = {}  # (texts met before, and lists of Nones: `_parse_plain`)
-    for line in text_lines(text):  # (a piece at a time: not every line held at once)
+    # (a piece at a time: not every line held at once)
+    for line in text_lines(text) if isinstance(text, str) else text:
         # Long tuples carry /*index=N*/ comments between elements; they are not part of shapes.
         # (the pattern only where a comment can begin: 38 of the real H100 program's 2,496
         # lines have one)
@@ -610,12 +614,39 @@ class ParsedHlo:
     inventory from one parse (issue 32: each parsed the text, ~20 ms of a run directory's
     report on the real H100 transformer captures). Read only."""
 
-    __slots__ = ("text", "comps", "entry", "_calls")
+    __slots__ = ("text", "comps", "entry", "_calls", "_by_name")
 
     def __init__(self, text: str) -> None:
-        self.text = text
+        self.text: str | None = text
         self.comps, self.entry = _parse_module(text)
         self._calls: list[Sequence[tuple[str, str]]] | None = None
+        self._by_name: dict[str, Any] | None = None
+
+    @classmethod
+    def of_lines(cls, lines: Iterable[str]) -> ParsedHlo:
+        """The parse of a module's lines as they come (a file read a piece at a time:
+        `overlap.trace.hlotext.file_pieces`), holding no text (`text` is None): a 6 MB
+        program's text read whole stood beside its parse at a report's peak."""
+        self = cls.__new__(cls)
+        self.text = None
+        self.comps, self.entry = _parse_module(lines)
+        self._calls = self._by_name = None
+        return self
+
+    def by_name(self) -> dict[str, _Instr]:
+        """Name -> instruction (a name given twice: its last, at its first's place), made
+        once: the inventory reads it, and a program made while letting the parse go takes it
+        over (`take_by_name`: a second dict of as many names was ~1.3 MB of a 6 MB unrolled
+        program's report, at its peak)."""
+        if self._by_name is None:
+            self._by_name = {i.name: i for instrs in self.comps.values() for i in instrs}
+        return self._by_name
+
+    def take_by_name(self) -> dict[str, Any] | None:
+        """`by_name()`'s dict where it was made, handed over and no longer the parse's (its
+        values are for the taker to replace), else None."""
+        out, self._by_name = self._by_name, None
+        return out
 
     def calls(self) -> list[Sequence[tuple[str, str]]]:
         """`calls_in` of each instruction's attributes, in `comps`' order, found once: the
@@ -640,10 +671,10 @@ def offload_inventory(hlo: str | bytes | ParsedHlo | Any) -> OffloadInventory:
     if isinstance(hlo, (bytes, bytearray)) or hasattr(hlo, "hlo_module"):
         return _inventory_from_proto(hlo)
     if isinstance(hlo, ParsedHlo):
-        comps, entry, calls = hlo.comps, hlo.entry, hlo.calls()
+        comps, entry, calls, by_name = hlo.comps, hlo.entry, hlo.calls(), hlo.by_name()
     else:
         (comps, entry), calls = _parse_module(hlo), None
-    by_name = {i.name: i for instrs in comps.values() for i in instrs}
+        by_name = {i.name: i for instrs in comps.values() for i in instrs}
     mult, known = _multipliers(comps, entry, calls, by_name)
     # Instructions inside an async-wrapped computation are counted at their async-start.
     wrapped = {m.group(1) for instrs in comps.values() for i in instrs if i.opcode in _WRAPPERS

@@ -33,6 +33,7 @@ other than `while` (conditionals, calls) are followed only through their paramet
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from overlap.hlo.records import FrozenRecord, Record
@@ -157,20 +158,45 @@ _KV_RE = LazyPattern(r"(\w+)=(-?\d+)")
 _CONTROL_RE = LazyPattern(r"\bcontrol-predecessors=\{([^}]*)\}")
 
 
-def program_from_text(text: Any, name: str = "", consume: bool = False) -> Program:
+class _Nothing(list):
+    """The one empty list the instructions of programs read from text share for no calls
+    and a parameter's or constant's operands (a 6 MB unrolled program: ~30k lists, 1.6 MB of
+    a report's peak). Equal to `[]` and read as one; a change to it raises, since every
+    instruction would see it."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError("an instruction's shared empty list is read only")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+
+
+_NOTHING = _Nothing()
+
+
+def program_from_text(text: Any, name: str = "", consume: bool = False,
+                      frames: dict[int, tuple[Location, int]] | None = None) -> Program:
     """A `compiled.as_text()` module (with its FileNames/.../StackFrames sections), or its
     `overlap.hlo.program.ParsedHlo` (not parsed again). `consume`: the parse's instructions
     are let go as the program's are made, and the parse is left empty (for a caller done
     with it: the two were both held at a report's peak, ~26 and ~13 MB of a 6 MB unrolled
-    program; the program's records now take the room the parse's leave)."""
+    program; the program's records now take the room the parse's leave). `frames`: the
+    text's `FrameSections`, read as its lines were (a parse of a file's lines holds no
+    text: `ParsedHlo.of_lines`; its caller gives the name too)."""
     # here, not at import: overlap.hlo.program loads protobuf (tests/cli/test_no_protobuf.py)
     from overlap.hlo.program import ParsedHlo, _parse_module, calls_in
 
+    instrs: dict[str, Ins] = {}
     if isinstance(text, ParsedHlo):
+        if consume:
+            # (the parse's name -> instruction dict where the inventory made it: the same
+            # names in the same order, each value replaced below by its `Ins`, no second dict)
+            instrs = text.take_by_name() or instrs
         comps, found, text = text.comps, iter(text.calls()), text.text
     else:
         (comps, _), found = _parse_module(text), None
-    instrs: dict[str, Ins] = {}
     roots: dict[str, str] = {}
     new = Ins.__new__
     for cname in list(comps):
@@ -192,15 +218,21 @@ def program_from_text(text: Any, name: str = "", consume: bool = False) -> Progr
             ins.name = i.name
             ins.opcode = opcode
             ins.computation = cname
-            ins.operands = [] if opcode in ("parameter", "constant") else i.operands
-            ins.calls = [c for _, c in called] if called else []
+            ins.operands = _NOTHING if opcode in ("parameter", "constant") or not i.operands \
+                else i.operands
+            ins.calls = [c for _, c in called] if called else _NOTHING
             ins.parameter_number = pnum
             ins._attrs = i.attrs
             if i.root:
                 roots[cname] = i.name
         if cname not in roots and last is not None:
             roots[cname] = last
-    return Program(name or _module_name(text), instrs, roots, _text_frames(text))
+    if frames is None or not name:
+        if text is None:
+            raise ValueError("a parse of lines holds no text: its frames and name are given")
+        name, frames = name or _module_name(text), _text_frames(text) if frames is None \
+            else frames
+    return Program(name, instrs, roots, frames)
 
 
 def _search_from(pattern: Any, word: str, s: str) -> Any:
@@ -223,47 +255,77 @@ def _module_name(text: str) -> str:
     return m.group(1) if m else ""
 
 
+class FrameSections:
+    """A module text's stack frame sections, read from its lines in order (`feed`): the
+    FileNames, FunctionNames, FileLocations and StackFrames rows, each section from its word
+    on a line of its own to a line that is no row (or that begins a computation).
+    `frames()`: id -> (location, parent id). The printer writes a frame's parent as its
+    1-based id plus one (frame 1, which has none, prints `parent_frame_id=1`; the proto of
+    the same program says 0): checked against the capture's own HloProto (tests)."""
+
+    __slots__ = ("sections", "current")
+
+    def __init__(self) -> None:
+        self.sections: dict[str, dict[int, str]] = {}
+        self.current: dict[int, str] | None = None  # (the open section's rows)
+
+    def feed(self, line: str) -> None:
+        s = line.strip()
+        if s in _SECTIONS:
+            self.current = self.sections.setdefault(s, {})
+            return
+        if self.current is None:
+            return
+        m = _SECTION_ROW.match(s)
+        if not m:
+            if s.startswith(("%", "ENTRY", "HloModule")) or s.endswith("{"):
+                self.current = None
+            return
+        self.current[int(m.group(1))] = m.group(2)
+
+    def pieces(self, pieces: Iterable[str]) -> Iterator[str]:
+        """`pieces` (a text's pieces, each ending after a line feed: `hlotext.file_pieces`)
+        passed on as they are, each one's lines fed first where they can hold a section:
+        while one is open, or where the piece holds a section word (a line that opens one
+        holds it). The others' lines would change nothing, and are not split."""
+        for piece in pieces:
+            if self.current is not None or any(w in piece for w in _SECTIONS):
+                for line in piece.splitlines():
+                    self.feed(line)
+            yield piece
+
+    def frames(self) -> dict[int, tuple[Location, int]]:
+        sections = self.sections
+        files = {k: v.strip().strip('"') for k, v in sections.get("FileNames", {}).items()}
+        funcs = {k: v.strip().strip('"') for k, v in sections.get("FunctionNames", {}).items()}
+        locs = {k: dict((a, int(b)) for a, b in _KV_RE.findall(v))
+                for k, v in sections.get("FileLocations", {}).items()}
+        out: dict[int, tuple[Location, int]] = {}
+        for k, v in sections.get("StackFrames", {}).items():
+            f = dict((a, int(b)) for a, b in _KV_RE.findall(v))
+            loc = locs.get(f.get("file_location_id", 0))
+            if loc is None:
+                continue
+            out[k] = (_location(files.get(loc.get("file_name_id", 0), ""),
+                                funcs.get(loc.get("function_name_id", 0), ""), loc),
+                      max(f.get("parent_frame_id", 0) - 1, 0))
+        return out
+
+
 def _text_frames(text: str) -> dict[int, tuple[Location, int]]:
-    """The text's stack frame sections. The printer writes a frame's parent as its 1-based id
-    plus one (frame 1, which has none, prints `parent_frame_id=1`; the proto of the same
-    program says 0): checked against the capture's own HloProto (tests)."""
-    sections: dict[str, dict[int, str]] = {}
-    current = None
+    """`FrameSections` of the whole text."""
+    sections = FrameSections()
     # No line after the last section word's can begin a section: the lines are read up to
     # it, then on only while a section is open (XLA prints the sections before the
     # computations: a 6 MB unrolled program's 36k lines were each split and tested, ~10 ms)
     last = max(map(text.rfind, _SECTIONS))
     if last < 0:
         return {}
-    # (the lambda reads `current` as this loop sets it, on purpose: is a section still open?)
+    feed = sections.feed
     for line in text_lines(text, text.find("\n", last) + 1 or len(text),
-                           lambda: current is not None):  # noqa: B023
-        s = line.strip()
-        if s in _SECTIONS:
-            current = sections.setdefault(s, {})
-            continue
-        if current is None:
-            continue
-        m = _SECTION_ROW.match(s)
-        if not m:
-            if s.startswith(("%", "ENTRY", "HloModule")) or s.endswith("{"):
-                current = None
-            continue
-        current[int(m.group(1))] = m.group(2)
-    files = {k: v.strip().strip('"') for k, v in sections.get("FileNames", {}).items()}
-    funcs = {k: v.strip().strip('"') for k, v in sections.get("FunctionNames", {}).items()}
-    locs = {k: dict((a, int(b)) for a, b in _KV_RE.findall(v))
-            for k, v in sections.get("FileLocations", {}).items()}
-    out: dict[int, tuple[Location, int]] = {}
-    for k, v in sections.get("StackFrames", {}).items():
-        f = dict((a, int(b)) for a, b in _KV_RE.findall(v))
-        loc = locs.get(f.get("file_location_id", 0))
-        if loc is None:
-            continue
-        out[k] = (_location(files.get(loc.get("file_name_id", 0), ""),
-                            funcs.get(loc.get("function_name_id", 0), ""), loc),
-                  max(f.get("parent_frame_id", 0) - 1, 0))
-    return out
+                           lambda: sections.current is not None):
+        feed(line)
+    return sections.frames()
 
 
 def _location(file: str, function: str, loc: dict[str, int]) -> Location:
