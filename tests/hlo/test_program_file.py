@@ -20,6 +20,7 @@ from overlap.analysis import names
 from overlap.hlo import program as P
 from overlap.hlo import trace_ops as T
 from overlap.trace.hlotext import file_pieces
+from tests.hlo.test_parsed_calls import _fields
 
 REPO = Path(__file__).resolve().parents[2]
 BREAKS = ["\n", "\r\n", "\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028",
@@ -69,13 +70,6 @@ def _corpus_programs(gpu_corpus) -> list[Path]:
     files = sorted(gpu_corpus.rglob("*.hlo.txt"))
     assert len(files) >= 25
     return [*files, *sorted((REPO / "tests").rglob("*.hlo.txt"))]
-
-
-def _fields(prog: T.Program) -> tuple:
-    return (prog.name, {k: (v.opcode, v.computation, v.operands, v.calls, v.parameter_number,
-                            v.frame, v.op_name, v.tuple_index, v.control_predecessors)
-                        for k, v in prog.instrs.items()},
-            prog.roots, prog.frames, prog.callers)
 
 
 def test_frame_sections_of_pieces_equal_the_texts(gpu_corpus):
