@@ -10,6 +10,7 @@ instructions they name, and one read-only empty list."""
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,9 @@ def test_no_calls_and_no_operands_are_one_read_only_empty_list(gpu_corpus):
         assert lst == []
         params = [i for i in prog.instrs.values() if i.opcode == "parameter"]
         assert params and all(i.operands == [] for i in params)
+        # (a program pickles and copies whole, the shared list with it)
+        again = pickle.loads(pickle.dumps(prog))
+        assert again.instrs == prog.instrs and again.callers == prog.callers
 
 
 def test_a_consumed_parse_hands_its_name_dict_to_the_program(gpu_corpus):
