@@ -670,12 +670,10 @@ def offload_inventory(hlo: str | bytes | ParsedHlo | Any) -> OffloadInventory:
         return hlo
     if isinstance(hlo, (bytes, bytearray)) or hasattr(hlo, "hlo_module"):
         return _inventory_from_proto(hlo)
-    if isinstance(hlo, ParsedHlo):
-        comps, entry, calls, by_name = hlo.comps, hlo.entry, hlo.calls(), hlo.by_name()
-    else:
-        (comps, entry), calls = _parse_module(hlo), None
-        by_name = {i.name: i for instrs in comps.values() for i in instrs}
-    mult, known = _multipliers(comps, entry, calls, by_name)
+    if not isinstance(hlo, ParsedHlo):
+        hlo = ParsedHlo(hlo)
+    comps, by_name = hlo.comps, hlo.by_name()
+    mult, known = _multipliers(comps, hlo.entry, hlo.calls(), by_name)
     # Instructions inside an async-wrapped computation are counted at their async-start.
     wrapped = {m.group(1) for instrs in comps.values() for i in instrs if i.opcode in _WRAPPERS
                for m in [re.search(r"calls=%?([\w.\-]+)", i.attrs)] if m}

@@ -227,12 +227,10 @@ def program_from_text(text: Any, name: str = "", consume: bool = False,
                 roots[cname] = i.name
         if cname not in roots and last is not None:
             roots[cname] = last
-    if frames is None or not name:
-        if text is None:
-            raise ValueError("a parse of lines holds no text: its frames and name are given")
-        name, frames = name or _module_name(text), _text_frames(text) if frames is None \
-            else frames
-    return Program(name, instrs, roots, frames)
+    if text is None and (frames is None or not name):
+        raise ValueError("a parse of lines holds no text: its frames and name are given")
+    return Program(name or _module_name(text), instrs, roots,
+                   _text_frames(text) if frames is None else frames)
 
 
 def _search_from(pattern: Any, word: str, s: str) -> Any:
