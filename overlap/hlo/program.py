@@ -110,29 +110,6 @@ _PLAIN_ARRAY_RE = LazyPattern(_PLAIN + r"\Z")
 _PLAIN_TUPLE_RE = LazyPattern(r"\(\s*(?:(?:" + _PLAIN + r")\s*,\s*)*(?:" + _PLAIN + r")?\s*\)\Z")
 
 
-class _ShapeOnFirstUse:
-    """`_Instr.shape` and `.operand_shapes` of a parsed instruction, read from their text when
-    first asked for (issue 32): most readers of a program look at a few instructions' shapes
-    (`offload_inventory`: host-copy candidates and their operands), and reading every shape
-    was ~40% of parsing a module, and most of its memory (~2 MiB of the real H100 transformer
-    program's 3,638 instructions). A non-data descriptor: the value read goes into the
-    instance's `__dict__`, where later reads (and `__init__`'s assignment) find it first."""
-
-    def __init__(self, field: str) -> None:
-        self.field = field
-
-    def __get__(self, ins: Any, owner: Any = None) -> Any:
-        if ins is None:
-            return self
-        d = ins.__dict__
-        if self.field == "shape":
-            value = parse_shape(d.pop("_shape_text"))  # plain: never fails (`_PLAIN`)
-        else:
-            value = [_operand_shape(t) for t in d.pop("_operand_texts")]
-        d[self.field] = value
-        return value
-
-
 def _operand_shape(text: str | None) -> Any:
     if text is None:
         return None
@@ -143,21 +120,57 @@ def _operand_shape(text: str | None) -> Any:
 
 
 class _Instr(Record):
+    """A parsed instruction. Its `shape` and `operand_shapes` are read from their text when
+    first asked for (issue 32): most readers of a program look at a few instructions' shapes
+    (`offload_inventory`: host-copy candidates and their operands), and reading every shape
+    was ~40% of parsing a module, and most of its memory (~2 MiB of the real H100 transformer
+    program's 3,638 instructions). Until then `_shape` holds the shape's text (a read shape
+    is never a `str`) and `_operand_shapes` the operands' texts as a tuple (read ones are a
+    list).
+
+    Slots, no `__dict__` (round 32): a 6 MB unrolled program's ~28k records each held a
+    56-byte object and an 88-byte array of its dict's values (CPython 3.11); slotted, one
+    96-byte block (4.0 -> 2.7 MB at the parse's peak)."""
+
+    __slots__ = ("name", "computation", "opcode", "operands", "attrs", "root", "_shape",
+                 "_operand_shapes")
     _fields = ("name", "computation", "shape", "opcode", "operands", "operand_shapes", "attrs",
                "root")
-    shape = _ShapeOnFirstUse("shape")
-    operand_shapes = _ShapeOnFirstUse("operand_shapes")
-    # (a plain line's record: the texts its shapes are read from when first asked for)
-    _shape_text: str
-    _operand_texts: list[Any]
+    _shape: Any  # (a str: its text, unread)
+    _operand_shapes: list[Any] | tuple[str | None, ...]  # (a tuple: their texts, unread)
 
     def __init__(self, name: str, computation: str, shape: Any, opcode: str,
                  operands: list[str], operand_shapes: list[Any], attrs: str,
                  root: bool = False) -> None:
-        self.name, self.computation, self.shape, self.opcode = name, computation, shape, opcode
+        self.name, self.computation, self._shape, self.opcode = name, computation, shape, opcode
         self.operands = operands  # operand names
-        self.operand_shapes = operand_shapes  # inline shapes where printed, else None
+        # inline shapes where printed, else None (a tuple: texts, `operand_shapes`)
+        self._operand_shapes = operand_shapes
         self.attrs, self.root = attrs, root  # root: the computation's ROOT (its result)
+
+    @property
+    def shape(self) -> Any:
+        v = self._shape
+        if type(v) is str:  # (its text: a plain one, never fails, `_PLAIN`)
+            v = self._shape = parse_shape(v)
+        return v
+
+    @shape.setter
+    def shape(self, value: Any) -> None:
+        self._shape = value
+
+    @property
+    def operand_shapes(self) -> list[Any]:
+        v = self._operand_shapes
+        if isinstance(v, list):
+            return v
+        # (their texts: each read, None where one does not parse)
+        got = self._operand_shapes = [_operand_shape(t) for t in v]
+        return got
+
+    @operand_shapes.setter
+    def operand_shapes(self, value: list[Any]) -> None:
+        self._operand_shapes = value
 
 
 _TOKEN_RE = LazyPattern(r"\S+")
@@ -199,40 +212,39 @@ def _parse_plain(m: Any, computation: str, seen: dict[Any, Any] | None = None) -
     program: ~13 -> ~8 ms, the general reader's bracket scans in Python left out).
 
     `seen` (one per module): an opcode or a shape's text met before is that one object, and
-    the operands' shapes where none is printed one shared list of Nones per length (read
-    only: `_ShapeOnFirstUse` makes its own). Equal values either way; a 6 MB unrolled
-    program's ~28k instructions held each its own, 6 MB of the report's peak. Operand names
+    the operands' shapes where none is printed one shared tuple of Nones per length (their
+    texts: `_Instr.operand_shapes` makes each its own list when read). Equal values either
+    way; a 6 MB unrolled program's ~28k instructions held each its own, 6 MB of the
+    report's peak. Operand names
     are not made their instructions' own text: 1.9 MB less of that program, for 3-4% more
     of its report's instructions (a lookup per name and operand; round 31)."""
     root, name, shape, opcode, operand_txt, attrs = m.groups()
+    op_texts: tuple[str | None, ...]
     if not operand_txt:
-        operands, op_texts = [], []
+        operands, op_texts = [], ()
     elif "(" not in operand_txt:  # (no tuple and no layout with parentheses: ", " parts)
         parts = operand_txt.split(", ")
         if operand_txt.count(" ") == len(parts) - 1:
             # no space but the separators': names alone, no shape (XLA:GPU's text prints
             # its operands so; one comprehension, not three)
             operands = [nm.lstrip("%") for nm in parts]
-            op_texts = [None] * len(parts)
+            op_texts = (None,) * len(parts)
         else:
             split = [op.rpartition(" ") for op in parts]
             operands = [nm.lstrip("%") for _, _, nm in split]
-            op_texts = [sh if sp else None for sh, sp, _ in split]
+            op_texts = tuple([sh if sp else None for sh, sp, _ in split])
     else:
         ms = [om.groups() for om in _PLAIN_OPERAND_RE.finditer(operand_txt)]
         operands = [nm.lstrip("%") for _, nm in ms]
-        op_texts = [sh for sh, _ in ms]
+        op_texts = tuple([sh for sh, _ in ms])
     if seen is not None:
         once = seen.setdefault
         shape, opcode = once(shape, shape), once(opcode, opcode)
         if not any(op_texts):
             op_texts = once(len(op_texts), op_texts)
-    ins = _Instr.__new__(_Instr)
-    # (set as attributes, always in this order: the interpreter keeps them as the instance's
-    # values under the class's shared keys, with no dict of its own until one is asked for;
-    # a dict of its own, filled or made whole, was ~190 bytes an instruction more)
-    ins._shape_text = shape  # (a plain array shape or tuple of them: read on first use)
-    ins._operand_texts = op_texts
+    ins = _Instr.__new__(_Instr)  # (slots set one by one: no call of `__init__` a line)
+    ins._shape = shape  # (a plain array shape or tuple of them: read on first use)
+    ins._operand_shapes = op_texts
     ins.name = name.lstrip("%")
     ins.computation = computation
     ins.opcode = opcode
@@ -271,21 +283,20 @@ def _parse_general(line: str, computation: str) -> _Instr | None:
         parts = op.rsplit(None, 1)
         operands.append(parts[-1].lstrip("%"))
         op_texts.append(parts[0] if len(parts) == 2 else None)
-    # shapes read on first use (`_ShapeOnFirstUse`); one that may not parse is read now: an
+    # shapes read on first use (`_Instr.shape`); one that may not parse is read now: an
     # instruction whose result shape does not parse is left out, as it always was
     ins = _Instr.__new__(_Instr)
-    d = ins.__dict__
     if _PLAIN_ARRAY_RE.match(shape_txt) or (shape_txt[:1] == "(" and (
             _PLAIN_TUPLE_RE.match(shape_txt) or _NESTED_RE.fullmatch(shape_txt))):
-        d["_shape_text"] = shape_txt
+        ins._shape = shape_txt
     else:
         try:
-            d["shape"] = parse_shape(shape_txt)
+            ins._shape = parse_shape(shape_txt)
         except ValueError:
             return None
-    d["_operand_texts"] = op_texts
-    d.update(name=name.strip().lstrip("%"), computation=computation, opcode=opcode,
-             operands=operands, attrs=attrs, root=root)
+    ins._operand_shapes = tuple(op_texts)
+    ins.name, ins.computation, ins.opcode = name.strip().lstrip("%"), computation, opcode
+    ins.operands, ins.attrs, ins.root = operands, attrs, root
     return ins
 
 

@@ -18,6 +18,7 @@ class Record:
     `_fields`: every field, in order (`repr`); `_compared`: the fields equality and a frozen
     record's hash read (a dataclass's `compare=False` fields left out), None for all."""
 
+    __slots__ = ()  # (a subclass without slots of its own has its `__dict__`)
     _fields: tuple[str, ...] = ()
     _compared: tuple[str, ...] | None = None
 
@@ -48,6 +49,8 @@ class Record:
 class FrozenRecord(Record):
     """A `Record` as `dataclass(frozen=True)`: fields set once by `__init__` (through
     `__dict__`), assignment and deletion refused, hashed by the compared fields."""
+
+    __slots__ = ()
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")

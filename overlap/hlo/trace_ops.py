@@ -61,13 +61,21 @@ class Location(FrozenRecord):
 class Ins(Record):
     """One instruction of a `Program`. One read from HLO text (`program_from_text`) holds its
     attributes' text (`_attrs`) and reads `tuple_index`, `frame`, `op_name` and
-    `control_predecessors` from it when one is first asked (`_FromAttrs`): a report looks
+    `control_predecessors` from it when one is first asked (`_read_attrs`): a report looks
     at the copies' and their neighbours' (a few dozen of the real H100 transformer
-    program's 1,819 instructions), where the searches for every instruction took ~4 ms."""
+    program's 1,819 instructions), where the searches for every instruction took ~4 ms.
 
+    Slots, no `__dict__`: a 6 MB unrolled program's ~28k instructions each held a 56-byte
+    object and a 112-byte array of its dict's values (CPython 3.11); slotted, one 96-byte
+    block (4.5 MB -> 2.6 MB), the size the parse's records just let go of are (round 32)."""
+
+    __slots__ = ("name", "opcode", "computation", "operands", "calls", "parameter_number",
+                 "_attrs", "_more")
     _fields = ("name", "opcode", "computation", "operands", "calls", "tuple_index",
                "parameter_number", "frame", "op_name", "control_predecessors")
-    _attrs: str  # (one read from text: its attributes' text, until a field is read from it)
+    _attrs: str | None  # (one read from text: its attributes' text, until a field is read)
+    # (tuple_index, frame, op_name, control_predecessors); None until read from `_attrs`
+    _more: tuple[int | None, int, str, list[str]] | None
 
     def __init__(self, name: str, opcode: str, computation: str, operands: list[str],
                  calls: list[str], tuple_index: int | None = None,
@@ -78,51 +86,72 @@ class Ins(Record):
         self.computation = computation
         self.operands = operands
         self.calls = calls
-        self.tuple_index = tuple_index
         self.parameter_number = parameter_number
-        self.frame = frame  # stack_frame_id, 1-based; 0 = none
-        self.op_name = op_name
-        # instructions that must run before this one though it reads none of their values
-        # (XLA's scheduler orders an async copy's -done before the kernels after it this way)
-        self.control_predecessors = [] if control_predecessors is None else control_predecessors
+        self._attrs = None
+        # frame: stack_frame_id, 1-based; 0 = none. control_predecessors: instructions that
+        # must run before this one though it reads none of their values (XLA's scheduler
+        # orders an async copy's -done before the kernels after it this way)
+        self._more = (tuple_index, frame, op_name,
+                      [] if control_predecessors is None else control_predecessors)
 
-
-class _FromAttrs:
-    """A field of an `Ins` read from HLO text (`program_from_text` left its attributes' text in
-    `_attrs`), read with the three others from that text when one is first asked and then an
-    entry of its own dict. A descriptor of the class, not a `__getattr__`: with one, every
-    attribute read of every instruction takes the interpreter's slower lookup. An `Ins` made
-    with every field holds them in its dict, which a descriptor without `__set__` leaves
-    first."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, ins: Any, owner: type | None = None) -> Any:
-        if ins is None:
-            return self
-        d = ins.__dict__
-        attrs = d.pop("_attrs", None)
-        if attrs is None:  # (none to read: an `Ins` whose field was deleted)
-            raise AttributeError(self.name)
-        idx = _INDEX_RE.search(attrs) if d["opcode"] == "get-tuple-element" else None
+    def _read_attrs(self) -> tuple[int | None, int, str, list[str]]:
+        """The four fields read from the attributes' text (which is then let go)."""
+        attrs = self._attrs
+        if attrs is None:  # (none to read: an `Ins` made without its four fields)
+            raise AttributeError("tuple_index")
+        idx = _INDEX_RE.search(attrs) if self.opcode == "get-tuple-element" else None
         fr = _search_from(_FRAME_RE, "stack_frame_id=", attrs)
         on = _search_from(_OPNAME_RE, 'op_name="', attrs)
         cp = _CONTROL_RE.search(attrs) if "control-predecessors=" in attrs else None
-        d["tuple_index"] = int(idx.group(1)) if idx else None
-        d["frame"] = int(fr.group(1)) if fr else 0
-        d["op_name"] = on.group(1) if on else ""
-        d["control_predecessors"] = [x.strip().lstrip("%") for x in cp.group(1).split(",")
-                                     if x.strip()] if cp else []
-        return d[self.name]
+        more = self._more = (
+            int(idx.group(1)) if idx else None, int(fr.group(1)) if fr else 0,
+            on.group(1) if on else "",
+            [x.strip().lstrip("%") for x in cp.group(1).split(",") if x.strip()] if cp else [])
+        self._attrs = None
+        return more
 
+    # (properties, not slots of their own: four more slots would make the record a
+    # 128-byte block, and every instruction but a few dozen never has them read)
+    @property
+    def tuple_index(self) -> int | None:
+        more = self._more
+        return (self._read_attrs() if more is None else more)[0]
 
-# (set on the class after it is made: mypy reads the fields' types from `Ins.__init__`)
-for _f in ("tuple_index", "frame", "op_name", "control_predecessors"):
-    _d = _FromAttrs()
-    _d.__set_name__(Ins, _f)
-    setattr(Ins, _f, _d)
-del _f, _d
+    @tuple_index.setter
+    def tuple_index(self, value: int | None) -> None:
+        self._set_more(0, value)
+
+    @property
+    def frame(self) -> int:
+        more = self._more
+        return (self._read_attrs() if more is None else more)[1]
+
+    @frame.setter
+    def frame(self, value: int) -> None:
+        self._set_more(1, value)
+
+    @property
+    def op_name(self) -> str:
+        more = self._more
+        return (self._read_attrs() if more is None else more)[2]
+
+    @op_name.setter
+    def op_name(self, value: str) -> None:
+        self._set_more(2, value)
+
+    @property
+    def control_predecessors(self) -> list[str]:
+        more = self._more
+        return (self._read_attrs() if more is None else more)[3]
+
+    @control_predecessors.setter
+    def control_predecessors(self, value: list[str]) -> None:
+        self._set_more(3, value)
+
+    def _set_more(self, k: int, value: Any) -> None:
+        more: list[Any] = list(self._read_attrs() if self._more is None else self._more)
+        more[k] = value
+        self._more = (more[0], more[1], more[2], more[3])
 
 
 class Program(Record):
@@ -210,10 +239,9 @@ def program_from_text(text: Any, name: str = "", consume: bool = False,
             if opcode == "parameter" and i.operands and i.operands[0].isdigit():
                 pnum = int(i.operands[0])
             called = calls_in(i.attrs) if found is None else next(found)
-            # (the fields read from the attributes' text when first asked: `_FromAttrs`. Set
-            # as attributes, always in this order: kept as the instance's values under the
-            # class's shared keys, no dict of its own until one is asked for, ~190 bytes an
-            # instruction less. No comprehension run for the many that call nothing)
+            # (the four fields read from the attributes' text when first asked: `Ins._read_attrs`.
+            # Slots set one by one: no call of `__init__` a record; no comprehension run for
+            # the many that call nothing)
             ins = instrs[i.name] = new(Ins)
             ins.name = i.name
             ins.opcode = opcode
@@ -223,6 +251,7 @@ def program_from_text(text: Any, name: str = "", consume: bool = False,
             ins.calls = [c for _, c in called] if called else _NOTHING
             ins.parameter_number = pnum
             ins._attrs = i.attrs
+            ins._more = None
             if i.root:
                 roots[cname] = i.name
         if cname not in roots and last is not None:

@@ -1,6 +1,6 @@
 """An instruction of a program read from HLO text (`trace_ops.program_from_text`) reads its
 `tuple_index`, `frame`, `op_name` and `control_predecessors` from its attributes when first
-asked (`trace_ops._FromAttrs`): each equals what reading them at once gave (the searches kept
+asked (`trace_ops.Ins._read_attrs`): each equals what reading them at once gave (the searches kept
 here as the reference), on the real corpus' programs; the record compares, prints and
 pickles as one built with every field; a name that is no field is still an AttributeError."""
 
@@ -44,7 +44,7 @@ def test_fields_read_when_asked_equal_those_read_at_once(gpu_corpus):
                 again = pickle.loads(pickle.dumps(ins))
                 assert again == want and repr(again) == repr(want)
             assert ins == want and repr(ins) == repr(want), name
-            assert "_attrs" not in vars(ins)  # read once, the text let go
+            assert ins._attrs is None and ins._more is not None  # read once, the text let go
             for k in seen:
                 seen[k] += bool(getattr(ins, k))
     assert all(seen.values()), seen  # every field met with a value
@@ -58,14 +58,19 @@ def test_one_field_asked_reads_all_and_other_names_are_refused():
         'control-predecessors={%p}, metadata={op_name="jit(f)/a\\"b" stack_frame_id=3}\n'
         '  ROOT %c = f32[2]{0} copy(f32[2]{0} %g)\n}\n', "m")
     g = prog.instrs["g"]
-    assert g.frame == 3 and vars(g)["op_name"] == 'jit(f)/a\\"b'
+    assert g._more is None  # (nothing read before a field is asked)
+    assert g.frame == 3 and g._more[2] == 'jit(f)/a\\"b' and g._attrs is None
     assert g.tuple_index == 1 and g.control_predecessors == ["p"]
     assert prog.instrs["c"].op_name == "" and prog.instrs["c"].frame == 0
     assert prog.instrs["p"].parameter_number == 0 and prog.callers == {}
     with pytest.raises(AttributeError):
         g.no_such_field  # noqa: B018
+    with pytest.raises(AttributeError):
+        g.no_such_field = 1  # (slots: no field is added by a typo)
     whole = T.Ins("a", "add", "c", [], [], frame=4)  # built whole: its own fields
-    assert whole.frame == 4 and whole.op_name == "" and "_attrs" not in vars(whole)
-    del whole.frame  # (nothing left to read it from)
+    assert whole.frame == 4 and whole.op_name == "" and whole._attrs is None
+    whole.control_predecessors = ["b"]  # (a field set: the others kept)
+    assert whole.control_predecessors == ["b"] and whole.frame == 4 and whole.tuple_index is None
+    whole._more = None  # (nothing left to read the four fields from)
     with pytest.raises(AttributeError):
         whole.frame  # noqa: B018

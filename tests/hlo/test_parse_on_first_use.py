@@ -30,17 +30,20 @@ def test_shapes_read_on_first_use_equal_shapes_read_at_once():
     assert list(by) == ["p", "h", "t", "n", "n3", "d", "q"]
     # plain shapes (and tuples of them, and tuples of those) wait as text; others were read
     # while parsing
-    assert "_shape_text" in vars(by["h"]) and "shape" not in vars(by["h"])
-    assert "_shape_text" in vars(by["t"]) and "_shape_text" in vars(by["n"])
-    assert "shape" in vars(by["n3"]) and "shape" in vars(by["d"])
+    # (the `_shape` slot: its text until read; a read shape is never a str)
+    assert type(by["h"]._shape) is str
+    assert type(by["t"]._shape) is str and type(by["n"]._shape) is str
+    assert type(by["n3"]._shape) is list and type(by["d"]._shape) is ArrayShape
     assert by["n"].shape == [[parse_shape("f32[8]{0}")], parse_shape("s32[]")]
     assert by["n3"].shape == [[[parse_shape("f32[8]{0}")]], parse_shape("s32[]")]
     assert by["h"].shape == ArrayShape("f32", (8, 128), 5, (1, 0)) == \
         parse_shape("f32[8,128]{1,0:S(5)}")
-    assert "_shape_text" not in vars(by["h"]) and vars(by["h"])["shape"] is by["h"].shape
+    assert by["h"]._shape is by["h"].shape  # (read once, kept)
     assert by["t"].shape == [parse_shape("f32[8]{0}"), parse_shape("s32[]")]
     assert by["d"].shape == parse_shape("f32[<=8]{0}")
+    assert by["h"]._operand_shapes == ("f32[8,128]{1,0}",)  # (texts until read)
     assert by["h"].operand_shapes == [parse_shape("f32[8,128]{1,0}")]
+    assert by["h"]._operand_shapes is by["h"].operand_shapes
     assert by["n"].operand_shapes == [None, parse_shape("s32[]")]  # `t` printed bare
     assert by["q"].operand_shapes == [None]  # an operand shape that does not parse: None
     assert by["p"].operand_shapes == [None]  # `parameter(0)`: no shape
@@ -54,7 +57,8 @@ def test_records_of_parsed_instructions_compare_and_replace_as_read():
     new = h.replaced(opcode="copy-start")
     assert new.shape == h.shape and new.opcode == "copy-start"
     assert repr(again).startswith("_Instr(name='h', computation='main', shape=ArrayShape(")
-    assert isinstance(program._Instr.__dict__["shape"], program._ShapeOnFirstUse)
+    assert isinstance(program._Instr.__dict__["shape"], property)
+    assert not hasattr(h, "__dict__")  # (slots: one 96-byte record a line)
 
 
 def test_calls_in_is_the_calls_patterns_findall():

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from overlap.hlo import program
+from tests.hlo.test_trace_ops_records import _same
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,12 +59,6 @@ class MemoryTimeline:
     peak_buffers: list[tuple[str, int]]
     trace_index: int
     color: int
-
-
-def _same(mine, ref) -> None:
-    assert repr(mine) == repr(ref)
-    assert vars(mine) == vars(ref)
-    assert list(vars(mine)) == list(vars(ref))
 
 
 def test_array_shape():

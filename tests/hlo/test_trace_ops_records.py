@@ -53,8 +53,11 @@ class Program:
 
 def _same(mine, ref) -> None:
     assert repr(mine) == repr(ref)
-    assert vars(mine) == vars(ref)
-    assert list(vars(mine)) == list(vars(ref))
+    fields = [f.name for f in dataclasses.fields(ref)]
+    assert list(mine._fields) == fields  # (`Ins` has slots: its fields compared by name)
+    assert [getattr(mine, f) for f in fields] == [getattr(ref, f) for f in fields]
+    if hasattr(mine, "__dict__"):  # (and nothing else held)
+        assert vars(mine) == vars(ref) and list(vars(mine)) == list(vars(ref))
 
 
 def test_location():
