@@ -65,9 +65,10 @@ class Ins(Record):
     at the copies' and their neighbours' (a few dozen of the real H100 transformer
     program's 1,819 instructions), where the searches for every instruction took ~4 ms.
 
-    Slots, no `__dict__`: a 6 MB unrolled program's ~28k instructions each held a 56-byte
-    object and a 112-byte array of its dict's values (CPython 3.11); slotted, one 96-byte
-    block (4.5 MB -> 2.6 MB), the size the parse's records just let go of are (round 32)."""
+    Slots, no `__dict__` (round 32): a 6 MB unrolled program's ~28k instructions each held a
+    56-byte object and a 112-byte array of its dict's values (CPython 3.11); slotted, one
+    96-byte block (4.7 -> 2.7 MB), the size of the parse's records (`program._Instr`), so a
+    program made while the parse is let go takes the blocks the parse leaves."""
 
     __slots__ = ("name", "opcode", "computation", "operands", "calls", "parameter_number",
                  "_attrs", "_more")
