@@ -215,9 +215,9 @@ def _parse_plain(m: Any, computation: str, seen: dict[Any, Any] | None = None) -
     the operands' shapes where none is printed one shared tuple of Nones per length (their
     texts: `_Instr.operand_shapes` makes each its own list when read). Equal values either
     way; a 6 MB unrolled program's ~28k instructions held each its own, 6 MB of the
-    report's peak. Operand names
-    are not made their instructions' own text: 1.9 MB less of that program, for 3-4% more
-    of its report's instructions (a lookup per name and operand; round 31)."""
+    report's peak. Operand names are not made their instructions' own text: 1.9 MB less of
+    that program, for 3-4% more of its report's instructions (a lookup per name and
+    operand; round 31)."""
     root, name, shape, opcode, operand_txt, attrs = m.groups()
     op_texts: tuple[str | None, ...]
     if not operand_txt:

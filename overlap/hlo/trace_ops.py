@@ -98,8 +98,8 @@ class Ins(Record):
     def _read_attrs(self) -> tuple[int | None, int, str, list[str]]:
         """The four fields read from the attributes' text (which is then let go)."""
         attrs = self._attrs
-        if attrs is None:  # (none to read: an `Ins` made without its four fields)
-            raise AttributeError("tuple_index")
+        if attrs is None:  # (none to read: an `Ins` whose four fields were taken away)
+            raise AttributeError(f"instruction {self.name!r} holds no attributes to read")
         idx = _INDEX_RE.search(attrs) if self.opcode == "get-tuple-element" else None
         fr = _search_from(_FRAME_RE, "stack_frame_id=", attrs)
         on = _search_from(_OPNAME_RE, 'op_name="', attrs)
