@@ -68,3 +68,20 @@ def test_degenerate_shapes_write_and_report(tmp_path):
                              capture_output=True, text=True, timeout=120)
         assert rep.returncode == 0, (f, rep.stderr)
         assert json.loads(rep.stdout)["synthetic"] is True, f
+
+
+def test_real_captures_lists_each_run_and_file_once():
+    """`real_captures.py` of a folder: a row per run directory (its capture file not listed
+    again) and per capture file outside one, each with its decode ratio and memory goal."""
+    runs = REPO / "sample_traces" / "gpu-h100" / "scan-h100"  # (run directories alone)
+    want = sorted(str(r.parent) for r in runs.rglob("run.json"))
+    files = sorted(str(f) for f in (REPO / "sample_traces" / "rocm").rglob("*.xplane.pb"))
+    assert len(want) >= 2 and len(files) == 2
+    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "real_captures.py"),
+                        "--rounds", "1", str(runs), str(REPO / "sample_traces" / "rocm")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split(" | ") for line in r.stdout.splitlines()[2:]]
+    assert [row[0].lstrip("| ") for row in rows] == want + files
+    for row in rows:
+        assert row[4].endswith("x") and float(row[6]) >= 40 and row[7] in ("yes |", "no |")
