@@ -4,6 +4,7 @@ decode of the same file in a fresh interpreter (issue 24).
     python benchmarks/bench_process.py        # GPU and TPU 1M (upb-written), many-ops TPU
     python benchmarks/bench_process.py --rounds 5 --xprof   # with xprof's analyze_async_overlap
     python benchmarks/bench_process.py --files a.xplane.pb b.xplane.pb RUN_DIR
+    python benchmarks/bench_process.py --no-upb --files CAPTURES/   # every capture in a folder
 
 A run directory is reported as a directory (its run.json and `hlo/*.hlo.txt` read too) against
 a bare decode of its newest capture file; its size, for the RSS goal, is all three.
@@ -158,7 +159,7 @@ def cell(med: dict[str, float], k: str) -> str:
 
 def inputs(files: list[str]) -> list[Path]:
     if files:
-        return [Path(f) for f in files]
+        return [q for f in files for q in expand(Path(f))]
     sys.path.insert(0, str(HERE))
     import bench
     import bench_shapes
@@ -172,6 +173,17 @@ def inputs(files: list[str]) -> list[Path]:
     if not clocked.exists():
         bench_shapes.many_ops_tpu_clocked(clocked, 3000)
     return out + [compact_gpu(), many, clocked]
+
+
+def expand(p: Path) -> list[Path]:
+    """`p` where it is a capture file or a run directory (one with `run.json`); a folder of
+    captures (the unpacked `../shared/captures/gpu-h100.tar.xz`, say): its run directories,
+    then its capture files that lie in none of them, each in path order."""
+    if p.is_file() or (p / "run.json").is_file() or not p.is_dir():
+        return [p]
+    runs = sorted(r.parent for r in p.rglob("run.json"))
+    return runs + [f for f in sorted(p.rglob("*.xplane.pb"))
+                   if not any(r in f.parents for r in runs)]
 
 
 def compact_gpu() -> Path:

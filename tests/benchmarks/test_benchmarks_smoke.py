@@ -70,18 +70,23 @@ def test_degenerate_shapes_write_and_report(tmp_path):
         assert json.loads(rep.stdout)["synthetic"] is True, f
 
 
-def test_real_captures_lists_each_run_and_file_once():
-    """`real_captures.py` of a folder: a row per run directory (its capture file not listed
-    again) and per capture file outside one, each with its decode ratio and memory goal."""
+
+def test_bench_process_expands_a_folder_into_runs_and_files():
+    """`bench_process.py --files FOLDER`: a row per run directory (its capture file not listed
+    again) and per capture file outside one; a file or run directory given is itself."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_process
+
     runs = REPO / "sample_traces" / "gpu-h100" / "scan-h100"  # (run directories alone)
-    want = sorted(str(r.parent) for r in runs.rglob("run.json"))
-    files = sorted(str(f) for f in (REPO / "sample_traces" / "rocm").rglob("*.xplane.pb"))
+    want = sorted(r.parent for r in runs.rglob("run.json"))
+    files = sorted((REPO / "sample_traces" / "rocm").rglob("*.xplane.pb"))
     assert len(want) >= 2 and len(files) == 2
-    r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "real_captures.py"),
-                        "--rounds", "1", str(runs), str(REPO / "sample_traces" / "rocm")],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    rows = [line.split(" | ") for line in r.stdout.splitlines()[2:]]
-    assert [row[0].lstrip("| ") for row in rows] == want + files
-    for row in rows:
-        assert row[4].endswith("x") and float(row[6]) >= 40 and row[7] in ("yes |", "no |")
+    assert bench_process.inputs([str(runs), str(REPO / "sample_traces" / "rocm")]) == \
+        want + files
+    mixed = REPO / "sample_traces" / "gpu-h100"  # (run directories and loose captures)
+    got = bench_process.inputs([str(mixed)])
+    dirs = sorted(r.parent for r in mixed.rglob("run.json"))
+    loose = got[len(dirs):]
+    assert got[:len(dirs)] == dirs and loose and all(q.is_file() for q in loose)
+    assert not any(d in q.parents for q in loose for d in dirs)
+    assert bench_process.inputs([str(files[0]), str(want[0])]) == [files[0], want[0]]
