@@ -98,3 +98,31 @@ def test_check_against_a_saved_baseline_imports_no_pandas(tmp_path: Path) -> Non
     code, _, heavy = run_overlap(["check", str(f), "--min-overlap", "0.99"])
     assert code == 1
     assert not set(heavy) & _NEVER
+
+
+@pytest.mark.parametrize("args", [["inspect", "--json"], ["inspect"]])
+@pytest.mark.parametrize("glob", [
+    "tpu-v6e-offload/**/*.xplane.pb",
+    "rocm/mi300x-jax08-attention/**/*.xplane.pb",
+    "gpu-h100/scan-h100/offload_x",  # a run directory, programs beside the capture
+])
+def test_inspect_of_a_real_capture_imports_no_pandas(args: list[str], glob: str) -> None:
+    # the first look at a capture: ~0.15 s and ~40 MiB of pandas for a handful of group-bys
+    # (issue 32; `inspect_trace` reads the tables' columns)
+    code, out, heavy = run_overlap([*args, str(_capture(glob))])
+    assert code == 0 and out
+    if "--json" in args:
+        assert json.loads(out)["planes"]
+    assert not set(heavy) & _NEVER
+
+
+@pytest.mark.parametrize("json_out", [False, True])
+def test_compare_of_real_runs_imports_no_pandas(json_out: bool) -> None:
+    # offload against its remat baselines, the question a sweep asks; the peak memory, the
+    # copies' programs and the device kinds are read from the tables' columns
+    runs = [str(p) for p in sorted((SAMPLES / "cpu-transformer-tiny").iterdir())]
+    code, out, heavy = run_overlap(["compare", *(["--json"] if json_out else []), *runs])
+    assert code == 0
+    if json_out:
+        assert len(json.loads(out)["runs"]) == len(runs)
+    assert not set(heavy) & _NEVER
