@@ -90,7 +90,8 @@ def run_data(trace, result: dict[str, Any], manifest: dict[str, Any] | None = No
         "start_ps": np.asarray(co["start_ps"], dtype=np.int64),
         "end_ps": np.asarray(co["end_ps"], dtype=np.int64),
     }
-    transfers = {c: table[c].to_numpy() for c in (
+    # (`table`: a DataFrame here, the pod read's columns there)
+    transfers = {c: np.asarray(table[c]) for c in (
         "host", "device", "direction", "start_ps", "end_ps", "span_ps", "hidden_ps",
         "exposed_ps", "overlap_ratio", "bytes", "bandwidth_Bps", "hlo_op")}
     # transfer_table keeps the reader's row order, so the stream column lines up.

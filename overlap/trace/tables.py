@@ -556,8 +556,9 @@ class Trace:
     # "all", or a sentence saying which compute events a multi-host read kept (see
     # overlap.analysis.pod): the analysis always used every event, on its host's worker.
     compute_scope: str = "all"
-    # Set by that multi-host read: the per-transfer analysis table (overlap.analysis.overlap.
-    # transfer_table) computed on each host's worker from all its compute, with its thresholds.
+    # Set by that multi-host read: the per-transfer analysis table's columns (overlap.analysis.
+    # overlap.transfer_columns: `transfer_table` without its DataFrame) computed on each host's
+    # worker from all its compute, with its thresholds.
     analysed_transfers: Any = None
     # Set by that multi-host read: compute time per HLO module over all events (for
     # overlap.analysis.memory.executed_module, which would otherwise rank the kept ones).

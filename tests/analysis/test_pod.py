@@ -10,6 +10,7 @@ import pytest
 
 from overlap.analysis import overlap as analysis
 from overlap.analysis import pod
+from overlap.analysis.grouping import frame_of
 from overlap.trace import read_trace
 from overlap.trace.synthetic import SyntheticTrace
 from tests.analysis.test_hosts import pod as gpu_pod
@@ -99,7 +100,7 @@ def test_parent_keeps_only_the_worst_steps_events(captures):
     # The per-transfer rows the figures use were computed from all the compute, per host: they
     # equal the whole read's rows for the same copies.
     whole, _ = analysis.transfer_table(full)
-    kept = trace.analysed_transfers[0]
+    kept = frame_of(trace.analysed_transfers[0])  # (columns: a pod's report loads no pandas)
     merged = kept.merge(whole, on=["host", "device", "start_ps", "end_ps"], suffixes=("", "_w"))
     assert len(merged) == len(kept) and (merged["hidden_ps"] == merged["hidden_ps_w"]).all()
     assert (kept["start_ps"].to_numpy() == trace.transfers["start_ps"].to_numpy()).all()
