@@ -35,44 +35,59 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from overlap.analysis.grouping import is_none
 from overlap.arrays import factorize
 
 
-def link_throughput(transfers: pd.DataFrame,
-                    program_id: int | None = None) -> dict[str, dict[str, Any]]:
+def link_throughput(transfers: Any, program_id: int | None = None) -> dict[str, dict[str, Any]]:
     """Per direction: bytes, busy time (union of in-flight intervals per host and device, in
     ps) and bytes / busy (`link_Bps`); also bytes / summed duration (`per_copy_Bps`: each
     copy's `duration_ps`, the chip's clock where the capture has it). Transfers of
-    other programs are left out when `program_id` is given."""
-    t = transfers
-    if program_id is not None and "program_id" in t.columns:
-        t = t[t["program_id"].astype("Float64") == float(program_id)]
+    other programs are left out when `program_id` is given.
+
+    `transfers`: the transfers table's columns (`Trace.columns("transfers")`: a missing
+    program id or chip-clock duration is None), read with numpy: `report --predict` loaded
+    pandas for this and its device kinds (~0.25 s and ~40 MiB of its process, issue 32)."""
+    from overlap.trace.reader import _sort_by_device_start
+
+    n = len(np.asarray(transfers["start_ps"]))
+    keep = np.ones(n, bool)
+    if program_id is not None:
+        # (compared as floats, as the nullable column was: a missing id matches nothing)
+        want = float(program_id)
+        keep = np.fromiter((p is not None and float(p) == want
+                            for p in np.asarray(transfers["program_id"], object)), bool, n)
+    direction = np.asarray(transfers["direction"], object)
     out: dict[str, dict[str, Any]] = {}
     for d in ("D2H", "H2D"):
-        sub = t[t["direction"] == d]
-        if sub.empty:
+        at = np.flatnonzero(keep & (direction == d))
+        if not at.size:
             continue
-        sub = sub.sort_values(["host", "device", "start_ps"], kind="stable")
-        start = sub["start_ps"].to_numpy(np.int64)
-        end = np.maximum(sub["end_ps"].to_numpy(np.int64), start)
-        key = pd.factorize(sub["host"].astype(str) + "\x00" + sub["device"].astype(str))[0]
+        # stable by (host, device, start), as the frame's `sort_values` was
+        sub = _sort_by_device_start({c: np.asarray(transfers[c])[at] for c in (
+            "host", "device", "start_ps", "end_ps", "bytes", "device_span_ps")})
+        start = sub["start_ps"].astype(np.int64, copy=False)
+        end = np.maximum(sub["end_ps"].astype(np.int64, copy=False), start)
         # Union length in one pass: each interval adds how far it extends the running end of
-        # its (host, device) group.
-        reach = pd.Series(end).groupby(key).cummax().to_numpy(np.int64)
-        prev = pd.Series(reach).groupby(key).shift(1).to_numpy(dtype=float)
-        prev = np.where(np.isnan(prev), -np.inf, prev)
+        # its (host, device) group (the rows of a group lie together, by start).
+        pairs = list(zip(sub["host"].tolist(), sub["device"].tolist()))
+        cuts = [0, *(i for i in range(1, len(pairs)) if pairs[i] != pairs[i - 1]), len(pairs)]
+        reach = np.empty_like(end)
+        prev = np.full(len(end), -np.inf)
+        for a, b in zip(cuts, cuts[1:]):
+            reach[a:b] = np.maximum.accumulate(end[a:b])
+            prev[a + 1:b] = reach[a:b - 1]
         busy = float(np.clip(reach - np.maximum(start, prev), 0, None).sum())
-        nbytes = int(sub["bytes"].sum())
+        nbytes = int(sub["bytes"].astype(np.int64, copy=False).sum())
         # per copy: the duration every bandwidth of the report divides by (the chip's own clock
         # where a TPU capture gives it: overlap.trace.tpu.copy_durations); the busy union
         # stays on the timeline the overlap is measured on
-        dev = sub["device_span_ps"] if "device_span_ps" in sub.columns else None
-        span = int(np.where(dev.notna().to_numpy(), dev.fillna(0).to_numpy(np.int64),
-                            end - start).sum()) if dev is not None else int((end - start).sum())
-        out[d] = {"copies": int(len(sub)), "bytes": nbytes, "busy_ps": int(busy),
+        dev = sub["device_span_ps"].tolist()
+        known = np.array([v is not None for v in dev], bool)
+        clock = np.array([0 if v is None else v for v in dev], np.int64)
+        span = int(np.where(known, clock, end - start).sum())
+        out[d] = {"copies": int(len(start)), "bytes": nbytes, "busy_ps": int(busy),
                   "link_Bps": nbytes / busy * 1e12 if busy else None,
                   "per_copy_Bps": nbytes / span * 1e12 if span else None}
     return out

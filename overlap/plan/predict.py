@@ -31,10 +31,8 @@ _CB_RE = re.compile(r"^command_buffer_\d+$")
 def _target_name(trace, target: str | None) -> tuple[str, str]:
     if target:
         return get_target(target).name, "given with --target"
-    kinds = []
-    devices = getattr(trace, "devices", None)
-    if devices is not None and len(devices) and "name" in devices.columns:
-        kinds = [str(k) for k in devices["name"].dropna().unique()]
+    # (each kind once, in the order the devices table first names it)
+    kinds = [str(k) for k in dict.fromkeys(trace.columns("devices")["name"]) if k is not None]
     for k in kinds:
         name = target_for_device_kind(k)
         if name:
@@ -201,7 +199,8 @@ def _hlo_by_pid(trace, pids: set, protos: dict[Any, bytes] | None = None,
 
     names: dict[int, str] = {}
     raw: dict[int, bytes] = {}
-    for name, proto in zip(trace.modules["name"], trace.modules["hlo_proto"]):
+    mods = trace.columns("modules")
+    for name, proto in zip(mods["name"], mods["hlo_proto"]):
         m = _PID_RE.search(str(name))
         if m and proto and int(m.group(1)) in pids:
             names[int(m.group(1))] = str(name)
@@ -238,10 +237,9 @@ def predict_capture(trace, result: dict, *, target: str | None = None,
     if backend in ("gpu", "tpu") and tgt.platform != ("cuda" if backend == "gpu" else "tpu"):
         raise UsageError(f"--target {tname} is a {tgt.platform} target; this capture ran on "
                          f"{backend.upper()}")
-    transfers = trace.transfers
-    pids = set()
-    if "program_id" in transfers.columns:
-        pids = {int(p) for p in transfers["program_id"].dropna().unique()}
+    # (the tables' columns, not their DataFrames: no pandas, issue 32)
+    transfers = trace.columns("transfers")
+    pids = {int(p) for p in transfers["program_id"] if p is not None}
     protos: dict[Any, bytes] = {}
     missing: dict[int, str] = {}
     by_pid, notes = _hlo_by_pid(trace, pids, protos, missing)
@@ -320,13 +318,11 @@ def predict_from_plan(trace, result: dict, plan: dict, run: dict,
     if not ok:
         return {**base, "joined": False, "reason": how, "programs": [], "notes": []}
     tgt = get_target(tname)
-    transfers = trace.transfers
+    transfers = trace.columns("transfers")
     want = module_base((plan.get("program") or {}).get("module") or plan.get("module"))
-    pids = []
-    if "program_id" in transfers.columns:
-        pids = sorted({int(p) for p in transfers["program_id"].dropna().unique()})
+    pids = sorted({int(p) for p in transfers["program_id"] if p is not None})
     names = {}
-    for name in trace.modules["name"].astype(str):
+    for name in map(str, trace.columns("modules")["name"]):
         m = _PID_RE.search(name)
         if m and module_base(name) == want and int(m.group(1)) in pids:
             names[int(m.group(1))] = name

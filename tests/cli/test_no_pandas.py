@@ -143,3 +143,14 @@ def test_a_pod_imports_no_pandas(tmp_path: Path, args: list[str]) -> None:
     if "--json" in args:
         assert sorted(json.loads(out)["hosts"]) == ["host0", "host1"]
     assert not set(heavy) & _NEVER
+
+
+def test_predict_of_a_real_run_imports_no_pandas() -> None:
+    # the estimate beside the measured copies: the measured link (`link_throughput`), the
+    # device kind and the programs' ids are read from the tables' columns (issue 32)
+    run = SAMPLES / "gpu-h100" / "scan-h100" / "offload_x"
+    code, out, heavy = run_overlap(["report", "--json", "--predict", str(run)])
+    assert code == 0
+    pred = json.loads(out)["prediction"]
+    assert pred["predicted"] and pred["programs"][0]["measured_link"]
+    assert not set(heavy) & _NEVER
