@@ -61,9 +61,9 @@ class ProgramOps:
     """One program's host copies as the capture can name them (see the module docstring)."""
 
     def __init__(self, hlo_text: str):
-        from overlap.hlo.program import _COMMENT_RE, _parse_module, offload_inventory
+        from overlap.hlo.program import offload_inventory, parsed
 
-        comps, _ = _parse_module(_COMMENT_RE.sub("", hlo_text))
+        comps = parsed(hlo_text, uncommented=True).comps  # (once within `parses_kept`)
         inv = offload_inventory(hlo_text)
         order = {(c, i.name): j for c, instrs in comps.items() for j, i in enumerate(instrs)}
         self.ops = {o.name: o for o in inv.ops}

@@ -50,10 +50,12 @@ Getting an HloProto with buffer assignment (jax 0.10.2, verified on XLA:CPU)
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -625,13 +627,14 @@ class ParsedHlo:
     inventory from one parse (issue 32: each parsed the text, ~20 ms of a run directory's
     report on the real H100 transformer captures). Read only."""
 
-    __slots__ = ("text", "comps", "entry", "_calls", "_by_name")
+    __slots__ = ("text", "comps", "entry", "_calls", "_by_name", "_inventory")
 
     def __init__(self, text: str) -> None:
         self.text: str | None = text
         self.comps, self.entry = _parse_module(text)
         self._calls: list[Sequence[tuple[str, str]]] | None = None
         self._by_name: dict[str, Any] | None = None
+        self._inventory: OffloadInventory | None = None  # (`offload_inventory`, found once)
 
     @classmethod
     def of_lines(cls, lines: Iterable[str]) -> ParsedHlo:
@@ -641,7 +644,7 @@ class ParsedHlo:
         self = cls.__new__(cls)
         self.text = None
         self.comps, self.entry = _parse_module(lines)
-        self._calls = self._by_name = None
+        self._calls = self._by_name = self._inventory = None
         return self
 
     def by_name(self) -> dict[str, _Instr]:
@@ -671,6 +674,41 @@ class ParsedHlo:
         return self._calls
 
 
+# Parses kept for their texts inside `parses_kept` (per thread and task: a context variable);
+# None outside one, where every `parsed` parses and nothing is held beyond its reader.
+_KEPT: contextvars.ContextVar[dict[tuple[bool, str], ParsedHlo] | None] = \
+    contextvars.ContextVar("overlap_parses_kept", default=None)
+
+
+@contextlib.contextmanager
+def parses_kept() -> Iterator[None]:
+    """Within it, `parsed` gives one parse per text, and `offload_inventory` one inventory per
+    parse. Why: a prediction reads its program's text at each of its steps (the copies' join,
+    the estimate's schedule and timeline, the streams, each with the inventory): the real
+    H100 transformer program was parsed 11 times and its inventory found 8, ~0.2 s of a
+    `report --predict` (issue 32). Parses are read only (`ParsedHlo`); what was kept goes
+    when the outermost one ends."""
+    token = _KEPT.set({}) if _KEPT.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _KEPT.reset(token)
+
+
+def parsed(text: str, uncommented: bool = False) -> ParsedHlo:
+    """`ParsedHlo(text)`, or with `uncommented` of the text with its `/* */` comments taken
+    out first (as the estimate's readers parse it), kept within `parses_kept`."""
+    kept = _KEPT.get()
+    key = (uncommented, text)
+    if kept is not None and (got := kept.get(key)) is not None:
+        return got
+    got = ParsedHlo(_COMMENT_RE.sub("", text) if uncommented else text)
+    if kept is not None:
+        kept[key] = got
+    return got
+
+
 def offload_inventory(hlo: str | bytes | ParsedHlo | Any) -> OffloadInventory:
     """Transfers to/from host memory space S(5) in one compiled program.
 
@@ -682,14 +720,17 @@ def offload_inventory(hlo: str | bytes | ParsedHlo | Any) -> OffloadInventory:
     if isinstance(hlo, (bytes, bytearray)) or hasattr(hlo, "hlo_module"):
         return _inventory_from_proto(hlo)
     if not isinstance(hlo, ParsedHlo):
-        hlo = ParsedHlo(hlo)
+        hlo = parsed(hlo)
+    if hlo._inventory is not None:  # (read only, as the parse is)
+        return hlo._inventory
     comps, by_name = hlo.comps, hlo.by_name()
     mult, known = _multipliers(comps, hlo.entry, hlo.calls(), by_name)
     # Instructions inside an async-wrapped computation are counted at their async-start.
     wrapped = {m.group(1) for instrs in comps.values() for i in instrs if i.opcode in _WRAPPERS
                for m in [re.search(r"calls=%?([\w.\-]+)", i.attrs)] if m}
-    return OffloadInventory(_collect_ops(comps, by_name, wrapped, lambda c: mult.get(c, 1),
-                                         lambda c: known.get(c, True)))
+    hlo._inventory = OffloadInventory(_collect_ops(
+        comps, by_name, wrapped, lambda c: mult.get(c, 1), lambda c: known.get(c, True)))
+    return hlo._inventory
 
 
 # The opcodes `_classify` can name a host copy: any other is None there, before any shape.

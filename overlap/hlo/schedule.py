@@ -72,14 +72,13 @@ from typing import Any
 
 from overlap.hlo.program import (
     _BODY_RE,
-    _COMMENT_RE,
     _TRIP_RE,
     OffloadOp,
     _flatten,
     _Instr,
-    _parse_module,
     derived_trip_count,
     offload_inventory,
+    parsed,
 )
 from overlap.hlo.streams import Streams, is_async_start
 
@@ -725,7 +724,8 @@ def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "",
     in issue order, device-side async ops included, and `streams_source` says where the
     streams come from. None: each host copy on a stream of its own, device-side async ops
     free (said in the assumptions)."""
-    comps, entry = _parse_module(_COMMENT_RE.sub("", hlo_text))
+    got = parsed(hlo_text, uncommented=True)  # (once per text within `parses_kept`)
+    comps, entry = got.comps, got.entry
     m = _Module(comps, {i.name: i for instrs in comps.values() for i in instrs})
     inv = offload_inventory(hlo_text)
     ops = {o.name: o for o in inv.ops}
@@ -885,7 +885,8 @@ def predicted_timeline(hlo_text: str, model: Roofline,
     `bytes`, `issue_ps` (its start op), `begin_ps` (when it starts moving), `end_ps`
     (complete), `done_ps` (its done op), `hidden_ps`, `exposed_ps` (as `estimate_overlap`
     computes them)."""
-    comps, entry = _parse_module(_COMMENT_RE.sub("", hlo_text))
+    got = parsed(hlo_text, uncommented=True)  # (once per text within `parses_kept`)
+    comps, entry = got.comps, got.entry
     m = _Module(comps, {i.name: i for instrs in comps.values() for i in instrs})
     inv = offload_inventory(hlo_text)
     if not inv.ops:

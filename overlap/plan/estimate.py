@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from overlap.errors import UsageError
+from overlap.hlo.program import parses_kept
 from overlap.plan.targets import Target
 
 _CB_FLAG_RE = re.compile(r"--xla_gpu_enable_command_buffer(?:=(\S*))?")
@@ -114,7 +115,7 @@ def plan_streams(hlo_text: str, hlo_proto: bytes | None, target: Target, *,
     TPU targets: None, "" (the execution-stream rule is XLA:GPU's)."""
     if target.platform != "cuda":
         return None, ""
-    from overlap.hlo.program import _COMMENT_RE, _parse_module
+    from overlap.hlo.program import parsed
     from overlap.hlo.streams import XLA_GPU_EXECUTION_STREAMS as N_STREAMS
     from overlap.hlo.streams import execution_streams, is_async_start, proto_order
 
@@ -126,7 +127,8 @@ def plan_streams(hlo_text: str, hlo_proto: bytes | None, target: Target, *,
         if getattr(calibration, "streams_source", ""):
             other = (f"; the calibration run {calibration.run} ran another program, so the "
                      "streams observed there do not apply")
-    comps, entry = _parse_module(_COMMENT_RE.sub("", hlo_text))
+    got = parsed(hlo_text, uncommented=True)
+    comps, entry = got.comps, got.entry
     if not any(is_async_start(i.opcode) for instrs in comps.values() for i in instrs):
         return None, "the program has no async ops" + other
     if not hlo_proto:
@@ -144,6 +146,7 @@ def plan_streams(hlo_text: str, hlo_proto: bytes | None, target: Target, *,
                   f"1..{N_STREAMS} in turn" + other)
 
 
+@parses_kept()  # (the text parsed once by the schedule, its timeline and streams)
 def estimate_for(hlo_text: str, target: Target, *, calibration: Any = None,
                  streams: dict[str, Any] | None = None, streams_source: str = "",
                  **overrides: Any) -> dict[str, Any]:

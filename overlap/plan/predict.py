@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from overlap.errors import UsageError
+from overlap.hlo.program import parses_kept
 from overlap.plan.targets import Target, get_target, target_for_device_kind
 
 _PID_RE = re.compile(r"\((\d+)\)\s*$")
@@ -85,12 +86,13 @@ def _streams(trace, tgt: Target, pid: Any, text: str, proto: bytes | None,
     (`overlap.analysis.copy_join.stream_check`). Where the capture disagrees, its host copies'
     own streams are used and device-side async ops get a stream of their own each."""
     from overlap.analysis.copy_join import stream_check
-    from overlap.hlo.program import _COMMENT_RE, _parse_module, offload_inventory
+    from overlap.hlo.program import offload_inventory, parsed
     from overlap.hlo.streams import XLA_GPU_EXECUTION_STREAMS, execution_streams, proto_order
 
     if tgt.platform != "cuda" or not proto:
         return None, ""
-    comps, entry = _parse_module(_COMMENT_RE.sub("", text))
+    got = parsed(text, uncommented=True)
+    comps, entry = got.comps, got.entry
     try:
         rule = execution_streams(comps, entry, proto_order(proto))
     except Exception:  # a proto the printer read but our schema cannot: no order, no rule
@@ -220,6 +222,7 @@ def _hlo_by_pid(trace, pids: set, protos: dict[Any, bytes] | None = None,
     return out, notes
 
 
+@parses_kept()  # (each program's text parsed once for all the steps below)
 def predict_capture(trace, result: dict, *, target: str | None = None,
                     host_link_Bps: float | None = None, h2d_link_Bps: float | None = None,
                     kernel_floor_us: float | None = None,
@@ -299,6 +302,7 @@ def predict_capture(trace, result: dict, *, target: str | None = None,
     }
 
 
+@parses_kept()
 def predict_from_plan(trace, result: dict, plan: dict, run: dict,
                       hlo_text: str | None = None) -> dict[str, Any]:
     """The `prediction` section for `overlap report CAPTURE --plan PLAN_RUN` (JSON-safe):

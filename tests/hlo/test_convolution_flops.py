@@ -14,10 +14,9 @@ import re
 
 import pytest
 
-from overlap.hlo.program import _parse_module
+from overlap.hlo.program import _COMMENT_RE, _parse_module
 from overlap.hlo.schedule import (
     _CALLS_ONE_RE,
-    _COMMENT_RE,
     Roofline,
     _conv_fmas,
     _fusion_flops,
