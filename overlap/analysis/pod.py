@@ -155,22 +155,26 @@ def _module_time(compute: dict[str, np.ndarray]) -> dict[str, int]:
             if isinstance(k, str) and k}
 
 
-def read_and_analyze(path: str | os.PathLike, session: str | None = None, *, jobs: int = 1,
+def read_and_analyze(path: str | os.PathLike, session: str | None = None, *,
+                     jobs: int | None = 1,
                      scheduler: str | None = None,
                      hidden_threshold: float = analysis.DEFAULT_HIDDEN_THRESHOLD,
                      exposed_threshold: float = analysis.DEFAULT_EXPOSED_THRESHOLD,
                      top: int = analysis.DEFAULT_TOP):
     """`(trace, result)` for the capture at `path`, one host file per map task.
 
-    `jobs` > 1 runs the map in that many spawned worker processes; `scheduler` (a Dask
+    `jobs` > 1 runs the map in that many spawned worker processes (None: as many as
+    `default_jobs` gives for the files: none for a small capture); `scheduler` (a Dask
     distributed address) runs it on that cluster instead. The result is the same either way.
     """
-    from overlap.trace.distributed import map_hosts, split_readable
+    from overlap.trace.distributed import default_jobs, map_hosts, split_readable
     from overlap.trace.reader import _find_files, _sort_by_device_start, combine_parts
 
     analysis._check_thresholds(hidden_threshold, exposed_threshold)
     files = [Path(f) for f in _find_files(path, session)]
     single = len(files) == 1
+    if jobs is None:
+        jobs = default_jobs(files)
     fn = functools.partial(analyze_host_file, hidden_threshold=hidden_threshold,
                            exposed_threshold=exposed_threshold, top=top, keep_all=single)
     # Serial (jobs 1), worker processes or Dask: one host's events at a time per worker, the

@@ -41,8 +41,8 @@ def add_analysis_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", help=".xplane.pb file, plugins/profile/<session> dir or run dir")
     p.add_argument("--session", help="capture session (timestamp dir) to read; default newest")
     p.add_argument("--jobs", type=non_negative_int, default=None, metavar="N",
-                   help="read host files in N worker processes (default: the machine's cores; "
-                        "1 reads serially)")
+                   help="read host files in N worker processes (default: the machine's cores "
+                        "where the host files hold 128 MiB or more, else 1; 1 reads serially)")
     # An empty OVERLAP_DASK_SCHEDULER is unset; an empty --scheduler is a usage error.
     p.add_argument("--scheduler", default=os.environ.get("OVERLAP_DASK_SCHEDULER") or None,
                    metavar="ADDRESS", help="read host files on a Dask distributed cluster "
@@ -72,14 +72,14 @@ def read_and_analyze(args: argparse.Namespace):
                          f"--hidden-threshold ({args.hidden_threshold})")
     # local imports: keep `overlap --help` fast
     from overlap.analysis.pod import read_and_analyze as pod_read_and_analyze
-    from overlap.trace.distributed import check_scheduler_address, default_jobs
+    from overlap.trace.distributed import check_scheduler_address
 
     if getattr(args, "scheduler", None) is not None:
         check_scheduler_address(args.scheduler)  # before any file is read
 
     jobs = getattr(args, "jobs", None)
     return pod_read_and_analyze(
-        args.path, session=args.session, jobs=default_jobs() if jobs is None else max(jobs, 1),
+        args.path, session=args.session, jobs=None if jobs is None else max(jobs, 1),
         scheduler=getattr(args, "scheduler", None), hidden_threshold=args.hidden_threshold,
         exposed_threshold=args.exposed_threshold, top=args.top)
 

@@ -91,12 +91,14 @@ def test_bytes_stats_in_every_renderer(tmp_path):
     ET.parse(tmp_path / "j.xml")
 
 
-@pytest.mark.parametrize("cmd", ["report", "check", "inspect"])
-def test_pod_with_a_damaged_host_reports_the_others_and_exits_3(tmp_path, cmd):
+@pytest.mark.parametrize("cmd,jobs", [("report", []), ("check", []), ("inspect", []),
+                                      ("report", ["--jobs", "2"]), ("check", ["--jobs", "2"])])
+def test_pod_with_a_damaged_host_reports_the_others_and_exits_3(tmp_path, cmd, jobs):
     from tests.trace.test_hardening import pod
 
     root = pod(tmp_path / "pod")
-    r = run_cli(cmd, str(root), timeout=120)  # default --jobs: worker processes
+    # default --jobs: read here (small host files); --jobs 2: in worker processes
+    r = run_cli(cmd, str(root), *jobs, timeout=120)
     line = _one_line(r, 3)
     assert "host-1.xplane.pb" in line and "corrupt" in line and "2 readable host file" in line
     assert "BrokenProcessPool" not in r.stderr
@@ -105,7 +107,7 @@ def test_pod_with_a_damaged_host_reports_the_others_and_exits_3(tmp_path, cmd):
     else:  # the readable hosts' results, with the damaged file named beside the verdict
         assert "2 transfers" in r.stdout or "2 transfer(s)" in r.stdout, r.stdout
         assert "1 of 3 host file(s) unreadable" in r.stdout
-    r = run_cli(cmd, str(root), "--json", timeout=120)
+    r = run_cli(cmd, str(root), "--json", *jobs, timeout=120)
     assert r.returncode == 3
     doc = json.loads(r.stdout)
     doc = doc.get("analysis", doc)

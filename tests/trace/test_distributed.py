@@ -61,3 +61,39 @@ def test_missing_dask_or_scheduler_is_a_usage_error(capture, monkeypatch):
 
     with pytest.raises(UsageError, match=r"overlap-jax\[dask\]"):
         distributed.map_hosts_dask([capture], "tcp://127.0.0.1:1")
+
+
+def test_default_jobs_reads_small_captures_here(tmp_path, monkeypatch):
+    # a worker's start (~0.2 s of CPU) costs more than it saves below WORKERS_FROM_BYTES in
+    # all (issue 32): such a capture is read in this process whatever the cores; a larger
+    # one (sparse files here: sizes, no bytes) in a worker per core; a file gone counts 0
+    from overlap.analysis import pod as pod_mod
+    from overlap.trace import distributed
+
+    cores = distributed.default_jobs()
+    small = [tmp_path / f"h{i}.xplane.pb" for i in range(3)]
+    for f in small:
+        f.write_bytes(b"\0" * 1000)
+    assert distributed.default_jobs(small) == 1
+    big = tmp_path / "big.xplane.pb"
+    with open(big, "wb") as fh:
+        fh.truncate(distributed.WORKERS_FROM_BYTES - 1000 * len(small))
+    assert distributed.default_jobs([*small, big]) == cores
+    assert distributed.default_jobs([*small[1:], big]) == 1
+    assert distributed.default_jobs([tmp_path / "gone.xplane.pb"]) == 1
+    # `report`'s default (jobs None) asks it of the capture's files: a small pod's map runs
+    # here, one given --jobs in that many workers
+    seen = []
+    real = distributed.map_hosts
+
+    def spy(files, fn, *, jobs=1, scheduler=None):
+        seen.append(jobs)
+        return real(files, fn, jobs=jobs, scheduler=scheduler)
+
+    monkeypatch.setattr(distributed, "map_hosts", spy)
+    root = pod(tmp_path / "small", n=3, slow="host-1")
+    serial = pod_mod.read_and_analyze(root, jobs=None)
+    pooled = pod_mod.read_and_analyze(root, jobs=2)
+    assert seen == [1, 2]
+    assert json.dumps(serial[1], sort_keys=True, default=str) == \
+        json.dumps(pooled[1], sort_keys=True, default=str)
