@@ -97,11 +97,12 @@ RSS_SLACK_MIB = 40
 SMALL_S = 0.2
 
 
-def commands(f: str, xprof: bool, before: str | None = None
+def commands(f: str, xprof: bool, before: str | None = None,
+             command: tuple[str, ...] = ("report", "--json")
              ) -> dict[str, tuple[list[str], dict]]:
     py = sys.executable
-    # `python -m overlap report --json f`, under the hook
-    report = [py, "-c", PEAK + "import runpy\nsys.argv = ['overlap', 'report', '--json', "
+    # `python -m overlap report --json f` (or another `command`), under the hook
+    report = [py, "-c", PEAK + f"import runpy\nsys.argv = ['overlap', *{list(command)!r}, "
               f"{f!r}]\nrunpy.run_module('overlap', run_name='__main__')"]
     # this checkout's overlap, not whichever the interpreter finds first (an editable install
     # elsewhere, without bytecode: every run would time that tree, compiling)
@@ -209,13 +210,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-upb", action="store_true", help="skip the upb fallback's report")
     ap.add_argument("--before", metavar="DIR",
                     help="also time `report` from the overlap checkout in DIR (same rounds)")
+    ap.add_argument("--command", default="report --json", metavar="ARGS",
+                    help="the overlap command timed in the `report` columns, the input "
+                         "after it (e.g. 'inspect --json', 'check', 'report --json --predict')")
     a = ap.parse_args(argv)
     compile_bytecode(REPO, *([a.before] if a.before else []))
     base_kib = max(run_once([sys.executable, "-c", PEAK + BASE], {})[1] for _ in range(3))
     # CPU seconds of `report` (and `report (before)`), medians: printed after the table
     cpu_rows: list[str] = []
     print(f"# {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start; "
-          f"medians of {a.rounds} interleaved rounds (fresh processes)")
+          f"medians of {a.rounds} interleaved rounds (fresh processes); "
+          f"`report` = `overlap {a.command} INPUT`")
     print("| input | MB | " + " | ".join(["decode s", "report", "report (upb)", "xprof",
                                             "report (before)",
                                             "peak RSS decode / report (x file)",
@@ -224,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|")
     for f in inputs(a.files):
         tpu = "tpu" in f.name
-        cmds = commands(str(f.resolve()), a.xprof and tpu, a.before)
+        cmds = commands(str(f.resolve()), a.xprof and tpu, a.before, tuple(a.command.split()))
         if a.no_upb:
             cmds.pop("report (upb)")
         times: dict[str, list[float]] = {k: [] for k in cmds}

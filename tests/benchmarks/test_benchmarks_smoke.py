@@ -90,3 +90,20 @@ def test_bench_process_expands_a_folder_into_runs_and_files():
     assert got[:len(dirs)] == dirs and loose and all(q.is_file() for q in loose)
     assert not any(d in q.parents for q in loose for d in dirs)
     assert bench_process.inputs([str(files[0]), str(want[0])]) == [files[0], want[0]]
+
+
+def test_bench_process_times_another_command(capsys):
+    """`bench_process.py --command 'inspect --json'`: that command, not `report --json`, is
+    what the report columns time (one round on the smallest real capture)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_process
+
+    f = sorted((REPO / "sample_traces" / "rocm").rglob("*.xplane.pb"))[-1]
+    cmd = bench_process.commands(str(f), False, None, ("inspect", "--json"))["report"][0]
+    assert "['overlap', *['inspect', '--json'], " in cmd[-1]
+    assert bench_process.main(["--files", str(f), "--rounds", "1", "--no-upb",
+                               "--command", "inspect --json"]) == 0
+    out = capsys.readouterr().out
+    assert "`report` = `overlap inspect --json INPUT`" in out
+    row = [line for line in out.splitlines() if line.startswith(f"| {bench_process.label(f)} |")]
+    assert row and "MiB" in row[0]
