@@ -62,6 +62,12 @@ def memory_timeline(hlo_proto: bytes | Any, color: int = 0, top: int = 20) -> Me
     return MemoryTimeline(frame, peak, peak_index, peak_buffers, best, color)
 
 
+def live_bytes(hlo_proto: bytes | Any, color: int = 0) -> np.ndarray:
+    """`memory_timeline`'s live bytes after each event (its frame's `live_bytes`), without the
+    frame: no pandas for the HTML page's program-memory curve (issue 32). Same ValueError."""
+    return _replay(hlo_proto, color, 0)[1]
+
+
 def memory_peak(hlo_proto: bytes | Any, color: int = 0, top: int = 20
                 ) -> tuple[int, list[tuple[str, int]]]:
     """`memory_timeline`'s (peak_bytes, peak_buffers) without its frame: no pandas (~0.3 s

@@ -61,6 +61,7 @@ from typing import Any
 
 from overlap.hlo.heap import MemoryTimeline as MemoryTimeline
 from overlap.hlo.heap import buffer_assignment_sizes as buffer_assignment_sizes
+from overlap.hlo.heap import live_bytes as live_bytes
 from overlap.hlo.heap import memory_analysis_dict as memory_analysis_dict
 from overlap.hlo.heap import memory_peak as memory_peak
 from overlap.hlo.heap import memory_timeline as memory_timeline

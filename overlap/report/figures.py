@@ -12,7 +12,6 @@ import functools
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 
 from overlap.report import aggregate
@@ -127,16 +126,16 @@ def timeline_figure(tl: aggregate.Timeline, synthetic: bool = False) -> go.Figur
     """
     seg = tl.segments
     title = f"Step {tl.step} on {tl.host}: compute, transfers, exposed time"
-    if not len(seg):
+    if not aggregate.rows(seg):
         return empty_figure("No device events in this step.", title, synthetic)
     fig = go.Figure()
-    x0 = seg["start_ps"].to_numpy() - tl.start_ps
-    dur = (seg["end_ps"] - seg["start_ps"]).to_numpy()
+    x0 = seg["start_ps"] - tl.start_ps
+    dur = seg["end_ps"] - seg["start_ps"]
     for kind, width in (("compute", 0.7), ("D2H", 0.7), ("H2D", 0.7), ("exposed", 0.35)):
-        m = (seg["kind"] == kind).to_numpy()
+        m = seg["kind"] == kind
         if not m.any():
             continue
-        s = seg[m]
+        s = aggregate.where(seg, m)
         hover = _segment_hover(s, dur[m])
         fig.add_trace(go.Bar(
             name="exposed (no compute)" if kind == "exposed" else kind,
@@ -153,30 +152,34 @@ def timeline_figure(tl: aggregate.Timeline, synthetic: bool = False) -> go.Figur
     return fig
 
 
-def _segment_hover(s: pd.DataFrame, dur_ps: np.ndarray) -> list[str]:
-    """Hover text per segment; segments are capped, so this is at most a few thousand strings."""
-    ms = pd.Series(dur_ps / PS_PER_MS, index=s.index).map("{:.4f} ms".format)
-    text = s["kind"].astype(str) + " " + ms
-    merged = s["count"] > 1
-    text = text.where(~merged, text + " (" + s["count"].astype(str) + " events merged)")
-    single = (~merged) & s["hlo_op"].notna()
-    if single.any():
-        ratio = s["ratio"].map(lambda r: "n/a" if pd.isna(r) else f"{100 * r:.0f}%")
-        detail = ("<br>" + s["hlo_op"].astype(str) + "<br>hidden " + ratio + ", exposed "
-                  + (s["exposed_ps"] / PS_PER_MS).map("{:.4f} ms".format) + "<br>"
-                  + (s["bytes"] / 2**20).map("{:.2f} MiB".format))
-        text = text.where(~single, text + detail)
-    return text.tolist()
+def _segment_hover(s: aggregate.Table, dur_ps: np.ndarray) -> list[str]:
+    """Hover text per segment; segments are capped, so this is at most a few thousand strings.
+
+    A merged segment says how many events it stands for; a single transfer (an op named) its
+    op, hidden share ("n/a" without one), exposed time and size."""
+    out = []
+    for kind, ms, count, op, ratio, exposed, nbytes in zip(
+            s["kind"].tolist(), (dur_ps / PS_PER_MS).tolist(), s["count"].tolist(),
+            s["hlo_op"].tolist(), s["ratio"].tolist(), (s["exposed_ps"] / PS_PER_MS).tolist(),
+            (s["bytes"] / 2**20).tolist()):
+        text = f"{kind} {ms:.4f} ms"
+        if count > 1:
+            text += f" ({count} events merged)"
+        elif not (op is None or op != op):  # (an op named: None and NaN are none)
+            share = "n/a" if ratio != ratio else f"{100 * ratio:.0f}%"
+            text += f"<br>{op}<br>hidden {share}, exposed {exposed:.4f} ms<br>{nbytes:.2f} MiB"
+        out.append(text)
+    return out
 
 
-def overlap_histogram_figure(hist: pd.DataFrame, synthetic: bool = False) -> go.Figure:
+def overlap_histogram_figure(hist: aggregate.Table, synthetic: bool = False) -> go.Figure:
     """Per-transfer overlap ratios of the whole run: transfers per 10% bin, per direction."""
     title = "Per-transfer overlap ratio (whole run)"
-    if not len(hist) or hist["count"].sum() == 0:
+    if not aggregate.rows(hist) or hist["count"].sum() == 0:
         return empty_figure("No timed transfers in this run.", title, synthetic)
     fig = go.Figure()
     for d in aggregate.DIRECTIONS:
-        h = hist[hist["direction"] == d]
+        h = aggregate.where(hist, hist["direction"] == d)
         if h["count"].sum() == 0:
             continue
         labels = [f"{100 * lo:.0f}-{100 * hi:.0f}%" for lo, hi in zip(h["bin_lo"], h["bin_hi"])]
@@ -189,7 +192,7 @@ def overlap_histogram_figure(hist: pd.DataFrame, synthetic: bool = False) -> go.
                    yaxis_title="transfers", height=340)
 
 
-def bandwidth_figure(points: pd.DataFrame, total: int, by_direction: dict[str, Any],
+def bandwidth_figure(points: aggregate.Table, total: int, by_direction: dict[str, Any],
                      synthetic: bool = False) -> go.Figure:
     """Achieved bandwidth of each transfer in the step over time; colour = direction.
 
@@ -204,11 +207,12 @@ def bandwidth_figure(points: pd.DataFrame, total: int, by_direction: dict[str, A
     hover; the title counts them too. Nothing is dropped.
     """
     title = "Achieved bandwidth per transfer (this step)"
-    if total > len(points):
-        title += f": {len(points)} of {total} transfers shown (every k-th)"
-    if not len(points):
+    shown = aggregate.rows(points)
+    if total > shown:
+        title += f": {shown} of {total} transfers shown (every k-th)"
+    if not shown:
         return empty_figure("No transfers start in this step.", title, synthetic)
-    gbs_all = points["bandwidth_Bps"].to_numpy(dtype=float) / 1e9
+    gbs_all = points["bandwidth_Bps"].astype(float) / 1e9
     finite = gbs_all[np.isfinite(gbs_all)]
     fence: float | None = None
     top = 0.0
@@ -221,17 +225,20 @@ def bandwidth_figure(points: pd.DataFrame, total: int, by_direction: dict[str, A
     fig = go.Figure()
     above_total = 0
     for d in aggregate.DIRECTIONS:
-        p = points[points["direction"] == d]
-        if not len(p):
+        p = aggregate.where(points, points["direction"] == d)
+        n = aggregate.rows(p)
+        if not n:
             continue
         mean = (by_direction.get(d) or {}).get("bandwidth_Bps")
         name = d + (f" (run mean {mean / 1e9:.1f} GB/s)" if mean else "")
-        ratio = p["overlap_ratio"].to_numpy(dtype=float)
-        gbs = p["bandwidth_Bps"].to_numpy(dtype=float) / 1e9
-        high = (gbs > fence) if fence is not None else np.zeros(len(p), dtype=bool)
+        ratio = p["overlap_ratio"].astype(float)
+        gbs = p["bandwidth_Bps"].astype(float) / 1e9
+        high = (gbs > fence) if fence is not None else np.zeros(n, dtype=bool)
         custom = np.c_[100 * np.nan_to_num(ratio), p["bytes"] / 2**20, gbs]
-        ops = p["hlo_op"].astype(str).to_numpy()
-        x = p["start_ps"].to_numpy(dtype=float) / PS_PER_MS
+        # each op's name as text; a transfer without one NaN (drawn as no text)
+        ops = np.array([np.nan if v is None or v != v else str(v)
+                        for v in p["hlo_op"].tolist()], dtype=object)
+        x = p["start_ps"].astype(float) / PS_PER_MS
         fig.add_trace(go.Scatter(
             name=name, x=x[~high], y=gbs[~high], mode="markers",
             marker=dict(color=COLORS[d], size=7), text=ops[~high], customdata=custom[~high],
@@ -314,7 +321,8 @@ def run_figures(data, step: tuple[str, int] | None) -> dict[str, go.Figure]:
         figs["bandwidth"] = bandwidth_figure(pts, total, data.result.get("by_direction", {}), syn)
         _retitle(figs["bandwidth"], _title(
             "Achieved bandwidth per transfer (whole capture" + (
-                f": {len(pts)} of {total} shown" if total > len(pts) else "") + ")", syn))
+                f": {aggregate.rows(pts)} of {total} shown" if total > aggregate.rows(pts)
+                else "") + ")", syn))
         figs["bandwidth"].update_xaxes(title="ms since the capture's first event")
     elif step is None:
         msg = ("No step annotations in this capture." if data.transfers["start_ps"].size
@@ -592,7 +600,7 @@ def plan_timeline_figure(parts: list[dict[str, Any]], target: str = "") -> go.Fi
                              "end_ps": x0 + b, "count": 1, "hlo_op": None, "ratio": None,
                              "bytes": None, "exposed_ps": None})
         x0 += int(p["total_ps"]) + gap
-    seg = pd.DataFrame(rows, columns=list(aggregate.SEGMENT_COLUMNS))
+    seg = _records_table(rows)
     tl = aggregate.Timeline(host=target or "plan", step=0, start_ps=0, end_ps=max(x0 - gap, 1),
                             lanes=lanes, segments=seg)
     fig = timeline_figure(tl)
@@ -600,6 +608,25 @@ def plan_timeline_figure(parts: list[dict[str, Any]], target: str = "") -> go.Fi
                                "compute beside it (exposed); computations side by side", 120))
     fig.update_xaxes(title="ms (predicted)")
     return fig
+
+
+def _records_table(records: list[dict[str, Any]]) -> aggregate.Table:
+    """`aggregate.SEGMENT_COLUMNS` of `records` as columns, typed as a DataFrame of them was:
+    numbers int64, or float64 with NaN where a value is None; anything else objects."""
+    out: aggregate.Table = {}
+    for c in aggregate.SEGMENT_COLUMNS:
+        vals = [r[c] for r in records]
+        known = [v for v in vals if v is not None]
+        if known and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                         for v in known):
+            out[c] = (np.array(vals, np.int64) if len(known) == len(vals) else
+                      np.array([np.nan if v is None else v for v in vals], np.float64))
+        elif known and all(isinstance(v, (int, float, np.integer, np.floating))
+                           and not isinstance(v, bool) for v in known):
+            out[c] = np.array([np.nan if v is None else v for v in vals], np.float64)
+        else:
+            out[c] = np.array(vals, dtype=object)
+    return out
 
 
 def plan_memory_figure(program_memory: dict[str, np.ndarray] | None, plan: dict[str, Any]

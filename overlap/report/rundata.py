@@ -43,18 +43,17 @@ def _program_memory(trace, manifest: dict[str, Any] | None = None
     not of whichever compile of that name is newest; and what was found (`module`,
     `program_id`, `name`, `how`: why there is no curve when there is none)."""
     from overlap.analysis.memory import executed_program
-    from overlap.hlo.program import memory_timeline
+    from overlap.hlo.program import live_bytes
 
     ran = executed_program(trace, manifest)
     info = {k: ran[k] for k in ("module", "program_id", "name", "how")}
     if ran["proto"] is None:
         return None, info
-    try:
-        tl = memory_timeline(ran["proto"])
+    try:  # (the heap simulator's live bytes per event: `memory_timeline` without its frame)
+        y = np.asarray(live_bytes(ran["proto"]), dtype=np.int64)
     except Exception as e:  # noqa: BLE001 - one unparseable module must not hide the run
         return None, {**info, "how": f"{info['name']}: no heap-simulator trace ({e})"[:300]}
-    y = tl.frame["live_bytes"].to_numpy(dtype=np.int64) if len(tl.frame) else None
-    if y is None or not y.size:
+    if not y.size:
         return None, {**info, "how": f"{info['name']}: empty heap-simulator trace"}
     return {"index": np.arange(y.size, dtype=np.int64), "bytes": y}, info
 
@@ -75,9 +74,9 @@ def run_data(trace, result: dict[str, Any], manifest: dict[str, Any] | None = No
         # A multi-host read kept only the worst steps' compute; the table was computed per
         # host from all of it (overlap.analysis.pod).
         table = pre[0]
-    else:
-        table, _ = analysis.transfer_table(trace, hidden_threshold=hidden,
-                                           exposed_threshold=exposed)
+    else:  # (its columns: a DataFrame of them loaded pandas for the HTML page, issue 32)
+        table, _ = analysis.transfer_columns(trace, hidden_threshold=hidden,
+                                             exposed_threshold=exposed)
     # The reader's own column arrays (`Trace.columns`; the views only read them): building
     # `trace.compute`, a DataFrame of every compute event (836k rows on the 1M files), to copy
     # five columns out of it put ~49 MiB on the dashboard server's peak (issue 32). A one-value
@@ -90,22 +89,20 @@ def run_data(trace, result: dict[str, Any], manifest: dict[str, Any] | None = No
         "start_ps": np.asarray(co["start_ps"], dtype=np.int64),
         "end_ps": np.asarray(co["end_ps"], dtype=np.int64),
     }
-    # (`table`: a DataFrame here, the pod read's columns there)
     transfers = {c: np.asarray(table[c]) for c in (
         "host", "device", "direction", "start_ps", "end_ps", "span_ps", "hidden_ps",
         "exposed_ps", "overlap_ratio", "bytes", "bandwidth_Bps", "hlo_op")}
     # transfer_table keeps the reader's row order, so the stream column lines up.
-    transfers["stream"] = trace.transfers["stream"].to_numpy(dtype=np.int64)
-    mem = trace.memory
+    transfers["stream"] = np.asarray(trace.columns("transfers")["stream"], dtype=np.int64)
+    mem = trace.columns("memory")
     memory = {
-        "time_ps": mem["time_ps"].to_numpy(dtype=np.int64),
-        "bytes_allocated": mem["bytes_allocated"].to_numpy(dtype=np.int64),
-        "device": mem["device"].to_numpy(dtype=object),
-        "allocator": mem["allocator"].to_numpy(dtype=object),
+        "time_ps": np.asarray(mem["time_ps"], dtype=np.int64),
+        "bytes_allocated": np.asarray(mem["bytes_allocated"], dtype=np.int64),
+        "device": np.asarray(mem["device"], dtype=object),
+        "allocator": np.asarray(mem["allocator"], dtype=object),
     }
-    names = []
-    if trace.devices is not None and len(trace.devices):
-        names = sorted({str(n) for n in trace.devices["name"].dropna().tolist() if n})
+    names = sorted({str(n) for n in trace.columns("devices")["name"].tolist()
+                    if n is not None and n})
     return RunData(result=result, backend=trace.backend, synthetic=bool(trace.synthetic),
                    compute=compute, transfers=transfers, memory=memory,
                    program_memory=pm, device_names=names,

@@ -218,6 +218,9 @@ def test_memory_timeline_refcounts_shared_buffers():
     assert tl.peak_bytes == 150 and tl.peak_index == 1
     assert tl.peak_buffers == [("a", 100), ("b", 50)]
     assert tl.frame["instruction_name"].iat[1] == "op1"
+    # the curve alone, as the HTML page draws it (no frame, no pandas)
+    live = hlo.live_bytes(_proto(bufs, [events]))
+    assert live.dtype == np.int64 and live.tolist() == tl.frame["live_bytes"].tolist()
 
 
 def test_memory_timeline_share_after_canonical_freed_brings_bytes_back():

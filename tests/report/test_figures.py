@@ -29,7 +29,7 @@ def offload(tmp_path_factory) -> data.RunData:
 def test_fig001_timeline_exposed_segments(offload):
     tl = aggregate.step_timeline(offload, "synthetic-host", 1)
     assert tl.lanes == ["GPU:0 compute stream 7", "GPU:0 D2H stream 20", "GPU:0 H2D stream 20"]
-    seg = tl.segments
+    seg = pd.DataFrame(tl.segments)  # (numpy columns: a frame here to ask of them)
     kinds = seg["kind"].value_counts().to_dict()
     assert kinds == {"compute": 8, "D2H": 4, "H2D": 4, "exposed": 8}
     exposed = seg[seg["kind"] == "exposed"]
@@ -58,7 +58,8 @@ def test_fig002_timeline_figure_traces_and_units(offload):
     exposed = fig.data[3]
     # Display unit is ms since the step start: 100 us = 0.1 ms.
     assert np.allclose(np.asarray(exposed.x), 0.1)
-    first_kernel = tl.segments[tl.segments["kind"] == "compute"].iloc[0]
+    seg = pd.DataFrame(tl.segments)
+    first_kernel = seg[seg["kind"] == "compute"].iloc[0]
     assert fig.data[0].base[0] == pytest.approx((first_kernel["start_ps"] - tl.start_ps) / 1e9)
     assert fig.data[0].x[0] == pytest.approx(KERNEL_PS / 1e9)
 
@@ -83,22 +84,24 @@ def test_fig003_timeline_caps_segments_for_big_lanes():
                    "hlo_op": np.full(1000, "copy-start.1", object)},
         memory={"time_ps": np.zeros(0, np.int64)}, program_memory=None, device_names=[])
     tl = aggregate.step_timeline(rd, "h", 0, cap=600)
-    per_lane = tl.segments.groupby(["lane", "kind"]).size()
+    seg = pd.DataFrame(tl.segments)
+    per_lane = seg.groupby(["lane", "kind"]).size()
     assert per_lane.max() <= 201  # cap 600 over 3 lanes, +1 for the last group
     assert "GPU:0 compute stream 7" in tl.merged_lanes
     # Merging never loses covered time: compute is one long busy stretch once gaps close.
-    comp = tl.segments[tl.segments["kind"] == "compute"]
+    comp = seg[seg["kind"] == "compute"]
     assert comp["count"].sum() == n
     assert comp["start_ps"].min() == 0 and comp["end_ps"].max() == ends[-1]
     # 1,000 transfers fit under their lane budget? No (200): merged, counts add up.
-    assert tl.segments.loc[tl.segments["kind"] == "D2H", "count"].sum() == 1000
+    assert seg.loc[seg["kind"] == "D2H", "count"].sum() == 1000
 
 
 def test_fig004_histogram(offload):
     hist = aggregate.overlap_histogram(offload.transfers)
     # 3 steps x 4 copies per direction, all at ratio 0.5 -> bin [0.5, 0.6).
+    frame = pd.DataFrame(hist)
     for d in ("D2H", "H2D"):
-        h = hist[hist["direction"] == d]
+        h = frame[frame["direction"] == d]
         assert h["count"].tolist() == [0] * 5 + [12] + [0] * 4
         assert int(h["exposed_ps"].sum()) == 12 * (COPY_PS // 2)
     fig = figures.overlap_histogram_figure(hist)
@@ -107,11 +110,11 @@ def test_fig004_histogram(offload):
 
 def test_fig005_bandwidth_points_and_cap(offload):
     pts, total = aggregate.step_transfers(offload, "synthetic-host", 0)
-    assert total == 8 and len(pts) == 8
+    assert total == 8 and aggregate.rows(pts) == 8
     # 8 MiB in 200 us.
-    assert pts["bandwidth_Bps"].iloc[0] == pytest.approx((8 << 20) * 1e12 / COPY_PS)
+    assert pts["bandwidth_Bps"][0] == pytest.approx((8 << 20) * 1e12 / COPY_PS)
     pts2, total2 = aggregate.step_transfers(offload, "synthetic-host", 0, cap=3)
-    assert total2 == 8 and len(pts2) == 3  # every 3rd: ceil(8 / 3)
+    assert total2 == 8 and aggregate.rows(pts2) == 3  # every 3rd: ceil(8 / 3)
     fig = figures.bandwidth_figure(pts2, total2, offload.result["by_direction"])
     assert "3 of 8" in fig.layout.title.text
 
@@ -146,7 +149,7 @@ def test_fig007_compare_figures(offload, tmp_path):
 def test_fig008_empty_inputs_give_messages_not_blank_figures():
     fig = figures.compare_figures([], None)["memory"]
     assert not fig.data and fig.layout.annotations[0].text.startswith("No allocator")
-    empty = pd.DataFrame(columns=["direction", "start_ps", "bandwidth_Bps"])
+    empty = {c: np.zeros(0) for c in ("direction", "start_ps", "bandwidth_Bps")}
     fig = figures.bandwidth_figure(empty, 0, {})
     assert not fig.data and "No transfers" in fig.layout.annotations[0].text
 
@@ -202,12 +205,13 @@ def test_cpu_thread_lanes_are_numbered_not_hashed():
                    for n in tl.lanes)
 
 
-def _bw_points(gbs: list[float], direction: str = "D2H") -> pd.DataFrame:
+def _bw_points(gbs: list[float], direction: str = "D2H") -> aggregate.Table:
     """SYNTHETIC per-transfer points: 1 MiB copies at the given GB/s, 1 ms apart."""
     n = len(gbs)
-    return pd.DataFrame({"direction": [direction] * n, "start_ps": np.arange(n) * 10**9,
-                         "bandwidth_Bps": np.asarray(gbs) * 1e9, "overlap_ratio": [0.5] * n,
-                         "bytes": [1 << 20] * n, "hlo_op": [f"copy.{i}" for i in range(n)]})
+    return {"direction": np.full(n, direction, object), "start_ps": np.arange(n) * 10**9,
+            "bandwidth_Bps": np.asarray(gbs, float) * 1e9, "overlap_ratio": np.full(n, 0.5),
+            "bytes": np.full(n, 1 << 20), "hlo_op": np.array([f"copy.{i}" for i in range(n)],
+                                                             object)}
 
 
 def test_fig010_bandwidth_axis_survives_one_outlier():
