@@ -54,10 +54,11 @@ def link_throughput(transfers: Any, program_id: int | None = None) -> dict[str, 
     n = len(np.asarray(transfers["start_ps"]))
     keep = np.ones(n, bool)
     if program_id is not None:
-        # (compared as floats, as the nullable column was: a missing id matches nothing)
-        want = float(program_id)
-        keep = np.fromiter((p is not None and float(p) == want
-                            for p in np.asarray(transfers["program_id"], object)), bool, n)
+        # (each distinct id compared once, as a float as the nullable column was: a missing
+        # id matches nothing)
+        codes, ids = factorize(np.asarray(transfers["program_id"], object))
+        match = np.array([float(p) == float(program_id) for p in ids.tolist()] + [False], bool)
+        keep = match[codes]  # (-1, a missing id: the False after them)
     direction = np.asarray(transfers["direction"], object)
     out: dict[str, dict[str, Any]] = {}
     for d in ("D2H", "H2D"):
@@ -70,9 +71,11 @@ def link_throughput(transfers: Any, program_id: int | None = None) -> dict[str, 
         start = sub["start_ps"].astype(np.int64, copy=False)
         end = np.maximum(sub["end_ps"].astype(np.int64, copy=False), start)
         # Union length in one pass: each interval adds how far it extends the running end of
-        # its (host, device) group (the rows of a group lie together, by start).
-        pairs = list(zip(sub["host"].tolist(), sub["device"].tolist()))
-        cuts = [0, *(i for i in range(1, len(pairs)) if pairs[i] != pairs[i - 1]), len(pairs)]
+        # its (host, device) group (the rows of a group lie together, by start; a group per
+        # run of equal codes, missing values one code of their own)
+        hc, dc = factorize(sub["host"])[0] + 1, factorize(sub["device"])[0] + 1
+        pair = hc * (int(dc.max()) + 1) + dc
+        cuts = [0, *(np.flatnonzero(pair[1:] != pair[:-1]) + 1).tolist(), len(pair)]
         reach = np.empty_like(end)
         prev = np.full(len(end), -np.inf)
         for a, b in zip(cuts, cuts[1:]):
@@ -83,9 +86,9 @@ def link_throughput(transfers: Any, program_id: int | None = None) -> dict[str, 
         # per copy: the duration every bandwidth of the report divides by (the chip's own clock
         # where a TPU capture gives it: overlap.trace.tpu.copy_durations); the busy union
         # stays on the timeline the overlap is measured on
-        dev = sub["device_span_ps"].tolist()
-        known = np.array([v is not None for v in dev], bool)
-        clock = np.array([0 if v is None else v for v in dev], np.int64)
+        dev = np.asarray(sub["device_span_ps"], object)
+        known = ~is_none(dev)
+        clock = np.where(known, dev, 0).astype(np.int64)
         span = int(np.where(known, clock, end - start).sum())
         out[d] = {"copies": int(len(start)), "bytes": nbytes, "busy_ps": int(busy),
                   "link_Bps": nbytes / busy * 1e12 if busy else None,
