@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from overlap.analysis.grouping import is_none
+from overlap.analysis.grouping import is_none, pair_codes
 from overlap.arrays import factorize
 
 
@@ -49,7 +49,7 @@ def link_throughput(transfers: Any, program_id: int | None = None) -> dict[str, 
     `transfers`: the transfers table's columns (`Trace.columns("transfers")`: a missing
     program id or chip-clock duration is None), read with numpy: `report --predict` loaded
     pandas for this and its device kinds (~0.25 s and ~40 MiB of its process, issue 32)."""
-    from overlap.trace.reader import _sort_by_device_start
+    from overlap.analysis.intervals import merge_grouped
 
     n = len(np.asarray(transfers["start_ps"]))
     keep = np.ones(n, bool)
@@ -65,28 +65,19 @@ def link_throughput(transfers: Any, program_id: int | None = None) -> dict[str, 
         at = np.flatnonzero(keep & (direction == d))
         if not at.size:
             continue
-        # stable by (host, device, start), as the frame's `sort_values` was
-        sub = _sort_by_device_start({c: np.asarray(transfers[c])[at] for c in (
-            "host", "device", "start_ps", "end_ps", "bytes", "device_span_ps")})
-        start = sub["start_ps"].astype(np.int64, copy=False)
-        end = np.maximum(sub["end_ps"].astype(np.int64, copy=False), start)
-        # Union length in one pass: each interval adds how far it extends the running end of
-        # its (host, device) group (the rows of a group lie together, by start; a group per
-        # run of equal codes, missing values one code of their own)
-        hc, dc = factorize(sub["host"])[0] + 1, factorize(sub["device"])[0] + 1
-        pair = hc * (int(dc.max()) + 1) + dc
-        cuts = [0, *(np.flatnonzero(pair[1:] != pair[:-1]) + 1).tolist(), len(pair)]
-        reach = np.empty_like(end)
-        prev = np.full(len(end), -np.inf)
-        for a, b in zip(cuts, cuts[1:]):
-            reach[a:b] = np.maximum.accumulate(end[a:b])
-            prev[a + 1:b] = reach[a:b - 1]
-        busy = float(np.clip(reach - np.maximum(start, prev), 0, None).sum())
-        nbytes = int(sub["bytes"].astype(np.int64, copy=False).sum())
+        start = np.asarray(transfers["start_ps"], np.int64)[at]
+        end = np.maximum(np.asarray(transfers["end_ps"], np.int64)[at], start)
+        # the union of the copies' intervals per (host, device) (`merge_grouped`; a missing
+        # host or device a value of its own), as a float as it always was (exact: integers)
+        group = pair_codes(np.asarray(transfers["host"], object)[at],
+                           np.asarray(transfers["device"], object)[at])[0]
+        _, us, ue = merge_grouped(group, start, end)
+        busy = float((ue - us).sum())
+        nbytes = int(np.asarray(transfers["bytes"], np.int64)[at].sum())
         # per copy: the duration every bandwidth of the report divides by (the chip's own clock
         # where a TPU capture gives it: overlap.trace.tpu.copy_durations); the busy union
         # stays on the timeline the overlap is measured on
-        dev = np.asarray(sub["device_span_ps"], object)
+        dev = np.asarray(transfers["device_span_ps"], object)[at]
         known = ~is_none(dev)
         clock = np.where(known, dev, 0).astype(np.int64)
         span = int(np.where(known, clock, end - start).sum())

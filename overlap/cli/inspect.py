@@ -33,8 +33,6 @@ def inspect_trace(trace) -> dict:
     (None) are in no group."""
     import numpy as np  # (here: `overlap --help` registers this command without numpy)
 
-    from overlap.arrays import bin_sums
-
     lines = trace.columns("lines")
     planes: dict[tuple, list[dict[str, Any]]] = {}  # (host, plane) in order of first row
     for host, plane, i, n, c in zip(lines["host"], lines["plane"], lines["line_id"].tolist(),
@@ -43,24 +41,25 @@ def inspect_trace(trace) -> dict:
             planes.setdefault((host, plane), []).append({"id": i, "name": n, "events": c})
     devices: dict[Any, dict[str, Any]] = {}
     tr = trace.columns("transfers")
-    keys, at = _device_groups(tr)
     ways = np.asarray(tr["direction"], object)
     nbytes = np.asarray(tr["bytes"], np.int64)
     unknown = ~np.asarray(tr["bytes_known"], bool)  # sizes the capture does not record
-    sums = {}
+    cols = {}
     for way in ("D2H", "H2D"):
-        m = (at >= 0) & (ways == way)
-        sums[way] = (np.bincount(at[m], minlength=len(keys)).tolist(),
-                     bin_sums(at[m], nbytes[m], len(keys)).tolist(),
-                     np.bincount(at[m & unknown], minlength=len(keys)).tolist())
-    for j, (host, dev) in enumerate(keys):
-        d = devices.setdefault((host, dev), {"host": host, "device": dev})
-        for way, (n, b, u) in sums.items():
-            d[way] = {"count": n[j], "bytes": b[j], "unknown_bytes": u[j]}
-    keys, at = _device_groups(trace.columns("compute"))
-    ops = np.bincount(at[at >= 0], minlength=len(keys)).tolist()
-    for (host, dev), n in zip(keys, ops):
-        d = devices.setdefault((host, dev), {"host": host, "device": dev})
+        m = ways == way
+        cols[way] = m.astype(np.int64)
+        cols[way + " bytes"] = np.where(m, nbytes, 0)
+        cols[way + " unknown"] = (m & unknown).astype(np.int64)
+    g = _per_device(tr, cols)
+    for j, key in enumerate(zip(g["host"].tolist(), g["device"].tolist())):
+        d = devices.setdefault(key, {"host": key[0], "device": key[1]})
+        for way in ("D2H", "H2D"):
+            d[way] = {"count": int(g[way][j]), "bytes": int(g[way + " bytes"][j]),
+                      "unknown_bytes": int(g[way + " unknown"][j])}
+    co = trace.columns("compute")
+    g = _per_device(co, {"ops": np.ones(len(co["host"]), np.int64)})
+    for key, n in zip(zip(g["host"].tolist(), g["device"].tolist()), g["ops"].tolist()):
+        d = devices.setdefault(key, {"host": key[0], "device": key[1]})
         d["compute_ops"] = n
     for d in devices.values():
         for direction in ("D2H", "H2D"):
@@ -100,21 +99,17 @@ def inspect_trace(trace) -> dict:
     }
 
 
-def _device_groups(t) -> tuple[list[tuple[Any, Any]], np.ndarray]:
-    """The (host, device) pairs of a table's rows, sorted, and each row's place among them
-    (-1 where the host or device is missing): pandas' `groupby(["host", "device"])`, by
-    sorted codes and one pass in numpy (a million copies: no Python per row)."""
-    import numpy as np
+def _per_device(t, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`cols` summed per (host, device) of the table `t`'s rows, groups sorted, as pandas'
+    `groupby(["host", "device"]).sum()` gives them: `group_sums` (sorted codes and one pass
+    in numpy: a million copies, no Python per row), less the groups of rows whose host or
+    device is missing (pandas drops them)."""
+    from overlap.analysis.grouping import group_sums, is_none
 
-    from overlap.arrays import factorize, sorted_unique
-
-    hc, hosts = factorize(t["host"], sort=True)
-    dc, devs = factorize(t["device"], sort=True)
-    pair = np.where((hc >= 0) & (dc >= 0), hc * max(len(devs), 1) + dc, -1)
-    present = sorted_unique(pair[pair >= 0])
-    at = np.where(pair >= 0, np.searchsorted(present, pair), -1)
-    keys = [(hosts[k // len(devs)], devs[k % len(devs)]) for k in present.tolist()]
-    return keys, at
+    g = group_sums({"host": t["host"], "device": t["device"]}, ["host", "device"], cols,
+                   sort=True)
+    keep = ~(is_none(g["host"]) | is_none(g["device"]))
+    return {k: v[keep] for k, v in g.items()}
 
 
 def _transfer_status(trace) -> dict[str, Any]:

@@ -26,8 +26,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from overlap.analysis.grouping import is_none
 from overlap.analysis.overlap import merge_intervals, subtract_intervals
 from overlap.arrays import filled, sorted_unique
+from overlap.trace.tables import concat
 
 DIRECTIONS = ("D2H", "H2D")
 DEFAULT_TIMELINE_CAP = 4000  # bars drawn in one timeline, over all lanes
@@ -38,22 +40,9 @@ DEFAULT_MEMORY_BUCKETS = 1000
 SEGMENT_COLUMNS = ("lane", "kind", "start_ps", "end_ps", "count", "hlo_op", "ratio", "bytes",
                    "exposed_ps")
 
-# A table here: column name -> numpy array, every column as long as the others.
+# A table here: column name -> numpy array, every column as long as the others (the reader's
+# `overlap.trace.tables` helpers count, take and join them: `n_rows`, `take`, `concat`).
 Table = dict[str, np.ndarray]
-
-
-def rows(t: Table) -> int:
-    """The number of rows of a table."""
-    return len(next(iter(t.values()))) if t else 0
-
-
-def where(t: Table, mask: np.ndarray) -> Table:
-    """The rows of `t` where `mask` is true, in order."""
-    return {k: v[mask] for k, v in t.items()}
-
-
-def _concat(tables: list[Table]) -> Table:
-    return {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
 
 
 @dataclass
@@ -192,7 +181,7 @@ def step_timeline(data, host: str, step: int, *, cap: int = DEFAULT_TIMELINE_CAP
                 merged = merged or xmerged
             if merged:
                 merged_lanes.append(name)
-    segments = (_concat(frames) if frames
+    segments = (concat(frames) if frames
                 else _lane_frame("", "compute", *(np.zeros(0, np.int64),) * 3))
     return Timeline(host=host, step=int(step), start_ps=lo, end_ps=hi, lanes=lanes,
                     segments=segments, merged_lanes=merged_lanes,
@@ -219,7 +208,7 @@ def overlap_histogram(transfers: dict[str, np.ndarray], bins: int = 10) -> Table
         np.add.at(exposed, idx, transfers["exposed_ps"][m])
         out.append({"direction": filled(bins, d), "bin_lo": edges[:-1], "bin_hi": edges[1:],
                     "count": count.astype(np.int64), "span_ps": span, "exposed_ps": exposed})
-    return _concat(out)
+    return concat(out)
 
 
 def step_transfers(data, host: str, step: int, *, cap: int = DEFAULT_POINT_CAP,
@@ -276,9 +265,10 @@ def memory_curves(memory: dict[str, np.ndarray], buckets: int = DEFAULT_MEMORY_B
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     if memory["time_ps"].size == 0:
         return out
-    # (a device that is missing: None, or NaN where a caller's frame gave the column)
+    # (a device that is missing: None, or NaN where a caller's frame gave the column; by
+    # address and one comparison in C, no Python step per allocator event)
     dev = np.asarray(memory["device"], object)
-    keys = np.where([v is None or v != v for v in dev.tolist()], memory["allocator"], dev)
+    keys = np.where(is_none(dev) | (dev != dev), memory["allocator"], dev)
     for key in sorted(set(keys.tolist()), key=str):  # one iteration per device
         m = keys == key
         x, y = memory["time_ps"][m], memory["bytes_allocated"][m]

@@ -15,6 +15,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from overlap.report import aggregate
+from overlap.trace.tables import n_rows, take
 
 PS_PER_MS = 1e9
 GIB = 2**30
@@ -126,7 +127,7 @@ def timeline_figure(tl: aggregate.Timeline, synthetic: bool = False) -> go.Figur
     """
     seg = tl.segments
     title = f"Step {tl.step} on {tl.host}: compute, transfers, exposed time"
-    if not aggregate.rows(seg):
+    if not n_rows(seg):
         return empty_figure("No device events in this step.", title, synthetic)
     fig = go.Figure()
     x0 = seg["start_ps"] - tl.start_ps
@@ -135,7 +136,7 @@ def timeline_figure(tl: aggregate.Timeline, synthetic: bool = False) -> go.Figur
         m = seg["kind"] == kind
         if not m.any():
             continue
-        s = aggregate.where(seg, m)
+        s = take(seg, m)
         hover = _segment_hover(s, dur[m])
         fig.add_trace(go.Bar(
             name="exposed (no compute)" if kind == "exposed" else kind,
@@ -175,11 +176,11 @@ def _segment_hover(s: aggregate.Table, dur_ps: np.ndarray) -> list[str]:
 def overlap_histogram_figure(hist: aggregate.Table, synthetic: bool = False) -> go.Figure:
     """Per-transfer overlap ratios of the whole run: transfers per 10% bin, per direction."""
     title = "Per-transfer overlap ratio (whole run)"
-    if not aggregate.rows(hist) or hist["count"].sum() == 0:
+    if not n_rows(hist) or hist["count"].sum() == 0:
         return empty_figure("No timed transfers in this run.", title, synthetic)
     fig = go.Figure()
     for d in aggregate.DIRECTIONS:
-        h = aggregate.where(hist, hist["direction"] == d)
+        h = take(hist, hist["direction"] == d)
         if h["count"].sum() == 0:
             continue
         labels = [f"{100 * lo:.0f}-{100 * hi:.0f}%" for lo, hi in zip(h["bin_lo"], h["bin_hi"])]
@@ -207,7 +208,7 @@ def bandwidth_figure(points: aggregate.Table, total: int, by_direction: dict[str
     hover; the title counts them too. Nothing is dropped.
     """
     title = "Achieved bandwidth per transfer (this step)"
-    shown = aggregate.rows(points)
+    shown = n_rows(points)
     if total > shown:
         title += f": {shown} of {total} transfers shown (every k-th)"
     if not shown:
@@ -225,8 +226,8 @@ def bandwidth_figure(points: aggregate.Table, total: int, by_direction: dict[str
     fig = go.Figure()
     above_total = 0
     for d in aggregate.DIRECTIONS:
-        p = aggregate.where(points, points["direction"] == d)
-        n = aggregate.rows(p)
+        p = take(points, points["direction"] == d)
+        n = n_rows(p)
         if not n:
             continue
         mean = (by_direction.get(d) or {}).get("bandwidth_Bps")
@@ -321,7 +322,7 @@ def run_figures(data, step: tuple[str, int] | None) -> dict[str, go.Figure]:
         figs["bandwidth"] = bandwidth_figure(pts, total, data.result.get("by_direction", {}), syn)
         _retitle(figs["bandwidth"], _title(
             "Achieved bandwidth per transfer (whole capture" + (
-                f": {aggregate.rows(pts)} of {total} shown" if total > aggregate.rows(pts)
+                f": {n_rows(pts)} of {total} shown" if total > n_rows(pts)
                 else "") + ")", syn))
         figs["bandwidth"].update_xaxes(title="ms since the capture's first event")
     elif step is None:

@@ -15,6 +15,7 @@ from overlap.analysis import overlap as analysis
 from overlap.dashboard import data
 from overlap.report import aggregate, figures
 from overlap.trace import read_trace
+from overlap.trace.tables import n_rows
 from tests.dashboard.dashboard_support import COPY_PS, KERNEL_PS, OFFLOAD_HIDDEN_FRACTION, write_run
 
 
@@ -110,11 +111,11 @@ def test_fig004_histogram(offload):
 
 def test_fig005_bandwidth_points_and_cap(offload):
     pts, total = aggregate.step_transfers(offload, "synthetic-host", 0)
-    assert total == 8 and aggregate.rows(pts) == 8
+    assert total == 8 and n_rows(pts) == 8
     # 8 MiB in 200 us.
     assert pts["bandwidth_Bps"][0] == pytest.approx((8 << 20) * 1e12 / COPY_PS)
     pts2, total2 = aggregate.step_transfers(offload, "synthetic-host", 0, cap=3)
-    assert total2 == 8 and aggregate.rows(pts2) == 3  # every 3rd: ceil(8 / 3)
+    assert total2 == 8 and n_rows(pts2) == 3  # every 3rd: ceil(8 / 3)
     fig = figures.bandwidth_figure(pts2, total2, offload.result["by_direction"])
     assert "3 of 8" in fig.layout.title.text
 

@@ -94,3 +94,18 @@ def test_html_report_of_a_real_capture_imports_no_pandas(run, tmp_path):
     assert code == 0 and "plotly" in heavy
     assert not set(heavy) & (_NEVER - {"plotly"})
     assert page.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_memory_curves_key_a_missing_device_by_its_allocator():
+    # SYNTHETIC allocator events: a device given, missing (None, and NaN as a caller's frame
+    # may hold it), each curve time-ordered; keys as pandas' `isna` chose them
+    dev = np.array([None, "GPU:0", np.nan, "GPU:0", None], object)
+    alloc = np.array(["a", "b", "c", "d", "a"], object)
+    mem = {"time_ps": np.array([3, 1, 2, 5, 0], np.int64),
+           "bytes_allocated": np.array([1, 2, 3, 4, 5], np.int64),
+           "device": dev, "allocator": alloc}
+    got = aggregate.memory_curves(mem)
+    want = np.where(pd.isna(dev), alloc, dev)
+    assert sorted(got) == sorted({str(k) for k in want.tolist()}) == ["GPU:0", "a", "c"]
+    assert [(x.tolist(), y.tolist()) for x, y in (got["a"], got["GPU:0"])] == \
+        [([0, 3], [5, 1]), ([1, 5], [2, 4])]
