@@ -41,9 +41,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from overlap import cache
 from overlap.analysis import overlap as analysis
 from overlap.analysis.memory import peak_memory_bytes
 from overlap.analysis.steps import run_step_time_ps
+from overlap.cache import cache_dir  # noqa: F401 (re-exported: where loaded runs go)
 from overlap.errors import InputError
 from overlap.report.rundata import (  # noqa: F401 (re-exported)
     STEP_OPTIONS_LIMIT,
@@ -456,15 +458,6 @@ CACHE_FORMAT = 8  # 2: result carries peak_memory; 3: stragglers; 4: the execute
 _GROUPS = ("compute", "transfers", "memory", "program_memory")
 
 
-def cache_dir() -> Path | None:
-    """`$OVERLAP_CACHE_DIR`, else ~/.cache/overlap/dashboard; `OVERLAP_CACHE_DIR=` disables."""
-    env = os.environ.get("OVERLAP_CACHE_DIR")
-    if env is not None:
-        return Path(env) if env else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "overlap" / "dashboard"
-
-
 def _cache_file(fp: tuple) -> Path | None:
     import hashlib
 
@@ -498,33 +491,6 @@ def _content_fp(run: Run) -> tuple:
     return (run.fingerprint(), tuple(parts))
 
 
-def _mac_key(d: Path) -> bytes | None:
-    """This user's secret for cache-entry checksums (created once, mode 0600)."""
-    key_file = d / "key"
-    try:
-        data = read_side_file(key_file, "cache key", limit=64)
-        if len(data) == 32:
-            return data
-    except (OSError, InputError):
-        pass
-    try:
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(os.urandom(32))
-        return key_file.read_bytes()
-    except OSError:
-        return None
-
-
-def _mac(d: Path, data: bytes) -> str | None:
-    import hashlib
-    import hmac
-
-    key = _mac_key(d)
-    return None if key is None else hmac.new(key, data, hashlib.sha256).hexdigest()
-
-
 def _disk_put(fp: tuple, value: RunData) -> None:
     path = _cache_file(fp)
     if path is None:
@@ -543,37 +509,19 @@ def _disk_put(fp: tuple, value: RunData) -> None:
             "device_names": value.device_names, "has_program_memory":
             value.program_memory is not None}
     arrays["meta"] = np.asarray(json.dumps(meta))
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}.npz")
-        np.savez(tmp, **arrays)
-        # A keyed checksum: an entry edited by hand (a forged verdict) does not verify.
-        mac = _mac(path.parent, tmp.read_bytes())
-        if mac is None:
-            tmp.unlink()
-            return
-        mtmp = path.with_suffix(f".mac-tmp-{os.getpid()}-{threading.get_ident()}")
-        mtmp.write_text(mac)
-        os.replace(tmp, path)  # readers never see a half-written entry
-        os.replace(mtmp, path.with_suffix(".mac"))
-    except OSError:
-        pass  # a read-only home only costs speed
+    import io
+
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    # A keyed checksum beside it (`overlap.cache.put`): an entry edited by hand (a forged
+    # verdict) does not verify. A read-only home only costs speed.
+    cache.put(path, buf.getvalue())
 
 
 def _disk_get(fp: tuple) -> RunData | None:
-    path = _cache_file(fp)
-    if path is None or not path.is_file():
-        return None
-    try:
-        import hmac as _hmac
-
-        raw = read_side_file(path, "cache entry", limit=1 << 34)
-        want = _mac(path.parent, raw)
-        got = read_side_file(path.with_suffix(".mac"), "cache checksum", 1024).decode().strip()
-        if want is None or not _hmac.compare_digest(want, got):
-            return None  # not written by us, or edited since: a miss, rewritten on load
-    except (OSError, InputError, UnicodeDecodeError):
-        return None
+    raw = cache.get(_cache_file(fp), limit=1 << 34)
+    if raw is None:
+        return None  # none, or not written by us, or edited since: rewritten on load
     try:
         import io
 

@@ -16,8 +16,8 @@ Environment (read once, when a worker loads the app):
   403: the check `overlap dashboard` makes on loopback (no DNS rebinding), extended to the
   names the team uses. There is no wildcard: a server that answers any Host is a choice to
   make in the proxy in front, not here.
-* `OVERLAP_CACHE_DIR`: where loaded runs are cached (`overlap.dashboard.data.cache_dir`); empty
-  turns the disk cache off.
+* `OVERLAP_CACHE_DIR`: where loaded runs and the plotly assets of pages are cached
+  (`overlap.cache.cache_dir`); empty turns the disk cache off.
 
 Read-only: the app only lists and reads the runs under the log directories (discovery,
 `overlap.dashboard.data`); it writes nothing there, so the directories may be mounted read-only

@@ -9,6 +9,7 @@ Anything drawn from a SYNTHETIC capture says so in its title.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import numpy as np
@@ -65,7 +66,19 @@ TEMPLATE = "plotly_white"
 
 @functools.cache
 def _template_json() -> str:
-    """plotly.py's own validated copy of `TEMPLATE`, as JSON, made once per process."""
+    """plotly.py's own validated copy of `TEMPLATE`, as JSON, made once per plotly on this
+    machine and kept in overlap's cache (`overlap.cache.derived`, keyed on plotly's version
+    and place): its validation imports a validator module per trace type, ~0.2 s of every
+    `report --html` and of the dashboard's first figure."""
+    import plotly
+
+    from overlap.cache import derived
+
+    key = f"template 1 {TEMPLATE} plotly {plotly.__version__} {os.path.dirname(plotly.__file__)}"
+    return derived("plotly-template", key, lambda: _validated_template().encode()).decode()
+
+
+def _validated_template() -> str:
     import json
 
     return json.dumps(go.Figure().update_layout(template=TEMPLATE).layout.template
