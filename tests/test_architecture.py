@@ -21,6 +21,7 @@ RANK = {
     "errors": 0, "env": 0, "arrays": 0, "__init__": 99, "__main__": 99,
     "trace": 1,
     "hlo": 2, "runs": 2,
+    "cache": 2,  # overlap/cache.py: the on-disk cache (reads side files through trace.paths)
     "analysis": 3,
     "report": 4, "capture": 4,
     "plan": 5,
