@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
@@ -87,3 +88,13 @@ def test_pages_with_the_cache_without_it_and_from_it_are_one_page(tmp_path, monk
         pages.append(out.read_bytes())
     assert list((tmp_path / "c").glob("plotly-js-*.bin"))
     assert pages[0] == pages[1] == pages[2]
+
+
+def test_plotly_js_read_as_bytes_is_get_plotlyjs(monkeypatch):
+    """The page's plotly.js is read from the package's file as bytes: the same bytes as
+    plotly's own `get_plotlyjs()`, encoded; where the file is not at that place, that."""
+    want = get_plotlyjs().encode("utf-8")
+    assert html._plotly_js_bytes() == want
+    # the package's file not where it is looked for (another layout of the package)
+    monkeypatch.setattr(html, "Path", lambda *_: Path("/nonexistent/plotly"))
+    assert html._plotly_js_bytes() == want
