@@ -69,7 +69,7 @@ def _template_json() -> str:
     """plotly.py's own validated copy of `TEMPLATE`, as JSON, made once per plotly on this
     machine and kept in overlap's cache (`overlap.cache.derived`, keyed on plotly's version
     and place): its validation imports a validator module per trace type, ~0.2 s of every
-    `report --html` and of the dashboard's first figure."""
+    `report --html` (and of a dashboard process' first figures, built ahead of the click)."""
     import plotly
 
     from overlap.cache import derived
