@@ -74,7 +74,8 @@ def _template_json() -> str:
 
     from overlap.cache import derived
 
-    key = f"template 1 {TEMPLATE} plotly {plotly.__version__} {os.path.dirname(plotly.__file__)}"
+    where = os.path.dirname(str(getattr(plotly, "__file__", None) or ""))
+    key = f"template 1 {TEMPLATE} plotly {plotly.__version__} {where}"
     return derived("plotly-template", key, lambda: _validated_template().encode()).decode()
 
 
