@@ -6,8 +6,8 @@ Two kinds of entries live in one directory (`cache_dir`):
   capture's content);
 * what a page is built from that depends only on the installed plotly (`derived`): plotly.js
   gzip-compressed for `report --html` (~2.7 MB; ~0.19 s of compression a page) and plotly's
-  validated figure template (~7 KB; ~0.2 s of plotly's validation, which imports a validator
-  module per trace type). Keyed on plotly.js's own bytes and on plotly's version and place:
+  validated figure template (~7 KB; ~0.2 s of plotly.py validating the defaults it holds for
+  every trace type). Keyed on plotly.js's own bytes and on plotly's version and place:
   an upgraded plotly makes new entries, and the old ones of that kind are removed then.
 
 Every entry is written whole (a temporary file renamed into place) with a keyed checksum beside

@@ -68,7 +68,7 @@ TEMPLATE = "plotly_white"
 def _template_json() -> str:
     """plotly.py's own validated copy of `TEMPLATE`, as JSON, made once per plotly on this
     machine and kept in overlap's cache (`overlap.cache.derived`, keyed on plotly's version
-    and place): its validation imports a validator module per trace type, ~0.2 s of every
+    and place): validating the defaults it holds for every trace type was ~0.2 s of every
     `report --html` (and of a dashboard process' first figures, built ahead of the click)."""
     import plotly
 
