@@ -112,23 +112,36 @@ def get(path: Path | None, limit: int) -> bytes | None:
 
 def derived(kind: str, key: str, make: Callable[[], bytes], limit: int = 1 << 26) -> bytes:
     """`make()`, kept in the cache as `<kind>-<hash of key>.bin`: made once per `key` (what the
-    value depends on, whole) on this machine. Writing an entry removes the other entries of
-    its kind (the values of an older plotly). Without a cache directory, `make()` each time."""
+    value depends on, whole) on this machine (`lookup`, then `keep`). Without a cache
+    directory, `make()` each time."""
+    path, got = lookup(kind, key, limit)
+    if got is not None:
+        return got
+    value = make()
+    if path is not None:
+        keep(kind, path, value)
+    return value
+
+
+def lookup(kind: str, key: str, limit: int = 1 << 26) -> tuple[Path | None, bytes | None]:
+    """(where `derived` keeps `key`'s value, or None without a cache directory; the value
+    kept there where it verifies, else None)."""
     import hashlib
 
     d = cache_dir()
     if d is None:
-        return make()
+        return None, None
     path = d / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:32]}.bin"
-    got = get(path, limit)
-    if got is not None:
-        return got
-    value = make()
+    return path, get(path, limit)
+
+
+def keep(kind: str, path: Path, value: bytes) -> None:
+    """`put` of a `derived` value; once written, the other entries of its kind (the values of
+    an older plotly) are removed."""
     if put(path, value):
-        for old in d.glob(f"{kind}-*"):
+        for old in path.parent.glob(f"{kind}-*"):
             if old.name.split(".", 1)[0] != path.stem:
                 try:
                     old.unlink()
                 except OSError:
                     pass
-    return value

@@ -144,6 +144,10 @@ def run(args: argparse.Namespace) -> int:
         from overlap.errors import require_extra
 
         require_extra("dashboard", "plotly")
+        # the page's compressed plotly.js made beside the read and the analysis
+        from overlap.report.html import prefetch_plotly_js
+
+        prefetch_plotly_js()
     plan = _plan(args.path)
     if plan is not None:
         if getattr(args, "predict", False) or getattr(args, "plan", None):

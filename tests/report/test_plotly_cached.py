@@ -27,9 +27,11 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.setenv("OVERLAP_CACHE_DIR", str(d))
     html._plotly_gz_b64.cache_clear()
     figures._template_json.cache_clear()
+    html._AHEAD.clear()
     yield d
     html._plotly_gz_b64.cache_clear()
     figures._template_json.cache_clear()
+    html._AHEAD.clear()
 
 
 def _plotly_js_as_made() -> str:
@@ -98,3 +100,33 @@ def test_plotly_js_read_as_bytes_is_get_plotlyjs(monkeypatch):
     # the package's file not where it is looked for (another layout of the package)
     monkeypatch.setattr(html, "Path", lambda *_: Path("/nonexistent/plotly"))
     assert html._plotly_js_bytes() == want
+
+
+def test_plotly_js_made_ahead_in_a_thread_is_the_same(fresh):
+    """`prefetch_plotly_js` makes the page's plotly.js in a thread: the page gets the same
+    text; the entry is written when the page takes it (a process that ends first writes
+    nothing), then read back by the next thread."""
+    want = _plotly_js_as_made()
+    html.prefetch_plotly_js()
+    (ahead,) = html._AHEAD
+    ahead.join()
+    assert not list(fresh.glob("plotly-js-*"))  # made, not yet kept
+    assert html._plotly_gz_b64() == want
+    assert list(fresh.glob("plotly-js-*.bin")) and not html._AHEAD
+    html.prefetch_plotly_js()  # (made in this process: no second thread)
+    assert not html._AHEAD
+    html._plotly_gz_b64.cache_clear()
+    html.prefetch_plotly_js()
+    assert html._AHEAD[0].join() is None and html._AHEAD[0].made[0] is None  # read back
+    assert html._plotly_gz_b64() == want
+
+
+def test_an_error_made_ahead_is_raised_where_the_page_asks(fresh, monkeypatch):
+    def broken() -> bytes:
+        raise OSError("plotly.min.js unreadable")
+
+    monkeypatch.setattr(html, "_plotly_js_bytes", broken)
+    html.prefetch_plotly_js()
+    with pytest.raises(OSError, match="unreadable"):
+        html._plotly_gz_b64()
+    assert not list(fresh.glob("plotly-js-*"))
