@@ -40,7 +40,12 @@ def cache_dir() -> Path | None:
 
 
 def _mac_key(d: Path) -> bytes | None:
-    """This user's secret for cache-entry checksums (created once, mode 0600)."""
+    """This cache directory's secret for entry checksums (32 bytes, mode 0600), made once.
+
+    Made whole in a temporary file and linked into place only where there is none, so that
+    processes filling an empty cache at once agree on one secret (each writing its own, the
+    last one's won and the others' entries no longer verified: made again, for nothing). A
+    secret of any other length is damage: replaced."""
     key_file = d / "key"
     try:
         data = read_side_file(key_file, "cache key", limit=64)
@@ -48,14 +53,33 @@ def _mac_key(d: Path) -> bytes | None:
             return data
     except (OSError, InputError):
         pass
+    tmp = d / f"key.tmp-{os.getpid()}-{threading.get_ident()}"
     try:
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(os.urandom(32))
-        return key_file.read_bytes()
-    except OSError:
+        try:
+            os.link(tmp, key_file)  # (fails where a secret is there: it is read below)
+        except FileExistsError:
+            try:
+                data = read_side_file(key_file, "cache key", limit=64)
+                if len(data) == 32:
+                    return data
+            except (OSError, InputError):
+                pass
+            os.replace(tmp, key_file)  # damaged: this one replaces it
+        except OSError:  # no hard links on this file system: put in place as it is
+            os.replace(tmp, key_file)
+        data = read_side_file(key_file, "cache key", limit=64)
+        return data if len(data) == 32 else None
+    except (OSError, InputError):
         return None
+    finally:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
 
 
 def _mac(d: Path, data: bytes) -> str | None:

@@ -108,3 +108,46 @@ def test_where_it_is(monkeypatch, tmp_path):
     assert cache.cache_dir() == tmp_path / "home" / ".cache" / "overlap" / "dashboard"
     monkeypatch.setenv("OVERLAP_CACHE_DIR", str(tmp_path / "c"))
     assert cache.cache_dir() == tmp_path / "c"
+
+
+def test_processes_filling_an_empty_cache_at_once_agree_on_one_secret(where):
+    """Many writers making the directory's secret at once all read the same one (each
+    linking its own into place only where none is), so no entry is written under a secret
+    that another then replaces."""
+    import threading
+
+    where.mkdir(parents=True)
+    start = threading.Barrier(8)
+    got: list = []
+
+    def one() -> None:
+        start.wait()
+        got.append(cache._mac_key(where))
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 8 and got[0] is not None and len(set(got)) == 1
+    assert (where / "key").read_bytes() == got[0]
+    assert sorted(p.name for p in where.iterdir()) == ["key"]  # no temporary files left
+
+
+def test_a_damaged_secret_is_replaced_and_hard_links_are_not_needed(where, monkeypatch):
+    where.mkdir(parents=True)
+    (where / "key").write_bytes(b"short")
+    key = cache._mac_key(where)
+    assert key is not None and len(key) == 32 and (where / "key").read_bytes() == key
+    assert cache._mac_key(where) == key  # read, not made again
+    (where / "key").unlink()
+
+    def no_links(*_):
+        raise PermissionError("no hard links here")
+
+    monkeypatch.setattr(cache.os, "link", no_links)
+    key = cache._mac_key(where)
+    assert key is not None and len(key) == 32 and (where / "key").read_bytes() == key
+    make = _Maker(b"v")
+    assert cache.derived("thing", "k", make) == b"v" == cache.derived("thing", "k", make)
+    assert make.calls == 1
