@@ -47,12 +47,9 @@ def _mac_key(d: Path) -> bytes | None:
     last one's won and the others' entries no longer verified: made again, for nothing). A
     secret of any other length is damage: replaced."""
     key_file = d / "key"
-    try:
-        data = read_side_file(key_file, "cache key", limit=64)
-        if len(data) == 32:
-            return data
-    except (OSError, InputError):
-        pass
+    got = _read_key(key_file)
+    if got is not None:
+        return got
     tmp = d / f"key.tmp-{os.getpid()}-{threading.get_ident()}"
     try:
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -62,24 +59,29 @@ def _mac_key(d: Path) -> bytes | None:
         try:
             os.link(tmp, key_file)  # (fails where a secret is there: it is read below)
         except FileExistsError:
-            try:
-                data = read_side_file(key_file, "cache key", limit=64)
-                if len(data) == 32:
-                    return data
-            except (OSError, InputError):
-                pass
+            got = _read_key(key_file)
+            if got is not None:
+                return got
             os.replace(tmp, key_file)  # damaged: this one replaces it
         except OSError:  # no hard links on this file system: put in place as it is
             os.replace(tmp, key_file)
-        data = read_side_file(key_file, "cache key", limit=64)
-        return data if len(data) == 32 else None
-    except (OSError, InputError):
+        return _read_key(key_file)
+    except OSError:
         return None
     finally:
         try:
             tmp.unlink()
         except OSError:
             pass
+
+
+def _read_key(key_file: Path) -> bytes | None:
+    """The secret in `key_file` where it is one (32 bytes), else None."""
+    try:
+        data = read_side_file(key_file, "cache key", limit=64)
+    except (OSError, InputError):
+        return None
+    return data if len(data) == 32 else None
 
 
 def _mac(d: Path, data: bytes) -> str | None:
