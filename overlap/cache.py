@@ -145,7 +145,7 @@ def derived(kind: str, key: str, make: Callable[[], bytes], limit: int = 1 << 26
         return got
     value = make()
     if path is not None:
-        keep(kind, path, value)
+        keep(path, value)
     return value
 
 
@@ -161,10 +161,12 @@ def lookup(kind: str, key: str, limit: int = 1 << 26) -> tuple[Path | None, byte
     return path, get(path, limit)
 
 
-def keep(kind: str, path: Path, value: bytes) -> None:
-    """`put` of a `derived` value; once written, the other entries of its kind (the values of
-    an older plotly) are removed."""
+def keep(path: Path, value: bytes) -> None:
+    """`put` of a `derived` value at its place (`lookup`'s); once written, the other entries
+    of its kind (the part of its name before the key's hash: the values of an older plotly)
+    are removed."""
     if put(path, value):
+        kind = path.stem.rsplit("-", 1)[0]
         for old in path.parent.glob(f"{kind}-*"):
             if old.name.split(".", 1)[0] != path.stem:
                 try:

@@ -89,7 +89,7 @@ def _plotly_gz_b64() -> str:
     if path is not None:
         # made now: kept by the thread that writes the page (a process that ends before its
         # page is made leaves no entry half written)
-        keep("plotly-js", path, value)
+        keep(path, value)
     return value.decode("ascii")
 
 
