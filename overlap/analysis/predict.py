@@ -187,11 +187,11 @@ def join(measured: dict[str, dict[str, int]], estimate: dict, *,
     (`captured`, from :func:`as_captured`) where given, else the estimate's issue-to-complete;
     `issue_to_complete_ps` is the estimate's own. `*_at_measured`: the same program predicted at
     the measured link bandwidth."""
-    again = {r["op"]: r for r in (estimate_at_measured or {}).get("ops", [])}
+    again = {r["op"]: r for r in (estimate_at_measured or {}).get("ops") or []}
     captured = captured or {}
     captured_at_measured = captured_at_measured or {}
     rows = []
-    for p in estimate.get("ops", []):
+    for p in estimate.get("ops") or []:  # (null: none, as an older plan's)
         m = measured.get(p["op"])
         mrow = None
         if m and m.get("count"):

@@ -327,10 +327,14 @@ def _plan(path: str) -> dict | None:
 
     pm = p / "program_memory.json"
     try:  # optional; when present it is read with the checks every side file gets
-        m["_program_memory"] = (read_side_json(pm, "program memory (program_memory.json)")
-                                ["live_bytes"] if os.path.lexists(pm) else None)
+        live = (read_side_json(pm, "program memory (program_memory.json)")["live_bytes"]
+                if os.path.lexists(pm) else None)
     except (KeyError, TypeError):
-        m["_program_memory"] = None
+        live = None
+    # byte counts, or no curve (as the dashboard reads it: `data._load_plan`)
+    m["_program_memory"] = live if isinstance(live, list) and all(
+        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 63 for v in live) \
+        else None
     return m
 
 

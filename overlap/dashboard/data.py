@@ -343,7 +343,7 @@ def _load_plan(run: Run) -> RunData | RunLoadError:
               "plan_timeline": plan_timeline(run.path, m),
               "planned_copies": list((m.get("estimate") or {}).get("ops") or [])}
     return RunData(
-        result=result, backend=str((m.get("target") or {}).get("platform", "plan"))
+        result=result, backend=str((m.get("target") or {}).get("platform") or "plan")
         if isinstance(m.get("target"), dict) else "plan", synthetic=False,
         compute={"host": eo, "device": eo, "stream": empty, "start_ps": empty, "end_ps": empty},
         transfers={c: (eo if c in ("host", "device", "direction", "hlo_op") else empty)
@@ -351,7 +351,7 @@ def _load_plan(run: Run) -> RunData | RunLoadError:
                              "hidden_ps", "exposed_ps", "overlap_ratio", "bytes",
                              "bandwidth_Bps", "hlo_op", "stream")},
         memory={"time_ps": empty, "bytes_allocated": empty, "device": eo, "allocator": eo},
-        program_memory=pm, device_names=[str((m.get("target") or {}).get("description", target))
+        program_memory=pm, device_names=[str((m.get("target") or {}).get("description") or target)
                                          if isinstance(m.get("target"), dict) else target],
         manifest=m)
 

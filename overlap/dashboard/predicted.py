@@ -39,10 +39,14 @@ def _measured(d: Any) -> dict[str, Any]:
 def predicted_cells(datas: list[tuple[str, Any]], runs: list[Any]) -> dict[str, str]:
     """Run name -> the cell text for each measured run a plan among `runs` predicts, e.g.
     "25% hidden, predicted (plan for v6e: plan_v6e)"; runs without one are left out."""
+    from overlap.analysis.plans import plan_problem
     from overlap.plan.targets import target_for_device_kind
+    from overlap.runs.rundir import normalize_manifest
 
+    # (a damaged plan predicts nothing: its own card names what is wrong, `data._load_uncached`)
     plans = [{**m, "label": m.get("label") or r.name}
-             for r in runs if getattr(r, "is_plan", False) for m in [r.manifest()]]
+             for r in runs if getattr(r, "is_plan", False)
+             for m in [normalize_manifest(r.manifest())] if not plan_problem(m)]
     if not plans:
         return {}
     out = {}

@@ -105,6 +105,11 @@ _PASS = ("bitcast", "reshape")
 _BW_LO, _BW_HI, _BISECT_STEPS = 1e6, 1e16, 36
 
 
+def _positive(v: Any) -> bool:
+    """A finite number above 0 (not a bool)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf")
+
+
 @dataclasses.dataclass(frozen=True)
 class Roofline:
     """The machine model: peaks the estimate divides by (printed next to every estimate).
@@ -132,6 +137,24 @@ class Roofline:
     # Idle time of the compute stream after each kernel (launch gaps between kernels, measured
     # by a calibration; 0 = back to back). Counts in step time, never as hiding compute.
     kernel_gap_ps: int = 0
+
+    def __post_init__(self) -> None:
+        # A rate of 0 or below never moves a copy: the stream model waited for it forever (a
+        # plan's run.json edited to a link of -1 hung the dashboard's timeline, round 35).
+        for k in ("hbm_Bps", "peak_flops_bf16", "peak_flops_f32", "host_link_Bps",
+                  "compute_scale"):
+            if not _positive(getattr(self, k)):
+                raise ValueError(f"{k} is {getattr(self, k)!r}: a machine model needs a number "
+                                 "> 0")
+        if self.h2d_link_Bps is not None and not (
+                self.h2d_link_Bps == 0 or _positive(self.h2d_link_Bps)):  # (0: not given)
+            raise ValueError(f"h2d_link_Bps is {self.h2d_link_Bps!r}: a number > 0, or none")
+        if not (_positive(self.duplex_share) and self.duplex_share <= 1):
+            raise ValueError(f"duplex_share is {self.duplex_share!r}: a fraction in (0, 1]")
+        for k in ("kernel_floor_ps", "kernel_gap_ps"):
+            v = getattr(self, k)
+            if not (_positive(v) or v == 0) or isinstance(v, bool):
+                raise ValueError(f"{k} is {v!r}: a time >= 0")
 
     def link_Bps(self, direction: str) -> float:
         if direction == "H2D" and self.h2d_link_Bps:

@@ -146,8 +146,8 @@ def _entry(name: str, pid: Any, text: str | None, est: dict, tgt: Target, backen
     if one_way:
         suggest = (f"overlap plan --target {tgt.name} --host-bandwidth {one_way / 1e9:.1f}"
                    + (f" --host-bandwidth-h2d {h2d / 1e9:.1f}" if h2d and d2h else ""))
-    execs = {r["op"]: r["executions"] for r in est.get("ops", [])}
-    dirs = {r["op"]: r["direction"] for r in est.get("ops", [])}
+    execs = {r["op"]: r["executions"] for r in est.get("ops") or []}
+    dirs = {r["op"]: r["direction"] for r in est.get("ops") or []}
     runs = program_runs(measured, execs)
     return {"module": name, "program_id": pid,
             "ops": join(measured, est, captured=captured, estimate_at_measured=again,

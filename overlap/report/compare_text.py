@@ -38,6 +38,8 @@ def render_text(res: dict[str, Any]) -> str:
     if not res.get("runs"):
         parts = [render_plans(plans)] if plans else []
         parts += _failed_lines(res)
+        # (what was left out, said here too: a directory of plans alone named no damaged one)
+        parts += [f"note: {note}" for note in res.get("left_out") or []]
         return "\n".join(parts).strip("\n") if parts else "no runs"
     if res["synthetic"]:
         out.append("SYNTHETIC data in this comparison (written by overlap.trace.synthetic)")

@@ -383,7 +383,7 @@ def write_plan_html(plans: list[dict[str, Any]], path: str | os.PathLike,
             "Size": format_bytes(o.get("layout_bytes") or o["bytes"]),
             "Times per step": o["executions"],
             "Transfer time (pred.)": format_ps(o["transfer_ps"]),
-            "In flight (pred.)": format_ps(o.get("duration_ps", o["transfer_ps"])),
+            "In flight (pred.)": format_ps(o["duration_ps"]),
             "Compute beside it (pred.)": format_ps(o["compute_ps"]),
             "Hidden (pred.)": _pct_cell(o["hidden_fraction"]),
             "Hides at host link of at least": _rate_cell(o.get("break_even_Bps"), 1)}

@@ -63,7 +63,7 @@ def run_plan_checks(manifest: dict[str, Any], *, min_offload_bytes: int | None =
                     allow_host_compute: bool = False) -> dict[str, Any]:
     t: dict[str, Any] = (manifest["target"] if isinstance(manifest.get("target"), dict)
                          else {})
-    tname = t.get("name", "?")
+    tname = t.get("name") or "?"
     status = manifest.get("status")
     checks = []
     if status == "compile_error":

@@ -138,8 +138,8 @@ def render_plans(plans: list[dict]) -> str:
         floor = model.get("kernel_floor_ps") or 0
         out.append(f"* predicted for {model.get('target')}, not measured: HBM "
                    f"{format_rate(model.get('hbm_Bps'))}, bf16 "
-                   f"{model.get('peak_flops_bf16', 0) / 1e12:.0f} TFLOP/s, f32 "
-                   f"{model.get('peak_flops_f32', 0) / 1e12:.0f} TFLOP/s (peaks), kernel floor "
+                   f"{(model.get('peak_flops_bf16') or 0) / 1e12:.0f} TFLOP/s, f32 "
+                   f"{(model.get('peak_flops_f32') or 0) / 1e12:.0f} TFLOP/s (peaks), kernel floor "
                    f"{floor / 1e6:g} us, host link {format_rate(model.get('host_link_Bps'))}"
                    + (f" D2H / {format_rate(model.get('h2d_link_Bps'))} H2D"
                       if model.get("h2d_link_Bps") not in (None, model.get("host_link_Bps"))
