@@ -77,7 +77,7 @@ def users_index(program: trace_ops.Program) -> dict[str, list[str]]:
     """Per instruction, the instructions that read it or name it as a control predecessor."""
     out: dict[str, list[str]] = {}
     for ins in program.instrs.values():
-        for o in dict.fromkeys(ins.operands + ins.control_predecessors):
+        for o in dict.fromkeys(ins.operands + ins.predecessors()):
             out.setdefault(o, []).append(ins.name)
     return out
 

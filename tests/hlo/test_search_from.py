@@ -70,3 +70,45 @@ def test_op_name_pattern_matches_as_the_alternation(s):
     assert (got is None) == (want is None)
     if want is not None:
         assert got.span() == want.span() and got.group(1) == want.group(1)
+
+
+# The call pattern with its `\b` first (what `program._CALLS_RE` was, round 35): the reference
+_CALLS_REF = re.compile(r"\b(body|condition|calls|to_apply|true_computation|false_computation|"
+                        r"async_execution_thread_computation)=%?([\w.\-]+)")
+CALL_PIECES = ["calls=", "body=", "condition=", "to_apply=", "true_computation=",
+               "false_computation=", "async_execution_thread_computation=", "%f.1", "x", "_",
+               " ", ",", "=", "%", "\u00e9", "fusion_", "calls", "{", "}"]
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(st.sampled_from(CALL_PIECES), max_size=12).map("".join))
+def test_call_pattern_finds_what_the_leading_boundary_found(s):
+    from overlap.hlo.program import _CALLS_RE
+
+    assert _CALLS_RE.findall(s) == _CALLS_REF.findall(s)
+    assert [m.span() for m in _CALLS_RE.finditer(s)] == [m.span() for m in
+                                                          _CALLS_REF.finditer(s)]
+
+
+def test_call_pattern_and_predecessors_on_every_real_program(gpu_corpus):
+    """Every instruction of the corpus' programs and the test fixtures: the same calls as the
+    `\\b` pattern, and `Ins.predecessors` as `control_predecessors` read whole."""
+    from pathlib import Path
+
+    from overlap.hlo.program import _CALLS_RE, ParsedHlo
+
+    repo = Path(__file__).resolve().parents[2]
+    files = sorted([*gpu_corpus.rglob("*.hlo.txt"), *(repo / "tests").rglob("*.hlo.txt")])
+    calls = preds = 0
+    for f in files:
+        text = f.read_text(encoding="utf-8", errors="replace")
+        for instrs in ParsedHlo(text).comps.values():
+            for i in instrs:
+                assert _CALLS_RE.findall(i.attrs) == _CALLS_REF.findall(i.attrs)
+                calls += bool(_CALLS_REF.search(i.attrs))
+        fast, whole = trace_ops.program_from_text(text), trace_ops.program_from_text(text)
+        for name, ins in fast.instrs.items():
+            got = ins.predecessors()
+            assert got == whole.instrs[name].control_predecessors
+            preds += bool(got)
+    assert calls > 1000 and preds > 10  # (both kinds are in the corpus)
