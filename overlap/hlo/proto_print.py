@@ -77,8 +77,20 @@ def proto_problem(data: Any) -> str | None:
 
 
 def _child(conn: Any, items: list[tuple[Any, bytes]]) -> None:
-    """Print each proto and send (key, text or None, error) as it is done."""
+    """Print each proto and send (key, text or None, error) as it is done.
+
+    XLA logs what its checks find on file descriptor 2 before it raises (a RET_CHECK: its
+    line and a 40-line native stack trace, fuzz N4), and the exception carries the same line:
+    the child's descriptor 2 goes to /dev/null, so a report that names the program as
+    unreadable does not also print XLA's trace (`OVERLAP_DEBUG=1` keeps it)."""
+    import os
+
     from overlap.hlo.program import hlo_text_from_proto
+
+    if os.environ.get("OVERLAP_DEBUG", "") in ("", "0"):
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, 2)
+        os.close(quiet)
 
     for key, data in items:
         try:

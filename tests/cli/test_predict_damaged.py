@@ -58,6 +58,17 @@ def _recv_opcode(data: bytes) -> bytes:
     raise AssertionError("broadcast.8 not found")
 
 
+def _unscheduled(data: bytes) -> bytes:
+    """The entry computation's schedule reversed: an instruction before its operands, which
+    XLA's printer refuses with a RET_CHECK (the fuzz case `predict_retcheck_schedule`)."""
+    h = HloProto.FromString(data)
+    seq = h.hlo_module.schedule.sequences[h.hlo_module.entry_computation_id].instruction_ids
+    order = list(seq)[::-1]
+    del seq[:]
+    seq.extend(order)
+    return h.SerializeToString()
+
+
 def _report(run: Path, *extra: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     return subprocess.run([sys.executable, "-m", "overlap", "report", str(run), "--predict",
@@ -67,6 +78,7 @@ def _report(run: Path, *extra: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("mutate, why", [
     (lambda b: b"\xff\xff\xff" + b[3:], "not an HloProto"),
     (_recv_opcode, "a recv whose shape is not a tuple"),
+    (_unscheduled, "RET_CHECK failure"),
 ])
 def test_an_unreadable_program_is_said_and_the_measured_report_goes_on(tmp_path, mutate, why):
     pytest.importorskip("jaxlib")
@@ -74,6 +86,8 @@ def test_an_unreadable_program_is_said_and_the_measured_report_goes_on(tmp_path,
     txt = _report(run)
     assert txt.returncode == 0, txt.stderr[-2000:]
     assert "Aborted" not in txt.stderr
+    # the note says it; XLA's own log of it (its line and a native stack trace) is not printed
+    assert "RET_CHECK" not in txt.stderr and "stack trace" not in txt.stderr, txt.stderr
     assert "nothing predicted: the program(s) whose copies the capture measured cannot be " \
            "read" in txt.stdout
     assert "its HloProto cannot be read (" in txt.stdout and why in txt.stdout
