@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -107,3 +109,22 @@ def run_cli(*args: str, env: dict | None = None, cwd: Path | None = None,
         full_env.update(env)
     return subprocess.run([sys.executable, "-m", "overlap", *args], capture_output=True,
                           text=True, env=full_env, cwd=cwd or REPO, timeout=timeout)
+
+
+class Hang(Exception):
+    """What `bounded` raises when its block runs past its time."""
+
+
+@contextlib.contextmanager
+def bounded(seconds: int) -> Iterator[None]:
+    """Fail instead of hanging: SIGALRM raises `Hang` in the main thread after `seconds` (a
+    command that never returns must fail its test, not stall CI)."""
+    def on_alarm(*_):
+        raise Hang(f"no answer in {seconds} s")
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

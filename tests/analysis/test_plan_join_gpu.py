@@ -28,16 +28,6 @@ def test_cuda_plans_are_gpu_runs_of_nvidia_devices_only():
     assert _same_platform("tpu", "tpu", "tpu (Google)")
 
 
-@pytest.fixture(scope="module")
-def h100_plan(tmp_path_factory) -> Path:
-    """`overlap plan --target h100 --workload scan:small --policy offload:x` (deviceless)."""
-    pytest.importorskip("jax_plugins.xla_cuda12")
-    plans = tmp_path_factory.mktemp("plans")
-    assert cli_main(["plan", "--target", "h100", "--workload", "scan:small", "--policy",
-                     "offload:x", "--out", str(plans)]) == 0
-    return plans / "h100-scan-offload_x"
-
-
 def test_a_real_h100_plan_joins_the_real_h100_capture_of_its_program(gpu_corpus, h100_plan,
                                                                      capsys):
     capsys.readouterr()

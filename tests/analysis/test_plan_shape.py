@@ -21,14 +21,13 @@ import io
 import json
 import math
 import shutil
-import signal
-from pathlib import Path
 
 import pytest
 
 from overlap.analysis.plans import PLAN_SHAPE, plan_problem, shape_problem
 from overlap.cli.main import main as cli_main
 from overlap.hlo.schedule import Roofline
+from tests.conftest import Hang, bounded
 
 GOOD = {"kind": "plan", "status": "ok", "target": {"name": "h100", "platform": "cuda"},
         "estimate": {"step_ps": 10, "model": {"host_link_Bps": 5e10, "duplex_share": 0.8},
@@ -109,16 +108,6 @@ def test_a_machine_model_refuses_rates_that_never_move_a_copy(field, value):
 
 # ---- the sweep over a real plan ------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def h100_plan(tmp_path_factory) -> Path:
-    """`overlap plan --target h100 --workload scan:small --policy offload:x` (deviceless)."""
-    pytest.importorskip("jax_plugins.xla_cuda12")
-    plans = tmp_path_factory.mktemp("plans")
-    assert cli_main(["plan", "--target", "h100", "--workload", "scan:small", "--policy",
-                     "offload:x", "--out", str(plans)]) == 0
-    return plans / "h100-scan-offload_x"
-
-
 def test_every_plan_this_machine_writes_has_the_shape(h100_plan):
     m = json.loads((h100_plan / "run.json").read_text())
     assert plan_problem(m) is None
@@ -136,26 +125,6 @@ def _fields(x, pre: tuple = (), depth: int = 0):
         yield from _fields(x[0], (*pre, 0), depth + 1)
 
 
-class _Hang(Exception):
-    pass
-
-
-def _alarm(*_):
-    raise _Hang
-
-
-@contextlib.contextmanager
-def _within(seconds: int):
-    """A command that runs longer fails the test (a hang must not stall CI)."""
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-
-
 _DELETED = object()
 # Values of every other kind than a field's, and the ones `overlap plan` writes never
 _WRONG = (_DELETED, None, 5, -1, "x", True, [1, "a"], {}, 1e308)
@@ -163,10 +132,11 @@ _WRONG = (_DELETED, None, 5, -1, "x", True, [1, "a"], {}, 1e308)
 
 def _run(argv: list[str]) -> tuple[int, list[str]]:
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _within(30):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            rc = cli_main(argv)
-        except _Hang:
+            with bounded(30):
+                rc = cli_main(argv)
+        except Hang:
             rc = "hang"  # type: ignore[assignment]
     return rc, [line for line in err.getvalue().splitlines() if line.strip()]
 
@@ -211,11 +181,11 @@ def test_no_edit_of_a_real_plan_crashes_or_hangs_a_command(h100_plan, gpu_corpus
             # (an edit can make it no run at all: a run.json of no kind, beside no capture)
             for r in data.discover_runs([str(plan)]):
                 try:
-                    with _within(30):
+                    with bounded(30):
                         data.load_run(r)
                 except data.RunLoadError:
                     pass
-                except _Hang:
+                except Hang:
                     bad.append(f"{label}: the dashboard's load hangs")
                 except Exception as e:  # noqa: BLE001 - any other is the defect this test finds
                     bad.append(f"{label}: the dashboard's load raises {type(e).__name__}: {e}")

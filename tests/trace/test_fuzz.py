@@ -35,6 +35,7 @@ from overlap.errors import InputError
 from overlap.trace import read_trace
 from overlap.trace.protos import XSpace
 from overlap.trace.synthetic import SyntheticTrace
+from tests.conftest import bounded
 
 REPO = Path(__file__).resolve().parents[2]
 CASES = int(os.environ.get("OVERLAP_FUZZ_CASES", "900"))
@@ -334,29 +335,6 @@ def test_fuzz_multi_host(tmp_path):
         check_invariants(r)
 
 
-class _Hang(Exception):
-    pass
-
-
-def _bounded(seconds: int):
-    """Fail instead of hanging: SIGALRM raises in the main thread after `seconds`."""
-    import contextlib
-    import signal
-
-    @contextlib.contextmanager
-    def cm():
-        def on_alarm(*_):
-            raise _Hang(f"no answer in {seconds} s")
-        old = signal.signal(signal.SIGALRM, on_alarm)
-        signal.alarm(seconds)
-        try:
-            yield
-        finally:
-            signal.alarm(0)
-            signal.signal(signal.SIGALRM, old)
-    return cm()
-
-
 SIDE_SHAPES = ("fifo", "device", "directory", "huge", "garbage", "not utf-8", "deep", "array",
                "empty")
 
@@ -411,7 +389,7 @@ def test_side_files_of_every_kind(tmp_path, capsys, shape):
         original = side.read_bytes() if side.exists() else None
         _side_file(side, shape)
         for argv in commands:
-            with _bounded(60):
+            with bounded(60):
                 code = main(argv)
             err = capsys.readouterr().err.strip().splitlines()
             assert code in (0, 1, 2, 3), (side.name, argv, err)
@@ -430,6 +408,6 @@ def test_side_files_of_every_kind(tmp_path, capsys, shape):
     except ImportError:
         return
     data.clear_cache()
-    with _bounded(60):
+    with bounded(60):
         rows = [data.safe_run_row(r) for r in data.discover_runs([tmp_path])]
     assert {r["run"] for r in rows} >= {"run", "plan"}
