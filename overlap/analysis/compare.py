@@ -654,7 +654,7 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None,
             listed.update(found)
         else:
             runs.append(p)
-    from overlap.analysis.plans import plan_problem, plan_row
+    from overlap.analysis.plans import plan_row, refuse_impossible
     from overlap.runs.rundir import is_failed_capture, is_plan, load_manifest
 
     plans, captures, did_not_run = [], [], []
@@ -668,12 +668,12 @@ def compare_dirs(paths: list[str | os.PathLike], baseline: str | None = None,
             left_out.append(f"left out {r.name}: {e}")
             continue
         if is_plan(m):
-            problem = plan_problem(m)
-            if problem:  # a damaged or forged plan: named, never read as written
-                damaged = InputError(r / "run.json", f"impossible plan: {problem}")
+            try:  # a damaged or forged plan: named, never read as written
+                refuse_impossible(r, m)
+            except InputError as e:
                 if r not in listed:
-                    raise damaged
-                left_out.append(f"left out {r.name}: {damaged}")
+                    raise
+                left_out.append(f"left out {r.name}: {e}")
                 continue
             plans.append({**m, "label": m.get("label") or r.name})
         elif is_failed_capture(m):

@@ -255,6 +255,18 @@ def plan_problem(m: dict) -> str | None:
     return shape_problem(m)
 
 
+def refuse_impossible(run_dir: Any, m: dict) -> None:
+    """Raise `InputError` naming `run_dir`'s run.json where the plan manifest `m` has a
+    `plan_problem` (bad input, exit 3: never read as written, never a gate's verdict)."""
+    problem = plan_problem(m)
+    if problem:
+        from pathlib import Path
+
+        from overlap.errors import InputError
+
+        raise InputError(Path(run_dir) / "run.json", f"impossible plan: {problem}")
+
+
 def _estimate_problem(est: dict) -> str | None:
     for k in ("step_ps", "busy_ps", "stall_ps"):
         if _bad_number(est.get(k)):

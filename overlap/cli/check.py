@@ -147,12 +147,9 @@ def _plan_manifest(path: str) -> dict | None:
 
     m = load_manifest(p)
     if is_plan(m):
-        from overlap.analysis.plans import plan_problem
-        from overlap.errors import InputError
+        from overlap.analysis.plans import refuse_impossible
 
-        problem = plan_problem(m)
-        if problem:  # bad input (exit 3), never a verdict on impossible numbers
-            raise InputError(p / "run.json", f"impossible plan: {problem}")
+        refuse_impossible(p, m)  # bad input (exit 3), never a verdict on impossible numbers
     return {**m, "label": m.get("label") or p.name} if is_plan(m) else None
 
 

@@ -315,13 +315,10 @@ def _plan(path: str) -> dict | None:
     m = load_manifest(p)
     if not is_plan(m):
         return None
-    from overlap.analysis.plans import plan_problem
-    from overlap.errors import InputError
+    from overlap.analysis.plans import refuse_impossible
 
     # A hand-edited or foreign plan: named, never read as written (exit 3, not a crash).
-    problem = plan_problem(m)
-    if problem:
-        raise InputError(p / "run.json", f"impossible plan: {problem}")
+    refuse_impossible(p, m)
     m = {**m, "label": m.get("label") or p.name}
     from overlap.trace.paths import read_side_json
 
