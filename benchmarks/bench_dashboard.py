@@ -13,7 +13,8 @@ warm-up round filled (a run opened before). Times, wall seconds, median over rou
 * `runs table`: from asking the browser for the page until the runs table lists the run (the
   listing reads and analyzes every run it shows);
 * `run drawn`: from the click on the run's row until the Run tab's step timeline has its
-  traces laid out by plotly.js (`_fullData`), i.e. what the user waits for after picking it;
+  traces laid out by plotly.js (`_fullData`), i.e. what the user waits for after picking it
+  (or, for a run with nothing to draw, the timeline's message laid out in their place);
 * `open`: the two together, the page asked for until the timeline is drawn;
 * `server start`: process start until the server answers HTTP (interpreter, dash, plotly);
 * `server MiB`: the server's peak RSS (VmHWM) at the end of the round.
@@ -59,6 +60,15 @@ TRACES_JS = ("const g = document.getElementById(arguments[0]);"
              "const p = g && g.querySelector('.js-plotly-plot');"
              "return p && p._fullData ? p._fullData.filter("
              "t => t.visible !== false && t._length > 0).length : 0")
+# A figure with nothing to draw (`figures.empty_figure`: a run the rules cannot read, no steps):
+# laid out with its message as its annotation and no trace; drawn all the same, the user's
+# answer is on the screen. Not the "Loading..." figure every graph holds until its callback
+# answers (`dashboard.app._placeholder_json`), which is one too.
+MESSAGE_JS = ("const g = document.getElementById(arguments[0]);"
+              "const p = g && g.querySelector('.js-plotly-plot');"
+              "const a = (p && p._fullLayout && p._fullLayout.annotations) || [];"
+              "return p && p._fullData && p._fullData.length === 0 ? a.filter("
+              "x => x.text && x.text !== 'Loading...').length : 0")
 
 TITLE_JS = ("const p = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');"
             "return (p && p.layout && p.layout.title && p.layout.title.text) || ''")
@@ -204,9 +214,10 @@ def one_round(driver, path: Path, cache_dir: str, think: float = 0.0,
         cell.click()
         # with `also`, the Run tab first shows the page's run (a real one): the picked run's
         # timeline is the one whose title says SYNTHETIC
-        _wait(lambda: driver.execute_script(TRACES_JS, "fig-timeline") >= 1 and (
+        _wait(lambda: (driver.execute_script(TRACES_JS, "fig-timeline") >= 1
+                       or driver.execute_script(MESSAGE_JS, "fig-timeline") >= 1) and (
             not also or "SYNTHETIC" in driver.execute_script(TITLE_JS, "fig-timeline")), 120,
-              "the step timeline")
+              "the step timeline (or its message, where the run has nothing to draw)")
         drawn = time.perf_counter() - t2
         marks["timeline seen"] = time.time()
         if timeline:

@@ -548,12 +548,28 @@ def _shown_as_picked(table: _RunTable, name: Any, step_value: Any, status: Any) 
     """Whether the Run view, on run `name`, shows what picking `name` again would (its
     default step), or is about to (the page's first answer for it not in yet: no step, no
     status cards). A click on that run's row then only opens the tab (issue 32: when the
-    dashboard opened on the one run it was given, a click on its row drew it all again)."""
+    dashboard opened on the one run it was given, a click on its row drew it all again).
+
+    A run without steps (a capture made without step annotations, such as the public v6e
+    sample, or a plan) has one view, its whole capture: shown where the view has no step and
+    holds the run's verdict card (`_status_cards`), not an error card. Such runs were picked
+    again on every click (round 36: a 1M-copy capture's view, ~0.75 s of the server's CPU
+    while the browser started plotly.js, then drawn twice)."""
     got = table.loaded(name)
-    step = None if got is None else rundata.default_step(got[1])
-    if step is None:  # unreadable, or no steps: picked again, as before
+    if got is None:  # unreadable: picked again (read again), as before
         return False
+    step = rundata.default_step(got[1])
+    if step is None:
+        return step_value is None and (status is None or _has_verdict(status))
     return step_value == f"{step[0]}|{step[1]}" or (step_value is None and status is None)
+
+
+def _has_verdict(status: Any) -> bool:
+    """Whether the Run view's status, as the browser sends it back (any JSON: untrusted),
+    holds a run's verdict card (`id="run-verdict"`, `_status_cards`)."""
+    items = status if isinstance(status, list) else [status]
+    return any(isinstance(c, dict) and isinstance(c.get("props"), dict)
+               and c["props"].get("id") == "run-verdict" for c in items)
 
 
 def _run_head(table: _RunTable, name: Any) -> tuple[tuple, str | None]:

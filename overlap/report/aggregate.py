@@ -34,7 +34,13 @@ from overlap.trace.tables import concat
 DIRECTIONS = ("D2H", "H2D")
 DEFAULT_TIMELINE_CAP = 4000  # bars drawn in one timeline, over all lanes
 MIN_LANE_CAP = 100
-DEFAULT_POINT_CAP = 5000
+# Points of one step's bandwidth scatter. Why 2500, not 5000 as before (round 36): plotly.js
+# draws each point as its own SVG element, ~55-85 us apiece in headless Chromium, and a step
+# of 100k-1M copies drew 5000 of them (~0.35 s of the dashboard's open after the click, which
+# took 2.0-2.4 s); 2500 are still two a pixel column across the figure, and every real capture
+# here shows all of its transfers (the corpus' steps hold at most 80; the public v6e capture,
+# without steps, 2400 in its whole-capture view).
+DEFAULT_POINT_CAP = 2500
 DEFAULT_MEMORY_BUCKETS = 1000
 
 SEGMENT_COLUMNS = ("lane", "kind", "start_ps", "end_ps", "count", "hlo_op", "ratio", "bytes",
@@ -130,22 +136,27 @@ def step_timeline(data, host: str, step: int, *, cap: int = DEFAULT_TIMELINE_CAP
     cmask = (c["host"] == host) & (c["start_ps"] < hi) & (c["end_ps"] > lo)
     tmask = (t["host"] == host) & (t["start_ps"] < hi) & (t["end_ps"] > lo)
     cidx, tidx = np.flatnonzero(cmask), np.flatnonzero(tmask)
-    devices = sorted(set(c["device"][cidx]) | set(t["device"][tidx]))
+    # the window's device, direction and stream columns taken once: each take of an object
+    # column is a reference count per row (a 1M-copy capture's whole-capture view took them
+    # ~8 times, ~0.1 s of the Run view's answer)
+    cdev, tdev, tdir = c["device"][cidx], t["device"][tidx], t["direction"][tidx]
+    cstream, tstream = c["stream"][cidx], t["stream"][tidx]
+    devices = sorted(set(cdev) | set(tdev))
+    on_dev = {dev: (cdev == dev, tdev == dev) for dev in devices}
 
     # Lanes: per device, compute streams then D2H then H2D streams. Budget split evenly.
     lane_keys: list[tuple[str, str, int]] = []
     for dev in devices:
-        dc = cidx[c["device"][cidx] == dev]
-        lane_keys += [(dev, "compute", int(s)) for s in sorted_unique(c["stream"][dc])]
-        dt = tidx[t["device"][tidx] == dev]
+        cm, tm = on_dev[dev]
+        lane_keys += [(dev, "compute", int(s)) for s in sorted_unique(cstream[cm])]
         for d in DIRECTIONS:
-            ds = dt[t["direction"][dt] == d]
-            lane_keys += [(dev, d, int(s)) for s in sorted_unique(t["stream"][ds])]
+            lane_keys += [(dev, d, int(s)) for s in sorted_unique(tstream[tm & (tdir == d)])]
     lane_cap = max(MIN_LANE_CAP, cap // max(len(lane_keys), 1))
 
     frames, merged_lanes, lanes = [], [], []
     for dev in devices:  # one iteration per device
-        dc = cidx[c["device"][cidx] == dev]
+        cm, tm = on_dev[dev]
+        dc = cidx[cm]
         cs, ce = _clip(c["start_ps"][dc], c["end_ps"][dc], lo, hi)
         cover = merge_intervals(cs, ce)  # all streams: what hides a transfer
         keys = [(k, s) for (dv, k, s) in lane_keys if dv == dev]
@@ -157,13 +168,12 @@ def step_timeline(data, host: str, step: int, *, cap: int = DEFAULT_TIMELINE_CAP
             name = f"{dev} {d_kind} {label}"
             lanes.append(name)
             if d_kind == "compute":
-                sel = dc[c["stream"][dc] == d_stream]
+                sel = cidx[cm & (cstream == d_stream)]
                 s, e = _clip(c["start_ps"][sel], c["end_ps"][sel], lo, hi)
                 ms, me, cnt, _, merged = _capped(s, e, lane_cap, window)
                 frames.append(_lane_frame(name, "compute", ms, me, cnt))
             else:
-                sel = tidx[(t["device"][tidx] == dev) & (t["direction"][tidx] == d_kind)
-                           & (t["stream"][tidx] == d_stream)]
+                sel = tidx[tm & (tdir == d_kind) & (tstream == d_stream)]
                 s, e = _clip(t["start_ps"][sel], t["end_ps"][sel], lo, hi)
                 ms, me, cnt, order, merged = _capped(s, e, lane_cap, window)
                 if merged:
