@@ -255,6 +255,16 @@ def _out_slots(items: list) -> list[tuple[Any, Any]]:
     return [(i, p.split("@", 1)[0] if isinstance(p, str) else p) for i, p in _slots(items)]
 
 
+# The page's own style, in its <head>. `scrollbar-gutter: stable`: the room of the page's
+# scroll bar is kept from the start, so a figure is laid out at the width it keeps. Without it
+# the Run tab's figures were laid out before the page grew past the window, its scroll bar
+# then narrowed every one by its width, and Dash's graphs drew each again at the new width
+# (round 36: the public v6e capture's timeline, 1352 -> 1337 px, ~0.3 s more of the browser's
+# main thread after it first showed). Where scroll bars overlay the page (macOS) it changes
+# nothing.
+PAGE_STYLE = "<style>html { scrollbar-gutter: stable; }</style>"
+
+
 def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
                allowed_hosts: frozenset[str] | None = None) -> Dash:
     """A Dash app serving the runs under `logdirs` (see the module docstring).
@@ -273,6 +283,7 @@ def create_app(logdirs: Sequence[str | os.PathLike], host: str = "127.0.0.1",
     # plotly.js starts once the layout is in the page (the server has read the runs), compiled
     # off the main thread (`plotlyjs`)
     plotlyjs.install(app, after="#runs-count")
+    app.index_string = app.index_string.replace("</head>", PAGE_STYLE + "\n    </head>", 1)
     allowed = frozenset(allowed_hosts) if allowed_hosts is not None else (
         LOOPBACK_HOSTS if host in LOOPBACK_HOSTS else None)
     if allowed is not None:

@@ -9,6 +9,7 @@ Anything drawn from a SYNTHETIC capture says so in its title.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from typing import Any
 
@@ -164,7 +165,22 @@ def timeline_figure(tl: aggregate.Timeline, synthetic: bool = False) -> go.Figur
             height=max(260, 70 + 45 * len(tl.lanes)), xaxis_title="ms since step start", bargap=0.1)
     fig.update_yaxes(categoryorder="array", categoryarray=list(reversed(tl.lanes)))
     fig.update_xaxes(range=[0, (tl.end_ps - tl.start_ps) / PS_PER_MS])
+    # Room for the lane names up front: the template's automargin widens a margin too narrow
+    # for its tick labels after the first layout and then draws the whole figure again
+    # (round 36: every timeline's names, "GPU:0 compute stream 7", need ~150 px against the
+    # default 60; the public v6e capture's 5,920 bars were laid out twice, ~0.42 -> ~0.22 s
+    # in headless Chromium). Wide enough for Verdana (the widest of plotly's default fonts);
+    # a name wider still is left to automargin, as before.
+    longest = max((len(lane) for lane in tl.lanes), default=0)
+    fig.update_layout(margin_l=max(60, LANE_MARGIN_PX + math.ceil(LANE_CHAR_PX * longest)))
     return fig
+
+
+# The timeline's left margin for its lane names (`timeline_figure`): pixels per character of
+# the longest, 12 px tick labels in Verdana (~7 px a lowercase letter, ~8 a digit or capital),
+# and the tick labels' padding.
+LANE_CHAR_PX = 7.5
+LANE_MARGIN_PX = 12
 
 
 def _segment_hover(s: aggregate.Table, dur_ps: np.ndarray) -> list[str]:
