@@ -16,6 +16,12 @@ warm-up round filled (a run opened before). Times, wall seconds, median over rou
   traces laid out by plotly.js (`_fullData`), i.e. what the user waits for after picking it
   (or, for a run with nothing to draw, the timeline's message laid out in their place);
 * `open`: the two together, the page asked for until the timeline is drawn;
+* `open, figures done`: the page asked for until plotly.js last finished laying out a graph
+  (`FIGURES_INIT`: each `Plotly.react`, and each `Plots.resize` Dash's graphs ask for): the
+  timeline shows once its data is laid out, while the other figures may still be drawn;
+* `open settled`: `open` until the page's main thread is quiet after the timeline shows
+  (`SETTLED_JS`: the other figures drawn, and any figure laid out again, are the user's wait
+  too; round 36: each figure was laid out a second time once the page's scroll bar came);
 * `server start`: process start until the server answers HTTP (interpreter, dash, plotly);
 * `server MiB`: the server's peak RSS (VmHWM) at the end of the round.
 
@@ -104,6 +110,45 @@ TIMELINE_JS = ("return [performance.timeOrigin, window.__bench || {lt: [], cb: [
                ".map(e => [e.startTime, e.responseEnd, e.name])]")
 
 
+# Installed before any page script: when the last layout of a graph by plotly.js finished
+# (`Plotly.react`, and `Plots.resize`, which lays a graph out again where its size changed),
+# in the page's clock: `window.__figuresDone`.
+FIGURES_INIT = """
+window.__figuresDone = 0;
+let __benchPlotly;
+Object.defineProperty(window, 'Plotly', {configurable: true, get: () => __benchPlotly, set: v => {
+  if (v && v.react && v.Plots && !v.__benchWrapped) {
+    const react = v.react, resize = v.Plots.resize;
+    const mark = r => { window.__figuresDone = performance.now(); return r; };
+    v.react = function () { return Promise.resolve(react.apply(this, arguments)).then(mark); };
+    v.Plots.resize = function () {
+      return Promise.resolve(resize.apply(this, arguments)).then(mark); };
+    v.__benchWrapped = true;
+  }
+  __benchPlotly = v; }});
+"""
+
+# How long after it is called the page's main thread goes quiet (ms, as performance.now()
+# counts; 0 where it is quiet at once): a 25 ms timer a tick, a tick later than 15 ms is the
+# thread busy, and `arguments[0]` ms of ticks on time is quiet, dated from the first of them.
+# Dash's graphs ask plotly.js to fit them 100 ms after they are in the page: a quiet spell
+# longer than that sees any drawing that comes of it.
+SETTLED_JS = """
+const quietMs = arguments[0], done = arguments[arguments.length - 1];
+const t0 = performance.now();
+let since = t0, last = t0;
+function tick() {
+  const now = performance.now();
+  if (now - last > 40) { since = now; }
+  last = now;
+  if (now - since >= quietMs) { done(Math.max(0, since - t0)); return; }
+  setTimeout(tick, 25);
+}
+setTimeout(tick, 25);
+"""
+QUIET_MS = 300
+
+
 def print_timeline(driver, marks: dict[str, float]) -> None:
     """The browser's side of one round (see the module docstring), in ms from the page asked
     (`marks`: python time.time() of each step the bench took)."""
@@ -182,8 +227,10 @@ def one_round(driver, path: Path, cache_dir: str, think: float = 0.0,
     # each request's time), for finding where a slow open goes
     server = os.environ.get("OVERLAP_BENCH_SERVER")
     cmd = [sys.executable, server] if server else [sys.executable, "-m", "overlap", "dashboard"]
+    # (in the tree: `python -m` puts the working directory first on the path, before
+    # PYTHONPATH, so a run from another checkout served that checkout's code)
     proc = subprocess.Popen(cmd + [str(p) for p in (*also, path)] + ["--port", str(port)],
-                            env=env,
+                            env=env, cwd=str(tree),
                             stdout=subprocess.DEVNULL, stderr=None if server else
                             subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
@@ -211,6 +258,7 @@ def one_round(driver, path: Path, cache_dir: str, think: float = 0.0,
         time.sleep(think)  # the user reading the runs table before picking the run
         t2 = time.perf_counter()
         marks["click"] = time.time()
+        clicked_at = driver.execute_script("return performance.now()")
         cell.click()
         # with `also`, the Run tab first shows the page's run (a real one): the picked run's
         # timeline is the one whose title says SYNTHETIC
@@ -219,12 +267,22 @@ def one_round(driver, path: Path, cache_dir: str, think: float = 0.0,
             not also or "SYNTHETIC" in driver.execute_script(TITLE_JS, "fig-timeline")), 120,
               "the step timeline (or its message, where the run has nothing to draw)")
         drawn = time.perf_counter() - t2
+        opened = time.perf_counter() - t1 - think
         marks["timeline seen"] = time.time()
+        # then until the page is quiet: what it does after the timeline first shows (the other
+        # figures, a figure laid out again) is the user's wait too
+        quiet = driver.execute_async_script(SETTLED_JS, QUIET_MS)
+        settled = drawn + max(0.0, quiet / 1000)
+        marks["settled"] = marks["timeline seen"] + max(0.0, quiet / 1000)
+        # (a resize answers 100 ms after it is asked, and lays the graph out only where its
+        # size changed: what the quiet spell has seen is all there is)
+        done = (driver.execute_script("return window.__figuresDone") - clicked_at) / 1000
         if timeline:
             print_timeline(driver, marks)
-        opened = time.perf_counter() - t1 - think
         return {"server start": started, "runs table": listed, "run drawn": drawn,
-                "open": opened, "server MiB": _peak_rss_mib(proc.pid)}
+                "open": opened, "run settled": settled, "open settled": opened + settled - drawn,
+                "open, figures done": listed + done,
+                "server MiB": _peak_rss_mib(proc.pid)}
     finally:
         proc.terminate()
         proc.wait(10)
@@ -254,15 +312,17 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     trees = [("before", Path(a.before).resolve()), ("after", REPO)] if a.before else [("", REPO)]
     also = tuple(Path(p).resolve() for p in a.also)
-    files = [Path(f) for f in a.files] if a.files else [CACHE / f for f in DEFAULT_FILES]
+    files = [Path(f).resolve() for f in a.files] if a.files else [CACHE / f for f in DEFAULT_FILES]
     files = [f for f in files if f.exists()]
     if not files:
         print("no inputs: run benchmarks/bench_process.py once to make the synthetic files")
         return 2
     driver = _browser()
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": FIGURES_INIT})
     if a.timeline:
         driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": TIMELINE_INIT})
-    cols = ["server start", "runs table", "run drawn", "open", "server MiB"]
+    cols = ["server start", "runs table", "run drawn", "open", "open settled",
+            "open, figures done", "server MiB"]
     print("| input | MB | " + " | ".join(cols) + " | open, each round |")
     print("|---|---|" + "---|" * (len(cols) + 1))
     try:
