@@ -89,12 +89,7 @@ try {
     window.__bench.lt.push([e.startTime, e.duration]); })
     .observe({type: 'longtask', buffered: true});
 } catch (e) {}
-// when plotly.js has run (its bundle sets globalThis.Plotly; the page's loader sets a
-// thenable first, which has no newPlot)
-let __plotly;
-Object.defineProperty(window, 'Plotly', {configurable: true, get: () => __plotly, set: v => {
-  if (v && v.newPlot && !window.__bench.plotly) { window.__bench.plotly = performance.now(); }
-  __plotly = v; }});
+// (when plotly.js has run: `FIGURES_INIT`'s `window.__plotlyRan`, one trap on window.Plotly)
 const __fetch = window.fetch;
 window.fetch = function (url, opts) {
   const t0 = performance.now();
@@ -107,16 +102,19 @@ window.fetch = function (url, opts) {
 """
 TIMELINE_JS = ("return [performance.timeOrigin, window.__bench || {lt: [], cb: []}, "
                "performance.getEntriesByType('resource').filter(e => e.encodedBodySize > 1e6)"
-               ".map(e => [e.startTime, e.responseEnd, e.name])]")
+               ".map(e => [e.startTime, e.responseEnd, e.name]), window.__plotlyRan || 0]")
 
 
-# Installed before any page script: when the last layout of a graph by plotly.js finished
-# (`Plotly.react`, and `Plots.resize`, which lays a graph out again where its size changed),
-# in the page's clock: `window.__figuresDone`.
+# Installed before any page script, the one trap on window.Plotly (`TIMELINE_INIT` reads it
+# too): when plotly.js has run (`window.__plotlyRan`: its bundle sets Plotly, after the page's
+# loader set a thenable without newPlot), and when the last layout of a graph by plotly.js
+# finished (`Plotly.react`, and `Plots.resize`, which lays a graph out again where its size
+# changed): `window.__figuresDone`. Both in the page's clock.
 FIGURES_INIT = """
 window.__figuresDone = 0;
 let __benchPlotly;
 Object.defineProperty(window, 'Plotly', {configurable: true, get: () => __benchPlotly, set: v => {
+  if (v && v.newPlot && !window.__plotlyRan) { window.__plotlyRan = performance.now(); }
   if (v && v.react && v.Plots && !v.__benchWrapped) {
     const react = v.react, resize = v.Plots.resize;
     const mark = r => { window.__figuresDone = performance.now(); return r; };
@@ -152,15 +150,15 @@ QUIET_MS = 300
 def print_timeline(driver, marks: dict[str, float]) -> None:
     """The browser's side of one round (see the module docstring), in ms from the page asked
     (`marks`: python time.time() of each step the bench took)."""
-    origin, got, big = driver.execute_script(TIMELINE_JS)
+    origin, got, big, plotly_ran = driver.execute_script(TIMELINE_JS)
     t0 = marks["page asked"] * 1000
     rows = [(v * 1000 - t0, f"-- {k}") for k, v in marks.items()]
     rows += [(origin + s - t0, f"long task {d:.0f} ms") for s, d in got["lt"]]
     rows += [(origin + s - t0, f"callback {e - s:.0f} ms {out[:70]}") for s, e, out in got["cb"]]
     rows += [(origin + s - t0, f"script {e - s:.0f} ms {url.rsplit('/', 1)[-1]}")
              for s, e, url in big]
-    if got.get("plotly"):
-        rows.append((origin + got["plotly"] - t0, "plotly.js has run"))
+    if plotly_ran:
+        rows.append((origin + plotly_ran - t0, "plotly.js has run"))
     for t, what in sorted(rows):
         print(f"    {t:7.0f}  {what}")
 
