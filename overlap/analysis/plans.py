@@ -232,6 +232,18 @@ def _shown(v: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def program_memory_bytes(doc: Any) -> list[int] | None:
+    """A plan's `program_memory.json` (as JSON gives it) read as its curve: `live_bytes`, the
+    bytes live at each instruction in program order, each an int in [0, 2**63); None (no
+    curve) where the document holds anything else. The one reading `report` and the
+    dashboard both draw from."""
+    live = doc.get("live_bytes") if isinstance(doc, dict) else None
+    if not isinstance(live, list):
+        return None
+    ok = all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < _LIMIT for v in live)
+    return live if ok else None
+
+
 def plan_problem(m: dict) -> str | None:
     """What makes a plan manifest (run.json) impossible, in one phrase, or None: a field of
     another kind than `overlap plan` writes (`shape_problem`: an estimate that is a number, a

@@ -315,7 +315,7 @@ def _plan(path: str) -> dict | None:
     m = load_manifest(p)
     if not is_plan(m):
         return None
-    from overlap.analysis.plans import refuse_impossible
+    from overlap.analysis.plans import program_memory_bytes, refuse_impossible
 
     # A hand-edited or foreign plan: named, never read as written (exit 3, not a crash).
     refuse_impossible(p, m)
@@ -323,15 +323,11 @@ def _plan(path: str) -> dict | None:
     from overlap.trace.paths import read_side_json
 
     pm = p / "program_memory.json"
-    try:  # optional; when present it is read with the checks every side file gets
-        live = (read_side_json(pm, "program memory (program_memory.json)")["live_bytes"]
-                if os.path.lexists(pm) else None)
-    except (KeyError, TypeError):
-        live = None
-    # byte counts, or no curve (as the dashboard reads it: `data._load_plan`)
-    m["_program_memory"] = live if isinstance(live, list) and all(
-        isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2 ** 63 for v in live) \
-        else None
+    # optional; when present it is read with the checks every side file gets, and its byte
+    # counts as the dashboard reads them (`program_memory_bytes`), else no curve
+    m["_program_memory"] = program_memory_bytes(
+        read_side_json(pm, "program memory (program_memory.json)")) \
+        if os.path.lexists(pm) else None
     return m
 
 

@@ -314,7 +314,7 @@ def load_run(run: Run) -> RunData:
 def _load_plan(run: Run) -> RunData | RunLoadError:
     """A plan run as RunData: no timeline (nothing ran), program-order memory from the
     compiler's heap simulation, and a result that says compiled, not run."""
-    from overlap.analysis.plans import plan_row
+    from overlap.analysis.plans import plan_row, program_memory_bytes
     from overlap.runs.rundir import normalize_manifest
 
     m = normalize_manifest(run.manifest())  # the types every view reads (memory_analysis ...)
@@ -322,13 +322,13 @@ def _load_plan(run: Run) -> RunData | RunLoadError:
     target = row["target"]
     pm = None
     try:
-        live = read_side_json(run.path / "program_memory.json",
-                              "program memory (program_memory.json)")["live_bytes"]
-        y = np.asarray([int(v) for v in live], dtype=np.int64)
-        if y.size and (y >= 0).all():
-            pm = {"index": np.arange(y.size, dtype=np.int64), "bytes": y}
-    except (InputError, ValueError, KeyError, TypeError):
-        pm = None
+        live = program_memory_bytes(read_side_json(run.path / "program_memory.json",
+                                                   "program memory (program_memory.json)"))
+    except InputError:  # (missing or unreadable: no curve; the plan's page still opens)
+        live = None
+    if live:
+        pm = {"index": np.arange(len(live), dtype=np.int64),
+              "bytes": np.asarray(live, dtype=np.int64)}
     hf = row["predicted_hidden_fraction"]
     verdict = (f"PLAN: compiled for {target}, not run; " + (
         "does not fit: " + str(row["error"] or "")[:200] if row["status"] == "does_not_fit" else
