@@ -31,6 +31,16 @@ Round 23:
 
 * `refcopies:N`: `copies:N` with each `memcpy_details` written as CUPTI writes it on our real
   H100/H200 captures: a ref to a stat-metadata entry whose name is the text (N entries).
+
+Round 37 (shapes no benchmark had timed; the campaign timed the first two in its scaling runs):
+
+* `rocm:N`: one AMD GPU as XLA's ROCm collector writes it: N kernels and N copies
+  (`__amd_rocclr_copyBuffer.kd`, D2H and H2D in turn), each copy joined to the HIP call that
+  issued it on the host plane by `correlation_id` (the campaign: 20k/40k copies 0.34/0.52 s).
+* `tpuchips:N`: N TPU planes (chips), each of an op and an async D2H copy beside it (the
+  campaign: 2k/4k chips 2.8/5.5 s, linear).
+* `gpusteps:N`: `gpu_offload_scenario` of N steps of 8 layers: per step 16 kernels and 16
+  copies, and a host step marker (a long capture of the demo's shape).
 """
 
 from __future__ import annotations
@@ -207,10 +217,42 @@ def refcopies(out: Path, n: int) -> Path:
     return _write(sp, out / f"refcopies{n // 1000}k.xplane.pb")
 
 
+def rocm(out: Path, n: int) -> Path:
+    from overlap.trace.synthetic import SyntheticTrace
+
+    t = SyntheticTrace()
+    g = t.rocm(0)
+    for i in range(n):
+        t0 = 10 * US + i * 4 * US
+        g.kernel(t0, 2 * US)
+        g.hip_copy("D2H" if i % 2 == 0 else "H2D", t0 + US, 2 * US, 4096 + i)
+    return t.write(out / f"rocm{n // 1000}k.xplane.pb")
+
+
+def tpuchips(out: Path, n: int) -> Path:
+    from overlap.trace.synthetic import SyntheticTrace
+
+    t = SyntheticTrace()
+    for c in range(n):
+        d = t.tpu(c)
+        d.op(10 * US, 5 * US)
+        d.async_copy("D2H", 11 * US, 14 * US)
+    return t.write(out / f"tpuchips{n // 1000}k.xplane.pb")
+
+
+def gpusteps(out: Path, n: int) -> Path:
+    from overlap.trace.synthetic import gpu_offload_scenario
+
+    t = gpu_offload_scenario(steps=n, layers=8, hidden_fraction=0.5, kernel_ps=4 * US,
+                             copy_ps=2 * US)
+    return t.write(out / f"gpusteps{n // 1000}k.xplane.pb")
+
+
 SHAPES = {"lines": lines, "tinyplanes": tinyplanes, "planes": planes, "memcpys": memcpys,
           "emptyevents": emptyevents, "kernels": kernels, "gpumeta": gpumeta,
           "tpumeta": tpumeta, "pyevents": pyevents, "eventstats": eventstats,
-          "copies": copies, "refcopies": refcopies}
+          "copies": copies, "refcopies": refcopies, "rocm": rocm, "tpuchips": tpuchips,
+          "gpusteps": gpusteps}
 
 
 def main(argv: list[str]) -> None:

@@ -4229,7 +4229,7 @@ cdef inline int _details_key(const uint8_t* s, Py_ssize_t n) noexcept nogil:
     return -1
 
 
-def memcpy_details(list values, bint columns=False):
+def memcpy_details(list values, bint columns=False, bint first_size=False):
     """Per value of a memcpy's `memcpy_details` stat, what `gpu._memcpy_facts` makes of it:
     (bytes, source kind, destination kind, async (None, True or False), bytes known), or None
     where this does not answer (not an ASCII `str`, or a size that is not plain digits) and
@@ -4241,10 +4241,13 @@ def memcpy_details(list values, bint columns=False):
     each, 100k distinct values on a capture whose copies all differ in size). Tokens
     are split where `str.split()` splits and keyed before their first ':', the last of a
     key winning, as `names.parse_details` reads them.
+    With `first_size`, the size is the first `size` token's, as ROCm's rule reads it
+    (`vendors._details_size`); the other keys as before.
     Why: a capture whose copies all differ in size has a distinct value per copy, ~2 us each
     in Python (100k copies: 0.22 s of a 0.56 s report)."""
     cdef Py_ssize_t n = len(values), i
     cdef _Details d = _Details(n, columns)
+    d.first_size = first_size
     cdef object v
     for i in range(n):
         v = values[i]
@@ -4313,6 +4316,7 @@ cdef class _Details:
     for a few kinds and flags; the reader keeps the copies' columns coded the same way."""
     cdef Py_ssize_t n
     cdef bint columns
+    cdef bint first_size  # (the first `size` token wins, not the last: `memcpy_details`)
     cdef list out
     cdef dict kinds  # value text -> its code (a few kinds over many copies)
     cdef list names  # code -> the text, one str object each
@@ -4327,6 +4331,7 @@ cdef class _Details:
 
     def __cinit__(self, Py_ssize_t n, bint columns):
         self.n, self.columns = n, columns
+        self.first_size = False
         self.kinds, self.names = {}, []
         self.src = self.dst = -1
         if columns:
@@ -4371,7 +4376,7 @@ cdef class _Details:
                 p += 1
             if c >= 0:
                 k = _details_key(s + t, c - t)
-                if k >= 0:
+                if k >= 0 and not (self.first_size and k == _D_SIZE and vs[k] >= 0):
                     vs[k], ve[k] = c + 1, p
         # the size: plain digits (1-15 of them: below 2**53 when read), else the caller's
         size = -1

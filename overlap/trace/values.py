@@ -45,6 +45,19 @@ def as_id(v: Any) -> int | None:
     return v if v is not None and 0 <= v < (1 << 64) else None
 
 
+def ids_of(values: np.ndarray) -> np.ndarray:
+    """`as_id` of each value of an object column, as an object column. Where every value is
+    a plain `int` (a uint64 stat as the decoders give it), the ints themselves, None outside
+    [0, 2**64), without a call per value. Why: a ROCm capture's copy kernels and HIP calls
+    each carry their own correlation id; 100k copies made 200k `as_id` calls (~0.12 s)."""
+    vals = values.tolist()
+    if len(vals) < 64 or set(map(type, vals)) != {int}:
+        return object_array([as_id(v) for v in vals])
+    out = object_array(vals)
+    out[~((out >= 0) & (out < (1 << 64)))] = None
+    return out
+
+
 def as_text(v: Any) -> str | None:
     """A name or version stat as text, whatever type the producer stored it as: `bytes_value`
     is decoded as UTF-8 (undecodable bytes as `\\xNN` escapes), numbers are formatted, an

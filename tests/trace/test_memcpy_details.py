@@ -90,3 +90,36 @@ def test_kind_codes_widen_past_int8(kinds):
     size, src, dst, asy, known, ok, names = wire._scan.memcpy_details(values, True)
     assert src.dtype == (np.int8 if len(names) <= 127 else np.int32) == dst.dtype
     assert [(names[s], names[d]) for s, d in zip(src, dst)] == [t[1:3] for t in tuples]
+
+
+# ROCm's rule (`vendors._details_size`): the first `size` token's value, above 0 and below
+# 2**53, else None. `_details_sizes` answers a column at once, by the scanner where it can.
+rocm_value = st.one_of(text, st.sampled_from([None, b"size:7", 5, "size:\u00e91", "size:+5",
+                                              "size:1 size:2", "size:0 size:9",
+                                              "size:x size:3", "kind:Unknown size:0 dest:512"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(rocm_value, min_size=64, max_size=100))
+def test_rocm_sizes_are_the_first_size_tokens(values):
+    from overlap.trace import vendors
+
+    col = np.empty(len(values), object)
+    col[:] = values
+    want = [vendors._details_size(v) for v in values]
+    got = vendors._details_sizes(col).tolist()
+    assert got == want and [type(x) for x in got] == [type(x) for x in want]
+
+
+def test_rocm_sizes_without_the_scanner(monkeypatch):
+    from overlap.trace import vendors
+
+    values = [f"kind:Unknown size:{i} dest:512 async:1" for i in range(70)] + [
+        "size:1 size:2", "size:0", "size:\u00e93", None]
+    col = np.empty(len(values), object)
+    col[:] = values
+    with_scanner = vendors._details_sizes(col).tolist()
+    monkeypatch.setattr(wire, "SCANNER", None)
+    assert vendors._details_sizes(col).tolist() == with_scanner == [
+        vendors._details_size(v) for v in values]
+    assert with_scanner[:3] == [None, 1, 2] and with_scanner[-4:] == [1, None, None, None]

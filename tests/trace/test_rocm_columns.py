@@ -14,6 +14,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from overlap.arrays import factorize
 from overlap.trace import vendors
 from overlap.trace.tables import TRANSFER_COLUMNS, as_columns
 from overlap.trace.wire import Cols, map_unique
@@ -198,3 +199,36 @@ def test_rocm_join_and_groups_equal_pandas(blits, calls, others, likes):
     g = as_columns(got_tr.rows(TRANSFER_COLUMNS), TRANSFER_COLUMNS)
     w = as_columns(want_tr.rows(TRANSFER_COLUMNS), TRANSFER_COLUMNS)
     assert_same_columns(g, w)
+
+
+big_id = st.one_of(st.none(), st.integers(0, 40), st.sampled_from([2**63 - 1, 2**63, 2**64 - 1]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(blit, min_size=64, max_size=90), st.lists(call, min_size=64, max_size=90),
+       st.data())
+def test_rocm_join_of_many_ids_equals_pandas(blits, calls, data):
+    """64 calls or more: the ids are matched by a sort of their integers (`_id_codes`), not
+    by `factorize`; ids up to 2**64 - 1, missing ones among them."""
+    calls = [(c[0], data.draw(big_id), *c[2:]) for c in calls]
+    blits = [(*b[:4], data.draw(big_id), *b[5:]) for b in blits]
+    got_tr, want_tr = Cols(), Cols()
+    side, hip = _sides(blits, calls, [], [])
+    got = vendors.rocm_transfers(side, hip, "h", got_tr)
+    side, hip = _sides(blits, calls, [], [])
+    want = _pandas_rocm_transfers(side, hip, "h", want_tr)
+    assert got == want
+    g = as_columns(got_tr.rows(TRANSFER_COLUMNS), TRANSFER_COLUMNS)
+    w = as_columns(want_tr.rows(TRANSFER_COLUMNS), TRANSFER_COLUMNS)
+    assert_same_columns(g, w)
+
+
+def test_id_codes_number_as_factorize_does():
+    ids = _obj([None, 5, 2**64 - 1, 5, 2**63, None, 0, 2**64 - 1] * 10)
+    got, n = vendors._id_codes(ids)
+    want, uniq = factorize(ids)
+    assert n == len(uniq) == 4
+    assert ((got[:, None] == got[None, :]) == (want[:, None] == want[None, :])).all()
+    assert ((got < 0) == (want < 0)).all()
+    small, n = vendors._id_codes(ids[:8])  # (below 64: factorize itself)
+    assert small.tolist() == factorize(ids[:8])[0].tolist() and n == 4
