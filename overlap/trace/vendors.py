@@ -531,7 +531,7 @@ def _id_codes(ids: np.ndarray) -> tuple[np.ndarray, int]:
     if len(vals) < 64 or not set(map(type, vals)) <= {int, type(None)}:
         codes, uniq = factorize(ids)
         return codes, len(uniq)
-    miss = np.equal(ids, None)
+    miss = np.equal(ids, None)  # type: ignore[call-overload]
     u, inv = np.unique(np.where(miss, 0, ids).astype(np.uint64), return_inverse=True)
     codes = inv.reshape(-1).astype(np.int64)
     codes[miss] = -1
