@@ -496,7 +496,13 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
     # two, after the last; the compute after a piece (`resume`) is the interval that ends it,
     # after a copy's last piece interval i1 (the group's next, where it has one)
     cnt, last_at, lo, hi = comp.pieces(i0, i1, s, e)
-    a = np.repeat(np.arange(len(sel)), cnt)
+    del i0
+    # each piece's copy, as its index into `sel` (int32 where that holds it: a copy starting
+    # under compute has two pieces, the first empty, and 320k pieces of 160k copies held
+    # eight arrays of them at once; each array dropped where it is last used, below)
+    a = np.repeat(np.arange(len(sel), dtype=np.int32 if len(sel) < 1 << 31 else np.int64),
+                  cnt)
+    del cnt
     nm = len(ms)
     is_last = np.zeros(len(a), bool)
     is_last[last_at] = True
@@ -515,14 +521,23 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
         if ngroups > 1:
             ok_last &= mg[after] == g
         next_ok[last_at] = ok_last
+        del after, ok_last
     else:
         next_ok = np.zeros(len(a), bool)
         resume = np.zeros(len(a), np.int64)
+    del i1, last_at
     keep = hi > lo
     if not keep.all():
-        a, lo, hi, next_ok, resume, is_last = (v[keep] for v in (a, lo, hi, next_ok, resume,
-                                                                 is_last))
+        # one at a time, each array's old rows freed as its kept ones are made (all six
+        # made before any was freed held twice the pieces' arrays at this step's peak)
+        a = a[keep]
+        lo = lo[keep]
+        hi = hi[keep]
+        next_ok = next_ok[keep]
+        resume = resume[keep]
+        is_last = is_last[keep]
         pg = pg[keep] if ngroups > 1 else pg[:len(a)]
+    del keep
     # copy-free idle time between the piece and the resume: (resume - hi) minus in-flight time
     tm = merged_groups(*merge_grouped(tg, start, end))
     bare = np.maximum(resume - hi, 0)
