@@ -225,9 +225,6 @@ def transfer_causes(trace, table: Columns) -> Columns:
         ce = ends_after(cs, co["end_ps"])
         keys = _Keys(start, end, cs, ce, groups=ngroups)
         _waits(out, keys, tg, start, end, comp, waits, ngroups)
-    # (the copies' pieces were the last question of the merged compute's kept answer: the
-    # analysis asks `around` of these copies no more; 160k copies' five arrays, 6 MiB)
-    comp.forget()
     # what is left of a transfer's exposed time (none, by construction) is unknown: the split
     # always sums to exposed_ps. A copy without exposed time has no cause time (each column
     # is its exposed time or pieces of it), so only copies with some are summed and labelled.
@@ -495,7 +492,6 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
         g, s, e = tg[sel], start[sel], end[sel]
     # compute intervals of the group ending at or before s / starting before e
     i0, i1 = _pieces_around(comp, keys, g, s, e)
-    comp.forget()  # (its kept copies of the queries: no one asks again; see transfer_causes)
     # Pieces (`MergedGroups.pieces`): before the first overlapping interval, between each
     # two, after the last; the compute after a piece (`resume`) is the interval that ends it,
     # after a copy's last piece interval i1 (the group's next, where it has one)

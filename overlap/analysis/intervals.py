@@ -326,11 +326,6 @@ class MergedGroups:
         np.cumsum(lengths, out=lengths)
         return prefix
 
-    def forget(self) -> None:
-        """Drop `around`'s kept queries and answer (five query-sized arrays, kept with the
-        merged compute for the whole trace: the caller knows when no one will ask again)."""
-        self._last = None
-
     def around(self, qg, lo, hi) -> tuple[np.ndarray, np.ndarray]:
         """Per query (group `qg`, window [lo, hi)): `i0`, the number of intervals (in
         (group, start) order) before the group's first one ending after lo, and `i1`, before
