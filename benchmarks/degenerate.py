@@ -237,7 +237,8 @@ def tpuchips(out: Path, n: int) -> Path:
         d = t.tpu(c)
         d.op(10 * US, 5 * US)
         d.async_copy("D2H", 11 * US, 14 * US)
-    return t.write(out / f"tpuchips{n // 1000}k.xplane.pb")
+    name = f"tpuchips{n // 1000}k" if n >= 1000 else f"tpuchips{n}"
+    return t.write(out / f"{name}.xplane.pb")
 
 
 def gpusteps(out: Path, n: int) -> Path:

@@ -253,3 +253,62 @@ def test_fig011_bandwidth_axis_on_the_tpu_v6e_sample():
     top = max(max(by["D2H"].y), max(by["H2D"].y))
     assert 29.4 < top < 29.5
     assert fig.layout.yaxis.range is None or fig.layout.yaxis.range[1] < 1.2 * top
+
+
+def _many_devices_run(n_dev: int) -> data.RunData:
+    """SYNTHETIC: `n_dev` GPUs, rows shuffled across devices; device k runs k + 1 kernels of
+    10 us on stream 7 (and one at 5 ms on stream 9 where k is even), and one D2H copy of 10 us on
+    stream 20 starting 5 us before its last kernel ends (5 us exposed)."""
+    rng = np.random.default_rng(7)
+    cdev, cstream, cs = [], [], []
+    for k in range(n_dev):
+        for j in range(k + 1):
+            cdev.append(f"GPU:{k}"), cstream.append(7), cs.append(j * 20_000_000)
+        if k % 2 == 0:
+            cdev.append(f"GPU:{k}"), cstream.append(9), cs.append(5_000_000_000)
+    order = rng.permutation(len(cdev))
+    cs_a = np.array(cs, np.int64)[order]
+    tdev = [f"GPU:{k}" for k in range(n_dev)]
+    ts = np.array([k * 20_000_000 + 5_000_000 for k in range(n_dev)], np.int64)
+    t_order = rng.permutation(n_dev)
+    n_t = n_dev
+    return data.RunData(
+        result={"steps": [{"host": "h", "step": 0, "start_ps": 0, "end_ps": 10**12}]},
+        backend="gpu", synthetic=True,
+        compute={"host": np.full(len(cs), "h", object),
+                 "device": np.array(cdev, object)[order],
+                 "stream": np.array(cstream)[order], "start_ps": cs_a,
+                 "end_ps": cs_a + 10_000_000},
+        transfers={"host": np.full(n_t, "h", object), "device": np.array(tdev, object)[t_order],
+                   "direction": np.full(n_t, "D2H", object), "stream": np.full(n_t, 20),
+                   "start_ps": ts[t_order], "end_ps": ts[t_order] + 10_000_000,
+                   "span_ps": np.full(n_t, 10_000_000), "hidden_ps": np.zeros(n_t, np.int64),
+                   "exposed_ps": np.zeros(n_t, np.int64), "overlap_ratio": np.zeros(n_t),
+                   "bytes": np.full(n_t, 1 << 20), "bandwidth_Bps": np.ones(n_t),
+                   "hlo_op": np.full(n_t, "copy-start.1", object)},
+        memory={"time_ps": np.zeros(0, np.int64)}, program_memory=None, device_names=[])
+
+
+def test_timeline_of_many_devices_is_each_devices_own(monkeypatch):
+    """More devices than `_FEW_DEVICES`: each device's rows found by one sort, not a mask
+    each; the same lanes and segments as the masks give, and the counts built in."""
+    n_dev = 48
+    assert n_dev > aggregate._FEW_DEVICES
+    rd = _many_devices_run(n_dev)
+    tl = aggregate.step_timeline(rd, "h", 0)
+    devices = sorted(f"GPU:{k}" for k in range(n_dev))
+    want_lanes = [lane for d in devices for lane in
+                  [f"{d} compute stream 7"] + ([f"{d} compute stream 9"]
+                                               if int(d[4:]) % 2 == 0 else [])
+                  + [f"{d} D2H stream 20"]]
+    assert tl.lanes == want_lanes
+    seg = pd.DataFrame(tl.segments)
+    comp = seg[seg["kind"] == "compute"].groupby("lane")["count"].sum()
+    assert all(comp[f"GPU:{k} compute stream 7"] == k + 1 for k in range(n_dev))
+    exposed = seg[seg["kind"] == "exposed"]
+    assert len(exposed) == n_dev and ((exposed["end_ps"] - exposed["start_ps"]) == 5_000_000).all()
+    monkeypatch.setattr(aggregate, "_FEW_DEVICES", 10 * n_dev)  # a mask per device
+    masked = aggregate.step_timeline(rd, "h", 0)
+    assert masked.lanes == tl.lanes and masked.merged_lanes == tl.merged_lanes
+    for k in tl.segments:
+        np.testing.assert_array_equal(masked.segments[k], tl.segments[k], err_msg=k)
