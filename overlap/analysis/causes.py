@@ -475,14 +475,21 @@ def _group_reach(e: np.ndarray, same: np.ndarray, begin: np.ndarray | None = Non
 _FEW_GROUPS = 64  # groups `_group_reach` runs one by one (a numpy call each)
 
 
+_WAIT_BLOCK = 1 << 16  # exposed copies whose pieces `_waits` holds at once
+
+
 def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups, rest,
            ngroups: int) -> None:
     """Split the exposed time of the transfers in `rest` into device_waits and unknown, per
     exposed piece (see the module docstring), and fill stall_ps / ready_ps. (A copy without
     exposed time has no piece: the caller leaves those out of `rest`, which saves their
     searches, most copies of a capture that hides them.) `comp`: the devices' merged compute
-    (`compute_groups`), `ngroups` the number of (host, device) groups."""
-    mg, ms = comp.g, comp.s
+    (`compute_groups`), `ngroups` the number of (host, device) groups.
+
+    The copies' pieces are made and judged `_WAIT_BLOCK` copies at a time (`_wait_block`):
+    each copy's answer is its own pieces', so blocks give the same sums. Why: a dozen
+    pieces-sized arrays held at once were this analysis' peak on long captures (160k exposed
+    copies, 320k pieces: ~25 MiB)."""
     sel = np.flatnonzero(rest & (end > start))
     if not len(sel):
         return
@@ -490,18 +497,33 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
         g, s, e = tg, start, end
     else:
         g, s, e = tg[sel], start[sel], end[sel]
-    # compute intervals of the group ending at or before s / starting before e
+    # compute intervals of the group ending at or before s / starting before e (asked of
+    # every copy at once: `transfer_columns` asked the same of these copies, kept)
     i0, i1 = _pieces_around(comp, keys, g, s, e)
+    # the copies' merged spans (what `bare` subtracts), their ends in order (`_EndIndex`),
+    # and a bound on each copy's pieces' partial sums (`bin_sums`): once
+    tm = merged_groups(*merge_grouped(tg, start, end))
+    ends = _EndIndex(keys, tg, end)
+    most = int((end - start).max())
+    for b in range(0, len(sel), _WAIT_BLOCK):
+        blk = slice(b, b + _WAIT_BLOCK)
+        _wait_block(out, tg, comp, tm, ends, ngroups, len(start), most, sel[blk], g[blk],
+                    s[blk], e[blk], i0[blk], i1[blk])
+
+
+def _wait_block(out: dict[str, Any], tg, comp: MergedGroups, tm: MergedGroups,
+                ends: "_EndIndex", ngroups: int, n: int, most: int, sel, g, s, e, i0, i1
+                ) -> None:
+    """`_waits` of the copies `sel` (rows of the table, ascending; `g`, `s`, `e` their
+    groups, starts and ends, `i0`, `i1` their `around`), into `out`'s columns."""
+    mg, ms = comp.g, comp.s
     # Pieces (`MergedGroups.pieces`): before the first overlapping interval, between each
     # two, after the last; the compute after a piece (`resume`) is the interval that ends it,
     # after a copy's last piece interval i1 (the group's next, where it has one)
     cnt, last_at, lo, hi = comp.pieces(i0, i1, s, e)
-    del i0
-    # each piece's copy, as its index into `sel` (int32 where that holds it: a copy starting
-    # under compute has two pieces, the first empty, and 320k pieces of 160k copies held
-    # eight arrays of them at once; each array dropped where it is last used, below)
-    a = np.repeat(np.arange(len(sel), dtype=np.int32 if len(sel) < 1 << 31 else np.int64),
-                  cnt)
+    # each piece's copy, as its index into `sel` (int32: a block's), each array dropped
+    # where it is last used, below
+    a = np.repeat(np.arange(len(sel), dtype=np.int32), cnt)
     del cnt
     nm = len(ms)
     is_last = np.zeros(len(a), bool)
@@ -525,7 +547,7 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
     else:
         next_ok = np.zeros(len(a), bool)
         resume = np.zeros(len(a), np.int64)
-    del i1, last_at
+    del last_at
     keep = hi > lo
     if not keep.all():
         # one at a time, each array's old rows freed as its kept ones are made (all six
@@ -539,7 +561,6 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
         pg = pg[keep] if ngroups > 1 else pg[:len(a)]
     del keep
     # copy-free idle time between the piece and the resume: (resume - hi) minus in-flight time
-    tm = merged_groups(*merge_grouped(tg, start, end))
     bare = np.maximum(resume - hi, 0)
     # (a piece cut short by the next compute start has an empty window: none covered)
     w = np.flatnonzero(bare)
@@ -550,13 +571,11 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
     waited = next_ok & (bare <= RESUME_GAP_PS)
     w = np.flatnonzero(waited)
     if len(w):
-        waited[w] = _ended_within(keys, tg, end, pg[w], resume[w])
+        waited[w] = ends.ended_within(pg[w], resume[w])
     length = hi - lo
-    rows = sel[a]
-    n = len(start)
-    # each copy's pieces lie apart within its span: per copy, every partial sum of their
-    # lengths is at most its span (the bound `bin_sums` takes)
-    most = int((end - start).max())
+    # the block's rows lie in [r0, r1): its sums are block-sized, added there
+    r0, r1 = int(sel[0]), int(sel[-1]) + 1
+    rows = sel[a] - r0
     for col, m in (("cause_device_waits_ps", waited),
                    ("cause_unknown_ps", ~waited),
                    ("unknown_no_resume_ps", ~next_ok),
@@ -566,12 +585,12 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
         if not m.any():
             continue
         v = _own(out, col)
-        v += bin_sums(rows[m], length[m], n, most)
+        v[r0:r1] += bin_sums(rows[m], length[m], r1 - r0, most)
     # the tail: a piece ending at the copy's end (its last), after which the device resumed
     tail = np.flatnonzero(waited & is_last)
     if len(tail):
-        _own(out, "stall_ps")[rows[tail]] = length[tail]
-        _own(out, "ready_ps")[rows[tail]] = lo[tail] - s[a[tail]]
+        _own(out, "stall_ps")[rows[tail] + r0] = length[tail]
+        _own(out, "ready_ps")[rows[tail] + r0] = lo[tail] - s[a[tail]]
 
 
 def _own(out: dict[str, Any], col: str) -> np.ndarray:
@@ -583,25 +602,42 @@ def _own(out: dict[str, Any], col: str) -> np.ndarray:
     return v
 
 
-def _ended_within(keys: _Keys, tg, end, pg, resume) -> np.ndarray:
-    """Per piece (group `pg`, compute resuming at `resume`): did a copy of its group end in
-    [resume - RESUME_GAP_PS, resume]? With one key per (group, time) (`keys.ok`): the last
-    copy end at or before the resume, by one search, ends in that stretch (the keys ascend:
-    the count of ends in it is positive exactly when that end's key is at least the
-    stretch's first); else two searches, the counts before each side."""
-    if is_repeated(tg):  # one device (a broadcast code): the ends sorted
-        eg, ee = tg, np.sort(end, kind="stable")  # (timsort: copies end nearly in order)
-    else:
-        ends = np.lexsort((end, tg))
-        eg, ee = tg[ends], end[ends]
-    if keys.ok and len(ee):
-        ke = keys.key(eg, ee)
-        n_before = np.searchsorted(ke, keys.key(pg, resume), side="right")
-        last = ke[np.maximum(n_before - 1, 0)]
-        return (n_before > 0) & (last >= keys.key(pg, resume - RESUME_GAP_PS))
-    n_before = _search(keys, eg, ee, pg, resume, "right")
-    n_gap = _search(keys, eg, ee, pg, resume - RESUME_GAP_PS, "left")
-    return n_before > n_gap
+class _EndIndex:
+    """The copies' ends in (group, time) order, for `ended_within` asked of many pieces."""
+
+    def __init__(self, keys: _Keys, tg, end) -> None:
+        self.keys, self._tg, self._end = keys, tg, end
+        self._made: tuple | None = None
+
+    def _order(self) -> tuple:
+        """(the ends' groups and times in order, and with one key per (group, time),
+        `keys.ok`, their keys, else None): made at the first piece asked about, once."""
+        if self._made is None:
+            tg, end = self._tg, self._end
+            if is_repeated(tg):  # one device (a broadcast code): the ends sorted
+                eg, ee = tg, np.sort(end, kind="stable")  # (timsort: nearly in order)
+            else:
+                ends = np.lexsort((end, tg))
+                eg, ee = tg[ends], end[ends]
+            ke = self.keys.key(eg, ee) if self.keys.ok and len(ee) else None
+            self._made = (eg, ee, ke)
+        return self._made
+
+    def ended_within(self, pg, resume) -> np.ndarray:
+        """Per piece (group `pg`, compute resuming at `resume`): did a copy of its group end
+        in [resume - RESUME_GAP_PS, resume]? With the ends' keys: the last copy end at or
+        before the resume, by one search, ends in that stretch (the keys ascend: the count
+        of ends in it is positive exactly when that end's key is at least the stretch's
+        first); else two searches, the counts before each side."""
+        keys = self.keys
+        eg, ee, ke = self._order()
+        if ke is not None:
+            n_before = np.searchsorted(ke, keys.key(pg, resume), side="right")
+            last = ke[np.maximum(n_before - 1, 0)]
+            return (n_before > 0) & (last >= keys.key(pg, resume - RESUME_GAP_PS))
+        n_before = _search(keys, eg, ee, pg, resume, "right")
+        n_gap = _search(keys, eg, ee, pg, resume - RESUME_GAP_PS, "left")
+        return n_before > n_gap
 
 
 def _pieces_around(comp: MergedGroups, keys: _Keys, g, s, e) -> tuple[np.ndarray, np.ndarray]:
