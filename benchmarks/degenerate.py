@@ -41,6 +41,7 @@ Round 37 (shapes no benchmark had timed; the campaign timed the first two in its
   campaign: 2k/4k chips 2.8/5.5 s, linear).
 * `gpusteps:N`: `gpu_offload_scenario` of N steps of 8 layers: per step 16 kernels and 16
   copies, and a host step marker (a long capture of the demo's shape).
+* `gpus8:N`: the same steps on each of 8 GPUs of one host (a DGX's), N steps.
 """
 
 from __future__ import annotations
@@ -249,11 +250,32 @@ def gpusteps(out: Path, n: int) -> Path:
     return t.write(out / f"gpusteps{n // 1000}k.xplane.pb")
 
 
+def gpus8(out: Path, n: int) -> Path:
+    """`gpusteps:N` on each of 8 GPUs of one host (a DGX's), every device's steps at once."""
+    from overlap.trace.synthetic import SyntheticTrace
+
+    t = SyntheticTrace()
+    gs = [t.gpu(d) for d in range(8)]
+    now = 2 * US
+    for s in range(n):
+        t0 = now
+        for direction in ("D2H", "H2D"):
+            for layer in range(8):
+                for g in gs:
+                    g.kernel(now, 4 * US, hlo_op=f"fusion.{layer}", name=f"fusion_{layer}_kernel")
+                    k = layer if direction == "D2H" else 8 + layer
+                    g.memcpy(direction, now + 3 * US, 2 * US, 8 << 20, hlo_op=f"copy-start.{k}")
+                now += 6 * US
+        t.step(s, t0 - US // 2, now)
+        now += 6 * US
+    return t.write(out / f"gpus8x{n // 1000}k.xplane.pb")
+
+
 SHAPES = {"lines": lines, "tinyplanes": tinyplanes, "planes": planes, "memcpys": memcpys,
           "emptyevents": emptyevents, "kernels": kernels, "gpumeta": gpumeta,
           "tpumeta": tpumeta, "pyevents": pyevents, "eventstats": eventstats,
           "copies": copies, "refcopies": refcopies, "rocm": rocm, "tpuchips": tpuchips,
-          "gpusteps": gpusteps}
+          "gpusteps": gpusteps, "gpus8": gpus8}
 
 
 def main(argv: list[str]) -> None:
