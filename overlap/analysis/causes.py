@@ -619,8 +619,10 @@ class _EndIndex:
             else:
                 ends = np.lexsort((end, tg))
                 eg, ee = tg[ends], end[ends]
-            ke = self.keys.key(eg, ee) if self.keys.ok and len(ee) else None
-            self._made = (eg, ee, ke)
+            if self.keys.ok and len(ee):  # (the keys alone are asked: the ends go)
+                self._made = (None, None, self.keys.key(eg, ee))
+            else:
+                self._made = (eg, ee, None)
         return self._made
 
     def ended_within(self, pg, resume) -> np.ndarray:
