@@ -507,13 +507,12 @@ def _waits(out: dict[str, Any], keys: _Keys, tg, start, end, comp: MergedGroups,
     most = int((end - start).max())
     for b in range(0, len(sel), _WAIT_BLOCK):
         blk = slice(b, b + _WAIT_BLOCK)
-        _wait_block(out, tg, comp, tm, ends, ngroups, len(start), most, sel[blk], g[blk],
-                    s[blk], e[blk], i0[blk], i1[blk])
+        _wait_block(out, tg, comp, tm, ends, ngroups, most, sel[blk], g[blk], s[blk], e[blk],
+                    i0[blk], i1[blk])
 
 
 def _wait_block(out: dict[str, Any], tg, comp: MergedGroups, tm: MergedGroups,
-                ends: "_EndIndex", ngroups: int, n: int, most: int, sel, g, s, e, i0, i1
-                ) -> None:
+                ends: "_EndIndex", ngroups: int, most: int, sel, g, s, e, i0, i1) -> None:
     """`_waits` of the copies `sel` (rows of the table, ascending; `g`, `s`, `e` their
     groups, starts and ends, `i0`, `i1` their `around`), into `out`'s columns."""
     mg, ms = comp.g, comp.s

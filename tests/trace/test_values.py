@@ -10,7 +10,7 @@ from overlap.trace.values import as_id, ids_of, object_array
 
 ints = st.one_of(st.integers(0, 2**64 + 5), st.integers(-(2**70), -1),
                  st.sampled_from([0, 2**63 - 1, 2**63, 2**64 - 1, 2**64]))
-others = st.sampled_from([None, True, False, 1.0, float("nan"), "12", "x", b"7",
+others = st.sampled_from([None, None, True, False, 1.0, float("nan"), "12", "x", b"7",
                           np.uint64(2**64 - 1), np.int64(-3)])
 
 
@@ -26,3 +26,9 @@ def test_ids_of_is_as_id_of_each(xs, more, mixed):
 def test_plain_ints_keep_their_values_and_lose_those_out_of_range():
     vals = list(range(62)) + [2**64 - 1, 2**64, -1]
     assert ids_of(object_array(vals)).tolist() == list(range(62)) + [2**64 - 1, None, None]
+
+
+def test_ints_beside_none():
+    vals = [None] + list(range(70)) + [None, 2**64, -5]
+    assert ids_of(object_array(vals)).tolist() == [as_id(v) for v in vals]
+    assert ids_of(object_array(vals)).tolist()[-3:] == [None, None, None]
