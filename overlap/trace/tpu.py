@@ -43,6 +43,7 @@ from overlap.trace.hlotext import (
 from overlap.trace.metatable import _scan
 from overlap.trace.names import TPU_ASYNC_LINE, TPU_OPS_LINES
 from overlap.trace.programs import ProgramCopies, program_key
+from overlap.trace.tables import MEMORY_KINDS
 from overlap.trace.tpu_async import _async_codes as _async_codes
 from overlap.trace.tpu_async import _async_codes_at as _async_codes_at
 from overlap.trace.tpu_async import _async_codes_py as _async_codes_py
@@ -64,9 +65,6 @@ from overlap.trace.wire import (
     unique_inverse,
 )
 
-# a memory kind per transfer as one of two shared objects (not a str per transfer: 2 MiB a
-# column on 36k copies)
-_KINDS = np.array(["device", "host"], object)
 _COPY_FACTS = ("hlo_module", "program_id", "raw_bytes_accessed", "bytes_accessed")
 _OP_COLUMNS = ("hlo_module", "program_id")
 
@@ -176,7 +174,8 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         tr.add(len(sel), host=host, device=device, direction=direction,
                start_ps=per(np.asarray(starts, np.int64), sel),
                end_ps=per(np.asarray(ends, np.int64), sel), bytes=per(facts["bytes"], at),
-               src_kind=_KINDS[h2d.astype(np.intp)], dst_kind=_KINDS[(~h2d).astype(np.intp)],
+               src_kind=MEMORY_KINDS[h2d.astype(np.intp)],
+               dst_kind=MEMORY_KINDS[(~h2d).astype(np.intp)],
                **{"async": True}, stream=line.id, line=line.name,
                hlo_op=per(facts["hlo_op"], at), hlo_module=per(facts["hlo_module"], at),
                program_id=per(facts["program_id"], at), device_span_ps=dspan)

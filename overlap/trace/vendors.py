@@ -53,7 +53,7 @@ from overlap.trace.hlotext import LazyPattern  # compiled on first use: start-up
 from overlap.trace.lines import PAREN, STREAM, LineBlock, NameCodes, RowNames
 from overlap.trace.names import STREAM_LINE_PREFIXES
 from overlap.trace.strcodes import str_codes
-from overlap.trace.tables import missing_mask
+from overlap.trace.tables import MEMORY_KINDS, missing_mask
 from overlap.trace.values import ids_of, narrow_codes, unique_inverse
 from overlap.trace.wire import (
     Coded,
@@ -447,9 +447,6 @@ def _fill_missing(values: np.ndarray, other: np.ndarray) -> np.ndarray:
     return out
 
 
-# a copy's memory kind as one of two shared objects (a `str` made per copy: 100k ROCm
-# copies' two columns were 12 MiB on the read's peak)
-_MEMORY_KINDS = np.array(["device", "host"], object)
 _BLIT_COLS = ("device", "name", "kind", "correlation_id", "stream", "line", "hlo_op",
               "hlo_module", "program_id")
 _BLIT_TIMES = {"start_ps": "int64", "end_ps": "int64"}  # (never missing: ints as made)
@@ -494,8 +491,8 @@ def rocm_transfers(side: GpuSide, calls: Cols, host: str, tr: Cols) -> list[dict
         tr.add(len(b), host=host, device=blits["device"][b], direction=d,
                start_ps=blits["start_ps"][b], end_ps=blits["end_ps"][b],
                bytes=np.where(known, size, 0).astype(np.int64), bytes_known=known,
-               src_kind=_MEMORY_KINDS[np.equal(d, "H2D").view(np.int8)],
-               dst_kind=_MEMORY_KINDS[np.equal(d, "D2H").view(np.int8)],
+               src_kind=MEMORY_KINDS[np.equal(d, "H2D").view(np.int8)],
+               dst_kind=MEMORY_KINDS[np.equal(d, "D2H").view(np.int8)],
                **{"async": True}, stream=blits["stream"][b].astype(np.int64),
                line=blits["line"][b], hlo_op=map_unique(hlo, _last_hlo_op),
                hlo_module=_fill_missing(blits["hlo_module"][b], api["hlo_module"][a]),
