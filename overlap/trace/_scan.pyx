@@ -4259,8 +4259,8 @@ def memcpy_details(list values, bint columns=False, bint first_size=False):
 def memcpy_details_at(data, const int8_t[::1] kind, const uint64_t[::1] ival,
                       const int64_t[::1] vpos, int k_str, int k_ref=-1, names=None,
                       const int32_t[::1] pos=None, const int32_t[::1] ns=None,
-                      const int32_t[::1] ne=None):
-    """`memcpy_details(values, columns=True)` of stat values as the decoder's records give
+                      const int32_t[::1] ne=None, bint first_size=False):
+    """`memcpy_details(values, columns=True, first_size)` of stat values as the decoder's records give
     them (`kind`, `ival`: a string's length, `vpos`: where it lies in `data`), read where they
     lie: a value of kind `k_str` whose bytes are ASCII is answered as that text is, any other
     is not (answered 0: the caller reads it as an object). With `k_ref` and a plane's stat
@@ -4270,7 +4270,8 @@ def memcpy_details_at(data, const int8_t[::1] kind, const uint64_t[::1] ival,
     is not answered. Why: a capture of a million copies, each its own details, made a million
     `str` (and the bytes and dict entries that found each one's object) to parse them: 0.7 s
     and ~270 MiB on the read's peak; CUPTI writes them as refs (our H100/H200 captures), whose
-    names were each decoded to a `str` the same way (88 MiB a million)."""
+    names were each decoded to a `str` the same way (88 MiB a million). `first_size`: as
+    `memcpy_details`' (ROCm's HIP calls: `vendors.hip_sizes`)."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef const uint8_t[::1] nv
@@ -4287,6 +4288,7 @@ def memcpy_details_at(data, const int8_t[::1] kind, const uint64_t[::1] ival,
         if nlen:
             nb = &nv[0]
     cdef _Details d = _Details(n, True)
+    d.first_size = first_size
     for i in range(n):
         if kind[i] == k_str:
             if vpos[i] < 0 or <uint64_t>vpos[i] + ival[i] > <uint64_t>mv.shape[0]:

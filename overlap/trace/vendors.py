@@ -52,9 +52,17 @@ from overlap.trace import wire
 from overlap.trace.hlotext import LazyPattern  # compiled on first use: start-up
 from overlap.trace.lines import PAREN, STREAM, LineBlock, NameCodes, RowNames
 from overlap.trace.names import STREAM_LINE_PREFIXES
+from overlap.trace.statcols import meta_values, stat_codes
 from overlap.trace.strcodes import str_codes
 from overlap.trace.tables import MEMORY_KINDS, missing_mask
-from overlap.trace.values import ids_of, narrow_codes, unique_inverse
+from overlap.trace.values import (
+    _K_REF,
+    _K_STR,
+    _stat_objects,
+    ids_of,
+    narrow_codes,
+    unique_inverse,
+)
 from overlap.trace.wire import (
     Coded,
     Cols,
@@ -174,7 +182,7 @@ def split_kernels(P, ev, idx: np.ndarray, device, stream, line_name,
         side.blits.add(len(b), device=at_rows(device, b), start_ps=ev.starts[b],
                        end_ps=ev.starts[b] + ev.durs[b], name=u_names[binv],
                        kind=object_array(u_kind)[binv],
-                       correlation_id=map_stat(P, ev, b, "correlation_id", as_id, ids_of),
+                       **correlation_ids(P, ev, b),
                        stream=at_rows(stream, b), line=at_rows(line_name, b),
                        hlo_op=stat_column(P, ev, b, "hlo_op"),
                        hlo_module=stat_column(P, ev, b, "hlo_module"),
@@ -314,12 +322,28 @@ def collect_hip_calls(P, ev, mids: dict[int, str], calls: Cols) -> None:
     idx = np.flatnonzero(np.isin(ev.mids, list(mids)))
     if not idx.size:
         return
-    calls.add(len(idx), api=per_mid(ev.mids, mids.get, at=idx),
-              correlation_id=map_stat(P, ev, idx, "correlation_id", as_id, ids_of),
-              size=map_stat(P, ev, idx, "memcpy_details", _details_size, _details_sizes),
+    calls.add(len(idx), api=per_mid(ev.mids, mids.get, at=idx), **correlation_ids(P, ev, idx),
+              size=hip_sizes(P, ev, idx),
               hlo_op=stat_column(P, ev, idx, "hlo_op"),
               hlo_module=stat_column(P, ev, idx, "hlo_module"),
               program_id=map_stat(P, ev, idx, "program_id", as_id))
+
+
+def correlation_ids(P, ev, idx: np.ndarray) -> dict[str, np.ndarray]:
+    """The `correlation_id` of each event `idx` (its own, else its metadata's, as
+    `stat_codes` reads it) as the columns `correlation_id` (uint64: `as_id` of the value, 0
+    where that is None) and `has_correlation_id` (whether it is not None), for `Cols.add`.
+    Why typed: a ROCm capture's copy kernels and HIP calls each carry their own id, only
+    ever matched to each other (`rocm_transfers`); 200k Python ints and their object
+    columns were ~10 MiB held until the join."""
+    codes, vals = stat_codes(P, ev, idx, "correlation_id")
+    ids = ids_of(vals) if len(codes) else np.zeros(0, object)
+    ok = ~np.equal(ids, None)  # type: ignore[call-overload]
+    out = np.zeros(len(ids), np.uint64)
+    if ok.any():
+        out[ok] = ids[ok].astype(np.uint64)  # (in [0, 2**64): `as_id`'s)
+    return {"correlation_id": out[codes] if len(codes) else out,
+            "has_correlation_id": ok[codes] if len(codes) else ok}
 
 
 def _details_size(text: Any) -> int | None:
@@ -338,23 +362,71 @@ def _details_size(text: Any) -> int | None:
 
 
 def _details_sizes(values: np.ndarray) -> np.ndarray:
-    """`_details_size` of each value of an object column, as an object column: by the
-    scanner (`memcpy_details` with the first `size` token's, as `_details_size` reads it)
-    where it answers (plain ASCII text, a size of plain digits), else by `_details_size`.
-    Why: ROCm's copies each carry their own details (a byte count each), and 100k of them
-    were 100k calls of `_details_size` (~0.25 s of a 0.55 s report)."""
+    """`_details_size` of each value of an object column, as int64 (0 where it is None): by
+    the scanner (`memcpy_details` with the first `size` token's, as `_details_size` reads
+    it) where it answers (plain ASCII text, a size of plain digits), else by
+    `_details_size`. Why: ROCm's copies each carry their own details (a byte count each),
+    and 100k of them were 100k calls of `_details_size` (~0.25 s of a 0.55 s report)."""
     vals = values.tolist()
     fast = getattr(wire.SCANNER, "memcpy_details", None)
     if fast is None or len(vals) < 64:
-        return object_array([_details_size(v) for v in vals])
+        return _sizes_of(vals)
     got = fast(vals, True, True)
-    size, ok = got[0], got[5]
-    out = np.full(len(vals), None, object)
-    at = np.flatnonzero((ok != 0) & (size > 0))
-    out[at] = size[at]  # (Python ints)
-    for j in np.flatnonzero(ok == 0).tolist():
-        out[j] = _details_size(vals[j])
+    out, odd = _answered_sizes(got[0], got[5])
+    if odd.size:
+        out[odd] = _sizes_of([vals[j] for j in odd.tolist()])
     return out
+
+
+def _sizes_of(values: list) -> np.ndarray:
+    """`_details_size` of each value, as int64 (0: None; a size is never 0)."""
+    return np.fromiter((_details_size(v) or 0 for v in values), np.int64, len(values))
+
+
+def _answered_sizes(size: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(The scanner's sizes (`memcpy_details(..., first_size=True)` or `_at`'s) where it
+    answered (`ok`), 0 where the size it read is not above 0 (`_details_size`'s None) or
+    where it did not answer; the values it did not answer, for the caller's
+    `_details_size`)."""
+    return (np.where((ok != 0) & (size > 0), size, 0).astype(np.int64),
+            np.flatnonzero(ok == 0))
+
+
+def hip_sizes(P, ev, idx: np.ndarray) -> np.ndarray:
+    """`_details_size` of each HIP call `idx`'s `memcpy_details` (its own, else its
+    metadata's, as `stat_codes` reads it), as int64 (0: unknown). Where the scanner interned
+    the line's details (`host`: a `listed` set), each distinct value is read where its
+    bytes lie (`_scan.memcpy_details_at`: text in the file, refs in their undecoded stat
+    names), as CUPTI's copies' details are (`gpu._details_facts`); only a value it does not
+    answer becomes an object. Why: a ROCm capture writes each call's details as its own ref
+    (a byte count each), and 100k calls decoded 100k names to `str` to read a number from
+    each: ~9 MiB on the read's peak."""
+    sids = P.stat_ids.get("memcpy_details")
+    got = ev.interned(sids) if sids else None
+    fast = getattr(wire.SCANNER, "memcpy_details_at", None)
+    spans = getattr(P.stat_names, "spans", None)  # (refs' names undecoded)
+    named = spans() if spans is not None else None
+    if got is None or fast is None or not len(idx):
+        codes, vals = stat_codes(P, ev, idx, "memcpy_details")
+        return _details_sizes(vals)[codes] if len(codes) else np.zeros(0, np.int64)
+    c, t = got[0][idx], got[1]
+    names, pos, ns, ne = named if named is not None else (None, None, None, None)
+    res = fast(ev.buf, t["kind"], t["ival"], t["vpos"], _K_STR, _K_REF, names, pos, ns, ne,
+               True)
+    sizes, odd = _answered_sizes(res[0], res[5])
+    del res
+    if odd.size:  # (values the bytes do not answer: as objects, as before)
+        sizes[odd] = _sizes_of(_stat_objects(
+            ev.buf, {k: t[k][odd] for k in ("kind", "ival", "vpos")}, P.stat_names).tolist())
+    del got, t
+    ev.forget(sids)  # (read here only)
+    missing = np.flatnonzero(c < 0)
+    if missing.size:  # (the metadata's details, once per metadata id: `stat_codes`)
+        inv, mv = meta_values(P, ev.mids[idx[missing]], "memcpy_details")
+        c = c.astype(np.int64)
+        c[missing] = len(sizes) + inv
+        sizes = np.concatenate([sizes, _details_sizes(mv)])
+    return sizes[c]
 
 
 def _cols_rows(c: Cols, names: tuple[str, ...], more: dict[str, str] | None = None
@@ -364,8 +436,8 @@ def _cols_rows(c: Cols, names: tuple[str, ...], more: dict[str, str] | None = No
     more = more or {}
     rows = c.rows({k: "object" for k in names} | more)
     n = max((len(rows[k]) for k in names), default=0)
-    return {k: rows[k] if len(rows[k]) or k in more else filled(n, None)
-            for k in [*names, *more]}
+    return {k: rows[k] if len(rows[k]) else np.zeros(0, more[k]) if k in more
+            else filled(n, None) for k in [*names, *more]}
 
 
 def _groups(*keys: np.ndarray) -> list[tuple[tuple, np.ndarray]]:
@@ -447,10 +519,11 @@ def _fill_missing(values: np.ndarray, other: np.ndarray) -> np.ndarray:
     return out
 
 
-_BLIT_COLS = ("device", "name", "kind", "correlation_id", "stream", "line", "hlo_op",
-              "hlo_module", "program_id")
-_BLIT_TIMES = {"start_ps": "int64", "end_ps": "int64"}  # (never missing: ints as made)
-_CALL_COLS = ("api", "correlation_id", "size", "hlo_op", "hlo_module", "program_id")
+_BLIT_COLS = ("device", "name", "kind", "stream", "line", "hlo_op", "hlo_module", "program_id")
+_IDS = {"correlation_id": "uint64", "has_correlation_id": "bool"}  # (`correlation_ids`)
+_BLIT_TYPED = {"start_ps": "int64", "end_ps": "int64", **_IDS}  # (times: ints as made)
+_CALL_COLS = ("api", "hlo_op", "hlo_module", "program_id")
+_CALL_TYPED = {"size": "int64", **_IDS}  # (`hip_sizes`: 0 unknown)
 
 
 def rocm_transfers(side: GpuSide, calls: Cols, host: str, tr: Cols) -> list[dict[str, Any]]:
@@ -462,8 +535,8 @@ def rocm_transfers(side: GpuSide, calls: Cols, host: str, tr: Cols) -> list[dict
     unknown: list[dict[str, Any]] = []
     if not side.blits.chunks and not calls.chunks:
         return unknown
-    blits = _cols_rows(side.blits, _BLIT_COLS, _BLIT_TIMES)
-    api = _cols_rows(calls, _CALL_COLS)
+    blits = _cols_rows(side.blits, _BLIT_COLS, _BLIT_TYPED)
+    api = _cols_rows(calls, _CALL_COLS, _CALL_TYPED)
     na = len(api["api"])
     kinds = map_unique(api["api"], lambda a: hip_api_kind(str(a)) or ("other", None))
     # one more entry, None: what index -1 (no call) reads
@@ -471,7 +544,7 @@ def rocm_transfers(side: GpuSide, calls: Cols, host: str, tr: Cols) -> list[dict
     direction = object_array([k[1] for k in kinds.tolist()] + [None])
     # Per distinct correlation id, the first call that carries it (the calls kept).
     copy = np.flatnonzero(np.equal(blits["kind"], "copy"))
-    ids, n_ids = _id_codes(np.concatenate([api["correlation_id"], blits["correlation_id"]]))
+    ids, n_ids = _id_codes(*(np.concatenate([api[k], blits[k]]) for k in _IDS))
     a_ids, b_ids = ids[:na], ids[na:]
     first = np.full(n_ids + 1, -1, np.intp)  # by id; the last entry (id -1) stays -1
     has = np.flatnonzero(a_ids >= 0)
@@ -485,12 +558,12 @@ def rocm_transfers(side: GpuSide, calls: Cols, host: str, tr: Cols) -> list[dict
     if to_host.any():
         b, a = copy[to_host], match[to_host]
         size = api["size"][a]
-        known = ~missing_mask(size)
+        known = size > 0  # (`_details_size`'s None is 0: a size is never 0)
         d = m_dir[to_host]
         hlo = _fill_missing(blits["hlo_op"][b], api["hlo_op"][a])
         tr.add(len(b), host=host, device=blits["device"][b], direction=d,
                start_ps=blits["start_ps"][b], end_ps=blits["end_ps"][b],
-               bytes=np.where(known, size, 0).astype(np.int64), bytes_known=known,
+               bytes=size, bytes_known=known,
                src_kind=MEMORY_KINDS[np.equal(d, "H2D").view(np.int8)],
                dst_kind=MEMORY_KINDS[np.equal(d, "D2H").view(np.int8)],
                **{"async": True}, stream=blits["stream"][b].astype(np.int64),
@@ -521,20 +594,12 @@ def rocm_transfers(side: GpuSide, calls: Cols, host: str, tr: Cols) -> list[dict
     return unknown
 
 
-def _id_codes(ids: np.ndarray) -> tuple[np.ndarray, int]:
-    """(per value of an object column of ids, a code: equal ids one code, -1 where missing;
-    how many codes), as `factorize` numbers them or otherwise (the caller only matches codes).
-    Where the ids are `ids_of`'s (ints in [0, 2**64) or None), by a sort of their integers:
-    a dict of 200k Python ints (a ROCm capture's calls and copy kernels, each its own id)
-    took ~3x as long."""
-    vals = ids.tolist()
-    if len(vals) < 64 or not set(map(type, vals)) <= {int, type(None)}:
-        codes, uniq = factorize(ids)
-        return codes, len(uniq)
-    miss = np.equal(ids, None)  # type: ignore[call-overload]
-    u, inv = np.unique(np.where(miss, 0, ids).astype(np.uint64), return_inverse=True)
+def _id_codes(ids: np.ndarray, ok: np.ndarray) -> tuple[np.ndarray, int]:
+    """(per id (uint64, `correlation_ids`'), a code: equal ids one code, -1 where it has none
+    (`ok` False); how many codes), by a sort of the ids: the join only matches codes."""
+    u, inv = np.unique(np.where(ok, ids, np.uint64(0)), return_inverse=True)
     codes = inv.reshape(-1).astype(np.int64)
-    codes[miss] = -1
+    codes[~ok] = -1
     return codes, len(u)
 
 

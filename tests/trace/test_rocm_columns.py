@@ -31,8 +31,20 @@ KERNELS = ["__amd_rocclr_copyBuffer", "__amd_rocclr_copyBufferAligned",
 # ---- the pandas code these replaced (the reference) ----
 
 def _cols_frame(c: Cols, names: tuple[str, ...]) -> pd.DataFrame:
-    rows = c.rows({k: "object" for k in names})
+    """The chunks as objects; the reader's typed columns as the objects they stand for
+    (`correlation_id` None where `has_correlation_id` is False, `size` None where 0)."""
+    typed = {"has_correlation_id": "bool", "correlation_id": "uint64", "size": "int64"}
+    rows = c.rows({k: typed.get(k, "object") for k in names}
+                  | ({"has_correlation_id": "bool"} if "correlation_id" in names else {}))
     n = max((len(v) for v in rows.values()), default=0)
+    if "correlation_id" in names and len(rows["correlation_id"]):
+        ids = np.array(rows["correlation_id"], np.uint64).astype(object)
+        ids[~np.asarray(rows["has_correlation_id"], bool)] = None
+        rows["correlation_id"] = ids
+    if "size" in names and len(rows["size"]):
+        size = np.array(rows["size"], np.int64).astype(object)
+        size[size == 0] = None
+        rows["size"] = size
     return pd.DataFrame({k: pd.Series(rows[k] if len(rows[k]) else [None] * n, dtype=object)
                          for k in names})
 
@@ -151,6 +163,12 @@ other = st.tuples(st.sampled_from(["GPU:0", "GPU:1"]),
                   st.sampled_from(["MemcpyD2D", "Memset", "odd", "x"]))
 
 
+def _ids(ids) -> dict[str, np.ndarray]:
+    """Ids (ints in [0, 2**64) or None) as the reader's columns (`vendors.correlation_ids`)."""
+    return {"correlation_id": np.array([x or 0 for x in ids], np.uint64),
+            "has_correlation_id": np.array([x is not None for x in ids], bool)}
+
+
 def _sides(blits: list, calls: list, others: list, likes: list
            ) -> tuple[vendors.GpuSide, Cols]:
     side, hip = vendors.GpuSide(), Cols()
@@ -163,14 +181,15 @@ def _sides(blits: list, calls: list, others: list, likes: list
                            end_ps=np.array(c[1], np.int64) + np.array(c[2], np.int64),
                            name=_obj(list(c[3])),
                            kind=_obj([vendors.runtime_kernel_kind(n) for n in c[3]]),
-                           correlation_id=_obj(list(c[4])), stream=np.array(c[5], np.int64),
+                           **_ids(c[4]), stream=np.array(c[5], np.int64),
                            line="Stream #1(Kernel)", hlo_op=_obj(list(c[6])),
                            hlo_module=_obj(list(c[7])), program_id=_obj(list(c[8])))
     for part in (calls[: len(calls) // 2], calls[len(calls) // 2:]):
         if part:
             c = list(zip(*part))
-            hip.add(len(part), api=_obj(list(c[0])), correlation_id=_obj(list(c[1])),
-                    size=_obj(list(c[2])), hlo_op=_obj(list(c[3])), hlo_module=_obj(list(c[4])),
+            hip.add(len(part), api=_obj(list(c[0])), **_ids(c[1]),
+                    size=np.array([x or 0 for x in c[2]], np.int64), hlo_op=_obj(list(c[3])),
+                    hlo_module=_obj(list(c[4])),
                     program_id=_obj(list(c[5])))
     if others:
         c = list(zip(*others))
@@ -208,8 +227,8 @@ big_id = st.one_of(st.none(), st.integers(0, 40), st.sampled_from([2**63 - 1, 2*
 @given(st.lists(blit, min_size=64, max_size=90), st.lists(call, min_size=64, max_size=90),
        st.data())
 def test_rocm_join_of_many_ids_equals_pandas(blits, calls, data):
-    """64 calls or more: the ids are matched by a sort of their integers (`_id_codes`), not
-    by `factorize`; ids up to 2**64 - 1, missing ones among them."""
+    """64 calls or more; ids up to 2**64 - 1, missing ones among them (`_id_codes`: a sort
+    of their integers)."""
     calls = [(c[0], data.draw(big_id), *c[2:]) for c in calls]
     blits = [(*b[:4], data.draw(big_id), *b[5:]) for b in blits]
     got_tr, want_tr = Cols(), Cols()
@@ -224,11 +243,9 @@ def test_rocm_join_of_many_ids_equals_pandas(blits, calls, data):
 
 
 def test_id_codes_number_as_factorize_does():
-    ids = _obj([None, 5, 2**64 - 1, 5, 2**63, None, 0, 2**64 - 1] * 10)
-    got, n = vendors._id_codes(ids)
-    want, uniq = factorize(ids)
-    assert n == len(uniq) == 4
+    values = [None, 5, 2**64 - 1, 5, 2**63, None, 0, 2**64 - 1] * 10
+    got, n = vendors._id_codes(*_ids(values).values())
+    want, uniq = factorize(_obj(values))
+    assert len(uniq) == n == 4
     assert ((got[:, None] == got[None, :]) == (want[:, None] == want[None, :])).all()
     assert ((got < 0) == (want < 0)).all()
-    small, n = vendors._id_codes(ids[:8])  # (below 64: factorize itself)
-    assert small.tolist() == factorize(ids[:8])[0].tolist() and n == 4
