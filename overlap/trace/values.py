@@ -334,7 +334,17 @@ class Cols:
         chunks = [c for c in self.chunks if keep is None or keep(c[1])]
         out: dict[str, Any] = {}
         made: dict[int, np.ndarray] = {}  # one column per `Coded` given for several
+        ns: list[int] | None = None
         for col, dtype in schema.items():
+            if len(chunks) > 1:
+                vals = [cols.get(col) for _, cols in chunks]
+                if not any(isinstance(v, (np.ndarray, Coded)) for v in vals):
+                    # a scalar per chunk (a plane's host, device, line: 4,000 TPU chips'
+                    # chunks), joined at once, not a `repeated` view per chunk first:
+                    # what `_joined` makes of those views
+                    ns = ns if ns is not None else [n for n, _ in chunks]
+                    out[col] = _scalars_joined(vals, ns, dtype)
+                    continue
             parts = [(n, _chunk_part(cols.get(col), n, dtype)) for n, cols in chunks]
             if len(parts) == 1 and isinstance(parts[0][1], Coded):
                 c = parts[0][1]
@@ -345,6 +355,27 @@ class Cols:
             out[col] = _joined(parts) if parts else []
         self.chunks = []  # the frame owns the columns now
         return out
+
+
+def _scalars_joined(vals: list, ns: list[int], dtype: str) -> np.ndarray:
+    """`_joined` of chunks `ns` long, chunk i all `vals[i]` (`_chunk_part`'s `repeated` of
+    it): each value as the one-element array that view repeats, then a `repeated` view where
+    `repeated_join` gives one, else each chunk's element repeated (the same values)."""
+    if dtype == "object":
+        first = vals[0]
+        if all(v is first for v in vals):
+            return repeated(sum(ns), first, object)
+        return np.repeat(object_array(vals), ns)
+    heads = []
+    for v in vals:
+        one = np.empty(1, object if v is None else bool if isinstance(v, (bool, np.bool_))
+                       else np.int64)
+        one[0] = v
+        heads.append(one)
+    got = repeated_join([h[:1] for h in heads])
+    if got is not None:
+        return repeated(sum(ns), got[0], got.dtype)
+    return np.repeat(np.concatenate(heads), ns)
 
 
 def _chunk_part(v: Any, n: int, dtype: str) -> Any:
