@@ -4260,14 +4260,14 @@ def memcpy_details_at(data, const int8_t[::1] kind, const uint64_t[::1] ival,
                       const int64_t[::1] vpos, int k_str, int k_ref=-1, names=None,
                       const int32_t[::1] pos=None, const int32_t[::1] ns=None,
                       const int32_t[::1] ne=None, bint first_size=False):
-    """`memcpy_details(values, columns=True, first_size)` of stat values as the decoder's records give
-    them (`kind`, `ival`: a string's length, `vpos`: where it lies in `data`), read where they
-    lie: a value of kind `k_str` whose bytes are ASCII is answered as that text is, any other
-    is not (answered 0: the caller reads it as an object). With `k_ref` and a plane's stat
-    names as `statids.LazyStatNames` holds them (`names`: their bytes; `pos`: id -> row, -1
-    none; `ns`/`ne`: each row's name span; all int32), a value of kind `k_ref` (`ival` the id) is its
-    name's text, answered where that name is ASCII, as a ref's `str` is; an id without a name
-    is not answered. Why: a capture of a million copies, each its own details, made a million
+    """`memcpy_details(values, columns=True, first_size)` of stat values as the decoder's
+    records give them (`kind`, `ival`: a string's length, `vpos`: where it lies in `data`),
+    read where they lie: a value of kind `k_str` whose bytes are ASCII is answered as that
+    text is, any other is not (answered 0: the caller reads it as an object). With `k_ref`
+    and a plane's stat names as `statids.LazyStatNames` holds them (`names`: their bytes;
+    `pos`: id -> row, -1 none; `ns`/`ne`: each row's name span; all int32), a value of kind
+    `k_ref` (`ival` the id) is its name's text, answered where that name is ASCII, as a
+    ref's `str` is; an id without a name is not answered. Why: a capture of a million copies, each its own details, made a million
     `str` (and the bytes and dict entries that found each one's object) to parse them: 0.7 s
     and ~270 MiB on the read's peak; CUPTI writes them as refs (our H100/H200 captures), whose
     names were each decoded to a `str` the same way (88 MiB a million). `first_size`: as

@@ -404,11 +404,11 @@ def hip_sizes(P, ev, idx: np.ndarray) -> np.ndarray:
     sids = P.stat_ids.get("memcpy_details")
     got = ev.interned(sids) if sids else None
     fast = getattr(wire.SCANNER, "memcpy_details_at", None)
-    spans = getattr(P.stat_names, "spans", None)  # (refs' names undecoded)
-    named = spans() if spans is not None else None
     if got is None or fast is None or not len(idx):
         codes, vals = stat_codes(P, ev, idx, "memcpy_details")
         return _details_sizes(vals)[codes] if len(codes) else np.zeros(0, np.int64)
+    spans = getattr(P.stat_names, "spans", None)  # (refs' names undecoded)
+    named = spans() if spans is not None else None
     c, t = got[0][idx], got[1]
     names, pos, ns, ne = named if named is not None else (None, None, None, None)
     res = fast(ev.buf, t["kind"], t["ival"], t["vpos"], _K_STR, _K_REF, names, pos, ns, ne,
