@@ -42,6 +42,16 @@ Round 37 (shapes no benchmark had timed; the campaign timed the first two in its
 * `gpusteps:N`: `gpu_offload_scenario` of N steps of 8 layers: per step 16 kernels and 16
   copies, and a host step marker (a long capture of the demo's shape).
 * `gpus8:N`: the same steps on each of 8 GPUs of one host (a DGX's), N steps.
+
+Round 38:
+
+* `cbrepeat:N`: the real H100 capture made with XLA's default command buffers
+  (`sample_traces/gpu-h100/transformer-h100-command-buffers/qkv_proj_offloaded_cb`: 5 steps,
+  4,970 GPU events on one stream, every copy among the kernels, `cuda_graph_id` on each)
+  repeated N times end to end, every plane's events shifted by the capture's span each time
+  (a long capture of what XLA:GPU runs by default; SYNTHETIC as a whole).
+* `v6erepeat:N`: the public TPU v6e host-offload sample (`sample_traces/tpu-v6e-offload`: 4
+  chips, 2,400 async copies) repeated N times the same way (a long TPU capture).
 """
 
 from __future__ import annotations
@@ -271,11 +281,50 @@ def gpus8(out: Path, n: int) -> Path:
     return t.write(out / f"gpus8x{n // 1000}k.xplane.pb")
 
 
+SAMPLES = HERE.parent / "sample_traces"
+CB_SAMPLE = SAMPLES / "gpu-h100" / "transformer-h100-command-buffers" / "qkv_proj_offloaded_cb"
+V6E_SAMPLE = SAMPLES / "tpu-v6e-offload"
+
+
+def cbrepeat(out: Path, n: int) -> Path:
+    return _repeat(CB_SAMPLE, n, out / f"cbrepeat{n}.xplane.pb")
+
+
+def v6erepeat(out: Path, n: int) -> Path:
+    return _repeat(V6E_SAMPLE, n, out / f"tpu_v6e_repeat{n}.xplane.pb")
+
+
+def _repeat(sample: Path, n: int, path: Path) -> Path:
+    """The sample's capture with every line's events repeated `n` times end to end."""
+    from overlap.trace.protos import XSpace
+    from overlap.trace.synthetic import SYNTHETIC_WARNING
+
+    sp = XSpace.FromString(next(sample.rglob("*.xplane.pb")).read_bytes())
+    sp.warnings.append(SYNTHETIC_WARNING)
+    # the span of every line's events on one clock (a line's offsets count from its own
+    # timestamp), and a gap after it
+    ends = [ln.timestamp_ns * 1000 + e.offset_ps + e.duration_ps
+            for pl in sp.planes for ln in pl.lines for e in ln.events]
+    starts = [ln.timestamp_ns * 1000 + e.offset_ps
+              for pl in sp.planes for ln in pl.lines for e in ln.events]
+    span = max(ends) - min(starts) + 1_000_000_000  # (+1 ms)
+    for pl in sp.planes:
+        for ln in pl.lines:
+            events = list(ln.events)
+            blob = [e.SerializeToString() for e in events]
+            for k in range(1, n):
+                for e, b in zip(events, blob):
+                    c = ln.events.add()
+                    c.MergeFromString(b)
+                    c.offset_ps = e.offset_ps + k * span
+    return _write(sp, path)
+
+
 SHAPES = {"lines": lines, "tinyplanes": tinyplanes, "planes": planes, "memcpys": memcpys,
           "emptyevents": emptyevents, "kernels": kernels, "gpumeta": gpumeta,
           "tpumeta": tpumeta, "pyevents": pyevents, "eventstats": eventstats,
           "copies": copies, "refcopies": refcopies, "rocm": rocm, "tpuchips": tpuchips,
-          "gpusteps": gpusteps, "gpus8": gpus8}
+          "gpusteps": gpusteps, "gpus8": gpus8, "cbrepeat": cbrepeat, "v6erepeat": v6erepeat}
 
 
 def main(argv: list[str]) -> None:

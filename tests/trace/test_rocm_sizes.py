@@ -46,13 +46,16 @@ def _trace(n: int) -> tuple[SyntheticTrace, list]:
 
 
 @pytest.mark.parametrize("n", [3, 70, 300])
-@pytest.mark.parametrize("scanner", [True, False])
-def test_each_copy_has_its_calls_first_size(tmp_path, monkeypatch, n, scanner):
+@pytest.mark.parametrize("scanner,long_lines", [(True, False), (False, False), (True, True)])
+def test_each_copy_has_its_calls_first_size(tmp_path, monkeypatch, n, scanner, long_lines):
     st, values = _trace(n)
     path = st.write(tmp_path / "rocm.xplane.pb")
+    if long_lines:  # (lines past `_GROUP_MAX_EVENTS` keep their stats as records: objects)
+        from overlap.trace import host
+        monkeypatch.setattr(host, "_GROUP_MAX_EVENTS", 2)
     if not scanner:
         monkeypatch.setattr(wire, "SCANNER", None)
-    elif wire.SCANNER is not None and getattr(wire.SCANNER, "memcpy_details_at", None):
+    elif not long_lines and getattr(wire.SCANNER, "memcpy_details_at", None):
         # the bytes path: no column of the details as objects (`_details_sizes`) is made
         def refuse(values):
             raise AssertionError("details read as objects")
