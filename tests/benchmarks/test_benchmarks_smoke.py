@@ -57,7 +57,9 @@ def test_degenerate_shapes_write_and_report(tmp_path):
         from degenerate import SHAPES
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
-    specs = [f"{k}:{1000 + i}" for i, k in enumerate(sorted(SHAPES))]
+    # (a real capture repeated: twice; each repetition is its size)
+    specs = [f"{k}:{2 if k.endswith('repeat') else 1000 + i}"
+             for i, k in enumerate(sorted(SHAPES))]
     r = subprocess.run([sys.executable, str(REPO / "benchmarks" / "degenerate.py"),
                         str(tmp_path), *specs], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
