@@ -66,17 +66,14 @@ def stat_column(P: Any, ev: Any, idx: np.ndarray, name: str) -> np.ndarray:
     return vals[codes] if len(codes) else np.zeros(0, object)
 
 
-def map_stat(P: Any, ev: Any, idx: np.ndarray, name: str, fn, many=None) -> np.ndarray:
+def map_stat(P: Any, ev: Any, idx: np.ndarray, name: str, fn) -> np.ndarray:
     """`fn(v)` for each value of `stat_column(P, ev, idx, name)`, computed once per distinct
     str or int value (`apply_once`: values equal but of different types, 1 and 1.0, each
-    get their own call). `many`: the same as `fn` of each value of an object column, for a
-    whole column at once (`values.ids_of` for `as_id`): where the values are each their
-    own (a ROCm capture's correlation ids), a call per value was most of the read."""
+    get their own call). (Values each their own, a ROCm capture's correlation ids, are read
+    a column at a time instead: `vendors.correlation_ids`.)"""
     codes, vals = stat_codes(P, ev, idx, name)
     if not len(codes):
         return np.zeros(0, object)
-    if many is not None:
-        return many(vals)[codes]
     return object_array(apply_once(fn, vals.tolist()))[codes]
 
 

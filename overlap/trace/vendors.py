@@ -531,7 +531,7 @@ def rocm_transfers(side: GpuSide, calls: Cols, host: str, tr: Cols) -> list[dict
     the "cannot tell" entries for copies whose direction or device span the capture lacks.
 
     A copy kernel's call is the first HIP call of its `correlation_id` (a left join on it);
-    columns of whole arrays, ids matched by `factorize` over both sides."""
+    columns of whole arrays, ids matched by one sort of both sides' (`_id_codes`)."""
     unknown: list[dict[str, Any]] = []
     if not side.blits.chunks and not calls.chunks:
         return unknown
