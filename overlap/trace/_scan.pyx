@@ -4267,11 +4267,12 @@ def memcpy_details_at(data, const int8_t[::1] kind, const uint64_t[::1] ival,
     and a plane's stat names as `statids.LazyStatNames` holds them (`names`: their bytes;
     `pos`: id -> row, -1 none; `ns`/`ne`: each row's name span; all int32), a value of kind
     `k_ref` (`ival` the id) is its name's text, answered where that name is ASCII, as a
-    ref's `str` is; an id without a name is not answered. Why: a capture of a million copies, each its own details, made a million
-    `str` (and the bytes and dict entries that found each one's object) to parse them: 0.7 s
-    and ~270 MiB on the read's peak; CUPTI writes them as refs (our H100/H200 captures), whose
-    names were each decoded to a `str` the same way (88 MiB a million). `first_size`: as
-    `memcpy_details`' (ROCm's HIP calls: `vendors.hip_sizes`)."""
+    ref's `str` is; an id without a name is not answered. `first_size`: as
+    `memcpy_details`' (ROCm's HIP calls: `vendors.hip_sizes`). Why: a capture of a million
+    copies, each its own details, made a million `str` (and the bytes and dict entries that
+    found each one's object) to parse them: 0.7 s and ~270 MiB on the read's peak; CUPTI
+    writes them as refs (our H100/H200 captures), whose names were each decoded to a `str`
+    the same way (88 MiB a million)."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b = &mv[0]
     cdef const uint8_t[::1] nv

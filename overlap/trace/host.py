@@ -100,6 +100,7 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
     # HIP calls' details, each its own text (a byte count each): interned until most are
     # new, for `vendors.hip_sizes` to read where their bytes lie (no `str` per call)
     listed = [P.stat_ids.get("memcpy_details") or ()] if hip_mids else None
+    sets = (groups, listed)  # (`LineEvents`' groups and listed sets, for every read below)
     grouped = set(stat_keys(P, _HOST_WANTED + (("memcpy_details",) if hip_mids else ())))
     want_grouped = [k for k in want if k not in grouped]
     mem_list, row_list = list(mem_mids), list(meta_row)
@@ -140,19 +141,19 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
         if line.n_events <= min(_SEGMENT_LINE_MAX, _GROUP_MAX_EVENTS):
             if n_pending + line.n_events > _GROUP_MAX_EVENTS:
                 saw_compute |= _read_segment(pending, P, line_base_ps, skip, want_grouped,
-                                             (groups, listed), want, read, keep_if)
+                                             sets, want, read, keep_if)
                 pending, n_pending = [], 0
             pending.append(line)
             n_pending += line.n_events
             continue
         # a long line on its own, after the lines before it (rows keep the lines' order)
         saw_compute |= _read_segment(pending, P, line_base_ps, skip, want_grouped,
-                                     (groups, listed), want, read, keep_if)
+                                     sets, want, read, keep_if)
         pending, n_pending = [], 0
-        saw_compute |= _read_line(line, line_base_ps, skip, want_grouped, (groups, listed),
-                                  want, read, keep_if)
+        saw_compute |= _read_line(line, line_base_ps, skip, want_grouped, sets, want, read,
+                                  keep_if)
     saw_compute |= _read_segment(pending, P, line_base_ps, skip, want_grouped,
-                                 (groups, listed), want, read, keep_if)
+                                 sets, want, read, keep_if)
     if not step_rows:
         return saw_compute
     starts, ends, nums, step_names = zip(*step_rows)
@@ -169,19 +170,19 @@ def _read_host_plane(P: Plane, host, line_base_ps, co: Cols, st, mem: Cols,
     return saw_compute
 
 
-def _read_line(line, line_base_ps, skip, want_grouped, groups, want, read,
+def _read_line(line, line_base_ps, skip, want_grouped, sets, want, read,
                keep_if=None) -> bool:
     """One line's events read by `read`, its stats as groups where it is short enough
-    (`groups`: the `groups` and `listed` sets of `LineEvents`)."""
+    (`sets`: the `groups` and `listed` sets of `LineEvents`)."""
     small = line.n_events <= _GROUP_MAX_EVENTS
+    groups, listed = sets if small else (None, None)
     ev = LineEvents(line, line_base_ps(line), skip_mids=skip,
-                    wanted=want_grouped if small else want,
-                    groups=groups[0] if small else None, listed=groups[1] if small else None,
+                    wanted=want_grouped if small else want, groups=groups, listed=listed,
                     keep_if=keep_if)
     return bool(ev.n) and read(ev, line.id, line.name)
 
 
-def _read_segment(lines: list, P: Plane, line_base_ps, skip, want_grouped, groups, want,
+def _read_segment(lines: list, P: Plane, line_base_ps, skip, want_grouped, sets, want,
                   read, keep_if=None) -> bool:
     """Several short lines' events decoded as one `merge_lines` segment, in the lines' order:
     the same rows as line by line (each row keeps its line's id and name), without numpy's
@@ -190,15 +191,15 @@ def _read_segment(lines: list, P: Plane, line_base_ps, skip, want_grouped, group
     the error raised is the one line-by-line reading raises (the segment's decode fails before
     any row or count is taken)."""
     if len(lines) < 2:
-        return any([_read_line(ln, line_base_ps, skip, want_grouped, groups, want, read,
+        return any([_read_line(ln, line_base_ps, skip, want_grouped, sets, want, read,
                                keep_if) for ln in lines])
     ns = np.array([ln.n_events for ln in lines], np.int64)
     try:
         base = np.repeat(np.array([line_base_ps(ln) for ln in lines], np.int64), ns)
         ev = LineEvents(merge_lines(lines), base, skip_mids=skip, wanted=want_grouped,
-                        groups=groups[0], listed=groups[1], keep_if=keep_if)
+                        groups=sets[0], listed=sets[1], keep_if=keep_if)
     except Exception:  # noqa: BLE001 - damage: line by line raises what it always raised
-        return any([_read_line(ln, line_base_ps, skip, want_grouped, groups, want, read,
+        return any([_read_line(ln, line_base_ps, skip, want_grouped, sets, want, read,
                                keep_if) for ln in lines])
     if not ev.n:
         return False

@@ -372,7 +372,7 @@ def _scalars_joined(vals: list, ns: list[int], dtype: str) -> np.ndarray:
                        else np.int64)
         one[0] = v
         heads.append(one)
-    got = repeated_join([h[:1] for h in heads])
+    got = repeated_join(heads)
     if got is not None:
         return repeated(sum(ns), got[0], got.dtype)
     return np.repeat(np.concatenate(heads), ns)
