@@ -59,11 +59,13 @@ GPU_LARGE = REPO / "tests" / "data" / "gpu-large"  # real H200 captures of many 
 
 @pytest.fixture(scope="session")
 def gpu_large(tmp_path_factory) -> Path:
-    """The real H200 captures of many steps (tests/data/gpu-large/*.tar.xz, SOURCES.md there)
+    """The real H200 captures (tests/data/gpu-large/*.tar.xz, SOURCES.md there lists them)
     unpacked once per session: `gpu_large / "transformer_control_qkv_cb_300"` (a run
     directory: 300 steps, command buffers on, 305,700 device events, the executed program
-    carried) and `gpu_large / "user_pytracer_700"` (a user's loop, the Python tracer on, no
-    run.json). Read only."""
+    carried), `gpu_large / "user_pytracer_700"` (a user's loop, the Python tracer on),
+    `"buckets_offload_32"` (32 offloading programs in one capture) and
+    `"eager_transfers_60"` (eager dispatch, device_put to pinned host and back); the last
+    three without run.json. Read only."""
     import tarfile
 
     root = tmp_path_factory.mktemp("gpu-large")

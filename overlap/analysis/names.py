@@ -397,8 +397,9 @@ def op_names(program: trace_ops.Program, raw: Any, hints: tuple[Path, ...] = (),
              asked: list[str] | None = None, recorded: dict[str, Any] | None = None,
              memo: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Per host-copy instruction of the program: {direction, bytes, executed_bytes, executions,
-    name (None: none found), evidence}. `raw` is what `offload_inventory` reads (the parsed text or
-    the proto the program was built from); `memo` as `_spans_for`'s."""
+    name (None: none found), evidence}. `raw` is what `offload_inventory` reads (the inventory
+    `_programs` took, or the parsed text or proto the program was built from); `memo` as
+    `_spans_for`'s."""
     # here, not at import: overlap.hlo.program loads protobuf, which a report of a capture
     # without programs never needs (tests/cli/test_no_protobuf.py)
     from overlap.hlo import trace_ops
@@ -509,7 +510,8 @@ def _programs(path: str | Path | None, trace: Any, keys: list[tuple[str, Any]]
     """(module, program id) -> (program, raw HLO, where from): a run directory's
     `hlo/<module>.hlo.txt` first (raw: the offload inventory of its text, found from the same
     parse as the program, `overlap.hlo.program.offload_inventory`), else
-    the capture's `Hlo Proto` of that program id (raw: the parsed `HloProto` message)."""
+    the capture's `Hlo Proto` of that program id (raw: the offload inventory of its parsed
+    message, or the message where none could be taken: `op_names` raises on it, as it did)."""
     out: dict[tuple[str, Any], tuple[trace_ops.Program, Any, str]] = {}
     p = Path(path) if path is not None else None
     texts = {t.name[: -len(".hlo.txt")]: t for t in sorted(p.glob("hlo/*.hlo.txt"))} \
@@ -554,16 +556,26 @@ def _programs(path: str | Path | None, trace: Any, keys: list[tuple[str, Any]]
         for k, raw in capture_protos(trace).items():
             if k in wanted and wanted[k] not in out:
                 from overlap.hlo import trace_ops  # where a program is at hand
+                from overlap.hlo.program import offload_inventory
                 from overlap.trace.protos import HloProto
 
                 try:
-                    # parsed once: the message is what `op_names` hands the inventory (the
-                    # bytes were parsed there again: ~1 ms a 400 KB program)
+                    # parsed once: the message is what the inventory reads (the bytes were
+                    # parsed there again: ~1 ms a 400 KB program)
                     msg = HloProto.FromString(raw)
                     prog = trace_ops.program_from_proto(msg, k)
                 except Exception:  # noqa: BLE001 - a damaged program names nothing
                     continue
-                out[wanted[k]] = (prog, msg, f"the capture's HloProto {k}")
+                # The inventory found now, and the message let go: each program's decoded
+                # message held until `op_names` read it was ~0.1 MiB a 300-instruction
+                # program (32 bucketed programs: the report's peak, over its goal). One that
+                # cannot be taken stock of is handed on as it is, to fail where it did.
+                try:
+                    held: Any = offload_inventory(msg)
+                except Exception:  # noqa: BLE001 - raised again by `op_names`, as before
+                    held = msg
+                del msg
+                out[wanted[k]] = (prog, held, f"the capture's HloProto {k}")
     return out
 
 
