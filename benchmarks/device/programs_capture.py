@@ -11,7 +11,6 @@ jax.profiler.trace (not overlap's capture API), XLA's default flags (command buf
     python benchmarks/device/programs_capture.py buckets LOGDIR N SIZE   # SIZE: gpu | tiny
     python benchmarks/device/programs_capture.py eager LOGDIR M SIZE
 """
-import functools
 import json
 import sys
 import time

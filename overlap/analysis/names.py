@@ -557,12 +557,13 @@ def _programs(path: str | Path | None, trace: Any, keys: list[tuple[str, Any]]
             if k in wanted and wanted[k] not in out:
                 from overlap.hlo import trace_ops  # where a program is at hand
                 from overlap.hlo.program import offload_inventory
-                from overlap.trace.protos import HloProto
+                from overlap.trace.programs import hlo_message
 
                 try:
                     # parsed once: the message is what the inventory reads (the bytes were
-                    # parsed there again: ~1 ms a 400 KB program)
-                    msg = HloProto.FromString(raw)
+                    # parsed there again: ~1 ms a 400 KB program); the scanner's where it
+                    # reads the bytes, without protobuf (`hlo_message`)
+                    msg = hlo_message(raw)
                     prog = trace_ops.program_from_proto(msg, k)
                 except Exception:  # noqa: BLE001 - a damaged program names nothing
                     continue

@@ -820,9 +820,9 @@ class _ProtoInstr(_Instr):
 
 
 def _inventory_from_proto(hlo) -> OffloadInventory:
-    from overlap.trace.protos import HloProto
+    from overlap.trace.programs import hlo_message
 
-    proto = HloProto.FromString(bytes(hlo)) if isinstance(hlo, (bytes, bytearray)) else hlo
+    proto = hlo_message(hlo) if isinstance(hlo, (bytes, bytearray)) else hlo
     mod = proto.hlo_module
     computations = mod.computations[:]  # (slices: `trace_ops.program_from_proto` says why)
     id_to_comp = {c.id: c.name for c in computations}

@@ -377,9 +377,9 @@ def _location(file: str, function: str, loc: dict[str, int]) -> Location:
 def program_from_proto(hlo: bytes | Any, name: str = "") -> Program:
     """A serialized `HloProto` (the `Hlo Proto` a capture carries) or its message."""
     if isinstance(hlo, (bytes, bytearray, memoryview)):
-        from overlap.trace.protos import HloProto
+        from overlap.trace.programs import hlo_message
 
-        hlo = HloProto.FromString(bytes(hlo))
+        hlo = hlo_message(hlo)
     mod = hlo.hlo_module if hasattr(hlo, "hlo_module") else hlo
     # (each message and field read once: upb builds a wrapper per access, ~2,000 instructions
     # a program; repeated fields read as slices, lists: iterating one ends in an IndexError

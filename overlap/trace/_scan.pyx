@@ -4447,3 +4447,633 @@ cdef class _Details:
 
 
 cdef const char* _UNKNOWN = b"unknown"  # (a kind absent from the details)
+
+
+# ---------------------------------------------------------------------------------------------
+# A compiled program's HloProto, read without protobuf (`overlap.trace.programs.hlo_message`)
+#
+# What `trace_ops.program_from_proto`, `program.offload_inventory` and `programs.ProgramCopies`
+# read of the message, as objects with upb's field names and values: a capture's programs were
+# read through upb's wrappers, a wrapper per field read (~3.7 us an instruction to build a
+# program, ~2 us to take its stock; 32 bucketed programs ~60 ms) after `import
+# google.protobuf` (~14 ms). `hlo_lite` answers only where upb would parse the bytes to the
+# same values: every field of overlap/trace/protos/hlo.proto is checked as upb checks it (wire
+# types, varint and length bounds, UTF-8 of string fields, nesting), and anything it is not
+# sure of is refused (None: upb reads it) -- a known field of another wire type (upb keeps it
+# as unknown), a group, a singular message field written twice (upb merges them), an int32
+# value beyond int32 (upb wraps it), nesting beyond 64 (upb's limit: 100). A repeated scalar
+# is read packed or not, as upb does; a scalar written twice keeps its last value.
+
+cdef class HLayout:
+    cdef readonly int64_t memory_space
+
+
+cdef class HShape:
+    cdef readonly int32_t element_type
+    cdef readonly list dimensions
+    cdef readonly list tuple_shapes
+    cdef readonly HLayout layout
+
+
+cdef class HMeta:
+    cdef readonly str op_type
+    cdef readonly str op_name
+    cdef readonly int32_t stack_frame_id
+
+
+cdef class HInstr:
+    cdef readonly str name
+    cdef readonly str opcode
+    cdef readonly HShape shape
+    cdef readonly HMeta metadata
+    cdef readonly int64_t parameter_number
+    cdef readonly int64_t tuple_index
+    cdef readonly int64_t id
+    cdef readonly list operand_ids
+    cdef readonly list control_predecessor_ids
+    cdef readonly list called_computation_ids
+
+
+cdef class HComp:
+    cdef readonly str name
+    cdef readonly list instructions
+    cdef readonly int64_t id
+    cdef readonly int64_t root_id
+
+
+cdef class HLoc:
+    cdef readonly int32_t file_name_id
+    cdef readonly int32_t function_name_id
+    cdef readonly int32_t line
+    cdef readonly int32_t column
+    cdef readonly int32_t end_line
+    cdef readonly int32_t end_column
+
+
+cdef class HFrame:
+    cdef readonly int32_t file_location_id
+    cdef readonly int32_t parent_frame_id
+
+
+cdef class HFrames:
+    cdef readonly list file_names
+    cdef readonly list function_names
+    cdef readonly list file_locations
+    cdef readonly list stack_frames
+
+
+cdef class HModule:
+    cdef readonly str name
+    cdef readonly str entry_computation_name
+    cdef readonly list computations
+    cdef readonly int64_t id
+    cdef readonly int64_t entry_computation_id
+    cdef readonly HFrames stack_frame_index
+
+
+cdef class HProto:
+    cdef readonly HModule hlo_module
+
+
+class _Refused(Exception):
+    pass
+
+
+cdef enum:
+    _H_DEPTH = 64
+    # the messages `hlo_lite` checks without keeping (`_hcheck`'s kinds)
+    K_BUFFERS = 1
+    K_LOGICAL = 2
+    K_LOCATION = 3
+    K_ALLOCATION = 4
+    K_ASSIGNED = 5
+    K_HEAPTRACE = 6
+    K_EVENT = 7
+    K_SCHEDULE = 8
+    K_SEQENTRY = 9
+    K_SEQUENCE = 10
+    # field kinds
+    F_V = 1      # a varint
+    F_VR = 2     # a repeated varint (packed or not)
+    F_S = 3      # a string
+    F_M = 4      # a singular message (of the kind in the table's second column)
+    F_MR = 5     # a repeated message
+
+
+# (kind, field number) -> (field kind, message kind) of the messages only checked; 0: unknown
+cdef int _hfield(int kind, uint64_t fn, int* sub) noexcept nogil:
+    sub[0] = 0
+    if kind == K_BUFFERS:
+        if fn == 1:
+            sub[0] = K_LOGICAL
+            return F_MR
+        if fn == 3:
+            sub[0] = K_ALLOCATION
+            return F_MR
+        if fn == 4:
+            sub[0] = K_HEAPTRACE
+            return F_MR
+    elif kind == K_LOGICAL:
+        if fn == 1 or fn == 2 or fn == 4:
+            return F_V
+        if fn == 3:
+            sub[0] = K_LOCATION
+            return F_M
+    elif kind == K_LOCATION:
+        if fn == 2:
+            return F_S
+        if fn == 3:
+            return F_VR
+        if fn == 4:
+            return F_V
+    elif kind == K_ALLOCATION:
+        if fn in (1, 2, 3, 5, 6, 7, 8, 11, 12):
+            return F_V
+        if fn == 9:
+            sub[0] = K_ASSIGNED
+            return F_MR
+    elif kind == K_ASSIGNED:
+        if fn == 1 or fn == 2 or fn == 3:
+            return F_V
+    elif kind == K_HEAPTRACE:
+        if fn == 1:
+            sub[0] = K_EVENT
+            return F_MR
+        if fn == 2 or fn == 3:
+            return F_V
+    elif kind == K_EVENT:
+        if fn == 1 or fn == 2 or fn == 5:
+            return F_V
+        if fn == 3 or fn == 4:
+            return F_S
+    elif kind == K_SCHEDULE:
+        if fn == 1:
+            sub[0] = K_SEQENTRY
+            return F_MR
+    elif kind == K_SEQENTRY:
+        if fn == 1:
+            return F_V
+        if fn == 2:
+            sub[0] = K_SEQUENCE
+            return F_M
+    elif kind == K_SEQUENCE:
+        if fn == 1:
+            return F_VR
+    return 0
+
+
+cdef Py_ssize_t _hnext(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, uint64_t* fn,
+                       int* wt) except -2:
+    """The next field's tag at p: its value's position; a refusal where upb would not read it
+    as we do (a damaged tag: upb fails, and a group: upb reads it, we do not)."""
+    p = _tag(b, p, end, fn, wt)
+    if p < 0 or wt[0] == 3 or wt[0] == 4 or wt[0] == 6 or wt[0] == 7:
+        raise _Refused
+    return p
+
+
+cdef inline Py_ssize_t _hskip(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int wt) except -2:
+    cdef uint64_t v
+    if wt == 2:
+        p = _size(b, p, end, &v)
+    elif wt == 0:
+        p = _varint(b, p, end, &v)
+    elif wt == 1:
+        p = p + 8 if p + 8 <= end else E_PAST
+    elif wt == 5:
+        p = p + 4 if p + 4 <= end else E_PAST
+    else:
+        p = E_WT
+    if p < 0:
+        raise _Refused
+    return p
+
+
+cdef inline Py_ssize_t _hvarint(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int wt,
+                                uint64_t* v) except -2:
+    if wt != 0:
+        raise _Refused
+    p = _varint(b, p, end, v)
+    if p < 0:
+        raise _Refused
+    return p
+
+
+cdef inline int32_t _hint32(uint64_t v) except? -1:
+    # (an int32 field: a value beyond int32 upb wraps, refused here; a negative one is written
+    # as its int64's ten bytes)
+    cdef int64_t s = <int64_t>v
+    if s < -2147483648 or s > 2147483647:
+        raise _Refused
+    return <int32_t>s
+
+
+cdef inline Py_ssize_t _hlen(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int wt,
+                             Py_ssize_t* q) except -2:
+    if wt != 2:
+        raise _Refused
+    p = _len(b, p, end, q)
+    if p < 0:
+        raise _Refused
+    return p
+
+
+cdef str _hstr(const uint8_t* b, Py_ssize_t p, Py_ssize_t q):
+    if not _utf8_ok(b + p, q - p):
+        raise _Refused  # (upb refuses the whole message)
+    if _ascii(b + p, q - p):
+        return PyUnicode_DecodeASCII(<const char*>(b + p), q - p, NULL)
+    return PyBytes_FromStringAndSize(<char*>(b + p), q - p).decode("utf-8")
+
+
+cdef Py_ssize_t _hvalues(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int wt,
+                         list out) except -2:
+    """A repeated int64's value(s) at p, appended: one varint, or a packed run."""
+    cdef uint64_t v
+    cdef Py_ssize_t s, q
+    if wt == 0:
+        p = _hvarint(b, p, end, 0, &v)
+        if out is not None:
+            out.append(<int64_t>v)
+        return p
+    s = _hlen(b, p, end, wt, &q)
+    while s < q:
+        s = _varint(b, s, q, &v)
+        if s < 0:
+            raise _Refused
+        if out is not None:
+            out.append(<int64_t>v)
+    return q
+
+
+cdef int _hcheck(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int kind, int depth) except -1:
+    """Check a message that nothing reads as upb would parse it (`_hfield`'s kinds)."""
+    cdef uint64_t fn, v
+    cdef int wt, fk, sub
+    cdef Py_ssize_t s, q
+    cdef set seen = None
+    if depth > _H_DEPTH:
+        raise _Refused
+    while p < end:
+        p = _hnext(b, p, end, &fn, &wt)
+        fk = _hfield(kind, fn, &sub)
+        if fk == 0:
+            p = _hskip(b, p, end, wt)
+        elif fk == F_V:
+            p = _hvarint(b, p, end, wt, &v)
+        elif fk == F_VR:
+            p = _hvalues(b, p, end, wt, None)
+        elif fk == F_S:
+            s = _hlen(b, p, end, wt, &q)
+            if not _utf8_ok(b + s, q - s):
+                raise _Refused
+            p = q
+        else:
+            if fk == F_M:
+                if seen is None:
+                    seen = set()
+                if fn in seen:
+                    raise _Refused
+                seen.add(fn)
+            s = _hlen(b, p, end, wt, &q)
+            _hcheck(b, s, q, sub, depth + 1)
+            p = q
+    return 0
+
+
+cdef HLayout _NO_LAYOUT = HLayout()
+cdef HMeta _NO_META = HMeta()
+_NO_META.op_type = ""
+_NO_META.op_name = ""
+cdef HShape _NO_SHAPE = HShape()
+_NO_SHAPE.dimensions = []
+_NO_SHAPE.tuple_shapes = []
+_NO_SHAPE.layout = _NO_LAYOUT
+
+
+cdef HLayout _hlayout(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
+    cdef HLayout out = HLayout()
+    cdef uint64_t fn, v
+    cdef int wt
+    if depth > _H_DEPTH:
+        raise _Refused
+    while p < end:
+        p = _hnext(b, p, end, &fn, &wt)
+        if fn == 1:
+            p = _hvalues(b, p, end, wt, None)
+        elif fn == 8:
+            p = _hvarint(b, p, end, wt, &v)
+            out.memory_space = <int64_t>v
+        else:
+            p = _hskip(b, p, end, wt)
+    return out
+
+
+cdef HShape _hshape(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
+    cdef HShape out = HShape()
+    cdef uint64_t fn, v
+    cdef int wt
+    cdef Py_ssize_t s, q
+    cdef list tup = None
+    if depth > _H_DEPTH:
+        raise _Refused
+    out.dimensions = []
+    out.layout = None
+    while p < end:
+        p = _hnext(b, p, end, &fn, &wt)
+        if fn == 2:
+            p = _hvarint(b, p, end, wt, &v)
+            out.element_type = _hint32(v)
+        elif fn == 3:
+            p = _hvalues(b, p, end, wt, out.dimensions)
+        elif fn == 4:
+            s = _hlen(b, p, end, wt, &q)
+            if tup is None:
+                tup = []
+            tup.append(_hshape(b, s, q, depth + 1))
+            p = q
+        elif fn == 5:
+            if out.layout is not None:
+                raise _Refused
+            s = _hlen(b, p, end, wt, &q)
+            out.layout = _hlayout(b, s, q, depth + 1)
+            p = q
+        else:
+            p = _hskip(b, p, end, wt)
+    out.tuple_shapes = tup if tup is not None else []
+    if out.layout is None:
+        out.layout = _NO_LAYOUT
+    return out
+
+
+cdef HMeta _hmeta(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
+    cdef HMeta out = HMeta()
+    cdef uint64_t fn, v
+    cdef int wt
+    cdef Py_ssize_t s, q
+    if depth > _H_DEPTH:
+        raise _Refused
+    out.op_type = out.op_name = ""
+    while p < end:
+        p = _hnext(b, p, end, &fn, &wt)
+        if fn == 1 or fn == 2:
+            s = _hlen(b, p, end, wt, &q)
+            if fn == 1:
+                out.op_type = _hstr(b, s, q)
+            else:
+                out.op_name = _hstr(b, s, q)
+            p = q
+        elif fn == 15:
+            p = _hvarint(b, p, end, wt, &v)
+            out.stack_frame_id = _hint32(v)
+        else:
+            p = _hskip(b, p, end, wt)
+    return out
+
+
+cdef list _NO_IDS = []
+cdef const uint8_t* _EMPTY_B = <const uint8_t*>b""
+
+
+cdef HInstr _hinstr(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
+    cdef HInstr out = HInstr()
+    cdef uint64_t fn, v
+    cdef int wt
+    cdef Py_ssize_t s, q
+    if depth > _H_DEPTH:
+        raise _Refused
+    out.name = out.opcode = ""
+    out.operand_ids = out.control_predecessor_ids = out.called_computation_ids = None
+    while p < end:
+        p = _hnext(b, p, end, &fn, &wt)
+        if fn == 1 or fn == 2:
+            s = _hlen(b, p, end, wt, &q)
+            if fn == 1:
+                out.name = _hstr(b, s, q)
+            else:
+                out.opcode = _hstr(b, s, q)
+            p = q
+        elif fn == 3 or fn == 7:
+            s = _hlen(b, p, end, wt, &q)
+            if fn == 3:
+                if out.shape is not None:
+                    raise _Refused
+                out.shape = _hshape(b, s, q, depth + 1)
+            else:
+                if out.metadata is not None:
+                    raise _Refused
+                out.metadata = _hmeta(b, s, q, depth + 1)
+            p = q
+        elif fn == 9 or fn == 13 or fn == 35:
+            p = _hvarint(b, p, end, wt, &v)
+            if fn == 9:
+                out.parameter_number = <int64_t>v
+            elif fn == 13:
+                out.tuple_index = <int64_t>v
+            else:
+                out.id = <int64_t>v
+        elif fn == 36:
+            if out.operand_ids is None:
+                out.operand_ids = []
+            p = _hvalues(b, p, end, wt, out.operand_ids)
+        elif fn == 37:
+            if out.control_predecessor_ids is None:
+                out.control_predecessor_ids = []
+            p = _hvalues(b, p, end, wt, out.control_predecessor_ids)
+        elif fn == 38:
+            if out.called_computation_ids is None:
+                out.called_computation_ids = []
+            p = _hvalues(b, p, end, wt, out.called_computation_ids)
+        else:
+            p = _hskip(b, p, end, wt)
+    # (absent ones share one empty list: nothing that reads them writes to them)
+    if out.operand_ids is None:
+        out.operand_ids = _NO_IDS
+    if out.control_predecessor_ids is None:
+        out.control_predecessor_ids = _NO_IDS
+    if out.called_computation_ids is None:
+        out.called_computation_ids = _NO_IDS
+    if out.shape is None:
+        out.shape = _NO_SHAPE
+    if out.metadata is None:
+        out.metadata = _NO_META
+    return out
+
+
+cdef HComp _hcomp(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
+    cdef HComp out = HComp()
+    cdef uint64_t fn, v
+    cdef int wt
+    cdef Py_ssize_t s, q
+    if depth > _H_DEPTH:
+        raise _Refused
+    out.name = ""
+    out.instructions = []
+    while p < end:
+        p = _hnext(b, p, end, &fn, &wt)
+        if fn == 1:
+            s = _hlen(b, p, end, wt, &q)
+            out.name = _hstr(b, s, q)
+            p = q
+        elif fn == 2:
+            s = _hlen(b, p, end, wt, &q)
+            out.instructions.append(_hinstr(b, s, q, depth + 1))
+            p = q
+        elif fn == 5 or fn == 6 or fn == 7:
+            p = _hvarint(b, p, end, wt, &v)
+            if fn == 5:
+                out.id = <int64_t>v
+            elif fn == 6:
+                out.root_id = <int64_t>v
+        else:
+            p = _hskip(b, p, end, wt)
+    return out
+
+
+cdef HFrames _hframes(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
+    cdef HFrames out = HFrames()
+    cdef HLoc loc
+    cdef HFrame fr
+    cdef uint64_t fn, fn2, v
+    cdef int wt, wt2
+    cdef Py_ssize_t s, q
+    cdef int32_t x
+    if depth + 1 > _H_DEPTH:
+        raise _Refused
+    out.file_names, out.function_names = [], []
+    out.file_locations, out.stack_frames = [], []
+    while p < end:
+        p = _hnext(b, p, end, &fn, &wt)
+        if fn == 1 or fn == 2:
+            s = _hlen(b, p, end, wt, &q)
+            (out.file_names if fn == 1 else out.function_names).append(_hstr(b, s, q))
+            p = q
+        elif fn == 3 or fn == 4:
+            s = _hlen(b, p, end, wt, &q)
+            p = q
+            if fn == 3:
+                loc = HLoc()
+                out.file_locations.append(loc)
+            else:
+                fr = HFrame()
+                out.stack_frames.append(fr)
+            while s < q:
+                s = _hnext(b, s, q, &fn2, &wt2)
+                if (fn == 3 and 1 <= fn2 <= 6) or (fn == 4 and 1 <= fn2 <= 2):
+                    s = _hvarint(b, s, q, wt2, &v)
+                    x = _hint32(v)
+                    if fn == 4:
+                        if fn2 == 1:
+                            fr.file_location_id = x
+                        else:
+                            fr.parent_frame_id = x
+                    elif fn2 == 1:
+                        loc.file_name_id = x
+                    elif fn2 == 2:
+                        loc.function_name_id = x
+                    elif fn2 == 3:
+                        loc.line = x
+                    elif fn2 == 4:
+                        loc.column = x
+                    elif fn2 == 5:
+                        loc.end_line = x
+                    else:
+                        loc.end_column = x
+                else:
+                    s = _hskip(b, s, q, wt2)
+        else:
+            p = _hskip(b, p, end, wt)
+    return out
+
+
+cdef HModule _hmodule(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
+    cdef HModule out = HModule()
+    cdef uint64_t fn, v
+    cdef int wt
+    cdef Py_ssize_t s, q
+    cdef bint schedule = False
+    if depth > _H_DEPTH:
+        raise _Refused
+    out.name = out.entry_computation_name = ""
+    out.computations = []
+    while p < end:
+        p = _hnext(b, p, end, &fn, &wt)
+        if fn == 1 or fn == 2:
+            s = _hlen(b, p, end, wt, &q)
+            if fn == 1:
+                out.name = _hstr(b, s, q)
+            else:
+                out.entry_computation_name = _hstr(b, s, q)
+            p = q
+        elif fn == 3:
+            s = _hlen(b, p, end, wt, &q)
+            out.computations.append(_hcomp(b, s, q, depth + 1))
+            p = q
+        elif fn == 5 or fn == 6:
+            p = _hvarint(b, p, end, wt, &v)
+            if fn == 5:
+                out.id = <int64_t>v
+            else:
+                out.entry_computation_id = <int64_t>v
+        elif fn == 7:
+            if schedule:
+                raise _Refused
+            schedule = True
+            s = _hlen(b, p, end, wt, &q)
+            _hcheck(b, s, q, K_SCHEDULE, depth + 1)
+            p = q
+        elif fn == 17:
+            if out.stack_frame_index is not None:
+                raise _Refused
+            s = _hlen(b, p, end, wt, &q)
+            out.stack_frame_index = _hframes(b, s, q, depth + 1)
+            p = q
+        else:
+            p = _hskip(b, p, end, wt)
+    if out.stack_frame_index is None:
+        out.stack_frame_index = HFrames()
+        out.stack_frame_index.file_names = []
+        out.stack_frame_index.function_names = []
+        out.stack_frame_index.file_locations = []
+        out.stack_frame_index.stack_frames = []
+    return out
+
+
+def hlo_lite(data):
+    """A serialized HloProto as upb would read the fields overlap reads (`HProto`: its
+    `hlo_module`, with upb's field names and values), or None where upb must read it (the
+    comment above `HLayout`)."""
+    cdef const uint8_t[::1] mv = data
+    cdef const uint8_t* b
+    cdef Py_ssize_t p = 0, end = mv.shape[0], s, q
+    cdef uint64_t fn
+    cdef int wt
+    cdef HProto out = HProto()
+    cdef bint buffers = False
+    if end == 0:
+        out.hlo_module = _hmodule(_EMPTY_B, 0, 0, 1)
+        return out
+    b = &mv[0]
+    try:
+        while p < end:
+            p = _hnext(b, p, end, &fn, &wt)
+            if fn == 1:
+                if out.hlo_module is not None:
+                    raise _Refused
+                s = _hlen(b, p, end, wt, &q)
+                out.hlo_module = _hmodule(b, s, q, 1)
+                p = q
+            elif fn == 3:
+                if buffers:
+                    raise _Refused
+                buffers = True
+                s = _hlen(b, p, end, wt, &q)
+                _hcheck(b, s, q, K_BUFFERS, 1)
+                p = q
+            else:
+                p = _hskip(b, p, end, wt)
+    except _Refused:
+        return None
+    if out.hlo_module is None:
+        out.hlo_module = _hmodule(b, 0, 0, 1)
+    return out

@@ -17,9 +17,10 @@ element that is itself a tuple) is left to the text rule: `facts` returns None.
 Tests: tests/trace/test_programs.py checks this equals the text rule on every copy of the real
 TPU capture and on constructed programs.
 
-Reading a program: a small one (at most `SMALL` bytes: a TPU capture's programs are a few KB)
-is read by `_small_program` in Python, where `import google.protobuf` (~10-12 ms) would cost
-more than the whole report's other work on it; upb reads the others, and any this reader is
+Reading a program: by the compiled scanner where it is built (`hlo_message`: the fields read,
+without protobuf); else a small one (at most `SMALL` bytes: a TPU capture's programs are a few
+KB) by `_small_program` in Python, where `import google.protobuf` (~10-12 ms) would cost
+more than the whole report's other work on it; upb reads the others, and any either reader is
 not sure of. It answers only where upb would parse the bytes and give the same facts: it
 checks every field of the schema (`overlap/trace/protos/hlo.proto`) as upb does (wire types,
 varint and length bounds, UTF-8 of string fields, nesting) and refuses, leaving the bytes to
@@ -47,6 +48,23 @@ PRIMITIVE_NAMES = {
 Facts = tuple[str | None, int | None]
 
 
+def hlo_message(raw: bytes | bytearray | memoryview) -> Any:
+    """A serialized HloProto's message: the compiled scanner's (`_scan.hlo_lite`: the fields
+    overlap reads, with upb's names and values, without protobuf), else upb's where the scanner
+    is not at hand (or is turned off: `OVERLAP_SCANNER=0`) or refuses the bytes. Raises as
+    `HloProto.FromString` does on bytes upb cannot parse."""
+    from overlap.trace import wire
+
+    scan = wire.SCANNER
+    if scan is not None:
+        got = scan.hlo_lite(raw)
+        if got is not None:
+            return got
+    from overlap.trace.protos import HloProto  # protobuf loads only where upb reads a program
+
+    return HloProto.FromString(bytes(raw))
+
+
 def program_key(metadata_id: int) -> int:
     """The program id an `/host:metadata` entry is keyed by (an int64 key: the uint64 id)."""
     return metadata_id % (1 << 64)
@@ -70,9 +88,13 @@ class ProgramCopies:
     def _program(self, pid: int) -> dict[str, Facts] | None:
         if pid in self._facts:
             return self._facts[pid]
+        from overlap.trace import wire
+
         raw = self._protos.get(pid)
         got = None
-        small = _small_program(bytes(raw)) if raw is not None and len(raw) <= SMALL else None
+        # (the scanner's reader, where built, is faster than the small one at any size)
+        small = _small_program(bytes(raw)) if raw is not None and len(raw) <= SMALL \
+            and wire.SCANNER is None else None
         if small is not None:
             got = {}
             for name, opcode, shape in small:
@@ -81,10 +103,8 @@ class ProgramCopies:
                     if f is not None:
                         got[name] = f
         elif raw is not None:
-            from overlap.trace.protos import HloProto  # protobuf loads only where a program is read
-
             try:
-                mod = HloProto.FromString(bytes(raw)).hlo_module
+                mod = hlo_message(raw).hlo_module
             except Exception:  # noqa: BLE001 - a program we cannot parse: the text rule decides
                 mod = None
             if mod is not None:
