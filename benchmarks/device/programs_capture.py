@@ -11,6 +11,7 @@ jax.profiler.trace (not overlap's capture API), XLA's default flags (command buf
     python benchmarks/device/programs_capture.py buckets LOGDIR N SIZE   # SIZE: gpu | tiny
     python benchmarks/device/programs_capture.py eager LOGDIR M SIZE
 """
+# (one line per line as when the captures were made: their stack frames name these lines)
 import json
 import sys
 import time

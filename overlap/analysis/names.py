@@ -7,7 +7,11 @@
   capture`); None where the capture has no manifest (a user's own script).
 * ``compiled``: per direction, the compiled program's host-copy instructions (`overlap.hlo.
   program.offload_inventory`) that carry the name: their count and bytes per execution of the
-  program (loop trip counts multiplied: `executed_bytes`).
+  program (loop trip counts multiplied: `executed_bytes`). Where the copies of a name come
+  from several programs (one step jitted for several shapes, as a loader bucketing lengths
+  makes it: each step runs one of them), `executed_bytes` is their sum, which no step moves:
+  `programs` then counts them and `executed_bytes_range` gives the least and most bytes one
+  execution of one of them moves (absent where one program holds them all).
 * ``seen``: per direction, the trace's copies whose op maps to those instructions
   (`overlap.hlo.trace_ops.trace_op_instructions`): count, bytes, in-flight (`span_ps`),
   hidden and exposed ps, hidden / in-flight (the definitions of `overlap.analysis.overlap`).
@@ -699,6 +703,8 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
             "seen": {d: _bucket() for d in DIRECTIONS}, "evidence": [], "flag": None})
 
     per_program: dict[tuple[str, Any], dict[str, dict[str, Any]]] = {}
+    # (name, direction) -> program -> its executed bytes (`executed_bytes_range`)
+    by_program: dict[tuple[str, str], dict[tuple[str, Any], int]] = {}
     memo: dict[str, Any] = {}  # source files looked up, for this section (`_spans_for`)
     for key, (prog, raw, where) in programs.items():
         ops = per_program[key] = op_names(prog, raw, hints, asked, recorded, memo)
@@ -712,6 +718,8 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
             c["ops"].append(op)
             c["count"] += 1
             c["executed_bytes"] += o["executed_bytes"]
+            each = by_program.setdefault((o["name"], o["direction"]), {})
+            each[key] = each.get(key, 0) + o["executed_bytes"]
             ev = {**o["evidence"], "program": f"{key[0]}({key[1]})", "hlo": where}
             if ev not in r["evidence"]:
                 r["evidence"].append(ev)
@@ -769,6 +777,11 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
             if op not in s["ops"]:
                 s["ops"].append(op)
             _add(s["by_direction"][d], *vals)
+    for (nm, d), each in by_program.items():
+        if len(each) > 1:
+            c = names[str(nm)]["compiled"][d]
+            c["programs"] = len(each)
+            c["executed_bytes_range"] = [min(each.values()), max(each.values())]
     in_shared = {n for s in shared.values() for n in s["names"]}
     merged = sum(1 for ops in per_program.values() for o in ops.values() if o.get("merged"))
     for r in names.values():

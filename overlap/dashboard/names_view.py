@@ -21,6 +21,17 @@ def _bytes(n: int) -> str:
     return f"{n} B"
 
 
+def _compiled(c: dict[str, Any]) -> str:
+    # `executed_bytes`, or its per-program range where several programs hold the name's
+    # copies (overlap.analysis.names: their sum is no step's)
+    if not c["count"]:
+        return "-"
+    lo_hi = c.get("executed_bytes_range")
+    if lo_hi:
+        return f"{_bytes(lo_hi[0])}-{_bytes(lo_hi[1])} ({c['programs']} programs)"
+    return _bytes(c["executed_bytes"])
+
+
 def _yes(v: bool | None) -> str:
     return "-" if v is None else "yes" if v else "no"
 
@@ -50,7 +61,7 @@ def cards(result: dict[str, Any], style: dict[str, Any]) -> list:
             if d == "H2D" and not c["count"] and not s["count"]:
                 continue  # one row is enough for a name nothing compiled
             rows.append(_row([r["name"], _yes(r["asked"]), d, str(c["count"]),
-                              _bytes(c["executed_bytes"]) if c["count"] else "-", *_seen(s)],
+                              _compiled(c), *_seen(s)],
                              "name-row", bool(r.get("flag"))))
     for s in sec.get("shared") or []:
         for d in DIRECTIONS:

@@ -14,6 +14,18 @@ def _yes(v: bool | None) -> str:
     return "-" if v is None else "yes" if v else "no"
 
 
+def compiled_bytes(c: dict[str, Any]) -> str:
+    """A name's compiled bytes per step (`overlap.analysis.names`' `executed_bytes`), or,
+    where several programs hold its copies (a step runs one of them), the least to the most
+    one program moves (`executed_bytes_range`) and how many programs."""
+    if not c["count"]:
+        return "-"
+    lo_hi = c.get("executed_bytes_range")
+    if lo_hi:
+        return f"{_bytes(lo_hi[0])}-{_bytes(lo_hi[1])} ({c['programs']} programs)"
+    return _bytes(c["executed_bytes"])
+
+
 def render_offload_by_name(section: dict[str, Any]) -> list[str]:
     """Lines for `overlap report` (empty when the section has nothing to show)."""
     rows: list[list[str]] = []
@@ -23,7 +35,7 @@ def render_offload_by_name(section: dict[str, Any]) -> list[str]:
             if not c["count"] and not s["count"] and d == "H2D":
                 continue  # one row is enough for a name nothing compiled
             rows.append([r["name"], _yes(r["asked"]), d, str(c["count"]),
-                         _bytes(c["executed_bytes"]) if c["count"] else "-", str(s["count"]),
+                         compiled_bytes(c), str(s["count"]),
                          _bytes(s["bytes"]), format_ps(s["span_ps"]), format_ps(s["exposed_ps"]),
                          _ratio(s["overlap_ratio"])])
     for s in section.get("shared", []):

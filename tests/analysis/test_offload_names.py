@@ -402,3 +402,31 @@ def test_exact_sum_is_pythons_sum():
               np.array([2 ** 63 + 5, 2 ** 63], np.uint64), np.array([3, 4], object)):
         got = nm._exact_sum(a)
         assert type(got) is int and got == sum(int(x) for x in a.tolist())
+
+
+def test_bucketed_programs_give_each_program_s_bytes_not_their_sum(gpu_large, tmp_path):
+    """A step jitted for 32 batch sizes (the real H200 capture `buckets_offload_32`): each
+    step runs one program, so the name's bytes per step are one program's, a range over the
+    32, never their sum; one program's name keeps its plain `executed_bytes`."""
+    import shutil
+
+    from overlap.report.names_text import render_offload_by_name
+
+    run = tmp_path / "buckets_offload_32"
+    shutil.copytree(gpu_large / "buckets_offload_32", run)
+    # the script whose checkpoint_name calls the stack frames name, beside the capture
+    shutil.copy(REPO / "benchmarks" / "device" / "programs_capture.py", run)
+    r = _report(run)
+    (act,) = [n for n in r["offload_by_name"]["names"] if n["name"] == "act"]
+    for d in DIRECTIONS:
+        c = act["compiled"][d]
+        assert c["count"] == 32 and c["programs"] == 32
+        lo, hi = c["executed_bytes_range"]
+        # batch 1024 to 3008 rows of 1024 bf16 values, 4 slices: 8 MiB to 23.5 MiB a program
+        assert (lo, hi) == (4 * 1024 * 1024 * 2, 4 * 3008 * 1024 * 2)
+        assert lo <= hi < c["executed_bytes"] == 528_482_304
+    text = "\n".join(render_offload_by_name(r["offload_by_name"]))
+    assert "8.0 MiB-23.5 MiB (32 programs)" in text and "504.0 MiB" not in text
+    one = _report(SCAN)["offload_by_name"]
+    assert all("executed_bytes_range" not in n["compiled"][d] and "programs" not in
+               n["compiled"][d] for n in one["names"] for d in DIRECTIONS)
