@@ -4476,7 +4476,6 @@ cdef class HShape:
 
 
 cdef class HMeta:
-    cdef readonly str op_type
     cdef readonly str op_name
     cdef readonly int32_t stack_frame_id
 
@@ -4741,20 +4740,20 @@ cdef int _hcheck(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int kind, int d
     return 0
 
 
-cdef HLayout _NO_LAYOUT = HLayout()
-cdef HMeta _NO_META = HMeta()
-_NO_META.op_type = ""
+cdef HLayout _NO_LAYOUT = HLayout.__new__(HLayout)
+cdef HMeta _NO_META = HMeta.__new__(HMeta)
 _NO_META.op_name = ""
-cdef HShape _NO_SHAPE = HShape()
+cdef HShape _NO_SHAPE = HShape.__new__(HShape)
 _NO_SHAPE.dimensions = []
 _NO_SHAPE.tuple_shapes = []
 _NO_SHAPE.layout = _NO_LAYOUT
 
 
 cdef HLayout _hlayout(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
-    cdef HLayout out = HLayout()
+    cdef HLayout out
     cdef uint64_t fn, v
     cdef int wt
+    cdef int64_t space = 0
     if depth > _H_DEPTH:
         raise _Refused
     while p < end:
@@ -4763,14 +4762,18 @@ cdef HLayout _hlayout(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth)
             p = _hvalues(b, p, end, wt, None)
         elif fn == 8:
             p = _hvarint(b, p, end, wt, &v)
-            out.memory_space = <int64_t>v
+            space = <int64_t>v
         else:
             p = _hskip(b, p, end, wt)
+    if space == 0:
+        return _NO_LAYOUT  # (read only: one layout of memory space 0 serves every shape)
+    out = HLayout.__new__(HLayout)
+    out.memory_space = space
     return out
 
 
 cdef HShape _hshape(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
-    cdef HShape out = HShape()
+    cdef HShape out = HShape.__new__(HShape)
     cdef uint64_t fn, v
     cdef int wt
     cdef Py_ssize_t s, q
@@ -4807,19 +4810,20 @@ cdef HShape _hshape(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
 
 
 cdef HMeta _hmeta(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
-    cdef HMeta out = HMeta()
+    cdef HMeta out = HMeta.__new__(HMeta)
     cdef uint64_t fn, v
     cdef int wt
     cdef Py_ssize_t s, q
     if depth > _H_DEPTH:
         raise _Refused
-    out.op_type = out.op_name = ""
+    out.op_name = ""
     while p < end:
         p = _hnext(b, p, end, &fn, &wt)
         if fn == 1 or fn == 2:
             s = _hlen(b, p, end, wt, &q)
-            if fn == 1:
-                out.op_type = _hstr(b, s, q)
+            if fn == 1:  # (op_type: nothing reads it; checked as upb checks it)
+                if not _utf8_ok(b + s, q - s):
+                    raise _Refused
             else:
                 out.op_name = _hstr(b, s, q)
             p = q
@@ -4836,7 +4840,7 @@ cdef const uint8_t* _EMPTY_B = <const uint8_t*>b""
 
 
 cdef HInstr _hinstr(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
-    cdef HInstr out = HInstr()
+    cdef HInstr out = HInstr.__new__(HInstr)
     cdef uint64_t fn, v
     cdef int wt
     cdef Py_ssize_t s, q
@@ -4901,7 +4905,7 @@ cdef HInstr _hinstr(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
 
 
 cdef HComp _hcomp(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
-    cdef HComp out = HComp()
+    cdef HComp out = HComp.__new__(HComp)
     cdef uint64_t fn, v
     cdef int wt
     cdef Py_ssize_t s, q
@@ -4931,7 +4935,7 @@ cdef HComp _hcomp(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
 
 
 cdef HFrames _hframes(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
-    cdef HFrames out = HFrames()
+    cdef HFrames out = HFrames.__new__(HFrames)
     cdef HLoc loc
     cdef HFrame fr
     cdef uint64_t fn, fn2, v
@@ -4952,10 +4956,10 @@ cdef HFrames _hframes(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth)
             s = _hlen(b, p, end, wt, &q)
             p = q
             if fn == 3:
-                loc = HLoc()
+                loc = HLoc.__new__(HLoc)
                 out.file_locations.append(loc)
             else:
-                fr = HFrame()
+                fr = HFrame.__new__(HFrame)
                 out.stack_frames.append(fr)
             while s < q:
                 s = _hnext(b, s, q, &fn2, &wt2)
@@ -4987,7 +4991,7 @@ cdef HFrames _hframes(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth)
 
 
 cdef HModule _hmodule(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
-    cdef HModule out = HModule()
+    cdef HModule out = HModule.__new__(HModule)
     cdef uint64_t fn, v
     cdef int wt
     cdef Py_ssize_t s, q
@@ -5031,7 +5035,7 @@ cdef HModule _hmodule(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth)
         else:
             p = _hskip(b, p, end, wt)
     if out.stack_frame_index is None:
-        out.stack_frame_index = HFrames()
+        out.stack_frame_index = HFrames.__new__(HFrames)
         out.stack_frame_index.file_names = []
         out.stack_frame_index.function_names = []
         out.stack_frame_index.file_locations = []
@@ -5048,7 +5052,7 @@ def hlo_lite(data):
     cdef Py_ssize_t p = 0, end = mv.shape[0], s, q
     cdef uint64_t fn
     cdef int wt
-    cdef HProto out = HProto()
+    cdef HProto out = HProto.__new__(HProto)
     cdef bint buffers = False
     if end == 0:
         out.hlo_module = _hmodule(_EMPTY_B, 0, 0, 1)

@@ -37,7 +37,7 @@ def fields(msg) -> tuple:
         [(c.name, c.id, c.root_id,
           [(i.name, i.opcode, i.id, i.parameter_number, i.tuple_index, list(i.operand_ids),
             list(i.control_predecessor_ids), list(i.called_computation_ids),
-            i.metadata.op_type, i.metadata.op_name, i.metadata.stack_frame_id, _shape(i.shape))
+            i.metadata.op_name, i.metadata.stack_frame_id, _shape(i.shape))
            for i in c.instructions[:]])
          for c in m.computations[:]],
         list(si.file_names), list(si.function_names),
