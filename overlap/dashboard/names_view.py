@@ -9,6 +9,7 @@ from typing import Any
 from dash import html
 
 from overlap.analysis.overlap import DIRECTIONS, format_ps
+from overlap.report.names_text import compiled_bytes  # (the report's cell, as it shows it)
 
 _HEAD = ("name", "asked", "dir", "compiled ops", "bytes / execution", "seen", "bytes",
          "in flight", "exposed", "hidden")
@@ -19,17 +20,6 @@ def _bytes(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
-
-
-def _compiled(c: dict[str, Any]) -> str:
-    # `executed_bytes`, or its per-program range where several programs hold the name's
-    # copies (overlap.analysis.names: their sum is no step's)
-    if not c["count"]:
-        return "-"
-    lo_hi = c.get("executed_bytes_range")
-    if lo_hi:
-        return f"{_bytes(lo_hi[0])}-{_bytes(lo_hi[1])} ({c['programs']} programs)"
-    return _bytes(c["executed_bytes"])
 
 
 def _yes(v: bool | None) -> str:
@@ -61,7 +51,7 @@ def cards(result: dict[str, Any], style: dict[str, Any]) -> list:
             if d == "H2D" and not c["count"] and not s["count"]:
                 continue  # one row is enough for a name nothing compiled
             rows.append(_row([r["name"], _yes(r["asked"]), d, str(c["count"]),
-                              _compiled(c), *_seen(s)],
+                              compiled_bytes(c), *_seen(s)],
                              "name-row", bool(r.get("flag"))))
     for s in sec.get("shared") or []:
         for d in DIRECTIONS:
