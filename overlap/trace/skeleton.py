@@ -47,8 +47,9 @@ MAX_ENTRIES = 1500
 MAX_FIELDS = 5000
 # Plane stats of one plane decoded at most: a `/host:__ScopeRangeCallStack__` plane holds one
 # per call stack (106 to 1,911 on the H100 captures here, ~3 us each), where device and host
-# planes hold a dozen; a GPU capture of offloaded copies loads protobuf for its HloProtos
-# anyway (`overlap.analysis.names`), so decoding those here is time lost.
+# planes hold a dozen. (Set when a GPU capture of offloaded copies loaded protobuf for its
+# HloProtos anyway; the scanner reads those since round 39, `programs.hlo_message`, and the
+# call-stack plane's stats stay in the file's bytes, `_scan._LAZY_STATS_PLANE`.)
 MAX_PLANE_STATS = 128
 
 
