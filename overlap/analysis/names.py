@@ -779,7 +779,7 @@ def offload_by_name(path: str | Path | None, trace: Any, result: dict[str, Any],
             _add(s["by_direction"][d], *vals)
     for (nm, d), each in by_program.items():
         if len(each) > 1:
-            c = names[str(nm)]["compiled"][d]
+            c = names[nm]["compiled"][d]
             c["programs"] = len(each)
             c["executed_bytes_range"] = [min(each.values()), max(each.values())]
     in_shared = {n for s in shared.values() for n in s["names"]}
