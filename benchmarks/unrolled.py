@@ -29,14 +29,17 @@ from typing import Any, NoReturn
 
 
 def make_unrolled(policy: Any, size: str = "8") -> Any:
-    """The `h100` transformer with `size` layers, unrolled (a `Workload`)."""
+    """The `h100` transformer with `size` layers, unrolled (a `Workload`); `size` "N-DIMS"
+    takes another built-in size's dimensions (`16-control`: the `control` transformer's, as
+    the real H200 capture of benchmarks/device/unrolled_capture.sh was made)."""
     import jax  # (here: making the benchmark's run directory needs none of it)
 
     from overlap.capture import workloads as W
     from overlap.capture.policies import get_policy
 
     pol = get_policy(policy)
-    cfg = dataclasses.replace(W.TRANSFORMER_SIZES["h100"], layers=int(size))
+    layers, _, dims = str(size).partition("-")
+    cfg = dataclasses.replace(W.TRANSFORMER_SIZES[dims or "h100"], layers=int(layers))
 
     def loss(params, batch):
         x = params["embed"][batch["inputs"]]
