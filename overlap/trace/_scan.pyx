@@ -4677,12 +4677,22 @@ cdef inline Py_ssize_t _hlen(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int
     return p
 
 
-cdef str _hstr(const uint8_t* b, Py_ssize_t p, Py_ssize_t q):
-    if not _utf8_ok(b + p, q - p):
-        raise _Refused  # (upb refuses the whole message)
-    if _ascii(b + p, q - p):
-        return PyUnicode_DecodeASCII(<const char*>(b + p), q - p, NULL)
-    return PyBytes_FromStringAndSize(<char*>(b + p), q - p).decode("utf-8")
+cdef Py_ssize_t _htext(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int wt,
+                       Py_ssize_t* q) except -2:
+    """A string field's value at p: its start (returned) and end (q), its UTF-8 checked
+    (invalid: upb refuses the whole message)."""
+    p = _hlen(b, p, end, wt, q)
+    if not _utf8_ok(b + p, q[0] - p):
+        raise _Refused
+    return p
+
+
+cdef str _hstr(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int wt, Py_ssize_t* nxt):
+    """A string field's value at p as a `str` (`_htext`); `nxt`: the position after it."""
+    p = _htext(b, p, end, wt, nxt)
+    if _ascii(b + p, nxt[0] - p):
+        return PyUnicode_DecodeASCII(<const char*>(b + p), nxt[0] - p, NULL)
+    return PyBytes_FromStringAndSize(<char*>(b + p), nxt[0] - p).decode("utf-8")
 
 
 cdef Py_ssize_t _hvalues(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int wt,
@@ -4723,10 +4733,7 @@ cdef int _hcheck(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int kind, int d
         elif fk == F_VR:
             p = _hvalues(b, p, end, wt, None)
         elif fk == F_S:
-            s = _hlen(b, p, end, wt, &q)
-            if not _utf8_ok(b + s, q - s):
-                raise _Refused
-            p = q
+            _htext(b, p, end, wt, &p)
         else:
             if fk == F_M:
                 if seen is None:
@@ -4813,20 +4820,15 @@ cdef HMeta _hmeta(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
     cdef HMeta out = HMeta.__new__(HMeta)
     cdef uint64_t fn, v
     cdef int wt
-    cdef Py_ssize_t s, q
     if depth > _H_DEPTH:
         raise _Refused
     out.op_name = ""
     while p < end:
         p = _hnext(b, p, end, &fn, &wt)
-        if fn == 1 or fn == 2:
-            s = _hlen(b, p, end, wt, &q)
-            if fn == 1:  # (op_type: nothing reads it; checked as upb checks it)
-                if not _utf8_ok(b + s, q - s):
-                    raise _Refused
-            else:
-                out.op_name = _hstr(b, s, q)
-            p = q
+        if fn == 1:  # (op_type: nothing reads it; checked as upb checks it)
+            _htext(b, p, end, wt, &p)
+        elif fn == 2:
+            out.op_name = _hstr(b, p, end, wt, &p)
         elif fn == 15:
             p = _hvarint(b, p, end, wt, &v)
             out.stack_frame_id = _hint32(v)
@@ -4850,13 +4852,10 @@ cdef HInstr _hinstr(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
     out.operand_ids = out.control_predecessor_ids = out.called_computation_ids = None
     while p < end:
         p = _hnext(b, p, end, &fn, &wt)
-        if fn == 1 or fn == 2:
-            s = _hlen(b, p, end, wt, &q)
-            if fn == 1:
-                out.name = _hstr(b, s, q)
-            else:
-                out.opcode = _hstr(b, s, q)
-            p = q
+        if fn == 1:
+            out.name = _hstr(b, p, end, wt, &p)
+        elif fn == 2:
+            out.opcode = _hstr(b, p, end, wt, &p)
         elif fn == 3 or fn == 7:
             s = _hlen(b, p, end, wt, &q)
             if fn == 3:
@@ -4916,9 +4915,7 @@ cdef HComp _hcomp(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
     while p < end:
         p = _hnext(b, p, end, &fn, &wt)
         if fn == 1:
-            s = _hlen(b, p, end, wt, &q)
-            out.name = _hstr(b, s, q)
-            p = q
+            out.name = _hstr(b, p, end, wt, &p)
         elif fn == 2:
             s = _hlen(b, p, end, wt, &q)
             out.instructions.append(_hinstr(b, s, q, depth + 1))
@@ -4949,9 +4946,8 @@ cdef HFrames _hframes(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth)
     while p < end:
         p = _hnext(b, p, end, &fn, &wt)
         if fn == 1 or fn == 2:
-            s = _hlen(b, p, end, wt, &q)
-            (out.file_names if fn == 1 else out.function_names).append(_hstr(b, s, q))
-            p = q
+            (out.file_names if fn == 1 else out.function_names).append(
+                _hstr(b, p, end, wt, &p))
         elif fn == 3 or fn == 4:
             s = _hlen(b, p, end, wt, &q)
             p = q
@@ -5002,13 +4998,10 @@ cdef HModule _hmodule(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth)
     out.computations = []
     while p < end:
         p = _hnext(b, p, end, &fn, &wt)
-        if fn == 1 or fn == 2:
-            s = _hlen(b, p, end, wt, &q)
-            if fn == 1:
-                out.name = _hstr(b, s, q)
-            else:
-                out.entry_computation_name = _hstr(b, s, q)
-            p = q
+        if fn == 1:
+            out.name = _hstr(b, p, end, wt, &p)
+        elif fn == 2:
+            out.entry_computation_name = _hstr(b, p, end, wt, &p)
         elif fn == 3:
             s = _hlen(b, p, end, wt, &q)
             out.computations.append(_hcomp(b, s, q, depth + 1))

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from overlap.trace import skeleton
+from overlap.trace import skeleton, wire
 
 HOST_MEMORY_SPACE = 5
 
@@ -53,8 +53,6 @@ def hlo_message(raw: bytes | bytearray | memoryview) -> Any:
     overlap reads, with upb's names and values, without protobuf), else upb's where the scanner
     is not at hand (or is turned off: `OVERLAP_SCANNER=0`) or refuses the bytes. Raises as
     `HloProto.FromString` does on bytes upb cannot parse."""
-    from overlap.trace import wire
-
     scan = wire.SCANNER
     if scan is not None:
         got = scan.hlo_lite(raw)
@@ -88,8 +86,6 @@ class ProgramCopies:
     def _program(self, pid: int) -> dict[str, Facts] | None:
         if pid in self._facts:
             return self._facts[pid]
-        from overlap.trace import wire
-
         raw = self._protos.get(pid)
         got = None
         # (the scanner's reader, where built, is faster than the small one at any size)
