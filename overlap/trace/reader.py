@@ -157,6 +157,7 @@ from overlap.trace.tables import (
     take,
 )
 from overlap.trace.tpu import _program_copies, _read_tpu_plane
+from overlap.trace.tpu_twins import twins
 from overlap.trace.wire import (
     BAD_STRINGS,
     INVALID_EVENTS,
@@ -607,6 +608,8 @@ def _read_space(xs, planes: list, host: str = "host",
     # each GPU plane's device, at once (runs of GPU planes are read a run at a time below;
     # the names, not the matches: 100k of those were 14 MiB on the read's peak)
     gpu_device: list[Any] = [None if pl is None else _gpu_device(pl.name) for pl in planes]
+    # chips whose metadata is the same bytes share their per-op answers (`tpu_twins`)
+    twin_of = twins(planes, lambda name: TPU_PLANE_RE.match(name) is not None)
     i = 0
     while i < len(planes):
         if i in host_lines:
@@ -636,7 +639,8 @@ def _read_space(xs, planes: list, host: str = "host",
             if "SparseCore" not in plane.name:
                 devs.add(device, plane, P)
                 raw_vendor.add(device, None, 0, True)
-            _read_tpu_plane(P, device, host, line_base_ps, tr, co, programs)
+            _read_tpu_plane(P, device, host, line_base_ps, tr, co, programs,
+                            twin_of.get(i - 1))
             check_lines(plane)
             planes[i - 1] = None
         elif plane.name == METADATA_PLANE:
@@ -675,6 +679,7 @@ def _read_space(xs, planes: list, host: str = "host",
     gpu_planes.clear()
     meta_plane = None
     programs.cache_clear()
+    twin_of.clear()  # (their first planes' views hold the file's bytes)
     _gpu_vendor_facts(facts, side, hip_calls, host, tr, raw_vendor, other_planes)
     keep_compute = None
     if backend != "cpu":

@@ -52,6 +52,7 @@ from overlap.trace.tpu_async import _join as _join
 from overlap.trace.tpu_async import _join_numpy as _join_numpy
 from overlap.trace.tpu_async import _join_rising as _join_rising
 from overlap.trace.tpu_async import _pairs_by_time as _pairs_by_time
+from overlap.trace.tpu_twins import OpFacts
 from overlap.trace.values import id_table_base
 from overlap.trace.wire import (
     TIME_LIMIT_PS,
@@ -70,7 +71,15 @@ _OP_COLUMNS = ("hlo_module", "program_id")
 
 
 def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
-                    programs: Callable[[], ProgramCopies | None] = lambda: None) -> None:
+                    programs: Callable[[], ProgramCopies | None] = lambda: None,
+                    twins: OpFacts | None = None) -> None:
+    # The per-op rules read the plane's metadata alone: a chip whose metadata is an earlier
+    # chip's (`twins`, `tpu_twins`) gets that chip's answers; its events are its own.
+    M = P if twins is None else twins.bind(P)
+
+    def per_op(rule: Callable, ops: np.ndarray, *args):
+        return rule(P, ops, *args) if twins is None else twins.get(rule, ops, *args)
+
     by_name = {line.name: line for line in P.plane.lines}
     async_line = by_name.get(TPU_ASYNC_LINE)
     op_lines = [by_name[n] for n in sorted(TPU_OPS_LINES) if n in by_name]
@@ -100,7 +109,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         ops = _OpIndex(ev.mids)  # once per distinct op
         uniq = ops.uniq
         xla = line.name == "XLA Ops" and (pairing or clocked)
-        u_names, b_u, u_spans, by_bytes = _op_names(P, uniq, xla and pairing)
+        u_names, b_u, u_spans, by_bytes = per_op(_op_names, uniq, xla and pairing)
         # per event: a boundary op's? (one gather; its complement is the compute mask)
         bm = ops.take(b_u, ev.mids) if b_u.any() else np.zeros(ev.n, bool)
         if xla:
@@ -113,7 +122,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                     # (read here, not at the join: a name refused is refused before the
                     # Async line is read, as it always was)
                     at = np.flatnonzero(b_u)
-                    join_ops = at, _join_names(P, uniq, u_names, at, u_spans, by_bytes)
+                    join_ops = at, _join_names(M, uniq, u_names, at, u_spans, by_bytes)
             bmid = ev.mids[b]
             b0 = ev.starts[b]  # (taken once: the ends add to it)
             boundaries = (b0, b0 + ev.durs[b], bmid, ops.codes(bmid).astype(np.intp),
@@ -129,7 +138,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         n_compute = len(iu)
         # the metadata columns once per distinct compute op
         nb = np.flatnonzero(~b_u)
-        cols = P.meta_columns(uniq[nb], _OP_COLUMNS, ids=("program_id",))
+        cols = per_op(_op_columns, uniq[nb])
         module = np.empty(len(uniq), object)  # (np.empty's are None)
         pid = np.empty(len(uniq), object)
         module[nb] = cols["hlo_module"]
@@ -185,7 +194,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         # none is kept: `wanted` is empty).
         ev = LineEvents(async_line, line_base_ps(async_line), wanted=())
         uniq, inv = _distinct_ops(ev.mids)  # once per distinct op
-        ok, facts = copy_columns(P, uniq, programs())
+        ok, facts = per_op(copy_columns, uniq, programs())
         dspan = None
         if clock is not None and boundaries is not None:
             # The Async line's events carry no device clock: each takes its start and done
@@ -208,9 +217,14 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
     if not len(pm):
         return
     smids, at = np.unique(pm, return_inverse=True)
-    ok, facts = copy_columns(P, smids, programs())
+    ok, facts = per_op(copy_columns, smids, programs())
     add_transfers(p0, p1, ok, facts, at, by_name.get("XLA Ops"),
                   None if clock is None else _pair_spans(clock, si, di))
+
+
+def _op_columns(P: Plane, mids: np.ndarray) -> dict[str, np.ndarray]:
+    """The compute ops' module and program columns (`Plane.meta_columns`)."""
+    return P.meta_columns(mids, _OP_COLUMNS, ids=("program_id",))
 
 
 def _is_h2d(direction: np.ndarray) -> np.ndarray:
