@@ -61,11 +61,10 @@ def _key_order(decoded: dict | None, n: int) -> np.ndarray | None:
     return None if bool((k[1:] == k[:-1]).any()) else o
 
 
-def _digest(view) -> int | None:
-    """Python's hash of `_material` (None where it has none). (Not hashlib's: its import
-    maps OpenSSL, ~4 MiB of RSS in every report; a collision costs only the byte compare.)"""
-    m = _material(view)
-    return None if m is None else hash((m[0].tobytes(), m[1].tobytes(), m[2]))
+def _hash(m: tuple) -> int:
+    """Python's hash of a `_material`. (Not hashlib's: its import maps OpenSSL, ~4 MiB of RSS
+    in every report; a collision costs only the byte compare.)"""
+    return hash((m[0].tobytes(), m[1].tobytes(), m[2]))
 
 
 def _same(a: tuple | None, b: tuple | None) -> bool:
@@ -73,6 +72,11 @@ def _same(a: tuple | None, b: tuple | None) -> bool:
         return False
     return (a[2] == b[2] and np.array_equal(a[0], b[0]) and len(a[1]) == len(b[1])
             and bool((a[1] == b[1]).all()))
+
+
+# metadata bytes of a plane held from its hash to its group's check (a few KiB a chip in
+# a capture of many small chips; larger ones are gathered again)
+_HELD_BYTES = 1 << 16
 
 
 class OpFacts:
@@ -126,19 +130,25 @@ def twins(views: list, is_tpu: Callable[[str], bool]) -> dict[int, OpFacts]:
     at = [i for i, v in enumerate(views) if v is not None and is_tpu(v.name)]
     if len(at) < 2:
         return {}
-    # hashes first, no plane's bytes held past its own (a pod host's chips may each carry
-    # megabytes of metadata), then each group confirmed against its first plane's bytes
+    # hashes first, then each group confirmed against its first plane's bytes; a plane's
+    # bytes are held between the two only where they are small (a pod host's chips may each
+    # carry megabytes of metadata: those are gathered again)
     groups: dict[int, list[int]] = {}
+    held: dict[int, tuple] = {}
     for i in at:
-        d = _digest(views[i])
-        if d is not None:
-            groups.setdefault(d, []).append(i)
+        m = _material(views[i])
+        if m is None:
+            continue
+        groups.setdefault(_hash(m), []).append(i)
+        if len(m[1]) <= _HELD_BYTES:
+            held[i] = m
     out: dict[int, OpFacts] = {}
     for members in groups.values():
         if len(members) < 2:
             continue
-        first = _material(views[members[0]])
-        same = [members[0], *(i for i in members[1:] if _same(_material(views[i]), first))]
+        first = held.get(members[0]) or _material(views[members[0]])
+        same = [members[0], *(i for i in members[1:]
+                              if _same(held.get(i) or _material(views[i]), first))]
         if len(same) > 1:
             facts = OpFacts()
             for i in same:
