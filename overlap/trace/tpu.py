@@ -76,6 +76,8 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
     # The per-op rules read the plane's metadata alone: a chip whose metadata is an earlier
     # chip's (`twins`, `tpu_twins`) gets that chip's answers; its events are its own.
     M = P if twins is None else twins.bind(P)
+    if M is not P:  # (its entries as the split decoded them: no table of its own is built)
+        P.plane.meta_decoded = None
 
     def per_op(rule: Callable, ops: np.ndarray, *args):
         return rule(P, ops, *args) if twins is None else twins.get(rule, ops, *args)
