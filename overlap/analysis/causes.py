@@ -709,12 +709,12 @@ def part_stats(table: Columns, extra: Columns) -> dict[str, dict[str, dict[str, 
     ready = np.asarray(extra["ready_ps"], np.int64)
     pos = ready > 0
     if DEVICE_WAITS in has:
+        # (the ready time and bytes of the rows with a ready time are sums over `m & pos`,
+        # and the needed bandwidth is taken of the worst's candidates alone: the copies'
+        # `where` columns and a float bandwidth per copy, ~5 arrays of every copy at once,
+        # were this step's peak on long captures)
         stall = np.asarray(extra["stall_ps"], np.int64)
-        ready_pos = np.where(pos, ready, 0)
-        bytes_pos = np.where(pos, nbytes, 0)
         no_work = ready == 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            need = np.where(pos, nbytes * 1e12 / np.where(pos, ready, 1), 0.0)
     # the directions numbered once (a few shared objects), each row's compared by its code
     codes, uniq = key_codes(direction, sort=False)
     for d in DIRECTIONS:
@@ -727,9 +727,11 @@ def part_stats(table: Columns, extra: Columns) -> dict[str, dict[str, dict[str, 
             if not m.any():
                 continue
             sums = _sums_at(m, [nbytes, span, hidden] + (
-                [stall, ready_pos, bytes_pos] if c == DEVICE_WAITS else
+                [stall] if c == DEVICE_WAITS else
                 [np.asarray(extra[f"unknown_{k}_ps"], np.int64) for k in _UNKNOWN_KINDS]
                 if c == UNKNOWN else []))
+            if c == DEVICE_WAITS:
+                sums += _sums_at(m & pos, [ready, nbytes])
             st: dict[str, Any] = {"transfers": int(np.count_nonzero(m)), "bytes": sums[0],
                                   "span_ps": sums[1], "hidden_ps": sums[2]}
             if c == QUEUED:
@@ -741,10 +743,9 @@ def part_stats(table: Columns, extra: Columns) -> dict[str, dict[str, dict[str, 
                 st["stall_ps"], st["ready_ps"], st["ready_bytes"] = sums[3:6]
                 st["no_work"] = int(np.count_nonzero(m & no_work))
                 if (m & pos).any():
-                    # the first row of the most needed bandwidth among the rows `m`
-                    i = int(np.argmax(np.where(m, need, -np.inf)))
+                    i, need = _worst(m, pos, nbytes, ready)
                     st["worst"] = {"hlo_op": str(np.asarray(table["hlo_op"], object)[i]),
-                                   "needed_Bps": float(need[i]), "bytes": int(nbytes[i]),
+                                   "needed_Bps": need, "bytes": int(nbytes[i]),
                                    "ready_ps": int(ready[i]), "span_ps": int(span[i])}
             elif c == UNKNOWN:
                 for k, v in zip(_UNKNOWN_KINDS, sums[3:]):
@@ -753,6 +754,24 @@ def part_stats(table: Columns, extra: Columns) -> dict[str, dict[str, dict[str, 
         if per:
             out[d] = per
     return out
+
+
+def _worst(m: np.ndarray, pos: np.ndarray, nbytes: np.ndarray, ready: np.ndarray
+           ) -> tuple[int, float]:
+    """The first row of the most needed bandwidth (bytes * 1e12 / ready; 0.0 where there is
+    no ready time) among the rows `m` (some of them with one, `pos`), and that bandwidth: what
+    an argmax over every copy's column gives, computed for the rows `m & pos` alone. A row of
+    `m` without a ready time needs 0.0: the first of them is the answer where no row with one
+    needs more (or, at a tie of 0.0, where it comes first)."""
+    at = np.flatnonzero(m & pos)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = nbytes[at] * 1e12 / ready[at]
+    k = int(np.argmax(need))
+    best = float(need[k])
+    rest = np.flatnonzero(m & ~pos)
+    if not len(rest) or best > 0 or (best == 0 and at[k] < rest[0]):
+        return int(at[k]), best
+    return int(rest[0]), 0.0
 
 
 def _stream_rows(table: Columns, extra: Columns, m: np.ndarray) -> list[dict]:

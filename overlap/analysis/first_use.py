@@ -316,17 +316,24 @@ def _ready(out: dict[str, Any], tg, start, cg, cs, ce) -> None:
 # Per copy numbers and the device_waits evidence
 
 
-def per_copy(fu: Columns, start: np.ndarray, end: np.ndarray, nbytes: np.ndarray) -> Columns:
-    """The numbers of the module docstring per copy (-1 / NaN where no first use)."""
+def per_copy(fu: Columns, start: np.ndarray, end: np.ndarray, nbytes: np.ndarray | None
+             ) -> Columns:
+    """The numbers of the module docstring per copy (-1 / NaN where no first use); the
+    bandwidth (`needed_Bps`) only where `nbytes` is given (`_top_records`' few copies: over
+    every copy its float temporaries were ~4 arrays of the copies at once, the first-use
+    step's peak on long captures: +10 MiB at 320k copies)."""
     u, r = np.asarray(fu["first_use_ps"], np.int64), np.asarray(fu["ready_at_ps"], np.int64)
     ok = u >= 0
     ready = np.where(ok, r - start, -1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        need = np.where(ok & (ready > 0), nbytes * 1e12 / np.where(ready > 0, ready, 1), np.nan)
-    return {"known": ok, "before_use_ps": np.where(ok, u - start, -1),
-            "needed_ps": end - start, "ready_ps": ready,
-            "stall_ps": np.where(ok, np.maximum(np.minimum(end, u) - r, 0), 0),
-            "needed_Bps": need, "used_before_end": ok & (u < end)}
+    out = {"known": ok, "before_use_ps": np.where(ok, u - start, -1),
+           "needed_ps": end - start, "ready_ps": ready,
+           "stall_ps": np.where(ok, np.maximum(np.minimum(end, u) - r, 0), 0),
+           "used_before_end": ok & (u < end)}
+    if nbytes is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out["needed_Bps"] = np.where(ok & (ready > 0),
+                                         nbytes * 1e12 / np.where(ready > 0, ready, 1), np.nan)
+    return out
 
 
 _OPS = 5  # op rows in one direction's evidence
@@ -351,9 +358,8 @@ def add_hlo_evidence(trace, result: dict[str, Any],
     fu = copy_first_use(trace, programs)
     start = np.asarray(table["start_ps"], np.int64)
     end = np.asarray(table["end_ps"], np.int64)
-    nbytes = np.asarray(table["bytes"], np.int64)
-    # every copy's numbers where some direction has device waits; else only the few
-    # `top_exposed` records' (`_top_records`: the same numbers, copy by copy)
+    # every copy's numbers where some direction has device waits (no bandwidth: read of the
+    # ops' sums, `direction_facts`); the `top_exposed` records' their own (`_top_records`)
     pc: Columns | None = None
     for d, b in (result.get("by_direction") or {}).items():
         row = next((c for c in b.get("exposure_causes") or ()
@@ -361,13 +367,14 @@ def add_hlo_evidence(trace, result: dict[str, Any],
         if row is None:
             continue
         if pc is None:
-            pc = per_copy(fu, start, end, nbytes)
+            pc = per_copy(fu, start, end, None)
             direction = np.asarray(table["direction"], object)
             waits = np.asarray(extra["cause_device_waits_ps"], np.int64) > 0
         m = waits & equal_to(direction, d)
         ev = row["evidence"]
         ev["hlo"] = direction_facts(fu, pc, table, m)
-    _top_records(result, table, fu, pc)
+    del pc
+    _top_records(result, table, fu)
 
 
 def direction_facts(fu: Columns, pc: Columns, table: Columns, m: np.ndarray) -> dict[str, Any]:
@@ -438,11 +445,10 @@ def _text(h: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _top_records(result: dict[str, Any], table: Columns, fu: Columns,
-                 pc: Columns | None) -> None:
+def _top_records(result: dict[str, Any], table: Columns, fu: Columns) -> None:
     """Each `top_exposed` record's `first_use` (matched by host, device, direction, start
-    and span: a record is one transfer). `pc`: `per_copy` of every copy, or None: made here
-    for the matched copies alone (the same numbers: `per_copy` is one copy at a time)."""
+    and span: a record is one transfer): `per_copy` of the matched copies alone (the same
+    numbers as of every copy: `per_copy` is one copy at a time)."""
     recs = (result.get("top_exposed") or {}).get("records") or []
     if not recs:
         return
@@ -452,10 +458,10 @@ def _top_records(result: dict[str, Any], table: Columns, fu: Columns,
     if not matched:
         return
     at = [i for _, i in matched]
-    c: Columns = pc if pc is not None else per_copy(  # (one call for all the matched copies)
+    c: Columns = per_copy(  # (one call for all the matched copies)
         {k: fu[k][at] for k in ("first_use_ps", "ready_at_ps")}, start[at], end[at],
         np.asarray(table["bytes"], np.int64)[at])
-    for (r, i), j in zip(matched, at if pc is not None else range(len(at))):
+    for j, (r, i) in enumerate(matched):
         if not c["known"][j]:
             r["first_use"] = {"unknown": fu["why"][i]}
             continue

@@ -129,12 +129,29 @@ def test_top_records_first_use_of_the_records_alone_equals_every_copys(tmp_path,
     fu = F.copy_first_use(trace, progs)
     start, end = np.asarray(table["start_ps"]), np.asarray(table["end_ps"])
     pc = F.per_copy(fu, start, end, np.asarray(table["bytes"], np.int64))
-    every, alone = copy.deepcopy(result), copy.deepcopy(result)
-    F._top_records(every, table, fu, pc)
-    F._top_records(alone, table, fu, None)
+    alone = copy.deepcopy(result)
+    F._top_records(alone, table, fu)
     recs = [r["first_use"] for r in alone["top_exposed"]["records"]]
-    assert recs == [r["first_use"] for r in every["top_exposed"]["records"]]
+    # each record's numbers as every copy's `per_copy` has them at its row
+    every = []
+    for _, i in F._matched(alone["top_exposed"]["records"], table, start, end):
+        if not pc["known"][i]:
+            every.append({"unknown": fu["why"][i]})
+            continue
+        nb = pc["needed_Bps"][i]
+        every.append({"instruction": fu["instruction"][i], "done": fu["done"][i],
+                      "first_user": fu["first_user"][i],
+                      "first_use_ps": int(fu["first_use_ps"][i]),
+                      **{k: int(pc[k][i]) for k in ("before_use_ps", "needed_ps", "ready_ps",
+                                                     "stall_ps")},
+                      "needed_Bps": None if nb != nb else float(nb),
+                      "used_before_end": bool(pc["used_before_end"][i])})
+    assert recs == every
     assert len(recs) == 3
+    # every copy's numbers without the bandwidth are the same columns, less that one
+    bare = F.per_copy(fu, start, end, None)
+    assert set(pc) - set(bare) == {"needed_Bps"}
+    assert all(np.array_equal(bare[k], pc[k]) for k in bare)
     if with_hlo:
         (known,) = [r for r in recs if "first_user" in r and r["first_use_ps"] - T0 == 160 * US]
         assert known["first_user"] == "fusion.2" and known["stall_ps"] >= 0

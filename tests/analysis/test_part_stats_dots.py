@@ -93,3 +93,24 @@ def test_dot_sums_equal_the_sums_of_the_rows_taken(seed, big):
     table, extra = _random_part(rng, int(rng.integers(0, 80)), big=big)
     got = C.part_stats(table, extra)
     assert json.dumps(got) == json.dumps(_masked(table, extra))  # numbers, key order
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_worst_is_the_argmax_over_every_copy(seed):
+    """`_worst` (the bandwidth of the rows asked only, round 40) is the argmax of the whole
+    column as it was written: 0.0 where there is no ready time, ties to the first row; with
+    zero and negative byte counts (no reader writes one; the rule still says which row)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    nbytes = rng.choice([-4096, -1, 0, 0, 64, 4096], n).astype(np.int64)
+    ready = rng.choice([-1, 0, 1000, 5000], n).astype(np.int64)
+    m = rng.random(n) < 0.7
+    pos = ready > 0
+    if not (m & pos).any():
+        m[np.flatnonzero(pos)[:1]] = True
+    if not (m & pos).any():
+        return
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = np.where(pos, nbytes * 1e12 / np.where(pos, ready, 1), 0.0)
+    i = int(np.argmax(np.where(m, need, -np.inf)))
+    assert C._worst(m, pos, nbytes, ready) == (i, float(need[i]))
