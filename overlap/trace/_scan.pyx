@@ -3475,14 +3475,15 @@ def str_codes(list keys, bint sort):
     order of first appearance, or with `sort` in the keys' order. Keys are equal as a dict
     finds them (same object, or equal hash and `==`), by an open-addressing table of key
     numbers: no Python int or dict entry per key (`arrays._factorize_objects` makes both,
-    8-10 ms on 36k distinct op names, each grouping of a many-ops capture)."""
+    8-10 ms on 36k distinct op names, each grouping of a many-ops capture). The table grows
+    with the distinct keys (kept at most half full), not sized for every key to be distinct:
+    320k copies of 16 ops took an 8 MiB table and a hash per row, the transient that set a
+    long capture's peak memory."""
     cdef Py_ssize_t n = len(keys), i, j, c, m = 0, cap = 16
-    while cap < 2 * n:
-        cap *= 2
     cdef Py_ssize_t mask = cap - 1
     codes_a = np.empty(n, np.int64)
     slot_a = np.full(cap, -1, np.int64)
-    hash_a = np.empty(max(n, 1), np.int64)
+    hash_a = np.empty(cap // 2, np.int64)  # per distinct key its hash (at most cap / 2)
     cdef int64_t[::1] codes = codes_a, slot = slot_a, hs = hash_a, rank
     cdef list uniq = [], ranked
     cdef object k
@@ -3501,6 +3502,21 @@ def str_codes(list keys, bint sort):
                 hs[c] = h
                 uniq.append(k)
                 m += 1
+                if 2 * m >= cap:  # half full: twice the slots, every key placed again
+                    cap *= 2
+                    mask = cap - 1
+                    slot_a = np.full(cap, -1, np.int64)
+                    slot = slot_a
+                    grown = np.empty(cap // 2, np.int64)
+                    grown[:m] = hash_a[:m]
+                    hash_a = grown
+                    hs = hash_a
+                    for c in range(m):
+                        j = <Py_ssize_t>(<uint64_t>hs[c] & <uint64_t>mask)
+                        while slot[j] >= 0:
+                            j = (j + 1) & mask
+                        slot[j] = c
+                    c = m - 1
                 break
             if hs[c] == h and (uniq[c] is k or uniq[c] == k):
                 break

@@ -59,3 +59,29 @@ def test_most_exposed_ops_reads_them_unchanged():
     strcodes.str_codes(ops, False)  # (kept, as group_transfers leaves it)
     got = [r["hlo_op"] for r in most_exposed_ops(groups, 20, one_device=True)["records"]]
     assert got == sorted(ops.tolist())[:20]
+
+
+class _StrSub(str):
+    """(a str subclass: `str_codes` answers None, the caller factorizes)"""
+
+
+@pytest.mark.parametrize("sort", [False, True])
+@pytest.mark.parametrize("distinct, rows", [(1, 10), (7, 8), (8, 9), (9, 1000), (16, 320),
+                                            (100, 5000), (5000, 5000), (3000, 20000)])
+def test_the_table_grows_with_the_distinct_keys(sort, distinct, rows):
+    """The scanner's table starts small and grows as distinct keys come (round 40: it was
+    sized for every row to be distinct): any number of keys, in any order, equal keys as
+    distinct objects among them, numbers as `arrays.factorize` gives them."""
+    rng = np.random.default_rng(distinct * 31 + rows)
+    pick = rng.integers(0, distinct, rows)
+    pick[:distinct] = rng.permutation(distinct)[:min(distinct, rows)]
+    # each row its own str object (equal keys compared by `==`, not identity)
+    keys = ["".join(["op.", str(int(k))]) for k in pick]
+    got = wire.SCANNER.str_codes(keys, sort)
+    col = np.empty(rows, object)
+    col[:] = keys
+    want = arrays._factorize_objects(col, sort)
+    assert got[0].dtype == np.int64
+    assert got[0].tolist() == want[0].tolist() and list(got[1]) == want[1].tolist()
+    keys[-1] = _StrSub(keys[-1])
+    assert wire.SCANNER.str_codes(keys, sort) is None
