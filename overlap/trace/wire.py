@@ -770,7 +770,14 @@ class LineEvents:
                 out |= self._groups[ks][0] >= 0
             return out
         st = self._stats(need)
-        sel = np.isin(st["sid"], np.fromiter(need, np.int64))
+        sid = st["sid"]
+        if len(need) <= 4:  # (a comparison per id: `np.isin`'s ~30 us a call, a TPU chip's)
+            ids = iter(need)
+            sel = sid == next(ids)
+            for k in ids:
+                sel |= sid == k
+        else:
+            sel = np.isin(sid, np.fromiter(need, np.int64))
         out[st["ev"][sel]] = True
         return out
 
