@@ -11,8 +11,8 @@ ms a chip of a capture of many small chips (benchmarks/README.md, round 40).
 
 The rule: planes are twins where their event metadata entries (each entry's bytes and
 length, in key order where each key is written once, else in the file's order) and their
-stat names (ids and names, in order) are equal;
-told by a hash, then confirmed byte by byte against the group's first plane. A twin's per-op
+stat names (ids and names, in order) are equal; told by a hash, then confirmed byte by byte
+against the group's first plane. A twin's per-op
 answers are those of the first twin that asked the same question (the same ops, the same
 arguments), handed out as copies (a caller may fill an array it got). Each chip's events
 (times, device clock, pairing, per-event stats) are read from its own plane, as before.
@@ -32,8 +32,8 @@ from overlap.trace.planeview import BAD_STRINGS
 
 
 def _material(view) -> tuple[np.ndarray, np.ndarray, tuple] | None:
-    """What a plane's per-op rules read: (its entries' lengths, their bytes side by side, its
-    stat names as (id, name) pairs in order, and whether the entries are in key order);
+    """What a plane's per-op rules read: (its entries' lengths, their bytes side by side,
+    (whether they are in key order, then its stat names as (id, name) pairs in order));
     None where the entries were not located or the stat names are upb's."""
     pos = getattr(view, "meta_pos", None)
     names = getattr(view, "stat_names", None)
@@ -127,7 +127,7 @@ def twins(views: list, is_tpu: Callable[[str], bool]) -> dict[int, OpFacts]:
         return {}
     # one pass: each plane's metadata hashed and compared with its group's first plane's, the
     # only bytes held (a plane's own are dropped with it: thousands of small chips' held to
-    # the end were ~2 KiB each, +8 MiB of RSS at 4k chips)
+    # the end were ~1 KiB each, +4 MiB of RSS at 4k chips)
     first: dict[int, tuple[int, tuple]] = {}  # hash -> the group's first plane, its bytes
     out: dict[int, OpFacts] = {}
     for i in at:
