@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from overlap.trace.values import _K_I64, _K_U64, INT64_MAX, INT64_MIN
+from overlap.trace.values import _K_I64, _K_U64, INT64_MAX, INT64_MIN, isin_ids
 
 
 def ints_from_records(st: dict, sets: list[frozenset], out: list[tuple[np.ndarray, np.ndarray]],
@@ -21,12 +21,9 @@ def ints_from_records(st: dict, sets: list[frozenset], out: list[tuple[np.ndarra
     event, (whether it was asked for, its position in `at`: None where the columns are per
     event of the line); with `at_only` the columns are indexed by that position."""
     for ids, (val, has) in zip(sets, out):
-        # a stat id or two per set (the clock's): compared one at a time, not `np.isin`
-        # (~1 ms on the clocked many-ops file's 144k records, where this is 0.1)
-        hit = np.zeros(len(st["sid"]), bool)
-        for sid in ids:
-            hit |= st["sid"] == sid
-        sel = np.flatnonzero(hit)
+        # a stat id or two per set (the clock's): compared one at a time by `isin_ids`, not
+        # `np.isin` (~1 ms on the clocked many-ops file's 144k records, where this is 0.1)
+        sel = np.flatnonzero(isin_ids(st["sid"], ids))
         ev = st["ev"][sel].astype(np.int64)
         first = np.ones(len(ev), bool)  # records are in event order: an event's first
         first[1:] = ev[1:] != ev[:-1]

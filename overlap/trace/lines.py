@@ -442,8 +442,8 @@ def adjacent_runs(keys: list, a: list[int], b: list[int]) -> list[list]:
     lie one after the other: one range for all of them, not one per plane). The ranges are
     compared with numpy (100k small planes: a Python step each was ~30 ms)."""
     n = len(keys)
-    if not n:
-        return []
+    if n < 2:  # (one range is its own run: no arrays for it, ~14 us a TPU chip's lines)
+        return [[keys[0], a[0], b[0]]] if n else []
     ids = np.fromiter(map(id, keys), np.uint64, n)
     lo, hi = np.asarray(a, np.int64), np.asarray(b, np.int64)
     cut = (np.flatnonzero((ids[1:] != ids[:-1]) | (lo[1:] != hi[:-1])) + 1).tolist()

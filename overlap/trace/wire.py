@@ -100,6 +100,7 @@ from overlap.trace.values import _stat_objects as _stat_objects
 from overlap.trace.values import as_id as as_id
 from overlap.trace.values import as_int as as_int
 from overlap.trace.values import as_text as as_text
+from overlap.trace.values import isin_ids
 from overlap.trace.values import map_unique as map_unique
 from overlap.trace.values import narrow_codes as narrow_codes
 from overlap.trace.values import object_array as object_array
@@ -535,10 +536,6 @@ def check_lines(*pvs: PlaneView) -> None:
     where it would refuse them), counting their string stats with invalid UTF-8: so a file
     is refused, and its strings counted, alike whichever lines the rules read. The lines of
     one `LineBlock` are checked in one pass (100k small planes: one call, not 100k)."""
-    if len(pvs) == 1:  # (one plane's lines are one range: no runs to find, ~14 us a TPU chip)
-        t = pvs[0].lines
-        BAD_STRINGS[0] += t.block.check([(t.a, t.b)], SCANNER)
-        return
     by_block: dict[int, tuple[LineBlock, list[tuple[int, int]]]] = {}
     ts = [pv.lines for pv in pvs]
     for block, a, b in adjacent_runs([t.block for t in ts], [t.a for t in ts],
@@ -774,15 +771,9 @@ class LineEvents:
                 out |= self._groups[ks][0] >= 0
             return out
         st = self._stats(need)
-        sid = st["sid"]
-        if len(need) <= 4:  # (a comparison per id: `np.isin`'s ~30 us a call, a TPU chip's)
-            ids = iter(need)
-            sel = sid == next(ids)
-            for k in ids:
-                sel |= sid == k
-        else:
-            sel = np.isin(sid, np.fromiter(need, np.int64))
-        out[st["ev"][sel]] = True
+        # (`isin_ids`: a few ids compared one by one, not `np.isin`'s ~30 us a call, a TPU
+        # chip's)
+        out[st["ev"][isin_ids(st["sid"], need)]] = True
         return out
 
     def first_codes(self, sids, stat_names: Mapping[int, str]) -> tuple[np.ndarray, np.ndarray]:
@@ -844,7 +835,7 @@ class LineEvents:
 
     def _first_records(self, key: frozenset, stat_names) -> tuple[np.ndarray, np.ndarray]:
         st = self._stats(key)
-        sel = np.flatnonzero(np.isin(st["sid"], np.fromiter(key, np.int64)))
+        sel = np.flatnonzero(isin_ids(st["sid"], key))
         # records are in event order, each event's as written: the first is its earliest stat
         # (where the event index changes: no sort)
         ev_sel = st["ev"][sel]
