@@ -70,8 +70,7 @@ def _hash(m: tuple) -> int:
 def _same(a: tuple | None, b: tuple | None) -> bool:
     if a is None or b is None:
         return False
-    return (a[2] == b[2] and np.array_equal(a[0], b[0]) and len(a[1]) == len(b[1])
-            and bool((a[1] == b[1]).all()))
+    return a[2] == b[2] and np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
 
 
 class OpFacts:
