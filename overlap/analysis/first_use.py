@@ -321,14 +321,38 @@ def per_copy(fu: Columns, start: np.ndarray, end: np.ndarray, nbytes: np.ndarray
     """The numbers of the module docstring per copy (-1 / NaN where no first use); the
     bandwidth (`needed_Bps`) only where `nbytes` is given (`_top_records`' few copies: over
     every copy its float temporaries were ~4 arrays of the copies at once, the first-use
-    step's peak on long captures: +10 MiB at 320k copies)."""
+    step's peak on long captures: +10 MiB at 320k copies).
+
+    Each column is made in its own array (the masked rows set after), not `np.where` of a
+    difference: one fresh copy-sized array per column, not two or three. Where no copy has
+    a first use (no program at hand), the columns other than `needed_ps` are one value each
+    (`arrays.repeated`, read-only), as `copy_first_use`'s own: 320k copies' five filled
+    columns and their temporaries (12.5 MiB) were the report's last rise in memory."""
     u, r = np.asarray(fu["first_use_ps"], np.int64), np.asarray(fu["ready_at_ps"], np.int64)
     ok = u >= 0
-    ready = np.where(ok, r - start, -1)
-    out = {"known": ok, "before_use_ps": np.where(ok, u - start, -1),
-           "needed_ps": end - start, "ready_ps": ready,
-           "stall_ps": np.where(ok, np.maximum(np.minimum(end, u) - r, 0), 0),
-           "used_before_end": ok & (u < end)}
+    needed = end - start
+    if not ok.any():
+        n = len(ok)
+        out: Columns = {"known": ok, "before_use_ps": repeated(n, -1, np.int64),
+                        "needed_ps": needed, "ready_ps": repeated(n, -1, np.int64),
+                        "stall_ps": repeated(n, 0, np.int64),
+                        "used_before_end": repeated(n, False, bool)}
+        if nbytes is not None:
+            out["needed_Bps"] = repeated(n, np.nan, np.float64)
+        return out
+    unknown = ~ok
+    ready = r - start
+    ready[unknown] = -1
+    before = u - start
+    before[unknown] = -1
+    stall = np.minimum(end, u)
+    stall -= r
+    np.maximum(stall, 0, out=stall)
+    stall[unknown] = 0
+    used = u < end
+    used &= ok
+    out = {"known": ok, "before_use_ps": before, "needed_ps": needed, "ready_ps": ready,
+           "stall_ps": stall, "used_before_end": used}
     if nbytes is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
             out["needed_Bps"] = np.where(ok & (ready > 0),

@@ -334,15 +334,26 @@ def group_sums(t: Columns, by: list[str], cols: dict[str, np.ndarray],
         if not sort and m == n:  # n rows, n distinct codes
             return {**{k: t[k] for k in by}, **cols}
         coded[i] = (c, m)
-    code = np.zeros(n, np.int64)
+    code = None
     for i in range(len(by)):
-        c, m = coded[i]
+        c, m = coded.pop(i)  # (each key's codes let go once combined)
         if m == 1:  # one key for every row (a host file's host, its one device): no change
             continue
         # codes kept dense after each key, so they never overflow; numbering in key order
-        # with `sort`, else by first row
-        code = dense_codes(code * max(m, 1) + c, sort=sort)
-    inv = code
+        # with `sort`, else by first row. The combined key is made in one array of its own,
+        # the previous codes let go before it is numbered (no zeros times the first key's
+        # count, no temporary product: 256k copies grouped by four keys, 4 MiB less on the
+        # analysis' peak)
+        if code is None:
+            x = np.asarray(c, np.int64)  # (0 * m + c)
+        else:
+            x = code * m
+            x += c
+        del c
+        code = None
+        code = dense_codes(x, sort=sort)
+        del x
+    inv = np.zeros(n, np.int64) if code is None else code
     if int(inv.max()) == n - 1:
         # every row its own group (a capture where every copy is its own op regroups 36k
         # groups by op and direction): numbered by first appearance, the rows as they are;

@@ -71,33 +71,43 @@ def step_rows(trace, table: Columns, coverages) -> tuple[StepRows, int]:
         s0 = st_start[sel]
         s1 = np.maximum(np.asarray(steps["end_ps"], dtype=np.int64)[sel], s0)
         n = len(sel)
-        ti = np.flatnonzero(codes_equal(t_hcode, t_hosts, host))
-        tt = t_start if len(ti) == len(t_start) else t_start[ti]  # (all: every row in order)
+        # the host's transfers (None: every row, in order; a host file's host is every
+        # copy's: no index of the whole table, a copy-sized int64, on the step rows' peak)
+        hit = codes_equal(t_hcode, t_hosts, host)
+        ti = None if hit.all() else np.flatnonzero(hit)
+        del hit
+        tt = t_start if ti is None else t_start[ti]
         idx = latest_start(s0, tt)  # latest step starting <= t
         # ... and t before that step's end (a host has a step: index -1's test is discarded)
         ok = (idx >= 0) & (tt < s1[np.maximum(idx, 0)])
+        del tt
         if not ok.all():  # (every transfer in a step: no copies of the two columns)
-            ti, idx = ti[ok], idx[ok]
-        assigned[ti] = True
+            ti = np.flatnonzero(ok) if ti is None else ti[ok]
+            idx = idx[ok]
+        del ok
+        if ti is None:
+            assigned[:] = True
+        else:
+            assigned[ti] = True
 
         def per_step(values: np.ndarray, _idx=idx, _n=n) -> np.ndarray:
             return bin_sums(_idx, np.asarray(values, dtype=np.int64), _n)
 
-        every = len(ti) == len(t_host)  # (ascending, distinct: every row in order)
-
-        def col(name: str, _ti=ti, _every=every) -> np.ndarray:
+        def col(name: str, _ti=ti) -> np.ndarray:
             # every transfer of the table in this host's steps (one host file): the column
             # itself, not a gather of each of its ten columns
             v = np.asarray(table[name], dtype=np.int64)
-            return v if _every else v[_ti]
+            return v if _ti is None else v[_ti]
 
         t_bytes = col("bytes")
         # per direction (the transfer gates count copies per step): both in one pass
         counts, nbytes, dir_counts, dir_bytes = direction_sums(
-            idx, t_dcode[ti], t_dirs, t_bytes, n)
+            idx, t_dcode if ti is None else t_dcode[ti], t_dirs, t_bytes, n)
+        del t_bytes
         span = per_step(col("span_ps"))
         hidden = per_step(col("hidden_ps"))
         causes = [per_step(col(k)) for k in exposure.CAUSE_COLUMNS]
+        del per_step, col, idx, ti  # (the transfers' index lets go before the rows are made)
         wall = np.zeros(n, np.int64)
         worst = np.full(n, None, dtype=object)
         for (h, dev), (_, exposed_cov) in sorted(coverages.items()):  # per device
@@ -148,10 +158,12 @@ def direction_sums(idx: np.ndarray, t_dir: np.ndarray, dirs: np.ndarray,
     their directions' where every transfer has one of them (else sums of their own)."""
     k = len(DIRECTIONS)
     # a direction code -> its place in DIRECTIONS, k for another value or none (code -1 last)
+    # (int8 places, the pair made in its own array: one transfer-sized int64 temporary, not
+    # three, on the step rows' peak: 8 MiB -> 4 of 256k copies)
     place = np.array([next((j for j, d in enumerate(DIRECTIONS) if u == d), k)
-                      for u in dirs.tolist()] + [k], np.int64)
-    at = place[t_dir]
-    pair = idx * (k + 1) + at
+                      for u in dirs.tolist()] + [k], np.int8)
+    pair = idx * (k + 1)
+    pair += place[t_dir]
     by_pair = np.bincount(pair, minlength=n * (k + 1)).reshape(n, k + 1)
     bytes_pair = bin_sums(pair, t_bytes, n * (k + 1)).reshape(n, k + 1)
     counts = by_pair.sum(axis=1)

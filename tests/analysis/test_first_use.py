@@ -349,3 +349,45 @@ def test_records_matched_to_the_first_copy_alike_by_start_span_and_names():
     want = {id(r): per_copy(r) for r in recs}
     assert got == {k: v for k, v in want.items() if v is not None}
     assert 10 < len(got) < len(recs)
+
+
+@pytest.mark.parametrize("known", ["none", "some", "all"])
+def test_per_copy_is_the_docstrings_arithmetic_per_copy(known):
+    """`per_copy` against the module docstring's formulas written out copy by copy, with
+    copies whose first use is unknown (-1) mixed in, none of them, or all: uses before, at
+    and after the copy's end, ready times before the start and at the use, zero bytes. Where
+    no copy has a first use the columns are one value each, read-only (and still the same
+    numbers)."""
+    rng = np.random.default_rng({"none": 1, "some": 2, "all": 3}[known])
+    n = 400
+    start = rng.integers(0, 1000, n).astype(np.int64) * 1000
+    end = start + rng.integers(0, 50, n).astype(np.int64) * 1000
+    use = start + rng.integers(0, 80, n).astype(np.int64) * 1000
+    ready = np.minimum(start + rng.integers(-5, 60, n).astype(np.int64) * 1000, use)
+    if known != "all":
+        lost = rng.random(n) < (1.0 if known == "none" else 0.4)
+        use[lost], ready[lost] = -1, -1
+    nbytes = rng.integers(0, 3, n).astype(np.int64) * 4096
+    fu = {"first_use_ps": use, "ready_at_ps": ready}
+    got = F.per_copy(fu, start, end, nbytes)
+    assert list(got) == ["known", "before_use_ps", "needed_ps", "ready_ps", "stall_ps",
+                         "used_before_end", "needed_Bps"]
+    for i in range(n):
+        u, r, s, e = int(use[i]), int(ready[i]), int(start[i]), int(end[i])
+        ok = u >= 0
+        rd = r - s if ok else -1
+        want = {"known": ok, "before_use_ps": u - s if ok else -1, "needed_ps": e - s,
+                "ready_ps": rd, "stall_ps": max(0, min(e, u) - r) if ok else 0,
+                "used_before_end": ok and u < e}
+        assert {k: got[k][i].item() for k in want} == want, i
+        bw = got["needed_Bps"][i]
+        if ok and rd > 0:
+            assert bw == int(nbytes[i]) * 1e12 / rd
+        else:
+            assert bw != bw
+    bare = F.per_copy(fu, start, end, None)
+    assert list(bare) == list(got)[:-1]
+    assert all(np.array_equal(bare[k], got[k]) for k in bare)
+    one = [k for k in got if not got[k].flags.writeable]
+    assert one == (["before_use_ps", "ready_ps", "stall_ps", "used_before_end", "needed_Bps"]
+                   if known == "none" else [])

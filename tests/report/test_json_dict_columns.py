@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from overlap.report import text
 from overlap.report.text import _ENCODE, _dicts_text, _rows_text, write_json
 
 
@@ -67,3 +68,24 @@ def test_a_key_that_is_no_str_and_nan_go_back_to_the_encoder():
     with pytest.raises(ValueError):
         write_json(io.StringIO(), {"steps": bad})
     assert _dicts_text([r["c"] for r in bad]) is None
+
+
+@pytest.mark.parametrize("piece", [1, 2, 3, 7, 64])
+def test_dicts_read_a_piece_at_a_time_give_every_rows_text(monkeypatch, piece):
+    """`_dicts_text` reads `_DICTS` dicts at a time (its tuples held for one piece): pieces of
+    one layout, of several, of few distinct rows (`_layout_text` once per distinct row) and of
+    many give each row the encoder's text, in order; a refused value in a later piece than
+    the first still sends the whole column back (None), and `write_json` raises as before."""
+    monkeypatch.setattr(text, "_DICTS", piece)
+    dicts = ([{"device_waits": 7}] * 9 + [{"device_waits": i, "unknown": 5} for i in range(9)]
+             + [{}, {"unknown": 1, "device_waits": 2}, {"queued": 3}] * 4
+             + [{"device_waits": 10**20 + i} for i in range(11)])
+    assert _dicts_text(dicts) == [_ENCODE(d) for d in dicts]
+    rows = [{"step": i, "exposure_causes": d} for i, d in enumerate(dicts)]
+    fp = io.StringIO()
+    write_json(fp, {"steps": rows})
+    assert fp.getvalue() == _each(rows)
+    bad = dicts + [{"device_waits": 1, "unknown": math.nan}]
+    assert _dicts_text(bad) is None
+    with pytest.raises(ValueError):
+        write_json(io.StringIO(), {"steps": [{"step": 0, "c": d} for d in bad]})
