@@ -560,9 +560,10 @@ def _read_space(xs, planes: list, host: str = "host",
         origin_ns = _earliest_absolute(pl.lines.block for pl in planes)
     line_base_ps = LineBase(origin_ns)
 
-    tr, co = Cols(), Cols()
+    # (each given its schema: small chunks, a TPU chip's rows, are joined as they come)
+    tr, co = Cols(TRANSFER_COLUMNS), Cols(COMPUTE_COLUMNS)
     st: dict[str, list] = defaultdict(list)
-    mem = Cols()
+    mem = Cols(MEMORY_COLUMNS)
     mods: dict[str, list] = defaultdict(list)
     devs = _DeviceRows()  # per device plane, its row of the `devices` table
     lines = _LineRows()  # per plane, its rows of the `lines` table
