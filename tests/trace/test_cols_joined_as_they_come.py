@@ -8,6 +8,8 @@ marks (`_cpu`, which `rows`' `keep` reads: only chunks of equal marks are joined
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -107,3 +109,60 @@ def test_a_chip_a_chunk_is_joined_and_large_chunks_are_not(monkeypatch):
     for i in range(V.JOIN_EVERY):
         big.add(2, start_ps=np.array([i, i], np.int64))
     assert len(big.chunks) == V.JOIN_EVERY  # (128 rows > JOIN_ROWS: left as they are)
+
+
+def _tables(path) -> dict:
+    from overlap.trace import read_trace
+
+    t = read_trace(path)
+    return {name: t.columns(name) for name in ("transfers", "compute", "memory")}
+
+
+def _synthetic(tmp_path: Path, kind: str) -> Path:
+    """SYNTHETIC: 40 TPU chips, or 40 GPUs, each an op (kernel) and a copy beside it."""
+    from overlap.trace.synthetic import SyntheticTrace
+
+    us = 1_000_000
+    t = SyntheticTrace()
+    for c in range(40):
+        if kind == "tpu":
+            d = t.tpu(c)
+            d.op(10 * us, 5 * us, name="fusion.1")
+            d.async_copy("D2H" if c % 2 else "H2D", 11 * us, 14 * us)
+        else:
+            g = t.gpu(c)
+            g.kernel(10 * us, 5 * us)
+            g.memcpy("D2H" if c % 2 else "H2D", 11 * us, 3 * us, 4096 * (c + 1))
+    return t.write(tmp_path / f"{kind}40.xplane.pb")
+
+
+@pytest.mark.parametrize("sample", ["tpu-v6e-offload", "gpu-h100/scan-h100/offload_x",
+                                    "rocm/mi300x-jax08-attention",
+                                    "gpu-v100-tf-multiworker", "cpu-scan/offload_x",
+                                    "tpu40", "gpu40"])
+def test_captures_read_alike_joined_at_every_second_chunk_or_never(monkeypatch, tmp_path,
+                                                                   sample):
+    """The real samples' (and SYNTHETIC many-device files') tables with chunks joined two at
+    a time (JOIN_ROWS raised: any size) are the tables with no chunk joined (JOIN_EVERY past
+    any count of chunks); the TPU ones do join chunks (a chunk per chip)."""
+    path = _synthetic(tmp_path, sample[:3]) if sample.endswith("40") else \
+        Path(__file__).resolve().parents[2] / "sample_traces" / sample
+    monkeypatch.setattr(V, "JOIN_EVERY", 1 << 30)
+    never = _tables(path)
+    joins = []
+    real = V._joined_columns
+
+    def counted(chunks, schema, join=False):
+        got = real(chunks, schema, join)
+        joins.append(join and got is not None)
+        return got
+
+    monkeypatch.setattr(V, "_joined_columns", counted)
+    monkeypatch.setattr(V, "JOIN_EVERY", 2)
+    monkeypatch.setattr(V, "JOIN_ROWS", 1 << 40)
+    often = _tables(path)
+    for name in never:
+        _same(dict(often[name]), dict(never[name]))
+    assert sum(len(next(iter(t.values()))) for t in never.values() if t)
+    if sample.startswith("tpu"):  # (a GPU file's small lines are read as one group)
+        assert sum(joins) >= 2
