@@ -411,7 +411,7 @@ def _joined_columns(chunks: list[tuple[int, dict[str, Any]]], schema: dict[str, 
                 ns = ns if ns is not None else [n for n, _ in chunks]
                 out[col] = got = _scalars_joined(vals, ns, dtype)
                 if join and got.dtype != object and len(
-                        {isinstance(v, (bool, np.bool_)) for v in vals}) > 1:
+                        {_scalar_dtype(v, dtype) for v in vals}) > 1:
                     return None
                 continue
         parts = [(n, _chunk_part(cols.get(col), n, dtype)) for n, cols in chunks]
@@ -443,8 +443,7 @@ def _scalars_joined(vals: list, ns: list[int], dtype: str) -> np.ndarray:
         return np.repeat(object_array(vals), ns)
     heads = []
     for v in vals:
-        one = np.empty(1, object if v is None else bool if isinstance(v, (bool, np.bool_))
-                       else np.int64)
+        one = np.empty(1, _scalar_dtype(v, dtype))
         one[0] = v
         heads.append(one)
     got = repeated_join(heads)
@@ -461,8 +460,15 @@ def _chunk_part(v: Any, n: int, dtype: str) -> Any:
         return v if dtype != "object" else v.astype(object, copy=False)
     if isinstance(v, Coded):
         return v.column() if len(v.values) <= 1 or len(v) <= 1 else v
-    return repeated(n, v, object if dtype == "object" or v is None
-                    else bool if isinstance(v, (bool, np.bool_)) else np.int64)
+    return repeated(n, v, _scalar_dtype(v, dtype))
+
+
+def _scalar_dtype(v: Any, dtype: str) -> Any:
+    """The dtype of the column a chunk's scalar `v` stands for, in a column of schema type
+    `dtype`: object where the schema says so or `v` is None, bool for a flag (a flag stays a
+    flag), else int64."""
+    return object if dtype == "object" or v is None else \
+        bool if isinstance(v, (bool, np.bool_)) else np.int64
 
 
 def _joined(parts: list[tuple[int, Any]]) -> np.ndarray:
