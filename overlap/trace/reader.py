@@ -98,7 +98,7 @@ from typing import Any
 import numpy as np
 
 from overlap.errors import InputError
-from overlap.trace import groups, tpu, vendors
+from overlap.trace import groups, tpu, tpu_chips, vendors
 from overlap.trace.files import (
     TASK_ENV_PLANE,
     _check_space,
@@ -611,6 +611,20 @@ def _read_space(xs, planes: list, host: str = "host",
     gpu_device: list[Any] = [None if pl is None else _gpu_device(pl.name) for pl in planes]
     # chips whose metadata is the same bytes share their per-op answers (`tpu_twins`)
     twin_of = twins(planes, lambda name: TPU_PLANE_RE.match(name) is not None)
+    solo_until = 0  # (a run of twins that was not read as one: its chips one at a time)
+
+    def chip_rows(P: Plane, with_lines: bool = False) -> str:
+        """A TPU chip's rows of the devices and vendors tables (and of the lines table, where
+        asked); its device."""
+        plane = P.plane
+        if with_lines:
+            lines.add(plane.name, plane.lines.block.cols, plane.lines.a, plane.lines.b)
+        device = f"TPU:{TPU_PLANE_RE.match(plane.name).group(1)}"  # type: ignore[union-attr]
+        if "SparseCore" not in plane.name:
+            devs.add(device, plane, P)
+            raw_vendor.add(device, None, 0, True)
+        return device
+
     i = 0
     while i < len(planes):
         if i in host_lines:
@@ -626,6 +640,14 @@ def _read_space(xs, planes: list, host: str = "host",
                      gpu_devices)
             i = j
             continue
+        if i >= solo_until and (j := tpu_chips.run_end(planes, i, twin_of)) > i + 1:
+            if tpu_chips.read_run(planes, i, j, chip_rows, host, line_base_ps, tr, co,
+                                  programs, twin_of.get(i)):
+                if backend != "gpu":
+                    backend = "tpu"
+                i = j
+                continue
+            solo_until = j
         plane = planes[i]
         i += 1
         P = Plane(plane)
@@ -633,14 +655,10 @@ def _read_space(xs, planes: list, host: str = "host",
         table = plane.lines
         lines.add(plane.name, table.block.cols, table.a, table.b)
 
-        if m := TPU_PLANE_RE.match(plane.name):
+        if TPU_PLANE_RE.match(plane.name):
             if backend != "gpu":
                 backend = "tpu"
-            device = f"TPU:{m.group(1)}"
-            if "SparseCore" not in plane.name:
-                devs.add(device, plane, P)
-                raw_vendor.add(device, None, 0, True)
-            _read_tpu_plane(P, device, host, line_base_ps, tr, co, programs,
+            _read_tpu_plane(P, chip_rows(P), host, line_base_ps, tr, co, programs,
                             twin_of.get(i - 1))
             check_lines(plane)
             planes[i - 1] = None

@@ -43,6 +43,7 @@ from overlap.trace.hlotext import (
 )
 from overlap.trace.metatable import _scan
 from overlap.trace.names import TPU_ASYNC_LINE, TPU_OPS_LINES
+from overlap.trace.planeview import BAD_STRINGS
 from overlap.trace.programs import ProgramCopies, program_key
 from overlap.trace.tables import MEMORY_KINDS
 from overlap.trace.tpu_async import _async_codes as _async_codes
@@ -74,14 +75,44 @@ _OP_COLUMNS = ("hlo_module", "program_id")
 def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                     programs: Callable[[], ProgramCopies | None] = lambda: None,
                     twins: OpFacts | None = None) -> None:
+    """One chip's transfers and compute rows (`_read_tpu_chips` of it alone)."""
+    _read_tpu_chips([P], [device], host, line_base_ps, tr, co, programs, twins)
+
+
+def _read_tpu_chips(Ps: list[Plane], devices: list, host, line_base_ps, tr: Cols, co: Cols,
+                    programs: Callable[[], ProgramCopies | None] = lambda: None,
+                    twins: OpFacts | None = None, merged: dict | None = None) -> None:
+    """The transfers and compute rows of one chip, or of several read as one (`merged`,
+    `tpu_chips.decode`: twin chips whose lines' ops are the same, their events side by
+    side, each event's chip known). Several chips give the rows one at a time would, in
+    the same order: each per-op rule is asked once for all of them (its replaced strings
+    counted once a chip, as each chip's own asking would, `_each`), the device column is
+    each row's chip's, and the Async line's join and the pairing keep to one chip."""
+    P = Ps[0]
+    k = len(Ps)
     # The per-op rules read the plane's metadata alone: a chip whose metadata is an earlier
     # chip's (`twins`, `tpu_twins`) gets that chip's answers; its events are its own.
     M = P if twins is None else twins.bind(P)
-    if M is not P:  # (its entries as the split decoded them: no table of its own is built)
-        P.plane.meta_decoded = None
+    for Q in Ps:
+        if twins is not None and twins.bind(Q) is not Q:
+            # (its entries as the split decoded them: no table of its own is built)
+            Q.plane.meta_decoded = None
 
-    def per_op(rule: Callable, ops: np.ndarray, *args):
-        return rule(P, ops, *args) if twins is None else twins.get(rule, ops, *args)
+    def per_op(rule: Callable, ops: np.ndarray, *args, chips: int = k):
+        if twins is None:
+            return rule(P, ops, *args)
+        return _each(chips, twins.get, rule, ops, *args)
+
+    # per row: its chip's device (one chip: the device itself, a scalar)
+    dev = devices[0] if k == 1 else np.array(devices, object)
+
+    def device_of(chip_rows: np.ndarray | None):
+        return dev if chip_rows is None else Coded(chip_rows, dev)
+
+    def line_events(line, wanted) -> tuple[LineEvents, np.ndarray | None]:
+        if merged is None:
+            return LineEvents(line, line_base_ps(line), wanted=wanted), None
+        return merged[line.name]
 
     by_name = {line.name: line for line in P.plane.lines}
     async_line = by_name.get(TPU_ASYNC_LINE)
@@ -101,10 +132,11 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
     join_ops: tuple[np.ndarray, list | tuple[np.ndarray, ...]] | None = None
     # per boundary event: (begin, end) on the device clock, and whether it has both stats
     clock: tuple[np.ndarray, ...] | None = None
+    b_chip = np.zeros(0, np.intp)  # per boundary event, its chip (several chips)
     for line in op_lines:
         if not line.n_events:
             continue
-        ev = LineEvents(line, line_base_ps(line), wanted=a_ids)
+        ev, chip = line_events(line, a_ids)
         has_a = ev.has_stat(a_ids) if a_ids else None
         # None: every event (no `_a` on the line: no mask to apply, `&` per event saved)
         keep = None if has_a is None or not has_a.any() else ~has_a
@@ -125,7 +157,12 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
                     # (read here, not at the join: a name refused is refused before the
                     # Async line is read, as it always was)
                     at = np.flatnonzero(b_u)
-                    join_ops = at, _join_names(M, uniq, u_names, at, u_spans, by_bytes)
+                    # (asked by each chip that has the clock at all)
+                    join_ops = at, _each(1 if chip is None else len(sorted_unique(
+                        chip[b[clock[2]]])), _join_names, M, uniq, u_names, at, u_spans,
+                        by_bytes)
+            if chip is not None:
+                b_chip = chip[b]
             bmid = ev.mids[b]
             b0 = ev.starts[b]  # (taken once: the ends add to it)
             boundaries = (b0, b0 + ev.durs[b], bmid, ops.codes(bmid).astype(np.intp),
@@ -135,6 +172,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         m = np.logical_not(bm, out=bm)  # compute events (in place: the mask's last use)
         if keep is not None:
             m &= keep
+        rows_chip = None if chip is None else chip[m]
         # the line's own arrays, the compute events' moved to their fronts (`_own_rows`);
         # each compute event's op as its index into the line's ops, narrow
         iu = ops.codes(_own_rows(ev.mids, m))
@@ -148,22 +186,24 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         pid[nb] = cols["program_id"]
         starts = _own_rows(ev.starts, m)
         ends = _own_rows(ev.durs, m)
-        del m, ev  # (their rows are the compute columns' now)
+        del m, ev, chip  # (their rows are the compute columns' now)
         ends += starts  # (in place: no third million-row array on the read's peak)
         # one object column for both (the name is the HLO op), made by `Cols.rows` once the
         # plane's bytes and this line's arrays are freed
         names = Coded(iu, u_names)
-        co.add(n_compute, host=host, device=device, start_ps=starts,
+        co.add(n_compute, host=host, device=device_of(rows_chip), start_ps=starts,
                end_ps=ends, name=names, hlo_op=names,
                hlo_module=_per_event(module, nb, iu),
                program_id=_per_event(pid, nb, iu, True), stream=line.id, line=line.name)
 
     def add_transfers(starts: np.ndarray, ends: np.ndarray, ok: np.ndarray,
                       facts: dict[str, np.ndarray], at: np.ndarray, line,
-                      device_span: np.ndarray | None = None) -> None:
+                      device_span: np.ndarray | None = None,
+                      chips: np.ndarray | None = None) -> None:
         """Transfers of the spans (starts, ends) whose op `at` (index into `facts`) is a host
         transfer (`ok`); `device_span`: per span, its length on the device clock, -1 where
-        the capture does not give it (None: nowhere)."""
+        the capture does not give it (None: nowhere); `chips`: per span, its chip (None:
+        one chip's spans)."""
         sel = np.flatnonzero(ok[at])
         if not sel.size:
             return
@@ -183,7 +223,9 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
         direction = per(facts["direction"], at)
         # (compared once per op, then taken per transfer: no str comparison per transfer)
         h2d = per(_is_h2d(facts["direction"]), at)
-        tr.add(len(sel), host=host, device=device, direction=direction,
+        tr.add(len(sel), host=host,
+               device=device_of(None if chips is None else per(chips, sel)),
+               direction=direction,
                start_ps=per(np.asarray(starts, np.int64), sel),
                end_ps=per(np.asarray(ends, np.int64), sel), bytes=per(facts["bytes"], at),
                src_kind=MEMORY_KINDS[h2d.astype(np.intp)],
@@ -195,7 +237,7 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
     if async_line is not None and async_line.n_events:
         # Only metadata (names, metadata stats) decides here: no event stat is ever read (and
         # none is kept: `wanted` is empty).
-        ev = LineEvents(async_line, line_base_ps(async_line), wanted=())
+        ev, chip = line_events(async_line, ())
         uniq, inv = _distinct_ops(ev.mids)  # once per distinct op
         ok, facts = per_op(copy_columns, uniq, programs())
         dspan = None
@@ -203,8 +245,10 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
             # The Async line's events carry no device clock: each takes its start and done
             # events' on the XLA Ops line (`_async_device_spans`).
             dspan = _async_device_spans(ev.starts, ev.starts + ev.durs, inv, facts["hlo_op"],
-                                        boundaries, clock, join_ops)
-        add_transfers(ev.starts, ev.starts + ev.durs, ok, facts, inv, async_line, dspan)
+                                        boundaries, clock, join_ops,
+                                        None if chip is None else (b_chip, chip, k))
+        add_transfers(ev.starts, ev.starts + ev.durs, ok, facts, inv, async_line, dspan,
+                      chip)
         return
 
     # No Async XLA Ops line: pair each copy-start with the next copy-done of the same key, in
@@ -216,13 +260,31 @@ def _read_tpu_plane(P: Plane, device, host, line_base_ps, tr: Cols, co: Cols,
     # later pair of that op (598 of 600 pairs).
     if boundaries is None:
         return
-    p0, p1, pm, si, di = pair_copies(*boundaries, positions=True)
-    if not len(pm):
-        return
-    smids, at = np.unique(pm, return_inverse=True)
-    ok, facts = per_op(copy_columns, smids, programs())
-    add_transfers(p0, p1, ok, facts, at, by_name.get("XLA Ops"),
-                  None if clock is None else _pair_spans(clock, si, di))
+    # (several chips: each paired, and its copy ops asked, as it alone would be; its
+    # boundary events are a run of them, the chips' in order)
+    cut = [0, len(boundaries[0])] if k == 1 else \
+        np.searchsorted(b_chip, np.arange(k + 1)).tolist()
+    for c in range(k):
+        lo, hi = cut[c], cut[c + 1]
+        one = boundaries if k == 1 else (*(x[lo:hi] for x in boundaries[:4]), boundaries[4])
+        p0, p1, pm, si, di = pair_copies(*one, positions=True)
+        if not len(pm):
+            continue
+        smids, at = np.unique(pm, return_inverse=True)
+        ok, facts = per_op(copy_columns, smids, programs(), chips=1)
+        add_transfers(p0, p1, ok, facts, at, by_name.get("XLA Ops"),
+                      None if clock is None else _pair_spans(clock, si + lo, di + lo),
+                      None if k == 1 else np.full(len(p0), c, np.intp))
+
+
+def _each(chips: int, fn: Callable, *args):
+    """`fn(*args)` asked once for `chips` chips that would each have asked it (twins: the
+    same question of the same metadata): the strings it replaced counted once a chip
+    (`BAD_STRINGS`), as reading each chip by itself counts them."""
+    before = BAD_STRINGS[0]
+    got = fn(*args)
+    BAD_STRINGS[0] += (BAD_STRINGS[0] - before) * (chips - 1)
+    return got
 
 
 def _op_columns(P: Plane, mids: np.ndarray) -> dict[str, np.ndarray]:

@@ -28,7 +28,8 @@ def _async_device_spans(starts: np.ndarray, ends: np.ndarray, inv: np.ndarray,
                         names: np.ndarray, boundaries: tuple[np.ndarray, ...],
                         clock: tuple[np.ndarray, ...],
                         join_ops: tuple[np.ndarray, list | tuple[np.ndarray, ...]] | None
-                        = None) -> np.ndarray:
+                        = None, chips: tuple[np.ndarray, np.ndarray, int] | None = None
+                        ) -> np.ndarray:
     """Per Async XLA Ops event (its begin and end, its op `inv` into `names`, the start ops'
     instruction names): the device span from the XLA Ops start event of that name that
     begins at its begin to the done event (the name's `-start` made `-done`) that ends at its
@@ -38,7 +39,10 @@ def _async_device_spans(starts: np.ndarray, ends: np.ndarray, inv: np.ndarray,
     `join_ops`: (indices into the XLA Ops line's ops, their names: a list, or (buffer,
     starts, ends) of their UTF-8 bytes, `_join_names`), every op a boundary event has among
     them, where `boundaries`' names do not hold theirs: the other ops take no code (no
-    boundary event is theirs)."""
+    boundary event is theirs). `chips`: where the events are several chips' (`tpu.
+    _read_tpu_chips`), each boundary event's chip, each Async event's and how many: an event
+    joins its own chip's only (the chip is part of the code joined on; the join by time
+    alone, `_pairs_by_time`, is not taken: another chip's event may hold the time)."""
     if not clock[2].any():  # no boundary event has the clock: no span to find
         return np.full(len(starts), -1, np.int64)
     b0, b1, _, bop, u_names = boundaries
@@ -47,7 +51,7 @@ def _async_device_spans(starts: np.ndarray, ends: np.ndarray, inv: np.ndarray,
         s_code, d_code, op_code = _async_codes(names.tolist(), u_names.tolist())
     else:
         at, ops = join_ops
-        if not isinstance(ops, list):
+        if not isinstance(ops, list) and chips is None:
             pairs = _pairs_by_time(names.tolist(), inv, at, ops, boundaries, starts, ends)
         if pairs is None:
             s_code, d_code, at_code = _async_codes(names.tolist(), ops) \
@@ -55,15 +59,24 @@ def _async_device_spans(starts: np.ndarray, ends: np.ndarray, inv: np.ndarray,
             op_code = np.full(len(u_names), -1, np.int64)
             op_code[at] = at_code
     if pairs is None:
-        bcode = op_code[bop]
-        si = _join(bcode, b0, s_code[inv], starts)
-        di = _join(bcode, b1, d_code[inv], ends)
+        bcode, s_q, d_q = op_code[bop], s_code[inv], d_code[inv]
+        if chips is not None:
+            b_chip, q_chip, k = chips
+            bcode, s_q, d_q = (_with_chip(bcode, b_chip, k), _with_chip(s_q, q_chip, k),
+                               _with_chip(d_q, q_chip, k))
+        si = _join(bcode, b0, s_q, starts)
+        di = _join(bcode, b1, d_q, ends)
     else:
         si, di = pairs
     out = np.full(len(starts), -1, np.int64)
     hit = np.flatnonzero((si >= 0) & (di >= 0))
     out[hit] = _pair_spans(clock, si[hit], di[hit])
     return out
+
+
+def _with_chip(code: np.ndarray, chip: np.ndarray, k: int) -> np.ndarray:
+    """Codes that also tell the chip (`code * k + chip`; -1 stays -1: no match)."""
+    return np.where(code >= 0, code * k + chip, -1)
 
 
 def _pairs_by_time(names: list, inv: np.ndarray, at: np.ndarray, ops: tuple[np.ndarray, ...],
