@@ -7,15 +7,15 @@ lines hold the same ops in the same order (a pod's chips run one SPMD program) g
 per-op rule the same question, so their lines' events are decoded side by side (one
 `merge_lines` segment a line name) and each rule runs once for all of them.
 
-The rule (`run_end`, `decode`): a run of consecutive chips of one twin group, of at most
-`SMALL_CHIP` events each, `BATCH_EVENTS` and `BATCH_CHIPS` in all, whose op and Async lines are alike
-(names, ids, which ones have events), with at most one op line of events (its rows are then
-in chip order as one chip at a time gives them), every such line scanned and not decoded
-yet. After the decode every chip must have as many events of those lines, of the same ops
-in the same order; else the chips are read one at a time as if the decode had never been
-(the counters and the lines' decoded flags it set are put back). Anything raised while
-preparing does the same, so a damaged chip is refused where reading one at a time refuses
-it, with the same message.
+The rule (`run_end`, `decode`): a run of consecutive chips of one twin group (at most
+`SMALL_CHIP` events each, `BATCH_EVENTS` events and `BATCH_CHIPS` chips in all) whose op and
+Async lines are alike (names, ids, which ones have events), with at most one op line of
+events (its rows are then in chip order, as one chip at a time gives them), every such line
+scanned and not decoded yet. After the decode every chip must have as many events of
+those lines, of the same ops in the same order; else the chips are read one at a time as if
+the decode had never been (the counters and the lines' decoded flags it set are put back).
+Anything raised while preparing does the same, so a damaged chip is refused where reading
+one at a time refuses it, with the same message.
 """
 
 from __future__ import annotations

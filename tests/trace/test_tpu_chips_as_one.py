@@ -14,10 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from overlap.trace import tpu_chips
+from overlap.trace import tpu, tpu_chips
+from overlap.trace.planeview import BAD_STRINGS
 from overlap.trace.reader import read_host_file
-from overlap.trace.tables import made
 from overlap.trace.synthetic import SyntheticTrace
+from overlap.trace.tables import made
 from overlap.trace.wire import TIME_LIMIT_PS
 
 US = 1_000_000
@@ -154,6 +155,68 @@ def test_chips_asking_of_other_ops_count_their_strings_as_each_chip(tmp_path, mo
     want, _ = _read(p, monkeypatch, as_one=False, batch=4)
     got, batches = _read(p, monkeypatch, as_one=True, batch=4)
     assert batches == 0 and want["capture"]["strings_replaced"] >= 1
+    _same(got, want)
+
+
+def test_strings_a_rule_replaces_are_counted_once_a_chip_that_asks(tmp_path, monkeypatch):
+    """A per-op rule that replaces strings (upb's sanitizing of a plane's metadata: here two
+    a call, as `test_tpu_twins` counts them) is counted once a chip that asks it: every chip
+    for the compute ops' columns, the chips with the device clock for the join's names."""
+    real_cols, real_names = tpu._op_columns, tpu._join_names
+
+    def op_columns(*a):
+        BAD_STRINGS[0] += 2
+        return real_cols(*a)
+
+    def join_names(*a):
+        BAD_STRINGS[0] += 1
+        return real_names(*a)
+
+    monkeypatch.setattr(tpu, "_op_columns", op_columns)
+    monkeypatch.setattr(tpu, "_join_names", join_names)
+    p = _chips(tmp_path, "some_clock")
+    want, _ = _read(p, monkeypatch, as_one=False)
+    got, batches = _read(p, monkeypatch, as_one=True)
+    assert batches == 4 and want["capture"]["strings_replaced"] == 2 * 11 + 6
+    _same(got, want)
+
+
+def test_a_batch_read_chip_by_chip_counts_its_lines_strings_once(tmp_path, monkeypatch):
+    """Chips decoded as one and then read chip by chip (their events differ) count their
+    lines' replaced strings as that read does: the decode's count and flags are undone."""
+    t = SyntheticTrace()
+    for c in range(6):
+        d = t.tpu(c)
+        text = "%fusion.1 = f32[8,128]{1,0} fusion(f32[8,128]{1,0} %p0), kind=kLoop"
+        mid = d.w.event_id(text, "fusion.1", {})
+        d.w.event(d.ops_line, mid, 10 * US, US, {"note": "mark@1"})
+        if c == 4:
+            d.w.event(d.ops_line, mid, 12 * US, US)
+        d.async_copy("D2H", 11 * US, 14 * US, device_span=(US, 4 * US))
+    p = tmp_path / "bad_stat.xplane.pb"
+    p.write_bytes(t.to_bytes().replace(b"mark@1", b"mark\xff1"))
+    want, _ = _read(p, monkeypatch, as_one=False)
+    got, batches = _read(p, monkeypatch, as_one=True)
+    assert batches == 1 and want["capture"]["strings_replaced"] >= 6
+    _same(got, want)
+
+
+def test_anything_raised_while_decoding_a_batch_reads_it_chip_by_chip(tmp_path, monkeypatch):
+    """Whatever the batch's decode raises, its chips are read one at a time as if it had
+    never run (which refuses a damaged chip where that read does)."""
+    p = _chips(tmp_path, "clock")
+    want, _ = _read(p, monkeypatch, as_one=False)
+    real = tpu_chips.LineEvents
+
+    def refused(line, *a, **k):
+        got = real(line, *a, **k)
+        if got.n > 3:  # (a line of several chips, once its decode counted and marked it)
+            raise ValueError("refused")
+        return got
+
+    monkeypatch.setattr(tpu_chips, "LineEvents", refused)
+    got, batches = _read(p, monkeypatch, as_one=True)
+    assert batches == 0
     _same(got, want)
 
 
