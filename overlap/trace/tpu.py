@@ -2,8 +2,9 @@
 ops (see `overlap.trace.reader` for the rules and their evidence).
 
 Speed: every rule here is decided once per distinct op (metadata id), never per event, and
-once for all the chips of a file whose metadata is the same bytes (`tpu_twins`). Where
-the plane has a `wire.MetaTable` (the compiled scanner's), the per-op rules run on whole
+once for all the chips of a file whose metadata is the same bytes (`tpu_twins`); small such
+chips whose lines hold the same ops are read as one batch (`tpu_chips`, `_read_tpu_chips`).
+Where the plane has a `wire.MetaTable` (the compiled scanner's), the per-op rules run on whole
 columns of name bytes (`overlap.trace.hlotext`'s byte-level rules: async boundaries, the
 instruction name, a copy-start's result-tuple head) and only the values that reach a table
 become Python objects; an op whose text those rules do not cover (not ASCII, a NUL, an

@@ -3,17 +3,18 @@
 Why: a file of thousands of small chips paid ~0.25 ms a chip in the TPU read, numpy's fixed
 cost on arrays of a few events each (4,096 chips of four events: 1.0 s of the report's 1.35
 s; benchmarks/README.md, round 42). Twin chips (`tpu_twins`: the same metadata bytes) whose
-lines hold the same ops in the same order (a pod's chips run one SPMD program) give every
-per-op rule the same question, so their lines' events are decoded side by side (one
-`merge_lines` segment a line name) and each rule runs once for all of them.
+lines hold events of the same ops (a pod's chips run one SPMD program) give every per-op
+rule the same question, so their lines' events are decoded side by side (one `merge_lines`
+segment a line name) and each rule runs once for all of them.
 
 The rule (`run_end`, `decode`): a run of consecutive chips of one twin group (at most
 `SMALL_CHIP` events each, `BATCH_EVENTS` events and `BATCH_CHIPS` chips in all) whose op and
 Async lines are alike (names, ids, which ones have events), with at most one op line of
 events (its rows are then in chip order, as one chip at a time gives them), every such line
-scanned and not decoded yet. After the decode every chip must have as many events of
-those lines, of the same ops in the same order; else the chips are read one at a time as if
-the decode had never been (the counters and the lines' decoded flags it set are put back).
+scanned and not decoded yet. After the decode each chip's events of a line must be of the
+same distinct ops (in any order and number: the rules ask of a line's distinct ops, so each
+chip then asks what the batch asks); else the chips are read one at a time as if the decode
+had never been (the counters and the lines' decoded flags it set are put back).
 Anything raised while preparing does the same, so a damaged chip is refused where reading
 one at a time refuses it, with the same message.
 """
@@ -24,6 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from overlap.arrays import sorted_unique
 from overlap.trace.lines import merge_lines
 from overlap.trace.names import TPU_ASYNC_LINE, TPU_OPS_LINES, TPU_PLANE_RE
 from overlap.trace.planeview import BAD_STRINGS
@@ -126,14 +128,26 @@ def _decode(Ps: list[Plane], layouts: list, names: list[str], line_base_ps: Call
         base = np.repeat(np.array([b[j] for b in bases], np.int64), counts)
         ev = LineEvents(merge_lines(lines), base, wanted=wanted(name))
         chip = ev.kept(chip)
-        n = ev.n // k
-        # every chip as many events, of the same ops in the same order
-        if ev.n != n * k or not np.array_equal(chip, np.repeat(np.arange(k), n)):
-            return None
-        if n and not (ev.mids.reshape(k, n) == ev.mids[:n]).all():
+        if not _same_ops(ev.mids, chip, k):
             return None
         out[name] = ev, chip
     return out
+
+
+def _same_ops(mids: np.ndarray, chip: np.ndarray, k: int) -> bool:
+    """Whether each of the `k` chips' events (`chip`, ascending) are of the same distinct ops
+    (`mids`), each chip at least one: what every per-op rule is asked of a chip's line."""
+    if not len(mids):
+        return False
+    lo, hi = int(mids.min()), int(mids.max())
+    span = hi - lo + 1
+    if span > (1 << 62) // k:  # (ids too far apart to key with the chip: read chip by chip)
+        return False
+    key = sorted_unique(chip.astype(np.int64) * span + (mids.astype(np.int64) - lo))
+    per_chip = np.bincount(key // span, minlength=k)
+    ops = key % span
+    return bool((per_chip == per_chip[0]).all()) and \
+        bool((ops.reshape(k, -1) == ops[:per_chip[0]]).all())
 
 
 def read_run(planes: list, i: int, j: int, chip_rows: Callable[..., str], host: str,

@@ -45,12 +45,17 @@ def _chips(tmp_path: Path, kind: str, n: int = 11) -> Path:
         d.async_copy("D2H", t0 + US, t0 + 4 * US, device_span=span)
         if kind == "pairing":
             d.async_copy("H2D", t0 + 2 * US, t0 + 3 * US, device_span=(t0, t0 + 3 * US))
-            if c == 4:  # (a done before its start: not paired; that chip's ops in another order)
+            if c == 4:  # (a done before its start: not paired; its ops in another order)
                 d.async_copy("H2D", t0 + 6 * US, t0 + 5 * US)
             else:
                 d.async_copy("H2D", t0 + 5 * US, t0 + 6 * US)
-        if kind == "unequal" and c == 5:
-            d.op(t0 + 7 * US, US)  # (one more event of the same op: not the same ops)
+        if kind == "more_events" and c == 5:
+            d.op(t0 + 7 * US, US)  # (one more event of an op the others ran too)
+        if kind == "other_op":  # (every chip's metadata has it; chip 5 alone runs it)
+            text = "%fusion.9 = f32[8,128]{1,0} fusion(f32[8,128]{1,0} %p0), kind=kLoop"
+            mid = d.w.event_id(text, "fusion.9", {})
+            if c == 5:
+                d.w.event(d.ops_line, mid, t0 + 7 * US, US)
         if kind == "dropped_all" or (kind == "dropped" and c == 2):
             d.op(t0 + 8 * US, TIME_LIMIT_PS + 1)  # (an impossible time: dropped, counted)
     return t.write(tmp_path / f"{kind}.xplane.pb")
@@ -91,14 +96,12 @@ def _same(got: dict, want: dict) -> None:
 
 
 @pytest.mark.parametrize("kind", ["clock", "no_clock", "some_clock", "pairing", "no_copies",
-                                  "dropped", "dropped_all"])
+                                  "more_events", "dropped", "dropped_all"])
 def test_twin_chips_read_as_one_give_each_chips_rows(tmp_path, monkeypatch, kind):
     p = _chips(tmp_path, kind)
     want, none = _read(p, monkeypatch, as_one=False)
     got, batches = _read(p, monkeypatch, as_one=True)
-    # (11 chips: 3 + 3 + 3 + 2; "pairing": chip 4's ops are in another order, its batch
-    # read chip by chip)
-    assert none == 0 and batches == (3 if kind == "pairing" else 4)
+    assert none == 0 and batches == 4  # (11 chips: 3 + 3 + 3 + 2)
     _same(got, want)
     if kind.startswith("dropped"):  # (the chips' events are alike once it is dropped)
         assert want["capture"]["events_dropped_invalid"] == (11 if kind == "dropped_all" else 1)
@@ -106,14 +109,15 @@ def test_twin_chips_read_as_one_give_each_chips_rows(tmp_path, monkeypatch, kind
     assert n_tr == {"no_copies": 0, "pairing": 32}.get(kind, 11)
     # (more than one batch of 256: every chip of the file in one go)
     got, batches = _read(p, monkeypatch, as_one=True, batch=256)
-    assert batches == (0 if kind == "pairing" else 1)
+    assert batches == 1
     _same(got, want)
 
 
-@pytest.mark.parametrize("kind", ["unequal", "dropped_one"])
+@pytest.mark.parametrize("kind", ["other_op", "dropped_one"])
 def test_chips_whose_events_differ_are_read_one_at_a_time(tmp_path, monkeypatch, kind):
-    """A batch whose chips differ in their events' ops (one more event, or one dropped) is
-    read chip by chip, as if it had never been decoded as one: the same dropped count."""
+    """A batch whose chips' events are of other ops (one chip runs one more, or one's is
+    dropped) is read chip by chip, as if it had never been decoded as one: the same dropped
+    count."""
     p = _chips(tmp_path, kind)
     want, _ = _read(p, monkeypatch, as_one=False)
     got, batches = _read(p, monkeypatch, as_one=True)
@@ -158,15 +162,18 @@ def test_chips_asking_of_other_ops_count_their_strings_as_each_chip(tmp_path, mo
     _same(got, want)
 
 
-def test_strings_a_rule_replaces_are_counted_once_a_chip_that_asks(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", ["some_clock", "other_op"])
+def test_strings_a_rule_replaces_are_counted_once_a_chip_that_asks(tmp_path, monkeypatch,
+                                                                     kind):
     """A per-op rule that replaces strings (upb's sanitizing of a plane's metadata: here two
-    a call, as `test_tpu_twins` counts them) is counted once a chip that asks it: every chip
-    for the compute ops' columns, the chips with the device clock for the join's names."""
+    an op asked, as `test_tpu_twins` counts them) is counted once a chip that asks it: every
+    chip for the compute ops' columns, the chips with the device clock for the join's
+    names; where one chip runs an op the others do not, each chip's own ops."""
     real_cols, real_names = tpu._op_columns, tpu._join_names
 
-    def op_columns(*a):
-        BAD_STRINGS[0] += 2
-        return real_cols(*a)
+    def op_columns(P, ops):
+        BAD_STRINGS[0] += 2 * len(ops)
+        return real_cols(P, ops)
 
     def join_names(*a):
         BAD_STRINGS[0] += 1
@@ -174,10 +181,12 @@ def test_strings_a_rule_replaces_are_counted_once_a_chip_that_asks(tmp_path, mon
 
     monkeypatch.setattr(tpu, "_op_columns", op_columns)
     monkeypatch.setattr(tpu, "_join_names", join_names)
-    p = _chips(tmp_path, "some_clock")
+    p = _chips(tmp_path, kind)
     want, _ = _read(p, monkeypatch, as_one=False)
     got, batches = _read(p, monkeypatch, as_one=True)
-    assert batches == 4 and want["capture"]["strings_replaced"] == 2 * 11 + 6
+    assert batches == (4 if kind == "some_clock" else 3)
+    assert want["capture"]["strings_replaced"] == \
+        (2 * 11 + 6 if kind == "some_clock" else 2 * 12 + 11)
     _same(got, want)
 
 
@@ -190,8 +199,9 @@ def test_a_batch_read_chip_by_chip_counts_its_lines_strings_once(tmp_path, monke
         text = "%fusion.1 = f32[8,128]{1,0} fusion(f32[8,128]{1,0} %p0), kind=kLoop"
         mid = d.w.event_id(text, "fusion.1", {})
         d.w.event(d.ops_line, mid, 10 * US, US, {"note": "mark@1"})
-        if c == 4:
-            d.w.event(d.ops_line, mid, 12 * US, US)
+        other = d.w.event_id(text.replace(".1", ".9"), "fusion.9", {})
+        if c == 4:  # (an op the others do not run: chips 3-5 read chip by chip)
+            d.w.event(d.ops_line, other, 12 * US, US)
         d.async_copy("D2H", 11 * US, 14 * US, device_span=(US, 4 * US))
     p = tmp_path / "bad_stat.xplane.pb"
     p.write_bytes(t.to_bytes().replace(b"mark@1", b"mark\xff1"))
