@@ -1194,22 +1194,24 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
     snames = _stat_names(b, sspans.v + sfirst, (sspans.n - sfirst) // 3, lazy_min, seen,
                          narrow)
     sspans.n = sfirst
-    bare = name if bare_ok and strip == BARE_MODE and not kept and n_ids <= 1 and \
-        n_names == 1 and _utf8_ok(b + nvp, nq - nvp) else None
+    bare = name if bare_ok and (strip == BARE_MODE or strip == 1) and not kept and \
+        n_ids <= 1 and n_names == 1 and _utf8_ok(b + nvp, nq - nvp) else None
     if bare is not None and sfields is not None:  # (its stats are all plain: see above)
         return (max(strip, 0), bad, meta, snames, sfields.taken(), bare)
     return (max(strip, 0), bad, meta, snames, sfields.taken() if cut else stats, bare)
 
 
 # The mode of the planes that may be bare (`_plane_walk`): a plane `strip_meta` answers 2
-# for (the reader's GPU planes of a file of many planes: `reader._strip_many`) whose bytes,
+# for (the reader's GPU planes of a file of many planes: `reader._strip_many`), or 1 (a TPU
+# chip: its entries decoded here, its `meta`, as they are for any stripped plane), whose bytes,
 # once its lines, stat metadata and event metadata are cut, are at most one id and one name
 # (valid UTF-8), and plane stats none of which upb would mend (`_plain_stat`), is not
 # handed to upb at all: its id and name are `split_space`'s, its stats the spans of their
 # fields, read when asked (`plane_stats`). Why: 100k one-line GPU planes were ~50 ms and
 # 10 MiB of upb's skeleton, and ~30 ms more to read each one's name back through a wrapper,
 # for two fields the split had read already; 10k planes' device facts ~6 us a plane through
-# upb's messages.
+# upb's messages. A file of 4,096 TPU chips imported protobuf (~25 ms) for their skeleton
+# alone: its chips' plane stats took it past the skeleton decoder's budget (round 42).
 BARE_MODE = 2
 
 

@@ -56,7 +56,15 @@ def test_entries_located_and_bad_strings_counted():
     lines, ms, me, stripped, bad, meta = planes[0]
     assert stripped and bad == 1 and len(ms) == len(me) == 3
     assert meta["ok"] and meta["key"].tolist() == [6, 8, 6]  # decoded in the same walk
-    assert skel  # the skeleton keeps the plane without its entries
+    # A plane of a name and its entries alone is bare (`_scan.BARE_MODE`, and so a stripped
+    # TPU plane, round 42): not in the skeleton, its name the split's; where planes may not be
+    # bare, the skeleton keeps it without its entries.
+    assert not skel
+    raw = field(1, 2, NAME + OK + bad_name + OK)
+    got = wire._scan.split_space(wire.padded(raw), len(raw), lambda name: True)
+    assert got[-1][0] == ["/device:TPU:0"]
+    kept = wire._scan.split_space(wire.padded(raw), len(raw), lambda name: True, bare=False)
+    assert kept[0] and kept[-1] is None
 
 
 _utf8_piece = st.sampled_from([b"a", b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\x80",
