@@ -66,6 +66,7 @@ from overlap.trace.wire import (
     Plane,
     as_int,
     narrow_codes,
+    object_array,
     unique_inverse,
 )
 
@@ -105,14 +106,14 @@ def _read_tpu_chips(Ps: list[Plane], devices: list, host, line_base_ps, tr: Cols
         return _each(chips, twins.get, rule, ops, *args)
 
     # per row: its chip's device (one chip: the device itself, a scalar)
-    dev = devices[0] if k == 1 else np.array(devices, object)
+    dev = devices[0] if k == 1 else object_array(devices)
 
     def device_of(chip_rows: np.ndarray | None):
         return dev if chip_rows is None else Coded(chip_rows, dev)
 
-    def line_events(line, wanted) -> tuple[LineEvents, np.ndarray | None]:
+    def line_events(line) -> tuple[LineEvents, np.ndarray | None]:
         if merged is None:
-            return LineEvents(line, line_base_ps(line), wanted=wanted), None
+            return LineEvents(line, line_base_ps(line), wanted=line_wanted(P, line.name)), None
         return merged[line.name]
 
     by_name = {line.name: line for line in P.plane.lines}
@@ -137,7 +138,7 @@ def _read_tpu_chips(Ps: list[Plane], devices: list, host, line_base_ps, tr: Cols
     for line in op_lines:
         if not line.n_events:
             continue
-        ev, chip = line_events(line, a_ids)
+        ev, chip = line_events(line)
         has_a = ev.has_stat(a_ids) if a_ids else None
         # None: every event (no `_a` on the line: no mask to apply, `&` per event saved)
         keep = None if has_a is None or not has_a.any() else ~has_a
@@ -238,7 +239,7 @@ def _read_tpu_chips(Ps: list[Plane], devices: list, host, line_base_ps, tr: Cols
     if async_line is not None and async_line.n_events:
         # Only metadata (names, metadata stats) decides here: no event stat is ever read (and
         # none is kept: `wanted` is empty).
-        ev, chip = line_events(async_line, ())
+        ev, chip = line_events(async_line)
         uniq, inv = _distinct_ops(ev.mids)  # once per distinct op
         ok, facts = per_op(copy_columns, uniq, programs())
         dspan = None
@@ -276,6 +277,14 @@ def _read_tpu_chips(Ps: list[Plane], devices: list, host, line_base_ps, tr: Cols
         add_transfers(p0, p1, ok, facts, at, by_name.get("XLA Ops"),
                       None if clock is None else _pair_spans(clock, si + lo, di + lo),
                       None if k == 1 else np.full(len(p0), c, np.intp))
+
+
+def line_wanted(P: Plane, name: str) -> dict[int, str] | tuple:
+    """The stat ids the TPU read keeps of a line's events (`LineEvents(wanted=)`): `_a` on
+    an op line (an event with it is neither compute nor a boundary, as xprof's rule has
+    it: docs/xspace.md), none on the Async XLA Ops line (only metadata decides there). One
+    chip's read and a batch's decode (`tpu_chips`) both ask it."""
+    return () if name == TPU_ASYNC_LINE else P.ids("_a")
 
 
 def _each(chips: int, fn: Callable, *args):

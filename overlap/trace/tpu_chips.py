@@ -29,7 +29,7 @@ from overlap.arrays import sorted_unique
 from overlap.trace.lines import merge_lines
 from overlap.trace.names import TPU_ASYNC_LINE, TPU_OPS_LINES, TPU_PLANE_RE
 from overlap.trace.planeview import BAD_STRINGS
-from overlap.trace.tpu import _read_tpu_chips
+from overlap.trace.tpu import _read_tpu_chips, line_wanted
 from overlap.trace.wire import INVALID_EVENTS, INVALID_REASONS, LineEvents, Plane, check_lines
 
 # A chip of more events than this is read by itself: its own arrays amortize numpy's
@@ -157,8 +157,7 @@ def read_run(planes: list, i: int, j: int, chip_rows: Callable[..., str], host: 
     transfers and compute rows, their unread lines checked, and each dropped from `planes`
     (its bytes can go). False, nothing read, where they are not to be read as one."""
     Ps = [Plane(planes[x]) for x in range(i, j)]
-    merged = decode(Ps, line_base_ps, lambda name: () if name == TPU_ASYNC_LINE
-                    else Ps[0].ids("_a"))
+    merged = decode(Ps, line_base_ps, lambda name: line_wanted(Ps[0], name))
     if merged is None:
         return False
     devices = [chip_rows(P, True) for P in Ps]
