@@ -132,14 +132,30 @@ def register(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from overlap.report import text as render
-
     if args.baseline and not args.html:
         raise UsageError("--baseline goes with --html (overlap check takes its own --baseline)")
     if not getattr(args, "predict", False) and any(
             getattr(args, k, None) is not None
             for k in ("target", "host_bandwidth", "kernel_floor_us")):
         raise UsageError("--target, --host-bandwidth and --kernel-floor-us go with --predict")
+    printing = bool(getattr(args, "predict", False) or getattr(args, "plan", None))
+    if printing:
+        # The captured programs are printed by XLA in a child process: started now (before
+        # any thread), its imports run beside the read (`proto_print.prestart`). Printing
+        # needs jaxlib, not an accelerator: jax kept on the CPU, in the child too.
+        if getattr(args, "predict", False):
+            os.environ.setdefault("JAX_PLATFORMS", "cpu")
+        from overlap.hlo import proto_print
+
+        proto_print.prestart()
+    try:
+        return _run(args)
+    finally:
+        if printing:
+            proto_print.release()
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.html:
         from overlap.errors import require_extra
 
@@ -154,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.path}: --predict and --plan put a plan's estimate beside a "
                              "capture; this is a plan run (its report already is the estimate)")
         return report_plan(args, plan)
+    from overlap.report import text as render
+
     baseline = baseline_trace = baseline_manifest = None
     if args.baseline:
         from pathlib import Path
@@ -175,6 +193,13 @@ def run(args: argparse.Namespace) -> int:
 
             baseline = load_baseline(args.baseline)
     trace, result = read_and_analyze(args)
+    if getattr(args, "predict", False) and not getattr(args, "plan", None):
+        # the programs `--predict` prints, printed by XLA's child while the sections below
+        # are made (`proto_print.hand_ahead`: the same protos, collected where asked)
+        from overlap.hlo.proto_print import hand_ahead
+        from overlap.plan.predict import protos_to_print
+
+        hand_ahead(protos_to_print(trace))
     from overlap.cli.main import keep_until_exit
 
     keep_until_exit(trace, result)

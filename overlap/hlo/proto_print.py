@@ -18,6 +18,21 @@ tuple a `recv` has: SIGABRT, exit 134, no Python exception to catch). Two guards
   ~2.7 MB of protos): 0.34 s in a child against 0.26 s in process (jaxlib's import included
   both ways; 0.22 s against 0.16 s with jaxlib already loaded). Where `fork` is not a start
   method of the platform, the checked protos are printed in process.
+
+`report --predict` (and `--plan`) starts the child ahead (`prestart`), before the capture
+is read: its imports (jaxlib, ~35 ms; protobuf) run on another core while this process reads
+and analyses; as soon as the capture is read the child is handed the programs the prediction
+will print (`hand_ahead`), and XLA prints them (~30-60 ms a 400 KB program) while this
+process makes the report's other sections. The prediction's `print_protos` of the same protos
+then collects what was printed instead of forking a child. The protos go through a file
+without a name (`memfd_create`), their length through a pipe: this process never waits on
+the child's import, and no thread is started. What is printed, and what is said of a proto
+that cannot be, is the same either way; a call for other protos forks its own child, and one
+that finds the child started ahead ended before printing goes on in a fresh one, as before.
+
+The checks read a proto as the reader reads a capture's programs (`trace.programs.hlo_message`:
+the compiled scanner's fields, upb's where the scanner refuses or is not built): no protobuf
+import in this process for them (~12 ms), nor a second upb parse of each proto.
 """
 
 from __future__ import annotations
@@ -34,13 +49,14 @@ TIMEOUT_S = 120.0
 
 
 def proto_problem(data: Any) -> str | None:
-    """What makes a serialized HloProto (or a decoded one) unprintable, in a few words; None
-    when nothing found."""
-    from overlap.trace.protos import HloProto
-
+    """What makes a serialized HloProto (or a decoded one: upb's message, or the scanner's
+    `hlo_message`, whose fields read alike) unprintable, in a few words; None when nothing
+    found."""
     if isinstance(data, (bytes, bytearray, memoryview)):
+        from overlap.trace.programs import hlo_message
+
         try:
-            msg = HloProto.FromString(bytes(data))
+            msg = hlo_message(data)
         except Exception as e:  # DecodeError and the like: not an HloProto
             return f"not an HloProto ({type(e).__name__})"
     else:
@@ -77,21 +93,10 @@ def proto_problem(data: Any) -> str | None:
 
 
 def _child(conn: Any, items: list[tuple[Any, bytes]]) -> None:
-    """Print each proto and send (key, text or None, error) as it is done.
-
-    XLA logs what its checks find on file descriptor 2 before it raises (a RET_CHECK: its
-    line and a 40-line native stack trace, fuzz N4), and the exception carries the same line:
-    the child's descriptor 2 goes to /dev/null, so a report that names the program as
-    unreadable does not also print XLA's trace (`OVERLAP_DEBUG=1` keeps it)."""
-    import os
-
+    """Print each proto and send (key, text or None, error) as it is done."""
     from overlap.hlo.program import hlo_text_from_proto
 
-    if os.environ.get("OVERLAP_DEBUG", "") in ("", "0"):
-        quiet = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(quiet, 2)
-        os.close(quiet)
-
+    _quiet()
     for key, data in items:
         try:
             conn.send((key, hlo_text_from_proto(data), None))
@@ -99,6 +104,160 @@ def _child(conn: Any, items: list[tuple[Any, bytes]]) -> None:
             conn.send((key, None, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
                        if str(e) else type(e).__name__))
     conn.close()
+
+
+def _quiet() -> None:
+    """XLA logs what its checks find on file descriptor 2 before it raises (a RET_CHECK: its
+    line and a 40-line native stack trace, fuzz N4), and the exception carries the same line:
+    a child's descriptor 2 goes to /dev/null, so a report that names the program as
+    unreadable does not also print XLA's trace (`OVERLAP_DEBUG=1` keeps it)."""
+    import os
+
+    if os.environ.get("OVERLAP_DEBUG", "") in ("", "0"):
+        quiet = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(quiet, 2)
+        os.close(quiet)
+
+
+def _ahead_child(conn: Any, go: Any, fd: int, theirs: tuple[Any, ...]) -> None:
+    """The child `prestart` starts: XLA's printer loaded first, then its items read where
+    `hand` put them (the file `fd`, as many bytes as `go` says), and printed (`_child`); an
+    end of `go` without them (the report ended first): nothing. `theirs`: the parent's ends
+    of the two pipes, closed here (a copy of the end `go` reads from, held here, would keep
+    that end from ever ending)."""
+    import os
+    import pickle
+
+    for end in theirs:
+        end.close()
+    _quiet()
+    try:  # (what the first print imports; one that fails here fails there, and is said there)
+        from jaxlib import xla_client  # noqa: F401
+
+        import overlap.trace.protos  # noqa: F401
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        n = go.recv()
+    except EOFError:
+        return
+    data = bytearray()
+    while len(data) < n:
+        got = os.pread(fd, n - len(data), len(data))
+        if not got:
+            break
+        data += got
+    _child(conn, pickle.loads(bytes(data)))
+
+
+class _Ahead:
+    """The child `prestart` started: its process, its results' pipe end, the end of the pipe
+    that says its items are there and the file that holds them, and its items once handed
+    (`hand`; None before)."""
+
+    def __init__(self, proc: Any, recv: Any, go: Any, fd: int) -> None:
+        self.proc, self.recv, self.go, self.fd = proc, recv, go, fd
+        self.items: list[tuple[Any, bytes]] | None = None
+        # (the protos `hand_ahead` was given, and `_checked`'s answer for them: not found
+        # again by the `print_protos` of the same protos)
+        self.checked: tuple[dict, tuple[dict, list]] | None = None
+
+    def hand(self, items: list[tuple[Any, bytes]]) -> None:
+        """Give the child `items`: written to the file whole, then their length said on the
+        pipe (a few bytes, never more than the pipe holds: this process never waits on the
+        child's import, which reads them once done)."""
+        import os
+        import pickle
+
+        blob = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(blob)
+        at = 0
+        while at < len(blob):
+            at += os.pwrite(self.fd, view[at:], at)
+        self.items = items
+        try:
+            self.go.send(len(blob))
+        except OSError:  # (the child has ended: it prints nothing, `_in_child` goes on)
+            pass
+
+    def end(self) -> None:
+        import os
+
+        self.go.close()  # (a child still waiting for its items ends)
+        self.recv.close()
+        self.proc.join(1.0)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        os.close(self.fd)
+
+
+# The child `prestart` started; at most one, taken by the `_in_child` of its items.
+_AHEAD: list[_Ahead] = []
+
+
+def prestart() -> None:
+    """Start XLA's printer's child now (module docstring), for `hand_ahead` or this process'
+    next `print_protos`: only where children are forked, jaxlib is installed and a file
+    without a name can be made (Linux's `memfd_create`), one at a time. `release` ends it
+    where nothing took it."""
+    import importlib.util
+    import multiprocessing as mp
+    import os
+
+    if _AHEAD or "fork" not in mp.get_all_start_methods() or \
+            not hasattr(os, "memfd_create") or importlib.util.find_spec("jaxlib") is None:
+        return
+    ctx = mp.get_context("fork")
+    fd = os.memfd_create("overlap-hlo-protos")
+    recv, send = ctx.Pipe(duplex=False)  # its results
+    wait, go = ctx.Pipe(duplex=False)  # its items' length
+    proc = ctx.Process(target=_ahead_child, args=(send, wait, fd, (recv, go)), daemon=True)
+    proc.start()
+    send.close()
+    wait.close()
+    _AHEAD.append(_Ahead(proc, recv, go, fd))
+
+
+def hand_ahead(protos: dict[Any, bytes]) -> None:
+    """Hand the child `prestart` started the protos a later `print_protos(protos)` of this
+    process will ask for, to be printed while this process does other work; that call
+    collects them."""
+    if _AHEAD and _AHEAD[0].items is None:
+        ahead = _AHEAD[0]
+        ahead.checked = (dict(protos), _checked(protos))
+        if ahead.checked[1][1]:
+            ahead.hand(ahead.checked[1][1])
+
+
+def release() -> None:
+    """End the child `prestart` started, where no `print_protos` took it."""
+    while _AHEAD:
+        _AHEAD.pop().end()
+
+
+def _fork(ctx: Any, todo: list[tuple[Any, bytes]]) -> tuple[Any, Any]:
+    """A child printing `todo` (`_child`): (its process, its results' pipe end)."""
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send, todo), daemon=True)
+    proc.start()
+    send.close()
+    return proc, recv
+
+
+def _checked(protos: dict[Any, bytes]) -> tuple[dict[Any, tuple[None, str]],
+                                                 list[tuple[Any, bytes]]]:
+    """(per key of a proto `proto_problem` refuses: (None, why); the others' (key, bytes), in
+    order: what a child prints)."""
+    out: dict[Any, tuple[None, str]] = {}
+    ok: list[tuple[Any, bytes]] = []
+    for key, data in protos.items():
+        why = proto_problem(data)
+        if why:
+            out[key] = (None, why)
+        else:
+            ok.append((key, bytes(data)))
+    return out, ok
 
 
 def _in_child(items: list[tuple[Any, bytes]], timeout_s: float) -> dict[Any, tuple]:
@@ -109,10 +268,15 @@ def _in_child(items: list[tuple[Any, bytes]], timeout_s: float) -> dict[Any, tup
     todo = list(items)
     deadline = time.monotonic() + timeout_s
     while todo:
-        recv, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(send, todo), daemon=True)
-        proc.start()
-        send.close()
+        # The child started ahead, where it was handed these protos or none yet (one handed
+        # others is left to the call for them): it prints what the first child would.
+        ahead = _AHEAD.pop() if _AHEAD and _AHEAD[0].items in (None, todo) else None
+        if ahead is not None:
+            if ahead.items is None:
+                ahead.hand(todo)
+            proc, recv = ahead.proc, ahead.recv
+        else:
+            proc, recv = _fork(ctx, todo)
         got = 0
         try:
             while got < len(todo):
@@ -124,13 +288,20 @@ def _in_child(items: list[tuple[Any, bytes]], timeout_s: float) -> dict[Any, tup
                 got += 1
         except EOFError:  # the child ended (an abort) before sending the next one
             pass
-        recv.close()
-        proc.join(1.0)
-        if proc.is_alive():
-            proc.kill()
-            proc.join()
+        if ahead is not None:
+            ahead.end()
+        else:
+            recv.close()
+            proc.join(1.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
         if got == len(todo):
             break
+        if ahead is not None and not got and time.monotonic() < deadline:
+            # (the child started ahead ended before it printed the first: maybe before it
+            # read it, in its import; a fresh child prints it, or names it, as before)
+            continue
         key = todo[got][0]
         if time.monotonic() >= deadline:
             for k, _ in todo[got:]:
@@ -149,14 +320,9 @@ def print_protos(protos: dict[Any, bytes], timeout_s: float = TIMEOUT_S
                  ) -> dict[Any, tuple[str | None, str | None]]:
     """Per key: (HLO text, None), or (None, why it cannot be read). Never aborts the process
     where `fork` is available (module docstring)."""
-    out: dict[Any, tuple[str | None, str | None]] = {}
-    ok: list[tuple[Any, bytes]] = []
-    for key, data in protos.items():
-        why = proto_problem(data)
-        if why:
-            out[key] = (None, why)
-        else:
-            ok.append((key, bytes(data)))
+    known = _AHEAD[0].checked if _AHEAD else None
+    refused, ok = known[1] if known is not None and known[0] == protos else _checked(protos)
+    out: dict[Any, tuple[str | None, str | None]] = dict(refused)
     if not ok:
         return out
     import multiprocessing as mp

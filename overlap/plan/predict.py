@@ -189,6 +189,31 @@ def _in_command_buffers(trace_ops: np.ndarray, pid_col: np.ndarray, pid: Any) ->
     return bool(graph[codes].mean() >= 0.5)  # code -1 (no name) reads the last: False
 
 
+def _protos_by_pid(trace, pids: set) -> tuple[dict[int, str], dict[int, bytes]]:
+    """(program id -> module name, program id -> serialized HloProto) of the programs in
+    `pids` whose HloProto the capture carries."""
+    names: dict[int, str] = {}
+    raw: dict[int, bytes] = {}
+    mods = trace.columns("modules")
+    for name, proto in zip(mods["name"], mods["hlo_proto"]):
+        m = _PID_RE.search(str(name))
+        if m and proto and int(m.group(1)) in pids:
+            names[int(m.group(1))] = str(name)
+            raw[int(m.group(1))] = bytes(proto)
+    return names, raw
+
+
+def _measured_pids(trace) -> set[int]:
+    """The program ids of the capture's measured copies: the programs a prediction prints."""
+    return {int(p) for p in trace.columns("transfers")["program_id"] if p is not None}
+
+
+def protos_to_print(trace) -> dict[int, bytes]:
+    """The HloProtos `predict_capture` will print (program id -> bytes): what a report hands
+    XLA's printer ahead (`overlap.hlo.proto_print.hand_ahead`), before its other sections."""
+    return _protos_by_pid(trace, _measured_pids(trace))[1]
+
+
 def _hlo_by_pid(trace, pids: set, protos: dict[Any, bytes] | None = None,
                 missing: dict[int, str] | None = None
                 ) -> tuple[dict[Any, tuple[str, str]], list[str]]:
@@ -199,14 +224,7 @@ def _hlo_by_pid(trace, pids: set, protos: dict[Any, bytes] | None = None,
     given) each unreadable one's reason."""
     from overlap.hlo.proto_print import print_protos
 
-    names: dict[int, str] = {}
-    raw: dict[int, bytes] = {}
-    mods = trace.columns("modules")
-    for name, proto in zip(mods["name"], mods["hlo_proto"]):
-        m = _PID_RE.search(str(name))
-        if m and proto and int(m.group(1)) in pids:
-            names[int(m.group(1))] = str(name)
-            raw[int(m.group(1))] = bytes(proto)
+    names, raw = _protos_by_pid(trace, pids)
     out: dict[Any, tuple[str, str]] = {}
     notes = []
     for pid, (text, why) in sorted(print_protos(raw).items()):
@@ -242,7 +260,7 @@ def predict_capture(trace, result: dict, *, target: str | None = None,
                          f"{backend.upper()}")
     # (the tables' columns, not their DataFrames: no pandas, issue 32)
     transfers = trace.columns("transfers")
-    pids = {int(p) for p in transfers["program_id"] if p is not None}
+    pids = _measured_pids(trace)
     protos: dict[Any, bytes] = {}
     missing: dict[int, str] = {}
     by_pid, notes = _hlo_by_pid(trace, pids, protos, missing)
