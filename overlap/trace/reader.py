@@ -608,9 +608,10 @@ def _read_space(xs, planes: list, host: str = "host",
             planes[i] = None  # read: its bytes can go (see `_parse_file`)
     # each GPU plane's device, at once (runs of GPU planes are read a run at a time below;
     # the names, not the matches: 100k of those were 14 MiB on the read's peak)
-    gpu_device: list[Any] = [None if pl is None else _gpu_device(pl.name) for pl in planes]
+    gpu_device = _gpu_devices(planes)
     # chips whose metadata is the same bytes share their per-op answers (`tpu_twins`)
-    twin_of = twins(planes, lambda name: TPU_PLANE_RE.match(name) is not None)
+    twin_of = twins([None if d else pl for pl, d in zip(planes, gpu_device)],
+                    lambda name: TPU_PLANE_RE.match(name) is not None)
     solo_until = 0  # (a run of twins that was not read as one: its chips one at a time)
 
     def chip_rows(P: Plane, with_lines: bool = False) -> str:
@@ -750,12 +751,13 @@ def _gpu_run(run: list, devices: list[str], lines: _LineRows, devs: _DeviceRows,
                         events_of(tables), False)
 
 
-def _gpu_device(name: str) -> str | None:
-    """`GPU:<n>` of a GPU plane's name (`GPU_PLANE_RE`), else None; a name of ASCII digits
-    after the prefix without the regex (100k planes: ~30 ms of matches)."""
-    if name.startswith("/device:GPU:") and (d := name[12:]).isdigit() and d.isascii():
-        return "GPU:" + d
-    return f"GPU:{m.group(1)}" if (m := GPU_PLANE_RE.match(name)) else None
+def _gpu_devices(planes: list) -> list[Any]:
+    """Per plane, `GPU:<n>` of a GPU plane's name (`GPU_PLANE_RE`), else None (and for None);
+    a name of ASCII digits after the prefix without the regex, no call a plane (100k planes:
+    ~30 ms of matches, ~10 ms of calls)."""
+    return [None if pl is None or not (n := pl.name).startswith("/device:GPU:") else "GPU:" + d
+            if (d := n[12:]).isdigit() and d.isascii() else
+            f"GPU:{m.group(1)}" if (m := GPU_PLANE_RE.match(n)) else None for pl in planes]
 
 
 def _earliest_absolute(blocks) -> int:
@@ -874,21 +876,17 @@ def _gpu_vendor_facts(facts: dict[str, Any], side: vendors.GpuSide, hip_calls: C
     has_hip = bool(hip_calls.chunks)
     # (a few entries, one per device at most)
     unknown = [{"host": host, **u} for u in vendors.rocm_transfers(side, hip_calls, host, tr)]
-    # (once per distinct value and type: 100k small planes name a vendor or two)
-    once: dict[tuple, str] = {}
-
-    def name(raw: Any, tpu: bool) -> str:
-        key = (type(raw), raw, tpu)
-        got = once.get(key)
-        if got is None:
-            got = once[key] = vendors.plane_vendor(raw, tpu=tpu, hip_calls=has_hip)
-        return got
-
     rv = raw_vendor
+    # (once per distinct value and type, in order of first use: 100k small planes name a
+    # vendor or two; no call a plane, ~25 ms of them)
+    once = dict.fromkeys(zip(map(type, rv.vendor), rv.vendor, rv.tpu), "")
+    for k in once:
+        once[k] = vendors.plane_vendor(k[1], tpu=k[2], hip_calls=has_hip)
     # per device, its vendor's name and events (a device met twice: its last plane's, at its
     # first place, as a dict's assignments); from the columns, no tuple of the raw facts
     # per device beside it (100k small planes: ~10 MiB on the read's peak)
-    named = dict(zip(rv.device, zip(map(name, rv.vendor, rv.tpu), rv.events)))
+    named = dict(zip(rv.device, zip(map(once.__getitem__, zip(
+        map(type, rv.vendor), rv.vendor, rv.tpu)), rv.events)))
     tpu = {d for d, t in zip(rv.device, rv.tpu) if t}  # (a device's name says its kind)
     unknown += vendors.shape_unknowns(
         side, {d: v for d, v in named.items() if d not in tpu} if tpu else named,
