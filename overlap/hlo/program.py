@@ -634,7 +634,7 @@ class ParsedHlo:
     inventory from one parse (issue 32: each parsed the text, ~20 ms of a run directory's
     report on the real H100 transformer captures). Read only."""
 
-    __slots__ = ("text", "comps", "entry", "_calls", "_by_name", "_inventory")
+    __slots__ = ("text", "comps", "entry", "_calls", "_by_name", "_inventory", "roofline")
 
     def __init__(self, text: str) -> None:
         self.text: str | None = text
@@ -642,6 +642,9 @@ class ParsedHlo:
         self._calls: list[Sequence[tuple[str, str]]] | None = None
         self._by_name: dict[str, Any] | None = None
         self._inventory: OffloadInventory | None = None  # (`offload_inventory`, found once)
+        # per compute model, instruction name -> its roofline time (`schedule._kernel_ps`),
+        # found once for the estimates of this parse (a prediction makes four of a program)
+        self.roofline: dict[tuple, dict[str, int]] = {}
 
     @classmethod
     def of_lines(cls, lines: Iterable[str]) -> ParsedHlo:
@@ -652,6 +655,7 @@ class ParsedHlo:
         self.text = None
         self.comps, self.entry = _parse_module(lines)
         self._calls = self._by_name = self._inventory = None
+        self.roofline = {}
         return self
 
     def by_name(self) -> dict[str, _Instr]:

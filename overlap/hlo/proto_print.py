@@ -92,18 +92,55 @@ def proto_problem(data: Any) -> str | None:
     return None
 
 
-def _child(conn: Any, items: list[tuple[Any, bytes]]) -> None:
-    """Print each proto and send (key, text or None, error) as it is done."""
+def _child(conn: Any, items: list[tuple[Any, bytes]],
+           out: tuple[int, int] | None = None) -> None:
+    """Print each proto and send (key, text or None, error) as it is done; where `out` (a
+    file and where in it) is given, written there, and only its length sent (`_Ahead.take`:
+    a pipe holds ~64 KB, one or two programs' text, and a child that sends them waits there
+    for this process to read, which the child started ahead is meant not to)."""
+    import pickle
+
     from overlap.hlo.program import hlo_text_from_proto
 
     _quiet()
     for key, data in items:
+        got: tuple[Any, str | None, str | None]
         try:
-            conn.send((key, hlo_text_from_proto(data), None))
+            got = (key, hlo_text_from_proto(data), None)
         except Exception as e:  # XLA's own checks (RET_CHECK, parse errors): an error, no abort
-            conn.send((key, None, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
-                       if str(e) else type(e).__name__))
+            got = (key, None, f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                   if str(e) else type(e).__name__)
+        if out is None:
+            conn.send(got)
+            continue
+        blob = pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL)
+        _write_at(out[0], blob, out[1])
+        out = (out[0], out[1] + len(blob))
+        conn.send(len(blob))
     conn.close()
+
+
+def _write_at(fd: int, blob: bytes, at: int) -> None:
+    """`blob` written whole into the file `fd` from `at`."""
+    import os
+
+    view = memoryview(blob)
+    done = 0
+    while done < len(blob):
+        done += os.pwrite(fd, view[done:], at + done)
+
+
+def _read_at(fd: int, n: int, at: int) -> bytes:
+    """`n` bytes of the file `fd` from `at` (fewer where it ends first)."""
+    import os
+
+    data = bytearray()
+    while len(data) < n:
+        got = os.pread(fd, n - len(data), at + len(data))
+        if not got:
+            break
+        data += got
+    return bytes(data)
 
 
 def _quiet() -> None:
@@ -125,7 +162,6 @@ def _ahead_child(conn: Any, go: Any, fd: int, theirs: tuple[Any, ...]) -> None:
     end of `go` without them (the report ended first): nothing. `theirs`: the parent's ends
     of the two pipes, closed here (a copy of the end `go` reads from, held here, would keep
     that end from ever ending)."""
-    import os
     import pickle
 
     for end in theirs:
@@ -141,13 +177,8 @@ def _ahead_child(conn: Any, go: Any, fd: int, theirs: tuple[Any, ...]) -> None:
         n = go.recv()
     except EOFError:
         return
-    data = bytearray()
-    while len(data) < n:
-        got = os.pread(fd, n - len(data), len(data))
-        if not got:
-            break
-        data += got
-    _child(conn, pickle.loads(bytes(data)))
+    # (its results written after them in the same file)
+    _child(conn, pickle.loads(_read_at(fd, n, 0)), (fd, n))
 
 
 class _Ahead:
@@ -158,6 +189,7 @@ class _Ahead:
     def __init__(self, proc: Any, recv: Any, go: Any, fd: int) -> None:
         self.proc, self.recv, self.go, self.fd = proc, recv, go, fd
         self.items: list[tuple[Any, bytes]] | None = None
+        self.at = 0  # (where in the file its next result is, once handed)
         # (the protos `hand_ahead` was given, and `_checked`'s answer for them: not found
         # again by the `print_protos` of the same protos)
         self.checked: tuple[dict, tuple[dict, list]] | None = None
@@ -166,19 +198,23 @@ class _Ahead:
         """Give the child `items`: written to the file whole, then their length said on the
         pipe (a few bytes, never more than the pipe holds: this process never waits on the
         child's import, which reads them once done)."""
-        import os
         import pickle
 
         blob = pickle.dumps(items, protocol=pickle.HIGHEST_PROTOCOL)
-        view = memoryview(blob)
-        at = 0
-        while at < len(blob):
-            at += os.pwrite(self.fd, view[at:], at)
-        self.items = items
+        _write_at(self.fd, blob, 0)
+        self.items, self.at = items, len(blob)
         try:
             self.go.send(len(blob))
         except OSError:  # (the child has ended: it prints nothing, `_in_child` goes on)
             pass
+
+    def take(self, n: int) -> tuple[Any, str | None, str | None]:
+        """Its next result, of `n` bytes in the file (`_child`)."""
+        import pickle
+
+        blob = _read_at(self.fd, n, self.at)
+        self.at += n
+        return pickle.loads(blob)
 
     def end(self) -> None:
         import os
@@ -283,7 +319,8 @@ def _in_child(items: list[tuple[Any, bytes]], timeout_s: float) -> dict[Any, tup
                 left = deadline - time.monotonic()
                 if left <= 0 or not recv.poll(left):
                     break
-                key, text, err = recv.recv()
+                msg = recv.recv()
+                key, text, err = ahead.take(msg) if ahead is not None else msg
                 out[key] = (text, err)
                 got += 1
         except EOFError:  # the child ended (an abort) before sending the next one

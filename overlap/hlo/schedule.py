@@ -418,8 +418,20 @@ def _instr_bytes(ins: _Instr, m: _Module) -> int:
     return _hbm(ins.shape) + sum(_hbm(_operand_shape(ins, i, m)) for i in range(len(ins.operands)))
 
 
+# What of a `Roofline` `_kernel_ps` reads: estimates of one parse whose models agree on these
+# share their instructions' times (`ParsedHlo.roofline`)
+_COMPUTE_FIELDS = ("peak_flops_bf16", "peak_flops_f32", "hbm_Bps", "compute_scale",
+                   "kernel_floor_ps")
+
+
+def _roofline_of(got: Any, model: Roofline) -> dict[str, int]:
+    """The instruction times of the parse `got` on `model`'s compute, found so far."""
+    return got.roofline.setdefault(tuple(getattr(model, f) for f in _COMPUTE_FIELDS), {})
+
+
 def _kernel_ps(ins: _Instr, m: _Module, model: Roofline) -> int:
-    """Time of one instruction that is not a loop or call: roofline, at least the floor."""
+    """Time of one instruction that is not a loop or call: roofline, at least the floor.
+    Reads of `model` only its `_COMPUTE_FIELDS`."""
     op = ins.opcode
     if op in _FREE or op.endswith(("-start", "-done", "-update")) or op in ("send", "recv"):
         return 0
@@ -470,8 +482,11 @@ class _Simulator:
 
     def __init__(self, m: _Module, ops: dict[str, OffloadOp], model: Roofline,
                  bw: dict[str, float], static: dict[str, int],
-                 streams: dict[str, Any] | None = None):
+                 streams: dict[str, Any] | None = None, roof: dict[str, int] | None = None):
         self.m, self.ops, self.model, self.bw, self.static = m, ops, model, bw, static
+        # instruction name -> `_kernel_ps` of that instruction (`m.by_name`'s) on this
+        # model's compute, shared by the estimates of one parse (`ParsedHlo.roofline`)
+        self.roof = {} if roof is None else roof
         # async op -> its stream (`overlap.hlo.streams`); None: every host copy on a stream of
         # its own and device-side async ops free (the model before streams were known)
         self.streams = streams
@@ -500,7 +515,15 @@ class _Simulator:
             return el, busy
         t = self.static.get(ins.name)
         if t is None:
-            t = self.static[ins.name] = _kernel_ps(ins, self.m, self.model)
+            # (the roofline an earlier estimate of this parse found, on the same compute:
+            # a time depends on the instruction, the module and these alone, not the link)
+            canonical = self.m.by_name.get(ins.name) is ins
+            t = self.roof.get(ins.name) if canonical else None
+            if t is None:
+                t = _kernel_ps(ins, self.m, self.model)
+                if canonical:
+                    self.roof[ins.name] = t
+            self.static[ins.name] = t
         gap = int(self.model.kernel_gap_ps) if t > 0 else 0
         self.gaps += gap
         return t + gap, float(t)
@@ -753,12 +776,13 @@ def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "",
     inv = offload_inventory(hlo_text)
     ops = {o.name: o for o in inv.ops}
     entry_name = _find_entry(comps, entry)
+    roof = _roofline_of(got, model)
     static: dict[str, int] = {k: max(0, int(v)) for k, v in (kernel_ps or {}).items()
                               if k in m.by_name}
     base_bw = {"D2H": model.link_Bps("D2H"), "H2D": model.link_Bps("H2D")}
 
     def simulate(bw: dict[str, float]) -> tuple[_Simulator, _Sim | None]:
-        s = _Simulator(m, ops, model, bw, static, streams)
+        s = _Simulator(m, ops, model, bw, static, streams, roof)
         top = s.run(entry_name) if entry_name else None
         for o in inv.ops:  # computations the entry does not reach (should not happen)
             if o.computation not in s.cache:
@@ -916,7 +940,7 @@ def predicted_timeline(hlo_text: str, model: Roofline,
         return []
     ops = {o.name: o for o in inv.ops}
     bw = {"D2H": model.link_Bps("D2H"), "H2D": model.link_Bps("H2D")}
-    sim = _Simulator(m, ops, model, bw, {}, streams)
+    sim = _Simulator(m, ops, model, bw, {}, streams, _roofline_of(got, model))
     entry_name = _find_entry(comps, entry)
     if entry_name:
         sim.run(entry_name)

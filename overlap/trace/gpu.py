@@ -335,11 +335,15 @@ def _group_meta_rows(G: PlaneGroup) -> Any:
     t = G.table()
     if t is None:
         return None
-    names = t.strings(t.keys, False)
+    # (only the entries `_gpu_meta_kinds` takes, as `_plane_meta_rows` reads a plane's table:
+    # 16k one-kernel planes' names were 16k strs, ~1 MiB a segment on the read's peak)
+    kd = t.has_keyed_stat(G.stat_ids.get("kernel_details", ()))
+    sel = np.flatnonzero(kd | _named(t, _KIND_PREFIXES))
+    keys = t.keys[sel]
+    names = t.strings(keys, False)
     if names is None:
         return None
-    return zip(t.keys.tolist(), names,
-               t.has_keyed_stat(G.stat_ids.get("kernel_details", ())).tolist())
+    return zip(keys.tolist(), names, kd[sel].tolist())
 
 
 def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: Cols, co: Cols,

@@ -101,3 +101,35 @@ class _NoKeep:
 
     def reset(self, token):
         pytest.fail("nothing was set")
+
+
+@pytest.mark.parametrize("field", ["peak_flops_bf16", "peak_flops_f32", "hbm_Bps",
+                                   "compute_scale", "kernel_floor_ps", "host_link_Bps"])
+def test_estimates_of_one_parse_share_roofline_times_only_on_the_same_compute(field) -> None:
+    """Within a scope, the estimates of one parse reuse its instructions' roofline times
+    (`ParsedHlo.roofline`) where their models agree on what those times read, and only there:
+    each estimate and timeline equals the one of a fresh parse, whichever model came first."""
+    import dataclasses
+
+    from overlap.hlo.schedule import estimate_overlap, predicted_timeline
+    from overlap.plan.estimate import roofline_for
+    from overlap.plan.targets import get_target
+
+    text = _text()
+    base = roofline_for(get_target("h100"))[0]
+    v = getattr(base, field)
+    other = dataclasses.replace(base, **{field: v * 3 if v else 2_000_000})
+
+    def both(model):
+        return (json.dumps(estimate_overlap(text, model), sort_keys=True, default=str),
+                json.dumps(predicted_timeline(text, model), sort_keys=True, default=str))
+
+    fresh_base, fresh_other = both(base), both(other)
+    assert fresh_base != fresh_other  # (the field changes the estimate)
+    with parses_kept():
+        assert both(base) == fresh_base
+        assert both(other) == fresh_other
+        assert both(base) == fresh_base
+        shared = parsed(text, uncommented=True).roofline
+    # the models agree on the compute, or they do not (the link alone: one table)
+    assert len(shared) == (1 if field == "host_link_Bps" else 2)

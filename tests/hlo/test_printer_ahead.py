@@ -216,3 +216,23 @@ def test_a_child_ahead_never_handed_anything_ends_when_released(monkeypatch):
     # it ends on its own (the end of its pipe), not killed after the release's wait
     assert proc.exitcode == 0 and time.monotonic() - t < 0.9
     assert not proto_print._AHEAD
+
+
+def test_the_child_ahead_prints_everything_before_it_is_asked(monkeypatch):
+    """Its texts go to the file, not the pipe (which holds ~64 KB, a program or two): it
+    prints every program while this process is busy elsewhere, and ends, before the call
+    that collects them."""
+    import overlap.hlo.program as program
+
+    monkeypatch.setattr(program, "hlo_text_from_proto", lambda proto: "x" * 300_000)
+    data = next(iter(_sample().values()))
+    proto_print.prestart()
+    if not proto_print._AHEAD:
+        pytest.skip("no child started ahead here (jaxlib, fork or memfd_create missing)")
+    protos = {f"p{i}": data for i in range(8)}
+    proto_print.hand_ahead(protos)
+    proc = proto_print._AHEAD[0].proc
+    proc.join(60)  # (2.4 MB of text: a pipe would have stopped it at the first)
+    assert proc.exitcode == 0
+    got = print_protos(protos)
+    assert got == {k: ("x" * 300_000, None) for k in protos}

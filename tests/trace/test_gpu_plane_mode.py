@@ -80,11 +80,17 @@ def test_no_attribute_or_an_odd_one_asks_every_plane():
 
 
 def test_gpu_device_names_as_the_regex_reads_them():
-    """`reader._gpu_device`: `GPU:<n>` as `GPU_PLANE_RE` gives it, for every name here (the
-    ASCII digits without the regex)."""
+    """`reader._gpu_devices`: per plane `GPU:<n>` as `GPU_PLANE_RE` gives it, for every name
+    here (the ASCII digits without the regex), and None for a plane already read (None)."""
+    from types import SimpleNamespace
+
     from overlap.trace.names import GPU_PLANE_RE
 
-    for name in [*NAMES, "/device:GPU:", "/device:GPU:12 ", "/device:GPU:+1", "x/device:GPU:1",
-                 "/device:GPU:\u00b2"]:  # (superscript two: str.isdigit, not the regex's \d)
-        m = GPU_PLANE_RE.match(name)
-        assert reader._gpu_device(name) == (f"GPU:{m.group(1)}" if m else None), name
+    names = [*NAMES, "/device:GPU:", "/device:GPU:12 ", "/device:GPU:+1", "x/device:GPU:1",
+             "/device:GPU:\u00b2",  # (superscript two: str.isdigit, not the regex's \d)
+             "/device:GPU:\u0661",  # (Arabic-Indic one: the regex's \d, not ASCII)
+             "/device:GPU:7\n", "/device:TPU:0", ""]  # ($ matches before a final newline)
+    planes = [SimpleNamespace(name=n) for n in names] + [None]
+    want = [f"GPU:{m.group(1)}" if (m := GPU_PLANE_RE.match(n)) else None for n in names]
+    assert reader._gpu_devices(planes) == want + [None]
+    assert "GPU:\u0661" in want and "GPU:7" in want  # (both read by the regex)

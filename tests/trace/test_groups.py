@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from overlap.trace import gpu, groups, wire
+from overlap.trace.names import MEMCPY_DIRECTIONS
 from overlap.trace.protos import XPlane, XSpace
 from overlap.trace.synthetic import SYNTHETIC_WARNING
 from tests.trace.test_scanner import tables_equal
@@ -99,10 +100,13 @@ def test_rows_answer_as_each_planes_map(seed):
     old = groups.PlaneGroup([planes[i] for i in used.tolist()])
     t = G.table()
     assert t is not None
-    # every key of every plane's map, with its name, and the kernel_details test
-    want = [(j * STRIDE + k, md.name, "kernel_details" in P.meta_stats(k))
-            for j, P in enumerate(G.planes) for k, md in P.meta.items()]
-    want.sort()
+    # every key of every plane's map that `_gpu_meta_kinds` takes (named like a copy or a
+    # graph, or holding kernel_details), with its name, and the kernel_details test
+    every = sorted((j * STRIDE + k, md.name, "kernel_details" in P.meta_stats(k))
+                   for j, P in enumerate(G.planes) for k, md in P.meta.items())
+    prefixes = (*MEMCPY_DIRECTIONS, "CudaGraphExec")
+    want = [r for r in every if r[2] or r[1].startswith(prefixes)]
+    assert 0 < len(want) < len(every)  # (the shapes above hold entries of both kinds)
     got = gpu._group_meta_rows(G)
     assert got is not None and list(got) == want
     # names of any key (absent ids, other planes' keys, negative keys: "")
