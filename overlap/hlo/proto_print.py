@@ -216,15 +216,18 @@ class _Ahead:
         self.at += n
         return pickle.loads(blob)
 
-    def end(self) -> None:
+    def end(self, now: bool = False) -> None:
+        """Close its ends; it ends (`now`: killed at once, where no call is left to take what
+        it prints, not waited for while it imports)."""
         import os
 
         self.go.close()  # (a child still waiting for its items ends)
         self.recv.close()
-        self.proc.join(1.0)
+        if not now:
+            self.proc.join(1.0)
         if self.proc.is_alive():
             self.proc.kill()
-            self.proc.join()
+        self.proc.join()
         os.close(self.fd)
 
 
@@ -269,7 +272,7 @@ def hand_ahead(protos: dict[Any, bytes]) -> None:
 def release() -> None:
     """End the child `prestart` started, where no `print_protos` took it."""
     while _AHEAD:
-        _AHEAD.pop().end()
+        _AHEAD.pop().end(now=True)
 
 
 def _fork(ctx: Any, todo: list[tuple[Any, bytes]]) -> tuple[Any, Any]:
