@@ -247,8 +247,11 @@ def prestart() -> None:
     if _AHEAD or "fork" not in mp.get_all_start_methods() or \
             not hasattr(os, "memfd_create") or importlib.util.find_spec("jaxlib") is None:
         return
+    try:
+        fd = os.memfd_create("overlap-hlo-protos")
+    except OSError:  # (a kernel or a sandbox without it: the child is forked when asked)
+        return
     ctx = mp.get_context("fork")
-    fd = os.memfd_create("overlap-hlo-protos")
     recv, send = ctx.Pipe(duplex=False)  # its results
     wait, go = ctx.Pipe(duplex=False)  # its items' length
     proc = ctx.Process(target=_ahead_child, args=(send, wait, fd, (recv, go)), daemon=True)

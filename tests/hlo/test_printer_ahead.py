@@ -236,3 +236,21 @@ def test_the_child_ahead_prints_everything_before_it_is_asked(monkeypatch):
     assert proc.exitcode == 0
     got = print_protos(protos)
     assert got == {k: ("x" * 300_000, None) for k in protos}
+
+
+def test_no_child_ahead_where_the_file_cannot_be_made(monkeypatch):
+    """A kernel or a sandbox that refuses `memfd_create`: nothing started ahead, the protos
+    printed by a child forked when asked, as before."""
+    _fake_printer(monkeypatch)
+
+    def refused(name):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "memfd_create", refused, raising=False)
+    proto_print.prestart()
+    assert not proto_print._AHEAD
+    data = next(iter(_sample().values()))
+    proto_print.hand_ahead({"a": data})  # (nothing to hand: no child)
+    made = _forks(monkeypatch)
+    assert print_protos({"a": data}) == {"a": (f"text of {len(data)} bytes", None)}
+    assert made == [["a"]]
