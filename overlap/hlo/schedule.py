@@ -43,12 +43,13 @@ Per transfer (one execution): `duration_ps` = issue to completion (what a captur
 "in flight"); `hidden_ps` = compute-stream busy time inside that interval; `exposed_ps` =
 duration - hidden; `hidden_fraction` = hidden / duration (1 for an empty transfer); `stall_ps` =
 the wait at its done; `break_even_Bps` = the slowest link bandwidth of its direction at which it
-is fully hidden (found by bisection over the same simulation; None when no bandwidth hides it,
-e.g. nothing is scheduled between its start and done). Per step: sums over executions (each op
-times the trip counts of the loops around it); a direction's break-even is the largest of its
-transfers' (None if any never hides), so "every D2H copy hides only at >= N" and the hidden
-fraction of the table are the same numbers. `step_ps` = the simulated entry computation,
-stalls included; `busy_ps` = its compute alone.
+is fully hidden (found by bisection over the same simulation, each step a walk of its own
+computation where loops do not nest past the walk's cut, `callgraph`; None when no bandwidth
+hides it, e.g. nothing is scheduled between its start and done). Per step: sums over
+executions (each op times the trip counts of the loops around it); a direction's break-even is
+the largest of its transfers' (None if any never hides), so "every D2H copy hides only at >=
+N" and the hidden fraction of the table are the same numbers. `step_ps` = the simulated entry
+computation, stalls included; `busy_ps` = its compute alone.
 
 This is an ESTIMATE, never a measurement, and every view says so; `assumptions` lists what it
 assumes, for printing next to the number. Blind spots: peaks, not achieved rates (compute leans
@@ -70,6 +71,8 @@ import math
 import re
 from typing import Any
 
+from overlap.hlo.callgraph import CALLS_ONE_RE as _CALLS_ONE_RE
+from overlap.hlo.callgraph import nesting
 from overlap.hlo.program import (
     _BODY_RE,
     _TRIP_RE,
@@ -93,7 +96,6 @@ _DIM_LABELS_RE = re.compile(r"dim_labels=([\w]+)_([\w]+)->([\w]+)")
 _WINDOW_RE = re.compile(r"window=\{([^}]*)\}")
 _FGC_RE = re.compile(r"feature_group_count=(\d+)")
 _BGC_RE = re.compile(r"batch_group_count=(\d+)")
-_CALLS_ONE_RE = re.compile(r"\b(?:calls|to_apply)=%?([\w.\-]+)")
 _GEMM_TARGETS = ("__cublas$gemm", "__cublas$lt$matmul", "__cudnn$convForward")
 # Memory spaces whose bytes are device-memory (HBM) traffic: the default one. TPU's S(1)
 # (VMEM) and S(2) (sync flags) are on chip; S(5) is host memory (transfers are costed apart).
@@ -166,7 +168,6 @@ class Roofline:
 class _Module:
     comps: dict[str, list[_Instr]]
     by_name: dict[str, _Instr]
-    nesting: Any = False  # (`_nesting`, found when first asked)
 
 
 def _elems(shape) -> int:
@@ -424,49 +425,6 @@ _WHILE_DEPTH = 8
 # Whether an op's bisection may walk its computation alone (`estimate_overlap`; tests turn it
 # off to compare with the whole program's walk)
 _BISECT_ALONE = True
-
-
-def _nesting(m: _Module) -> int | None:
-    """The most calls deep a walk of `m` from any of its computations goes (`_Simulator.cost`
-    follows a while's body and a call's or a conditional's callees), None where one reaches
-    itself. (Found once per module: `_Module` keeps it.)"""
-    if m.nesting is not False:
-        return m.nesting
-    edges: dict[str, list[str]] = {}
-    for name, instrs in m.comps.items():
-        out = edges[name] = []
-        for ins in instrs:
-            if ins.opcode == "while":
-                bm = _BODY_RE.search(ins.attrs)
-                if bm:
-                    out.append(bm.group(1))
-            elif ins.opcode in ("call", "conditional"):
-                out.extend(_CALLS_ONE_RE.findall(ins.attrs))
-    longest: dict[str, int] = {}
-    for top in edges:
-        # (a walk with a stack, not recursion: computations nest as deep as a program says)
-        stack: list[tuple[str, int]] = [(top, 0)]
-        on_path: set[str] = set()
-        while stack:
-            name, i = stack.pop()
-            if name in longest and i == 0:
-                continue
-            callees = edges.get(name, [])
-            if i == 0:
-                on_path.add(name)
-            if i < len(callees):
-                stack.append((name, i + 1))
-                c = callees[i]
-                if c in on_path:
-                    m.nesting = None
-                    return None
-                if c not in longest:
-                    stack.append((c, 0))
-                continue
-            on_path.discard(name)
-            longest[name] = max((1 + longest.get(c, 0) for c in callees), default=0)
-    m.nesting = max(longest.values(), default=0)
-    return m.nesting
 
 
 # What of a `Roofline` `_kernel_ps` reads: estimates of one parse whose models agree on these
@@ -851,7 +809,7 @@ def estimate_overlap(hlo_text: str, model: Roofline, *, link_name: str = "",
     # (`cost`; the instructions' times, `static`, are the ones the walk above found): the
     # bisection then walks that computation alone, not the whole program each time (a
     # program of two scanned loops: ~100 walks of all its ~400 instructions, 3x fewer).
-    deep = _nesting(m) if _BISECT_ALONE else None
+    deep = nesting(comps) if _BISECT_ALONE else None
     alone = deep is not None and deep <= _WHILE_DEPTH
 
     def hidden_at(o: OffloadOp, bw: float) -> bool:

@@ -1,5 +1,5 @@
 """An op's break-even bisection walks its own computation alone (`schedule.estimate_overlap`),
-where no walk can reach a while past the cut and names are unique (`_nesting`): every
+where no walk can reach a while past the cut (`callgraph.nesting`): every
 estimate equals the one that walks the whole program at each bandwidth, on the real XLA
 programs here (the fixtures, the samples' run directories, the corpus's programs) and on
 hand-written modules of nested loops; a module whose loops nest past the cut, or whose
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from overlap.hlo import schedule
+from overlap.hlo import callgraph, schedule
 from overlap.hlo.program import parsed
 from overlap.hlo.schedule import Roofline, estimate_overlap
 from overlap.plan.estimate import roofline_for
@@ -39,9 +39,8 @@ def _alone(text: str, model) -> str:
     return json.dumps(estimate_overlap(text, model), sort_keys=True, default=str)
 
 
-def _module(text: str):
-    got = parsed(text, uncommented=True)
-    return schedule._Module(got.comps, {i.name: i for v in got.comps.values() for i in v})
+def _comps(text: str):
+    return parsed(text, uncommented=True).comps
 
 
 @pytest.mark.parametrize("path", _texts(), ids=lambda p: p.name)
@@ -94,11 +93,11 @@ def _nested(depth: int, cycle: bool = False) -> str:
 
 @pytest.mark.parametrize("depth", [1, 3, 8, 9, 12])
 def test_nesting_is_the_longest_chain_of_loops(depth):
-    assert schedule._nesting(_module(_nested(depth))) == depth
+    assert callgraph.nesting(_comps(_nested(depth))) == depth
 
 
 def test_a_module_whose_loops_reach_themselves_has_no_nesting():
-    assert schedule._nesting(_module(_nested(3, cycle=True))) is None
+    assert callgraph.nesting(_comps(_nested(3, cycle=True))) is None
 
 
 @pytest.mark.parametrize("depth, cycle", [(2, False), (8, False), (9, False), (11, False),
@@ -115,5 +114,5 @@ def test_past_the_cut_a_loop_body_walked_alone_would_not_say_the_same(monkeypatc
     """Why the bisection walks the whole program where loops nest past the cut: the first
     body's copy, walked from that body, would see one more loop level costed."""
     text = _nested(12)
-    monkeypatch.setattr(schedule, "_nesting", lambda m: 0)  # (as if nothing were nested)
+    monkeypatch.setattr(schedule, "nesting", lambda comps: 0)  # (as if nothing were nested)
     assert _alone(text, MODEL) != _whole(monkeypatch, text, MODEL)
