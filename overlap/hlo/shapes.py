@@ -5,6 +5,8 @@ them) reads an instruction's shapes with. Apart from it to keep that module with
 
 from __future__ import annotations
 
+import functools
+
 from overlap.hlo.records import FrozenRecord
 from overlap.trace.hlotext import LazyPattern
 
@@ -110,11 +112,20 @@ def _split_top(s: str) -> list[str]:
 
 
 def parse_shape(text: str) -> ArrayShape | list:
-    """One HLO shape string -> ArrayShape, or a (nested) list of them for a tuple."""
+    """One HLO shape string -> ArrayShape, or a (nested) list of them for a tuple (a new list
+    each call; its arrays, frozen, one object per distinct text: `_array`)."""
     text = text.strip()
     if text.startswith("("):
         inner = text[1:_matching(text, 0)]
         return [parse_shape(p) for p in _split_top(inner)]
+    return _array(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _array(text: str) -> ArrayShape:
+    """`parse_shape` of one array's text, once per distinct text (a refused one raises each
+    time). A program prints a few hundred distinct shapes for thousands of instructions: a
+    prediction of 32 programs parsed 14,951 shapes, 769 distinct, ~0.1 s of its 0.6 s."""
     m = _ARRAY_RE.match(text)
     if not m:
         raise ValueError(f"not an HLO shape: {text[:80]!r}")
