@@ -130,13 +130,18 @@ def test_browser_types_a_step_the_list_leaves_out(duo, tmp_path, monkeypatch):
     duo.wait_for_contains_text("#run-status", "SYNTHETIC", timeout=30)
     duo.find_element("#step-select").click()
     duo.find_element("input.dash-dropdown-search").send_keys(f"step {missing}")
+    from selenium.common.exceptions import StaleElementReferenceException
+
     deadline = time.time() + 15
     while time.time() < deadline:
-        opts = [o for o in duo.find_elements(".dash-dropdown-option")
-                if o.text.startswith(f"step {missing} (")]
-        if opts:
-            opts[0].click()
-            break
+        try:
+            opts = [o for o in duo.find_elements(".dash-dropdown-option")
+                    if o.text.startswith(f"step {missing} (")]
+            if opts:
+                opts[0].click()
+                break
+        except StaleElementReferenceException:
+            pass  # (the list redrawn as the typed text was matched: read it again)
         time.sleep(0.2)
     else:
         raise AssertionError(f"step {missing} not offered after typing it")
