@@ -64,16 +64,6 @@ def _key_order(decoded: dict | None, n: int) -> np.ndarray | None:
     return None if bool((k[1:] == k[:-1]).any()) else o
 
 
-def _hash(m: tuple) -> int:
-    """Python's hash of a `_material`. (Not hashlib's: its import maps OpenSSL, ~4 MiB of RSS
-    in every report; a collision costs only the byte compare.)"""
-    return hash(m)
-
-
-def _same(a: tuple | None, b: tuple | None) -> bool:
-    return a is not None and b is not None and a == b
-
-
 class OpFacts:
     """The per-op answers of one group of twin planes. `plane`: the `Plane` the rules read
     (the first twin read binds it, `bind`)."""
@@ -125,22 +115,21 @@ def twins(views: list, is_tpu: Callable[[str], bool]) -> dict[int, OpFacts]:
     at = [i for i, v in enumerate(views) if v is not None and is_tpu(v.name)]
     if len(at) < 2:
         return {}
-    # one pass: each plane's metadata hashed and compared with its group's first plane's, the
-    # only bytes held (a plane's own are dropped with it: thousands of small chips' held to
-    # the end were ~1 KiB each, +4 MiB of RSS at 4k chips)
-    first: dict[int, tuple[int, tuple]] = {}  # hash -> the group's first plane, its bytes
+    # one pass: each plane's metadata (bytes, `_material`: hashed and compared in C by the
+    # dict) looked up among its groups' first planes', the only bytes held (a plane's own are
+    # dropped with it: thousands of small chips' held to the end were ~1 KiB each, +4 MiB of
+    # RSS at 4k chips). Python's hash, not hashlib's: its import maps OpenSSL, ~4 MiB of RSS
+    # in every report.
+    first: dict[tuple, int] = {}  # a group's material -> its first plane
     out: dict[int, OpFacts] = {}
     for i in at:
         m = _material(views[i])
         if m is None:
             continue
-        h = _hash(m)
-        got = first.get(h)
-        if got is None:
-            first[h] = (i, m)
-        elif _same(m, got[1]):
-            facts = out.get(got[0])
+        j = first.setdefault(m, i)
+        if j != i:
+            facts = out.get(j)
             if facts is None:
-                facts = out[got[0]] = OpFacts()
+                facts = out[j] = OpFacts()
             out[i] = facts
     return out
