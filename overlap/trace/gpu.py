@@ -294,15 +294,22 @@ def _plane_meta_rows(Q) -> Any:
     t = Q.table() if getattr(Q.plane, "meta_stripped", False) or len(Q.meta) >= _TABLE_MIN \
         else None
     if t is not None:
-        # (only the entries `_gpu_meta_kinds` takes: named like a copy or a graph, or holding
-        # kernel_details; a million distinct kernel names are not a million Python strings)
-        kd = t.has_stat(t.keys, Q.stat_ids.get("kernel_details", ()))
-        sel = np.flatnonzero(kd | _named(t, _KIND_PREFIXES))
-        keys = t.keys[sel]
-        return zip(keys.tolist(), Q.names(keys), kd[sel].tolist())
+        return _taken_rows(t, t.has_stat(t.keys, Q.stat_ids.get("kernel_details", ())),
+                           Q.names)
     m = Q.meta  # (its keys, then each entry: `items()` is a Python-level view)
     return ((k, (md := m[k]).name, len(md.stats) and "kernel_details" in Q.meta_stats(k))
             for k in m)
+
+
+def _taken_rows(t, kd: np.ndarray, names: Any) -> Any:
+    """(id, name, holds kernel_details) of the entries of the table `t` that
+    `_gpu_meta_kinds` takes: named like a copy or a graph, or holding kernel_details (`kd`,
+    per entry in `t.keys`' order); a million distinct kernel names are not a million Python
+    strings. `names(keys)`: their names (None: not read here; then None)."""
+    sel = np.flatnonzero(kd | _named(t, _KIND_PREFIXES))
+    keys = t.keys[sel]
+    got = names(keys)
+    return None if got is None else zip(keys.tolist(), got, kd[sel].tolist())
 
 
 # What a name `_gpu_meta_kinds` acts on starts with (the copies' whole names among them)
@@ -335,15 +342,10 @@ def _group_meta_rows(G: PlaneGroup) -> Any:
     t = G.table()
     if t is None:
         return None
-    # (only the entries `_gpu_meta_kinds` takes, as `_plane_meta_rows` reads a plane's table:
-    # 16k one-kernel planes' names were 16k strs, ~1 MiB a segment on the read's peak)
-    kd = t.has_keyed_stat(G.stat_ids.get("kernel_details", ()))
-    sel = np.flatnonzero(kd | _named(t, _KIND_PREFIXES))
-    keys = t.keys[sel]
-    names = t.strings(keys, False)
-    if names is None:
-        return None
-    return zip(keys.tolist(), names, kd[sel].tolist())
+    # (only the entries `_gpu_meta_kinds` takes, as a plane's table is read: 16k one-kernel
+    # planes' names were 16k strs, ~1 MiB a segment on the read's peak)
+    return _taken_rows(t, t.has_keyed_stat(G.stat_ids.get("kernel_details", ())),
+                       lambda keys: t.strings(keys, False))
 
 
 def _gpu_events(P, kinds, ev: LineEvents, device, stream, line_name, host, tr: Cols, co: Cols,
