@@ -286,8 +286,7 @@ def _predict(args: argparse.Namespace, trace, result: dict) -> dict:
 
     check_host_bandwidth("--host-bandwidth", args.host_bandwidth)
     check_kernel_floor(args.kernel_floor_us)
-    # Printing the captured HloProto needs jaxlib, not an accelerator: keep jax on the CPU.
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # (jax kept on the CPU: `run` set it, before the printer's child was forked)
     from overlap.plan.predict import predict_capture
 
     return predict_capture(trace, result, target=args.target,

@@ -222,12 +222,7 @@ class _Ahead:
         import os
 
         self.go.close()  # (a child still waiting for its items ends)
-        self.recv.close()
-        if not now:
-            self.proc.join(1.0)
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join()
+        _stop(self.proc, self.recv, 0.0 if now else 1.0)
         os.close(self.fd)
 
 
@@ -276,6 +271,17 @@ def release() -> None:
     """End the child `prestart` started, where no `print_protos` took it."""
     while _AHEAD:
         _AHEAD.pop().end(now=True)
+
+
+def _stop(proc: Any, recv: Any, wait_s: float) -> None:
+    """Close a child's results pipe; the child given `wait_s` to end on its own (it has sent
+    all, or it died), then killed."""
+    recv.close()
+    if wait_s:
+        proc.join(wait_s)
+    if proc.is_alive():
+        proc.kill()
+    proc.join()
 
 
 def _fork(ctx: Any, todo: list[tuple[Any, bytes]]) -> tuple[Any, Any]:
@@ -334,11 +340,7 @@ def _in_child(items: list[tuple[Any, bytes]], timeout_s: float) -> dict[Any, tup
         if ahead is not None:
             ahead.end()
         else:
-            recv.close()
-            proc.join(1.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+            _stop(proc, recv, 1.0)
         if got == len(todo):
             break
         if ahead is not None and not got and time.monotonic() < deadline:

@@ -106,6 +106,13 @@ def test_the_checks_read_damaged_programs_as_upb_does():
     assert True in said and "not" in said and len(said) >= 4
 
 
+def _prestarted() -> None:
+    """`prestart`, or the test skipped where no child can be started ahead here."""
+    proto_print.prestart()
+    if not proto_print._AHEAD:
+        pytest.skip("no child started ahead here (jaxlib, fork or memfd_create missing)")
+
+
 def _forks(monkeypatch) -> list:
     """Every fresh child `print_protos` forks (the one started ahead is not one)."""
     made: list = []
@@ -149,9 +156,7 @@ def test_the_child_started_ahead_prints_what_a_fresh_one_does(monkeypatch):
 def test_a_child_started_ahead_and_not_handed_prints_the_first_call(monkeypatch):
     _fake_printer(monkeypatch)
     data = next(iter(_sample().values()))
-    proto_print.prestart()
-    if not proto_print._AHEAD:
-        pytest.skip("no child started ahead here (jaxlib, fork or memfd_create missing)")
+    _prestarted()
     made = _forks(monkeypatch)
     assert print_protos({"a": data, "b": data}) == {
         "a": (f"text of {len(data)} bytes", None), "b": (f"text of {len(data)} bytes", None)}
@@ -161,9 +166,7 @@ def test_a_child_started_ahead_and_not_handed_prints_the_first_call(monkeypatch)
 def test_a_call_for_other_protos_leaves_the_child_ahead_to_the_call_for_its_own(monkeypatch):
     _fake_printer(monkeypatch)
     data, other = list(_sample().values())[:2]
-    proto_print.prestart()
-    if not proto_print._AHEAD:
-        pytest.skip("no child started ahead here (jaxlib, fork or memfd_create missing)")
+    _prestarted()
     made = _forks(monkeypatch)
     proto_print.hand_ahead({"mine": data})
     assert print_protos({"other": other}) == {"other": (f"text of {len(other)} bytes", None)}
@@ -176,9 +179,7 @@ def test_an_abort_in_the_child_ahead_names_that_proto_and_the_rest_are_printed(m
     data = next(iter(_sample().values()))
     bad = _recv(data)
     _fake_printer(monkeypatch, abort_on=bad)
-    proto_print.prestart()
-    if not proto_print._AHEAD:
-        pytest.skip("no child started ahead here (jaxlib, fork or memfd_create missing)")
+    _prestarted()
     # (the `recv` edit would be refused by the checks: they are passed here, as a proto
     # whose damage they cannot foresee would pass them)
     monkeypatch.setattr(proto_print, "proto_problem", lambda d: None)
@@ -194,9 +195,7 @@ def test_an_abort_in_the_child_ahead_names_that_proto_and_the_rest_are_printed(m
 def test_a_child_ahead_that_ended_before_printing_blames_nothing(monkeypatch):
     _fake_printer(monkeypatch)
     data = next(iter(_sample().values()))
-    proto_print.prestart()
-    if not proto_print._AHEAD:
-        pytest.skip("no child started ahead here (jaxlib, fork or memfd_create missing)")
+    _prestarted()
     proto_print._AHEAD[0].proc.kill()  # (as a child whose import aborted)
     proto_print._AHEAD[0].proc.join()
     made = _forks(monkeypatch)
@@ -207,9 +206,7 @@ def test_a_child_ahead_that_ended_before_printing_blames_nothing(monkeypatch):
 
 def test_a_child_ahead_never_handed_anything_ends_when_released(monkeypatch):
     _fake_printer(monkeypatch)
-    proto_print.prestart()
-    if not proto_print._AHEAD:
-        pytest.skip("no child started ahead here (jaxlib, fork or memfd_create missing)")
+    _prestarted()
     proc = proto_print._AHEAD[0].proc
     t = time.monotonic()
     proto_print.release()
@@ -226,9 +223,7 @@ def test_the_child_ahead_prints_everything_before_it_is_asked(monkeypatch):
 
     monkeypatch.setattr(program, "hlo_text_from_proto", lambda proto: "x" * 300_000)
     data = next(iter(_sample().values()))
-    proto_print.prestart()
-    if not proto_print._AHEAD:
-        pytest.skip("no child started ahead here (jaxlib, fork or memfd_create missing)")
+    _prestarted()
     protos = {f"p{i}": data for i in range(8)}
     proto_print.hand_ahead(protos)
     proc = proto_print._AHEAD[0].proc
