@@ -1,7 +1,8 @@
-"""An array's shape is parsed once per distinct text (`overlap.hlo.shapes._array`): every
-shape of the real programs here reads as a fresh parse reads it, field by field; an array's
-shape is one frozen object however often asked, a tuple's list a new one each call (a caller
-may keep or change its list, never another's); a text that is no shape is refused every time."""
+"""An array's shape is parsed once per distinct text (`overlap.hlo.shapes._array`), and a
+tuple's text split once (`_tuple_parts`): every shape of the real programs here reads as a
+fresh parse reads it, field by field; an array's shape is one frozen object however often
+asked, a tuple's list a new one each call (a caller may keep or change its list, never
+another's); a text that is no shape is refused every time."""
 
 from __future__ import annotations
 
@@ -69,4 +70,15 @@ def test_a_text_that_is_no_shape_is_refused_every_time():
     for _ in range(3):
         with pytest.raises(ValueError, match="not an HLO shape"):
             parse_shape("no shape here")
+        with pytest.raises(ValueError, match="unbalanced brackets"):
+            parse_shape("(f32[8]{0}, (s32[]")
+        with pytest.raises(ValueError, match="not an HLO shape"):
+            parse_shape("(f32[8]{0}, nothing)")
     assert shapes._array.cache_info().maxsize == 4096
+    assert shapes._tuple_parts.cache_info().maxsize == 4096
+
+
+def test_a_tuple_reads_only_up_to_its_closing_bracket_as_before():
+    t = "(f32[8]{0}, s32[]) and more"
+    assert _fields(parse_shape(t)) == _fields(_fresh(t))
+    assert _fields(parse_shape("()")) == _fields(_fresh("()")) == []
