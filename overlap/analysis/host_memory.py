@@ -232,14 +232,15 @@ def _shape_on_host(sp: Any) -> bool:
 def pinned_host_peak(hlo_proto: bytes | None, decoded: Any = None) -> dict[str, Any]:
     """`{bytes, largest: [[buffer, bytes]...], source}`; bytes None (source says why) without
     a buffer assignment, 0 when the program holds no host-memory buffers. `decoded`: the
-    HloProto message of `hlo_proto` where the caller has it (not decoded twice)."""
+    HloProto message of `hlo_proto` where the caller has it (not decoded twice; the scanner's
+    read with `buffers`, `programs.hlo_message`)."""
     if not hlo_proto:
         return {"bytes": None, "largest": [], "source": "no HLO proto with a buffer assignment"}
     from overlap.hlo.program import memory_peak
-    from overlap.trace.protos import HloProto
+    from overlap.trace.programs import hlo_message
 
     try:
-        proto = decoded if decoded is not None else HloProto.FromString(bytes(hlo_proto))
+        proto = decoded if decoded is not None else hlo_message(bytes(hlo_proto), buffers=True)
     except Exception:  # noqa: BLE001 - DecodeError: the proto is damaged
         return {"bytes": None, "largest": [], "source": "HLO proto unreadable"}
     if not any(b.color == HOST_COLOR for b in proto.buffer_assignment.logical_buffers):
@@ -303,11 +304,13 @@ def capture_host_facts(trace, result: dict, manifest: dict | None,
         # the same compile, so it cannot tell the program that ran.
         return None
     from overlap.hlo.proto_print import print_protos, proto_problem
-    from overlap.trace.protos import HloProto
+    from overlap.trace.programs import hlo_message
 
     raw = bytes(prog["proto"])
     try:
-        msg = HloProto.FromString(raw)
+        # (the scanner's reader where it answers, as upb reads it: no protobuf import, ~20
+        # ms of a small capture's report; its heap simulation too, for the pinned-host peak)
+        msg = hlo_message(raw, buffers=True)
     except Exception:  # noqa: BLE001 - DecodeError: print_protos says so below
         msg = None
     text, hc = None, None

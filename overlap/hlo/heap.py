@@ -27,8 +27,8 @@ import numpy as np
 
 from overlap.hlo.records import Record
 
-# (protobuf, `overlap.trace.protos`, is imported where a proto is parsed: a report whose
-# programs are the run directory's HLO text never loads it, ~10 ms of its start-up)
+# (protobuf, `overlap.trace.protos`, is imported only where upb parses a proto the scanner's
+# reader does not answer for, `overlap.trace.programs.hlo_message`: ~20 ms of a report)
 
 if TYPE_CHECKING:  # pandas (~0.3 s to import) only where a memory timeline is built
     import pandas as pd
@@ -80,10 +80,11 @@ def _replay(hlo_proto: bytes | Any, color: int, top: int
             ) -> tuple[list[str], np.ndarray, int, int, list[tuple[str, int]], int]:
     """(instruction per event, live bytes per event, peak, peak index, peak buffers, trace
     replayed) of `memory_timeline`."""
-    from overlap.trace.protos import HloProto
+    from overlap.trace.programs import hlo_message
 
-    proto = (HloProto.FromString(bytes(hlo_proto)) if isinstance(hlo_proto, (bytes, bytearray))
-             else hlo_proto)
+    # (bytes read by the scanner where it answers, as upb reads them: `hlo_message`)
+    proto = (hlo_message(bytes(hlo_proto), buffers=True)
+             if isinstance(hlo_proto, (bytes, bytearray)) else hlo_proto)
     ba = proto.buffer_assignment
     lb = ba.logical_buffers
     ids = np.fromiter((b.id for b in lb), np.int64, len(lb))

@@ -4563,8 +4563,40 @@ cdef class HModule:
     cdef readonly HFrames stack_frame_index
 
 
+cdef class HBufLoc:
+    cdef readonly str instruction_name
+    cdef readonly list shape_index
+    cdef readonly int64_t instruction_id
+
+
+cdef class HLogical:
+    cdef readonly int64_t id
+    cdef readonly int64_t size
+    cdef readonly HBufLoc defined_at
+    cdef readonly int64_t color
+
+
+cdef class HEvent:
+    cdef readonly int32_t kind
+    cdef readonly int64_t buffer_id
+    cdef readonly str instruction_name
+    cdef readonly int64_t share_with_canonical_id
+
+
+cdef class HTrace:
+    cdef readonly list events
+
+
+cdef class HBuffers:
+    cdef readonly list logical_buffers
+    cdef readonly list heap_simulator_traces
+
+
 cdef class HProto:
     cdef readonly HModule hlo_module
+    # (kept where asked, `hlo_lite(buffers=True)`: the heap simulation `overlap.hlo.heap`
+    # replays; None otherwise, checked as upb checks it)
+    cdef readonly HBuffers buffer_assignment
 
 
 class _Refused(Exception):
@@ -5069,9 +5101,136 @@ cdef HModule _hmodule(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth)
     return out
 
 
-def hlo_lite(data):
+cdef HBufLoc _NO_BUFLOC = HBufLoc.__new__(HBufLoc)
+_NO_BUFLOC.instruction_name = ""
+_NO_BUFLOC.shape_index = []
+
+
+cdef HBufLoc _hbufloc(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
+    cdef HBufLoc out = HBufLoc.__new__(HBufLoc)
+    cdef uint64_t fn, v
+    cdef int wt
+    if depth > _H_DEPTH:
+        raise _Refused
+    out.instruction_name = ""
+    out.shape_index = []
+    while p < end:
+        p = _hnext(b, p, end, &fn, &wt)
+        if fn == 2:
+            out.instruction_name = _hstr(b, p, end, wt, &p)
+        elif fn == 3:
+            p = _hvalues(b, p, end, wt, out.shape_index)
+        elif fn == 4:
+            p = _hvarint(b, p, end, wt, &v)
+            out.instruction_id = <int64_t>v
+        else:
+            p = _hskip(b, p, end, wt)
+    return out
+
+
+cdef HLogical _hlogical(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
+    cdef HLogical out = HLogical.__new__(HLogical)
+    cdef uint64_t fn, v
+    cdef int wt
+    cdef Py_ssize_t s, q
+    if depth > _H_DEPTH:
+        raise _Refused
+    while p < end:
+        p = _hnext(b, p, end, &fn, &wt)
+        if fn == 1 or fn == 2 or fn == 4:
+            p = _hvarint(b, p, end, wt, &v)
+            if fn == 1:
+                out.id = <int64_t>v
+            elif fn == 2:
+                out.size = <int64_t>v
+            else:
+                out.color = <int64_t>v
+        elif fn == 3:
+            if out.defined_at is not None:
+                raise _Refused  # (written twice: upb merges them)
+            s = _hlen(b, p, end, wt, &q)
+            out.defined_at = _hbufloc(b, s, q, depth + 1)
+            p = q
+        else:
+            p = _hskip(b, p, end, wt)
+    if out.defined_at is None:
+        out.defined_at = _NO_BUFLOC  # (read only, as every default here)
+    return out
+
+
+cdef HEvent _hevent(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
+    cdef HEvent out = HEvent.__new__(HEvent)
+    cdef uint64_t fn, v
+    cdef int wt
+    if depth > _H_DEPTH:
+        raise _Refused
+    out.instruction_name = ""
+    while p < end:
+        p = _hnext(b, p, end, &fn, &wt)
+        if fn == 1 or fn == 2 or fn == 5:
+            p = _hvarint(b, p, end, wt, &v)
+            if fn == 1:
+                out.kind = _hint32(v)  # (an enum: an int32, open in proto3)
+            elif fn == 2:
+                out.buffer_id = <int64_t>v
+            else:
+                out.share_with_canonical_id = <int64_t>v
+        elif fn == 3:  # (computation_name: nothing reads it; checked as upb checks it)
+            _htext(b, p, end, wt, &p)
+        elif fn == 4:
+            out.instruction_name = _hstr(b, p, end, wt, &p)
+        else:
+            p = _hskip(b, p, end, wt)
+    return out
+
+
+cdef HBuffers _hbuffers(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int depth):
+    """A buffer assignment's logical buffers and heap-simulator traces (`_hcheck`'s
+    K_BUFFERS, K_LOGICAL, K_LOCATION, K_HEAPTRACE and K_EVENT rules, the values kept); its
+    allocations checked only."""
+    cdef HBuffers out = HBuffers.__new__(HBuffers)
+    cdef HTrace tr
+    cdef uint64_t fn, fn2, v
+    cdef int wt, wt2
+    cdef Py_ssize_t s, q
+    if depth > _H_DEPTH:
+        raise _Refused
+    out.logical_buffers, out.heap_simulator_traces = [], []
+    while p < end:
+        p = _hnext(b, p, end, &fn, &wt)
+        if fn == 1 or fn == 3 or fn == 4:
+            s = _hlen(b, p, end, wt, &q)
+            p = q
+            if fn == 1:
+                out.logical_buffers.append(_hlogical(b, s, q, depth + 1))
+            elif fn == 3:
+                _hcheck(b, s, q, K_ALLOCATION, depth + 1)
+            else:
+                if depth + 1 > _H_DEPTH:
+                    raise _Refused
+                tr = HTrace.__new__(HTrace)
+                tr.events = []
+                out.heap_simulator_traces.append(tr)
+                while s < q:
+                    s = _hnext(b, s, q, &fn2, &wt2)
+                    if fn2 == 1:
+                        s = _hlen(b, s, q, wt2, &p)
+                        tr.events.append(_hevent(b, s, p, depth + 2))
+                        s = p
+                    elif fn2 == 2 or fn2 == 3:
+                        s = _hvarint(b, s, q, wt2, &v)
+                    else:
+                        s = _hskip(b, s, q, wt2)
+                p = q
+        else:
+            p = _hskip(b, p, end, wt)
+    return out
+
+
+def hlo_lite(data, bint buffers=False):
     """A serialized HloProto as upb would read the fields overlap reads (`HProto`: its
-    `hlo_module`, with upb's field names and values), or None where upb must read it (the
+    `hlo_module`, with upb's field names and values; with `buffers`, its buffer assignment's
+    logical buffers and heap-simulator traces too), or None where upb must read it (the
     comment above `HLayout`)."""
     cdef const uint8_t[::1] mv = data
     cdef const uint8_t* b
@@ -5079,9 +5238,11 @@ def hlo_lite(data):
     cdef uint64_t fn
     cdef int wt
     cdef HProto out = HProto.__new__(HProto)
-    cdef bint buffers = False
+    cdef bint seen_buffers = False
     if end == 0:
         out.hlo_module = _hmodule(_EMPTY_B, 0, 0, 1)
+        if buffers:
+            out.buffer_assignment = _hbuffers(_EMPTY_B, 0, 0, 1)
         return out
     b = &mv[0]
     try:
@@ -5094,16 +5255,21 @@ def hlo_lite(data):
                 out.hlo_module = _hmodule(b, s, q, 1)
                 p = q
             elif fn == 3:
-                if buffers:
+                if seen_buffers:
                     raise _Refused
-                buffers = True
+                seen_buffers = True
                 s = _hlen(b, p, end, wt, &q)
-                _hcheck(b, s, q, K_BUFFERS, 1)
+                if buffers:
+                    out.buffer_assignment = _hbuffers(b, s, q, 1)
+                else:
+                    _hcheck(b, s, q, K_BUFFERS, 1)
                 p = q
             else:
                 p = _hskip(b, p, end, wt)
+        if out.hlo_module is None:
+            out.hlo_module = _hmodule(b, 0, 0, 1)
+        if buffers and out.buffer_assignment is None:
+            out.buffer_assignment = _hbuffers(b, 0, 0, 1)
     except _Refused:
         return None
-    if out.hlo_module is None:
-        out.hlo_module = _hmodule(b, 0, 0, 1)
     return out

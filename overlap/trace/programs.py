@@ -48,14 +48,16 @@ PRIMITIVE_NAMES = {
 Facts = tuple[str | None, int | None]
 
 
-def hlo_message(raw: bytes | bytearray | memoryview) -> Any:
+def hlo_message(raw: bytes | bytearray | memoryview, buffers: bool = False) -> Any:
     """A serialized HloProto's message: the compiled scanner's (`_scan.hlo_lite`: the fields
     overlap reads, with upb's names and values, without protobuf), else upb's where the scanner
     is not at hand (or is turned off: `OVERLAP_SCANNER=0`) or refuses the bytes. Raises as
-    `HloProto.FromString` does on bytes upb cannot parse."""
+    `HloProto.FromString` does on bytes upb cannot parse. `buffers`: its buffer assignment's
+    logical buffers and heap-simulator traces read too (`overlap.hlo.heap`'s replay; the
+    scanner's message has no `buffer_assignment` without it)."""
     scan = wire.SCANNER
     if scan is not None:
-        got = scan.hlo_lite(raw)
+        got = scan.hlo_lite(raw, buffers)
         if got is not None:
             return got
     from overlap.trace.protos import HloProto  # protobuf loads only where upb reads a program

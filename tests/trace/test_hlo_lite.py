@@ -6,6 +6,7 @@ damaged or doubtful byte never gives a value upb would not."""
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -46,18 +47,35 @@ def fields(msg) -> tuple:
         [(f.file_location_id, f.parent_frame_id) for f in si.stack_frames])
 
 
+def buffer_fields(msg) -> tuple:
+    """Every field the heap simulation's replay reads of a buffer assignment (`heap._replay`,
+    `host_memory.pinned_host_peak`), as plain values."""
+    ba = msg.buffer_assignment
+    return ([(b.id, b.size, b.color, b.defined_at.instruction_name,
+              list(b.defined_at.shape_index), b.defined_at.instruction_id)
+             for b in ba.logical_buffers],
+            [[(e.kind, e.buffer_id, e.instruction_name, e.share_with_canonical_id)
+              for e in t.events] for t in ba.heap_simulator_traces])
+
+
 def agrees(raw: bytes) -> bool:
-    """lite equals upb where it answers; where upb refuses the bytes, lite refuses them too.
-    True where lite answered."""
+    """lite equals upb where it answers, with and without its buffers; where upb refuses the
+    bytes, lite refuses them too. True where lite answered (without its buffers)."""
     lite = wire._scan.hlo_lite(raw)
+    full = wire._scan.hlo_lite(raw, True)
     try:
         msg = HloProto.FromString(raw)
     except Exception:  # noqa: BLE001 - upb refuses: so must lite
-        assert lite is None
+        assert lite is None and full is None
         return False
+    if full is not None:
+        # (with its buffers it refuses what it refuses without them, and a kind beyond
+        # int32, which upb wraps)
+        assert lite is not None and fields(full) == fields(msg)
+        assert buffer_fields(full) == buffer_fields(msg)
     if lite is None:
         return False
-    assert fields(lite) == fields(msg)
+    assert lite.buffer_assignment is None and fields(lite) == fields(msg)
     return True
 
 
@@ -78,6 +96,11 @@ def real_protos(gpu_corpus, gpu_large) -> dict[str, bytes]:
 def test_every_real_program_reads_as_upb_reads_it(real_protos):
     assert len(real_protos) > 500
     answered = sum(agrees(raw) for raw in real_protos.values())
+    # (their heap simulations too, each answered: the programs that ran hold hundreds of
+    # events, the constants' programs none)
+    events = [sum(len(t.events) for t in wire._scan.hlo_lite(raw, True).buffer_assignment
+                  .heap_simulator_traces) for raw in real_protos.values()]
+    assert max(events) > 400 and min(events) == 0
     assert answered == len(real_protos)  # none of XLA's own is refused
 
 
@@ -213,3 +236,86 @@ def test_hlo_message_falls_back_to_upb(monkeypatch):
     assert not isinstance(hlo_message(_instr(b"")), wire._scan.HProto)
     with pytest.raises(DecodeError):
         hlo_message(_instr(_ld(1, b"\xff")))
+
+
+# ---- the buffer assignment, kept where asked (`hlo_lite(raw, buffers=True)`) -----------------
+
+
+def _buffers(body: bytes) -> bytes:
+    """An HloProto whose buffer assignment is `body`'s bytes."""
+    return _ld(3, body)
+
+
+_EVENT = _tag(1, 0) + b"\x02" + _tag(2, 0) + b"\x07" + _ld(4, b"fusion.1") + _tag(5, 0) + b"\x05"
+
+
+@pytest.mark.parametrize("body", [
+    b"",
+    _ld(1, _tag(1, 0) + b"\x07" + _tag(2, 0) + b"\x80\x02" + _tag(4, 0) + b"\x05"),
+    _ld(1, _ld(3, _ld(2, b"copy.3") + _ld(3, b"\x00\x01") + _tag(4, 0) + b"\x09")),  # packed
+    _ld(1, _ld(3, _tag(3, 0) + b"\x01" + _tag(3, 0) + b"\x02")),  # unpacked shape index
+    _ld(1, b"") + _ld(4, _ld(1, _EVENT) + _ld(1, b"") + _tag(2, 0) + b"\x01"),
+    _ld(4, _ld(1, _EVENT + _ld(3, b"main"))) + _ld(3, _tag(1, 0) + b"\x02"),  # an allocation
+    _ld(4, _ld(1, _tag(1, 0) + wire._scan.enc_varint((1 << 64) - 1))),  # kind -1 (int32)
+    _ld(1, _tag(9, 0) + b"\x01") + _ld(4, _tag(7, 0) + b"\x01"),  # unknown fields
+])
+def test_a_buffer_assignment_reads_as_upb_reads_it(body):
+    raw = _buffers(body)
+    assert wire._scan.hlo_lite(raw, True) is not None and agrees(raw)
+
+
+def test_a_program_without_one_has_an_empty_one():
+    for raw in (b"", _instr(b"")):
+        ba = wire._scan.hlo_lite(raw, True).buffer_assignment
+        assert (ba.logical_buffers, ba.heap_simulator_traces) == ([], [])
+        assert agrees(raw)
+    b = wire._scan.hlo_lite(_buffers(_ld(1, b"")), True).buffer_assignment.logical_buffers[0]
+    assert (b.defined_at.instruction_name, b.defined_at.shape_index) == ("", [])
+
+
+@pytest.mark.parametrize("body, why", [
+    (_ld(1, _ld(3, _ld(2, b"a")) + _ld(3, _tag(4, 0) + b"\x01")), "defined_at twice: merged"),
+    (_ld(4, _ld(1, _tag(1, 0) + wire._scan.enc_varint(1 << 31))), "a kind beyond int32: wraps"),
+    (_ld(4, _ld(1, _ld(4, b"\xff"))), "invalid UTF-8 in an event's instruction"),
+    (_ld(4, _ld(1, _ld(3, b"\xc0\x80"))), "invalid UTF-8 in an event's computation"),
+    (_ld(1, _tag(2, 2) + b"\x00"), "a varint field written length-delimited"),
+])
+def test_what_upb_reads_otherwise_in_one_is_refused(body, why):
+    raw = _buffers(body)
+    assert wire._scan.hlo_lite(raw, True) is None, why
+    agrees(raw)  # (and upb's answer, or refusal, is the one `hlo_message` gives)
+
+
+def test_the_heap_simulation_replays_alike_from_either(real_protos):
+    """`memory_peak` and `pinned_host_peak` of every real program's lite message (with its
+    buffers) equal those of upb's: the pinned-host peak a report gives, without protobuf."""
+    from overlap.analysis.host_memory import HOST_COLOR, pinned_host_peak
+    from overlap.hlo.heap import live_bytes, memory_peak
+
+    replayed = 0
+    for raw in real_protos.values():
+        lite, msg = wire._scan.hlo_lite(raw, True), HloProto.FromString(raw)
+        assert pinned_host_peak(raw, lite) == pinned_host_peak(raw, msg) == \
+            pinned_host_peak(raw)
+        for color in (0, HOST_COLOR):
+            try:
+                want = memory_peak(msg, color=color, top=5)
+            except ValueError as e:
+                with pytest.raises(ValueError, match=re.escape(str(e))):
+                    memory_peak(lite, color=color, top=5)
+                continue
+            replayed += 1
+            assert memory_peak(lite, color=color, top=5) == memory_peak(raw, color, 5) == want
+            assert live_bytes(lite, color).tolist() == live_bytes(msg, color).tolist()
+    assert replayed > 20
+
+
+def test_hlo_message_with_buffers_falls_back_to_upb(monkeypatch):
+    from overlap.trace.programs import hlo_message
+
+    raw = _buffers(_ld(4, _ld(1, _tag(1, 0) + wire._scan.enc_varint(1 << 31))))
+    msg = hlo_message(raw, buffers=True)  # (refused by the scanner: upb reads it)
+    assert not isinstance(msg, wire._scan.HProto)
+    assert msg.buffer_assignment.heap_simulator_traces[0].events[0].kind == -(1 << 31)
+    assert isinstance(hlo_message(raw), wire._scan.HProto)  # (without: only checked)
+    assert hlo_message(raw).buffer_assignment is None
