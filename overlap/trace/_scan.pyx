@@ -1099,6 +1099,9 @@ cdef tuple _plane_walk(const uint8_t* b, Py_ssize_t s, Py_ssize_t e, object stri
                     if strip == 3:  # (stripped where the entries are many: see `_strip_mode`)
                         strip = 1 if _entry_run(b, fs, e, META_STRIP_MIN) >= META_STRIP_MIN \
                             else 0
+                    elif strip == 4:
+                        strip = 1 if _entry_run(b, fs, e, SKELETON_STRIP_MIN) \
+                            >= SKELETON_STRIP_MIN else 0
                 if strip:
                     if fs > run:
                         parts.append(PyBytes_FromStringAndSize(<char*>(b + run), fs - run))
@@ -1219,6 +1222,10 @@ BARE_MODE = 2
 # ~220 bytes an entry (a GPU plane of a million distinct names: 220 MiB of a 21 MB file),
 # the decoded arrays ~48; a real GPU plane holds a few thousand, read through upb as always
 META_STRIP_MIN = 1 << 16
+# ... and where it answers 4: a plane of this many would take the skeleton past what the
+# pure-Python decoder reads (`skeleton.MAX_ENTRIES`, the same number), and so protobuf would
+# be imported for upb to parse it, where the plane's reader may never ask its map
+SKELETON_STRIP_MIN = 1500
 
 
 # `split_space`'s `strip_meta` may say, as its attribute of this name, what it answers for
@@ -1246,12 +1253,13 @@ cdef bint _gpu_plane_name(const uint8_t* b, Py_ssize_t p, Py_ssize_t q) noexcept
 cdef int _strip_mode(object strip_meta, object name) except -1:
     """`strip_meta(plane name)` as `_plane_walk`'s mode: 0 (upb parses the plane's entries
     with its skeleton), 1 (stripped, and decoded here: `decode_meta`'s arrays), 2 (the
-    answer 2: stripped, checked here, nothing kept) or 3 (the answer 3: 1 where the run of
-    entries starting at the first holds `META_STRIP_MIN` or more, else 0)."""
+    answer 2: stripped, checked here, nothing kept), 3 (the answer 3: 1 where the run of
+    entries starting at the first holds `META_STRIP_MIN` or more, else 0) or 4 (the answer
+    4: the same, at `SKELETON_STRIP_MIN`)."""
     if strip_meta is None or name is None:
         return 0
     got = strip_meta(name)
-    if type(got) is int and (got == 2 or got == 3):
+    if type(got) is int and 2 <= got <= 4:
         return got
     return 1 if got else 0
 
@@ -1640,7 +1648,8 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
     in the parts walked here. `meta` is a plane's entries decoded as
     `decode_meta(narrow=(the buffer is under 2 GiB))` gives them where the plane was
     stripped, else None (and None where `strip_meta` answered 2: the entries stripped and
-    checked, not kept; 3: stripped only where they are many, `META_STRIP_MIN`). A plane's
+    checked, not kept; 3 and 4: stripped only where they are many, `META_STRIP_MIN` and
+    `SKELETON_STRIP_MIN`). A plane's
     `stripped` is its mode: 0, 1 or 2. Last, where `bare` and a plane is bare (`BARE_MODE`:
     then not in the skeleton), (per plane its name, None where not bare; per plane its id,
     an int64 array), else None.

@@ -504,13 +504,14 @@ def part_frames(part: dict[str, Any]) -> dict[str, Any]:
 
 def _strip_meta(plane_name: str) -> bool | int:
     """Planes whose event_metadata upb need not parse up front: TPU planes, whose reading uses
-    only `MetaTable` (one op's HLO text per entry: most of a TPU file's bytes), and GPU planes
-    of many entries (3: `_scan.META_STRIP_MIN` or more, decoded by the scanner and read
-    through their `MetaTable`). Why the GPU ones: a plane of a million distinct event names
-    (the fuzz campaign's shape) was a upb map of 220 MiB, and its names a million Python
-    strings more, to find which entries are copies or kernels."""
-    if TPU_PLANE_RE.match(plane_name) is not None:
-        return True
+    only `MetaTable` (one op's HLO text per entry: most of a TPU file's bytes), GPU planes
+    of many entries (3: `_scan.META_STRIP_MIN` or more: a million distinct event names, the
+    fuzz campaign's, were a upb map of 220 MiB and a million strings), and a host plane of
+    more entries than the pure-Python skeleton decoder reads (4: `SKELETON_STRIP_MIN`: GPU
+    captures' 2,800-5,000 had protobuf imported, ~20 ms and ~3-5 MiB of a report, where the
+    host rules read them through the table; a rule that asks the map has it parsed then)."""
+    if plane_name == HOST_PLANE or TPU_PLANE_RE.match(plane_name) is not None:
+        return 4 if plane_name == HOST_PLANE else True
     return 3 if GPU_PLANE_RE.match(plane_name) is not None else False
 
 
@@ -523,7 +524,7 @@ def _strip_many(plane_name: str) -> bool | int:
     (`Plane.meta`)."""
     if GPU_PLANE_RE.match(plane_name) is not None:  # (first: 100k GPU planes, one match each)
         return 2
-    return TPU_PLANE_RE.match(plane_name) is not None
+    return 4 if plane_name == HOST_PLANE else TPU_PLANE_RE.match(plane_name) is not None
 
 
 # What each answers for a GPU plane, said to the scanner, which then answers the planes named

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,37 @@ def test_proto_programs_still_parse(gpu_corpus, tmp_path):
     progs = programs_of(d, trace)
     assert progs and all(where.startswith("the capture's HloProto") for _, _, where in
                          progs.values())
+
+
+# prints, for each capture, whether its `report --json` loaded protobuf; the captures read in
+# one process (each a fresh report: `main`), none allowed to load it before the next
+MANY = ("import sys, io, contextlib\n"
+        "from overlap.cli.main import main\n"
+        "for f in sys.argv[1:]:\n"
+        "    with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "        code = main(['report', '--json', f])\n"
+        "    print(code, len(out.getvalue()) > 0, 'google.protobuf' in sys.modules, f)\n"
+        "    if 'google.protobuf' in sys.modules:\n"
+        "        break\n")
+
+
+def test_no_real_capture_loads_protobuf(gpu_corpus, gpu_large):
+    """Every real capture here, by its capture file (no HLO text beside it), reports without
+    protobuf where the scanner is built (round 44): the host plane's thousands of event
+    metadata entries stripped from the skeleton, read through its `MetaTable`
+    (`reader._strip_meta`), and the executed program's heap simulation read by the scanner
+    (`host_memory.capture_host_facts`). 17 of them loaded it for one or the other (~20 ms and
+    ~3-5 MiB of each report)."""
+    from overlap.trace import wire
+
+    if wire._scan is None:
+        pytest.skip("the compiled scanner is not built")
+    samples = Path(__file__).resolve().parents[2] / "sample_traces"
+    files = sorted(gpu_corpus.glob("**/*.xplane.pb")) + sorted(gpu_large.glob("**/*.xplane.pb")) \
+        + sorted(samples.glob("**/*.xplane.pb"))
+    assert len(files) >= 60
+    lines = subprocess.run([sys.executable, "-c", MANY, *map(str, files)], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    got = [line.split(" ", 3) for line in lines]
+    assert [g[3] for g in got] == list(map(str, files))
+    assert all(g[:3] == ["0", "True", "False"] for g in got), [g for g in got if g[2] != "False"]
