@@ -106,9 +106,11 @@ def execution_streams(comps: dict[str, list[Any]], entry: str | None,
 def proto_order(hlo_proto: bytes | Any) -> dict[str, list[str]]:
     """Each computation's instruction names in the order a serialized HloProto (or HloProto /
     HloModuleProto message) lists them: XLA's own order, as `execution_streams` takes it."""
-    from overlap.trace.protos import HloProto
+    from overlap.trace.programs import hlo_message
 
-    msg = HloProto.FromString(bytes(hlo_proto)) if isinstance(hlo_proto, (bytes, bytearray)) \
+    # (bytes read by the scanner where it answers, as upb reads them: no protobuf import in a
+    # `report --predict`, whose printer runs in its own process)
+    msg = hlo_message(bytes(hlo_proto)) if isinstance(hlo_proto, (bytes, bytearray)) \
         else hlo_proto
     module = msg.hlo_module if hasattr(msg, "hlo_module") else msg
     return {c.name: [i.name for i in c.instructions] for c in module.computations}

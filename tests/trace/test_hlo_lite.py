@@ -319,3 +319,12 @@ def test_hlo_message_with_buffers_falls_back_to_upb(monkeypatch):
     assert msg.buffer_assignment.heap_simulator_traces[0].events[0].kind == -(1 << 31)
     assert isinstance(hlo_message(raw), wire._scan.HProto)  # (without: only checked)
     assert hlo_message(raw).buffer_assignment is None
+
+
+def test_the_execution_order_reads_alike_from_either(real_protos):
+    """`streams.proto_order` of a program's bytes (the scanner's message, round 44: no
+    protobuf in a `report --predict`) is upb's, on every real program."""
+    from overlap.hlo.streams import proto_order
+
+    for raw in real_protos.values():
+        assert proto_order(raw) == proto_order(HloProto.FromString(raw))
