@@ -13,8 +13,8 @@ import json
 import pytest
 
 from overlap.trace import reader, skeleton, wire
-from overlap.trace.synthetic import SyntheticTrace
 from tests.trace.test_differential import _cli
+from tests.trace.test_large_gpu_meta import three_steps
 
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the compiled scanner is not built")
 
@@ -28,15 +28,9 @@ def _capture(path, frames: int, cpu_ops: bool) -> None:
     """A SYNTHETIC GPU capture (steps, kernels, copies, allocations, host copy callbacks)
     whose host plane holds `frames` more entries (Python frames of distinct names); with
     `cpu_ops`, host events whose metadata carries `hlo_op` (a rule that asks the map)."""
-    t = SyntheticTrace()
-    g = t.gpu(0)
+    t, _ = three_steps()
     for s in range(3):
-        t0 = 10_000_000 + s * 20_000_000
-        t.step(s, t0, t0 + 19_000_000)
-        g.kernel(t0 + 1_000_000, 5_000_000)
-        g.memcpy("D2H", t0 + 2_000_000, 2_000_000, 4096)
-        g.memcpy("H2D", t0 + 8_000_000, 2_000_000, 4096)
-        t.allocation(t0 + 500_000, bytes_allocated=1 << 20)
+        t.allocation(10_500_000 + s * 20_000_000, bytes_allocated=1 << 20)
     for i in range(frames):
         t.python_noise(12_000_000 + i * 1_000, 500, fn=f"train.py:{i} f{i}")
     if cpu_ops:

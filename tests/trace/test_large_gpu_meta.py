@@ -8,6 +8,7 @@ one upb's map gives. Also the narrow codes of the unread events' grouping
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,10 +24,9 @@ from tests.trace.wire_bytes import field
 pytestmark = pytest.mark.skipif(wire._scan is None, reason="the compiled scanner is not built")
 
 
-def _capture(extra: int, path) -> bytes:
-    """A SYNTHETIC GPU capture (kernels, a D2H and an H2D copy, host steps) whose GPU plane
-    gets `extra` more entries: each its own name, a few named like copies and graphs, and a
-    stream line of events of some of them (events no rule reads, graph launches)."""
+def three_steps() -> tuple[SyntheticTrace, Any]:
+    """A SYNTHETIC GPU capture's writer and its GPU: three steps, each a kernel, a D2H and an
+    H2D copy (the tests add what they are about)."""
     t = SyntheticTrace()
     g = t.gpu(0)
     for s in range(3):
@@ -35,6 +35,14 @@ def _capture(extra: int, path) -> bytes:
         g.kernel(t0 + 1_000_000, 5_000_000)
         g.memcpy("D2H", t0 + 2_000_000, 2_000_000, 4096)
         g.memcpy("H2D", t0 + 8_000_000, 2_000_000, 4096)
+    return t, g
+
+
+def _capture(extra: int, path) -> bytes:
+    """A SYNTHETIC GPU capture (kernels, a D2H and an H2D copy, host steps) whose GPU plane
+    gets `extra` more entries: each its own name, a few named like copies and graphs, and a
+    stream line of events of some of them (events no rule reads, graph launches)."""
+    t, g = three_steps()
     for j, name in enumerate(["k_unread", "CudaGraphExec:7", "MemcpyD2H", "MemcpyD2Hx"]
                              + [f"k{i}" for i in range(extra - 4)]):
         g.w.event_id(name)
