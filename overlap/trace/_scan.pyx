@@ -1649,10 +1649,9 @@ def split_space(data, Py_ssize_t n, strip_meta=None, Py_ssize_t lazy_min=-1,
     `decode_meta(narrow=(the buffer is under 2 GiB))` gives them where the plane was
     stripped, else None (and None where `strip_meta` answered 2: the entries stripped and
     checked, not kept; 3 and 4: stripped only where they are many, `META_STRIP_MIN` and
-    `SKELETON_STRIP_MIN`). A plane's
-    `stripped` is its mode: 0, 1 or 2. Last, where `bare` and a plane is bare (`BARE_MODE`:
-    then not in the skeleton), (per plane its name, None where not bare; per plane its id,
-    an int64 array), else None.
+    `SKELETON_STRIP_MIN`). A plane's `stripped` is its mode: 0, 1 or 2. Last, where `bare`
+    and a plane is bare (`BARE_MODE`: then not in the skeleton), (per plane its name, None
+    where not bare; per plane its id, an int64 array), else None.
 
     Why blocks for all planes, not arrays and tuples per plane: a capture of 100k small
     planes paid ~2 KiB a plane in per-plane arrays (204 MiB for a 6.9 MB file) and a numpy
@@ -5201,7 +5200,7 @@ cdef HBuffers _hbuffers(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int dept
     cdef HTrace tr
     cdef uint64_t fn, fn2, v
     cdef int wt, wt2
-    cdef Py_ssize_t s, q
+    cdef Py_ssize_t s, q, r
     if depth > _H_DEPTH:
         raise _Refused
     out.logical_buffers, out.heap_simulator_traces = [], []
@@ -5223,14 +5222,13 @@ cdef HBuffers _hbuffers(const uint8_t* b, Py_ssize_t p, Py_ssize_t end, int dept
                 while s < q:
                     s = _hnext(b, s, q, &fn2, &wt2)
                     if fn2 == 1:
-                        s = _hlen(b, s, q, wt2, &p)
-                        tr.events.append(_hevent(b, s, p, depth + 2))
-                        s = p
+                        s = _hlen(b, s, q, wt2, &r)
+                        tr.events.append(_hevent(b, s, r, depth + 2))
+                        s = r
                     elif fn2 == 2 or fn2 == 3:
                         s = _hvarint(b, s, q, wt2, &v)
                     else:
                         s = _hskip(b, s, q, wt2)
-                p = q
         else:
             p = _hskip(b, p, end, wt)
     return out
