@@ -70,3 +70,29 @@ def test_a_host_plane_at_the_budget_is_stripped_one_answer(tmp_path, short, cpu_
         assert (rc, scanned) == (rc_upb, upb), cmd
     got = json.loads(_cli(["report", "--json", str(p)], wire._scan)[1])
     assert got["summary"]["transfers"] == 6 and len(got["steps"]) == 3
+
+
+def test_damaged_stripped_host_planes_read_as_upb_reads_them(tmp_path):
+    """Mutations of a capture whose host plane is stripped (its entries decoded and checked by
+    the scanner, not upb's skeleton): the report, or its refusal, is upb's (the differential
+    campaign's mutator; most of the nodes it picks here are the host plane's events and
+    metadata entries)."""
+    import random
+
+    from tests.trace.test_differential import mutate, parse
+
+    p = tmp_path / "host.xplane.pb"
+    _capture(p, 0, True)
+    _capture(p, wire._scan.SKELETON_STRIP_MIN - _host_entries(p), True)
+    assert _stripped(p) == 1
+    root = parse(p.read_bytes())
+    rng = random.Random(44)
+    seen = {"read": 0, "refused": 0}
+    for case in range(40):
+        data, what = mutate(root, rng)
+        f = tmp_path / f"m{case}.xplane.pb"
+        f.write_bytes(data)
+        rc, js = _cli(["report", "--json", str(f)], wire._scan)
+        assert (rc, js) == _cli(["report", "--json", str(f)], None), (case, what)
+        seen["refused" if rc == 3 else "read"] += 1
+    assert all(seen.values()), seen
