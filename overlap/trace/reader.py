@@ -510,8 +510,10 @@ def _strip_meta(plane_name: str) -> bool | int:
     more entries than the pure-Python skeleton decoder reads (4: `SKELETON_STRIP_MIN`: GPU
     captures' 2,800-5,000 had protobuf imported, ~20 ms and ~3-5 MiB of a report, where the
     host rules read them through the table; a rule that asks the map has it parsed then)."""
-    if plane_name == HOST_PLANE or TPU_PLANE_RE.match(plane_name) is not None:
-        return 4 if plane_name == HOST_PLANE else True
+    if plane_name == HOST_PLANE:
+        return 4
+    if TPU_PLANE_RE.match(plane_name) is not None:
+        return True
     return 3 if GPU_PLANE_RE.match(plane_name) is not None else False
 
 

@@ -40,7 +40,9 @@ from typing import Any
 LIMIT = 1 << 13
 # With the entries' count at hand (`decode_space(entries=)`): the cost is ~6 us per entry
 # (its stats included), ~0.1 us per KB of blobs; importing protobuf and a upb parse cost
-# ~12-16 ms (a CPU capture's skeleton: 520 KB, 514 entries, 3-4 ms here).
+# ~12-16 ms (a CPU capture's skeleton: 520 KB, 514 entries, 3-4 ms here). The scanner keeps
+# a host plane of this many out of the skeleton (`_scan.SKELETON_STRIP_MIN`, the same number:
+# tests/trace/test_host_plane_stripped.py holds them equal).
 MAX_ENTRIES = 1500
 # Plane-level fields (metadata entries of both kinds, plane stats) decoded at most: a skeleton
 # of many stat metadata but few event metadata is refused once it has cost ~4 ms.
